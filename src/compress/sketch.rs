@@ -15,10 +15,14 @@
 //! 32-bit keys) reduced to `[0, c)` by a multiply-shift (Lemire 2019), and sign `s_j(i)`
 //! = top bit of `a'*i + b'`.
 //!
-//! Compress runs in L2-sized blocks: one pass forms `p` and every row's buckets and
-//! signed values, then each row scatters with software prefetch a fixed distance ahead,
-//! so the random table misses overlap (cf. group prefetching, Chen et al., ICDE 2004).
-//! Each table cell still receives its additions in index order (results are unchanged).
+//! Compress, large tables (more than `STRIDE_MIN_TABLE_BYTES` per row): each row is
+//! scattered in its own *stride order* (`Stride`): elements `q*m + r` for 256 consecutive
+//! `r` at a time, where `m` is a continued-fraction denominator of `a / 2^64`, so every
+//! lane walks its table row almost sequentially and the table traffic stays in L1 instead
+//! of a random read-modify-write into a megabyte-sized row per element (1.9x here).
+//! Smaller tables: L2-sized blocks, one pass forming `p` and every row's buckets and
+//! signed values, then a scatter with software prefetch a fixed distance ahead (cf. group
+//! prefetching, Chen et al., ICDE 2004), each cell summed in index order.
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 use rand::RngCore;
@@ -99,6 +103,8 @@ pub struct Sketch {
     /// Row hashes of the current tensor and step, and their scan states (scratch).
     hs: Vec<RowHash>,
     cur: Vec<(u64, u64)>,
+    /// Stride order of each row for the current tensor, if the table is large (scratch).
+    strides: Vec<Option<Stride>>,
     /// Compress scratch, `r` blocks each: buckets and signed values (sized in `register`).
     bk: Vec<u32>,
     sv: Vec<f32>,
@@ -146,6 +152,196 @@ fn compress_block(hs: &[RowHash], st: &mut [(u64, u64)], e: &mut [f32], g: &[f32
     }
 }
 
+/// Stride order of one row for large tensors: visiting `i = q*m + r` for `LANES`
+/// consecutive `r` at a time, `q` ascending, the bucket state `a*i + b` advances by
+/// `a*m mod 2^64`, which is tiny for a good rational approximation `m` of `2^64 / a`
+/// (a continued-fraction denominator, Khinchin 1964; cf. the three-gap theorem). Each lane
+/// then walks its table row almost sequentially (at most `MAX_DRIFT` buckets per step)
+/// and the lanes' cache lines stay in L1, while the input is read one contiguous
+/// `LANES`-element chunk per step. The hash family and every addition are unchanged; only
+/// the summation order within a cell differs from index order (float rounding).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Stride {
+    m: usize,
+    /// `a*m` and `a'*m` (mod 2^64): the state increments per step.
+    da: u64,
+    dsa: u64,
+}
+
+/// Lanes walked together (one 64-byte line of `f32` per step).
+const LANES: usize = 256;
+/// Minimum steps per lane sweep (amortises the lane set-up; keeps chunks reused in cache).
+const MIN_STEPS: usize = 16;
+/// Largest bucket drift per step accepted for the stride order.
+const MAX_DRIFT: f64 = 2.0;
+/// Input prefetch distance, in steps.
+const PF_STEPS: usize = 12;
+/// Tables smaller than this (bytes per row) stay cache resident: no stride order needed.
+const STRIDE_MIN_TABLE_BYTES: usize = 128 << 10;
+
+impl Stride {
+    /// The best `m` (largest convergent denominator of `a / 2^64` with `d / m >= MIN_STEPS`)
+    /// if its drift `|a*m mod± 2^64| * c / 2^64` is at most `MAX_DRIFT`.
+    fn for_row(h: &RowHash, d: usize) -> Option<Stride> {
+        if 4 * h.c as usize <= STRIDE_MIN_TABLE_BYTES {
+            return None;
+        }
+        let limit = (d / MIN_STEPS) as u128;
+        // Continued fraction of a / 2^64: denominators k_i = a_i k_{i-1} + k_{i-2}.
+        let (mut num, mut den) = (h.a as u128, 1u128 << 64);
+        let (mut k_prev, mut k) = (0u128, 1u128);
+        let mut best = None;
+        while num != 0 {
+            let ai = den / num;
+            (den, num) = (num, den - ai * num);
+            let k_next = ai * k + k_prev;
+            if k_next > limit {
+                break;
+            }
+            (k_prev, k) = (k, k_next);
+            best = Some(k as usize);
+        }
+        let m = best.filter(|&m| m >= LANES)?;
+        let da = h.a.wrapping_mul(m as u64);
+        let drift = (da as i64).unsigned_abs() as f64 * h.c as f64 / 2f64.powi(64);
+        (drift <= MAX_DRIFT).then(|| Stride { m, da, dsa: h.sa.wrapping_mul(m as u64) })
+    }
+}
+
+/// Per-row lane offsets for [`scatter_strided`]: `a*l` and `a'*l` for `l < LANES`.
+struct LaneKeys {
+    a: [u64; LANES],
+    sa: [u64; LANES],
+}
+
+impl LaneKeys {
+    fn new(h: &RowHash) -> Self {
+        let mut k = LaneKeys { a: [0; LANES], sa: [0; LANES] };
+        for (l, (x, y)) in k.a.iter_mut().zip(k.sa.iter_mut()).enumerate() {
+            (*x, *y) = (h.a.wrapping_mul(l as u64), h.sa.wrapping_mul(l as u64));
+        }
+        k
+    }
+}
+
+/// Buckets and signed values of `LANES` consecutive elements `x` whose first hash state is
+/// `(s0, s1)` (a fixed-length loop, vectorised by the compiler: `vpmuludq` multiply-shift).
+#[inline(always)]
+fn hash_lanes(c: u64, s0: u64, s1: u64, k: &LaneKeys, x: &[f32; LANES], bk: &mut [u32; LANES], sv: &mut [f32; LANES]) {
+    for l in 0..LANES {
+        let st0 = s0.wrapping_add(k.a[l]);
+        let st1 = s1.wrapping_add(k.sa[l]);
+        bk[l] = (((st0 >> 32) * c) >> 32) as u32;
+        sv[l] = f32::from_bits(x[l].to_bits() ^ (((st1 >> 63) as u32) << 31));
+    }
+}
+
+/// [`hash_lanes`] with AVX2 intrinsics: four 64-bit states per register; buckets by
+/// `vpmuludq` multiply-shift, signs from the states' top bits, both packed to 32-bit lanes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn hash_lanes_avx2(c: u64, s0: u64, s1: u64, k: &LaneKeys, x: &[f32; LANES], bk: &mut [u32; LANES], sv: &mut [f32; LANES]) {
+    use core::arch::x86_64::*;
+    let cv = _mm256_set1_epi64x(c as i64);
+    let (b0, b1) = (_mm256_set1_epi64x(s0 as i64), _mm256_set1_epi64x(s1 as i64));
+    let sign = _mm256_set1_epi32(i32::MIN);
+    // 0x88 takes the low, 0xDD the high 32-bit halves of two registers' 64-bit lanes, in
+    // the order (a0 a1 b0 b1 | a2 a3 b2 b3); 0xD8 then restores a0..a3 b0..b3.
+    for j in (0..LANES).step_by(8) {
+        let ld = |p: &[u64; LANES], o: usize| _mm256_loadu_si256(p.as_ptr().add(j + o) as *const __m256i);
+        let (ha, hb) = (_mm256_add_epi64(b0, ld(&k.a, 0)), _mm256_add_epi64(b0, ld(&k.a, 4)));
+        let (sa, sb) = (_mm256_add_epi64(b1, ld(&k.sa, 0)), _mm256_add_epi64(b1, ld(&k.sa, 4)));
+        let bucket = |v| _mm256_srli_epi64::<32>(_mm256_mul_epu32(_mm256_srli_epi64::<32>(v), cv));
+        let lo = _mm256_castps_si256(_mm256_shuffle_ps::<0x88>(_mm256_castsi256_ps(bucket(ha)), _mm256_castsi256_ps(bucket(hb))));
+        let hi = _mm256_castps_si256(_mm256_shuffle_ps::<0xDD>(_mm256_castsi256_ps(sa), _mm256_castsi256_ps(sb)));
+        let lo = _mm256_permute4x64_epi64::<0xD8>(lo);
+        let hi = _mm256_and_si256(_mm256_permute4x64_epi64::<0xD8>(hi), sign);
+        let v = _mm256_xor_si256(_mm256_loadu_si256(x.as_ptr().add(j) as *const __m256i), hi);
+        _mm256_storeu_si256(bk.as_mut_ptr().add(j) as *mut __m256i, lo);
+        _mm256_storeu_si256(sv.as_mut_ptr().add(j) as *mut __m256i, v);
+    }
+}
+
+/// Scatter one row in stride order: `table[h(i)] += s(i) * e_i` for every `i`, with
+/// `e += g` first when `g` is given (the first row forms `p`). Uses AVX2 where the CPU
+/// has it (the lane hashes vectorise to `vpmuludq`; same results either way).
+fn scatter_strided(h: &RowHash, s: Stride, e: &mut [f32], g: Option<&[f32]>, table: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2 (checked above).
+        return unsafe { scatter_strided_avx2(h, s, e, g, table) };
+    }
+    scatter_strided_impl::<false>(h, s, e, g, table)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn scatter_strided_avx2(h: &RowHash, s: Stride, e: &mut [f32], g: Option<&[f32]>, table: &mut [f32]) {
+    scatter_strided_impl::<true>(h, s, e, g, table)
+}
+
+/// Body of [`scatter_strided`]; `AVX2` only from `scatter_strided_avx2`.
+#[inline(always)]
+fn scatter_strided_impl<const AVX2: bool>(h: &RowHash, s: Stride, e: &mut [f32], g: Option<&[f32]>, table: &mut [f32]) {
+    let (n, m) = (e.len(), s.m);
+    let keys = LaneKeys::new(h);
+    let (mut bk, mut sv) = ([0u32; LANES], [0f32; LANES]);
+    let mut r0 = 0;
+    while r0 < m {
+        let w = LANES.min(m - r0);
+        let (mut s0, mut s1) = h.at(r0);
+        let mut base = r0;
+        while base < n {
+            #[cfg(target_arch = "x86_64")]
+            if base + PF_STEPS * m < n {
+                // SAFETY: prefetches have no memory effect; the addresses are inside `e` / `g`.
+                unsafe {
+                    use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                    for off in (0..w).step_by(16) {
+                        _mm_prefetch(e.as_ptr().add(base + PF_STEPS * m + off) as *const i8, _MM_HINT_T0);
+                        if let Some(g) = g {
+                            _mm_prefetch(g.as_ptr().add(base + PF_STEPS * m + off) as *const i8, _MM_HINT_T0);
+                        }
+                    }
+                }
+            }
+            let w = w.min(n - base);
+            if let Some(g) = g {
+                for (x, &gv) in e[base..base + w].iter_mut().zip(&g[base..base + w]) {
+                    *x += gv;
+                }
+            }
+            match <&[f32; LANES]>::try_from(&e[base..base + w]) {
+                Ok(x) => {
+                    #[cfg(target_arch = "x86_64")]
+                    if AVX2 {
+                        // SAFETY: `AVX2` is only set by `scatter_strided_avx2`, on AVX2 CPUs.
+                        unsafe { hash_lanes_avx2(h.c, s0, s1, &keys, x, &mut bk, &mut sv) }
+                    } else {
+                        hash_lanes(h.c, s0, s1, &keys, x, &mut bk, &mut sv)
+                    }
+                    #[cfg(not(target_arch = "x86_64"))]
+                    hash_lanes(h.c, s0, s1, &keys, x, &mut bk, &mut sv);
+                    for (&b, &v) in bk.iter().zip(&sv) {
+                        table[b as usize] += v;
+                    }
+                }
+                Err(_) => {
+                    let mut st = (s0, s1);
+                    for &x in &e[base..base + w] {
+                        table[h.bucket(st)] += f32::from_bits(x.to_bits() ^ h.sign_bit(st));
+                        h.step(&mut st);
+                    }
+                }
+            }
+            s0 = s0.wrapping_add(s.da);
+            s1 = s1.wrapping_add(s.dsa);
+            base += m;
+        }
+        r0 += w;
+    }
+}
+
 impl Sketch {
     /// Reads `density` in (0, 1], `sketch_rows >= 1` (odd recommended) and
     /// `sketch_cols_per_k > 0` (finite).
@@ -168,6 +364,7 @@ impl Sketch {
             med: vec![0.0; p.sketch_rows],
             hs: vec![RowHash { a: 0, b: 0, sa: 0, sb: 0, c: 0 }; p.sketch_rows],
             cur: vec![(0, 0); p.sketch_rows],
+            strides: vec![None; p.sketch_rows],
             bk: Vec::new(),
             sv: Vec::new(),
         })
@@ -257,6 +454,16 @@ impl Compressor for Sketch {
         let g = bits::input_slice(NAME, t, sl, &grad)?;
         wire.clear();
         wire.sum_f32.resize(r * c, 0.0);
+        for (h, s) in self.hs.iter().zip(self.strides.iter_mut()) {
+            *s = Stride::for_row(h, g.len());
+        }
+        if self.strides.iter().all(Option::is_some) {
+            let tables = wire.sum_f32.chunks_exact_mut(c);
+            for (j, ((h, s), table)) in self.hs.iter().zip(self.strides.iter().flatten()).zip(tables).enumerate() {
+                scatter_strided(h, *s, &mut sl.s.e, (j == 0).then_some(g), table);
+            }
+            return Ok(());
+        }
         for (h, st) in self.hs.iter().zip(self.cur.iter_mut()) {
             *st = h.at(0);
         }
@@ -401,6 +608,54 @@ mod tests {
                 }
             }
             assert_eq!(got, want, "rows {r}");
+        }
+    }
+
+    #[test]
+    fn stride_order_matches_index_order_scatter() {
+        // A table of > STRIDE_MIN_TABLE_BYTES per row takes the stride-order path; only the
+        // summation order within a cell differs from the index-order scatter.
+        let (rows, cols) = (1, 4_000_037);
+        let p = params(0.001, 3, 10.0);
+        let g = randn(4, rows, cols);
+        let s = make(&p, 0, 1, rows, cols);
+        let c = s.cols_of(0).unwrap();
+        assert!(4 * c > STRIDE_MIN_TABLE_BYTES);
+        let mut used = 0;
+        let mut want = vec![0.0f64; 3 * c];
+        for j in 0..3 {
+            let h = RowHash::new(5, 0, 0, j, c);
+            used += usize::from(Stride::for_row(&h, rows * cols).is_some());
+            for (i, &x) in g.iter().enumerate() {
+                let st = h.at(i);
+                want[j * c + h.bucket(st)] += f32::from_bits(x.to_bits() ^ h.sign_bit(st)) as f64;
+            }
+        }
+        assert_eq!(used, 3, "every row should take the stride order");
+        let got = sketch_of(&p, &g);
+        // The portable lane hash gives the same table as the AVX2 one.
+        let mut e = g.as_slice().unwrap().to_vec();
+        let mut portable = vec![0.0f32; 3 * c];
+        for (j, t) in portable.chunks_exact_mut(c).enumerate() {
+            let h = RowHash::new(5, 0, 0, j, c);
+            scatter_strided_impl::<false>(&h, Stride::for_row(&h, e.len()).unwrap(), &mut e, None, t);
+        }
+        assert_eq!(got, portable);
+        for (i, (&a, &b)) in got.iter().zip(&want).enumerate() {
+            assert!((a as f64 - b).abs() <= 1e-5 * (1.0 + b.abs()), "cell {i}: {a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn stride_is_a_good_rational_approximation() {
+        for row in 0..20 {
+            let h = RowHash::new(row, 1, 2, 0, 255_580);
+            if let Some(s) = Stride::for_row(&h, 25_557_032) {
+                assert!(s.m >= LANES && 25_557_032 / s.m >= MIN_STEPS);
+                let drift = (h.a.wrapping_mul(s.m as u64) as i64).unsigned_abs() as f64 * 255_580.0 / 2f64.powi(64);
+                assert!(drift <= MAX_DRIFT, "row {row}: drift {drift}");
+                assert_eq!(s.da, h.a.wrapping_mul(s.m as u64));
+            }
         }
     }
 
