@@ -199,29 +199,43 @@ fn columns<const R: usize>(a: &[f32], n: usize) -> [&[f32]; R] {
 /// For every row `i`: `e_i += g_i` (when `g` is given), `P[i, :] = e_i Q`, and with
 /// `residual` also `e_i -= P[i, :] Q^T`, in one pass over `e` (and `g`). `e`, `g`: row-major
 /// `rows x cols`; `q`: column-major `cols x r`; `p`: column-major `rows x r`.
-pub fn add_project_rows(e: &mut [f32], g: Option<&[f32]>, cols: usize, q: &[f32], r: usize, p: &mut [f32], residual: bool) {
+///
+/// With `pending = Some(Q_old)` (column-major `cols x r`), each row first applies a
+/// deferred residual `e_i -= P_old[i, :] Q_old^T`, `P_old` being `p`'s content on entry
+/// (read before the row of `p` is overwritten): the same arithmetic as the eager second
+/// pass it replaces, done while the row is in cache.
+#[allow(clippy::too_many_arguments)]
+pub fn add_project_rows(e: &mut [f32], g: Option<&[f32]>, cols: usize, q: &[f32], r: usize, p: &mut [f32], residual: bool, pending: Option<&[f32]>) {
     let rows = if cols == 0 { 0 } else { e.len() / cols };
     assert!(r >= 1 && q.len() == cols * r && p.len() == rows * r && e.len() == rows * cols);
     if let Some(g) = g {
         assert_eq!(g.len(), e.len());
     }
+    if let Some(qo) = pending {
+        assert_eq!(qo.len(), q.len());
+    }
     if rows == 0 {
         return;
     }
-    dispatch!(r, rows_body, rows_avx2, (e, g, cols, q, p, residual))
+    dispatch!(r, rows_body, rows_avx2, (e, g, cols, q, p, residual, pending))
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn rows_avx2<const R: usize>(e: &mut [f32], g: Option<&[f32]>, cols: usize, q: &[f32], p: &mut [f32], residual: bool) {
-    rows_body::<avx::Avx, R>(e, g, cols, q, p, residual)
+unsafe fn rows_avx2<const R: usize>(e: &mut [f32], g: Option<&[f32]>, cols: usize, q: &[f32], p: &mut [f32], residual: bool, pending: Option<&[f32]>) {
+    rows_body::<avx::Avx, R>(e, g, cols, q, p, residual, pending)
 }
 
 #[inline(always)]
-fn rows_body<V: V8, const R: usize>(e: &mut [f32], g: Option<&[f32]>, cols: usize, q: &[f32], p: &mut [f32], residual: bool) {
+fn rows_body<V: V8, const R: usize>(e: &mut [f32], g: Option<&[f32]>, cols: usize, q: &[f32], p: &mut [f32], residual: bool, pending: Option<&[f32]>) {
     let rows = e.len() / cols;
     let qs = columns::<R>(q, cols);
+    let olds = pending.map(|qo| columns::<R>(qo, cols));
     for (i, ei) in e.chunks_exact_mut(cols).enumerate() {
+        if let Some(qo) = &olds {
+            let po: [f32; R] = std::array::from_fn(|k| p[k * rows + i]);
+            row_sub::<V, R>(ei, &po, qo);
+        }
         let pi = match g {
             Some(g) => row_project::<V, R, true>(ei, &g[i * cols..(i + 1) * cols], &qs),
             None => row_project::<V, R, false>(ei, &[], &qs),
@@ -562,7 +576,7 @@ mod tests {
                 for residual in [false, true] {
                     let mut e = e0.clone();
                     let mut p = Array2::<f32>::zeros((rows, r).f());
-                    add_project_rows(e.as_slice_mut().unwrap(), Some(g.as_slice().unwrap()), cols, cm(&q), r, p.as_slice_memory_order_mut().unwrap(), residual);
+                    add_project_rows(e.as_slice_mut().unwrap(), Some(g.as_slice().unwrap()), cols, cm(&q), r, p.as_slice_memory_order_mut().unwrap(), residual, None);
                     close(&p, &want_p, &format!("P {rows}x{cols} r{r}"));
                     let want_e = if residual { &pm - &want_p.dot(&q.t()) } else { pm.clone() };
                     close(&e, &want_e, &format!("e {rows}x{cols} r{r} residual {residual}"));
@@ -570,7 +584,7 @@ mod tests {
                 // Without the add.
                 let mut e = pm.clone();
                 let mut p = Array2::<f32>::zeros((rows, r).f());
-                add_project_rows(e.as_slice_mut().unwrap(), None, cols, cm(&q), r, p.as_slice_memory_order_mut().unwrap(), false);
+                add_project_rows(e.as_slice_mut().unwrap(), None, cols, cm(&q), r, p.as_slice_memory_order_mut().unwrap(), false, None);
                 close(&p, &want_p, "P no add");
                 assert_eq!(e, pm);
             }
@@ -646,12 +660,12 @@ mod tests {
                 let mut p2 = p1.clone();
                 let mut e1 = e0.as_slice().unwrap().to_vec();
                 let mut e2 = e1.clone();
-                add_project_rows(&mut e1, Some(gs), cols, qs, r, &mut p1, true);
+                add_project_rows(&mut e1, Some(gs), cols, qs, r, &mut p1, true, None);
                 macro_rules! portable {
                     ($($R:literal),*) => {
                         match r {
                             $($R => {
-                                rows_body::<Lanes, $R>(&mut e2, Some(gs), cols, qs, &mut p2, true);
+                                rows_body::<Lanes, $R>(&mut e2, Some(gs), cols, qs, &mut p2, true, None);
                             })*
                             _ => unreachable!(),
                         }

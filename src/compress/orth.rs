@@ -311,6 +311,10 @@ pub struct LowRank {
     pub q: Array2<f32>,
     /// Householder scratch (r').
     pub tau: Vec<f32>,
+    /// `Q` of a deferred residual update (cols x r', column-major): while `pending`, the
+    /// true residual is `resid - P Q_old^T` (see [`LowRank::add_project_t_deferred`]).
+    q_old: Array2<f32>,
+    pub(crate) pending: bool,
 }
 
 impl LowRank {
@@ -325,6 +329,8 @@ impl LowRank {
             p: Array2::zeros((rows, rank).f()),
             q: Array2::zeros((cols, rank).f()),
             tau: vec![0.0; rank],
+            q_old: Array2::zeros((cols, rank).f()),
+            pending: false,
         };
         fill_normal(&mut lr.q, rng_for(seed, 0, t, 1));
         fill_normal(&mut lr.p, rng_for(seed, 0, t, 2));
@@ -341,13 +347,19 @@ impl LowRank {
 
     /// `resid += grad; P = resid Q`, and with `residual` also `resid -= P Q^T`, in one
     /// streaming pass over row blocks (the block stays in cache between the steps).
+    ///
+    /// A residual deferred by [`LowRank::add_project_t_deferred`] is applied first, row by
+    /// row in the same pass (it needs `P` before this step overwrites it).
     pub fn add_project_rows(&mut self, grad: ArrayView2<f32>, residual: bool) {
         if self.rank <= MAX_FUSED_RANK {
             if let (Some(g), Some(e), Some(q), Some(p)) = (grad.as_slice(), self.resid.as_slice_mut(), col_major(&self.q), col_major_mut(&mut self.p)) {
-                lrk::add_project_rows(e, Some(g), self.cols, q, self.rank, p, residual);
+                let pending = if self.pending { col_major(&self.q_old) } else { None };
+                lrk::add_project_rows(e, Some(g), self.cols, q, self.rank, p, residual, pending);
+                self.pending = false;
                 return;
             }
         }
+        self.settle();
         let br = (BLOCK_ELEMS / self.cols.max(1)).max(1);
         let mut i0 = 0;
         while i0 < self.rows {
@@ -384,6 +396,41 @@ impl LowRank {
             i0 = i1;
         }
         general_mat_mul(-1.0, &self.p, &self.q.t(), 1.0, &mut self.resid);
+    }
+
+    /// ACP-SGD's Q step with the residual deferred: `resid += grad; Q = resid^T P` in one
+    /// pass, and `resid -= P Q^T` left to the next [`LowRank::add_project_rows`], which
+    /// applies it row by row in its own pass (Q is saved; P is unchanged until then). The
+    /// arithmetic is the eager update's; only the pass that does it moves, so an ACP-SGD
+    /// step reads and writes the matrix once instead of twice.
+    pub fn add_project_t_deferred(&mut self, grad: ArrayView2<f32>) {
+        self.settle();
+        if self.rank <= MAX_FUSED_RANK {
+            if let (Some(g), Some(e), Some(p), Some(q)) = (grad.as_slice(), self.resid.as_slice_mut(), col_major(&self.p), col_major_mut(&mut self.q)) {
+                lrk::add_project_t(e, Some(g), self.cols, p, self.rank, q, false);
+                self.q_old.assign(&self.q);
+                self.pending = true;
+                return;
+            }
+        }
+        self.add_project_t(grad);
+    }
+
+    /// Apply a deferred residual now (`resid -= P Q_old^T`).
+    pub fn settle(&mut self) {
+        if self.pending {
+            general_mat_mul(-1.0, &self.p, &self.q_old.t(), 1.0, &mut self.resid);
+            self.pending = false;
+        }
+    }
+
+    /// The residual `e`, with a deferred update applied (a copy; for tests and checks).
+    pub fn residual(&self) -> Array2<f32> {
+        let mut e = self.resid.clone();
+        if self.pending {
+            general_mat_mul(-1.0, &self.p, &self.q_old.t(), 1.0, &mut e);
+        }
+        e
     }
 
     /// `Q = resid^T P` (one BLAS product over the whole matrix).
