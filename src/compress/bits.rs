@@ -234,20 +234,15 @@ pub fn fused_ef_pack(g: &[f32], e: &mut [f32], lag: f32, words: &mut [u32]) -> f
     let full = g.len() / 32 * 32;
     let (gc, gt) = g.split_at(full);
     let (ec, et) = e.split_at_mut(full);
-    let blocks = gc.chunks(1024).zip(ec.chunks_mut(1024)).zip(words.chunks_mut(32));
     #[cfg(target_arch = "x86_64")]
-    if simd::has_avx2() {
-        for ((gb, eb), wb) in blocks {
+    let avx2 = simd::has_avx2();
+    for ((gb, eb), wb) in gc.chunks(1024).zip(ec.chunks_mut(1024)).zip(words.chunks_mut(32)) {
+        #[cfg(target_arch = "x86_64")]
+        if avx2 {
             // SAFETY: AVX2 is present (checked above).
             total += unsafe { simd::ef_block_avx2(gb, eb, lag_bits, wb) };
+            continue;
         }
-    } else {
-        for ((gb, eb), wb) in blocks {
-            total += simd::ef_block(gb, eb, lag_bits, wb);
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    for ((gb, eb), wb) in blocks {
         total += simd::ef_block(gb, eb, lag_bits, wb);
     }
     if !gt.is_empty() {

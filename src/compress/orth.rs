@@ -379,6 +379,7 @@ impl LowRank {
     /// block by block), then `resid -= P Q^T` as one BLAS pass (ACP-SGD's Q step: the
     /// residual needs the complete Q, so it cannot share the first pass).
     pub fn add_project_t(&mut self, grad: ArrayView2<f32>) {
+        self.settle();
         if self.rank <= MAX_FUSED_RANK {
             if let (Some(g), Some(e), Some(p), Some(q)) = (grad.as_slice(), self.resid.as_slice_mut(), col_major(&self.p), col_major_mut(&mut self.q)) {
                 lrk::add_project_t(e, Some(g), self.cols, p, self.rank, q, true);
@@ -416,10 +417,11 @@ impl LowRank {
         self.add_project_t(grad);
     }
 
-    /// Apply a deferred residual now (`resid -= P Q_old^T`).
+    /// Apply a deferred residual now (`resid -= P Q_old^T`); every eager pass over
+    /// `resid` calls this first.
     pub fn settle(&mut self) {
         if self.pending {
-            general_mat_mul(-1.0, &self.p, &self.q_old.t(), 1.0, &mut self.resid);
+            sub_deferred(&self.p, &self.q_old, &mut self.resid);
             self.pending = false;
         }
     }
@@ -428,13 +430,14 @@ impl LowRank {
     pub fn residual(&self) -> Array2<f32> {
         let mut e = self.resid.clone();
         if self.pending {
-            general_mat_mul(-1.0, &self.p, &self.q_old.t(), 1.0, &mut e);
+            sub_deferred(&self.p, &self.q_old, &mut e);
         }
         e
     }
 
     /// `Q = resid^T P` (one BLAS product over the whole matrix).
     pub fn project_t(&mut self) {
+        self.settle();
         if self.rank <= MAX_FUSED_RANK {
             if let (Some(e), Some(p), Some(q)) = (self.resid.as_slice_mut(), col_major(&self.p), col_major_mut(&mut self.q)) {
                 lrk::add_project_t(e, None, self.cols, p, self.rank, q, false);
@@ -447,6 +450,9 @@ impl LowRank {
     /// `out = alpha P Q^T`, and with `residual` also `resid -= out`, row block by row
     /// block so the block of `out` is still in cache for the subtraction.
     pub fn reconstruct(&mut self, alpha: f32, mut out: ArrayViewMut2<f32>, residual: bool) {
+        if residual {
+            self.settle();
+        }
         if self.rank <= MAX_FUSED_RANK {
             if let (Some(o), Some(p), Some(q)) = (out.as_slice_mut(), col_major(&self.p), col_major(&self.q)) {
                 let e = if residual { self.resid.as_slice_mut() } else { None };
@@ -470,6 +476,11 @@ impl LowRank {
             i0 = i1;
         }
     }
+}
+
+/// The deferred residual update `e -= P Q_old^T` ([`LowRank::settle`]).
+fn sub_deferred(p: &Array2<f32>, q_old: &Array2<f32>, e: &mut Array2<f32>) {
+    general_mat_mul(-1.0, p, &q_old.t(), 1.0, e);
 }
 
 /// A registered tensor of a low-rank method: raw (1-D or not worth compressing) or

@@ -225,7 +225,7 @@ impl LaneKeys {
 }
 
 /// Buckets and signed values of `LANES` consecutive elements `x` whose first hash state is
-/// `(s0, s1)` (a fixed-length loop, vectorised by the compiler: `vpmuludq` multiply-shift).
+/// `(s0, s1)`: the portable path ([`hash_lanes_avx2`] is the fast one on x86-64).
 #[inline(always)]
 fn hash_lanes(c: u64, s0: u64, s1: u64, k: &LaneKeys, x: &[f32; LANES], bk: &mut [u32; LANES], sv: &mut [f32; LANES]) {
     for l in 0..LANES {
@@ -263,8 +263,8 @@ unsafe fn hash_lanes_avx2(c: u64, s0: u64, s1: u64, k: &LaneKeys, x: &[f32; LANE
 }
 
 /// Scatter one row in stride order: `table[h(i)] += s(i) * e_i` for every `i`, with
-/// `e += g` first when `g` is given (the first row forms `p`). Uses AVX2 where the CPU
-/// has it (the lane hashes vectorise to `vpmuludq`; same results either way).
+/// `e += g` first when `g` is given (the first row forms `p`). Hashes the lanes with
+/// AVX2 where the CPU has it (same results either way; tested).
 fn scatter_strided(h: &RowHash, s: Stride, e: &mut [f32], g: Option<&[f32]>, table: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
