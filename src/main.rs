@@ -127,6 +127,7 @@ fn run(cli: &Cli, world: &World, provided: Threading) -> anyhow::Result<()> {
     let run_id = world.broadcast_string(&stamp);
     let out_dir = cli.common.out.clone().unwrap_or_else(|| PathBuf::from("results").join(&run_id));
     let hosts = world.host_names();
+    let host_cores = world.all_gather_u64(std::thread::available_parallelism().map_or(0, |n| n.get() as u64));
     let cases_total = config.cases().len();
     let mut meta = meta::RunMeta {
         schema_version: SCHEMA_VERSION,
@@ -140,6 +141,7 @@ fn run(cli: &Cli, world: &World, provided: Threading) -> anyhow::Result<()> {
         mpi_thread_level: format!("{provided:?}"),
         world_size: world.size,
         hosts,
+        host_cores,
         slurm_job_id: std::env::var("SLURM_JOB_ID").ok(),
         slurm_ntasks: std::env::var("SLURM_NTASKS").ok(),
         slurm_nodelist: std::env::var("SLURM_JOB_NODELIST").ok(),

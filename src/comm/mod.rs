@@ -69,6 +69,13 @@ impl World {
         out
     }
 
+    /// Every rank's `x`, in rank order.
+    pub fn all_gather_u64(&self, x: u64) -> Vec<u64> {
+        let mut all = vec![0u64; self.size];
+        self.comm.all_gather_into(&x, &mut all[..]);
+        all
+    }
+
     /// Broadcast a string from rank 0.
     pub fn broadcast_string(&self, s: &str) -> String {
         let root = self.comm.process_at_rank(0);

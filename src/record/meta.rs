@@ -17,6 +17,10 @@ pub struct RunMeta {
     pub mpi_thread_level: String,
     pub world_size: usize,
     pub hosts: Vec<String>,
+    /// Per rank (as `hosts`): the cores that rank may run on (`available_parallelism`:
+    /// affinity and cgroup limits included). With `hosts` it tells whether ranks shared
+    /// cores (the simulator's CPU share, sim/host.rs).
+    pub host_cores: Vec<u64>,
     pub slurm_job_id: Option<String>,
     pub slurm_ntasks: Option<String>,
     pub slurm_nodelist: Option<String>,

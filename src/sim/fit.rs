@@ -9,13 +9,19 @@
 //!   same fit as netmodel's compress-only [`crate::comm::netmodel::compress_costs_from_csv`],
 //!   phase by phase). Rows of one method with different parameters are fitted together.
 //!
+//! - e2e.csv (with run.json) → per world size a [`HostModel`] (CPU share; start and
+//!   bucket synchronisation latencies calibrated on the ssgd rows, see host.rs), rows of
+//!   kind `host` (`start` per iteration, `sync-pipelining-off` / `-on` per wait for the
+//!   device; `points` = ssgd rows used).
+//!
 //! Output: `fits.csv` (one row per model) and `fits.json` (the same rows as a JSON array)
 //! in the directory. Columns: `kind` (`comm` / `compress`), `name` (collective or
 //! method), `phase` (`-` for comm; `compress`, `feedback`, `decompress`), `world_size`
 //! (comm; empty for compress), `fixed_s` (alpha), `per_unit_s` (beta per byte, or per
 //! element), `unit` (`byte` / `element`), `r2`, `max_rel_err`, `points`.
 
-use super::{MethodCosts, Result, SimError};
+use super::host::{self, HostModel};
+use super::{CostModel, MethodCosts, Result, SimError};
 use crate::comm::netmodel::{CommModels, CompressCost, FitQuality};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -43,6 +49,8 @@ pub struct FitReport {
     pub comm: CommModels,
     pub comm_source: Option<String>,
     pub compress_source: Option<String>,
+    /// Per world size of DIR/e2e.csv (empty without one).
+    pub host: BTreeMap<usize, HostModel>,
     /// Files written.
     pub written: Vec<PathBuf>,
 }
@@ -85,6 +93,7 @@ pub fn fit_results(dir: &Path) -> Result<FitReport> {
     let json = serde_json::json!({
         "comm_source": rep.comm_source,
         "compress_source": rep.compress_source,
+        "host": rep.host.iter().map(|(n, h)| (n.to_string(), serde_json::json!({"cpu_share": h.cpu_share, "start_s": h.start_s, "sync_off_s": h.sync_s[0], "sync_on_s": h.sync_s[1], "source": h.source}))).collect::<serde_json::Map<_, _>>(),
         "fits": rep.rows,
     });
     let text = serde_json::to_string_pretty(&json).map_err(|e| werr(&json_path, &e))?;
@@ -117,6 +126,19 @@ pub fn fit_dir(dir: &Path) -> Result<FitReport> {
     if compress.exists() {
         rep.rows.extend(fit_compress_phases(&compress)?);
         rep.compress_source = Some(compress.display().to_string());
+    }
+    let e2e = dir.join("e2e.csv");
+    if e2e.exists() {
+        let share = host::cpu_share_from_run_json(&dir.join("run.json"))?;
+        let costs = |n: usize| -> Result<CostModel> { Ok(CostModel::with_network(Box::new(rep.network(n)?)).with_compress_fits(&rep)) };
+        let hosts = host::calibrate(&e2e, share, &costs)?;
+        for (&n, h) in &hosts {
+            let points = h.points;
+            for (name, v, unit) in [("start", h.start_s, "iteration"), ("sync-pipelining-off", h.sync_s[0], "wait"), ("sync-pipelining-on", h.sync_s[1], "wait")] {
+                rep.rows.push(FitRow { kind: "host", name: name.into(), phase: "-".into(), world_size: Some(n), fixed_s: v, per_unit_s: 0.0, unit, r2: f64::NAN, max_rel_err: f64::NAN, points });
+            }
+        }
+        rep.host = hosts;
     }
     Ok(rep)
 }

@@ -20,7 +20,10 @@
 //! pack (`pack_fixed_s + pack_s_per_byte * bytes` per unit append and per unit split).
 //! A method's phase cost is for all rounds; each round gets `1/rounds` of it.
 //! Decompress of a unit with a gather section processes every worker's piece, so its
-//! per-element term is multiplied by `n` (micro_compress.csv measures one worker).
+//! per-element term is scaled by [`gather_scale`] (micro_compress.csv measures one
+//! worker). Host effects ([`host::HostModel`], calibrated by `gradcomp fit`): CPU share
+//! when ranks outnumber cores, the device's start latency, and a resynchronisation
+//! latency whenever the communication thread waited for the device.
 //!
 //! **Wire bytes** come from the real compressors' `wire_capacity`, built through the
 //! registry for a worker of the simulated world size and registered shape by shape (one
@@ -28,6 +31,7 @@
 //! capacity is its band's top (1.3 k); the simulator sends the target k.
 
 pub mod fit;
+pub mod host;
 pub mod run;
 pub mod network;
 
@@ -159,12 +163,14 @@ pub struct CostModel {
     pub pack_fixed_s: f64,
     /// Where the compression costs come from (`cpu defaults`, `fitted DIR/micro_compress.csv`).
     pub compress_source: String,
+    /// CPU share and host latencies ([`host::HostModel`]; ideal unless calibrated).
+    pub host: host::HostModel,
 }
 
 impl CostModel {
     /// A network with the built-in `cpu` compression defaults.
     pub fn with_network(network: Box<dyn CollectiveCost>) -> CostModel {
-        CostModel { network, methods: HashMap::new(), pack_s_per_byte: 0.1e-9, pack_fixed_s: 0.2e-6, compress_source: "cpu defaults".into() }
+        CostModel { network, methods: HashMap::new(), pack_s_per_byte: 0.1e-9, pack_fixed_s: 0.2e-6, compress_source: "cpu defaults".into(), host: host::HostModel::default() }
     }
 
     /// A network preset name (`10gbe`, ...) with the `cpu` defaults.
@@ -189,7 +195,7 @@ impl CostModel {
 
     /// `network; compress` for the CSV's `cost_source`.
     pub fn describe(&self) -> String {
-        format!("network {}; compression {}", self.network.describe(), self.compress_source)
+        format!("network {}; compression {}; {}", self.network.describe(), self.compress_source, self.host.describe())
     }
 }
 
@@ -387,8 +393,11 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
     }
     let gather_used = bucket_units.iter().flatten().any(|(_, w)| w.iter().any(|l| l.gather_u32 > 0));
 
-    // Virtual clock.
-    let fwd_end = wl.fwd_s;
+    // Virtual clock. Host effects (host.rs): the device starts `start_s` late, CPU
+    // phases run at `cpu_share` of a core, a bucket's first exchange waits `sync_s` more.
+    let host = &costs.host;
+    let cpu = 1.0 / host.cpu_share;
+    let fwd_end = host.start_s + wl.fwd_s;
     let mut ready = Vec::with_capacity(m);
     let mut acc = fwd_end;
     for &b in &bwd_times {
@@ -399,23 +408,26 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
     let mut r = SimResult { fwd_s: fwd_end, bwd_s: bwd_end - fwd_end, buckets: groups.len(), aggregation: agg.name(), collective: case.collective.effective(agg), planned_s, ..SimResult::default() };
     let mut clock = if case.pipelining { 0.0 } else { bwd_end };
     let pb = costs.pack_s_per_byte;
-    for (g, units) in groups.iter().zip(&bucket_units) {
+    for (bi, (g, units)) in groups.iter().zip(&bucket_units).enumerate() {
+        // Did the communication thread wait for the device before this bucket?
+        let mut waited = bi == 0;
         if case.pipelining {
             let last = g.iter().copied().max().unwrap_or(0);
+            waited = ready[last] > clock;
             clock = clock.max(ready[last]);
         }
         for round in 0..rounds {
             if case.merge && round == 0 {
                 let e: usize = g.iter().map(|&p| numel[p]).sum();
-                let t = pb * 4.0 * e as f64;
+                let t = cpu * pb * 4.0 * e as f64;
                 clock += t;
                 r.pack_s += t;
             }
             let mut w = WireLen::default();
             for (e, uw) in units {
-                let c = per_round(mc.compress, *e) + per_round(mc.feedback, *e);
+                let c = cpu * (per_round(mc.compress, *e) + per_round(mc.feedback, *e));
                 let l = uw[round];
-                let p = costs.pack_fixed_s + pb * l.bytes() as f64;
+                let p = cpu * (costs.pack_fixed_s + pb * l.bytes() as f64);
                 clock += c + p;
                 r.compress_s += c;
                 r.pack_s += p;
@@ -427,16 +439,15 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
                 // Trailer: one length word per unit.
                 w.gather_u32 += units.len();
             }
-            let t = exchange_s(net, case.collective, n, w, gather_used);
+            let t = exchange_s(net, case.collective, n, w, gather_used) + if waited && round == 0 { host.sync_s[usize::from(case.pipelining)] } else { 0.0 };
             clock += t;
             r.comm_s += t;
             r.wire_bytes += w.bytes() as u64;
             for (e, uw) in units {
                 let l = uw[round];
                 // Splitting copies every worker's gathered piece of this unit.
-                let split = costs.pack_fixed_s + pb * 4.0 * (n * l.gather_u32) as f64;
-                let scale = if l.gather_u32 > 0 { n as f64 } else { 1.0 };
-                let d = (mc.decompress.fixed_s + mc.decompress.per_element_s * *e as f64 * scale) / rounds as f64;
+                let split = cpu * (costs.pack_fixed_s + pb * 4.0 * (n * l.gather_u32) as f64);
+                let d = cpu * (mc.decompress.fixed_s + mc.decompress.per_element_s * *e as f64 * gather_scale(n, *e, l.gather_u32)) / rounds as f64;
                 clock += split + d;
                 r.pack_s += split;
                 r.decompress_s += d;
@@ -450,6 +461,18 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
     r.iter_s = t_end;
     r.plan = groups;
     Ok(r)
+}
+
+/// Decompress work of a gathered unit relative to one worker's (micro-compress measures
+/// one): the output pass once, plus per further worker the elements its piece can touch,
+/// at most one per wire bit, `min(numel, 32 * words)`. Sign and quantised pieces touch
+/// every element (factor `n`), sparse top-k pieces a few (factor near 1).
+fn gather_scale(n: usize, numel: usize, gather_words: usize) -> f64 {
+    if gather_words == 0 || numel == 0 {
+        return 1.0;
+    }
+    let touched = (32.0 * gather_words as f64).min(numel as f64) / numel as f64;
+    1.0 + (n.max(1) - 1) as f64 * touched
 }
 
 /// ACP-SGD scales the fusion threshold by its compression ratio (as engine/mod.rs).
@@ -560,8 +583,9 @@ pub struct Comparison {
 }
 
 /// Pair e2e.csv rows (measured) with simulated rows by case key (model, method,
-/// fusion, pipelining, collective, world_size, batch); measured rows of one key (repeat
-/// runs) are averaged. Cases only on one side are left out. Sorted by key.
+/// fusion, pipelining, collective, world_size, batch); of measured rows of one key (repeat
+/// runs) the median counts (a slow spell of a shared machine does not move it). Cases
+/// only on one side are left out. Sorted by key.
 pub fn compare(measured_e2e_csv: &std::path::Path, sim: &[SimRow]) -> Result<Vec<Comparison>> {
     let rerr = |e: &dyn std::fmt::Display| SimError::Read { path: measured_e2e_csv.display().to_string(), msg: e.to_string() };
     let mut rdr = csv::Reader::from_path(measured_e2e_csv).map_err(|e| rerr(&e))?;
@@ -572,22 +596,19 @@ pub fn compare(measured_e2e_csv: &std::path::Path, sim: &[SimRow]) -> Result<Vec
     for (i, c) in cols.into_iter().enumerate() {
         idx[i] = c?;
     }
-    let mut measured: HashMap<String, (f64, usize)> = HashMap::new();
+    let mut measured: HashMap<String, Vec<f64>> = HashMap::new();
     for rec in rdr.records() {
         let rec = rec.map_err(|e| rerr(&e))?;
         let g = |i: usize| rec.get(idx[i]).unwrap_or("").trim().to_string();
         let key = format!("{}/{}/{}/pipelining={}/{}/n={}/batch={}", g(0), g(1), g(2), g(3), g(4), g(5), g(6));
         let v: f64 = g(7).parse().map_err(|_| rerr(&format!("iter_s `{}` is not a number", g(7))))?;
-        let e = measured.entry(key).or_insert((0.0, 0));
-        e.0 += v;
-        e.1 += 1;
+        measured.entry(key).or_default().push(v);
     }
     let mut out: Vec<Comparison> = sim
         .iter()
         .filter_map(|s| {
             let k = s.key();
-            measured.get(&k).map(|&(sum, c)| {
-                let meas = sum / c as f64;
+            measured.get(&k).and_then(|v| host::median(v.clone())).map(|meas| {
                 Comparison { key: k, measured_s: meas, simulated_s: s.iter_s, rel_err: (s.iter_s - meas) / meas }
             })
         })
@@ -602,6 +623,21 @@ pub fn compare(measured_e2e_csv: &std::path::Path, sim: &[SimRow]) -> Result<Vec
 /// skipped (their backward times are not in the CSV); `compute = none` rows get zero
 /// compute. Duplicate cases (repeat runs) appear once.
 pub fn cases_from_e2e_csv(path: &std::path::Path) -> Result<Vec<SimCase>> {
+    Ok(cases_from_e2e_csv_with(path, true)?.into_iter().map(|(c, _)| c).collect())
+}
+
+/// What a measured e2e.csv row says beyond its case (host calibration, sim/host.rs).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MeasuredRow {
+    pub fwd_s: f64,
+    pub iter_s: f64,
+    /// `compute = none`: the emulated device never slept.
+    pub compute_none: bool,
+}
+
+/// [`cases_from_e2e_csv`] with each row's measurements; `dedup` keeps the first row of
+/// repeated cases only.
+pub fn cases_from_e2e_csv_with(path: &std::path::Path, dedup: bool) -> Result<Vec<(SimCase, MeasuredRow)>> {
     use crate::engine::device::ComputeMode;
     let p = path.display().to_string();
     let rerr = |msg: String| SimError::Read { path: p.clone(), msg };
@@ -612,6 +648,7 @@ pub fn cases_from_e2e_csv(path: &std::path::Path) -> Result<Vec<SimCase>> {
     let (c_model, c_method, c_fusion, c_pipe, c_coll, c_agg, c_n, c_batch, c_dev) =
         (need("model")?, need("method")?, need("fusion")?, need("pipelining")?, need("collective")?, need("aggregation")?, need("world_size")?, need("batch")?, need("device")?);
     let c_compute = pos("compute");
+    let (c_fwd, c_iter) = (need("fwd_s")?, need("iter_s")?);
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
     for (i, rec) in rdr.records().enumerate() {
@@ -624,7 +661,7 @@ pub fn cases_from_e2e_csv(path: &std::path::Path) -> Result<Vec<SimCase>> {
             continue;
         }
         let key: Vec<String> = (0..header.len()).filter(|&c| !is_measurement(&header[c])).map(&g).collect();
-        if !seen.insert(key) {
+        if dedup && !seen.insert(key) {
             continue;
         }
         let mut params = MethodParams::default();
@@ -655,11 +692,14 @@ pub fn cases_from_e2e_csv(path: &std::path::Path) -> Result<Vec<SimCase>> {
         let batch: usize = g(c_batch).parse().map_err(|_| bad("batch", &g(c_batch)))?;
         let compute = crate::models::ComputeModel::from_preset(&crate::models::preset(&device).map_err(|e| rerr(format!("line {line}: {e}")))?);
         let mut wl = SimWorkload::zoo(&g(c_model), Some(batch), &compute, &device)?;
-        if c_compute.map(|c| ComputeMode::parse(&g(c))) == Some(Some(ComputeMode::None)) {
+        let compute_none = c_compute.map(|c| ComputeMode::parse(&g(c))) == Some(Some(ComputeMode::None));
+        if compute_none {
             wl.bwd_s.iter_mut().for_each(|b| *b = 0.0);
             wl.fwd_s = 0.0;
         }
-        out.push(SimCase::new(wl, &g(c_method), fusion, g(c_pipe) == "on", mode, n, params));
+        let time = |c: usize, col: &str| g(c).parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0).ok_or_else(|| bad(col, &g(c)));
+        let measured = MeasuredRow { fwd_s: time(c_fwd, "fwd_s")?, iter_s: time(c_iter, "iter_s")?, compute_none };
+        out.push((SimCase::new(wl, &g(c_method), fusion, g(c_pipe) == "on", mode, n, params), measured));
     }
     Ok(out)
 }

@@ -37,7 +37,13 @@ pub struct SimulateOutcome {
 
 fn costs_for(req: &SimulateRequest, n: usize, report: Option<&fit::FitReport>) -> Result<CostModel> {
     match (report, &req.network) {
-        (Some(rep), None) => Ok(CostModel::with_network(Box::new(rep.network(n)?)).with_compress_fits(rep)),
+        (Some(rep), None) => {
+            let mut c = CostModel::with_network(Box::new(rep.network(n)?)).with_compress_fits(rep);
+            if let Some(h) = rep.host.get(&n) {
+                c.host = h.clone();
+            }
+            Ok(c)
+        }
         (Some(rep), Some(net)) => Ok(CostModel::preset(net)?.with_compress_fits(rep)),
         (None, Some(net)) => CostModel::preset(net),
         (None, None) => CostModel::preset("10gbe"),

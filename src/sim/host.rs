@@ -1,0 +1,168 @@
+//! Host effects on the e2e schedule that the micro benchmarks cannot see, calibrated
+//! from a measured run (`gradcomp fit DIR` with `DIR/e2e.csv` and `DIR/run.json`):
+//!
+//! - **CPU share** `cpu_share = min(1, cores / ranks)` on the most loaded host of the
+//!   measured run (`run.json`: `hosts`, `host_cores`). micro-compress times one kernel call
+//!   between barriers, so a rank rarely has to share its core there; inside e2e every
+//!   rank compresses at once and, with more ranks than cores, each gets `cpu_share` of
+//!   one. The simulator divides every CPU phase (pack, compress, feedback, decompress)
+//!   by it.
+//! - **Start latency** `start_s`: from the iteration's start to the emulated device
+//!   running (a condition-variable hand-off to the device thread plus the timer
+//!   overshoot of its first sleep); the median of `fwd_s` measured minus modelled.
+//! - **Resynchronisation** `sync_s`: added to a bucket's first exchange when the
+//!   communication thread had to wait for the device before it (always the first bucket
+//!   without pipelining). micro-comm times collectives back to back, with the ranks
+//!   already in step; in e2e a waiting thread is woken late and the ranks reach the
+//!   exchange out of step (wake-ups, OS noise), and the collective waits for the last.
+//!   Per calibration row, the latency at which the simulated `iter_s` meets the
+//!   measured one (bisection; the schedule is monotone in it).
+//!
+//! Both latencies are fitted on the dense baseline (`ssgd`, no compression, so every
+//! difference is the host's), the resynchronisation once per schedule (pipelining off
+//! and on: inside backward the device thread's wake-ups compete with the exchanges),
+//! each the median over rows (repeat ssgd through a run: a whole case can land in a slow
+//! spell of a shared machine). The ssgd rows are calibration; every other measured case
+//! stays out of sample.
+
+use super::{cases_from_e2e_csv_with, simulate, CostModel, Result, SimCase, SimError};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// See the module docs. `Default` is the ideal host (share 1, no latencies).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostModel {
+    pub cpu_share: f64,
+    pub start_s: f64,
+    /// Per schedule: `[pipelining off, pipelining on]`.
+    pub sync_s: [f64; 2],
+    /// ssgd rows the latencies were fitted on (0: not calibrated).
+    pub points: usize,
+    /// Where the values came from (for sim.csv's `cost_source`).
+    pub source: String,
+}
+
+impl Default for HostModel {
+    fn default() -> HostModel {
+        HostModel { cpu_share: 1.0, start_s: 0.0, sync_s: [0.0; 2], points: 0, source: "ideal host".into() }
+    }
+}
+
+impl HostModel {
+    pub fn describe(&self) -> String {
+        format!("host cpu share {:.2}, start {:.1} us, resync {:.1} us (pipelining off) / {:.1} us (on) ({})", self.cpu_share, self.start_s * 1e6, self.sync_s[0] * 1e6, self.sync_s[1] * 1e6, self.source)
+    }
+}
+
+/// CPU share per rank from `run.json` (`hosts` and `host_cores`, one entry per rank):
+/// `min(1, cores / ranks)` on the most loaded host, with a description. `None` when the
+/// file is missing or predates `host_cores`.
+pub fn cpu_share_from_run_json(path: &Path) -> Result<Option<(f64, String)>> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(None);
+    };
+    let rerr = |msg: String| SimError::Read { path: path.display().to_string(), msg };
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| rerr(format!("not JSON: {e}")))?;
+    let (Some(hosts), Some(cores)) = (v.get("hosts").and_then(|h| h.as_array()), v.get("host_cores").and_then(|c| c.as_array())) else {
+        return Ok(None);
+    };
+    if hosts.len() != cores.len() || hosts.is_empty() {
+        return Err(rerr(format!("`hosts` has {} entries but `host_cores` {}; expected one per rank", hosts.len(), cores.len())));
+    }
+    let mut per_host: BTreeMap<String, (usize, u64)> = BTreeMap::new();
+    for (h, c) in hosts.iter().zip(cores) {
+        let name = h.as_str().unwrap_or("?").to_string();
+        let c = c.as_u64().filter(|&c| c > 0).ok_or_else(|| rerr(format!("`host_cores` entry `{c}` is not a positive integer")))?;
+        let e = per_host.entry(name).or_insert((0, c));
+        e.0 += 1;
+        e.1 = e.1.min(c);
+    }
+    let (name, (ranks, cores)) = per_host
+        .iter()
+        .min_by(|a, b| (a.1 .1 as f64 / a.1 .0 as f64).total_cmp(&(b.1 .1 as f64 / b.1 .0 as f64)))
+        .expect("at least one host");
+    let share = (*cores as f64 / *ranks as f64).min(1.0);
+    Ok(Some((share, format!("{ranks} ranks on {cores} cores of {name}"))))
+}
+
+/// A measured dense-baseline row used for calibration.
+struct Sample {
+    case: SimCase,
+    fwd_s: f64,
+    iter_s: f64,
+}
+
+/// Calibrate a [`HostModel`] per world size from the `ssgd` rows of `e2e_csv` (rows with
+/// `compute = none` are left out: their device never sleeps). `costs(n)` gives the cost
+/// model (network, compression) the host model is added to. `cpu_share` (from
+/// [`cpu_share_from_run_json`]) applies to every world size of the file (one run, one
+/// layout); world sizes without ssgd rows get the share and no latencies.
+pub fn calibrate(e2e_csv: &Path, cpu_share: Option<(f64, String)>, costs: &dyn Fn(usize) -> Result<CostModel>) -> Result<BTreeMap<usize, HostModel>> {
+    let (share, share_src) = cpu_share.unwrap_or((1.0, "cpu share unknown: run.json without host_cores".into()));
+    let mut by_n: BTreeMap<usize, Vec<Sample>> = BTreeMap::new();
+    for (case, m) in cases_from_e2e_csv_with(e2e_csv, false)? {
+        let rows = by_n.entry(case.world_size).or_default();
+        if case.method == "ssgd" && !m.compute_none {
+            rows.push(Sample { case, fwd_s: m.fwd_s, iter_s: m.iter_s });
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (n, samples) in by_n {
+        let mut host = HostModel { cpu_share: share, source: share_src.clone(), ..HostModel::default() };
+        if samples.is_empty() {
+            out.insert(n, host);
+            continue;
+        }
+        // No network fit at this size: the comparison itself reports that.
+        let Ok(mut cm) = costs(n) else {
+            out.insert(n, host);
+            continue;
+        };
+        // Medians over rows: on a shared machine a whole case can land in a slow spell.
+        host.start_s = median(samples.iter().map(|s| s.fwd_s - s.case.workload.fwd_s).collect()).unwrap_or(0.0).max(0.0);
+        // One latency per schedule: with pipelining the waits fall inside backward, where
+        // the device thread's wake-ups compete with the exchanges; a mode without ssgd
+        // rows takes the other's. Per row, the latency at which the simulated iteration
+        // meets the measured one (bisection: `iter_s` does not decrease with `sync_s`).
+        let mut fitted = [None, None];
+        for (mode, slot) in fitted.iter_mut().enumerate() {
+            let mut est = Vec::new();
+            for s in samples.iter().filter(|s| s.case.pipelining == (mode == 1)) {
+                let mut at = |sync_s: f64| -> Result<f64> {
+                    cm.host = HostModel { sync_s: [sync_s; 2], ..host.clone() };
+                    Ok(simulate(&s.case, &cm)?.iter_s)
+                };
+                let (mut lo, mut hi) = (0.0, s.iter_s);
+                if at(lo)? >= s.iter_s {
+                    est.push(0.0);
+                    continue;
+                }
+                for _ in 0..40 {
+                    let mid = 0.5 * (lo + hi);
+                    if at(mid)? < s.iter_s {
+                        lo = mid;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                est.push(0.5 * (lo + hi));
+            }
+            *slot = median(est);
+        }
+        host.sync_s = [fitted[0].or(fitted[1]).unwrap_or(0.0), fitted[1].or(fitted[0]).unwrap_or(0.0)];
+        host.points = samples.len();
+        host.source = format!("{}; latencies from {} ssgd row(s) of {}", host.source, samples.len(), e2e_csv.display());
+        out.insert(n, host);
+    }
+    Ok(out)
+}
+
+/// The median (mean of the middle two for an even count); `None` when empty.
+pub fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    Some(if v.len() % 2 == 1 { v[m] } else { 0.5 * (v[m - 1] + v[m]) })
+}
