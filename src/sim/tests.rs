@@ -183,13 +183,13 @@ fn cases_from_measured_e2e_rows() {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     let e2e = d.join("e2e.csv");
-    let h = "schema_version,run_id,model,method,fusion,pipelining,collective,aggregation,world_size,batch,device,compute,density,rank,iter_s\n";
+    let h = "schema_version,run_id,model,method,fusion,pipelining,collective,aggregation,world_size,batch,device,compute,density,rank,fwd_s,iter_s\n";
     let rows = [
-        "1,a,resnet50,topk,25MiB,on,allgather,allgather,2,32,v100,sleep,0.01,4,0.5",
-        "1,b,resnet50,topk,25MiB,on,allgather,allgather,2,32,v100,sleep,0.01,4,0.6",
-        "1,a,resnet50,ssgd,none,off,ps,allreduce,4,32,v100,none,0.001,4,0.5",
-        "1,a,resnet50,omgs,omgs,on,allgather,allgather,4,32,v100,sleep,0.01,4,0.5",
-        "1,a,resnet50,ssgd,none,off,allreduce,allreduce,4,32,profile,sleep,0.001,4,0.5",
+        "1,a,resnet50,topk,25MiB,on,allgather,allgather,2,32,v100,sleep,0.01,4,0.1,0.5",
+        "1,b,resnet50,topk,25MiB,on,allgather,allgather,2,32,v100,sleep,0.01,4,0.1,0.6",
+        "1,a,resnet50,ssgd,none,off,ps,allreduce,4,32,v100,none,0.001,4,0.1,0.5",
+        "1,a,resnet50,omgs,omgs,on,allgather,allgather,4,32,v100,sleep,0.01,4,0.1,0.5",
+        "1,a,resnet50,ssgd,none,off,allreduce,allreduce,4,32,profile,sleep,0.001,4,0.1,0.5",
     ];
     std::fs::write(&e2e, format!("{h}{}\n", rows.join("\n"))).unwrap();
     let cases = cases_from_e2e_csv(&e2e).unwrap();
@@ -206,5 +206,86 @@ fn cases_from_measured_e2e_rows() {
     let cmp = compare(&e2e, &rows).unwrap();
     assert_eq!(cmp.len(), 3);
     assert!(cmp.iter().any(|c| close(c.measured_s, 0.55)));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn host_model_shifts_the_schedule_as_documented() {
+    let wl = tiny();
+    let costs = tiny_costs();
+    let case = SimCase::new(wl, "ssgd", Fusion::Bytes(1 << 30), false, CollectiveMode::Native, 2, MethodParams::default());
+    let ideal = simulate(&case, &costs).unwrap();
+    // One bucket, pipelining off: start shifts everything, the one wait adds sync[0].
+    let mut c = tiny_costs();
+    c.host = host::HostModel { start_s: 0.05, sync_s: [0.2, 7.0], ..host::HostModel::default() };
+    let r = simulate(&case, &c).unwrap();
+    assert!(close(r.iter_s, ideal.iter_s + 0.05 + 0.2), "{} vs {}", r.iter_s, ideal.iter_s);
+    assert!(close(r.fwd_s, ideal.fwd_s + 0.05) && close(r.comm_s, ideal.comm_s + 0.2));
+    // Half a core: every CPU phase takes twice as long, the collective does not.
+    let mut c = tiny_costs();
+    c.host.cpu_share = 0.5;
+    let r = simulate(&case, &c).unwrap();
+    let cpu = ideal.compress_s + ideal.decompress_s + ideal.pack_s;
+    assert!(close(r.iter_s, ideal.iter_s + cpu), "{} vs {} + {cpu}", r.iter_s, ideal.iter_s);
+    assert!(close(r.comm_s, ideal.comm_s));
+}
+
+#[test]
+fn gathered_decompress_scales_with_the_elements_a_piece_touches() {
+    // Sign bits: every element per worker.
+    assert!(close(gather_scale(4, 3200, 100), 4.0));
+    // Sparse pairs: 2 words (64 bits) of 1000 elements per further worker.
+    assert!(close(gather_scale(4, 1000, 2), 1.0 + 3.0 * 0.064));
+    assert!(close(gather_scale(4, 1000, 0), 1.0) && close(gather_scale(1, 1000, 5000), 1.0));
+}
+
+#[test]
+fn cpu_share_comes_from_run_json() {
+    let d = std::env::temp_dir().join(format!("gradcomp-sim-host-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let p = d.join("run.json");
+    std::fs::write(&p, r#"{"hosts": ["a", "a", "a", "a", "b"], "host_cores": [2, 2, 2, 2, 8]}"#).unwrap();
+    let (share, what) = host::cpu_share_from_run_json(&p).unwrap().unwrap();
+    assert!(close(share, 0.5) && what.contains("4 ranks on 2 cores of a"), "{share} {what}");
+    std::fs::write(&p, r#"{"hosts": ["a", "b"], "host_cores": [4, 4]}"#).unwrap();
+    assert!(close(host::cpu_share_from_run_json(&p).unwrap().unwrap().0, 1.0));
+    // Older run.json without host_cores: unknown, not an error; inconsistent: an error.
+    std::fs::write(&p, r#"{"hosts": ["a", "b"]}"#).unwrap();
+    assert!(host::cpu_share_from_run_json(&p).unwrap().is_none());
+    std::fs::write(&p, r#"{"hosts": ["a", "b"], "host_cores": [4]}"#).unwrap();
+    assert!(host::cpu_share_from_run_json(&p).unwrap_err().to_string().contains("host_cores"));
+    assert!(host::cpu_share_from_run_json(&d.join("missing.json")).unwrap().is_none());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn calibration_recovers_the_host_latencies_of_ssgd_rows() {
+    // "Measured" rows made by the simulator with a known host; calibration must find it
+    // again from the ssgd rows alone (topk rows are ignored).
+    let truth = host::HostModel { cpu_share: 0.5, start_s: 2e-4, sync_s: [3e-4, 1e-4], ..host::HostModel::default() };
+    let costs = |_: usize| -> Result<CostModel> { Ok(CostModel::with_network(Box::new(Lin { a: 2e-5, b: 1e-9 }))) };
+    let compute = crate::models::ComputeModel::from_preset(&crate::models::preset("rtx2080ti").unwrap());
+    let wl = SimWorkload::zoo("resnet20", None, &compute, "rtx2080ti").unwrap();
+    let d = std::env::temp_dir().join(format!("gradcomp-sim-calib-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let mut text = String::from("schema_version,model,method,fusion,pipelining,collective,aggregation,world_size,batch,device,compute,fwd_s,iter_s\n");
+    for pipe in [false, true] {
+        let case = SimCase::new(wl.clone(), "ssgd", Fusion::Bytes(256 << 10), pipe, CollectiveMode::Native, 2, MethodParams::default());
+        let mut c = costs(2).unwrap();
+        c.host = truth.clone();
+        let r = simulate(&case, &c).unwrap();
+        let on = if pipe { "on" } else { "off" };
+        text += &format!("1,resnet20,ssgd,256KiB,{on},allreduce,allreduce,2,{},rtx2080ti,sleep,{},{}\n", wl.batch, r.fwd_s, r.iter_s);
+        text += &format!("1,resnet20,topk,256KiB,{on},allgather,allgather,2,{},rtx2080ti,sleep,1.0,1.0\n", wl.batch);
+    }
+    let e2e = d.join("e2e.csv");
+    std::fs::write(&e2e, text).unwrap();
+    let got = host::calibrate(&e2e, Some((0.5, "test".into())), &costs).unwrap();
+    let h = &got[&2];
+    assert_eq!(h.points, 2);
+    assert!((h.start_s - 2e-4).abs() < 1e-9, "{h:?}");
+    assert!((h.sync_s[0] - 3e-4).abs() < 1e-8 && (h.sync_s[1] - 1e-4).abs() < 1e-8, "{h:?}");
     let _ = std::fs::remove_dir_all(&d);
 }
