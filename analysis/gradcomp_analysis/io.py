@@ -19,6 +19,8 @@ from . import SUPPORTED_SCHEMA_VERSIONS
 
 CSV_FILES = ("micro_comm.csv", "micro_compress.csv", "micro.csv", "e2e.csv")
 
+SIM_VS_MEASURED = "sim_vs_measured.csv"
+
 # Columns every table computation relies on, per file (a subset of docs/csv-schema.md).
 REQUIRED_COLUMNS = {
     "micro_comm.csv": ["collective", "world_size", "bytes", "median_s", "busbw_gbps"],
@@ -28,6 +30,8 @@ REQUIRED_COLUMNS = {
     "e2e.csv": ["model", "method", "fusion", "pipelining", "collective", "aggregation", "world_size",
                 "batch", "device", "density", "rank", "compress_s", "comm_s", "decompress_s",
                 "exposed_s", "iter_s", "dense_bytes", "wire_bytes"],
+    SIM_VS_MEASURED: ["case", "method", "world_size", "measured_iter_s", "simulated_iter_s", "rel_err", "tolerance",
+                      "role"],
 }
 
 
@@ -101,6 +105,8 @@ class Results:
     micro_compress: pd.DataFrame | None = None
     micro: pd.DataFrame | None = None
     e2e: pd.DataFrame | None = None
+    # `gradcomp simulate --compare` output found in RUN/sim/ or RUN/ (not one of CSV_FILES).
+    sim_vs_measured: pd.DataFrame | None = None
     meta: list = field(default_factory=list)  # (run label, run.json dict or {})
 
     def get(self, name: str):
@@ -138,6 +144,13 @@ def load_results(paths) -> Results:
             with open(np_) as f:
                 net = f.read().strip()
         res.meta.append((lab, meta))
+        sims = []
+        for sub in ("sim", ""):
+            df = load_csv(os.path.join(d, sub), SIM_VS_MEASURED)
+            if df is not None and len(df):
+                sims.append(df.assign(run=lab))
+        if sims:
+            res.sim_vs_measured = pd.concat([x for x in (res.sim_vs_measured, *sims) if x is not None], ignore_index=True)
         for name in CSV_FILES:
             df = load_csv(d, name)
             if df is not None and len(df):

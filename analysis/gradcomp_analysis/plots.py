@@ -126,3 +126,23 @@ def lines(t: pd.DataFrame, x: str, values: list, groups: list, fname: str, out_d
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     return [_save(fig, out_dir, fname)]
+
+
+def sim_accuracy(t: pd.DataFrame, out_dir: str, tol: float) -> list:
+    """Simulated vs measured iteration time with the tolerance band, one colour per world size."""
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    for n, g in t.groupby("ranks"):
+        ax.scatter(g["measured ms"], g["simulated ms"], label=f"{n} ranks", s=18)
+    hi = max(t["measured ms"].max(), t["simulated ms"].max()) * 1.1
+    lo = min(t["measured ms"].min(), t["simulated ms"].min()) * 0.9
+    xs = [lo, hi]
+    ax.plot(xs, xs, color="black", lw=0.8)
+    ax.fill_between(xs, [x * (1 - tol) for x in xs], [x * (1 + tol) for x in xs], color="grey", alpha=0.2,
+                    label=f"±{tol * 100:g}%")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("measured iteration (ms)")
+    ax.set_ylabel("simulated iteration (ms)")
+    ax.set_title("Simulator accuracy")
+    ax.legend()
+    return [_save(fig, out_dir, "sim_accuracy.png")]

@@ -275,6 +275,19 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
         R.table("e2e_phases", ph, "phase times at each method's best configuration (ms)")
         R.figs(plots.e2e_phases(ph, out_dir))
 
+    sv = res.sim_vs_measured
+    if sv is not None and len(sv):
+        t = T.sim_accuracy(sv)
+        ok = (t["within"] == "yes").sum()
+        tol = sorted(set(sv["tolerance"]))
+        R.add("## Simulator accuracy", "",
+              f"`gradcomp simulate --fits RUN --compare RUN/e2e.csv` (bench-configs/sim-accuracy.toml): simulated vs "
+              f"measured median iteration time. {ok} of {len(t)} cases within "
+              f"{', '.join(f'{x * 100:g}%' for x in tol)}; `calibration` rows (ssgd) fitted the host latencies, "
+              f"`validation` rows are out of sample.", "")
+        R.table("sim_accuracy", t)
+        R.figs(plots.sim_accuracy(t, out_dir, min(tol)))
+
     R.add("## Files", "", f"{len(R.tables)} tables (Markdown + CSV{' + LaTeX' if latex else ''}), "
           f"{len(R.plots)} plots; paper tables without rows here: "
           f"{', '.join(sorted(R.missing)) or 'none'}.", "")

@@ -546,3 +546,22 @@ def e2e_phases(e2e: pd.DataFrame) -> pd.DataFrame:
         if c in b.columns:
             t[c.replace("_s", "_ms")] = _ms(b[c])
     return t
+
+
+def sim_accuracy(sv: pd.DataFrame) -> pd.DataFrame:
+    """sim_vs_measured.csv rows: case parts, measured and simulated ms, error %, within tolerance."""
+    parts = sv["case"].str.split("/", expand=True)
+    t = pd.DataFrame({
+        "run": sv["run"],
+        "model": parts[0],
+        "method": sv["method"],
+        "fusion": parts[2],
+        "pipelining": parts[3].str.replace("pipelining=", "", regex=False),
+        "ranks": sv["world_size"],
+        "measured ms": sv["measured_iter_s"] * 1e3,
+        "simulated ms": sv["simulated_iter_s"] * 1e3,
+        "error %": sv["rel_err"] * 100,
+        "within": ["yes" if abs(e) <= tol else "no" for e, tol in zip(sv["rel_err"], sv["tolerance"])],
+        "role": sv["role"],
+    })
+    return t.sort_values(["ranks", "method", "pipelining"]).reset_index(drop=True)

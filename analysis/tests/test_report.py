@@ -57,6 +57,40 @@ def results(sweep):
     return os.path.join(sweep, "np2")
 
 
+def test_simulator_accuracy_section(tmp_path):
+    """`simulate --compare` output in RUN/sim becomes a report section with the CSV's numbers."""
+    run = tmp_path / "run"
+    p = mpirun(2, ["run", os.path.join(CONFIGS, "sim-small.toml"), "--quiet", "--out", str(run)])
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run([BIN, "fit", str(run)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    # Tolerance 100%: this checks the plumbing; bench-configs/sim-accuracy.toml checks 15%.
+    p = subprocess.run([BIN, "simulate", "--fits", str(run), "--compare", str(run / "e2e.csv"), "--tolerance", "1",
+                        "--out", str(run / "sim")], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    path = write_report(str(run), str(tmp_path / "rep"))
+    rep = open(path).read()
+    assert "## Simulator accuracy" in rep and "sim_accuracy.png" in rep
+    d = os.path.dirname(path)
+    assert os.path.getsize(os.path.join(d, "sim_accuracy.png")) > 0
+    t = pd.read_csv(os.path.join(d, "sim_accuracy.csv"))
+    raw = pd.read_csv(run / "sim" / "sim_vs_measured.csv")
+    e2e = pd.read_csv(run / "e2e.csv")
+    assert len(t) == len(raw) > 0
+    assert set(t["role"]) <= {"calibration", "validation"}
+    assert (t[t["role"] == "calibration"]["method"] == "ssgd").all()
+    assert sorted(t["simulated ms"]) == pytest.approx(sorted(raw["simulated_iter_s"] * 1e3))
+    # Measured = the e2e median of the case (one row per case here).
+    r = raw.iloc[0]
+    model, method, fusion, pipe = r["case"].split("/")[:4]
+    m = e2e[(e2e.model == model) & (e2e.method == method) & (e2e.fusion.astype(str) == fusion)
+            & (e2e.pipelining == pipe.split("=")[1])]
+    assert r["measured_iter_s"] == pytest.approx(m["iter_s"].median())
+    # fits.csv carries the host model calibrated on the ssgd rows.
+    fits = pd.read_csv(run / "fits.csv")
+    assert {"start", "sync-pipelining-off", "sync-pipelining-on"} <= set(fits[fits.kind == "host"]["name"])
+
+
 def test_report_has_every_table_and_plot(results):
     path = write_report(results)
     rep = open(path).read()

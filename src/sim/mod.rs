@@ -576,6 +576,8 @@ pub fn write_rows(path: &std::path::Path, rows: &[SimRow]) -> Result<()> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Comparison {
     pub key: String,
+    pub method: String,
+    pub world_size: usize,
     pub measured_s: f64,
     pub simulated_s: f64,
     /// `(simulated - measured) / measured`.
@@ -609,7 +611,7 @@ pub fn compare(measured_e2e_csv: &std::path::Path, sim: &[SimRow]) -> Result<Vec
         .filter_map(|s| {
             let k = s.key();
             measured.get(&k).and_then(|v| host::median(v.clone())).map(|meas| {
-                Comparison { key: k, measured_s: meas, simulated_s: s.iter_s, rel_err: (s.iter_s - meas) / meas }
+                Comparison { key: k, method: s.method.clone(), world_size: s.world_size, measured_s: meas, simulated_s: s.iter_s, rel_err: (s.iter_s - meas) / meas }
             })
         })
         .collect();

@@ -98,15 +98,20 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         let cmp = compare(e2e, &rows)?;
         let path = req.out.join("sim_vs_measured.csv");
         let mut w = csv::Writer::from_path(&path).map_err(|e| SimError::Write { path: path.display().to_string(), msg: e.to_string() })?;
-        let _ = w.write_record(["case", "measured_iter_s", "simulated_iter_s", "rel_err"]);
+        let werr = |e: &dyn std::fmt::Display| SimError::Write { path: path.display().to_string(), msg: e.to_string() };
+        w.write_record(["schema_version", "case", "method", "world_size", "measured_iter_s", "simulated_iter_s", "rel_err", "tolerance", "role"]).map_err(|e| werr(&e))?;
         for c in &cmp {
-            let _ = w.write_record([c.key.clone(), c.measured_s.to_string(), c.simulated_s.to_string(), c.rel_err.to_string()]);
-            println!("{:<70} measured {:>10.3} ms  simulated {:>10.3} ms  {:+6.1}%", c.key, c.measured_s * 1e3, c.simulated_s * 1e3, c.rel_err * 100.0);
+            // ssgd rows calibrated the host latencies at this size (sim/host.rs).
+            let calibrated = req.network.is_none() && c.method == "ssgd" && report.as_ref().and_then(|r| r.host.get(&c.world_size)).is_some_and(|h| h.points > 0);
+            let role = if calibrated { "calibration" } else { "validation" };
+            w.write_record([crate::record::SCHEMA_VERSION.to_string(), c.key.clone(), c.method.clone(), c.world_size.to_string(), c.measured_s.to_string(), c.simulated_s.to_string(), c.rel_err.to_string(), req.tolerance.to_string(), role.to_string()])
+                .map_err(|e| werr(&e))?;
+            println!("{:<70} measured {:>10.3} ms  simulated {:>10.3} ms  {:+6.1}%{}", c.key, c.measured_s * 1e3, c.simulated_s * 1e3, c.rel_err * 100.0, if calibrated { "  (calibration)" } else { "" });
             if c.rel_err.abs() > req.tolerance {
                 outside.push(format!("{} ({:+.1}%)", c.key, c.rel_err * 100.0));
             }
         }
-        w.flush().map_err(|e| SimError::Write { path: path.display().to_string(), msg: e.to_string() })?;
+        w.flush().map_err(|e| werr(&e))?;
     }
     Ok(SimulateOutcome { sim_csv, rows: rows.len(), outside_tolerance: outside })
 }
