@@ -40,6 +40,15 @@ impl Summary {
     }
 }
 
+/// The median of `xs` (sorted in place; [`quantile_sorted`] at 0.5); `None` when empty.
+pub fn median(xs: &mut [f64]) -> Option<f64> {
+    if xs.is_empty() {
+        return None;
+    }
+    xs.sort_by(f64::total_cmp);
+    Some(quantile_sorted(xs, 0.5))
+}
+
 /// Quantile with linear interpolation between closest ranks (NumPy's default, type 7).
 pub fn quantile_sorted(xs: &[f64], q: f64) -> f64 {
     let n = xs.len();

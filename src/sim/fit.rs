@@ -72,6 +72,16 @@ impl FitReport {
         out
     }
 
+    /// The fitted cost model at `world_size`: network, compression costs, and the host
+    /// model where DIR/e2e.csv calibrated one at that size.
+    pub fn cost_model(&self, world_size: usize) -> Result<CostModel> {
+        let mut c = CostModel::with_network(Box::new(self.network(world_size)?)).with_compress_fits(self);
+        if let Some(h) = self.host.get(&world_size) {
+            c.host = h.clone();
+        }
+        Ok(c)
+    }
+
     /// The fitted network at `world_size` (an error when micro_comm.csv had no fit there).
     pub fn network(&self, world_size: usize) -> Result<super::network::Fitted> {
         super::network::Fitted::new(self.comm.clone(), world_size, self.comm_source.clone().unwrap_or_default()).map_err(|e| SimError::Input(e.0))
@@ -130,8 +140,8 @@ pub fn fit_dir(dir: &Path) -> Result<FitReport> {
     let e2e = dir.join("e2e.csv");
     if e2e.exists() {
         let share = host::cpu_share_from_run_json(&dir.join("run.json"))?;
-        let costs = |n: usize| -> Result<CostModel> { Ok(CostModel::with_network(Box::new(rep.network(n)?)).with_compress_fits(&rep)) };
-        let hosts = host::calibrate(&e2e, share, &costs)?;
+        // Host latencies are calibrated on top of the network and compression fits alone.
+        let hosts = host::calibrate(&e2e, share, &|n| rep.cost_model(n))?;
         for (&n, h) in &hosts {
             let points = h.points;
             for (name, v, unit) in [("start", h.start_s, "iteration"), ("sync-pipelining-off", h.sync_s[0], "wait"), ("sync-pipelining-on", h.sync_s[1], "wait")] {

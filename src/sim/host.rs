@@ -26,8 +26,12 @@
 //! stays out of sample.
 
 use super::{cases_from_e2e_csv_with, simulate, CostModel, Result, SimCase, SimError};
+use crate::bench::stats::median;
 use std::collections::BTreeMap;
 use std::path::Path;
+
+/// The method whose rows calibrate the latencies (the dense baseline).
+pub const CALIBRATION_METHOD: &str = "ssgd";
 
 /// See the module docs. `Default` is the ideal host (share 1, no latencies).
 #[derive(Clone, Debug, PartialEq)]
@@ -102,7 +106,7 @@ pub fn calibrate(e2e_csv: &Path, cpu_share: Option<(f64, String)>, costs: &dyn F
     let mut by_n: BTreeMap<usize, Vec<Sample>> = BTreeMap::new();
     for (case, m) in cases_from_e2e_csv_with(e2e_csv, false)? {
         let rows = by_n.entry(case.world_size).or_default();
-        if case.method == "ssgd" && !m.compute_none {
+        if case.method == CALIBRATION_METHOD && !m.compute_none {
             rows.push(Sample { case, fwd_s: m.fwd_s, iter_s: m.iter_s });
         }
     }
@@ -119,7 +123,9 @@ pub fn calibrate(e2e_csv: &Path, cpu_share: Option<(f64, String)>, costs: &dyn F
             continue;
         };
         // Medians over rows: on a shared machine a whole case can land in a slow spell.
-        host.start_s = median(samples.iter().map(|s| s.fwd_s - s.case.workload.fwd_s).collect()).unwrap_or(0.0).max(0.0);
+        let mut start: Vec<f64> = samples.iter().map(|s| s.fwd_s - s.case.workload.fwd_s).collect();
+        host.start_s = median(&mut start).unwrap_or(0.0).max(0.0);
+        cm.host = host.clone();
         // One latency per schedule: with pipelining the waits fall inside backward, where
         // the device thread's wake-ups compete with the exchanges; a mode without ssgd
         // rows takes the other's. Per row, the latency at which the simulated iteration
@@ -129,7 +135,7 @@ pub fn calibrate(e2e_csv: &Path, cpu_share: Option<(f64, String)>, costs: &dyn F
             let mut est = Vec::new();
             for s in samples.iter().filter(|s| s.case.pipelining == (mode == 1)) {
                 let mut at = |sync_s: f64| -> Result<f64> {
-                    cm.host = HostModel { sync_s: [sync_s; 2], ..host.clone() };
+                    cm.host.sync_s = [sync_s; 2];
                     Ok(simulate(&s.case, &cm)?.iter_s)
                 };
                 let (mut lo, mut hi) = (0.0, s.iter_s);
@@ -147,7 +153,7 @@ pub fn calibrate(e2e_csv: &Path, cpu_share: Option<(f64, String)>, costs: &dyn F
                 }
                 est.push(0.5 * (lo + hi));
             }
-            *slot = median(est);
+            *slot = median(&mut est);
         }
         host.sync_s = [fitted[0].or(fitted[1]).unwrap_or(0.0), fitted[1].or(fitted[0]).unwrap_or(0.0)];
         host.points = samples.len();
@@ -155,14 +161,4 @@ pub fn calibrate(e2e_csv: &Path, cpu_share: Option<(f64, String)>, costs: &dyn F
         out.insert(n, host);
     }
     Ok(out)
-}
-
-/// The median (mean of the middle two for an even count); `None` when empty.
-pub fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    Some(if v.len() % 2 == 1 { v[m] } else { 0.5 * (v[m - 1] + v[m]) })
 }

@@ -610,7 +610,7 @@ pub fn compare(measured_e2e_csv: &std::path::Path, sim: &[SimRow]) -> Result<Vec
         .iter()
         .filter_map(|s| {
             let k = s.key();
-            measured.get(&k).and_then(|v| host::median(v.clone())).map(|meas| {
+            measured.get(&k).and_then(|v| crate::bench::stats::median(&mut v.clone())).map(|meas| {
                 Comparison { key: k, method: s.method.clone(), world_size: s.world_size, measured_s: meas, simulated_s: s.iter_s, rel_err: (s.iter_s - meas) / meas }
             })
         })

@@ -37,13 +37,7 @@ pub struct SimulateOutcome {
 
 fn costs_for(req: &SimulateRequest, n: usize, report: Option<&fit::FitReport>) -> Result<CostModel> {
     match (report, &req.network) {
-        (Some(rep), None) => {
-            let mut c = CostModel::with_network(Box::new(rep.network(n)?)).with_compress_fits(rep);
-            if let Some(h) = rep.host.get(&n) {
-                c.host = h.clone();
-            }
-            Ok(c)
-        }
+        (Some(rep), None) => rep.cost_model(n),
         (Some(rep), Some(net)) => Ok(CostModel::preset(net)?.with_compress_fits(rep)),
         (None, Some(net)) => CostModel::preset(net),
         (None, None) => CostModel::preset("10gbe"),
@@ -101,8 +95,8 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         let werr = |e: &dyn std::fmt::Display| SimError::Write { path: path.display().to_string(), msg: e.to_string() };
         w.write_record(["schema_version", "case", "method", "world_size", "measured_iter_s", "simulated_iter_s", "rel_err", "tolerance", "role"]).map_err(|e| werr(&e))?;
         for c in &cmp {
-            // ssgd rows calibrated the host latencies at this size (sim/host.rs).
-            let calibrated = req.network.is_none() && c.method == "ssgd" && report.as_ref().and_then(|r| r.host.get(&c.world_size)).is_some_and(|h| h.points > 0);
+            // These rows calibrated the host latencies at this size (sim/host.rs).
+            let calibrated = req.network.is_none() && c.method == super::host::CALIBRATION_METHOD && report.as_ref().and_then(|r| r.host.get(&c.world_size)).is_some_and(|h| h.points > 0);
             let role = if calibrated { "calibration" } else { "validation" };
             w.write_record([crate::record::SCHEMA_VERSION.to_string(), c.key.clone(), c.method.clone(), c.world_size.to_string(), c.measured_s.to_string(), c.simulated_s.to_string(), c.rel_err.to_string(), req.tolerance.to_string(), role.to_string()])
                 .map_err(|e| werr(&e))?;
