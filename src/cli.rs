@@ -1,7 +1,9 @@
 //! Command line (clap derive) and its translation into a [`Config`].
 
 use crate::compress::MethodParams;
-use crate::config::{self, CompressSection, Config, E2eSection, MicroCommSection, Origin, SizeSpec};
+use crate::config::{
+    self, CompressSection, Config, E2eSection, MicroCommSection, Origin, SizeSpec,
+};
 use crate::error::{Error, Result};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -110,7 +112,12 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct MicroCommArgs {
     /// Collectives, comma-separated: allreduce, allgather, ring-allreduce, iallreduce-overlap
-    #[arg(long, value_delimiter = ',', default_value = "allreduce", value_name = "LIST")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "allreduce",
+        value_name = "LIST"
+    )]
     pub collectives: Vec<String>,
     /// Smallest message in bytes (accepts 4, 64KiB, 256MiB)
     #[arg(long, default_value = "4", value_name = "SIZE")]
@@ -139,7 +146,12 @@ pub struct CompressArgs {
     #[arg(long, value_delimiter = ',', required = true, value_name = "LIST")]
     pub methods: Vec<String>,
     /// Tensor shapes, comma-separated: ROWSxCOLS (a matrix) or N (1-D)
-    #[arg(long = "shape", value_delimiter = ',', value_name = "LIST", required_unless_present = "numel")]
+    #[arg(
+        long = "shape",
+        value_delimiter = ',',
+        value_name = "LIST",
+        required_unless_present = "numel"
+    )]
     pub shapes: Vec<String>,
     /// 1-D tensor sizes in elements, comma-separated (same as --shape N)
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
@@ -161,22 +173,47 @@ pub struct CompressArgs {
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
     /// Models, comma-separated (see `gradcomp models`)
-    #[arg(long = "model", value_delimiter = ',', value_name = "LIST", required_unless_present = "compare")]
+    #[arg(
+        long = "model",
+        value_delimiter = ',',
+        value_name = "LIST",
+        required_unless_present = "compare"
+    )]
     pub models: Vec<String>,
     /// Methods, comma-separated (as for e2e, including omgs and sketch-fusion)
-    #[arg(long, value_delimiter = ',', value_name = "LIST", required_unless_present = "compare")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LIST",
+        required_unless_present = "compare"
+    )]
     pub methods: Vec<String>,
     /// Simulated world sizes, comma-separated (e.g. 8,64,1024)
     #[arg(long, value_delimiter = ',', value_name = "LIST", default_value = "8")]
     pub world_sizes: Vec<usize>,
     /// Fusion plans, comma-separated: none, single, a byte threshold, mgwfbp, omgs, layerfusion
-    #[arg(long, value_delimiter = ',', default_value = "none", value_name = "LIST")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "none",
+        value_name = "LIST"
+    )]
     pub fusion: Vec<String>,
     /// Pipelining: on, off or off,on
-    #[arg(long, value_delimiter = ',', default_value = "off,on", value_name = "LIST")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "off,on",
+        value_name = "LIST"
+    )]
     pub pipelining: Vec<String>,
     /// Collectives: auto, allreduce, allgather, ps
-    #[arg(long = "collective", value_delimiter = ',', default_value = "auto", value_name = "LIST")]
+    #[arg(
+        long = "collective",
+        value_delimiter = ',',
+        default_value = "auto",
+        value_name = "LIST"
+    )]
     pub collectives: Vec<String>,
     /// Per-worker batch [default: the model's]
     #[arg(long, value_name = "B")]
@@ -202,9 +239,20 @@ pub struct SimulateArgs {
 
 impl SimulateArgs {
     /// Validate the flags (the same rules as e2e for the shared axes).
-    pub fn request(&self, out: Option<&std::path::Path>) -> Result<crate::sim::run::SimulateRequest> {
-        let models = if self.compare.is_some() && self.models.is_empty() { vec!["resnet20".into()] } else { self.models.clone() };
-        let methods = if self.compare.is_some() && self.methods.is_empty() { vec!["ssgd".into()] } else { self.methods.clone() };
+    pub fn request(
+        &self,
+        out: Option<&std::path::Path>,
+    ) -> Result<crate::sim::run::SimulateRequest> {
+        let models = if self.compare.is_some() && self.models.is_empty() {
+            vec!["resnet20".into()]
+        } else {
+            self.models.clone()
+        };
+        let methods = if self.compare.is_some() && self.methods.is_empty() {
+            vec!["ssgd".into()]
+        } else {
+            self.methods.clone()
+        };
         let spec = E2eArgs {
             models,
             methods,
@@ -223,15 +271,27 @@ impl SimulateArgs {
         .section()?
         .validate(&Origin::Cli)?;
         if self.world_sizes.is_empty() || self.world_sizes.contains(&0) {
-            return Err(Error::Input("--world-sizes: give world sizes >= 1, e.g. 8,64,1024".into()));
+            return Err(Error::Input(
+                "--world-sizes: give world sizes >= 1, e.g. 8,64,1024".into(),
+            ));
         }
         if let Some(n) = &self.network {
             if crate::sim::network::Link::preset(n).is_none() {
-                return Err(Error::Input(format!("--network: unknown preset '{n}'; allowed: {}", crate::sim::network::PRESETS.iter().map(|p| p.0).collect::<Vec<_>>().join(", "))));
+                return Err(Error::Input(format!(
+                    "--network: unknown preset '{n}'; allowed: {}",
+                    crate::sim::network::PRESETS
+                        .iter()
+                        .map(|p| p.0)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
             }
         }
         if !(self.tolerance.is_finite() && self.tolerance > 0.0) {
-            return Err(Error::Input(format!("--tolerance: {} is not a positive number (e.g. 0.15)", self.tolerance)));
+            return Err(Error::Input(format!(
+                "--tolerance: {} is not a positive number (e.g. 0.15)",
+                self.tolerance
+            )));
         }
         let (_, stamp) = crate::units::utc_now();
         Ok(crate::sim::run::SimulateRequest {
@@ -248,7 +308,9 @@ impl SimulateArgs {
             fits: self.fits.clone(),
             compare: self.compare.clone(),
             tolerance: self.tolerance,
-            out: out.map(|p| p.to_path_buf()).unwrap_or_else(|| PathBuf::from("results").join(format!("sim-{stamp}"))),
+            out: out
+                .map(|p| p.to_path_buf())
+                .unwrap_or_else(|| PathBuf::from("results").join(format!("sim-{stamp}"))),
         })
     }
 }
@@ -301,7 +363,9 @@ impl ParamArgs {
             momentum: self.momentum.unwrap_or(d.momentum),
             nesterov: self.nesterov,
             clip_norm: self.clip_norm.unwrap_or(d.clip_norm),
-            warmup_steps_per_epoch: self.warmup_steps_per_epoch.unwrap_or(d.warmup_steps_per_epoch),
+            warmup_steps_per_epoch: self
+                .warmup_steps_per_epoch
+                .unwrap_or(d.warmup_steps_per_epoch),
             sketch_rows: self.sketch_rows.unwrap_or(d.sketch_rows),
             sketch_cols_per_k: self.sketch_cols_per_k.unwrap_or(d.sketch_cols_per_k),
             qsgd_levels: self.qsgd_levels.unwrap_or(d.qsgd_levels),
@@ -314,19 +378,39 @@ impl ParamArgs {
 #[derive(Debug, Args)]
 pub struct E2eArgs {
     /// Models, comma-separated (see `gradcomp models`)
-    #[arg(long = "model", value_delimiter = ',', required = true, value_name = "LIST")]
+    #[arg(
+        long = "model",
+        value_delimiter = ',',
+        required = true,
+        value_name = "LIST"
+    )]
     pub models: Vec<String>,
     /// Methods, comma-separated (as for micro)
     #[arg(long, value_delimiter = ',', required = true, value_name = "LIST")]
     pub methods: Vec<String>,
     /// Fusion plans, comma-separated: none, single, or a byte threshold (25MiB)
-    #[arg(long, value_delimiter = ',', default_value = "none", value_name = "LIST")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "none",
+        value_name = "LIST"
+    )]
     pub fusion: Vec<String>,
     /// Pipelining (wait-free backprop): on, off or on,off
-    #[arg(long, value_delimiter = ',', default_value = "off,on", value_name = "LIST")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "off,on",
+        value_name = "LIST"
+    )]
     pub pipelining: Vec<String>,
     /// Collectives, comma-separated: auto (the method's own), allreduce, allgather, ps
-    #[arg(long = "collective", value_delimiter = ',', default_value = "auto", value_name = "LIST")]
+    #[arg(
+        long = "collective",
+        value_delimiter = ',',
+        default_value = "auto",
+        value_name = "LIST"
+    )]
     pub collectives: Vec<String>,
     /// Device preset of the compute model: v100, rtx2080ti, a100, h100
     #[arg(long, default_value = "v100", value_name = "PRESET")]
@@ -361,7 +445,9 @@ impl E2eArgs {
             .map(|p| match p.trim() {
                 "on" | "true" => Ok(true),
                 "off" | "false" => Ok(false),
-                other => Err(Error::Input(format!("--pipelining: '{other}' is not on or off; use on, off or on,off"))),
+                other => Err(Error::Input(format!(
+                    "--pipelining: '{other}' is not on or off; use on, off or on,off"
+                ))),
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(E2eSection {
@@ -409,7 +495,10 @@ impl Cli {
                     collectives: a.collectives.clone(),
                     min_bytes: SizeSpec::Text(a.min_bytes.clone()),
                     max_bytes: SizeSpec::Text(a.max_bytes.clone()),
-                    sizes: a.sizes.as_ref().map(|v| v.iter().cloned().map(SizeSpec::Text).collect()),
+                    sizes: a
+                        .sizes
+                        .as_ref()
+                        .map(|v| v.iter().cloned().map(SizeSpec::Text).collect()),
                     iters: a.iters,
                     warmup: a.warmup,
                     check: a.check,
@@ -443,7 +532,10 @@ impl Cli {
                 e2e: vec![a.section()?.validate(&Origin::Cli)?],
             },
             Command::Models { .. } | Command::Simulate(_) | Command::Fit { .. } => {
-                return Err(Error::Input("this command needs no MPI configuration (a bug: handled before MPI starts)".into()))
+                return Err(Error::Input(
+                    "this command needs no MPI configuration (a bug: handled before MPI starts)"
+                        .into(),
+                ))
             }
             Command::Micro(a) => Config {
                 seed: 1,
@@ -460,7 +552,10 @@ impl Cli {
         }
         if let Some(n) = self.common.expect_ranks {
             if n == 0 {
-                return Err(Error::Input("--expect-ranks: 0 is not a world size; give the number of MPI ranks (>= 1)".into()));
+                return Err(Error::Input(
+                    "--expect-ranks: 0 is not a world size; give the number of MPI ranks (>= 1)"
+                        .into(),
+                ));
             }
             cfg.expect_ranks = Some(n);
         }
@@ -496,19 +591,32 @@ pub fn check_world_size(cfg: &Config, world_size: usize) -> Result<()> {
 fn parse_timeout(s: &str) -> std::result::Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!("'{s}' is not a positive number of seconds (e.g. 600)")),
+        _ => Err(format!(
+            "'{s}' is not a positive number of seconds (e.g. 600)"
+        )),
     }
 }
 
 /// Ranks sharing this node (from the launcher; the world size when unknown) and the
 /// node's available memory (/proc/meminfo MemAvailable; `None` when unreadable).
 pub fn node_memory(world_size: usize) -> (usize, Option<u64>) {
-    let here = ["OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"]
-        .iter()
-        .find_map(|k| std::env::var(k).ok().and_then(|v| v.trim().parse::<usize>().ok()))
-        .unwrap_or(world_size);
+    let here = [
+        "OMPI_COMM_WORLD_LOCAL_SIZE",
+        "MPI_LOCALNRANKS",
+        "SLURM_NTASKS_PER_NODE",
+    ]
+    .iter()
+    .find_map(|k| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+    })
+    .unwrap_or(world_size);
     let avail = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
-        s.lines().find(|l| l.starts_with("MemAvailable:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()).map(|kib| kib * 1024)
+        s.lines()
+            .find(|l| l.starts_with("MemAvailable:"))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .map(|kib| kib * 1024)
     });
     (here, avail)
 }

@@ -16,14 +16,21 @@ pub enum ConfigError {
     #[error("{location}: {msg}")]
     Invalid { location: String, msg: String },
     #[error("cannot read config file {file}: {source}")]
-    Read { file: String, source: std::io::Error },
+    Read {
+        file: String,
+        source: std::io::Error,
+    },
 }
 
 /// Where a value came from, for error messages: a CLI flag or a key of a TOML section.
 #[derive(Clone, Debug)]
 pub enum Origin {
     Cli,
-    File { file: String, section: &'static str, index: usize },
+    File {
+        file: String,
+        section: &'static str,
+        index: usize,
+    },
 }
 
 impl Origin {
@@ -42,9 +49,16 @@ impl Origin {
                 };
                 format!("--{}", flag.replace('_', "-"))
             }
-            Origin::File { file, section, index } => format!("{file}: [[{section}]] #{index}, key '{key}'"),
+            Origin::File {
+                file,
+                section,
+                index,
+            } => format!("{file}: [[{section}]] #{index}, key '{key}'"),
         };
-        ConfigError::Invalid { location, msg: msg.to_string() }
+        ConfigError::Invalid {
+            location,
+            msg: msg.to_string(),
+        }
     }
 }
 
@@ -80,8 +94,12 @@ pub enum Collective {
 }
 
 impl Collective {
-    pub const ALL: [Collective; 4] =
-        [Collective::Allreduce, Collective::Allgather, Collective::RingAllreduce, Collective::IallreduceOverlap];
+    pub const ALL: [Collective; 4] = [
+        Collective::Allreduce,
+        Collective::Allgather,
+        Collective::RingAllreduce,
+        Collective::IallreduceOverlap,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -115,7 +133,11 @@ pub struct RunSection {
 
 impl Default for RunSection {
     fn default() -> Self {
-        RunSection { seed: 1, expect_ranks: None, case_timeout_s: None }
+        RunSection {
+            seed: 1,
+            expect_ranks: None,
+            case_timeout_s: None,
+        }
     }
 }
 
@@ -164,14 +186,18 @@ impl Shape {
     pub fn parse(s: &str) -> Result<Shape, String> {
         let t = s.trim();
         let num = |x: &str| -> Result<usize, String> {
-            x.trim().replace('_', "").parse::<usize>().map_err(|_| format!("'{s}' is not a shape: use ROWSxCOLS (e.g. 512x4608) or N (e.g. 25557032)"))
+            x.trim().replace('_', "").parse::<usize>().map_err(|_| {
+                format!("'{s}' is not a shape: use ROWSxCOLS (e.g. 512x4608) or N (e.g. 25557032)")
+            })
         };
         let (rows, cols) = match t.split_once(['x', 'X']) {
             Some((r, c)) => (num(r)?, num(c)?),
             None => (1, num(t)?),
         };
         if rows == 0 || cols == 0 {
-            return Err(format!("'{s}' has no elements: both dimensions must be >= 1"));
+            return Err(format!(
+                "'{s}' has no elements: both dimensions must be >= 1"
+            ));
         }
         let n = rows.checked_mul(cols).filter(|&n| n <= MAX_TENSOR_ELEMENTS).ok_or_else(|| {
             format!("'{s}' has more than {MAX_TENSOR_ELEMENTS} elements (the MPI count limit); use a smaller tensor")
@@ -232,26 +258,55 @@ impl CompressSection {
     pub fn validate(&self, origin: &Origin, with_check: bool) -> Result<CompressSpec, ConfigError> {
         use crate::compress::{registry, WorkerCtx};
         if self.methods.is_empty() {
-            return Err(origin.invalid("methods", format!("is empty; give one or more of {}", registry::METHODS.join(", "))));
+            return Err(origin.invalid(
+                "methods",
+                format!(
+                    "is empty; give one or more of {}",
+                    registry::METHODS.join(", ")
+                ),
+            ));
         }
         let mut methods: Vec<String> = Vec::new();
         for m in &self.methods {
             let m = m.trim().to_string();
             if !registry::METHODS.contains(&m.as_str()) {
-                return Err(origin.invalid("methods", format!("unknown method '{m}'; allowed: {}", registry::METHODS.join(", "))));
+                return Err(origin.invalid(
+                    "methods",
+                    format!(
+                        "unknown method '{m}'; allowed: {}",
+                        registry::METHODS.join(", ")
+                    ),
+                ));
             }
             if !methods.contains(&m) {
                 methods.push(m);
             }
         }
         if self.shapes.is_empty() {
-            return Err(origin.invalid("shapes", "is empty; give one or more shapes (ROWSxCOLS or N)"));
+            return Err(origin.invalid(
+                "shapes",
+                "is empty; give one or more shapes (ROWSxCOLS or N)",
+            ));
         }
-        let shapes = self.shapes.iter().map(|s| Shape::parse(s).map_err(|m| origin.invalid("shapes", m))).collect::<Result<Vec<_>, _>>()?;
-        let densities = self.densities.clone().unwrap_or_else(|| vec![self.params.density]);
+        let shapes = self
+            .shapes
+            .iter()
+            .map(|s| Shape::parse(s).map_err(|m| origin.invalid("shapes", m)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let densities = self
+            .densities
+            .clone()
+            .unwrap_or_else(|| vec![self.params.density]);
         let ranks = self.ranks.clone().unwrap_or_else(|| vec![self.params.rank]);
         if densities.is_empty() || ranks.is_empty() {
-            return Err(origin.invalid(if densities.is_empty() { "densities" } else { "ranks" }, "is empty; give at least one value or leave it out"));
+            return Err(origin.invalid(
+                if densities.is_empty() {
+                    "densities"
+                } else {
+                    "ranks"
+                },
+                "is empty; give at least one value or leave it out",
+            ));
         }
         let mut params = Vec::new();
         for &d in &densities {
@@ -261,7 +316,16 @@ impl CompressSection {
                 p.rank = r;
                 // Each method validates the keys it reads.
                 for m in &methods {
-                    registry::build(m, &p, WorkerCtx { rank: 0, world_size: 1, seed: 0 }).map_err(|e| {
+                    registry::build(
+                        m,
+                        &p,
+                        WorkerCtx {
+                            rank: 0,
+                            world_size: 1,
+                            seed: 0,
+                        },
+                    )
+                    .map_err(|e| {
                         let key = match &e {
                             crate::compress::CompressError::BadParam { key, .. } => *key,
                             _ => "params",
@@ -273,12 +337,25 @@ impl CompressSection {
             }
         }
         if self.iters == Some(0) {
-            return Err(origin.invalid("iters", "0 iterations: give at least 1 (or leave it out for the size-scaled default)"));
+            return Err(origin.invalid(
+                "iters",
+                "0 iterations: give at least 1 (or leave it out for the size-scaled default)",
+            ));
         }
         if self.check && !with_check {
-            return Err(origin.invalid("check", "applies to micro (compress + exchange + decompress) only; remove it here"));
+            return Err(origin.invalid(
+                "check",
+                "applies to micro (compress + exchange + decompress) only; remove it here",
+            ));
         }
-        Ok(CompressSpec { methods, shapes, params, iters: self.iters, warmup: self.warmup, check: self.check })
+        Ok(CompressSpec {
+            methods,
+            shapes,
+            params,
+            iters: self.iters,
+            warmup: self.warmup,
+            check: self.check,
+        })
     }
 }
 
@@ -354,12 +431,19 @@ fn default_compute() -> String {
 /// merged tensor with buckets from their own planner (their `fusion` is fixed).
 pub const E2E_METHODS: &[(&str, &str, crate::engine::plan::PlannerKind)] = &[
     ("omgs", "topk", crate::engine::plan::PlannerKind::Omgs),
-    ("sketch-fusion", "sketch", crate::engine::plan::PlannerKind::LayerFusion),
+    (
+        "sketch-fusion",
+        "sketch",
+        crate::engine::plan::PlannerKind::LayerFusion,
+    ),
 ];
 
 /// The compressor behind an e2e method name.
 pub fn base_method(m: &str) -> &str {
-    E2E_METHODS.iter().find(|(a, _, _)| *a == m).map_or(m, |(_, b, _)| b)
+    E2E_METHODS
+        .iter()
+        .find(|(a, _, _)| *a == m)
+        .map_or(m, |(_, b, _)| b)
 }
 
 /// A validated e2e section.
@@ -383,7 +467,13 @@ pub struct E2eSpec {
 impl E2eSection {
     pub fn validate(&self, origin: &Origin) -> Result<E2eSpec, ConfigError> {
         if self.models.is_empty() {
-            return Err(origin.invalid("models", format!("is empty; give one or more of {}", crate::models::names().join(", "))));
+            return Err(origin.invalid(
+                "models",
+                format!(
+                    "is empty; give one or more of {}",
+                    crate::models::names().join(", ")
+                ),
+            ));
         }
         for m in &self.models {
             crate::models::build(m).map_err(|e| origin.invalid("models", e))?;
@@ -409,7 +499,10 @@ impl E2eSection {
         }
         .validate(origin, false)?;
         if self.fusion.is_empty() {
-            return Err(origin.invalid("fusion", "is empty; give none, single or a byte threshold such as 25MiB"));
+            return Err(origin.invalid(
+                "fusion",
+                "is empty; give none, single or a byte threshold such as 25MiB",
+            ));
         }
         let fusion = self
             .fusion
@@ -424,23 +517,44 @@ impl E2eSection {
         pipelining.dedup();
         use crate::comm::exchange::CollectiveMode;
         if self.collective.is_empty() {
-            return Err(origin.invalid("collective", format!("is empty; give one or more of {}", CollectiveMode::NAMES)));
+            return Err(origin.invalid(
+                "collective",
+                format!("is empty; give one or more of {}", CollectiveMode::NAMES),
+            ));
         }
         let mut collectives = Vec::new();
         for c in &self.collective {
-            let mode = CollectiveMode::parse(c.trim())
-                .ok_or_else(|| origin.invalid("collective", format!("unknown collective '{c}'; allowed: {}", CollectiveMode::NAMES)))?;
+            let mode = CollectiveMode::parse(c.trim()).ok_or_else(|| {
+                origin.invalid(
+                    "collective",
+                    format!(
+                        "unknown collective '{c}'; allowed: {}",
+                        CollectiveMode::NAMES
+                    ),
+                )
+            })?;
             // Incompatible method/collective pairs are rejected here, before anything runs.
             for m in &methods {
-                let agg = crate::compress::registry::aggregation(base_method(m)).map_err(|e| origin.invalid("methods", e))?;
-                mode.supports(agg).map_err(|why| origin.invalid("collective", format!("method {m} cannot use {c}: {why}")))?;
+                let agg = crate::compress::registry::aggregation(base_method(m))
+                    .map_err(|e| origin.invalid("methods", e))?;
+                mode.supports(agg).map_err(|why| {
+                    origin.invalid("collective", format!("method {m} cannot use {c}: {why}"))
+                })?;
             }
             if !collectives.contains(&mode) {
                 collectives.push(mode);
             }
         }
-        let compute = crate::engine::device::ComputeMode::parse(&self.compute)
-            .ok_or_else(|| origin.invalid("compute", format!("unknown compute mode '{}'; allowed: sleep, spin, none", self.compute)))?;
+        let compute =
+            crate::engine::device::ComputeMode::parse(&self.compute).ok_or_else(|| {
+                origin.invalid(
+                    "compute",
+                    format!(
+                        "unknown compute mode '{}'; allowed: sleep, spin, none",
+                        self.compute
+                    ),
+                )
+            })?;
         match &self.compute_profile {
             None => {
                 crate::models::preset(&self.device).map_err(|e| origin.invalid("device", e))?;
@@ -448,15 +562,20 @@ impl E2eSection {
             Some(path) => {
                 for m in &self.models {
                     let model = crate::models::build(m).map_err(|e| origin.invalid("models", e))?;
-                    crate::models::compute::read_profile(path, &model).map_err(|e| origin.invalid("compute_profile", e))?;
+                    crate::models::compute::read_profile(path, &model)
+                        .map_err(|e| origin.invalid("compute_profile", e))?;
                 }
             }
         }
         if let Some(path) = &self.cost_comm {
-            crate::comm::netmodel::CommModels::from_micro_comm_csv(path).map_err(|e| origin.invalid("cost_comm", e))?;
+            crate::comm::netmodel::CommModels::from_micro_comm_csv(path)
+                .map_err(|e| origin.invalid("cost_comm", e))?;
         }
         if self.batch == Some(0) {
-            return Err(origin.invalid("batch", "0 samples: give a batch size >= 1 (or leave it out for the model's default)"));
+            return Err(origin.invalid(
+                "batch",
+                "0 samples: give a batch size >= 1 (or leave it out for the model's default)",
+            ));
         }
         Ok(E2eSpec {
             models: self.models.clone(),
@@ -510,12 +629,21 @@ pub struct MicroCommSpec {
 impl MicroCommSection {
     pub fn validate(&self, origin: &Origin) -> Result<MicroCommSpec, ConfigError> {
         if self.collectives.is_empty() {
-            return Err(origin.invalid("collectives", format!("is empty; give one or more of {}", Collective::allowed())));
+            return Err(origin.invalid(
+                "collectives",
+                format!("is empty; give one or more of {}", Collective::allowed()),
+            ));
         }
         let mut collectives = Vec::new();
         for c in &self.collectives {
             let col = Collective::parse(c.trim()).ok_or_else(|| {
-                origin.invalid("collectives", format!("unknown collective '{c}'; allowed: {}", Collective::allowed()))
+                origin.invalid(
+                    "collectives",
+                    format!(
+                        "unknown collective '{c}'; allowed: {}",
+                        Collective::allowed()
+                    ),
+                )
             })?;
             if !collectives.contains(&col) {
                 collectives.push(col);
@@ -526,20 +654,33 @@ impl MicroCommSection {
                 return Err(origin.invalid(key, format!("{v} bytes is not a positive multiple of 4 (one f32 element); use e.g. 4, 64KiB")));
             }
             if v > MAX_MESSAGE_BYTES {
-                return Err(origin.invalid(key, format!("{v} bytes exceeds the 1GiB per-message limit; use at most 1GiB")));
+                return Err(origin.invalid(
+                    key,
+                    format!("{v} bytes exceeds the 1GiB per-message limit; use at most 1GiB"),
+                ));
             }
             Ok(v)
         };
         let sizes = match &self.sizes {
             Some(list) => {
                 if list.is_empty() {
-                    return Err(origin.invalid("sizes", "is empty; give one or more sizes (e.g. 4, 64KiB) or leave it out"));
+                    return Err(origin.invalid(
+                        "sizes",
+                        "is empty; give one or more sizes (e.g. 4, 64KiB) or leave it out",
+                    ));
                 }
-                list.iter().map(|s| s.resolve(origin, "sizes").and_then(|v| check_size("sizes", v))).collect::<Result<Vec<_>, _>>()?
+                list.iter()
+                    .map(|s| {
+                        s.resolve(origin, "sizes")
+                            .and_then(|v| check_size("sizes", v))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?
             }
             None => {
-                let min_bytes = check_size("min_bytes", self.min_bytes.resolve(origin, "min_bytes")?)?;
-                let max_bytes = check_size("max_bytes", self.max_bytes.resolve(origin, "max_bytes")?)?;
+                let min_bytes =
+                    check_size("min_bytes", self.min_bytes.resolve(origin, "min_bytes")?)?;
+                let max_bytes =
+                    check_size("max_bytes", self.max_bytes.resolve(origin, "max_bytes")?)?;
                 if min_bytes > max_bytes {
                     return Err(origin.invalid(
                         "min_bytes",
@@ -550,7 +691,10 @@ impl MicroCommSection {
             }
         };
         if self.iters == Some(0) {
-            return Err(origin.invalid("iters", "0 iterations: give at least 1 (or leave it out for the size-scaled default)"));
+            return Err(origin.invalid(
+                "iters",
+                "0 iterations: give at least 1 (or leave it out for the size-scaled default)",
+            ));
         }
         Ok(MicroCommSpec {
             collectives,
@@ -600,9 +744,28 @@ pub struct Config {
 /// `--resume`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub enum Case {
-    MicroComm { collective: Collective, bytes: u64, iters: u64, warmup: u64, check: bool },
-    MicroCompress { method: String, shape: Shape, params: crate::compress::MethodParams, iters: u64, warmup: u64 },
-    Micro { method: String, shape: Shape, params: crate::compress::MethodParams, iters: u64, warmup: u64, check: bool },
+    MicroComm {
+        collective: Collective,
+        bytes: u64,
+        iters: u64,
+        warmup: u64,
+        check: bool,
+    },
+    MicroCompress {
+        method: String,
+        shape: Shape,
+        params: crate::compress::MethodParams,
+        iters: u64,
+        warmup: u64,
+    },
+    Micro {
+        method: String,
+        shape: Shape,
+        params: crate::compress::MethodParams,
+        iters: u64,
+        warmup: u64,
+        check: bool,
+    },
     E2e(E2eCase),
 }
 
@@ -655,15 +818,25 @@ impl Case {
     pub fn estimated_bytes(&self, world_size: usize) -> u64 {
         let n = world_size as u64;
         match self {
-            Case::MicroComm { collective, bytes, .. } => match collective {
+            Case::MicroComm {
+                collective, bytes, ..
+            } => match collective {
                 Collective::Allgather => bytes * (1 + n),
                 Collective::RingAllreduce => bytes * 3,
                 _ => bytes * 2,
             },
-            Case::MicroCompress { shape, .. } | Case::Micro { shape, .. } => 32 * shape.numel() as u64,
+            Case::MicroCompress { shape, .. } | Case::Micro { shape, .. } => {
+                32 * shape.numel() as u64
+            }
             Case::E2e(c) => {
-                let model = crate::models::build(&c.model).map(|m| m.fp32_bytes() as u64).unwrap_or(0);
-                let gather = if c.collective == crate::comm::exchange::CollectiveMode::AllGather { n * model } else { 0 };
+                let model = crate::models::build(&c.model)
+                    .map(|m| m.fp32_bytes() as u64)
+                    .unwrap_or(0);
+                let gather = if c.collective == crate::comm::exchange::CollectiveMode::AllGather {
+                    n * model
+                } else {
+                    0
+                };
                 4 * model + gather
             }
         }
@@ -682,8 +855,14 @@ impl Case {
     /// Short description for progress lines.
     pub fn label(&self) -> String {
         match self {
-            Case::MicroComm { collective, bytes, .. } => {
-                format!("micro-comm {} {}", collective.name(), crate::units::HumanBytes(*bytes))
+            Case::MicroComm {
+                collective, bytes, ..
+            } => {
+                format!(
+                    "micro-comm {} {}",
+                    collective.name(),
+                    crate::units::HumanBytes(*bytes)
+                )
             }
             Case::MicroCompress { method, shape, .. } => format!("micro-compress {method} {shape}"),
             Case::Micro { method, shape, .. } => format!("micro {method} {shape}"),
@@ -708,11 +887,21 @@ impl Config {
 
     /// Refuse up front a run whose largest case cannot fit in this node's memory:
     /// `ranks_here` ranks share `available_bytes`.
-    pub fn check_memory(&self, world_size: usize, ranks_here: usize, available_bytes: u64) -> Result<(), String> {
-        let Some((case, need)) = self.cases().into_iter().map(|c| {
-            let b = c.estimated_bytes(world_size);
-            (c, b)
-        }).max_by_key(|(_, b)| *b) else {
+    pub fn check_memory(
+        &self,
+        world_size: usize,
+        ranks_here: usize,
+        available_bytes: u64,
+    ) -> Result<(), String> {
+        let Some((case, need)) = self
+            .cases()
+            .into_iter()
+            .map(|c| {
+                let b = c.estimated_bytes(world_size);
+                (c, b)
+            })
+            .max_by_key(|(_, b)| *b)
+        else {
             return Ok(());
         };
         let total = need.saturating_mul(ranks_here as u64);
@@ -746,7 +935,12 @@ impl Config {
                 }
             }
         }
-        for (s, kind) in self.micro_compress.iter().map(|s| (s, false)).chain(self.micro.iter().map(|s| (s, true))) {
+        for (s, kind) in self
+            .micro_compress
+            .iter()
+            .map(|s| (s, false))
+            .chain(self.micro.iter().map(|s| (s, true)))
+        {
             for method in &s.methods {
                 for &shape in &s.shapes {
                     for params in &s.params {
@@ -755,9 +949,22 @@ impl Config {
                         let method = method.clone();
                         let params = params.clone();
                         out.push(if kind {
-                            Case::Micro { method, shape, params, iters, warmup, check: s.check }
+                            Case::Micro {
+                                method,
+                                shape,
+                                params,
+                                iters,
+                                warmup,
+                                check: s.check,
+                            }
                         } else {
-                            Case::MicroCompress { method, shape, params, iters, warmup }
+                            Case::MicroCompress {
+                                method,
+                                shape,
+                                params,
+                                iters,
+                                warmup,
+                            }
                         });
                     }
                 }
@@ -773,26 +980,26 @@ impl Config {
                             None => s.fusion.clone(),
                         };
                         for &collective in &s.collectives {
-                          for &fusion in &fusions {
-                            for &pipelining in &s.pipelining {
-                                out.push(Case::E2e(E2eCase {
-                                    model: model.clone(),
-                                    method: method.clone(),
-                                    fusion,
-                                    pipelining,
-                                    collective,
-                                    device: s.device.clone(),
-                                    batch: s.batch,
-                                    compute: s.compute,
-                                    compute_profile: s.compute_profile.clone(),
-                                    cost_comm: s.cost_comm.clone(),
-                                    params: params.clone(),
-                                    iters: s.iters,
-                                    warmup: s.warmup,
-                                    merge: alias.is_some(),
-                                }));
+                            for &fusion in &fusions {
+                                for &pipelining in &s.pipelining {
+                                    out.push(Case::E2e(E2eCase {
+                                        model: model.clone(),
+                                        method: method.clone(),
+                                        fusion,
+                                        pipelining,
+                                        collective,
+                                        device: s.device.clone(),
+                                        batch: s.batch,
+                                        compute: s.compute,
+                                        compute_profile: s.compute_profile.clone(),
+                                        cost_comm: s.cost_comm.clone(),
+                                        params: params.clone(),
+                                        iters: s.iters,
+                                        warmup: s.warmup,
+                                        merge: alias.is_some(),
+                                    }));
+                                }
                             }
-                          }
                         }
                     }
                 }
@@ -805,18 +1012,32 @@ impl Config {
 /// Read, parse and validate a TOML bench config.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { file: file.clone(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        file: file.clone(),
+        source,
+    })?;
     parse(&text, &file)
 }
 
 /// Parse and validate TOML text; `file` names it in messages.
 pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
-    let raw: FileConfig = toml::from_str(text).map_err(|e| ConfigError::Syntax { file: file.to_string(), msg: one_line(&e, text) })?;
+    let raw: FileConfig = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+        file: file.to_string(),
+        msg: one_line(&e, text),
+    })?;
     let mut micro_comm = Vec::new();
     for (i, s) in raw.micro_comm.iter().enumerate() {
-        micro_comm.push(s.validate(&Origin::File { file: file.to_string(), section: "micro-comm", index: i + 1 })?);
+        micro_comm.push(s.validate(&Origin::File {
+            file: file.to_string(),
+            section: "micro-comm",
+            index: i + 1,
+        })?);
     }
-    let section = |name: &'static str, i: usize| Origin::File { file: file.to_string(), section: name, index: i + 1 };
+    let section = |name: &'static str, i: usize| Origin::File {
+        file: file.to_string(),
+        section: name,
+        index: i + 1,
+    };
     let mut micro_compress = Vec::new();
     for (i, s) in raw.micro_compress.iter().enumerate() {
         micro_compress.push(s.validate(&section("micro-compress", i), false)?);
@@ -836,16 +1057,38 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         });
     }
     if raw.run.expect_ranks == Some(0) {
-        return Err(Origin::File { file: file.to_string(), section: "run", index: 1 }
-            .invalid("expect_ranks", "0 ranks: give the number of MPI ranks the job must have (>= 1)"));
+        return Err(Origin::File {
+            file: file.to_string(),
+            section: "run",
+            index: 1,
+        }
+        .invalid(
+            "expect_ranks",
+            "0 ranks: give the number of MPI ranks the job must have (>= 1)",
+        ));
     }
     if let Some(t) = raw.run.case_timeout_s {
         if !(t.is_finite() && t > 0.0) {
-            return Err(Origin::File { file: file.to_string(), section: "run", index: 1 }
-                .invalid("case_timeout_s", format!("{t} is not a positive number of seconds (e.g. 600)")));
+            return Err(Origin::File {
+                file: file.to_string(),
+                section: "run",
+                index: 1,
+            }
+            .invalid(
+                "case_timeout_s",
+                format!("{t} is not a positive number of seconds (e.g. 600)"),
+            ));
         }
     }
-    Ok(Config { seed: raw.run.seed, expect_ranks: raw.run.expect_ranks, case_timeout_s: raw.run.case_timeout_s, micro_comm, micro_compress, micro, e2e })
+    Ok(Config {
+        seed: raw.run.seed,
+        expect_ranks: raw.run.expect_ranks,
+        case_timeout_s: raw.run.case_timeout_s,
+        micro_comm,
+        micro_compress,
+        micro,
+        e2e,
+    })
 }
 
 /// A TOML error as one line: `line L, column C[, key 'K']: message`. The key is read
@@ -855,15 +1098,25 @@ fn one_line(e: &toml::de::Error, text: &str) -> String {
     match e.span() {
         Some(span) => {
             let start = span.start.min(text.len());
-            let start = (0..=start).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+            let start = (0..=start)
+                .rev()
+                .find(|&i| text.is_char_boundary(i))
+                .unwrap_or(0);
             let before = &text[..start];
             let line = before.matches('\n').count() + 1;
             let col = before.len() - before.rfind('\n').map_or(0, |p| p + 1) + 1;
-            let line_text = text[before.rfind('\n').map_or(0, |p| p + 1)..].lines().next().unwrap_or("");
+            let line_text = text[before.rfind('\n').map_or(0, |p| p + 1)..]
+                .lines()
+                .next()
+                .unwrap_or("");
             let key = line_text
                 .split_once('=')
                 .map(|(k, _)| k.trim())
-                .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'))
+                .filter(|k| {
+                    !k.is_empty()
+                        && k.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+                })
                 .map(|k| format!(", key '{k}'"))
                 .unwrap_or_default();
             format!("line {line}, column {col}{key}: {msg}")
@@ -894,7 +1147,16 @@ iters = 10
         let cases = c.cases();
         // 4, 8, ..., 16384: 13 sizes x 2 collectives
         assert_eq!(cases.len(), 26);
-        assert_eq!(cases[0], Case::MicroComm { collective: Collective::Allreduce, bytes: 4, iters: 10, warmup: 100, check: false });
+        assert_eq!(
+            cases[0],
+            Case::MicroComm {
+                collective: Collective::Allreduce,
+                bytes: 4,
+                iters: 10,
+                warmup: 100,
+                check: false
+            }
+        );
     }
 
     #[test]
@@ -918,11 +1180,17 @@ iters = 10
     #[test]
     fn rejects_bad_input_with_location() {
         let e = err("[[micro-comm]]\ncollectives = [\"allreduce\"]\nfoo = 1\n");
-        assert!(e.contains("bad.toml: line 3") && e.contains("unknown field `foo`"), "{e}");
+        assert!(
+            e.contains("bad.toml: line 3") && e.contains("unknown field `foo`"),
+            "{e}"
+        );
         let e = err("[[micro-comm]\n");
         assert!(e.contains("line 1"), "{e}");
         let e = err("[[micro-comm]]\ncollectives = [\"bcast\"]\n");
-        assert!(e.contains("key 'collectives'") && e.contains("'bcast'") && e.contains("allreduce"), "{e}");
+        assert!(
+            e.contains("key 'collectives'") && e.contains("'bcast'") && e.contains("allreduce"),
+            "{e}"
+        );
         let e = err("[[micro-comm]]\ncollectives = [\"allreduce\"]\nmin_bytes = \"1MiB\"\nmax_bytes = \"4KiB\"\n");
         assert!(e.contains("min_bytes") && e.contains("greater than"), "{e}");
         let e = err("[[micro-comm]]\ncollectives = [\"allreduce\"]\niters = 0\n");
@@ -931,7 +1199,10 @@ iters = 10
         assert!(e.contains("max_bytes") && e.contains("12QB"), "{e}");
         let e = err("[run]\nseed = 1\n");
         assert!(e.contains("no benchmark section"), "{e}");
-        for e in [err("[[micro-comm]]\ncollectives = [\"allreduce\"]\nmin_bytes = 6\n"), err("[[micro-comm]]\ncollectives = []\n")] {
+        for e in [
+            err("[[micro-comm]]\ncollectives = [\"allreduce\"]\nmin_bytes = 6\n"),
+            err("[[micro-comm]]\ncollectives = []\n"),
+        ] {
             assert!(!e.contains('\n'), "{e}");
         }
     }

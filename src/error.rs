@@ -26,7 +26,10 @@ pub enum Error {
     Check(String),
     /// Writing results failed.
     #[error("cannot write {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     /// Anything else that went wrong while running.
     #[error("{0}")]
     Runtime(String),
@@ -40,14 +43,21 @@ impl Error {
     /// Process exit code for this error.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Input(_) | Error::Config(_) | Error::Compress(_) | Error::Models(_) | Error::Io { .. } => EXIT_USAGE,
+            Error::Input(_)
+            | Error::Config(_)
+            | Error::Compress(_)
+            | Error::Models(_)
+            | Error::Io { .. } => EXIT_USAGE,
             Error::Check(_) | Error::Runtime(_) => EXIT_FAILURE,
             Error::Agreed { code, .. } => *code,
         }
     }
 
     pub fn io(path: impl AsRef<std::path::Path>, source: std::io::Error) -> Error {
-        Error::Io { path: path.as_ref().display().to_string(), source }
+        Error::Io {
+            path: path.as_ref().display().to_string(),
+            source,
+        }
     }
 }
 

@@ -16,9 +16,14 @@ use std::process::ExitCode;
 
 /// Rank from the launcher's environment, before MPI is initialised (to print help once).
 fn launcher_rank() -> Option<usize> {
-    ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"]
-        .iter()
-        .find_map(|k| std::env::var(k).ok().and_then(|v| v.parse().ok()))
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "PMI_RANK",
+        "PMIX_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .find_map(|k| std::env::var(k).ok().and_then(|v| v.parse().ok()))
 }
 
 fn main() -> ExitCode {
@@ -28,7 +33,9 @@ fn main() -> ExitCode {
             use clap::error::ErrorKind;
             let first = launcher_rank().unwrap_or(0) == 0;
             return match e.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                ErrorKind::DisplayHelp
+                | ErrorKind::DisplayVersion
+                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
                     if first {
                         let _ = e.print();
                     }
@@ -41,7 +48,11 @@ fn main() -> ExitCode {
                 _ => {
                     if first {
                         let text = e.to_string();
-                        let line = text.lines().next().unwrap_or("invalid arguments").trim_start_matches("error: ");
+                        let line = text
+                            .lines()
+                            .next()
+                            .unwrap_or("invalid arguments")
+                            .trim_start_matches("error: ");
                         eprintln!("gradcomp: error: {line} (see gradcomp --help)");
                     }
                     ExitCode::from(EXIT_USAGE)
@@ -64,7 +75,11 @@ fn main() -> ExitCode {
         Ok(c) => c.uses_threads(cli.common.case_timeout),
         Err(_) => true,
     };
-    let level = if threads { Threading::Funneled } else { Threading::Single };
+    let level = if threads {
+        Threading::Funneled
+    } else {
+        Threading::Single
+    };
     let Some((universe, provided)) = mpi::initialize_with_threading(level) else {
         eprintln!("gradcomp: error: MPI could not be initialised (is it already initialised, or is the launcher broken?)");
         return ExitCode::FAILURE;
@@ -89,9 +104,15 @@ fn main() -> ExitCode {
                     world.barrier();
                 }
                 _ => {
-                    eprintln!("gradcomp: error on rank {} of {}: {err:#}", world.rank, world.size);
+                    eprintln!(
+                        "gradcomp: error on rank {} of {}: {err:#}",
+                        world.rank, world.size
+                    );
                     if world.size > 1 {
-                        eprintln!("gradcomp: rank {} aborts the whole job (MPI_Abort)", world.rank);
+                        eprintln!(
+                            "gradcomp: rank {} aborts the whole job (MPI_Abort)",
+                            world.rank
+                        );
                         world.abort(i32::from(code));
                     }
                 }
@@ -109,7 +130,8 @@ fn run(cli: &Cli, world: &World, provided: Threading) -> anyhow::Result<()> {
         cli::check_world_size(&c, world.size)?;
         if !cli.common.skip_memory_check {
             if let (here, Some(avail)) = cli::node_memory(world.size) {
-                c.check_memory(world.size, here, avail).map_err(Error::Input)?;
+                c.check_memory(world.size, here, avail)
+                    .map_err(Error::Input)?;
             }
         }
         Ok(c)
@@ -125,9 +147,14 @@ fn run(cli: &Cli, world: &World, provided: Threading) -> anyhow::Result<()> {
 
     let (start_time, stamp) = gradcomp::units::utc_now();
     let run_id = world.broadcast_string(&stamp);
-    let out_dir = cli.common.out.clone().unwrap_or_else(|| PathBuf::from("results").join(&run_id));
+    let out_dir = cli
+        .common
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("results").join(&run_id));
     let hosts = world.host_names();
-    let host_cores = world.all_gather_u64(std::thread::available_parallelism().map_or(0, |n| n.get() as u64));
+    let host_cores =
+        world.all_gather_u64(std::thread::available_parallelism().map_or(0, |n| n.get() as u64));
     let cases_total = config.cases().len();
     let mut meta = meta::RunMeta {
         schema_version: SCHEMA_VERSION,
@@ -137,7 +164,11 @@ fn run(cli: &Cli, world: &World, provided: Threading) -> anyhow::Result<()> {
         git_revision: meta::GIT_REVISION,
         rustc_version: meta::RUSTC_VERSION,
         mpi_library: meta::mpi_library_version(),
-        mpi_standard: format!("{}.{}", mpi::environment::version().0, mpi::environment::version().1),
+        mpi_standard: format!(
+            "{}.{}",
+            mpi::environment::version().0,
+            mpi::environment::version().1
+        ),
         mpi_thread_level: format!("{provided:?}"),
         world_size: world.size,
         hosts,
@@ -158,12 +189,21 @@ fn run(cli: &Cli, world: &World, provided: Threading) -> anyhow::Result<()> {
     // Output: only rank 0 touches files; everyone learns whether that worked, and (with
     // --resume) which cases are already done.
     let resume = cli.common.resume;
-    let opened = if world.is_root() { open_outputs(&out_dir, &mut meta, resume).map(Some) } else { Ok(None) };
+    let opened = if world.is_root() {
+        open_outputs(&out_dir, &mut meta, resume).map(Some)
+    } else {
+        Ok(None)
+    };
     let (mut sinks, done) = world.agree(opened)?.unwrap_or_default();
     let done_list = world.broadcast_string(&done.iter().cloned().collect::<Vec<_>>().join("\n"));
     let done: std::collections::HashSet<String> = done_list.lines().map(String::from).collect();
     if world.is_root() && !cli.common.quiet {
-        eprintln!("[gradcomp] {} rank(s), {} case(s), results in {}", world.size, cases_total, out_dir.display());
+        eprintln!(
+            "[gradcomp] {} rank(s), {} case(s), results in {}",
+            world.size,
+            cases_total,
+            out_dir.display()
+        );
     }
 
     let options = bench::RunOptions {
@@ -197,7 +237,11 @@ fn run(cli: &Cli, world: &World, provided: Threading) -> anyhow::Result<()> {
 /// Create the output directory and the CSV files the config needs. With `resume`, reopen
 /// existing files to append and collect the finished cases; the previous run.json is
 /// kept as `run.<its run_id>.json`.
-fn open_outputs(dir: &Path, meta: &mut meta::RunMeta, resume: bool) -> gradcomp::Result<(Sinks, HashSet<String>)> {
+fn open_outputs(
+    dir: &Path,
+    meta: &mut meta::RunMeta,
+    resume: bool,
+) -> gradcomp::Result<(Sinks, HashSet<String>)> {
     record::prepare_dir(dir)?;
     let mut done = HashSet::new();
     let mut sink = |key: &str, file: &str| -> gradcomp::Result<Option<CsvSink>> {
@@ -227,9 +271,13 @@ fn open_outputs(dir: &Path, meta: &mut meta::RunMeta, resume: bool) -> gradcomp:
     };
     let previous = dir.join("run.json");
     if resume && previous.exists() {
-        let old: serde_json::Value = std::fs::read(&previous).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+        let old: serde_json::Value = std::fs::read(&previous)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
         let old_id = old["run_id"].as_str().unwrap_or("previous").to_string();
-        std::fs::rename(&previous, dir.join(format!("run.{old_id}.json"))).map_err(|e| Error::io(&previous, e))?;
+        std::fs::rename(&previous, dir.join(format!("run.{old_id}.json")))
+            .map_err(|e| Error::io(&previous, e))?;
         meta.resumed_from = Some(old_id);
     }
     write_meta(dir, meta)?;
@@ -237,7 +285,8 @@ fn open_outputs(dir: &Path, meta: &mut meta::RunMeta, resume: bool) -> gradcomp:
 }
 
 fn write_meta(dir: &Path, meta: &meta::RunMeta) -> gradcomp::Result<()> {
-    let json = serde_json::to_vec_pretty(meta).map_err(|e| Error::Runtime(format!("serialising run.json: {e}")))?;
+    let json = serde_json::to_vec_pretty(meta)
+        .map_err(|e| Error::Runtime(format!("serialising run.json: {e}")))?;
     record::write_atomic(&dir.join("run.json"), &json)
 }
 
@@ -284,7 +333,11 @@ fn simulate_command(a: &cli::SimulateArgs, out: Option<&Path>) -> ExitCode {
     };
     match gradcomp::sim::run::run(&req) {
         Ok(o) if o.outside_tolerance.is_empty() => {
-            eprintln!("[gradcomp] simulated {} case(s): {}", o.rows, o.sim_csv.display());
+            eprintln!(
+                "[gradcomp] simulated {} case(s): {}",
+                o.rows,
+                o.sim_csv.display()
+            );
             ExitCode::SUCCESS
         }
         Ok(o) => {

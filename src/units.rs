@@ -9,19 +9,26 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, suffix) = t.split_at(split);
     if num.is_empty() {
-        return Err(format!("'{s}' is not a size: expected digits with an optional suffix (e.g. 4, 64KiB, 256MiB)"));
+        return Err(format!(
+            "'{s}' is not a size: expected digits with an optional suffix (e.g. 4, 64KiB, 256MiB)"
+        ));
     }
-    let n: u64 = num.parse().map_err(|_| format!("'{s}' is too large a size"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is too large a size"))?;
     let mult: u64 = match suffix.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
         other => {
-            return Err(format!("'{s}' has an unknown unit '{other}': use B, KiB, MiB or GiB (e.g. 64KiB)"));
+            return Err(format!(
+                "'{s}' has an unknown unit '{other}': use B, KiB, MiB or GiB (e.g. 64KiB)"
+            ));
         }
     };
-    n.checked_mul(mult).ok_or_else(|| format!("'{s}' is too large a size"))
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("'{s}' is too large a size"))
 }
 
 /// Bytes formatted with the largest binary unit that keeps an integer or one decimal.

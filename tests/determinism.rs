@@ -26,10 +26,30 @@ const WORLD: usize = 4;
 
 /// A matrix, a 1-D tensor, and a matrix of d >= 65536 (topk's sampled-threshold path,
 /// dgc with more than 512 sample strides).
-const SHAPES: &[Shape] = &[Shape { rows: 64, cols: 48 }, Shape { rows: 1, cols: 1000 }, Shape { rows: 256, cols: 300 }];
+const SHAPES: &[Shape] = &[
+    Shape { rows: 64, cols: 48 },
+    Shape {
+        rows: 1,
+        cols: 1000,
+    },
+    Shape {
+        rows: 256,
+        cols: 300,
+    },
+];
 
 /// Methods whose wire must not depend on the rank (same input => same wire).
-const SHARED_RANDOMNESS: &[&str] = &["ssgd", "signsgd", "signsgd-mv", "topk", "dgc", "powersgd", "acpsgd", "marsit", "sketch"];
+const SHARED_RANDOMNESS: &[&str] = &[
+    "ssgd",
+    "signsgd",
+    "signsgd-mv",
+    "topk",
+    "dgc",
+    "powersgd",
+    "acpsgd",
+    "marsit",
+    "sketch",
+];
 /// Methods whose wire carries per-worker noise.
 const PER_WORKER_NOISE: &[&str] = &["qsgd"];
 
@@ -63,7 +83,11 @@ struct WireBits {
 
 impl WireBits {
     fn of(w: &Wire) -> WireBits {
-        WireBits { sum_f32: w.sum_f32.iter().map(|x| x.to_bits()).collect(), gather_u32: w.gather_u32.clone(), ring_u32: w.ring_u32.clone() }
+        WireBits {
+            sum_f32: w.sum_f32.iter().map(|x| x.to_bits()).collect(),
+            gather_u32: w.gather_u32.clone(),
+            ring_u32: w.ring_u32.clone(),
+        }
     }
     fn words(&self) -> usize {
         self.sum_f32.len() + self.gather_u32.len() + self.ring_u32.len()
@@ -79,11 +103,20 @@ struct Trace {
 
 /// Run `method` for STEPS steps on the seeded gradients of `input_rank`, the way
 /// micro-compress drives a compressor on one rank.
-fn run(method: &str, pname: &str, p: &MethodParams, ctx: WorkerCtx, shape: Shape, input_rank: usize) -> Trace {
+fn run(
+    method: &str,
+    pname: &str,
+    p: &MethodParams,
+    ctx: WorkerCtx,
+    shape: Shape,
+    input_rank: usize,
+) -> Trace {
     let label = format!("{method} [{pname}] {shape} ctx={ctx:?} input_rank={input_rank}");
-    let mut c: Box<dyn Compressor> = registry::build(method, p, ctx).unwrap_or_else(|e| panic!("{label}: build: {e}"));
+    let mut c: Box<dyn Compressor> =
+        registry::build(method, p, ctx).unwrap_or_else(|e| panic!("{label}: build: {e}"));
     assert_eq!(c.name(), method, "{label}: name");
-    c.register(0, shape.rows, shape.cols).unwrap_or_else(|e| panic!("{label}: register: {e}"));
+    c.register(0, shape.rows, shape.cols)
+        .unwrap_or_else(|e| panic!("{label}: register: {e}"));
     let caps: Vec<WireLen> = (0..c.rounds()).map(|r| c.wire_capacity(0, r)).collect();
     let mut wire = Wire::default();
     wire.reserve(caps.iter().copied().fold(WireLen::default(), WireLen::max));
@@ -94,8 +127,10 @@ fn run(method: &str, pname: &str, p: &MethodParams, ctx: WorkerCtx, shape: Shape
         let g = gradient(shape, SEED, step as usize, input_rank);
         c.begin_step(step);
         for round in 0..c.rounds() {
-            c.compress(0, round, g.view(), &mut wire).unwrap_or_else(|e| panic!("{label}: step {step} round {round}: compress: {e}"));
-            c.feedback(0, round).unwrap_or_else(|e| panic!("{label}: step {step} round {round}: feedback: {e}"));
+            c.compress(0, round, g.view(), &mut wire)
+                .unwrap_or_else(|e| panic!("{label}: step {step} round {round}: compress: {e}"));
+            c.feedback(0, round)
+                .unwrap_or_else(|e| panic!("{label}: step {step} round {round}: feedback: {e}"));
             let cap = caps[round];
             assert!(
                 wire.sum_f32.len() <= cap.sum_f32 && wire.gather_u32.len() <= cap.gather_u32 && wire.ring_u32.len() <= cap.ring_u32,
@@ -122,21 +157,46 @@ fn first_diff(a: &[u32], b: &[u32]) -> String {
         return format!("lengths {} vs {}", a.len(), b.len());
     }
     match a.iter().zip(b).position(|(x, y)| x != y) {
-        Some(i) => format!("first difference at word {i}: {:#010x} vs {:#010x}", a[i], b[i]),
+        Some(i) => format!(
+            "first difference at word {i}: {:#010x} vs {:#010x}",
+            a[i], b[i]
+        ),
         None => "equal".into(),
     }
 }
 
 /// Assert two traces are bit-identical, wire section by wire section, then outputs.
 fn assert_same(a: &Trace, b: &Trace, what: &str) {
-    assert_eq!(a.wires.len(), b.wires.len(), "{what}: {} vs {}: number of rounds", a.label, b.label);
+    assert_eq!(
+        a.wires.len(),
+        b.wires.len(),
+        "{what}: {} vs {}: number of rounds",
+        a.label,
+        b.label
+    );
     for ((s, r, wa), (_, _, wb)) in a.wires.iter().zip(&b.wires) {
-        for (sec, x, y) in [("sum_f32", &wa.sum_f32, &wb.sum_f32), ("gather_u32", &wa.gather_u32, &wb.gather_u32), ("ring_u32", &wa.ring_u32, &wb.ring_u32)] {
-            assert!(x == y, "{what}: {} vs {}: step {s} round {r}: wire.{sec} differs ({})", a.label, b.label, first_diff(x, y));
+        for (sec, x, y) in [
+            ("sum_f32", &wa.sum_f32, &wb.sum_f32),
+            ("gather_u32", &wa.gather_u32, &wb.gather_u32),
+            ("ring_u32", &wa.ring_u32, &wb.ring_u32),
+        ] {
+            assert!(
+                x == y,
+                "{what}: {} vs {}: step {s} round {r}: wire.{sec} differs ({})",
+                a.label,
+                b.label,
+                first_diff(x, y)
+            );
         }
     }
     for (s, (oa, ob)) in a.outs.iter().zip(&b.outs).enumerate() {
-        assert!(oa == ob, "{what}: {} vs {}: step {s}: decompressed output differs ({})", a.label, b.label, first_diff(oa, ob));
+        assert!(
+            oa == ob,
+            "{what}: {} vs {}: step {s}: decompressed output differs ({})",
+            a.label,
+            b.label,
+            first_diff(oa, ob)
+        );
     }
 }
 
@@ -144,10 +204,16 @@ fn assert_same(a: &Trace, b: &Trace, what: &str) {
 fn every_method_is_classified() {
     for m in registry::METHODS {
         let n = SHARED_RANDOMNESS.contains(m) as usize + PER_WORKER_NOISE.contains(m) as usize;
-        assert_eq!(n, 1, "method {m}: list it in exactly one of SHARED_RANDOMNESS / PER_WORKER_NOISE");
+        assert_eq!(
+            n, 1,
+            "method {m}: list it in exactly one of SHARED_RANDOMNESS / PER_WORKER_NOISE"
+        );
     }
     for m in SHARED_RANDOMNESS.iter().chain(PER_WORKER_NOISE) {
-        assert!(registry::METHODS.contains(m), "method {m} is not in registry::METHODS");
+        assert!(
+            registry::METHODS.contains(m),
+            "method {m} is not in registry::METHODS"
+        );
     }
 }
 
@@ -158,10 +224,18 @@ fn same_ctx_same_input_gives_identical_wires() {
         for (pname, p) in param_sets() {
             for &shape in SHAPES {
                 for rank in [0, 2] {
-                    let ctx = WorkerCtx { rank, world_size: WORLD, seed: SEED };
+                    let ctx = WorkerCtx {
+                        rank,
+                        world_size: WORLD,
+                        seed: SEED,
+                    };
                     let a = run(method, pname, &p, ctx, shape, rank);
                     let b = run(method, pname, &p, ctx, shape, rank);
-                    assert_same(&a, &b, &format!("method {method}: two instances with the same ctx"));
+                    assert_same(
+                        &a,
+                        &b,
+                        &format!("method {method}: two instances with the same ctx"),
+                    );
                 }
             }
         }
@@ -175,8 +249,14 @@ fn interleaved_instances_do_not_interfere() {
     let shape = SHAPES[0];
     for &method in registry::METHODS {
         let p = MethodParams::default();
-        let ctx = WorkerCtx { rank: 1, world_size: WORLD, seed: SEED };
-        let mut cs: Vec<Box<dyn Compressor>> = (0..2).map(|_| registry::build(method, &p, ctx).unwrap()).collect();
+        let ctx = WorkerCtx {
+            rank: 1,
+            world_size: WORLD,
+            seed: SEED,
+        };
+        let mut cs: Vec<Box<dyn Compressor>> = (0..2)
+            .map(|_| registry::build(method, &p, ctx).unwrap())
+            .collect();
         let mut wires = vec![Wire::default(), Wire::default()];
         let mut outs = vec![Array2::<f32>::zeros((shape.rows, shape.cols)); 2];
         for c in cs.iter_mut() {
@@ -199,11 +279,21 @@ fn interleaved_instances_do_not_interfere() {
                 assert!(a == b, "method {method}: interleaved instances: step {step} round {round}: wires differ");
                 for i in 0..2 {
                     counts[0] = wires[i].gather_u32.len();
-                    cs[i].decompress(0, round, &received_alone(&wires[i], &counts), outs[i].view_mut()).unwrap();
+                    cs[i]
+                        .decompress(
+                            0,
+                            round,
+                            &received_alone(&wires[i], &counts),
+                            outs[i].view_mut(),
+                        )
+                        .unwrap();
                 }
             }
             let bits = |o: &Array2<f32>| o.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert!(bits(&outs[0]) == bits(&outs[1]), "method {method}: interleaved instances: step {step}: outputs differ");
+            assert!(
+                bits(&outs[0]) == bits(&outs[1]),
+                "method {method}: interleaved instances: step {step}: outputs differ"
+            );
         }
     }
 }
@@ -214,10 +304,36 @@ fn shared_randomness_methods_are_rank_independent() {
     for &method in SHARED_RANDOMNESS {
         for (pname, p) in param_sets() {
             for &shape in SHAPES {
-                let base = run(method, pname, &p, WorkerCtx { rank: 0, world_size: WORLD, seed: SEED }, shape, 0);
+                let base = run(
+                    method,
+                    pname,
+                    &p,
+                    WorkerCtx {
+                        rank: 0,
+                        world_size: WORLD,
+                        seed: SEED,
+                    },
+                    shape,
+                    0,
+                );
                 for rank in 1..WORLD {
-                    let other = run(method, pname, &p, WorkerCtx { rank, world_size: WORLD, seed: SEED }, shape, 0);
-                    assert_same(&base, &other, &format!("method {method}: rank 0 vs rank {rank} on the same input"));
+                    let other = run(
+                        method,
+                        pname,
+                        &p,
+                        WorkerCtx {
+                            rank,
+                            world_size: WORLD,
+                            seed: SEED,
+                        },
+                        shape,
+                        0,
+                    );
+                    assert_same(
+                        &base,
+                        &other,
+                        &format!("method {method}: rank 0 vs rank {rank} on the same input"),
+                    );
                 }
             }
         }
@@ -231,15 +347,45 @@ fn per_worker_noise_methods_differ_across_ranks_and_repeat_per_rank() {
     for &method in PER_WORKER_NOISE {
         for (pname, p) in param_sets() {
             for &shape in SHAPES {
-                let traces: Vec<Trace> =
-                    (0..WORLD).map(|rank| run(method, pname, &p, WorkerCtx { rank, world_size: WORLD, seed: SEED }, shape, 0)).collect();
+                let traces: Vec<Trace> = (0..WORLD)
+                    .map(|rank| {
+                        run(
+                            method,
+                            pname,
+                            &p,
+                            WorkerCtx {
+                                rank,
+                                world_size: WORLD,
+                                seed: SEED,
+                            },
+                            shape,
+                            0,
+                        )
+                    })
+                    .collect();
                 for rank in 0..WORLD {
-                    let again = run(method, pname, &p, WorkerCtx { rank, world_size: WORLD, seed: SEED }, shape, 0);
-                    assert_same(&traces[rank], &again, &format!("method {method}: rank {rank} repeated"));
+                    let again = run(
+                        method,
+                        pname,
+                        &p,
+                        WorkerCtx {
+                            rank,
+                            world_size: WORLD,
+                            seed: SEED,
+                        },
+                        shape,
+                        0,
+                    );
+                    assert_same(
+                        &traces[rank],
+                        &again,
+                        &format!("method {method}: rank {rank} repeated"),
+                    );
                 }
                 for a in 0..WORLD {
                     for b in a + 1..WORLD {
-                        for ((s, r, wa), (_, _, wb)) in traces[a].wires.iter().zip(&traces[b].wires) {
+                        for ((s, r, wa), (_, _, wb)) in traces[a].wires.iter().zip(&traces[b].wires)
+                        {
                             assert!(
                                 wa != wb,
                                 "method {method} [{pname}] {shape}: ranks {a} and {b} sent identical wires at step {s} round {r} for the same input (per-worker noise expected)"
@@ -260,13 +406,18 @@ fn marsit_ring_merge_is_per_rank_and_reproducible() {
     let shape = Shape { rows: 64, cols: 48 };
     let words = (shape.numel() + 31) / 32;
     let merge = |rank: usize, step: u64, aggregated: usize| -> Vec<u32> {
-        let ctx = WorkerCtx { rank, world_size: WORLD, seed: SEED };
+        let ctx = WorkerCtx {
+            rank,
+            world_size: WORLD,
+            seed: SEED,
+        };
         let mut c = registry::build("marsit", &MethodParams::default(), ctx).unwrap();
         c.register(0, shape.rows, shape.cols).unwrap();
         let mut wire = Wire::default();
         for s in 0..=step {
             c.begin_step(s);
-            c.compress(0, 0, gradient(shape, SEED, s as usize, 0).view(), &mut wire).unwrap();
+            c.compress(0, 0, gradient(shape, SEED, s as usize, 0).view(), &mut wire)
+                .unwrap();
         }
         let own_bits = wire.ring_u32.clone();
         assert_eq!(own_bits.len(), words, "method marsit: ring words");
@@ -280,7 +431,11 @@ fn marsit_ring_merge_is_per_rank_and_reproducible() {
     for step in 0..STEPS {
         for aggregated in 1..WORLD {
             let r0 = merge(0, step, aggregated);
-            assert_eq!(r0, merge(0, step, aggregated), "method marsit: ring_merge not reproducible (step {step}, aggregated {aggregated})");
+            assert_eq!(
+                r0,
+                merge(0, step, aggregated),
+                "method marsit: ring_merge not reproducible (step {step}, aggregated {aggregated})"
+            );
             for rank in 1..WORLD {
                 assert_ne!(r0, merge(rank, step, aggregated), "method marsit: ranks 0 and {rank} drew the same ring_merge mask (step {step}, aggregated {aggregated})");
             }
@@ -295,15 +450,27 @@ fn marsit_ring_merge_is_per_rank_and_reproducible() {
 fn seed_dependence() {
     let p = MethodParams::default();
     let m = Shape { rows: 64, cols: 48 };
-    let ctx = |seed| WorkerCtx { rank: 0, world_size: WORLD, seed };
+    let ctx = |seed| WorkerCtx {
+        rank: 0,
+        world_size: WORLD,
+        seed,
+    };
     for method in ["powersgd", "acpsgd", "sketch", "qsgd"] {
         let a = run(method, "default", &p, ctx(SEED), m, 0);
         let b = run(method, "default", &p, ctx(SEED + 1), m, 0);
-        assert!(a.wires[0].2 != b.wires[0].2, "method {method}: seeds {SEED} and {} gave the same step-0 wire", SEED + 1);
+        assert!(
+            a.wires[0].2 != b.wires[0].2,
+            "method {method}: seeds {SEED} and {} gave the same step-0 wire",
+            SEED + 1
+        );
     }
     for &shape in SHAPES {
         let a = run("topk", "default", &p, ctx(SEED), shape, 0);
         let b = run("topk", "default", &p, ctx(SEED + 1), shape, 0);
-        assert_same(&a, &b, "method topk: the threshold sample's seed must not change the result");
+        assert_same(
+            &a,
+            &b,
+            "method topk: the threshold sample's seed must not change the result",
+        );
     }
 }

@@ -16,7 +16,24 @@ fn every_method_runs_with_every_fusion_and_pipelining() {
         let dir = tmpdir(&format!("e2e{np}"));
         let out = mpirun(
             np,
-            &["e2e", "--model", "resnet20", "--methods", ALL, "--fusion", "none,256KiB,single", "--pipelining", "off,on", "--iters", "2", "--warmup", "1", "--quiet", "--out", dir.to_str().unwrap()],
+            &[
+                "e2e",
+                "--model",
+                "resnet20",
+                "--methods",
+                ALL,
+                "--fusion",
+                "none,256KiB,single",
+                "--pipelining",
+                "off,on",
+                "--iters",
+                "2",
+                "--warmup",
+                "1",
+                "--quiet",
+                "--out",
+                dir.to_str().unwrap(),
+            ],
         );
         assert_ok(&out);
         let (header, rows) = read_csv(&dir.join("e2e.csv"));
@@ -36,7 +53,10 @@ fn every_method_runs_with_every_fusion_and_pipelining() {
             assert!(f("comm_s") > 0.0 && f("wire_bytes") > 0.0);
             assert_eq!(r[col("dense_bytes")], "1078888");
             // Overlap efficiency exists exactly for pipelined rows (the off twin ran first).
-            assert_eq!(r[col("overlap_eff")].is_empty(), r[col("pipelining")] == "off");
+            assert_eq!(
+                r[col("overlap_eff")].is_empty(),
+                r[col("pipelining")] == "off"
+            );
             if r[col("pipelining")] == "on" {
                 let o = f("overlap_eff");
                 assert!((0.0..=1.0).contains(&o));
@@ -51,23 +71,83 @@ fn collective_axis_runs_each_method_with_and_without_allreduce() {
         return;
     }
     let dir = tmpdir("coll");
-    let out = mpirun(3, &["e2e", "--model", "resnet20", "--methods", "ssgd,powersgd,sketch,topk,signsgd", "--collective", "auto,allgather,ps", "--fusion", "256KiB", "--pipelining", "on", "--iters", "2", "--warmup", "1", "--quiet", "--out", dir.to_str().unwrap()]);
+    let out = mpirun(
+        3,
+        &[
+            "e2e",
+            "--model",
+            "resnet20",
+            "--methods",
+            "ssgd,powersgd,sketch,topk,signsgd",
+            "--collective",
+            "auto,allgather,ps",
+            "--fusion",
+            "256KiB",
+            "--pipelining",
+            "on",
+            "--iters",
+            "2",
+            "--warmup",
+            "1",
+            "--quiet",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    );
     assert_ok(&out);
     let (header, rows) = read_csv(&dir.join("e2e.csv"));
     let col = |n: &str| header.iter().position(|c| c == n).unwrap();
-    let used: Vec<(String, String)> = rows.iter().map(|r| (r[col("method")].clone(), r[col("collective")].clone())).collect();
-    for (m, c) in [("ssgd", "allreduce"), ("ssgd", "allgather"), ("ssgd", "ps"), ("topk", "allgather"), ("topk", "ps"), ("sketch", "ps")] {
-        assert!(used.contains(&(m.to_string(), c.to_string())), "{m} over {c} missing: {used:?}");
+    let used: Vec<(String, String)> = rows
+        .iter()
+        .map(|r| (r[col("method")].clone(), r[col("collective")].clone()))
+        .collect();
+    for (m, c) in [
+        ("ssgd", "allreduce"),
+        ("ssgd", "allgather"),
+        ("ssgd", "ps"),
+        ("topk", "allgather"),
+        ("topk", "ps"),
+        ("sketch", "ps"),
+    ] {
+        assert!(
+            used.contains(&(m.to_string(), c.to_string())),
+            "{m} over {c} missing: {used:?}"
+        );
     }
     // Same wire whatever carries it.
-    let wire = |m: &str, c: &str| rows.iter().find(|r| r[col("method")] == m && r[col("collective")] == c).map(|r| r[col("wire_bytes")].clone()).unwrap();
+    let wire = |m: &str, c: &str| {
+        rows.iter()
+            .find(|r| r[col("method")] == m && r[col("collective")] == c)
+            .map(|r| r[col("wire_bytes")].clone())
+            .unwrap()
+    };
     assert_eq!(wire("ssgd", "allreduce"), wire("ssgd", "ps"));
 }
 
 #[test]
 fn planners_and_merged_methods_plan_fewer_buckets() {
     let dir = tmpdir("plan");
-    let out = mpirun(2, &["e2e", "--model", "resnet20", "--methods", "ssgd,sketch,omgs,sketch-fusion", "--fusion", "mgwfbp,layerfusion", "--pipelining", "off,on", "--iters", "2", "--warmup", "1", "--quiet", "--out", dir.to_str().unwrap()]);
+    let out = mpirun(
+        2,
+        &[
+            "e2e",
+            "--model",
+            "resnet20",
+            "--methods",
+            "ssgd,sketch,omgs,sketch-fusion",
+            "--fusion",
+            "mgwfbp,layerfusion",
+            "--pipelining",
+            "off,on",
+            "--iters",
+            "2",
+            "--warmup",
+            "1",
+            "--quiet",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    );
     assert_ok(&out);
     let (header, rows) = read_csv(&dir.join("e2e.csv"));
     let col = |n: &str| header.iter().position(|c| c == n).unwrap();
@@ -89,40 +169,106 @@ fn planners_and_merged_methods_plan_fewer_buckets() {
 fn trace_is_valid_chrome_json_and_spans_nest() {
     let dir = tmpdir("trace");
     let trace = dir.join("t.json");
-    let out = mpirun(2, &["e2e", "--model", "resnet20", "--methods", "powersgd", "--fusion", "256KiB", "--pipelining", "on", "--iters", "2", "--warmup", "1", "--quiet", "--out", dir.to_str().unwrap(), "--trace", trace.to_str().unwrap()]);
+    let out = mpirun(
+        2,
+        &[
+            "e2e",
+            "--model",
+            "resnet20",
+            "--methods",
+            "powersgd",
+            "--fusion",
+            "256KiB",
+            "--pipelining",
+            "on",
+            "--iters",
+            "2",
+            "--warmup",
+            "1",
+            "--quiet",
+            "--out",
+            dir.to_str().unwrap(),
+            "--trace",
+            trace.to_str().unwrap(),
+        ],
+    );
     assert_ok(&out);
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
-    let evs: Vec<&serde_json::Value> = v["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == "X").collect();
-    let names: std::collections::HashSet<&str> = evs.iter().map(|e| e["name"].as_str().unwrap()).collect();
-    for n in ["iteration", "forward", "backward", "compress", "collective r0", "collective r1", "decompress"] {
+    let evs: Vec<&serde_json::Value> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .collect();
+    let names: std::collections::HashSet<&str> =
+        evs.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    for n in [
+        "iteration",
+        "forward",
+        "backward",
+        "compress",
+        "collective r0",
+        "collective r1",
+        "decompress",
+    ] {
         assert!(names.contains(n), "no {n} span in {names:?}");
     }
     // Two iterations; within each thread spans do not partially overlap, and every span
     // lies inside an iteration span.
-    let iters: Vec<(f64, f64)> = evs.iter().filter(|e| e["name"] == "iteration").map(|e| (e["ts"].as_f64().unwrap(), e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap())).collect();
+    let iters: Vec<(f64, f64)> = evs
+        .iter()
+        .filter(|e| e["name"] == "iteration")
+        .map(|e| {
+            (
+                e["ts"].as_f64().unwrap(),
+                e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap(),
+            )
+        })
+        .collect();
     assert_eq!(iters.len(), 2);
     let eps = 1.0; // microseconds of rounding
     for tid in [1, 2] {
-        let mut spans: Vec<(f64, f64)> = evs.iter().filter(|e| e["tid"] == tid).map(|e| (e["ts"].as_f64().unwrap(), e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap())).collect();
+        let mut spans: Vec<(f64, f64)> = evs
+            .iter()
+            .filter(|e| e["tid"] == tid)
+            .map(|e| {
+                (
+                    e["ts"].as_f64().unwrap(),
+                    e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap(),
+                )
+            })
+            .collect();
         spans.sort_by(|a, b| a.0.total_cmp(&b.0));
         for w in spans.windows(2) {
             assert!(w[1].0 + eps >= w[0].1, "thread {tid}: spans overlap: {w:?}");
         }
         for s in &spans {
-            assert!(iters.iter().any(|i| s.0 + eps >= i.0 && s.1 <= i.1 + eps), "thread {tid}: span {s:?} outside every iteration");
+            assert!(
+                iters.iter().any(|i| s.0 + eps >= i.0 && s.1 <= i.1 + eps),
+                "thread {tid}: span {s:?} outside every iteration"
+            );
         }
     }
 }
 
 #[test]
 fn models_command_lists_and_prints_layers() {
-    let out = std::process::Command::new(BIN).arg("models").output().unwrap();
+    let out = std::process::Command::new(BIN)
+        .arg("models")
+        .output()
+        .unwrap();
     assert!(out.status.success());
     assert_eq!(stdout(&out).lines().count(), 12);
-    let out = std::process::Command::new(BIN).args(["models", "resnet20"]).output().unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["models", "resnet20"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     assert!(stdout(&out).contains("conv1.weight"));
-    let out = std::process::Command::new(BIN).args(["models", "resnet21"]).output().unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["models", "resnet21"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("resnet20"));
 }
@@ -130,16 +276,118 @@ fn models_command_lists_and_prints_layers() {
 #[test]
 fn bad_e2e_input_is_refused() {
     let cases: &[(&[&str], &[&str])] = &[
-        (&["e2e", "--model", "resnet21", "--methods", "ssgd"], &["--model", "resnet21"]),
-        (&["e2e", "--model", "resnet20", "--methods", "ssgd", "--fusion", "lots"], &["--fusion", "lots"]),
-        (&["e2e", "--model", "resnet20", "--methods", "ssgd", "--pipelining", "maybe"], &["--pipelining", "maybe"]),
-        (&["e2e", "--model", "resnet20", "--methods", "ssgd", "--device", "tpu"], &["--device", "tpu", "v100"]),
-        (&["e2e", "--model", "resnet20", "--methods", "ssgd,topk", "--collective", "allreduce"], &["--collective", "topk", "allgather"]),
-        (&["e2e", "--model", "resnet20", "--methods", "marsit", "--collective", "ps"], &["--collective", "marsit"]),
-        (&["e2e", "--model", "resnet20", "--methods", "ssgd", "--collective", "nccl"], &["--collective", "nccl"]),
-        (&["e2e", "--model", "resnet20", "--methods", "ssgd", "--compute", "gpu"], &["--compute", "gpu"]),
-        (&["e2e", "--model", "resnet20", "--methods", "ssgd", "--batch", "0"], &["--batch"]),
-        (&["e2e", "--model", "resnet20", "--methods", "ssgd", "--compute-profile", "/nonexistent.csv"], &["/nonexistent.csv"]),
+        (
+            &["e2e", "--model", "resnet21", "--methods", "ssgd"],
+            &["--model", "resnet21"],
+        ),
+        (
+            &[
+                "e2e",
+                "--model",
+                "resnet20",
+                "--methods",
+                "ssgd",
+                "--fusion",
+                "lots",
+            ],
+            &["--fusion", "lots"],
+        ),
+        (
+            &[
+                "e2e",
+                "--model",
+                "resnet20",
+                "--methods",
+                "ssgd",
+                "--pipelining",
+                "maybe",
+            ],
+            &["--pipelining", "maybe"],
+        ),
+        (
+            &[
+                "e2e",
+                "--model",
+                "resnet20",
+                "--methods",
+                "ssgd",
+                "--device",
+                "tpu",
+            ],
+            &["--device", "tpu", "v100"],
+        ),
+        (
+            &[
+                "e2e",
+                "--model",
+                "resnet20",
+                "--methods",
+                "ssgd,topk",
+                "--collective",
+                "allreduce",
+            ],
+            &["--collective", "topk", "allgather"],
+        ),
+        (
+            &[
+                "e2e",
+                "--model",
+                "resnet20",
+                "--methods",
+                "marsit",
+                "--collective",
+                "ps",
+            ],
+            &["--collective", "marsit"],
+        ),
+        (
+            &[
+                "e2e",
+                "--model",
+                "resnet20",
+                "--methods",
+                "ssgd",
+                "--collective",
+                "nccl",
+            ],
+            &["--collective", "nccl"],
+        ),
+        (
+            &[
+                "e2e",
+                "--model",
+                "resnet20",
+                "--methods",
+                "ssgd",
+                "--compute",
+                "gpu",
+            ],
+            &["--compute", "gpu"],
+        ),
+        (
+            &[
+                "e2e",
+                "--model",
+                "resnet20",
+                "--methods",
+                "ssgd",
+                "--batch",
+                "0",
+            ],
+            &["--batch"],
+        ),
+        (
+            &[
+                "e2e",
+                "--model",
+                "resnet20",
+                "--methods",
+                "ssgd",
+                "--compute-profile",
+                "/nonexistent.csv",
+            ],
+            &["/nonexistent.csv"],
+        ),
     ];
     for (args, words) in cases {
         assert_refused(2, args, words);

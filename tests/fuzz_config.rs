@@ -20,7 +20,11 @@ use std::path::PathBuf;
 const FILE: &str = "fuzz.toml";
 
 fn pt(cases: u32) -> PtConfig {
-    PtConfig { cases, failure_persistence: None, ..PtConfig::default() }
+    PtConfig {
+        cases,
+        failure_persistence: None,
+        ..PtConfig::default()
+    }
 }
 
 /// The parser contract: never panics (proptest reports a panic as a failure with the
@@ -28,8 +32,14 @@ fn pt(cases: u32) -> PtConfig {
 fn check_parse(text: &str) -> Result<(), TestCaseError> {
     if let Err(e) = parse(text, FILE) {
         let msg = e.to_string();
-        prop_assert!(!msg.trim().is_empty(), "empty error message for input {text:?}");
-        prop_assert!(!msg.contains('\n'), "multi-line error message {msg:?} for input {text:?}");
+        prop_assert!(
+            !msg.trim().is_empty(),
+            "empty error message for input {text:?}"
+        );
+        prop_assert!(
+            !msg.contains('\n'),
+            "multi-line error message {msg:?} for input {text:?}"
+        );
     }
     Ok(())
 }
@@ -41,7 +51,12 @@ fn bench_configs() -> Vec<(String, String)> {
         .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
         .map(|e| e.expect("dir entry").path())
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read_to_string(&p).expect("read config")))
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read_to_string(&p).expect("read config"),
+            )
+        })
         .collect();
     v.sort();
     assert!(!v.is_empty(), "no bench-configs/*.toml found");
@@ -129,38 +144,188 @@ proptest! {
 
 /// Every key the schema knows (sections, params), plus dotted params keys.
 const KEYS: &[&str] = &[
-    "seed", "expect_ranks", "collectives", "min_bytes", "max_bytes", "sizes", "iters", "warmup", "check", "methods",
-    "shapes", "densities", "ranks", "params", "models", "fusion", "pipelining", "collective", "device", "batch", "compute",
-    "compute_profile", "cost_comm", "density", "rank", "min_compression_rate", "start_iter", "momentum", "nesterov",
-    "clip_norm", "warmup_steps_per_epoch", "sketch_rows", "sketch_cols_per_k", "qsgd_levels", "params.density",
-    "params.rank", "params.qsgd_levels", "params.sketch_cols_per_k", "params.momentum", "params.min_compression_rate",
+    "seed",
+    "expect_ranks",
+    "collectives",
+    "min_bytes",
+    "max_bytes",
+    "sizes",
+    "iters",
+    "warmup",
+    "check",
+    "methods",
+    "shapes",
+    "densities",
+    "ranks",
+    "params",
+    "models",
+    "fusion",
+    "pipelining",
+    "collective",
+    "device",
+    "batch",
+    "compute",
+    "compute_profile",
+    "cost_comm",
+    "density",
+    "rank",
+    "min_compression_rate",
+    "start_iter",
+    "momentum",
+    "nesterov",
+    "clip_norm",
+    "warmup_steps_per_epoch",
+    "sketch_rows",
+    "sketch_cols_per_k",
+    "qsgd_levels",
+    "params.density",
+    "params.rank",
+    "params.qsgd_levels",
+    "params.sketch_cols_per_k",
+    "params.momentum",
+    "params.min_compression_rate",
 ];
 
 /// Section headers to splice in.
 const HEADERS: &[&str] = &[
-    "[run]", "[[micro-comm]]", "[[micro-compress]]", "[[micro]]", "[[e2e]]", "[micro.params]", "[e2e.params]",
-    "[micro-compress.params]", "[[micro.params]]", "[run.params]", "[params]", "[[run]]", "[micro]", "[e2e]",
+    "[run]",
+    "[[micro-comm]]",
+    "[[micro-compress]]",
+    "[[micro]]",
+    "[[e2e]]",
+    "[micro.params]",
+    "[e2e.params]",
+    "[micro-compress.params]",
+    "[[micro.params]]",
+    "[run.params]",
+    "[params]",
+    "[[run]]",
+    "[micro]",
+    "[e2e]",
 ];
 
 /// A TOML value (or not quite one): numbers incl. negative / huge / NaN / inf, strings
 /// that stress the unit and shape parsers, arrays, tables, dates, garbage.
 fn token() -> impl Strategy<Value = String> {
     let fixed: Vec<&'static str> = vec![
-        "0", "-0", "1", "-1", "4", "7", "-0.1", "0.0", "-0.0", "1.5", "1e-30", "0.999999999", "1.0000001",
-        "nan", "+nan", "-nan", "inf", "+inf", "-inf", "1e400", "-1e400", "1e308",
-        "9223372036854775807", "-9223372036854775808", "9223372036854775808", "18446744073709551615",
-        "99999999999999999999999999", "0x10", "0o17", "0b101", "1_000", "true", "false", "\"\"", "''", "\" \"",
-        "\"0\"", "\"4\"", "\"16EiB\"", "\"1GiB\"", "\"1025MiB\"", "\"17179869184GiB\"", "\"99999999999999999999\"",
-        "\"4294967296GiB\"", "\"64 KiB\"", "\"-4\"", "\"1.5KiB\"", "\"99999999999x99999999999\"", "\"1x0\"", "\"0x1\"",
-        "\"x\"", "\"1x\"", "\"x1\"", "\"1x1x1\"", "\"64x48\"", "\"1_0\"", "\"___\"", "\"65536x32768\"",
-        "\"32768x32768\"", "\"none\"", "\"single\"", "\"omgs\"", "\"mgwfbp\"", "\"layerfusion\"", "\"0B\"",
-        "\"resnet20\"", "\"nosuchmodel\"", "\"topk\"", "\"omgs\"", "\"sketch-fusion\"", "\"allreduce\"", "\"allgather\"",
-        "\"ps\"", "\"auto\"", "\"ring-allreduce\"", "\"spin\"", "\"none\"", "\"h100\"", "\"a\\nb\"", "\"\\u0000\"",
-        "\"\\t\"", "\"é\"", "\"日本\"", "\"🦀\"", "\"/nonexistent/profile.csv\"", "\"\"\"multi\nline\"\"\"",
-        "[]", "[[]]", "[1, -2]", "[\"\"]", "[nan]", "[inf, -inf]", "[-0.1]", "[0]", "[\"0\"]", "[\"1x0\"]",
-        "[true, false]", "[1, \"a\"]", "[\"topk\", \"topk\"]", "[\"nosuchmethod\"]", "[\"nosuchmodel\"]", "[[1], [2]]",
-        "{}", "{ a = 1 }", "{ density = nan }", "{ rank = 0 }", "{ density = 0.5, rank = 2 }", "{ qsgd_levels = 0 }",
-        "1979-05-27T07:32:00Z", "07:32:00", "1979-05-27", "=", "[", "{", "\"", "'", "#", "",
+        "0",
+        "-0",
+        "1",
+        "-1",
+        "4",
+        "7",
+        "-0.1",
+        "0.0",
+        "-0.0",
+        "1.5",
+        "1e-30",
+        "0.999999999",
+        "1.0000001",
+        "nan",
+        "+nan",
+        "-nan",
+        "inf",
+        "+inf",
+        "-inf",
+        "1e400",
+        "-1e400",
+        "1e308",
+        "9223372036854775807",
+        "-9223372036854775808",
+        "9223372036854775808",
+        "18446744073709551615",
+        "99999999999999999999999999",
+        "0x10",
+        "0o17",
+        "0b101",
+        "1_000",
+        "true",
+        "false",
+        "\"\"",
+        "''",
+        "\" \"",
+        "\"0\"",
+        "\"4\"",
+        "\"16EiB\"",
+        "\"1GiB\"",
+        "\"1025MiB\"",
+        "\"17179869184GiB\"",
+        "\"99999999999999999999\"",
+        "\"4294967296GiB\"",
+        "\"64 KiB\"",
+        "\"-4\"",
+        "\"1.5KiB\"",
+        "\"99999999999x99999999999\"",
+        "\"1x0\"",
+        "\"0x1\"",
+        "\"x\"",
+        "\"1x\"",
+        "\"x1\"",
+        "\"1x1x1\"",
+        "\"64x48\"",
+        "\"1_0\"",
+        "\"___\"",
+        "\"65536x32768\"",
+        "\"32768x32768\"",
+        "\"none\"",
+        "\"single\"",
+        "\"omgs\"",
+        "\"mgwfbp\"",
+        "\"layerfusion\"",
+        "\"0B\"",
+        "\"resnet20\"",
+        "\"nosuchmodel\"",
+        "\"topk\"",
+        "\"omgs\"",
+        "\"sketch-fusion\"",
+        "\"allreduce\"",
+        "\"allgather\"",
+        "\"ps\"",
+        "\"auto\"",
+        "\"ring-allreduce\"",
+        "\"spin\"",
+        "\"none\"",
+        "\"h100\"",
+        "\"a\\nb\"",
+        "\"\\u0000\"",
+        "\"\\t\"",
+        "\"é\"",
+        "\"日本\"",
+        "\"🦀\"",
+        "\"/nonexistent/profile.csv\"",
+        "\"\"\"multi\nline\"\"\"",
+        "[]",
+        "[[]]",
+        "[1, -2]",
+        "[\"\"]",
+        "[nan]",
+        "[inf, -inf]",
+        "[-0.1]",
+        "[0]",
+        "[\"0\"]",
+        "[\"1x0\"]",
+        "[true, false]",
+        "[1, \"a\"]",
+        "[\"topk\", \"topk\"]",
+        "[\"nosuchmethod\"]",
+        "[\"nosuchmodel\"]",
+        "[[1], [2]]",
+        "{}",
+        "{ a = 1 }",
+        "{ density = nan }",
+        "{ rank = 0 }",
+        "{ density = 0.5, rank = 2 }",
+        "{ qsgd_levels = 0 }",
+        "1979-05-27T07:32:00Z",
+        "07:32:00",
+        "1979-05-27",
+        "=",
+        "[",
+        "{",
+        "\"",
+        "'",
+        "#",
+        "",
     ];
     prop_oneof![
         4 => proptest::sample::select(fixed).prop_map(str::to_string),
@@ -216,7 +381,12 @@ fn mutation() -> impl Strategy<Value = Mutation> {
 fn apply(text: &str, muts: &[Mutation]) -> String {
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     for m in muts {
-        let assigns: Vec<usize> = lines.iter().enumerate().filter(|(_, l)| l.contains('=') && !l.trim_start().starts_with('#')).map(|(i, _)| i).collect();
+        let assigns: Vec<usize> = lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.contains('=') && !l.trim_start().starts_with('#'))
+            .map(|(i, _)| i)
+            .collect();
         match m {
             Mutation::Delete(i) if !lines.is_empty() => {
                 let n = lines.len();
@@ -233,12 +403,18 @@ fn apply(text: &str, muts: &[Mutation]) -> String {
             }
             Mutation::ReplaceValue(i, t) if !assigns.is_empty() => {
                 let j = assigns[i % assigns.len()];
-                let k = lines[j].split_once('=').map(|(k, _)| k.to_string()).unwrap_or_default();
+                let k = lines[j]
+                    .split_once('=')
+                    .map(|(k, _)| k.to_string())
+                    .unwrap_or_default();
                 lines[j] = format!("{k}= {t}");
             }
             Mutation::RenameKey(i, key) if !assigns.is_empty() => {
                 let j = assigns[i % assigns.len()];
-                let v = lines[j].split_once('=').map(|(_, v)| v.to_string()).unwrap_or_default();
+                let v = lines[j]
+                    .split_once('=')
+                    .map(|(_, v)| v.to_string())
+                    .unwrap_or_default();
                 lines[j] = format!("{key} ={v}");
             }
             Mutation::InsertPair(i, key, t) => {
@@ -293,8 +469,21 @@ proptest! {
 // (c) the string parsers
 
 const UNITS: &[(&str, u64)] = &[
-    ("", 1), ("b", 1), ("B", 1), ("k", 1 << 10), ("K", 1 << 10), ("kb", 1 << 10), ("KB", 1 << 10), ("KiB", 1 << 10),
-    ("kib", 1 << 10), ("m", 1 << 20), ("MB", 1 << 20), ("MiB", 1 << 20), ("g", 1 << 30), ("GB", 1 << 30), ("GiB", 1 << 30),
+    ("", 1),
+    ("b", 1),
+    ("B", 1),
+    ("k", 1 << 10),
+    ("K", 1 << 10),
+    ("kb", 1 << 10),
+    ("KB", 1 << 10),
+    ("KiB", 1 << 10),
+    ("kib", 1 << 10),
+    ("m", 1 << 20),
+    ("MB", 1 << 20),
+    ("MiB", 1 << 20),
+    ("g", 1 << 30),
+    ("GB", 1 << 30),
+    ("GiB", 1 << 30),
 ];
 
 fn size_text() -> impl Strategy<Value = String> {
@@ -313,7 +502,11 @@ fn shape_text() -> impl Strategy<Value = String> {
         "[0-9]{0,5}[xX*,][0-9]{0,5}([xX][0-9]{0,5})?",
         "-?[0-9]{1,6}[xX]-?[0-9]{1,6}",
         (any::<u64>(), any::<u64>()).prop_map(|(a, b)| format!("{a}x{b}")),
-        (any::<usize>(), any::<usize>()).prop_map(|(a, b)| format!("{}x{}", a % 100_000, b % 100_000)),
+        (any::<usize>(), any::<usize>()).prop_map(|(a, b)| format!(
+            "{}x{}",
+            a % 100_000,
+            b % 100_000
+        )),
         any::<String>(),
         "\\PC{0,12}",
     ]
@@ -321,8 +514,20 @@ fn shape_text() -> impl Strategy<Value = String> {
 
 fn fusion_text() -> impl Strategy<Value = String> {
     prop_oneof![
-        proptest::sample::select(vec!["none", "single", "mgwfbp", "omgs", "layerfusion", " none ", "None", "SINGLE", "0", "00", ""])
-            .prop_map(str::to_string),
+        proptest::sample::select(vec![
+            "none",
+            "single",
+            "mgwfbp",
+            "omgs",
+            "layerfusion",
+            " none ",
+            "None",
+            "SINGLE",
+            "0",
+            "00",
+            ""
+        ])
+        .prop_map(str::to_string),
         size_text(),
     ]
 }
@@ -410,9 +615,15 @@ fn parse_err(text: &str) -> String {
 fn expect_err(text: &str, key: &str, also: &[&str]) {
     let msg = parse_err(text);
     assert!(!msg.contains('\n'), "multi-line error {msg:?} for:\n{text}");
-    assert!(msg.contains(key), "error does not name key '{key}': {msg}\ninput:\n{text}");
+    assert!(
+        msg.contains(key),
+        "error does not name key '{key}': {msg}\ninput:\n{text}"
+    );
     for a in also {
-        assert!(msg.contains(a), "error does not contain {a:?}: {msg}\ninput:\n{text}");
+        assert!(
+            msg.contains(a),
+            "error does not contain {a:?}: {msg}\ninput:\n{text}"
+        );
     }
 }
 
@@ -427,10 +638,14 @@ fn expect_type_err(text: &str, key: &str) {
         .position(|l| l.trim_start().starts_with(&format!("{key} =")))
         .unwrap_or_else(|| panic!("test bug: no line '{key} =' in:\n{text}"))
         + 1;
-    assert!(msg.contains(&format!("line {line},")), "error does not point at line {line} ('{key}'): {msg}\ninput:\n{text}");
+    assert!(
+        msg.contains(&format!("line {line},")),
+        "error does not point at line {line} ('{key}'): {msg}\ninput:\n{text}"
+    );
 }
 
-const MICRO: &str = "[[micro]]\nmethods = [\"topk\", \"powersgd\", \"sketch\", \"dgc\"]\nshapes = [\"64x48\"]\n";
+const MICRO: &str =
+    "[[micro]]\nmethods = [\"topk\", \"powersgd\", \"sketch\", \"dgc\"]\nshapes = [\"64x48\"]\n";
 const COMM: &str = "[[micro-comm]]\ncollectives = [\"allreduce\"]\n";
 const E2E: &str = "[[e2e]]\nmethods = [\"topk\"]\n";
 
@@ -440,18 +655,27 @@ fn type_error_cases() -> Vec<(String, &'static str)> {
         (format!("{COMM}iters = -1\n"), "iters"),
         (format!("{COMM}warmup = -1\n"), "warmup"),
         (format!("{MICRO}iters = -1\n"), "iters"),
-        (format!("{E2E}models = [\"resnet20\"]\niters = -1\n"), "iters"),
+        (
+            format!("{E2E}models = [\"resnet20\"]\niters = -1\n"),
+            "iters",
+        ),
         (format!("[run]\nseed = 1.5\n{COMM}"), "seed"),
         (format!("[run]\nseed = -1\n{COMM}"), "seed"),
         (format!("[run]\nseed = \"1\"\n{COMM}"), "seed"),
         (format!("[run]\nexpect_ranks = -2\n{COMM}"), "expect_ranks"),
         (format!("{MICRO}ranks = [-1]\n"), "ranks"),
         (format!("{MICRO}densities = [\"0.1\"]\n"), "densities"),
-        ("[[micro]]\nmethods = [\"topk\"]\nshapes = [64]\n".to_string(), "shapes"),
+        (
+            "[[micro]]\nmethods = [\"topk\"]\nshapes = [64]\n".to_string(),
+            "shapes",
+        ),
         (format!("{COMM}min_bytes = -4\n"), "min_bytes"),
         (format!("{COMM}max_bytes = 1.5\n"), "max_bytes"),
         (format!("{COMM}sizes = [-4]\n"), "sizes"),
-        (format!("{E2E}models = [\"resnet20\"]\nbatch = -1\n"), "batch"),
+        (
+            format!("{E2E}models = [\"resnet20\"]\nbatch = -1\n"),
+            "batch",
+        ),
         (format!("{MICRO}[micro.params]\nrank = -1\n"), "rank"),
         (format!("{MICRO}[micro.params]\nrank = 1.5\n"), "rank"),
     ]
@@ -474,7 +698,11 @@ fn type_errors_name_the_key() {
             missing.push(format!("{key}: {msg}"));
         }
     }
-    assert!(missing.is_empty(), "errors that do not name their key:\n{}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "errors that do not name their key:\n{}",
+        missing.join("\n")
+    );
 }
 
 /// One-line rule vs. user strings that hold a newline: it is escaped in the message.
@@ -488,8 +716,16 @@ fn errors_stay_one_line_with_newlines_in_values() {
         format!("{E2E}models = [\"resnet\\n20\"]\n"),
         format!("{E2E}models = [\"resnet20\"]\nfusion = [\"1\\nXB\"]\n"),
     ];
-    let bad: Vec<String> = cases.iter().map(|t| parse_err(t)).filter(|m| m.contains('\n')).collect();
-    assert!(bad.is_empty(), "multi-line errors:\n{}", bad.join("\n---\n"));
+    let bad: Vec<String> = cases
+        .iter()
+        .map(|t| parse_err(t))
+        .filter(|m| m.contains('\n'))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "multi-line errors:\n{}",
+        bad.join("\n---\n")
+    );
 }
 
 /// `Fusion`'s Display (the e2e.csv `fusion` column) is exact: it parses back to the
@@ -498,17 +734,29 @@ fn errors_stay_one_line_with_newlines_in_values() {
 fn fusion_display_round_trips() {
     for b in [1030u64, 1050, (25 << 20) + 1] {
         let f = Fusion::Bytes(b);
-        assert_eq!(Fusion::parse(&f.to_string()), Ok(f), "{b} bytes displays as {f}");
+        assert_eq!(
+            Fusion::parse(&f.to_string()),
+            Ok(f),
+            "{b} bytes displays as {f}"
+        );
     }
 }
 
 #[test]
 fn regression_bad_density() {
     for v in ["nan", "-nan", "inf", "-0.1", "0", "0.0", "1.5"] {
-        expect_err(&format!("{MICRO}[micro.params]\ndensity = {v}\n"), "density", &[]);
+        expect_err(
+            &format!("{MICRO}[micro.params]\ndensity = {v}\n"),
+            "density",
+            &[],
+        );
         expect_err(&format!("{MICRO}densities = [{v}]\n"), "density", &[]);
         expect_err(&format!("[[micro-compress]]\nmethods = [\"sketch\"]\nshapes = [\"100\"]\nparams = {{ density = {v} }}\n"), "density", &[]);
-        expect_err(&format!("{E2E}models = [\"resnet20\"]\n[e2e.params]\ndensity = {v}\n"), "density", &[]);
+        expect_err(
+            &format!("{E2E}models = [\"resnet20\"]\n[e2e.params]\ndensity = {v}\n"),
+            "density",
+            &[],
+        );
     }
 }
 
@@ -528,55 +776,167 @@ fn regression_bad_sizes() {
     expect_err(&format!("{COMM}sizes = [6]\n"), "sizes", &[]);
     expect_err(&format!("{COMM}sizes = []\n"), "sizes", &[]);
     expect_err(&format!("{COMM}sizes = [\"2GiB\"]\n"), "sizes", &[]);
-    expect_err(&format!("{COMM}sizes = [\"99999999999999999999\"]\n"), "sizes", &["99999999999999999999"]);
-    expect_err(&format!("{COMM}max_bytes = \"16EiB\"\n"), "max_bytes", &["16EiB"]);
-    expect_err(&format!("{COMM}max_bytes = \"17179869184GiB\"\n"), "max_bytes", &["17179869184GiB"]);
+    expect_err(
+        &format!("{COMM}sizes = [\"99999999999999999999\"]\n"),
+        "sizes",
+        &["99999999999999999999"],
+    );
+    expect_err(
+        &format!("{COMM}max_bytes = \"16EiB\"\n"),
+        "max_bytes",
+        &["16EiB"],
+    );
+    expect_err(
+        &format!("{COMM}max_bytes = \"17179869184GiB\"\n"),
+        "max_bytes",
+        &["17179869184GiB"],
+    );
     expect_err(&format!("{COMM}min_bytes = \"\"\n"), "min_bytes", &[]);
     expect_err(&format!("{COMM}min_bytes = \"-4\"\n"), "min_bytes", &["-4"]);
-    expect_err(&format!("{COMM}min_bytes = \"1MiB\"\nmax_bytes = \"4KiB\"\n"), "min_bytes", &[]);
+    expect_err(
+        &format!("{COMM}min_bytes = \"1MiB\"\nmax_bytes = \"4KiB\"\n"),
+        "min_bytes",
+        &[],
+    );
 }
 
 #[test]
 fn regression_bad_shapes() {
-    for s in ["99999999999x99999999999", "18446744073709551615x2", "1x0", "0x1", "0", "", "x", "1x", "65536x32768", "-1x4", "1x1x1"] {
-        expect_err(&format!("[[micro]]\nmethods = [\"topk\"]\nshapes = [\"{s}\"]\n"), "shapes", &[s]);
+    for s in [
+        "99999999999x99999999999",
+        "18446744073709551615x2",
+        "1x0",
+        "0x1",
+        "0",
+        "",
+        "x",
+        "1x",
+        "65536x32768",
+        "-1x4",
+        "1x1x1",
+    ] {
+        expect_err(
+            &format!("[[micro]]\nmethods = [\"topk\"]\nshapes = [\"{s}\"]\n"),
+            "shapes",
+            &[s],
+        );
     }
-    expect_err("[[micro]]\nmethods = [\"topk\"]\nshapes = []\n", "shapes", &[]);
+    expect_err(
+        "[[micro]]\nmethods = [\"topk\"]\nshapes = []\n",
+        "shapes",
+        &[],
+    );
 }
 
 #[test]
 fn regression_bad_counts() {
     expect_err(&format!("{COMM}iters = 0\n"), "iters", &[]);
     expect_err(&format!("{MICRO}iters = 0\n"), "iters", &[]);
-    expect_err(&format!("[run]\nexpect_ranks = 0\n{COMM}"), "expect_ranks", &[]);
+    expect_err(
+        &format!("[run]\nexpect_ranks = 0\n{COMM}"),
+        "expect_ranks",
+        &[],
+    );
 }
 
 #[test]
 fn regression_bad_e2e() {
     expect_err(&format!("{E2E}models = []\n"), "models", &[]);
-    expect_err(&format!("{E2E}models = [\"nosuchmodel\"]\n"), "models", &["nosuchmodel"]);
-    expect_err("[[e2e]]\nmodels = [\"resnet20\"]\nmethods = [\"nosuchmethod\"]\n", "methods", &["nosuchmethod"]);
-    expect_err("[[e2e]]\nmodels = [\"resnet20\"]\nmethods = []\n", "methods", &[]);
-    expect_err(&format!("{E2E}models = [\"resnet20\"]\nfusion = []\n"), "fusion", &[]);
-    expect_err(&format!("{E2E}models = [\"resnet20\"]\nfusion = [\"big\"]\n"), "fusion", &["big"]);
-    expect_err(&format!("{E2E}models = [\"resnet20\"]\nfusion = [\"16EiB\"]\n"), "fusion", &["16EiB"]);
-    expect_err(&format!("{E2E}models = [\"resnet20\"]\npipelining = []\n"), "pipelining", &[]);
-    expect_err(&format!("{E2E}models = [\"resnet20\"]\ncollective = [\"bcast\"]\n"), "collective", &["bcast"]);
-    expect_err(&format!("{E2E}models = [\"resnet20\"]\ncompute = \"warp\"\n"), "compute", &["warp"]);
-    expect_err(&format!("{E2E}models = [\"resnet20\"]\ndevice = \"abacus\"\n"), "device", &[]);
-    expect_err(&format!("{E2E}models = [\"resnet20\"]\nbatch = 0\n"), "batch", &[]);
+    expect_err(
+        &format!("{E2E}models = [\"nosuchmodel\"]\n"),
+        "models",
+        &["nosuchmodel"],
+    );
+    expect_err(
+        "[[e2e]]\nmodels = [\"resnet20\"]\nmethods = [\"nosuchmethod\"]\n",
+        "methods",
+        &["nosuchmethod"],
+    );
+    expect_err(
+        "[[e2e]]\nmodels = [\"resnet20\"]\nmethods = []\n",
+        "methods",
+        &[],
+    );
+    expect_err(
+        &format!("{E2E}models = [\"resnet20\"]\nfusion = []\n"),
+        "fusion",
+        &[],
+    );
+    expect_err(
+        &format!("{E2E}models = [\"resnet20\"]\nfusion = [\"big\"]\n"),
+        "fusion",
+        &["big"],
+    );
+    expect_err(
+        &format!("{E2E}models = [\"resnet20\"]\nfusion = [\"16EiB\"]\n"),
+        "fusion",
+        &["16EiB"],
+    );
+    expect_err(
+        &format!("{E2E}models = [\"resnet20\"]\npipelining = []\n"),
+        "pipelining",
+        &[],
+    );
+    expect_err(
+        &format!("{E2E}models = [\"resnet20\"]\ncollective = [\"bcast\"]\n"),
+        "collective",
+        &["bcast"],
+    );
+    expect_err(
+        &format!("{E2E}models = [\"resnet20\"]\ncompute = \"warp\"\n"),
+        "compute",
+        &["warp"],
+    );
+    expect_err(
+        &format!("{E2E}models = [\"resnet20\"]\ndevice = \"abacus\"\n"),
+        "device",
+        &[],
+    );
+    expect_err(
+        &format!("{E2E}models = [\"resnet20\"]\nbatch = 0\n"),
+        "batch",
+        &[],
+    );
 }
 
 #[test]
 fn regression_bad_params() {
-    expect_err("[[micro]]\nmethods = [\"qsgd\"]\nshapes = [\"10\"]\n[micro.params]\nqsgd_levels = 0\n", "qsgd_levels", &[]);
+    expect_err(
+        "[[micro]]\nmethods = [\"qsgd\"]\nshapes = [\"10\"]\n[micro.params]\nqsgd_levels = 0\n",
+        "qsgd_levels",
+        &[],
+    );
     expect_err("[[micro]]\nmethods = [\"qsgd\"]\nshapes = [\"10\"]\n[micro.params]\nqsgd_levels = 16777217\n", "qsgd_levels", &[]);
-    expect_err("[[micro]]\nmethods = [\"sketch\"]\nshapes = [\"10\"]\n[micro.params]\nsketch_rows = 0\n", "sketch_rows", &[]);
+    expect_err(
+        "[[micro]]\nmethods = [\"sketch\"]\nshapes = [\"10\"]\n[micro.params]\nsketch_rows = 0\n",
+        "sketch_rows",
+        &[],
+    );
     expect_err("[[micro]]\nmethods = [\"sketch\"]\nshapes = [\"10\"]\n[micro.params]\nsketch_cols_per_k = nan\n", "sketch_cols_per_k", &[]);
-    expect_err("[[micro]]\nmethods = [\"dgc\"]\nshapes = [\"10\"]\n[micro.params]\nmomentum = 1.0\n", "momentum", &[]);
-    expect_err("[[micro]]\nmethods = [\"dgc\"]\nshapes = [\"10\"]\n[micro.params]\nclip_norm = inf\n", "clip_norm", &[]);
+    expect_err(
+        "[[micro]]\nmethods = [\"dgc\"]\nshapes = [\"10\"]\n[micro.params]\nmomentum = 1.0\n",
+        "momentum",
+        &[],
+    );
+    expect_err(
+        "[[micro]]\nmethods = [\"dgc\"]\nshapes = [\"10\"]\n[micro.params]\nclip_norm = inf\n",
+        "clip_norm",
+        &[],
+    );
     expect_err("[[micro]]\nmethods = [\"powersgd\"]\nshapes = [\"10\"]\n[micro.params]\nmin_compression_rate = nan\n", "min_compression_rate", &[]);
-    expect_err("[[micro]]\nmethods = [\"topk\"]\nshapes = [\"10\"]\n[micro.params]\nno_such_param = 1\n", "no_such_param", &[]);
-    expect_err("[[micro]]\nmethods = [\"nope\"]\nshapes = [\"10\"]\n", "methods", &["nope"]);
-    expect_err("[[micro-compress]]\nmethods = [\"topk\"]\nshapes = [\"10\"]\ncheck = true\n", "check", &[]);
+    expect_err(
+        "[[micro]]\nmethods = [\"topk\"]\nshapes = [\"10\"]\n[micro.params]\nno_such_param = 1\n",
+        "no_such_param",
+        &[],
+    );
+    expect_err(
+        "[[micro]]\nmethods = [\"nope\"]\nshapes = [\"10\"]\n",
+        "methods",
+        &["nope"],
+    );
+    expect_err(
+        "[[micro-compress]]\nmethods = [\"topk\"]\nshapes = [\"10\"]\ncheck = true\n",
+        "check",
+        &[],
+    );
 }

@@ -13,28 +13,55 @@ use std::time::{Duration, Instant};
 fn spawn(np: usize, args: &[&str]) -> Child {
     let launcher = mpirun_cmd();
     let mut cmd = Command::new(&launcher);
-    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1").env_remove("SLURM_NTASKS");
-    cmd.args(["--oversubscribe", "--bind-to", "none", "-np", &np.to_string(), BIN]).args(args);
-    cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("mpirun")
+    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env_remove("SLURM_NTASKS");
+    cmd.args([
+        "--oversubscribe",
+        "--bind-to",
+        "none",
+        "-np",
+        &np.to_string(),
+        BIN,
+    ])
+    .args(args);
+    cmd.stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpirun")
 }
 
 /// Data rows (complete lines) in a CSV file so far.
 fn rows_in(path: &std::path::Path) -> usize {
-    std::fs::read_to_string(path).map(|s| s.lines().count().saturating_sub(1)).unwrap_or(0)
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().count().saturating_sub(1))
+        .unwrap_or(0)
 }
 
 /// PIDs of the gradcomp ranks whose command line mentions `marker`.
 fn rank_pids(marker: &str) -> Vec<u32> {
-    let out = Command::new("pgrep").args(["-f", &format!("^{BIN} .*{marker}")]).output().expect("pgrep");
-    String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.trim().parse().ok()).collect()
+    let out = Command::new("pgrep")
+        .args(["-f", &format!("^{BIN} .*{marker}")])
+        .output()
+        .expect("pgrep");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
 }
 
 /// Wait (bounded) until `path` has at least `n` rows.
 fn wait_rows(path: &std::path::Path, n: usize, child: &mut Child) {
     let t0 = Instant::now();
     while rows_in(path) < n {
-        assert!(child.try_wait().unwrap().is_none(), "the run ended before writing {n} rows");
-        assert!(t0.elapsed() < Duration::from_secs(120), "no {n} rows after 2 minutes");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before writing {n} rows"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "no {n} rows after 2 minutes"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -44,9 +71,16 @@ fn kill_one_rank(child: Child, marker: &str) -> (f64, std::process::ExitStatus, 
     let pids = rank_pids(marker);
     assert!(!pids.is_empty(), "no rank process found");
     let t0 = Instant::now();
-    Command::new("kill").args(["-9", &pids[pids.len() - 1].to_string()]).status().unwrap();
+    Command::new("kill")
+        .args(["-9", &pids[pids.len() - 1].to_string()])
+        .status()
+        .unwrap();
     let out = child.wait_with_output().unwrap();
-    (t0.elapsed().as_secs_f64(), out.status, String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        t0.elapsed().as_secs_f64(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 fn case_ids(path: &std::path::Path) -> Vec<String> {
@@ -55,7 +89,20 @@ fn case_ids(path: &std::path::Path) -> Vec<String> {
     rows.iter().map(|r| r[c].clone()).collect()
 }
 
-const SWEEP: &[&str] = &["micro-comm", "--collectives", "allreduce,ring-allreduce", "--min-bytes", "4", "--max-bytes", "4MiB", "--iters", "300", "--warmup", "5", "--quiet"];
+const SWEEP: &[&str] = &[
+    "micro-comm",
+    "--collectives",
+    "allreduce,ring-allreduce",
+    "--min-bytes",
+    "4",
+    "--max-bytes",
+    "4MiB",
+    "--iters",
+    "300",
+    "--warmup",
+    "5",
+    "--quiet",
+];
 
 #[test]
 fn killed_rank_ends_the_job_within_10s_and_rows_stay_intact() {
@@ -67,7 +114,10 @@ fn killed_rank_ends_the_job_within_10s_and_rows_stay_intact() {
     let csv = dir.join("micro_comm.csv");
     wait_rows(&csv, 3, &mut child);
     let (secs, status, err) = kill_one_rank(child, d);
-    assert!(secs < 10.0, "the job took {secs:.1}s to end after a rank was killed");
+    assert!(
+        secs < 10.0,
+        "the job took {secs:.1}s to end after a rank was killed"
+    );
     assert!(!status.success());
     assert!(err.contains("rank"), "no message naming the rank:\n{err}");
     // Every row written is complete and parses.
@@ -95,14 +145,22 @@ fn resumed_sweep_has_exactly_the_rows_of_an_uninterrupted_one() {
     let (_, status, _) = kill_one_rank(child, &d);
     assert!(!status.success());
     let before = rows_in(&csv);
-    assert!(before < want.len(), "the sweep finished before it was killed");
+    assert!(
+        before < want.len(),
+        "the sweep finished before it was killed"
+    );
     args.push("--resume");
     let out = mpirun(2, &args);
     assert_ok(&out);
     let got = case_ids(&csv);
-    assert_eq!(got.len(), want.len(), "duplicate or missing rows after --resume");
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "duplicate or missing rows after --resume"
+    );
     assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), want);
-    let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
     assert_eq!(meta["cases_skipped"], before);
     assert!(meta["resumed_from"].is_string());
     // The killed run's metadata is kept.
@@ -116,19 +174,81 @@ fn resumed_sweep_has_exactly_the_rows_of_an_uninterrupted_one() {
 fn case_timeout_ends_a_long_case_with_a_message() {
     let dir = tmpdir("timeout");
     let t0 = Instant::now();
-    let out = mpirun(2, &["e2e", "--model", "resnet50", "--methods", "ssgd", "--device", "rtx2080ti", "--batch", "256", "--pipelining", "on", "--iters", "200", "--case-timeout", "1", "--quiet", "--out", dir.to_str().unwrap()]);
+    let out = mpirun(
+        2,
+        &[
+            "e2e",
+            "--model",
+            "resnet50",
+            "--methods",
+            "ssgd",
+            "--device",
+            "rtx2080ti",
+            "--batch",
+            "256",
+            "--pipelining",
+            "on",
+            "--iters",
+            "200",
+            "--case-timeout",
+            "1",
+            "--quiet",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    );
     let secs = t0.elapsed().as_secs_f64();
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("--case-timeout 1s"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--case-timeout 1s"),
+        "{}",
+        stderr(&out)
+    );
     assert!(secs < 30.0, "took {secs:.1}s");
 }
 
 #[test]
 fn check_catches_an_injected_fault() {
     for (np, args) in [
-        (2, vec!["micro-comm", "--collectives", "allreduce", "--max-bytes", "64", "--check", "--inject-fault", "1"]),
-        (3, vec!["micro-comm", "--collectives", "ring-allreduce", "--sizes", "28", "--check", "--inject-fault", "2"]),
-        (2, vec!["micro-comm", "--collectives", "allgather", "--sizes", "40", "--check", "--inject-fault", "0"]),
+        (
+            2,
+            vec![
+                "micro-comm",
+                "--collectives",
+                "allreduce",
+                "--max-bytes",
+                "64",
+                "--check",
+                "--inject-fault",
+                "1",
+            ],
+        ),
+        (
+            3,
+            vec![
+                "micro-comm",
+                "--collectives",
+                "ring-allreduce",
+                "--sizes",
+                "28",
+                "--check",
+                "--inject-fault",
+                "2",
+            ],
+        ),
+        (
+            2,
+            vec![
+                "micro-comm",
+                "--collectives",
+                "allgather",
+                "--sizes",
+                "40",
+                "--check",
+                "--inject-fault",
+                "0",
+            ],
+        ),
     ] {
         let dir = tmpdir("fault");
         let mut a = args.clone();
@@ -140,18 +260,71 @@ fn check_catches_an_injected_fault() {
         let c = h.iter().position(|x| x == "check").unwrap();
         assert_eq!(rows[rows.len() - 1][c], "fail");
     }
-    for m in ["ssgd", "signsgd", "signsgd-mv", "topk", "dgc", "powersgd", "acpsgd", "marsit", "sketch", "qsgd"] {
+    for m in [
+        "ssgd",
+        "signsgd",
+        "signsgd-mv",
+        "topk",
+        "dgc",
+        "powersgd",
+        "acpsgd",
+        "marsit",
+        "sketch",
+        "qsgd",
+    ] {
         let dir = tmpdir("fault-micro");
-        let out = mpirun(2, &["micro", "--methods", m, "--shape", "64x48", "--check", "--inject-fault", "1", "--iters", "1", "--warmup", "0", "--quiet", "--out", dir.to_str().unwrap()]);
-        assert_eq!(out.status.code(), Some(1), "{m}: the corrupted result passed --check: {}", stderr(&out));
-        assert!(stderr(&out).contains("check failed"), "{m}: {}", stderr(&out));
+        let out = mpirun(
+            2,
+            &[
+                "micro",
+                "--methods",
+                m,
+                "--shape",
+                "64x48",
+                "--check",
+                "--inject-fault",
+                "1",
+                "--iters",
+                "1",
+                "--warmup",
+                "0",
+                "--quiet",
+                "--out",
+                dir.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{m}: the corrupted result passed --check: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains("check failed"),
+            "{m}: {}",
+            stderr(&out)
+        );
     }
 }
 
 #[test]
 fn memory_the_node_lacks_is_refused_up_front() {
     let dir = tmpdir("mem");
-    let out = mpirun(3, &["e2e", "--model", "bert-large", "--methods", "ssgd", "--collective", "allgather", "--quiet", "--out", dir.to_str().unwrap()]);
+    let out = mpirun(
+        3,
+        &[
+            "e2e",
+            "--model",
+            "bert-large",
+            "--methods",
+            "ssgd",
+            "--collective",
+            "allgather",
+            "--quiet",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    );
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("GiB per rank"), "{}", stderr(&out));
     assert!(!dir.join("e2e.csv").exists());

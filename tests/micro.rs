@@ -15,7 +15,24 @@ fn micro_check_passes_for_every_method() {
         }
         let dir = tmpdir(&format!("micro{np}"));
         // A matrix, a 1-D tensor, and a shape whose size is prime and not divisible by np.
-        let out = mpirun(np, &["micro", "--methods", ALL, "--shape", "96x70,1001,13x7", "--check", "--iters", "3", "--warmup", "1", "--quiet", "--out", dir.to_str().unwrap()]);
+        let out = mpirun(
+            np,
+            &[
+                "micro",
+                "--methods",
+                ALL,
+                "--shape",
+                "96x70,1001,13x7",
+                "--check",
+                "--iters",
+                "3",
+                "--warmup",
+                "1",
+                "--quiet",
+                "--out",
+                dir.to_str().unwrap(),
+            ],
+        );
         assert_ok(&out);
         let (header, rows) = read_csv(&dir.join("micro.csv"));
         assert_eq!(header, documented_columns("micro.csv"));
@@ -27,7 +44,10 @@ fn micro_check_passes_for_every_method() {
         }
         // Wire bytes follow the formulas of METHODS.md (96x70 tensor, d = 6720).
         let wire = |m: &str| -> u64 {
-            rows.iter().find(|r| r[col("method")] == m && r[col("rows")] == "96").map(|r| r[col("wire_bytes")].parse().unwrap()).unwrap()
+            rows.iter()
+                .find(|r| r[col("method")] == m && r[col("rows")] == "96")
+                .map(|r| r[col("wire_bytes")].parse().unwrap())
+                .unwrap()
         };
         let d = 6720u64;
         let k = (0.001f64 * d as f64).ceil() as u64;
@@ -48,14 +68,47 @@ fn marsit_is_unbiased_at_four_ranks() {
         return;
     }
     let dir = tmpdir("marsit4");
-    let out = mpirun(4, &["micro", "--methods", "marsit", "--shape", "20000", "--check", "--iters", "2", "--warmup", "0", "--quiet", "--out", dir.to_str().unwrap()]);
+    let out = mpirun(
+        4,
+        &[
+            "micro",
+            "--methods",
+            "marsit",
+            "--shape",
+            "20000",
+            "--check",
+            "--iters",
+            "2",
+            "--warmup",
+            "0",
+            "--quiet",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    );
     assert_ok(&out);
 }
 
 #[test]
 fn micro_compress_reports_kernels_and_fidelity() {
     let dir = tmpdir("mc");
-    let out = mpirun(2, &["micro-compress", "--methods", ALL, "--shape", "64x48", "--iters", "3", "--warmup", "1", "--quiet", "--out", dir.to_str().unwrap()]);
+    let out = mpirun(
+        2,
+        &[
+            "micro-compress",
+            "--methods",
+            ALL,
+            "--shape",
+            "64x48",
+            "--iters",
+            "3",
+            "--warmup",
+            "1",
+            "--quiet",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    );
     assert_ok(&out);
     let (header, rows) = read_csv(&dir.join("micro_compress.csv"));
     assert_eq!(header, documented_columns("micro_compress.csv"));
@@ -74,16 +127,101 @@ fn micro_compress_reports_kernels_and_fidelity() {
 #[test]
 fn bad_method_input_is_refused() {
     let cases: &[(&[&str], &[&str])] = &[
-        (&["micro", "--methods", "topk,zip", "--shape", "10x10"], &["--methods", "zip"]),
-        (&["micro", "--methods", "topk", "--shape", "10x10", "--density", "1.5"], &["--density", "1.5"]),
-        (&["micro", "--methods", "topk", "--shape", "10x10", "--density", "0"], &["--density"]),
-        (&["micro-compress", "--methods", "powersgd", "--shape", "10x10", "--rank", "0"], &["--rank", "0"]),
-        (&["micro", "--methods", "ssgd", "--shape", "10y10"], &["--shape", "10y10"]),
-        (&["micro", "--methods", "ssgd", "--shape", "0x10"], &["--shape", "0x10"]),
-        (&["micro", "--methods", "dgc", "--shape", "10x10", "--momentum", "1.5"], &["--momentum"]),
-        (&["micro", "--methods", "sketch", "--shape", "10x10", "--sketch-rows", "0"], &["--sketch-rows"]),
-        (&["micro-compress", "--methods", "ssgd", "--shape", "10x10", "--check"], &["--check"]),
-        (&["micro", "--methods", "ssgd", "--shape", "10x10", "--iters", "0"], &["--iters"]),
+        (
+            &["micro", "--methods", "topk,zip", "--shape", "10x10"],
+            &["--methods", "zip"],
+        ),
+        (
+            &[
+                "micro",
+                "--methods",
+                "topk",
+                "--shape",
+                "10x10",
+                "--density",
+                "1.5",
+            ],
+            &["--density", "1.5"],
+        ),
+        (
+            &[
+                "micro",
+                "--methods",
+                "topk",
+                "--shape",
+                "10x10",
+                "--density",
+                "0",
+            ],
+            &["--density"],
+        ),
+        (
+            &[
+                "micro-compress",
+                "--methods",
+                "powersgd",
+                "--shape",
+                "10x10",
+                "--rank",
+                "0",
+            ],
+            &["--rank", "0"],
+        ),
+        (
+            &["micro", "--methods", "ssgd", "--shape", "10y10"],
+            &["--shape", "10y10"],
+        ),
+        (
+            &["micro", "--methods", "ssgd", "--shape", "0x10"],
+            &["--shape", "0x10"],
+        ),
+        (
+            &[
+                "micro",
+                "--methods",
+                "dgc",
+                "--shape",
+                "10x10",
+                "--momentum",
+                "1.5",
+            ],
+            &["--momentum"],
+        ),
+        (
+            &[
+                "micro",
+                "--methods",
+                "sketch",
+                "--shape",
+                "10x10",
+                "--sketch-rows",
+                "0",
+            ],
+            &["--sketch-rows"],
+        ),
+        (
+            &[
+                "micro-compress",
+                "--methods",
+                "ssgd",
+                "--shape",
+                "10x10",
+                "--check",
+            ],
+            &["--check"],
+        ),
+        (
+            &[
+                "micro",
+                "--methods",
+                "ssgd",
+                "--shape",
+                "10x10",
+                "--iters",
+                "0",
+            ],
+            &["--iters"],
+        ),
     ];
     for (args, words) in cases {
         assert_refused(2, args, words);

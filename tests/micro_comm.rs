@@ -14,7 +14,21 @@ fn ring_equals_mpi_allreduce_for_awkward_sizes() {
         let dir = tmpdir(&format!("ring{np}"));
         let out = mpirun(
             np,
-            &["micro-comm", "--collectives", "ring-allreduce,allreduce", "--sizes", "4,8,28,52,124,40,4100", "--iters", "3", "--warmup", "1", "--check", "--quiet", "--out", dir.to_str().unwrap()],
+            &[
+                "micro-comm",
+                "--collectives",
+                "ring-allreduce,allreduce",
+                "--sizes",
+                "4,8,28,52,124,40,4100",
+                "--iters",
+                "3",
+                "--warmup",
+                "1",
+                "--check",
+                "--quiet",
+                "--out",
+                dir.to_str().unwrap(),
+            ],
         );
         assert_ok(&out);
         let (h, rows) = read_csv(&dir.join("micro_comm.csv"));
@@ -33,7 +47,22 @@ fn check_passes_for_every_collective_and_csv_matches_schema() {
         let dir = tmpdir(&format!("all{np}"));
         let out = mpirun(
             np,
-            &["micro-comm", "--collectives", "allreduce,allgather,ring-allreduce,iallreduce-overlap", "--min-bytes", "4", "--max-bytes", "64KiB", "--iters", "5", "--warmup", "1", "--check", "--out", dir.to_str().unwrap()],
+            &[
+                "micro-comm",
+                "--collectives",
+                "allreduce,allgather,ring-allreduce,iallreduce-overlap",
+                "--min-bytes",
+                "4",
+                "--max-bytes",
+                "64KiB",
+                "--iters",
+                "5",
+                "--warmup",
+                "1",
+                "--check",
+                "--out",
+                dir.to_str().unwrap(),
+            ],
         );
         assert_ok(&out);
         let (header, rows) = read_csv(&dir.join("micro_comm.csv"));
@@ -56,7 +85,8 @@ fn check_passes_for_every_collective_and_csv_matches_schema() {
         assert!(stdout(&out).contains("# ring-allreduce"));
         // Progress goes to stderr.
         assert!(stderr(&out).contains("case 60/60"));
-        let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+        let meta: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
         assert_eq!(meta["world_size"], np);
         assert_eq!(meta["hosts"].as_array().unwrap().len(), np);
         assert_eq!(meta["status"], "ok");
@@ -75,27 +105,107 @@ fn run_config_runs_every_section() {
     }
     let dir = tmpdir("cfg");
     let cfg = root().join("bench-configs/ci.toml");
-    let out = mpirun(3, &["run", cfg.to_str().unwrap(), "--quiet", "--out", dir.to_str().unwrap()]);
+    let out = mpirun(
+        3,
+        &[
+            "run",
+            cfg.to_str().unwrap(),
+            "--quiet",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    );
     assert_ok(&out);
     let (_, rows) = read_csv(&dir.join("micro_comm.csv"));
     assert!(!rows.is_empty());
-    assert!(!stderr(&out).contains("[gradcomp] case"), "--quiet must silence progress");
+    assert!(
+        !stderr(&out).contains("[gradcomp] case"),
+        "--quiet must silence progress"
+    );
 }
 
 /// (description, np, args, words the one-line message must contain)
-fn bad_inputs(dir: &str, bad_toml: &str, unknown_key_toml: &str) -> Vec<(&'static str, usize, Vec<String>, Vec<&'static str>)> {
+fn bad_inputs(
+    dir: &str,
+    bad_toml: &str,
+    unknown_key_toml: &str,
+) -> Vec<(&'static str, usize, Vec<String>, Vec<&'static str>)> {
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     vec![
-        ("unknown collective", 2, s(&["micro-comm", "--collectives", "allreduce,bcast"]), vec!["--collectives", "bcast", "allowed"]),
-        ("unparseable size", 2, s(&["micro-comm", "--max-bytes", "12QB"]), vec!["--max-bytes", "12QB"]),
-        ("size not a multiple of 4", 3, s(&["micro-comm", "--min-bytes", "6"]), vec!["--min-bytes", "6"]),
-        ("min > max", 3, s(&["micro-comm", "--min-bytes", "1MiB", "--max-bytes", "4KiB"]), vec!["--min-bytes", "greater"]),
-        ("zero iterations", 2, s(&["micro-comm", "--iters", "0"]), vec!["--iters", "0"]),
-        ("unknown TOML key", 2, s(&["run", unknown_key_toml]), vec!["line 4", "unknown field `colectives`"]),
-        ("TOML syntax error", 3, s(&["run", bad_toml]), vec!["line 2"]),
-        ("missing config", 2, s(&["run", "/nonexistent/x.toml"]), vec!["/nonexistent/x.toml"]),
-        ("unwritable output", 2, s(&["micro-comm", "--max-bytes", "8", "--out", "/proc/gradcomp-cannot-write"]), vec!["--out", "/proc/gradcomp-cannot-write"]),
-        ("wrong world size", 3, s(&["micro-comm", "--max-bytes", "8", "--expect-ranks", "2", "--out", dir]), vec!["--expect-ranks 2", "3 rank"]),
+        (
+            "unknown collective",
+            2,
+            s(&["micro-comm", "--collectives", "allreduce,bcast"]),
+            vec!["--collectives", "bcast", "allowed"],
+        ),
+        (
+            "unparseable size",
+            2,
+            s(&["micro-comm", "--max-bytes", "12QB"]),
+            vec!["--max-bytes", "12QB"],
+        ),
+        (
+            "size not a multiple of 4",
+            3,
+            s(&["micro-comm", "--min-bytes", "6"]),
+            vec!["--min-bytes", "6"],
+        ),
+        (
+            "min > max",
+            3,
+            s(&["micro-comm", "--min-bytes", "1MiB", "--max-bytes", "4KiB"]),
+            vec!["--min-bytes", "greater"],
+        ),
+        (
+            "zero iterations",
+            2,
+            s(&["micro-comm", "--iters", "0"]),
+            vec!["--iters", "0"],
+        ),
+        (
+            "unknown TOML key",
+            2,
+            s(&["run", unknown_key_toml]),
+            vec!["line 4", "unknown field `colectives`"],
+        ),
+        (
+            "TOML syntax error",
+            3,
+            s(&["run", bad_toml]),
+            vec!["line 2"],
+        ),
+        (
+            "missing config",
+            2,
+            s(&["run", "/nonexistent/x.toml"]),
+            vec!["/nonexistent/x.toml"],
+        ),
+        (
+            "unwritable output",
+            2,
+            s(&[
+                "micro-comm",
+                "--max-bytes",
+                "8",
+                "--out",
+                "/proc/gradcomp-cannot-write",
+            ]),
+            vec!["--out", "/proc/gradcomp-cannot-write"],
+        ),
+        (
+            "wrong world size",
+            3,
+            s(&[
+                "micro-comm",
+                "--max-bytes",
+                "8",
+                "--expect-ranks",
+                "2",
+                "--out",
+                dir,
+            ]),
+            vec!["--expect-ranks 2", "3 rank"],
+        ),
     ]
 }
 
@@ -103,24 +213,45 @@ fn bad_inputs(dir: &str, bad_toml: &str, unknown_key_toml: &str) -> Vec<(&'stati
 fn bad_input_gives_exit_2_and_one_line() {
     let dir = tmpdir("bad");
     let bad_toml = dir.join("syntax.toml");
-    std::fs::write(&bad_toml, "[run]\nseed = = 3\n[[micro-comm]]\ncollectives = [\"allreduce\"]\n").unwrap();
+    std::fs::write(
+        &bad_toml,
+        "[run]\nseed = = 3\n[[micro-comm]]\ncollectives = [\"allreduce\"]\n",
+    )
+    .unwrap();
     let unknown = dir.join("unknown.toml");
-    std::fs::write(&unknown, "[run]\nseed = 3\n[[micro-comm]]\ncolectives = [\"allreduce\"]\n").unwrap();
+    std::fs::write(
+        &unknown,
+        "[run]\nseed = 3\n[[micro-comm]]\ncolectives = [\"allreduce\"]\n",
+    )
+    .unwrap();
     let out_dir = dir.join("out");
-    for (what, np, args, words) in bad_inputs(out_dir.to_str().unwrap(), bad_toml.to_str().unwrap(), unknown.to_str().unwrap()) {
+    for (what, np, args, words) in bad_inputs(
+        out_dir.to_str().unwrap(),
+        bad_toml.to_str().unwrap(),
+        unknown.to_str().unwrap(),
+    ) {
         if skip_np(np) {
             continue;
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         assert_refused(np, &args, &words);
-        assert!(!out_dir.join("micro_comm.csv").exists(), "{what}: no CSV may be written");
+        assert!(
+            !out_dir.join("micro_comm.csv").exists(),
+            "{what}: no CSV may be written"
+        );
     }
 }
 
 #[test]
 fn slurm_ntasks_mismatch_is_refused() {
     let out = std::process::Command::new(BIN)
-        .args(["micro-comm", "--max-bytes", "8", "--out", tmpdir("slurm").to_str().unwrap()])
+        .args([
+            "micro-comm",
+            "--max-bytes",
+            "8",
+            "--out",
+            tmpdir("slurm").to_str().unwrap(),
+        ])
         .env("SLURM_NTASKS", "4")
         .output()
         .unwrap();
@@ -132,9 +263,33 @@ fn slurm_ntasks_mismatch_is_refused() {
 fn existing_results_are_never_overwritten() {
     let dir = tmpdir("keep");
     let d = dir.to_str().unwrap();
-    assert_ok(&mpirun(2, &["micro-comm", "--max-bytes", "8", "--iters", "2", "--quiet", "--out", d]));
+    assert_ok(&mpirun(
+        2,
+        &[
+            "micro-comm",
+            "--max-bytes",
+            "8",
+            "--iters",
+            "2",
+            "--quiet",
+            "--out",
+            d,
+        ],
+    ));
     let before = std::fs::read(dir.join("micro_comm.csv")).unwrap();
-    let out = mpirun(2, &["micro-comm", "--max-bytes", "8", "--iters", "2", "--quiet", "--out", d]);
+    let out = mpirun(
+        2,
+        &[
+            "micro-comm",
+            "--max-bytes",
+            "8",
+            "--iters",
+            "2",
+            "--quiet",
+            "--out",
+            d,
+        ],
+    );
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("already exists"));
     assert_eq!(std::fs::read(dir.join("micro_comm.csv")).unwrap(), before);
@@ -142,8 +297,15 @@ fn existing_results_are_never_overwritten() {
 
 #[test]
 fn help_shows_examples() {
-    for args in [vec!["--help"], vec!["micro-comm", "--help"], vec!["run", "--help"]] {
-        let out = std::process::Command::new(BIN).args(&args).output().unwrap();
+    for args in [
+        vec!["--help"],
+        vec!["micro-comm", "--help"],
+        vec!["run", "--help"],
+    ] {
+        let out = std::process::Command::new(BIN)
+            .args(&args)
+            .output()
+            .unwrap();
         assert!(out.status.success());
         assert!(stdout(&out).contains("Example"), "{args:?}");
     }

@@ -10,7 +10,23 @@ use std::process::Command;
 fn simulates_presets_up_to_1024_workers() {
     let dir = tmpdir("sim");
     let out = Command::new(BIN)
-        .args(["simulate", "--model", "resnet50,bert-large", "--methods", "ssgd,topk,powersgd,acpsgd,omgs,sketch-fusion", "--world-sizes", "8,1024", "--network", "100gb-ib", "--fusion", "25MiB", "--pipelining", "off,on", "--out", dir.to_str().unwrap()])
+        .args([
+            "simulate",
+            "--model",
+            "resnet50,bert-large",
+            "--methods",
+            "ssgd,topk,powersgd,acpsgd,omgs,sketch-fusion",
+            "--world-sizes",
+            "8,1024",
+            "--network",
+            "100gb-ib",
+            "--fusion",
+            "25MiB",
+            "--pipelining",
+            "off,on",
+            "--out",
+            dir.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     assert_ok(&out);
@@ -25,7 +41,16 @@ fn simulates_presets_up_to_1024_workers() {
     }
     // Pipelining never makes the simulated iteration slower.
     let iter = |m: &str, n: &str, p: &str| -> f64 {
-        rows.iter().find(|r| r[col("model")] == "resnet50" && r[col("method")] == m && r[col("world_size")] == n && r[col("pipelining")] == p).unwrap()[col("iter_s")].parse().unwrap()
+        rows.iter()
+            .find(|r| {
+                r[col("model")] == "resnet50"
+                    && r[col("method")] == m
+                    && r[col("world_size")] == n
+                    && r[col("pipelining")] == p
+            })
+            .unwrap()[col("iter_s")]
+        .parse()
+        .unwrap()
     };
     assert!(iter("ssgd", "1024", "on") <= iter("ssgd", "1024", "off") + 1e-12);
 }
@@ -37,16 +62,41 @@ fn fits_and_compares_a_real_run() {
     }
     let dir = tmpdir("simfit");
     let cfg = root().join("bench-configs/ci.toml");
-    assert_ok(&mpirun(2, &["run", cfg.to_str().unwrap(), "--quiet", "--out", dir.to_str().unwrap()]));
-    let out = Command::new(BIN).args(["fit", dir.to_str().unwrap()]).output().unwrap();
+    assert_ok(&mpirun(
+        2,
+        &[
+            "run",
+            cfg.to_str().unwrap(),
+            "--quiet",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    ));
+    let out = Command::new(BIN)
+        .args(["fit", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert_ok(&out);
     let (h, rows) = read_csv(&dir.join("fits.csv"));
     let kind = h.iter().position(|c| c == "kind").unwrap();
     assert!(rows.iter().any(|r| r[kind].contains("comm")), "{rows:?}");
-    assert!(rows.iter().any(|r| r[kind].contains("compress")), "{rows:?}");
+    assert!(
+        rows.iter().any(|r| r[kind].contains("compress")),
+        "{rows:?}"
+    );
     let sim = dir.join("sim");
     let out = Command::new(BIN)
-        .args(["simulate", "--fits", dir.to_str().unwrap(), "--compare", dir.join("e2e.csv").to_str().unwrap(), "--tolerance", "100", "--out", sim.to_str().unwrap()])
+        .args([
+            "simulate",
+            "--fits",
+            dir.to_str().unwrap(),
+            "--compare",
+            dir.join("e2e.csv").to_str().unwrap(),
+            "--tolerance",
+            "100",
+            "--out",
+            sim.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     assert_ok(&out);
@@ -58,9 +108,34 @@ fn fits_and_compares_a_real_run() {
 #[test]
 fn bad_simulate_input_is_refused() {
     for (args, word) in [
-        (vec!["simulate", "--model", "resnet50", "--methods", "ssgd", "--network", "5g"], "--network"),
-        (vec!["simulate", "--model", "resnet50", "--methods", "ssgd", "--world-sizes", "0"], "--world-sizes"),
-        (vec!["simulate", "--model", "nope", "--methods", "ssgd"], "--model"),
+        (
+            vec![
+                "simulate",
+                "--model",
+                "resnet50",
+                "--methods",
+                "ssgd",
+                "--network",
+                "5g",
+            ],
+            "--network",
+        ),
+        (
+            vec![
+                "simulate",
+                "--model",
+                "resnet50",
+                "--methods",
+                "ssgd",
+                "--world-sizes",
+                "0",
+            ],
+            "--world-sizes",
+        ),
+        (
+            vec!["simulate", "--model", "nope", "--methods", "ssgd"],
+            "--model",
+        ),
         (vec!["fit", "/nonexistent-dir"], "/nonexistent-dir"),
     ] {
         let out = Command::new(BIN).args(&args).output().unwrap();

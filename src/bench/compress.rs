@@ -37,11 +37,18 @@ impl PhaseTimes {
         self.feedback_s.push(feedback_s);
         self.comm_s.push(comm_s);
         self.decompress_s.push(decompress_s);
-        self.total_s.push(compress_s + feedback_s + comm_s + decompress_s);
+        self.total_s
+            .push(compress_s + feedback_s + comm_s + decompress_s);
     }
 
     fn reduce_max(&mut self, world: &World) {
-        for v in [&mut self.compress_s, &mut self.feedback_s, &mut self.comm_s, &mut self.decompress_s, &mut self.total_s] {
+        for v in [
+            &mut self.compress_s,
+            &mut self.feedback_s,
+            &mut self.comm_s,
+            &mut self.decompress_s,
+            &mut self.total_s,
+        ] {
             world.max_in_place(v);
         }
     }
@@ -68,11 +75,24 @@ struct Setup {
     counts: Vec<usize>,
 }
 
-fn setup(world: &World, method: &str, shape: Shape, params: &MethodParams, seed: u64, world_size: usize) -> Result<Setup> {
-    let ctx = WorkerCtx { rank: world.rank, world_size, seed };
+fn setup(
+    world: &World,
+    method: &str,
+    shape: Shape,
+    params: &MethodParams,
+    seed: u64,
+    world_size: usize,
+) -> Result<Setup> {
+    let ctx = WorkerCtx {
+        rank: world.rank,
+        world_size,
+        seed,
+    };
     let mut comp = registry::build(method, params, ctx)?;
     comp.register(0, shape.rows, shape.cols)?;
-    let cap = (0..comp.rounds()).map(|r| comp.wire_capacity(0, r)).fold(WireLen::default(), WireLen::max);
+    let cap = (0..comp.rounds())
+        .map(|r| comp.wire_capacity(0, r))
+        .fold(WireLen::default(), WireLen::max);
     let mut wire = Wire::default();
     wire.reserve(cap);
     // Touch the wire buffers so the first timed step does not pay for page faults.
@@ -80,12 +100,28 @@ fn setup(world: &World, method: &str, shape: Shape, params: &MethodParams, seed:
     wire.gather_u32.resize(cap.gather_u32, 0);
     wire.ring_u32.resize(cap.ring_u32, 0);
     wire.clear();
-    let grads = (0..GRADIENT_SETS).map(|s| gradient(shape, seed, s, world.rank)).collect();
-    Ok(Setup { comp, grads, out: Array2::zeros((shape.rows, shape.cols)), wire, counts: vec![0; 1] })
+    let grads = (0..GRADIENT_SETS)
+        .map(|s| gradient(shape, seed, s, world.rank))
+        .collect();
+    Ok(Setup {
+        comp,
+        grads,
+        out: Array2::zeros((shape.rows, shape.cols)),
+        wire,
+        counts: vec![0; 1],
+    })
 }
 
 /// micro-compress: every rank runs the kernels alone (a one-worker exchange).
-pub fn measure_kernels(world: &World, method: &str, shape: Shape, params: &MethodParams, seed: u64, iters: u64, warmup: u64) -> Result<CompressMeasurement> {
+pub fn measure_kernels(
+    world: &World,
+    method: &str,
+    shape: Shape,
+    params: &MethodParams,
+    seed: u64,
+    iters: u64,
+    warmup: u64,
+) -> Result<CompressMeasurement> {
     let mut s = setup(world, method, shape, params, seed, 1)?;
     let mut times = PhaseTimes::with_capacity(iters as usize);
     let mut wire_bytes = 0u64;
@@ -103,7 +139,12 @@ pub fn measure_kernels(world: &World, method: &str, shape: Shape, params: &Metho
             s.comp.feedback(0, round)?;
             let t2 = world.time();
             s.counts[0] = s.wire.gather_u32.len();
-            s.comp.decompress(0, round, &received_alone(&s.wire, &s.counts), s.out.view_mut())?;
+            s.comp.decompress(
+                0,
+                round,
+                &received_alone(&s.wire, &s.counts),
+                s.out.view_mut(),
+            )?;
             let t3 = world.time();
             tc += t1 - t0;
             tf += t2 - t1;
@@ -144,15 +185,36 @@ pub fn measure_collective(
     check: bool,
     inject_fault: Option<usize>,
 ) -> Result<CompressMeasurement> {
-    let check = if check { Some(check_method(world, method, shape, params, seed, inject_fault == Some(world.rank))?) } else { None };
+    let check = if check {
+        Some(check_method(
+            world,
+            method,
+            shape,
+            params,
+            seed,
+            inject_fault == Some(world.rank),
+        )?)
+    } else {
+        None
+    };
     let mut s = setup(world, method, shape, params, seed, world.size)?;
-    let cap = (0..s.comp.rounds()).map(|r| s.comp.wire_capacity(0, r)).fold(WireLen::default(), WireLen::max);
+    let cap = (0..s.comp.rounds())
+        .map(|r| s.comp.wire_capacity(0, r))
+        .fold(WireLen::default(), WireLen::max);
     let mut ex = Exchange::new(world, cap)?;
     let mut times = PhaseTimes::with_capacity(iters as usize);
     let mut wire_bytes = 0u64;
     for step in 0..warmup + iters {
         let g = s.grads[step as usize % GRADIENT_SETS].view();
-        let (tc, tf, tx, td, bytes) = one_step(world, s.comp.as_mut(), &mut s.wire, &mut ex, g, &mut s.out, step)?;
+        let (tc, tf, tx, td, bytes) = one_step(
+            world,
+            s.comp.as_mut(),
+            &mut s.wire,
+            &mut ex,
+            g,
+            &mut s.out,
+            step,
+        )?;
         if step >= warmup {
             if step == warmup {
                 wire_bytes = bytes;
@@ -192,7 +254,9 @@ fn one_step(
         let t1 = world.time();
         comp.feedback(0, round)?;
         let t2 = world.time();
-        ex.run(world, wire, |agg, off, inc, own| comp.ring_merge(0, agg, off, inc, own).map_err(Error::from))?;
+        ex.run(world, wire, |agg, off, inc, own| {
+            comp.ring_merge(0, agg, off, inc, own).map_err(Error::from)
+        })?;
         let t3 = world.time();
         comp.decompress(0, round, &ex.received(), out.view_mut())?;
         let t4 = world.time();
@@ -206,13 +270,21 @@ fn one_step(
 }
 
 fn flat<'a>(a: &'a ArrayView2<f32>) -> Result<&'a [f32]> {
-    a.as_slice().ok_or_else(|| Error::Runtime("tensor is not contiguous".into()))
+    a.as_slice()
+        .ok_or_else(|| Error::Runtime("tensor is not contiguous".into()))
 }
 
 /// `--check` for micro: run step 0 on fresh state and compare the decompressed result
 /// with a dense reference computed outside any timed region. Agreed across ranks.
 /// `corrupt`: this rank damages one element of its result first (self-test of the check).
-fn check_method(world: &World, method: &str, shape: Shape, params: &MethodParams, seed: u64, corrupt: bool) -> Result<std::result::Result<(), String>> {
+fn check_method(
+    world: &World,
+    method: &str,
+    shape: Shape,
+    params: &MethodParams,
+    seed: u64,
+    corrupt: bool,
+) -> Result<std::result::Result<(), String>> {
     let local = check_method_local(world, method, shape, params, seed, corrupt)?;
     let failed = world.sum_u64(u64::from(local.is_err()));
     Ok(match (failed, local) {
@@ -222,32 +294,65 @@ fn check_method(world: &World, method: &str, shape: Shape, params: &MethodParams
     })
 }
 
-fn check_method_local(world: &World, method: &str, shape: Shape, params: &MethodParams, seed: u64, corrupt: bool) -> Result<std::result::Result<(), String>> {
+fn check_method_local(
+    world: &World,
+    method: &str,
+    shape: Shape,
+    params: &MethodParams,
+    seed: u64,
+    corrupt: bool,
+) -> Result<std::result::Result<(), String>> {
     let n = world.size;
     let mut s = setup(world, method, shape, params, seed, n)?;
-    let g = if method == "ssgd" { integer_gradient(shape, world.rank) } else { s.grads[0].clone() };
-    let cap = (0..s.comp.rounds()).map(|r| s.comp.wire_capacity(0, r)).fold(WireLen::default(), WireLen::max);
+    let g = if method == "ssgd" {
+        integer_gradient(shape, world.rank)
+    } else {
+        s.grads[0].clone()
+    };
+    let cap = (0..s.comp.rounds())
+        .map(|r| s.comp.wire_capacity(0, r))
+        .fold(WireLen::default(), WireLen::max);
     let mut ex = Exchange::new(world, cap)?;
-    one_step(world, s.comp.as_mut(), &mut s.wire, &mut ex, g.view(), &mut s.out, 0)?;
+    one_step(
+        world,
+        s.comp.as_mut(),
+        &mut s.wire,
+        &mut ex,
+        g.view(),
+        &mut s.out,
+        0,
+    )?;
     let mut out = flat(&s.out.view())?.to_vec();
     if corrupt {
         // Flip the sign of the largest-magnitude element: wrong for every method.
-        let i = out.iter().enumerate().max_by(|a, b| a.1.abs().total_cmp(&b.1.abs())).map_or(0, |(i, _)| i);
+        let i = out
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
+            .map_or(0, |(i, _)| i);
         out[i] = if out[i] == 0.0 { 1.0 } else { -out[i] * 2.0 };
     }
     let mut avg = flat(&g.view())?.to_vec();
     world.sum_f32_in_place(&mut avg);
     avg.iter_mut().for_each(|x| *x /= n as f32);
-    let max_ref = |v: &[f32]| v.iter().fold(0f32, |m, x| m.max(x.abs())).max(f32::MIN_POSITIVE);
-    let compare = |got: &[f32], want: &[f32], rtol: f32, what: &str| -> std::result::Result<(), String> {
-        let scale = max_ref(want);
-        for (i, (a, b)) in got.iter().zip(want).enumerate() {
-            if !((a - b).abs() <= rtol * scale) {
-                return Err(format!("{what}: element {i} is {a}, reference {b} (tolerance {})", rtol * scale));
-            }
-        }
-        Ok(())
+    let max_ref = |v: &[f32]| {
+        v.iter()
+            .fold(0f32, |m, x| m.max(x.abs()))
+            .max(f32::MIN_POSITIVE)
     };
+    let compare =
+        |got: &[f32], want: &[f32], rtol: f32, what: &str| -> std::result::Result<(), String> {
+            let scale = max_ref(want);
+            for (i, (a, b)) in got.iter().zip(want).enumerate() {
+                if !((a - b).abs() <= rtol * scale) {
+                    return Err(format!(
+                        "{what}: element {i} is {a}, reference {b} (tolerance {})",
+                        rtol * scale
+                    ));
+                }
+            }
+            Ok(())
+        };
     Ok(match method {
         "ssgd" => compare(&out, &avg, 0.0, "dense all-reduce / n (exact)"),
         "powersgd" | "acpsgd" => {
@@ -256,9 +361,20 @@ fn check_method_local(world: &World, method: &str, shape: Shape, params: &Method
             let row_space = method == "acpsgd";
             // Power-SGD's dense warm-up sends step 0 raw.
             let dense_now = method == "powersgd" && params.start_iter > 0;
-            let r = orth::compressed_rank(shape.rows, shape.cols, params.rank, params.min_compression_rate).filter(|_| !dense_now);
+            let r = orth::compressed_rank(
+                shape.rows,
+                shape.cols,
+                params.rank,
+                params.min_compression_rate,
+            )
+            .filter(|_| !dense_now);
             match r {
-                None => compare(&out, &avg, 1e-5, "uncompressed tensor or dense warm-up: dense average"),
+                None => compare(
+                    &out,
+                    &avg,
+                    1e-5,
+                    "uncompressed tensor or dense warm-up: dense average",
+                ),
                 Some(r) => projection_check(&out, &avg, shape, r, row_space, seed),
             }
         }
@@ -266,12 +382,21 @@ fn check_method_local(world: &World, method: &str, shape: Shape, params: &Method
             // Linearity through MPI: the all-reduced sketch equals the sketch of the summed input.
             let mut sum = avg.clone();
             sum.iter_mut().for_each(|x| *x *= n as f32);
-            let mut fresh = registry::build(method, params, WorkerCtx { rank: world.rank, world_size: n, seed })?;
+            let mut fresh = registry::build(
+                method,
+                params,
+                WorkerCtx {
+                    rank: world.rank,
+                    world_size: n,
+                    seed,
+                },
+            )?;
             fresh.register(0, shape.rows, shape.cols)?;
             fresh.begin_step(0);
             let mut w = Wire::default();
             w.reserve(fresh.wire_capacity(0, 0));
-            let sum_arr = ArrayView2::from_shape((shape.rows, shape.cols), &sum[..]).map_err(|e| Error::Runtime(e.to_string()))?;
+            let sum_arr = ArrayView2::from_shape((shape.rows, shape.cols), &sum[..])
+                .map_err(|e| Error::Runtime(e.to_string()))?;
             fresh.compress(0, 0, sum_arr, &mut w)?;
             let got = ex.received().sum_f32.to_vec();
             let k = params.k_of(shape.numel());
@@ -280,7 +405,13 @@ fn check_method_local(world: &World, method: &str, shape: Shape, params: &Method
             // two sketches differ by float rounding, which may swap elements tied at the
             // k-th largest estimate: at most 2 such swapped positions are tolerated.
             let counts = vec![0usize; n];
-            let rec = crate::compress::Received { sum_f32: &w.sum_f32, gathered_u32: &[], gather_counts: &counts, ring_u32: &[], world_size: n };
+            let rec = crate::compress::Received {
+                sum_f32: &w.sum_f32,
+                gathered_u32: &[],
+                gather_counts: &counts,
+                ring_u32: &[],
+                world_size: n,
+            };
             let mut want = Array2::<f32>::zeros((shape.rows, shape.cols));
             fresh.decompress(0, 0, &rec, want.view_mut())?;
             let want = flat(&want.view())?.to_vec();
@@ -288,8 +419,16 @@ fn check_method_local(world: &World, method: &str, shape: Shape, params: &Method
             let differs = |a: f32, b: f32| !((a - b).abs() <= 1e-3 * scale);
             // A value mismatch (both kept) is always an error; a selection swap (kept in
             // one, not the other) is the tolerated rounding effect.
-            let wrong_values = out.iter().zip(&want).filter(|(a, b)| **a != 0.0 && **b != 0.0 && differs(**a, **b)).count();
-            let swaps = out.iter().zip(&want).filter(|(a, b)| (**a == 0.0) != (**b == 0.0) && differs(**a, **b)).count();
+            let wrong_values = out
+                .iter()
+                .zip(&want)
+                .filter(|(a, b)| **a != 0.0 && **b != 0.0 && differs(**a, **b))
+                .count();
+            let swaps = out
+                .iter()
+                .zip(&want)
+                .filter(|(a, b)| (**a == 0.0) != (**b == 0.0) && differs(**a, **b))
+                .count();
             let bad = if wrong_values > 0 { usize::MAX } else { swaps };
             compare(&got, &w.sum_f32, 1e-4, "all-reduced sketch vs sketch of the summed gradients")
                 .and_then(|_| if nnz <= k { Ok(()) } else { Err(format!("{nnz} non-zeros in the result, more than k = {k}")) })
@@ -298,15 +437,37 @@ fn check_method_local(world: &World, method: &str, shape: Shape, params: &Method
         "marsit" => marsit_check(world, &out, flat(&g.view())?),
         "signsgd-mv" => {
             // Majority vote: sign of the sum of the workers' signs.
-            let mut votes: Vec<f32> = flat(&g.view())?.iter().map(|x| if x.is_sign_negative() { -1.0 } else { 1.0 }).collect();
+            let mut votes: Vec<f32> = flat(&g.view())?
+                .iter()
+                .map(|x| if x.is_sign_negative() { -1.0 } else { 1.0 })
+                .collect();
             world.sum_f32_in_place(&mut votes);
-            let want: Vec<f32> = votes.iter().map(|v| if *v > 0.0 { 1.0 } else if *v < 0.0 { -1.0 } else { 0.0 }).collect();
+            let want: Vec<f32> = votes
+                .iter()
+                .map(|v| {
+                    if *v > 0.0 {
+                        1.0
+                    } else if *v < 0.0 {
+                        -1.0
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
             compare(&out, &want, 0.0, "sign of the sum of signs")
         }
         _ => {
             // Methods whose aggregate is the mean of per-worker decodes (topk, dgc, signsgd,
             // qsgd): decode this worker's own wire alone, average densely over MPI.
-            let mut fresh = registry::build(method, params, WorkerCtx { rank: world.rank, world_size: n, seed })?;
+            let mut fresh = registry::build(
+                method,
+                params,
+                WorkerCtx {
+                    rank: world.rank,
+                    world_size: n,
+                    seed,
+                },
+            )?;
             fresh.register(0, shape.rows, shape.cols)?;
             fresh.begin_step(0);
             let mut w = Wire::default();
@@ -319,19 +480,43 @@ fn check_method_local(world: &World, method: &str, shape: Shape, params: &Method
             let mut want = flat(&mine.view())?.to_vec();
             world.sum_f32_in_place(&mut want);
             want.iter_mut().for_each(|x| *x /= n as f32);
-            compare(&out, &want, 1e-5, "mean of every worker's own decoded message")
+            compare(
+                &out,
+                &want,
+                1e-5,
+                "mean of every worker's own decoded message",
+            )
         }
     })
 }
 
 /// `out` must be the orthogonal projection of the dense average `avg` onto the rank-r
 /// column space (Power-SGD) or row space (ACP-SGD P step) that `out` itself spans.
-fn projection_check(out: &[f32], avg: &[f32], shape: Shape, r: usize, row_space: bool, seed: u64) -> std::result::Result<(), String> {
+fn projection_check(
+    out: &[f32],
+    avg: &[f32],
+    shape: Shape,
+    r: usize,
+    row_space: bool,
+    seed: u64,
+) -> std::result::Result<(), String> {
     let o = ArrayView2::from_shape((shape.rows, shape.cols), out).map_err(|e| e.to_string())?;
     let a = ArrayView2::from_shape((shape.rows, shape.cols), avg).map_err(|e| e.to_string())?;
-    let (o, a) = if row_space { (o.t().to_owned(), a.t().to_owned()) } else { (o.to_owned(), a.to_owned()) };
+    let (o, a) = if row_space {
+        (o.t().to_owned(), a.t().to_owned())
+    } else {
+        (o.to_owned(), a.to_owned())
+    };
     let (rows, cols) = o.dim();
-    let x = gradient(Shape { rows: cols, cols: r }, seed ^ 0x5eed, 0, 0);
+    let x = gradient(
+        Shape {
+            rows: cols,
+            cols: r,
+        },
+        seed ^ 0x5eed,
+        0,
+        0,
+    );
     let basis = o.dot(&x); // rows x r, spans col(out)
     let mut b = basis.reversed_axes().as_standard_layout().to_owned(); // r x rows = column-major rows x r
     let mut tau = vec![0f32; r];
@@ -343,7 +528,11 @@ fn projection_check(out: &[f32], avg: &[f32], shape: Shape, r: usize, row_space:
         num += f64::from(p - q).powi(2);
         den += f64::from(*q).powi(2);
     }
-    let e = if den > 0.0 { (num / den).sqrt() } else { num.sqrt() };
+    let e = if den > 0.0 {
+        (num / den).sqrt()
+    } else {
+        num.sqrt()
+    };
     if e <= 1e-3 {
         Ok(())
     } else {
@@ -360,15 +549,22 @@ fn marsit_check(world: &World, out: &[f32], g: &[f32]) -> std::result::Result<()
     let mut scale = [g.iter().map(|x| f64::from(x.abs())).sum::<f64>() as f32 / d as f32];
     world.sum_f32_in_place(&mut scale);
     let scale = scale[0] / n as f32;
-    let mut pos: Vec<f32> = g.iter().map(|x| if x.is_sign_negative() { 0.0 } else { 1.0 }).collect();
+    let mut pos: Vec<f32> = g
+        .iter()
+        .map(|x| if x.is_sign_negative() { 0.0 } else { 1.0 })
+        .collect();
     world.sum_f32_in_place(&mut pos);
     let (mut got_pos, mut want_pos, mut var) = (0f64, 0f64, 0f64);
     for (i, (&o, &c)) in out.iter().zip(&pos).enumerate() {
         if (o.abs() - scale).abs() > 1e-5 * scale {
-            return Err(format!("element {i}: |{o}| differs from the mean scale {scale}"));
+            return Err(format!(
+                "element {i}: |{o}| differs from the mean scale {scale}"
+            ));
         }
         if (o > 0.0 && c < 0.5) || (o < 0.0 && c > n as f32 - 0.5) {
-            return Err(format!("element {i}: sign of {o} is no worker's sign ({c} of {n} positive)"));
+            return Err(format!(
+                "element {i}: sign of {o} is no worker's sign ({c} of {n} positive)"
+            ));
         }
         let p = f64::from(c) / n;
         got_pos += f64::from(u8::from(o > 0.0));
@@ -377,7 +573,9 @@ fn marsit_check(world: &World, out: &[f32], g: &[f32]) -> std::result::Result<()
     }
     let bound = 6.0 * var.sqrt() + 1.0;
     if (got_pos - want_pos).abs() > bound {
-        return Err(format!("{got_pos} positive outputs, expected {want_pos:.1} +- {bound:.1}: the merge is biased"));
+        return Err(format!(
+            "{got_pos} positive outputs, expected {want_pos:.1} +- {bound:.1}: the merge is biased"
+        ));
     }
     Ok(())
 }

@@ -22,22 +22,44 @@ pub fn workload(c: &E2eCase) -> Result<Workload> {
     let model = models::build(&c.model).map_err(|e| Error::Input(e.to_string()))?;
     let batch = c.batch.unwrap_or(model.default_batch);
     let cm = match &c.compute_profile {
-        Some(p) => ComputeModel::from_profile(models::compute::read_profile(p, &model).map_err(|e| Error::Input(e.to_string()))?),
-        None => ComputeModel::from_preset(&models::preset(&c.device).map_err(|e| Error::Input(e.to_string()))?),
+        Some(p) => ComputeModel::from_profile(
+            models::compute::read_profile(p, &model).map_err(|e| Error::Input(e.to_string()))?,
+        ),
+        None => ComputeModel::from_preset(
+            &models::preset(&c.device).map_err(|e| Error::Input(e.to_string()))?,
+        ),
     };
     let tensors = TensorSpec::of_model(&model);
     let (bwd_s, fwd_s) = if c.compute == ComputeMode::None {
         (vec![0.0; model.tensors.len()], 0.0)
     } else {
-        (cm.backward_times_s(&model, batch), cm.forward_time_s(&model, batch))
+        (
+            cm.backward_times_s(&model, batch),
+            cm.forward_time_s(&model, batch),
+        )
     };
-    Ok(Workload { tensors, bwd_s, fwd_s, batch, compute_source: cm.describe() })
+    Ok(Workload {
+        tensors,
+        bwd_s,
+        fwd_s,
+        batch,
+        compute_source: cm.describe(),
+    })
 }
 
 /// Run one case; returns the engine's measurement and (rank 0, if asked) the trace.
-pub fn measure(world: &World, c: &E2eCase, w: &Workload, seed: u64, want_trace: bool) -> Result<(engine::E2eMeasurement, Option<engine::trace::Trace>)> {
+pub fn measure(
+    world: &World,
+    c: &E2eCase,
+    w: &Workload,
+    seed: u64,
+    want_trace: bool,
+) -> Result<(engine::E2eMeasurement, Option<engine::trace::Trace>)> {
     let models = match &c.cost_comm {
-        Some(p) => Some(crate::comm::netmodel::CommModels::from_micro_comm_csv(p).map_err(|e| Error::Input(format!("--cost-comm {p}: {e}")))?),
+        Some(p) => Some(
+            crate::comm::netmodel::CommModels::from_micro_comm_csv(p)
+                .map_err(|e| Error::Input(format!("--cost-comm {p}: {e}")))?,
+        ),
         None => None,
     };
     let setup = E2eSetup {
@@ -54,8 +76,7 @@ pub fn measure(world: &World, c: &E2eCase, w: &Workload, seed: u64, want_trace: 
         merge: c.merge,
         cost_comm: models.as_ref(),
     };
-    let mut trace = (want_trace && world.is_root())
-        .then(|| engine::trace::Trace::with_capacity(0));
+    let mut trace = (want_trace && world.is_root()).then(|| engine::trace::Trace::with_capacity(0));
     let m = engine::run(world, &setup, c.iters, c.warmup, trace.as_mut())?;
     Ok((m, trace))
 }
@@ -74,7 +95,11 @@ pub fn overlap_efficiency(bwd_s: f64, sync_seq_s: f64, bwd_sync_s: f64) -> f64 {
 pub fn peak_rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
         .map_or(0, |kib| kib * 1024)
 }
 
@@ -111,7 +136,11 @@ pub fn row(
     let last_bucket = med(&mut s.last_bucket_s);
     let it = Summary::of(&mut s.iter_s);
     let dense: u64 = w.tensors.iter().map(|t| 4 * t.numel() as u64).sum();
-    let sync_seq = if c.pipelining { sync_seq_s } else { Some(exposed) };
+    let sync_seq = if c.pipelining {
+        sync_seq_s
+    } else {
+        Some(exposed)
+    };
     let overlap = match (c.pipelining, sync_seq) {
         (true, Some(seq)) => Some(overlap_efficiency(bwd, seq, bwd_sync)),
         _ => None,
@@ -123,12 +152,22 @@ pub fn row(
         ("model", c.model.clone()),
         ("method", c.method.clone()),
         ("fusion", c.fusion.to_string()),
-        ("pipelining", if c.pipelining { "on" } else { "off" }.to_string()),
+        (
+            "pipelining",
+            if c.pipelining { "on" } else { "off" }.to_string(),
+        ),
         ("collective", m.collective.to_string()),
         ("aggregation", m.aggregation.to_string()),
         ("world_size", world.size.to_string()),
         ("batch", w.batch.to_string()),
-        ("device", if c.compute_profile.is_some() { "profile".to_string() } else { c.device.clone() }),
+        (
+            "device",
+            if c.compute_profile.is_some() {
+                "profile".to_string()
+            } else {
+                c.device.clone()
+            },
+        ),
         ("compute", c.compute.name().to_string()),
         ("iters", c.iters.to_string()),
         ("warmup", c.warmup.to_string()),
@@ -158,7 +197,14 @@ pub fn row(
         ("peak_rss_bytes", peak_rss.to_string()),
         ("compute_source", w.compute_source.clone()),
     ]);
-    (f, E2eMedians { bwd_s: bwd, exposed_s: exposed, bwd_sync_s: bwd_sync })
+    (
+        f,
+        E2eMedians {
+            bwd_s: bwd,
+            exposed_s: exposed,
+            bwd_sync_s: bwd_sync,
+        },
+    )
 }
 
 #[cfg(test)]

@@ -42,7 +42,10 @@ pub struct Compute {
 impl Compute {
     /// Calibrate on this core so that `run` takes about `target_s` seconds.
     pub fn calibrate(target_s: f64) -> Compute {
-        let mut c = Compute { steps: 1 << 14, acc: 1.0 };
+        let mut c = Compute {
+            steps: 1 << 14,
+            acc: 1.0,
+        };
         // Grow until a trial is long enough to time reliably, then scale.
         loop {
             let t0 = mpi::time();

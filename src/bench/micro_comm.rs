@@ -51,7 +51,8 @@ impl PageBuf {
         let layout = layout_for(len);
         // SAFETY: non-zero size; the pointer is checked for null below.
         let raw = unsafe { std::alloc::alloc_zeroed(layout) } as *mut f32;
-        let ptr = std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        let ptr =
+            std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
         let mut b = PageBuf { ptr, len };
         b.iter_mut().for_each(|x| *x = 0.0); // touch: zeroed pages may be mapped lazily
         b
@@ -94,10 +95,17 @@ impl CommBuffers {
     pub fn reserve(&mut self, world_size: usize, cases: &[crate::config::Case]) {
         let (mut send, mut recv) = (0usize, 0usize);
         for c in cases {
-            if let crate::config::Case::MicroComm { collective, bytes, .. } = c {
+            if let crate::config::Case::MicroComm {
+                collective, bytes, ..
+            } = c
+            {
                 let count = (*bytes / 4) as usize;
                 send = send.max(count);
-                recv = recv.max(if *collective == Collective::Allgather { count * world_size } else { count });
+                recv = recv.max(if *collective == Collective::Allgather {
+                    count * world_size
+                } else {
+                    count
+                });
             }
         }
         if send > 0 {
@@ -128,13 +136,22 @@ fn expected_sum(i: usize, n: usize) -> f32 {
 
 /// Count (over all ranks) of elements of `got` that differ from `expected(i)`;
 /// `corrupt` first damages this rank's copy (the self-test of `--check`).
-fn count_errors(world: &World, got: &mut [f32], corrupt: bool, expected: impl Fn(usize) -> f32) -> u64 {
+fn count_errors(
+    world: &World,
+    got: &mut [f32],
+    corrupt: bool,
+    expected: impl Fn(usize) -> f32,
+) -> u64 {
     if corrupt {
         if let Some(x) = got.first_mut() {
             *x += 1.0;
         }
     }
-    let bad = got.iter().enumerate().filter(|(i, v)| **v != expected(*i)).count() as u64;
+    let bad = got
+        .iter()
+        .enumerate()
+        .filter(|(i, v)| **v != expected(*i))
+        .count() as u64;
     world.sum_u64(bad)
 }
 
@@ -154,36 +171,72 @@ pub fn measure(
     inject_fault: Option<usize>,
 ) -> Result<CommMeasurement> {
     let corrupt = inject_fault == Some(world.rank);
-    let count = usize::try_from(bytes / 4).map_err(|_| Error::Input(format!("{bytes} bytes is too large for this machine")))?;
+    let count = usize::try_from(bytes / 4)
+        .map_err(|_| Error::Input(format!("{bytes} bytes is too large for this machine")))?;
     let n = world.size;
     let r = world.rank;
-    let recv_len = count * if collective == Collective::Allgather { n } else { 1 };
+    let recv_len = count
+        * if collective == Collective::Allgather {
+            n
+        } else {
+            1
+        };
     mpi_count(recv_len, collective.name())?;
-    let CommBuffers { send, recv: recv_all, scratch } = bufs;
+    let CommBuffers {
+        send,
+        recv: recv_all,
+        scratch,
+    } = bufs;
     let send = &mut CommBuffers::grow(send, count)[..count];
     let recv_all = CommBuffers::grow(recv_all, recv_len);
     let scratch = CommBuffers::grow(scratch, ring_scratch_len(count, n));
-    send.iter_mut().enumerate().for_each(|(i, x)| *x = test_value(i, r));
+    send.iter_mut()
+        .enumerate()
+        .for_each(|(i, x)| *x = test_value(i, r));
     let send = &*send;
     let recv = &mut recv_all[..recv_len];
     recv.iter_mut().for_each(|x| *x = 0.0);
     let comm = &world.comm;
     match collective {
         Collective::Allreduce => {
-            let times_s = time_iterations(world, iters, warmup, recv, |_| {}, |recv| {
-                comm.all_reduce_into(send, &mut recv[..], SystemOperation::sum());
-                Ok(())
-            })?;
-            let check_errors = check.then(|| count_errors(world, recv, corrupt, |i| expected_sum(i, n)));
-            Ok(CommMeasurement { times_s, overlap: None, check_errors })
+            let times_s = time_iterations(
+                world,
+                iters,
+                warmup,
+                recv,
+                |_| {},
+                |recv| {
+                    comm.all_reduce_into(send, &mut recv[..], SystemOperation::sum());
+                    Ok(())
+                },
+            )?;
+            let check_errors =
+                check.then(|| count_errors(world, recv, corrupt, |i| expected_sum(i, n)));
+            Ok(CommMeasurement {
+                times_s,
+                overlap: None,
+                check_errors,
+            })
         }
         Collective::Allgather => {
-            let times_s = time_iterations(world, iters, warmup, recv, |_| {}, |recv| {
-                comm.all_gather_into(send, &mut recv[..]);
-                Ok(())
-            })?;
-            let check_errors = check.then(|| count_errors(world, recv, corrupt, |j| test_value(j % count, j / count)));
-            Ok(CommMeasurement { times_s, overlap: None, check_errors })
+            let times_s = time_iterations(
+                world,
+                iters,
+                warmup,
+                recv,
+                |_| {},
+                |recv| {
+                    comm.all_gather_into(send, &mut recv[..]);
+                    Ok(())
+                },
+            )?;
+            let check_errors = check
+                .then(|| count_errors(world, recv, corrupt, |j| test_value(j % count, j / count)));
+            Ok(CommMeasurement {
+                times_s,
+                overlap: None,
+                check_errors,
+            })
         }
         Collective::RingAllreduce => {
             let mut state = (recv, &mut scratch[..]);
@@ -196,10 +249,17 @@ pub fn measure(
                 |(data, _)| data.copy_from_slice(send),
                 |(data, scratch)| ring_allreduce(comm, data, scratch, sum_merge),
             )?;
-            let check_errors = check.then(|| count_errors(world, state.0, corrupt, |i| expected_sum(i, n)));
-            Ok(CommMeasurement { times_s, overlap: None, check_errors })
+            let check_errors =
+                check.then(|| count_errors(world, state.0, corrupt, |i| expected_sum(i, n)));
+            Ok(CommMeasurement {
+                times_s,
+                overlap: None,
+                check_errors,
+            })
         }
-        Collective::IallreduceOverlap => measure_overlap(world, send, recv, iters, warmup, check, corrupt),
+        Collective::IallreduceOverlap => {
+            measure_overlap(world, send, recv, iters, warmup, check, corrupt)
+        }
     }
 }
 
@@ -207,15 +267,31 @@ pub fn measure(
 /// post it, run calibrated compute of the same length (t_cpu ~= t_pure), and wait.
 /// OSU overlap % = 100 * (1 - (t_overall - t_cpu) / t_pure); IMB overlap % =
 /// 100 * (t_pure + t_cpu - t_overall) / min(t_pure, t_cpu) (computed by the caller).
-fn measure_overlap(world: &World, send: &[f32], recv: &mut [f32], iters: u64, warmup: u64, check: bool, corrupt: bool) -> Result<CommMeasurement> {
+fn measure_overlap(
+    world: &World,
+    send: &[f32],
+    recv: &mut [f32],
+    iters: u64,
+    warmup: u64,
+    check: bool,
+    corrupt: bool,
+) -> Result<CommMeasurement> {
     let comm = &world.comm;
     let n = world.size;
-    let pure_s = time_iterations(world, iters, warmup, recv, |_| {}, |recv| {
-        mpi::request::scope(|scope| {
-            comm.immediate_all_reduce_into(scope, send, &mut recv[..], SystemOperation::sum()).wait_without_status();
-        });
-        Ok(())
-    })?;
+    let pure_s = time_iterations(
+        world,
+        iters,
+        warmup,
+        recv,
+        |_| {},
+        |recv| {
+            mpi::request::scope(|scope| {
+                comm.immediate_all_reduce_into(scope, send, &mut recv[..], SystemOperation::sum())
+                    .wait_without_status();
+            });
+            Ok(())
+        },
+    )?;
     // Target compute time: the median pure collective time (identical on all ranks).
     let mut sorted = pure_s.clone();
     sorted.sort_by(f64::total_cmp);
@@ -231,7 +307,8 @@ fn measure_overlap(world: &World, send: &[f32], recv: &mut [f32], iters: u64, wa
         let mut c0 = 0.0;
         let mut c1 = 0.0;
         mpi::request::scope(|scope| {
-            let req = comm.immediate_all_reduce_into(scope, send, &mut recv[..], SystemOperation::sum());
+            let req =
+                comm.immediate_all_reduce_into(scope, send, &mut recv[..], SystemOperation::sum());
             c0 = world.time();
             compute.run();
             c1 = world.time();
@@ -246,5 +323,9 @@ fn measure_overlap(world: &World, send: &[f32], recv: &mut [f32], iters: u64, wa
     world.max_in_place(&mut overall_s);
     world.max_in_place(&mut cpu_s);
     let check_errors = check.then(|| count_errors(world, recv, corrupt, |i| expected_sum(i, n)));
-    Ok(CommMeasurement { times_s: overall_s, overlap: Some(OverlapRaw { pure_s, cpu_s }), check_errors })
+    Ok(CommMeasurement {
+        times_s: overall_s,
+        overlap: Some(OverlapRaw { pure_s, cpu_s }),
+        check_errors,
+    })
 }

@@ -11,10 +11,10 @@ pub mod tensors;
 pub mod watchdog;
 
 use crate::comm::World;
-use crate::config::{Case, Collective, Config};
-use crate::error::{Error, Result};
 use crate::compress::MethodParams;
 use crate::config::Shape;
+use crate::config::{Case, Collective, Config};
+use crate::error::{Error, Result};
 use crate::record::{CsvSink, Fields, SCHEMA_VERSION};
 use crate::units::{fmt_seconds, HumanBytes};
 use serde::Serialize;
@@ -53,10 +53,19 @@ pub struct MicroCommRow {
 /// The header of micro_comm.csv (the field names of [`MicroCommRow`]).
 pub fn micro_comm_header() -> Vec<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    let row = MicroCommRow { schema_version: SCHEMA_VERSION, ..MicroCommRow::default() };
+    let row = MicroCommRow {
+        schema_version: SCHEMA_VERSION,
+        ..MicroCommRow::default()
+    };
     let _ = w.serialize(&row);
     let bytes = w.into_inner().unwrap_or_default();
-    String::from_utf8_lossy(&bytes).lines().next().unwrap_or("").split(',').map(String::from).collect()
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split(',')
+        .map(String::from)
+        .collect()
 }
 
 /// Bus-bandwidth factor (nccl-tests): 2(n-1)/n for all-reduce, (n-1)/n for all-gather.
@@ -114,7 +123,12 @@ fn with_case_id(mut f: Fields, id: &str) -> Fields {
 
 /// Run every case; rows are written as each case finishes. A failed `--check` is agreed
 /// by every rank and stops the run after its row is written (with `check = fail`).
-pub fn run_all(world: &World, config: &Config, sinks: &mut Sinks, o: &RunOptions) -> Result<RunSummary> {
+pub fn run_all(
+    world: &World,
+    config: &Config,
+    sinks: &mut Sinks,
+    o: &RunOptions,
+) -> Result<RunSummary> {
     let (run_id, trace) = (o.run_id, o.trace);
     let cases = config.cases();
     let mut progress = progress::Progress::new(world.is_root() && !o.quiet, cases.len());
@@ -140,8 +154,23 @@ pub fn run_all(world: &World, config: &Config, sinks: &mut Sinks, o: &RunOptions
             w.arm(&case.label());
         }
         match *case {
-            Case::MicroComm { collective, bytes, iters, warmup, check } => {
-                let m = micro_comm::measure(world, &mut comm_bufs, collective, bytes, iters, warmup, check, o.inject_fault)?;
+            Case::MicroComm {
+                collective,
+                bytes,
+                iters,
+                warmup,
+                check,
+            } => {
+                let m = micro_comm::measure(
+                    world,
+                    &mut comm_bufs,
+                    collective,
+                    bytes,
+                    iters,
+                    warmup,
+                    check,
+                    o.inject_fault,
+                )?;
                 let mut row = micro_comm_row(world, run_id, collective, bytes, iters, warmup, m);
                 row.case_id = id.clone();
                 table.micro_comm(&row);
@@ -156,27 +185,104 @@ pub fn run_all(world: &World, config: &Config, sinks: &mut Sinks, o: &RunOptions
                     )));
                 }
             }
-            Case::MicroCompress { ref method, shape, ref params, iters, warmup } => {
+            Case::MicroCompress {
+                ref method,
+                shape,
+                ref params,
+                iters,
+                warmup,
+            } => {
                 let bw = *mem_read_gbps.get_or_insert_with(|| {
                     let mut v = [tensors::memory_read_gbps()];
                     world.max_in_place(&mut v);
                     v[0]
                 });
-                let m = compress::measure_kernels(world, method, shape, params, config.seed, iters, warmup)?;
-                let f = with_case_id(compress_fields(world, run_id, method, shape, params, iters, warmup, m, Some(bw)), &id);
-                table.fields("micro-compress", &f, &["method", "rows", "cols", "compress_s", "feedback_s", "decompress_s", "input_gbps", "ratio", "rel_error", "mem_frac"]);
+                let m = compress::measure_kernels(
+                    world,
+                    method,
+                    shape,
+                    params,
+                    config.seed,
+                    iters,
+                    warmup,
+                )?;
+                let f = with_case_id(
+                    compress_fields(
+                        world,
+                        run_id,
+                        method,
+                        shape,
+                        params,
+                        iters,
+                        warmup,
+                        m,
+                        Some(bw),
+                    ),
+                    &id,
+                );
+                table.fields(
+                    "micro-compress",
+                    &f,
+                    &[
+                        "method",
+                        "rows",
+                        "cols",
+                        "compress_s",
+                        "feedback_s",
+                        "decompress_s",
+                        "input_gbps",
+                        "ratio",
+                        "rel_error",
+                        "mem_frac",
+                    ],
+                );
                 if let Some(s) = sinks.micro_compress.as_mut() {
                     s.write_fields(&f)?;
                 }
             }
-            Case::Micro { ref method, shape, ref params, iters, warmup, check } => {
-                let m = compress::measure_collective(world, method, shape, params, config.seed, iters, warmup, check, o.inject_fault)?;
+            Case::Micro {
+                ref method,
+                shape,
+                ref params,
+                iters,
+                warmup,
+                check,
+            } => {
+                let m = compress::measure_collective(
+                    world,
+                    method,
+                    shape,
+                    params,
+                    config.seed,
+                    iters,
+                    warmup,
+                    check,
+                    o.inject_fault,
+                )?;
                 let failure = match &m.check {
                     Some(Err(msg)) => Some(msg.clone()),
                     _ => None,
                 };
-                let f = with_case_id(compress_fields(world, run_id, method, shape, params, iters, warmup, m, None), &id);
-                table.fields("micro", &f, &["method", "rows", "cols", "compress_s", "comm_s", "decompress_s", "total_s", "wire_bytes", "ratio", "check"]);
+                let f = with_case_id(
+                    compress_fields(world, run_id, method, shape, params, iters, warmup, m, None),
+                    &id,
+                );
+                table.fields(
+                    "micro",
+                    &f,
+                    &[
+                        "method",
+                        "rows",
+                        "cols",
+                        "compress_s",
+                        "comm_s",
+                        "decompress_s",
+                        "total_s",
+                        "wire_bytes",
+                        "ratio",
+                        "check",
+                    ],
+                );
                 if let Some(s) = sinks.micro.as_mut() {
                     s.write_fields(&f)?;
                 }
@@ -195,18 +301,49 @@ pub fn run_all(world: &World, config: &Config, sinks: &mut Sinks, o: &RunOptions
                     k
                 };
                 let seq = sync_seq.iter().find(|(k, _)| *k == key(c)).map(|(_, v)| *v);
-                let (f, med) = e2e::row(world, run_id, c, &w, &mut m, seq, rss[0] as u64, param_fields(&c.params));
+                let (f, med) = e2e::row(
+                    world,
+                    run_id,
+                    c,
+                    &w,
+                    &mut m,
+                    seq,
+                    rss[0] as u64,
+                    param_fields(&c.params),
+                );
                 let f = with_case_id(f, &id);
                 if !c.pipelining {
                     sync_seq.push((key(c), med.exposed_s));
                 }
-                table.fields("e2e", &f, &["model", "method", "collective", "fusion", "pipelining", "buckets", "bwd_s", "comm_s", "exposed_s", "iter_s", "overlap_eff"]);
+                table.fields(
+                    "e2e",
+                    &f,
+                    &[
+                        "model",
+                        "method",
+                        "collective",
+                        "fusion",
+                        "pipelining",
+                        "buckets",
+                        "bwd_s",
+                        "comm_s",
+                        "exposed_s",
+                        "iter_s",
+                        "overlap_eff",
+                    ],
+                );
                 if let Some(s) = sinks.e2e.as_mut() {
                     s.write_fields(&f)?;
                 }
                 if let (Some(tr), Some(path)) = (tr, trace) {
-                    let path = if e2e_total > 1 { numbered(path, e2e_index) } else { path.to_path_buf() };
-                    let json = tr.to_json(&w.tensors).map_err(|e| Error::Runtime(format!("trace JSON: {e}")))?;
+                    let path = if e2e_total > 1 {
+                        numbered(path, e2e_index)
+                    } else {
+                        path.to_path_buf()
+                    };
+                    let json = tr
+                        .to_json(&w.tensors)
+                        .map_err(|e| Error::Runtime(format!("trace JSON: {e}")))?;
                     crate::record::write_atomic(&path, &json)?;
                 }
                 e2e_index += 1;
@@ -217,7 +354,10 @@ pub fn run_all(world: &World, config: &Config, sinks: &mut Sinks, o: &RunOptions
         }
         progress.finish_case();
     }
-    Ok(RunSummary { cases_done: progress.done() - skipped, cases_skipped: skipped })
+    Ok(RunSummary {
+        cases_done: progress.done() - skipped,
+        cases_skipped: skipped,
+    })
 }
 
 fn micro_comm_row(
@@ -230,7 +370,11 @@ fn micro_comm_row(
     mut m: micro_comm::CommMeasurement,
 ) -> MicroCommRow {
     let n = world.size;
-    let total_bytes = if collective == Collective::Allgather { bytes * n as u64 } else { bytes };
+    let total_bytes = if collective == Collective::Allgather {
+        bytes * n as u64
+    } else {
+        bytes
+    };
     let s = Summary::of(&mut m.times_s);
     let mut row = MicroCommRow {
         schema_version: SCHEMA_VERSION,
@@ -278,8 +422,14 @@ fn micro_comm_row(
 
 /// `trace.json` -> `trace-3.json` for the fourth e2e case.
 fn numbered(path: &std::path::Path, i: usize) -> std::path::PathBuf {
-    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "trace".into());
-    let ext = path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "trace".into());
+    let ext = path
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
     path.with_file_name(format!("{stem}-{i}{ext}"))
 }
 
@@ -293,7 +443,10 @@ fn param_fields(p: &MethodParams) -> Fields {
         ("momentum", p.momentum.to_string()),
         ("nesterov", p.nesterov.to_string()),
         ("clip_norm", p.clip_norm.to_string()),
-        ("warmup_steps_per_epoch", p.warmup_steps_per_epoch.to_string()),
+        (
+            "warmup_steps_per_epoch",
+            p.warmup_steps_per_epoch.to_string(),
+        ),
         ("sketch_rows", p.sketch_rows.to_string()),
         ("sketch_cols_per_k", p.sketch_cols_per_k.to_string()),
         ("qsgd_levels", p.qsgd_levels.to_string()),
@@ -325,7 +478,13 @@ fn compress_fields(
     let x = Summary::of(&mut t.comm_s);
     let d = Summary::of(&mut t.decompress_s);
     let tot = Summary::of(&mut t.total_s);
-    let gbps = |s: f64| if s > 0.0 { Some(dense_bytes as f64 / s / 1e9) } else { None };
+    let gbps = |s: f64| {
+        if s > 0.0 {
+            Some(dense_bytes as f64 / s / 1e9)
+        } else {
+            None
+        }
+    };
     let mut f: Fields = vec![
         ("schema_version", SCHEMA_VERSION.to_string()),
         ("run_id", run_id.to_string()),
@@ -348,7 +507,10 @@ fn compress_fields(
         ("decompress_min_s", d.min.to_string()),
     ]);
     if !kernels {
-        f.extend([("comm_s", x.median.to_string()), ("comm_min_s", x.min.to_string())]);
+        f.extend([
+            ("comm_s", x.median.to_string()),
+            ("comm_min_s", x.min.to_string()),
+        ]);
     }
     f.extend([
         ("total_s", tot.median.to_string()),
@@ -357,7 +519,14 @@ fn compress_fields(
         ("total_ci95_s", tot.ci95.to_string()),
         ("dense_bytes", dense_bytes.to_string()),
         ("wire_bytes", m.wire_bytes.to_string()),
-        ("ratio", if m.wire_bytes > 0 { (dense_bytes as f64 / m.wire_bytes as f64).to_string() } else { String::new() }),
+        (
+            "ratio",
+            if m.wire_bytes > 0 {
+                (dense_bytes as f64 / m.wire_bytes as f64).to_string()
+            } else {
+                String::new()
+            },
+        ),
     ]);
     if let Some(bw) = mem_gbps {
         let input = gbps(c.median + fb.median);
@@ -388,7 +557,10 @@ struct Table {
 
 impl Table {
     fn new(enabled: bool) -> Table {
-        Table { enabled, last: None }
+        Table {
+            enabled,
+            last: None,
+        }
     }
 
     /// A row of selected columns; the header repeats when the kind changes.
@@ -397,7 +569,11 @@ impl Table {
             return;
         }
         let pick = |c: &str| -> String {
-            let v = f.iter().find(|(k, _)| *k == c).map(|(_, v)| v.as_str()).unwrap_or("");
+            let v = f
+                .iter()
+                .find(|(k, _)| *k == c)
+                .map(|(_, v)| v.as_str())
+                .unwrap_or("");
             match v.parse::<f64>() {
                 Ok(x) if c.ends_with("_s") => fmt_seconds(x),
                 Ok(x) if v.contains('.') || v.contains('e') => format!("{x:.4}"),
@@ -407,9 +583,21 @@ impl Table {
         if self.last != Some(kind) {
             self.last = Some(kind);
             println!("\n# {kind}  (times: median over iterations of the max over ranks)");
-            println!("{}", cols.iter().map(|c| format!("{c:>12}")).collect::<Vec<_>>().join(" "));
+            println!(
+                "{}",
+                cols.iter()
+                    .map(|c| format!("{c:>12}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
         }
-        println!("{}", cols.iter().map(|c| format!("{:>12}", pick(c))).collect::<Vec<_>>().join(" "));
+        println!(
+            "{}",
+            cols.iter()
+                .map(|c| format!("{:>12}", pick(c)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
     }
 
     fn micro_comm(&mut self, r: &MicroCommRow) {
@@ -418,9 +606,15 @@ impl Table {
         }
         if self.last != Some(r.collective) {
             self.last = Some(r.collective);
-            println!("\n# {}  ({} ranks; times are the max over ranks per iteration)", r.collective, r.world_size);
+            println!(
+                "\n# {}  ({} ranks; times are the max over ranks per iteration)",
+                r.collective, r.world_size
+            );
             if r.overlap_osu_pct.is_some() {
-                println!("{:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>6}", "size", "t_pure", "t_cpu", "t_overall", "osu_%", "imb_%", "check");
+                println!(
+                    "{:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>6}",
+                    "size", "t_pure", "t_cpu", "t_overall", "osu_%", "imb_%", "check"
+                );
             } else {
                 println!(
                     "{:>10} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>6}",
@@ -428,9 +622,13 @@ impl Table {
                 );
             }
         }
-        if let (Some(p), Some(c), Some(o), Some(osu), Some(imb)) =
-            (r.t_pure_s, r.t_cpu_s, r.t_overall_s, r.overlap_osu_pct, r.overlap_imb_pct)
-        {
+        if let (Some(p), Some(c), Some(o), Some(osu), Some(imb)) = (
+            r.t_pure_s,
+            r.t_cpu_s,
+            r.t_overall_s,
+            r.overlap_osu_pct,
+            r.overlap_imb_pct,
+        ) {
             println!(
                 "{:>10} {:>10} {:>10} {:>10} {:>8.1} {:>8.1} {:>6}",
                 HumanBytes(r.bytes).to_string(),

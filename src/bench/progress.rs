@@ -12,7 +12,12 @@ pub struct Progress {
 
 impl Progress {
     pub fn new(enabled: bool, total: usize) -> Progress {
-        Progress { enabled, total, done: 0, start: Instant::now() }
+        Progress {
+            enabled,
+            total,
+            done: 0,
+            start: Instant::now(),
+        }
     }
 
     /// Announce the case about to run.
@@ -22,11 +27,19 @@ impl Progress {
         }
         let elapsed = self.start.elapsed().as_secs_f64();
         let eta = if self.done > 0 {
-            format!("~{} left", fmt_seconds(elapsed / self.done as f64 * (self.total - self.done) as f64))
+            format!(
+                "~{} left",
+                fmt_seconds(elapsed / self.done as f64 * (self.total - self.done) as f64)
+            )
         } else {
             "estimating".to_string()
         };
-        eprintln!("[gradcomp] case {}/{}: {label}  (elapsed {}, {eta})", self.done + 1, self.total, fmt_seconds(elapsed));
+        eprintln!(
+            "[gradcomp] case {}/{}: {label}  (elapsed {}, {eta})",
+            self.done + 1,
+            self.total,
+            fmt_seconds(elapsed)
+        );
     }
 
     pub fn finish_case(&mut self) {

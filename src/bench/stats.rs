@@ -25,7 +25,11 @@ impl Summary {
         }
         xs.sort_by(f64::total_cmp);
         let mean = xs.iter().sum::<f64>() / n as f64;
-        let var = if n > 1 { xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
+        let var = if n > 1 {
+            xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1) as f64
+        } else {
+            0.0
+        };
         let std = var.sqrt();
         Summary {
             n,
@@ -35,7 +39,11 @@ impl Summary {
             max: xs[n - 1],
             p95: quantile_sorted(xs, 0.95),
             std,
-            ci95: if n > 1 { t975(n - 1) * std / (n as f64).sqrt() } else { 0.0 },
+            ci95: if n > 1 {
+                t975(n - 1) * std / (n as f64).sqrt()
+            } else {
+                0.0
+            },
         }
     }
 }
@@ -65,8 +73,9 @@ pub fn quantile_sorted(xs: &[f64], q: f64) -> f64 {
 /// Cornish-Fisher expansion around the normal quantile 1.959964).
 pub fn t975(df: usize) -> f64 {
     const T: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
     ];
     match df {
         0 => f64::NAN,
@@ -74,7 +83,8 @@ pub fn t975(df: usize) -> f64 {
         _ => {
             let z = 1.959_964f64;
             let v = df as f64;
-            z + (z.powi(3) + z) / (4.0 * v) + (5.0 * z.powi(5) + 16.0 * z.powi(3) + 3.0 * z) / (96.0 * v * v)
+            z + (z.powi(3) + z) / (4.0 * v)
+                + (5.0 * z.powi(5) + 16.0 * z.powi(3) + 3.0 * z) / (96.0 * v * v)
         }
     }
 }

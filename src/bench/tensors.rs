@@ -41,7 +41,11 @@ pub fn rel_error(a: &[f32], b: &[f32]) -> f64 {
         den += f64::from(*y) * f64::from(*y);
     }
     if den == 0.0 {
-        if num == 0.0 { 0.0 } else { f64::INFINITY }
+        if num == 0.0 {
+            0.0
+        } else {
+            f64::INFINITY
+        }
     } else {
         (num / den).sqrt()
     }

@@ -25,7 +25,11 @@ impl Watchdog {
         let st = Arc::clone(&state);
         let limit = Duration::from_secs_f64(limit_s);
         std::thread::spawn(move || loop {
-            std::thread::sleep(Duration::from_millis(100).min(limit / 4).max(Duration::from_millis(10)));
+            std::thread::sleep(
+                Duration::from_millis(100)
+                    .min(limit / 4)
+                    .max(Duration::from_millis(10)),
+            );
             let guard = st.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(a) = guard.as_ref() {
                 if a.since.elapsed() > limit {
@@ -43,7 +47,10 @@ impl Watchdog {
 
     /// Start timing a case.
     pub fn arm(&self, label: &str) {
-        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = Some(Armed { label: label.to_string(), since: Instant::now() });
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = Some(Armed {
+            label: label.to_string(),
+            since: Instant::now(),
+        });
     }
 
     /// The case finished.
@@ -54,8 +61,13 @@ impl Watchdog {
 
 /// This process's rank from the launcher's environment (the watchdog may not call MPI).
 fn crate_rank() -> String {
-    ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"]
-        .iter()
-        .find_map(|k| std::env::var(k).ok())
-        .unwrap_or_else(|| "0".into())
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "PMI_RANK",
+        "PMIX_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .find_map(|k| std::env::var(k).ok())
+    .unwrap_or_else(|| "0".into())
 }

@@ -51,7 +51,10 @@ impl CollectiveMode {
     }
 
     /// Whether a method that aggregates by `agg` can use this mode; the reason if not.
-    pub fn supports(self, agg: crate::compress::Aggregation) -> std::result::Result<(), &'static str> {
+    pub fn supports(
+        self,
+        agg: crate::compress::Aggregation,
+    ) -> std::result::Result<(), &'static str> {
         use crate::compress::Aggregation as A;
         match (self, agg) {
             (CollectiveMode::Native, _) => Ok(()),
@@ -138,9 +141,11 @@ impl Exchange {
         }
         if ns > 0 {
             match self.mode {
-                CollectiveMode::Native | CollectiveMode::AllReduce => {
-                    comm.all_reduce_into(&wire.sum_f32[..], &mut self.sum[..ns], SystemOperation::sum())
-                }
+                CollectiveMode::Native | CollectiveMode::AllReduce => comm.all_reduce_into(
+                    &wire.sum_f32[..],
+                    &mut self.sum[..ns],
+                    SystemOperation::sum(),
+                ),
                 CollectiveMode::AllGather => {
                     let all = &mut self.sum_gathered[..ns * self.n];
                     comm.all_gather_into(&wire.sum_f32[..], all);
@@ -155,7 +160,11 @@ impl Exchange {
                 CollectiveMode::Ps => {
                     let root = comm.process_at_rank(0);
                     if world.is_root() {
-                        root.reduce_into_root(&wire.sum_f32[..], &mut self.sum[..ns], SystemOperation::sum());
+                        root.reduce_into_root(
+                            &wire.sum_f32[..],
+                            &mut self.sum[..ns],
+                            SystemOperation::sum(),
+                        );
                     } else {
                         root.reduce_into(&wire.sum_f32[..], SystemOperation::sum());
                     }
@@ -183,14 +192,22 @@ impl Exchange {
             if self.mode == CollectiveMode::Ps {
                 let root = comm.process_at_rank(0);
                 if world.is_root() {
-                    let mut part = PartitionMut::new(&mut self.gathered[..total], &self.counts_i32[..], &self.displs_i32[..]);
+                    let mut part = PartitionMut::new(
+                        &mut self.gathered[..total],
+                        &self.counts_i32[..],
+                        &self.displs_i32[..],
+                    );
                     root.gather_varcount_into_root(&wire.gather_u32[..], &mut part);
                 } else {
                     root.gather_varcount_into(&wire.gather_u32[..]);
                 }
                 root.broadcast_into(&mut self.gathered[..total]);
             } else {
-                let mut part = PartitionMut::new(&mut self.gathered[..total], &self.counts_i32[..], &self.displs_i32[..]);
+                let mut part = PartitionMut::new(
+                    &mut self.gathered[..total],
+                    &self.counts_i32[..],
+                    &self.displs_i32[..],
+                );
                 comm.all_gather_varcount_into(&wire.gather_u32[..], &mut part);
             }
         }
@@ -223,7 +240,13 @@ impl Exchange {
 
 /// A single worker's wire seen as if exchanged among one worker (micro-compress).
 pub fn received_alone<'a>(wire: &'a Wire, counts: &'a [usize]) -> Received<'a> {
-    Received { sum_f32: &wire.sum_f32, gathered_u32: &wire.gather_u32, gather_counts: counts, ring_u32: &wire.ring_u32, world_size: 1 }
+    Received {
+        sum_f32: &wire.sum_f32,
+        gathered_u32: &wire.gather_u32,
+        gather_counts: counts,
+        ring_u32: &wire.ring_u32,
+        world_size: 1,
+    }
 }
 
 fn overflow(section: &str, len: usize, cap: usize) -> Error {

@@ -43,7 +43,8 @@ impl World {
             return;
         }
         let send = xs.to_vec();
-        self.comm.all_reduce_into(&send[..], xs, SystemOperation::max());
+        self.comm
+            .all_reduce_into(&send[..], xs, SystemOperation::max());
     }
 
     /// Element-wise sum over ranks, in place (check references; outside timed regions).
@@ -52,20 +53,23 @@ impl World {
             return;
         }
         let send = xs.to_vec();
-        self.comm.all_reduce_into(&send[..], xs, SystemOperation::sum());
+        self.comm
+            .all_reduce_into(&send[..], xs, SystemOperation::sum());
     }
 
     /// Sum over ranks of one value.
     pub fn sum_u64(&self, x: u64) -> u64 {
         let mut out = 0u64;
-        self.comm.all_reduce_into(&x, &mut out, SystemOperation::sum());
+        self.comm
+            .all_reduce_into(&x, &mut out, SystemOperation::sum());
         out
     }
 
     /// Max over ranks of one value.
     pub fn max_u64(&self, x: u64) -> u64 {
         let mut out = 0u64;
-        self.comm.all_reduce_into(&x, &mut out, SystemOperation::max());
+        self.comm
+            .all_reduce_into(&x, &mut out, SystemOperation::max());
         out
     }
 
@@ -85,7 +89,11 @@ impl World {
             // A zero-length broadcast passes a dangling pointer, which MPI may reject.
             return String::new();
         }
-        let mut buf = if self.is_root() { s.as_bytes().to_vec() } else { vec![0u8; len as usize] };
+        let mut buf = if self.is_root() {
+            s.as_bytes().to_vec()
+        } else {
+            vec![0u8; len as usize]
+        };
         root.broadcast_into(&mut buf[..]);
         String::from_utf8_lossy(&buf).into_owned()
     }
@@ -122,17 +130,27 @@ impl World {
         }
         // i32 with a large sentinel: a u64::MAX sentinel came back as the minimum under
         // MPICH (its unsigned 64-bit MIN compared as signed), so nobody reported.
-        let my_rank_if_failed: i32 = if my_code > 0 { self.rank as i32 } else { i32::MAX };
+        let my_rank_if_failed: i32 = if my_code > 0 {
+            self.rank as i32
+        } else {
+            i32::MAX
+        };
         let mut reporter = 0i32;
-        self.comm.all_reduce_into(&my_rank_if_failed, &mut reporter, SystemOperation::min());
+        self.comm
+            .all_reduce_into(&my_rank_if_failed, &mut reporter, SystemOperation::min());
         let reporter = reporter as u64;
         let message = match local {
-            Err(e) if reporter == self.rank as u64 => {
-                Some(if self.size > 1 && self.rank != 0 { format!("rank {}: {e}", self.rank) } else { e.to_string() })
-            }
+            Err(e) if reporter == self.rank as u64 => Some(if self.size > 1 && self.rank != 0 {
+                format!("rank {}: {e}", self.rank)
+            } else {
+                e.to_string()
+            }),
             _ => None,
         };
-        Err(Error::Agreed { code: code as u8, message })
+        Err(Error::Agreed {
+            code: code as u8,
+            message,
+        })
     }
 
     /// MPI_Abort the whole job (used when one rank fails outside a collective step).
@@ -144,6 +162,9 @@ impl World {
 /// Convert a count to MPI's `i32`, with a clear error instead of a silent wrap.
 pub fn mpi_count(n: usize, what: &str) -> Result<i32> {
     i32::try_from(n).map_err(|_| {
-        Error::Input(format!("{what}: {n} elements exceed MPI's count limit of {} per call; use a smaller size", i32::MAX))
+        Error::Input(format!(
+            "{what}: {n} elements exceed MPI's count limit of {} per call; use a smaller size",
+            i32::MAX
+        ))
     })
 }

@@ -30,16 +30,37 @@ pub const SCHEMA_VERSION: u32 = 1;
 #[derive(Debug, Error)]
 pub enum NetModelError {
     #[error("cannot read {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("{path}: malformed CSV: {source}")]
     Csv { path: String, source: csv::Error },
     #[error("{path}: missing column `{column}` (the header has: {header}); {fix}")]
-    MissingColumn { path: String, column: String, header: String, fix: String },
+    MissingColumn {
+        path: String,
+        column: String,
+        header: String,
+        fix: String,
+    },
     #[error("{path} line {line}: schema_version is `{found}`, this build reads version {expected}; regenerate the file with this gradcomp (`gradcomp micro-comm` / `micro-compress`)")]
-    SchemaVersion { path: String, line: u64, found: String, expected: u32 },
+    SchemaVersion {
+        path: String,
+        line: u64,
+        found: String,
+        expected: u32,
+    },
     #[error("{path} line {line}, column `{column}`: `{value}` is not {expected}")]
-    BadValue { path: String, line: u64, column: String, value: String, expected: String },
-    #[error("{path}: no data rows; run the micro benchmark first or pass the model on the command line")]
+    BadValue {
+        path: String,
+        line: u64,
+        column: String,
+        value: String,
+        expected: String,
+    },
+    #[error(
+        "{path}: no data rows; run the micro benchmark first or pass the model on the command line"
+    )]
     Empty { path: String },
     #[error("cannot fit {what}: {reason}")]
     Fit { what: String, reason: String },
@@ -68,12 +89,18 @@ pub struct FitQuality {
 
 impl AlphaBeta {
     pub fn new(alpha_s: f64, beta_s_per_byte: f64) -> AlphaBeta {
-        AlphaBeta { alpha_s, beta_s_per_byte }
+        AlphaBeta {
+            alpha_s,
+            beta_s_per_byte,
+        }
     }
 
     /// Model from a startup time and a bandwidth in GB/s (1e9 B/s).
     pub fn from_gbps(alpha_s: f64, gbps: f64) -> AlphaBeta {
-        AlphaBeta { alpha_s, beta_s_per_byte: if gbps > 0.0 { 1.0 / (gbps * 1e9) } else { 0.0 } }
+        AlphaBeta {
+            alpha_s,
+            beta_s_per_byte: if gbps > 0.0 { 1.0 / (gbps * 1e9) } else { 0.0 },
+        }
     }
 
     /// `alpha + beta * bytes` (Hockney).
@@ -90,16 +117,27 @@ impl AlphaBeta {
     /// be >= 0 (see the module docs). Needs at least two distinct sizes.
     pub fn fit(points: &[(f64, f64)]) -> Result<(AlphaBeta, FitQuality), NetModelError> {
         let (a, b, q) = fit_linear(points, "alpha-beta model")?;
-        Ok((AlphaBeta { alpha_s: a, beta_s_per_byte: b }, q))
+        Ok((
+            AlphaBeta {
+                alpha_s: a,
+                beta_s_per_byte: b,
+            },
+            q,
+        ))
     }
 }
 
 /// Weighted least squares of `y = a + b x` with weights `1/max(y, floor)^2`, `a, b >= 0`.
 fn fit_linear(points: &[(f64, f64)], what: &str) -> Result<(f64, f64, FitQuality), NetModelError> {
-    let err = |reason: String| NetModelError::Fit { what: what.to_string(), reason };
+    let err = |reason: String| NetModelError::Fit {
+        what: what.to_string(),
+        reason,
+    };
     for &(x, y) in points {
         if !x.is_finite() || x < 0.0 || !y.is_finite() || y < 0.0 {
-            return Err(err(format!("point ({x}, {y}) is not a finite non-negative (size, seconds) pair")));
+            return Err(err(format!(
+                "point ({x}, {y}) is not a finite non-negative (size, seconds) pair"
+            )));
         }
     }
     let xmin = points.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
@@ -113,7 +151,15 @@ fn fit_linear(points: &[(f64, f64)], what: &str) -> Result<(f64, f64, FitQuality
     }
     let n = points.len();
     if points.iter().all(|p| p.1 == 0.0) {
-        return Ok((0.0, 0.0, FitQuality { r2: 1.0, max_rel_err: 0.0, n }));
+        return Ok((
+            0.0,
+            0.0,
+            FitQuality {
+                r2: 1.0,
+                max_rel_err: 0.0,
+                n,
+            },
+        ));
     }
     let w = |y: f64| 1.0 / y.max(TIME_FLOOR_S).powi(2);
     // Center x for numerical stability of the normal equations.
@@ -154,8 +200,22 @@ fn fit_linear(points: &[(f64, f64)], what: &str) -> Result<(f64, f64, FitQuality
         ss_tot += w(y) * (y - ym).powi(2);
         max_rel = max_rel.max((pred - y).abs() / y.max(TIME_FLOOR_S));
     }
-    let r2 = if ss_tot > 0.0 { 1.0 - ss_res / ss_tot } else if ss_res <= 1e-24 { 1.0 } else { 0.0 };
-    Ok((a, b, FitQuality { r2, max_rel_err: max_rel, n }))
+    let r2 = if ss_tot > 0.0 {
+        1.0 - ss_res / ss_tot
+    } else if ss_res <= 1e-24 {
+        1.0
+    } else {
+        0.0
+    };
+    Ok((
+        a,
+        b,
+        FitQuality {
+            r2,
+            max_rel_err: max_rel,
+            n,
+        },
+    ))
 }
 
 /// Alpha-beta models per (collective, world size), e.g. `("allreduce", 8)`. Sizes are
@@ -176,27 +236,39 @@ impl CommModels {
 
     /// One model for every collective and world size (no CSV: `--alpha` / `--beta`).
     pub fn from_flags(alpha_s: f64, beta_s_per_byte: f64) -> CommModels {
-        CommModels { models: HashMap::new(), fallback: Some(AlphaBeta::new(alpha_s, beta_s_per_byte)) }
+        CommModels {
+            models: HashMap::new(),
+            fallback: Some(AlphaBeta::new(alpha_s, beta_s_per_byte)),
+        }
     }
 
     /// One model for every collective and world size, from a startup time and GB/s.
     pub fn from_alpha_gbps(alpha_s: f64, gbps: f64) -> CommModels {
-        CommModels { models: HashMap::new(), fallback: Some(AlphaBeta::from_gbps(alpha_s, gbps)) }
+        CommModels {
+            models: HashMap::new(),
+            fallback: Some(AlphaBeta::from_gbps(alpha_s, gbps)),
+        }
     }
 
     /// Set (or replace) the model of one collective at one world size.
     pub fn insert(&mut self, collective: &str, world_size: usize, model: AlphaBeta) {
-        self.models.insert((collective.to_string(), world_size), (model, None));
+        self.models
+            .insert((collective.to_string(), world_size), (model, None));
     }
 
     /// The model of `collective` at `world_size`, else the fallback, else `None`.
     pub fn get(&self, collective: &str, world_size: usize) -> Option<&AlphaBeta> {
-        self.models.get(&(collective.to_string(), world_size)).map(|m| &m.0).or(self.fallback.as_ref())
+        self.models
+            .get(&(collective.to_string(), world_size))
+            .map(|m| &m.0)
+            .or(self.fallback.as_ref())
     }
 
     /// Fit quality of a model read from CSV (`None` for given or fallback models).
     pub fn quality(&self, collective: &str, world_size: usize) -> Option<FitQuality> {
-        self.models.get(&(collective.to_string(), world_size)).and_then(|m| m.1)
+        self.models
+            .get(&(collective.to_string(), world_size))
+            .and_then(|m| m.1)
     }
 
     /// Every (collective, world size) with its own model, sorted.
@@ -214,11 +286,16 @@ impl CommModels {
     /// `median_s` includes the overlapped compute.
     pub fn from_micro_comm_csv(path: impl AsRef<Path>) -> Result<CommModels, NetModelError> {
         let t = Table::open(path.as_ref())?;
-        let fix = "expected micro_comm.csv as written by `gradcomp micro-comm` (docs/csv-schema.md)";
+        let fix =
+            "expected micro_comm.csv as written by `gradcomp micro-comm` (docs/csv-schema.md)";
         let c_coll = t.col("collective", fix)?;
         let c_n = t.col("world_size", fix)?;
         let c_bytes = t.opt_col("bytes");
-        let c_total = if c_bytes.is_none() { Some(t.col("total_bytes", "needs `bytes` or `total_bytes`; expected micro_comm.csv as written by `gradcomp micro-comm` (docs/csv-schema.md)")?) } else { None };
+        let c_total = if c_bytes.is_none() {
+            Some(t.col("total_bytes", "needs `bytes` or `total_bytes`; expected micro_comm.csv as written by `gradcomp micro-comm` (docs/csv-schema.md)")?)
+        } else {
+            None
+        };
         let c_med = t.col("median_s", fix)?;
         let c_pure = t.opt_col("t_pure_s");
         let mut groups: HashMap<(String, usize), Vec<(f64, f64)>> = HashMap::new();
@@ -237,15 +314,20 @@ impl CommModels {
                 }
             };
             let secs = match c_pure {
-                Some(c) if coll.contains("overlap") && !r.get(c).trim().is_empty() => r.f64(&t, c, "t_pure_s")?,
+                Some(c) if coll.contains("overlap") && !r.get(c).trim().is_empty() => {
+                    r.f64(&t, c, "t_pure_s")?
+                }
                 _ => r.f64(&t, c_med, "median_s")?,
             };
             groups.entry((coll, n)).or_default().push((bytes, secs));
         }
         let mut models = CommModels::new();
         for (key, pts) in groups {
-            let (ab, q) = fit_linear(&pts, &format!("{} at world_size {} from {}", key.0, key.1, t.path))
-                .map(|(a, b, q)| (AlphaBeta::new(a, b), q))?;
+            let (ab, q) = fit_linear(
+                &pts,
+                &format!("{} at world_size {} from {}", key.0, key.1, t.path),
+            )
+            .map(|(a, b, q)| (AlphaBeta::new(a, b), q))?;
             models.models.insert(key, (ab, Some(q)));
         }
         Ok(models)
@@ -268,7 +350,13 @@ impl CompressCost {
     /// Fit from `(elements, seconds)` points (weighted as [`AlphaBeta::fit`]).
     pub fn fit(points: &[(f64, f64)]) -> Result<(CompressCost, FitQuality), NetModelError> {
         let (a, b, q) = fit_linear(points, "compression cost model")?;
-        Ok((CompressCost { per_element_s: b, fixed_s: a }, q))
+        Ok((
+            CompressCost {
+                per_element_s: b,
+                fixed_s: a,
+            },
+            q,
+        ))
     }
 }
 
@@ -277,9 +365,12 @@ impl CompressCost {
 /// counts as 0): on our engine's single communication thread both run on the critical
 /// path of a bucket. Rows of one method with different parameters (density, rank) are
 /// fitted together; write one file per configuration when that matters.
-pub fn compress_costs_from_csv(path: impl AsRef<Path>) -> Result<HashMap<String, CompressCost>, NetModelError> {
+pub fn compress_costs_from_csv(
+    path: impl AsRef<Path>,
+) -> Result<HashMap<String, CompressCost>, NetModelError> {
     let t = Table::open(path.as_ref())?;
-    let fix = "expected micro_compress.csv as written by `gradcomp micro-compress` (docs/csv-schema.md)";
+    let fix =
+        "expected micro_compress.csv as written by `gradcomp micro-compress` (docs/csv-schema.md)";
     let c_m = t.col("method", fix)?;
     let c_numel = t.col("numel", fix)?;
     let c_comp = t.col("compress_s", fix)?;
@@ -288,13 +379,29 @@ pub fn compress_costs_from_csv(path: impl AsRef<Path>) -> Result<HashMap<String,
     for r in &t.rows {
         let numel = r.f64(&t, c_numel, "numel")?;
         let comp = r.f64(&t, c_comp, "compress_s")?;
-        let fb = if r.get(c_fb).trim().is_empty() { 0.0 } else { r.f64(&t, c_fb, "feedback_s")? };
-        groups.entry(r.get(c_m).trim().to_string()).or_default().push((numel, comp + fb));
+        let fb = if r.get(c_fb).trim().is_empty() {
+            0.0
+        } else {
+            r.f64(&t, c_fb, "feedback_s")?
+        };
+        groups
+            .entry(r.get(c_m).trim().to_string())
+            .or_default()
+            .push((numel, comp + fb));
     }
     let mut out = HashMap::new();
     for (m, pts) in groups {
-        let (c, _) = fit_linear(&pts, &format!("compression cost of {m} from {}", t.path))
-            .map(|(a, b, q)| (CompressCost { per_element_s: b, fixed_s: a }, q))?;
+        let (c, _) = fit_linear(&pts, &format!("compression cost of {m} from {}", t.path)).map(
+            |(a, b, q)| {
+                (
+                    CompressCost {
+                        per_element_s: b,
+                        fixed_s: a,
+                    },
+                    q,
+                )
+            },
+        )?;
         out.insert(m, c);
     }
     Ok(out)
@@ -315,22 +422,45 @@ struct Row {
 impl Table {
     fn open(path: &Path) -> Result<Table, NetModelError> {
         let p = path.display().to_string();
-        let file = std::fs::File::open(path).map_err(|source| NetModelError::Io { path: p.clone(), source })?;
-        let mut rdr = csv::ReaderBuilder::new().has_headers(true).from_reader(file);
+        let file = std::fs::File::open(path).map_err(|source| NetModelError::Io {
+            path: p.clone(),
+            source,
+        })?;
+        let mut rdr = csv::ReaderBuilder::new()
+            .has_headers(true)
+            .from_reader(file);
         let header: Vec<String> = rdr
             .headers()
-            .map_err(|source| NetModelError::Csv { path: p.clone(), source })?
+            .map_err(|source| NetModelError::Csv {
+                path: p.clone(),
+                source,
+            })?
             .iter()
             .map(|h| h.trim().to_string())
             .collect();
-        let mut t = Table { path: p.clone(), header, rows: Vec::new() };
-        let c_ver = t.col("schema_version", "the file is not a gradcomp CSV, or predates schema versions; regenerate it")?;
+        let mut t = Table {
+            path: p.clone(),
+            header,
+            rows: Vec::new(),
+        };
+        let c_ver = t.col(
+            "schema_version",
+            "the file is not a gradcomp CSV, or predates schema versions; regenerate it",
+        )?;
         for rec in rdr.records() {
-            let rec = rec.map_err(|source| NetModelError::Csv { path: p.clone(), source })?;
+            let rec = rec.map_err(|source| NetModelError::Csv {
+                path: p.clone(),
+                source,
+            })?;
             let line = rec.position().map(|q| q.line()).unwrap_or(0);
             let v = rec.get(c_ver).unwrap_or("").trim();
             if v.parse::<u32>().ok() != Some(SCHEMA_VERSION) {
-                return Err(NetModelError::SchemaVersion { path: p, line, found: v.to_string(), expected: SCHEMA_VERSION });
+                return Err(NetModelError::SchemaVersion {
+                    path: p,
+                    line,
+                    found: v.to_string(),
+                    expected: SCHEMA_VERSION,
+                });
             }
             t.rows.push(Row { line, rec });
         }
@@ -345,12 +475,13 @@ impl Table {
     }
 
     fn col(&self, name: &str, fix: &str) -> Result<usize, NetModelError> {
-        self.opt_col(name).ok_or_else(|| NetModelError::MissingColumn {
-            path: self.path.clone(),
-            column: name.to_string(),
-            header: self.header.join(","),
-            fix: fix.to_string(),
-        })
+        self.opt_col(name)
+            .ok_or_else(|| NetModelError::MissingColumn {
+                path: self.path.clone(),
+                column: name.to_string(),
+                header: self.header.join(","),
+                fix: fix.to_string(),
+            })
     }
 }
 
@@ -377,7 +508,10 @@ impl Row {
     }
 
     fn usize(&self, t: &Table, c: usize, column: &str) -> Result<usize, NetModelError> {
-        self.get(c).trim().parse::<usize>().map_err(|_| self.bad(t, c, column, "a non-negative integer"))
+        self.get(c)
+            .trim()
+            .parse::<usize>()
+            .map_err(|_| self.bad(t, c, column, "a non-negative integer"))
     }
 }
 
@@ -387,7 +521,8 @@ mod tests {
     use std::path::PathBuf;
 
     fn tmp(name: &str, body: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("gradcomp-netmodel-test-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("gradcomp-netmodel-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join(name);
         std::fs::write(&p, body).unwrap();
@@ -397,14 +532,19 @@ mod tests {
     #[test]
     fn fit_recovers_known_parameters() {
         let (alpha, beta) = (25e-6, 1.0 / 10e9);
-        let pts: Vec<(f64, f64)> = (0..20).map(|i| {
-            let b = (4u64 << i) as f64;
-            (b, alpha + beta * b)
-        }).collect();
+        let pts: Vec<(f64, f64)> = (0..20)
+            .map(|i| {
+                let b = (4u64 << i) as f64;
+                (b, alpha + beta * b)
+            })
+            .collect();
         let (ab, q) = AlphaBeta::fit(&pts).unwrap();
         assert!((ab.alpha_s - alpha).abs() / alpha < 1e-9, "{ab:?}");
         assert!((ab.beta_s_per_byte - beta).abs() / beta < 1e-9, "{ab:?}");
-        assert!((q.r2 - 1.0).abs() < 1e-9 && q.max_rel_err < 1e-9 && q.n == 20, "{q:?}");
+        assert!(
+            (q.r2 - 1.0).abs() < 1e-9 && q.max_rel_err < 1e-9 && q.n == 20,
+            "{q:?}"
+        );
         assert!((ab.time_s(1e6) - (alpha + beta * 1e6)).abs() < 1e-15);
     }
 
@@ -412,11 +552,13 @@ mod tests {
     fn fit_with_noise_is_close_and_relative_weighting_keeps_alpha() {
         // +-1 % multiplicative noise (deterministic pattern); sizes from 4 B to 256 MiB.
         let (alpha, beta) = (5e-6, 1.0 / 12.5e9);
-        let pts: Vec<(f64, f64)> = (0..27).map(|i| {
-            let b = (4u64 << i) as f64;
-            let noise = if i % 2 == 0 { 1.01 } else { 0.99 };
-            (b, (alpha + beta * b) * noise)
-        }).collect();
+        let pts: Vec<(f64, f64)> = (0..27)
+            .map(|i| {
+                let b = (4u64 << i) as f64;
+                let noise = if i % 2 == 0 { 1.01 } else { 0.99 };
+                (b, (alpha + beta * b) * noise)
+            })
+            .collect();
         let (ab, q) = AlphaBeta::fit(&pts).unwrap();
         assert!((ab.alpha_s - alpha).abs() / alpha < 0.05, "{ab:?}");
         assert!((ab.beta_s_per_byte - beta).abs() / beta < 0.05, "{ab:?}");
@@ -443,7 +585,9 @@ mod tests {
     fn fit_rejects_too_few_sizes_and_bad_points() {
         assert!(AlphaBeta::fit(&[]).is_err());
         assert!(AlphaBeta::fit(&[(8.0, 1.0), (8.0, 1.1)]).is_err());
-        let e = AlphaBeta::fit(&[(8.0, f64::NAN), (16.0, 1.0)]).unwrap_err().to_string();
+        let e = AlphaBeta::fit(&[(8.0, f64::NAN), (16.0, 1.0)])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("finite"), "{e}");
     }
 
@@ -452,24 +596,44 @@ mod tests {
     #[test]
     fn reads_micro_comm_csv() {
         let mut body = COMM_HEADER.to_string();
-        for (coll, n, a, b) in [("allreduce", 2usize, 10e-6, 1e-9), ("allgather", 2, 20e-6, 2e-9), ("allreduce", 4, 30e-6, 3e-9)] {
+        for (coll, n, a, b) in [
+            ("allreduce", 2usize, 10e-6, 1e-9),
+            ("allgather", 2, 20e-6, 2e-9),
+            ("allreduce", 4, 30e-6, 3e-9),
+        ] {
             for bytes in [4u64, 4096, 1 << 20] {
-                let total = if coll == "allgather" { bytes * n as u64 } else { bytes };
+                let total = if coll == "allgather" {
+                    bytes * n as u64
+                } else {
+                    bytes
+                };
                 let t = a + b * bytes as f64;
-                body += &format!("1,20240101-000000,{coll},{n},{bytes},{total},{},10,2,pass,{t},\n", bytes / 4);
+                body += &format!(
+                    "1,20240101-000000,{coll},{n},{bytes},{total},{},10,2,pass,{t},\n",
+                    bytes / 4
+                );
             }
         }
         // Overlap rows: fitted on t_pure_s, not median_s.
         for bytes in [4u64, 1 << 20] {
             let pure = 1e-6 + 1e-9 * bytes as f64;
-            body += &format!("1,20240101-000000,iallreduce-overlap,2,{bytes},{bytes},1,10,2,off,{},{pure}\n", 5.0 * pure);
+            body += &format!(
+                "1,20240101-000000,iallreduce-overlap,2,{bytes},{bytes},1,10,2,off,{},{pure}\n",
+                5.0 * pure
+            );
         }
         let p = tmp("comm-good.csv", &body);
         let m = CommModels::from_micro_comm_csv(&p).unwrap();
         let ab = m.get("allreduce", 4).unwrap();
-        assert!((ab.alpha_s - 30e-6).abs() < 1e-12 && (ab.beta_s_per_byte - 3e-9).abs() < 1e-18, "{ab:?}");
+        assert!(
+            (ab.alpha_s - 30e-6).abs() < 1e-12 && (ab.beta_s_per_byte - 3e-9).abs() < 1e-18,
+            "{ab:?}"
+        );
         let ag = m.get("allgather", 2).unwrap();
-        assert!((ag.alpha_s - 20e-6).abs() < 1e-12 && (ag.beta_s_per_byte - 2e-9).abs() < 1e-18, "{ag:?}");
+        assert!(
+            (ag.alpha_s - 20e-6).abs() < 1e-12 && (ag.beta_s_per_byte - 2e-9).abs() < 1e-18,
+            "{ag:?}"
+        );
         let ov = m.get("iallreduce-overlap", 2).unwrap();
         assert!((ov.alpha_s - 1e-6).abs() < 1e-12, "{ov:?}");
         assert!(m.get("allreduce", 8).is_none());
@@ -479,7 +643,11 @@ mod tests {
         // Without `bytes`, all-gather sizes come from total_bytes / world_size.
         let mut body2 = "schema_version,collective,world_size,total_bytes,median_s\n".to_string();
         for bytes in [4u64, 4096] {
-            body2 += &format!("1,allgather,2,{},{}\n", bytes * 2, 20e-6 + 2e-9 * bytes as f64);
+            body2 += &format!(
+                "1,allgather,2,{},{}\n",
+                bytes * 2,
+                20e-6 + 2e-9 * bytes as f64
+            );
         }
         let m2 = CommModels::from_micro_comm_csv(tmp("comm-total.csv", &body2)).unwrap();
         assert!((m2.get("allgather", 2).unwrap().beta_s_per_byte - 2e-9).abs() < 1e-18);
@@ -493,53 +661,111 @@ mod tests {
     #[test]
     fn micro_comm_csv_errors_are_clear() {
         // Missing column.
-        let p = tmp("comm-nocol.csv", "schema_version,collective,world_size,bytes\n1,allreduce,2,4\n");
+        let p = tmp(
+            "comm-nocol.csv",
+            "schema_version,collective,world_size,bytes\n1,allreduce,2,4\n",
+        );
         let e = CommModels::from_micro_comm_csv(&p).unwrap_err().to_string();
-        assert!(e.contains("comm-nocol.csv") && e.contains("`median_s`") && e.contains("gradcomp micro-comm"), "{e}");
+        assert!(
+            e.contains("comm-nocol.csv")
+                && e.contains("`median_s`")
+                && e.contains("gradcomp micro-comm"),
+            "{e}"
+        );
         // Wrong schema version names the file, line and value.
         let p = tmp("comm-v2.csv", "schema_version,collective,world_size,bytes,median_s\n1,allreduce,2,4,1e-5\n2,allreduce,2,8,1e-5\n");
         let e = CommModels::from_micro_comm_csv(&p).unwrap_err();
-        assert!(matches!(e, NetModelError::SchemaVersion { line: 3, .. }), "{e:?}");
+        assert!(
+            matches!(e, NetModelError::SchemaVersion { line: 3, .. }),
+            "{e:?}"
+        );
         let e = e.to_string();
-        assert!(e.contains("comm-v2.csv") && e.contains("`2`") && e.contains("version 1"), "{e}");
+        assert!(
+            e.contains("comm-v2.csv") && e.contains("`2`") && e.contains("version 1"),
+            "{e}"
+        );
         // No schema_version at all.
-        let p = tmp("comm-nover.csv", "collective,world_size,bytes,median_s\nallreduce,2,4,1e-5\n");
+        let p = tmp(
+            "comm-nover.csv",
+            "collective,world_size,bytes,median_s\nallreduce,2,4,1e-5\n",
+        );
         let e = CommModels::from_micro_comm_csv(&p).unwrap_err().to_string();
         assert!(e.contains("`schema_version`"), "{e}");
         // Bad value: file, line, column, value.
-        let p = tmp("comm-bad.csv", "schema_version,collective,world_size,bytes,median_s\n1,allreduce,2,4,fast\n");
+        let p = tmp(
+            "comm-bad.csv",
+            "schema_version,collective,world_size,bytes,median_s\n1,allreduce,2,4,fast\n",
+        );
         let e = CommModels::from_micro_comm_csv(&p).unwrap_err().to_string();
-        assert!(e.contains("comm-bad.csv line 2") && e.contains("`median_s`") && e.contains("`fast`"), "{e}");
+        assert!(
+            e.contains("comm-bad.csv line 2") && e.contains("`median_s`") && e.contains("`fast`"),
+            "{e}"
+        );
         // One size only: cannot fit, says why.
-        let p = tmp("comm-one.csv", "schema_version,collective,world_size,bytes,median_s\n1,allreduce,2,4,1e-5\n");
+        let p = tmp(
+            "comm-one.csv",
+            "schema_version,collective,world_size,bytes,median_s\n1,allreduce,2,4,1e-5\n",
+        );
         let e = CommModels::from_micro_comm_csv(&p).unwrap_err().to_string();
-        assert!(e.contains("allreduce at world_size 2") && e.contains("two distinct"), "{e}");
+        assert!(
+            e.contains("allreduce at world_size 2") && e.contains("two distinct"),
+            "{e}"
+        );
         // Empty and absent files.
-        let p = tmp("comm-empty.csv", "schema_version,collective,world_size,bytes,median_s\n");
-        assert!(matches!(CommModels::from_micro_comm_csv(&p), Err(NetModelError::Empty { .. })));
-        let e = CommModels::from_micro_comm_csv("/nonexistent/micro_comm.csv").unwrap_err().to_string();
+        let p = tmp(
+            "comm-empty.csv",
+            "schema_version,collective,world_size,bytes,median_s\n",
+        );
+        assert!(matches!(
+            CommModels::from_micro_comm_csv(&p),
+            Err(NetModelError::Empty { .. })
+        ));
+        let e = CommModels::from_micro_comm_csv("/nonexistent/micro_comm.csv")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("/nonexistent/micro_comm.csv"), "{e}");
     }
 
     #[test]
     fn reads_micro_compress_csv() {
-        let mut body = "schema_version,run_id,method,rows,cols,numel,compress_s,feedback_s,decompress_s\n".to_string();
+        let mut body =
+            "schema_version,run_id,method,rows,cols,numel,compress_s,feedback_s,decompress_s\n"
+                .to_string();
         for numel in [1000u64, 100_000, 1_000_000] {
-            body += &format!("1,r,topk,1,{numel},{numel},{},{},0.1\n", 2e-5 + 3e-9 * numel as f64, 1e-9 * numel as f64);
+            body += &format!(
+                "1,r,topk,1,{numel},{numel},{},{},0.1\n",
+                2e-5 + 3e-9 * numel as f64,
+                1e-9 * numel as f64
+            );
             body += &format!("1,r,none,1,{numel},{numel},0,,0\n");
         }
         let p = tmp("compress-good.csv", &body);
         let c = compress_costs_from_csv(&p).unwrap();
         let t = c["topk"];
-        assert!((t.fixed_s - 2e-5).abs() < 1e-12 && (t.per_element_s - 4e-9).abs() < 1e-17, "{t:?}");
+        assert!(
+            (t.fixed_s - 2e-5).abs() < 1e-12 && (t.per_element_s - 4e-9).abs() < 1e-17,
+            "{t:?}"
+        );
         assert!((t.time_s(10) - (2e-5 + 4e-8)).abs() < 1e-15);
         assert_eq!(c["none"], CompressCost::default());
 
-        let p = tmp("compress-nocol.csv", "schema_version,method,numel,compress_s\n1,topk,10,1e-5\n");
+        let p = tmp(
+            "compress-nocol.csv",
+            "schema_version,method,numel,compress_s\n1,topk,10,1e-5\n",
+        );
         let e = compress_costs_from_csv(&p).unwrap_err().to_string();
-        assert!(e.contains("compress-nocol.csv") && e.contains("`feedback_s`"), "{e}");
-        let p = tmp("compress-v0.csv", "schema_version,method,numel,compress_s,feedback_s\n0,topk,10,1e-5,0\n");
+        assert!(
+            e.contains("compress-nocol.csv") && e.contains("`feedback_s`"),
+            "{e}"
+        );
+        let p = tmp(
+            "compress-v0.csv",
+            "schema_version,method,numel,compress_s,feedback_s\n0,topk,10,1e-5,0\n",
+        );
         let e = compress_costs_from_csv(&p).unwrap_err().to_string();
-        assert!(e.contains("compress-v0.csv line 2") && e.contains("schema_version"), "{e}");
+        assert!(
+            e.contains("compress-v0.csv line 2") && e.contains("schema_version"),
+            "{e}"
+        );
     }
 }

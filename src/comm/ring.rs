@@ -36,7 +36,12 @@ fn split_pair<T>(data: &mut [T], a: Range<usize>, b: Range<usize>) -> (&[T], &mu
 /// `offset`; after it, `own` aggregates `aggregated + 1` workers.
 /// Rank r sends chunk (r - s) mod n at reduce-scatter step s and ends owning chunk
 /// (r + 1) mod n; the all-gather then circulates the finished chunks.
-pub fn ring_allreduce<T, F>(comm: &SimpleCommunicator, data: &mut [T], scratch: &mut [T], mut merge: F) -> Result<()>
+pub fn ring_allreduce<T, F>(
+    comm: &SimpleCommunicator,
+    data: &mut [T],
+    scratch: &mut [T],
+    mut merge: F,
+) -> Result<()>
 where
     T: Equivalence + Copy,
     F: FnMut(usize, usize, &[T], &mut [T]) -> Result<()>,
@@ -84,7 +89,12 @@ pub fn ring_scratch_len(len: usize, n: usize) -> usize {
 }
 
 /// The merge of a plain sum ring all-reduce.
-pub fn sum_merge(_aggregated: usize, _offset: usize, incoming: &[f32], own: &mut [f32]) -> Result<()> {
+pub fn sum_merge(
+    _aggregated: usize,
+    _offset: usize,
+    incoming: &[f32],
+    own: &mut [f32],
+) -> Result<()> {
     for (o, i) in own.iter_mut().zip(incoming) {
         *o += *i;
     }

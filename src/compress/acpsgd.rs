@@ -22,8 +22,14 @@
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 pub use super::orth::acp_fusion_thresholds;
-use super::orth::{check_dims, check_len, load_memory_order, push_memory_order, push_raw, put_slot, slot_mut, validate_lowrank_params, write_average, Slot};
-use super::{Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx};
+use super::orth::{
+    check_dims, check_len, load_memory_order, push_memory_order, push_raw, put_slot, slot_mut,
+    validate_lowrank_params, write_average, Slot,
+};
+use super::{
+    Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire,
+    WireLen, WorkerCtx,
+};
 
 const NAME: &str = "acpsgd";
 
@@ -40,7 +46,12 @@ impl AcpSgd {
     /// Validates `rank >= 1` and `min_compression_rate > 0` (finite).
     pub fn new(p: &MethodParams, ctx: WorkerCtx) -> Result<Self> {
         validate_lowrank_params(NAME, p)?;
-        Ok(AcpSgd { params: p.clone(), ctx, step: 0, slots: Vec::new() })
+        Ok(AcpSgd {
+            params: p.clone(),
+            ctx,
+            step: 0,
+            slots: Vec::new(),
+        })
     }
 
     /// True when the current step computes and sends P (even 0-based steps).
@@ -52,7 +63,12 @@ impl AcpSgd {
     /// registered so far ([`acp_fusion_thresholds`], ICDCS 2023 §IV-B).
     pub fn fusion_thresholds(&self, threshold: f64) -> (f64, f64) {
         let shapes: Vec<(usize, usize)> = self.slots.iter().flatten().map(Slot::dims).collect();
-        acp_fusion_thresholds(threshold, &shapes, self.params.rank, self.params.min_compression_rate)
+        acp_fusion_thresholds(
+            threshold,
+            &shapes,
+            self.params.rank,
+            self.params.min_compression_rate,
+        )
     }
 }
 
@@ -66,7 +82,11 @@ impl Compressor for AcpSgd {
     }
 
     fn register(&mut self, t: TensorId, rows: usize, cols: usize) -> Result<()> {
-        put_slot(&mut self.slots, t, Slot::new(rows, cols, &self.params, self.ctx.seed, t));
+        put_slot(
+            &mut self.slots,
+            t,
+            Slot::new(rows, cols, &self.params, self.ctx.seed, t),
+        );
         Ok(())
     }
 
@@ -76,17 +96,29 @@ impl Compressor for AcpSgd {
             Some(Slot::Raw { rows, cols }) => rows * cols,
             Some(Slot::LowRank(lr)) => lr.rows.max(lr.cols) * lr.rank,
         };
-        WireLen { sum_f32, ..WireLen::default() }
+        WireLen {
+            sum_f32,
+            ..WireLen::default()
+        }
     }
 
     fn begin_step(&mut self, step: u64) {
         self.step = step;
     }
 
-    fn compress(&mut self, t: TensorId, round: usize, grad: ArrayView2<f32>, wire: &mut Wire) -> Result<()> {
+    fn compress(
+        &mut self,
+        t: TensorId,
+        round: usize,
+        grad: ArrayView2<f32>,
+        wire: &mut Wire,
+    ) -> Result<()> {
         wire.clear();
         if round != 0 {
-            return Err(CompressError::Unsupported { method: NAME, msg: format!("round {round} requested; ACP-SGD has one round per step") });
+            return Err(CompressError::Unsupported {
+                method: NAME,
+                msg: format!("round {round} requested; ACP-SGD has one round per step"),
+            });
         }
         let p_step = self.is_p_step();
         let slot = slot_mut(&mut self.slots, t, NAME)?;
@@ -107,9 +139,18 @@ impl Compressor for AcpSgd {
         Ok(())
     }
 
-    fn decompress(&mut self, t: TensorId, round: usize, received: &Received, out: ArrayViewMut2<f32>) -> Result<()> {
+    fn decompress(
+        &mut self,
+        t: TensorId,
+        round: usize,
+        received: &Received,
+        out: ArrayViewMut2<f32>,
+    ) -> Result<()> {
         if round != 0 {
-            return Err(CompressError::Unsupported { method: NAME, msg: format!("round {round} requested; ACP-SGD has one round per step") });
+            return Err(CompressError::Unsupported {
+                method: NAME,
+                msg: format!("round {round} requested; ACP-SGD has one round per step"),
+            });
         }
         let p_step = self.is_p_step();
         let n = received.world_size.max(1);
@@ -135,7 +176,7 @@ impl Compressor for AcpSgd {
 
 #[cfg(test)]
 mod tests {
-    use super::super::orth::sim::{self, fro, mean, rank_r, randn, rel_err, step};
+    use super::super::orth::sim::{self, fro, mean, randn, rank_r, rel_err, step};
     use super::super::orth::LowRank;
     use super::*;
     use ndarray::Array2;
@@ -153,12 +194,19 @@ mod tests {
 
     #[test]
     fn alternates_p_and_q() {
-        let p = MethodParams { rank: 3, ..Default::default() };
+        let p = MethodParams {
+            rank: 3,
+            ..Default::default()
+        };
         let mut w = workers(2, &p, &[(40, 25)]);
         let g = randn(40, 25, 1).as_standard_layout().to_owned();
         for s in 0..5u64 {
             let (_, lens) = step(&mut w, s, 0, &[g.clone(), g.clone()]);
-            assert_eq!(lens, vec![if s % 2 == 0 { 40 * 3 } else { 25 * 3 }], "step {s}");
+            assert_eq!(
+                lens,
+                vec![if s % 2 == 0 { 40 * 3 } else { 25 * 3 }],
+                "step {s}"
+            );
         }
     }
 
@@ -168,11 +216,20 @@ mod tests {
         // (col(M+e) = span(P)), so the outputs' running mean is M - e_t / t, and the
         // per-step error of the P steps shrinks (slowly: the P-step Q is orth(row space of
         // M + e), which approaches row(M) only as e does).
-        let p = MethodParams { rank: 4, ..Default::default() };
+        let p = MethodParams {
+            rank: 4,
+            ..Default::default()
+        };
         // n = 1, and n = 3 with different inputs sharing their column space (rank-4 sum).
         for n in [1usize, 3] {
             let u = rank_r(64, 4, 4, 9);
-            let grads: Vec<Array2<f32>> = (0..n).map(|k| u.dot(&randn(48, 4, 30 + k as u64).t()).as_standard_layout().to_owned()).collect();
+            let grads: Vec<Array2<f32>> = (0..n)
+                .map(|k| {
+                    u.dot(&randn(48, 4, 30 + k as u64).t())
+                        .as_standard_layout()
+                        .to_owned()
+                })
+                .collect();
             let avg = mean(&grads);
             let mut w = workers(n, &p, &[(64, 48)]);
             let mut running = Array2::<f32>::zeros(avg.dim());
@@ -181,7 +238,10 @@ mod tests {
             for s in 0..steps {
                 let (outs, _) = step(&mut w, s, 0, &grads);
                 for o in &outs[1..] {
-                    assert!((o - &outs[0]).iter().all(|v| v.abs() < 1e-4), "workers disagree");
+                    assert!(
+                        (o - &outs[0]).iter().all(|v| v.abs() < 1e-4),
+                        "workers disagree"
+                    );
                 }
                 running += &outs[0];
                 err = rel_err(&outs[0], &avg);
@@ -190,13 +250,19 @@ mod tests {
                 }
                 if s % 2 == 1 {
                     for c in &w {
-                        assert!(fro(&state(c, 0).residual()) < 1e-4 * fro(&avg), "n={n} step {s}: Q step left a residual");
+                        assert!(
+                            fro(&state(c, 0).residual()) < 1e-4 * fro(&avg),
+                            "n={n} step {s}: Q step left a residual"
+                        );
                     }
                 }
             }
             let mean_err = rel_err(&(running / steps as f32), &avg);
             assert!(mean_err < 2e-3, "n={n}: running mean error {mean_err}");
-            assert!(err < 0.7 * err_early && err_early > 1e-3, "n={n}: per-step error {err_early} -> {err}");
+            assert!(
+                err < 0.7 * err_early && err_early > 1e-3,
+                "n={n}: per-step error {err_early} -> {err}"
+            );
         }
     }
 
@@ -205,7 +271,10 @@ mod tests {
         // Q step with the residual deferred, then a P step applying it in its pass, against
         // the eager two-pass Q step: same factors and residuals (f32 rounding aside).
         let (rows, cols, r) = (37, 53, 4);
-        let (mut eager, mut lazy) = (LowRank::new(rows, cols, r, 1, 0), LowRank::new(rows, cols, r, 1, 0));
+        let (mut eager, mut lazy) = (
+            LowRank::new(rows, cols, r, 1, 0),
+            LowRank::new(rows, cols, r, 1, 0),
+        );
         for s in 0..6u64 {
             let g = randn(rows, cols, 70 + s).as_standard_layout().to_owned();
             if s % 2 == 1 {
@@ -222,7 +291,10 @@ mod tests {
                 assert!(!lazy.pending);
             }
             let close = |a: &Array2<f32>, b: &Array2<f32>| (a - b).iter().all(|v| v.abs() < 1e-4);
-            assert!(close(&eager.p, &lazy.p) && close(&eager.q, &lazy.q), "step {s}: factors");
+            assert!(
+                close(&eager.p, &lazy.p) && close(&eager.q, &lazy.q),
+                "step {s}: factors"
+            );
             assert!(close(&eager.resid, &lazy.residual()), "step {s}: residual");
         }
     }
@@ -230,7 +302,10 @@ mod tests {
     #[test]
     fn residual_conservation() {
         // After compress (+ feedback): M + e_prev = P Q^T + e with the local factor sent.
-        let p = MethodParams { rank: 2, ..Default::default() };
+        let p = MethodParams {
+            rank: 2,
+            ..Default::default()
+        };
         let mut w = workers(1, &p, &[(30, 50)]);
         let mut e_prev = Array2::<f32>::zeros((30, 50));
         for s in 0..4u64 {
@@ -245,9 +320,20 @@ mod tests {
             let approx = lr.p.dot(&lr.q.t());
             let resid = lr.residual();
             assert!(fro(&resid) > 0.1 * fro(&g), "residual unexpectedly small");
-            assert!((&(&g + &e_prev) - &(&approx + &resid)).iter().all(|v| v.abs() < 1e-4), "step {s}");
+            assert!(
+                (&(&g + &e_prev) - &(&approx + &resid))
+                    .iter()
+                    .all(|v| v.abs() < 1e-4),
+                "step {s}"
+            );
             e_prev = resid;
-            let rec = Received { sum_f32: &wire.sum_f32, gathered_u32: &[], gather_counts: &[0], ring_u32: &[], world_size: 1 };
+            let rec = Received {
+                sum_f32: &wire.sum_f32,
+                gathered_u32: &[],
+                gather_counts: &[0],
+                ring_u32: &[],
+                world_size: 1,
+            };
             let mut out = Array2::<f32>::zeros((30, 50));
             c.decompress(0, 0, &rec, out.view_mut()).unwrap();
             // n = 1: the result is exactly the local approximation.
@@ -257,12 +343,18 @@ mod tests {
 
     #[test]
     fn raw_path() {
-        let p = MethodParams { rank: 4, ..Default::default() };
+        let p = MethodParams {
+            rank: 4,
+            ..Default::default()
+        };
         let shapes = [(1, 100), (4, 4)];
         let mut w = workers(2, &p, &shapes);
         for (t, &(r, c)) in shapes.iter().enumerate() {
             for s in 0..2u64 {
-                let grads = vec![randn(r, c, s).as_standard_layout().to_owned(), randn(r, c, 5 + s).as_standard_layout().to_owned()];
+                let grads = vec![
+                    randn(r, c, s).as_standard_layout().to_owned(),
+                    randn(r, c, 5 + s).as_standard_layout().to_owned(),
+                ];
                 let (outs, lens) = step(&mut w, s, t, &grads);
                 assert_eq!(lens, vec![r * c]);
                 assert!((&outs[1] - &mean(&grads)).iter().all(|v| v.abs() < 1e-6));
@@ -272,7 +364,10 @@ mod tests {
 
     #[test]
     fn fusion_thresholds_scale_with_ratio() {
-        let p = MethodParams { rank: 4, ..Default::default() };
+        let p = MethodParams {
+            rank: 4,
+            ..Default::default()
+        };
         let c = &workers(1, &p, &[(100, 200), (1, 50)])[0];
         let d = (100 * 200 + 50) as f64;
         let (tp, tq) = c.fusion_thresholds(1000.0);
@@ -282,15 +377,43 @@ mod tests {
 
     #[test]
     fn rejects_bad_input() {
-        let ctx = WorkerCtx { rank: 0, world_size: 1, seed: 0 };
-        assert!(matches!(AcpSgd::new(&MethodParams { rank: 0, ..Default::default() }, ctx), Err(CompressError::BadParam { key: "rank", .. })));
-        assert!(matches!(AcpSgd::new(&MethodParams { min_compression_rate: -1.0, ..Default::default() }, ctx), Err(CompressError::BadParam { .. })));
+        let ctx = WorkerCtx {
+            rank: 0,
+            world_size: 1,
+            seed: 0,
+        };
+        assert!(matches!(
+            AcpSgd::new(
+                &MethodParams {
+                    rank: 0,
+                    ..Default::default()
+                },
+                ctx
+            ),
+            Err(CompressError::BadParam { key: "rank", .. })
+        ));
+        assert!(matches!(
+            AcpSgd::new(
+                &MethodParams {
+                    min_compression_rate: -1.0,
+                    ..Default::default()
+                },
+                ctx
+            ),
+            Err(CompressError::BadParam { .. })
+        ));
         let mut c = AcpSgd::new(&MethodParams::default(), ctx).unwrap();
         c.register(0, 30, 20).unwrap();
         let mut wire = Wire::default();
         let g = Array2::<f32>::zeros((20, 30));
-        assert!(matches!(c.compress(0, 0, g.view(), &mut wire), Err(CompressError::Tensor { .. })));
-        assert!(matches!(c.compress(1, 0, g.view(), &mut wire), Err(CompressError::Tensor { .. })));
+        assert!(matches!(
+            c.compress(0, 0, g.view(), &mut wire),
+            Err(CompressError::Tensor { .. })
+        ));
+        assert!(matches!(
+            c.compress(1, 0, g.view(), &mut wire),
+            Err(CompressError::Tensor { .. })
+        ));
         assert!(c.compress(0, 1, g.t(), &mut wire).is_err());
     }
 
@@ -326,12 +449,22 @@ mod tests {
         let t_out = time(&mut || general_mat_mul(1.0, &pm, &qm.t(), 0.0, &mut out));
         println!("bare sgemm: M Q {t_mq:.2} ms, M^T P {t_mtp:.2} ms, M -= P Q^T {t_res:.2} ms, out = P Q^T {t_out:.2} ms");
 
-        let p = MethodParams { rank: r, ..Default::default() };
-        let ctx = WorkerCtx { rank: 0, world_size: 1, seed: 0 };
+        let p = MethodParams {
+            rank: r,
+            ..Default::default()
+        };
+        let ctx = WorkerCtx {
+            rank: 0,
+            world_size: 1,
+            seed: 0,
+        };
         let mut ps = PowerSgd::new(&p, ctx).unwrap();
         ps.register(0, rows, cols).unwrap();
         let mut wire = Wire::default();
-        wire.reserve(WireLen { sum_f32: rows.max(cols) * r, ..WireLen::default() });
+        wire.reserve(WireLen {
+            sum_f32: rows.max(cols) * r,
+            ..WireLen::default()
+        });
         let mut sums = vec![0.0f32; rows.max(cols) * r];
         let mut s = 0u64;
         let (mut c0, mut d0, mut c1, mut d1) = (0.0, 0.0, 0.0, 0.0);
@@ -342,14 +475,26 @@ mod tests {
             ps.compress(0, 0, g.view(), &mut wire).unwrap();
             let t1 = Instant::now();
             sums[..wire.sum_f32.len()].copy_from_slice(&wire.sum_f32);
-            let rec = Received { sum_f32: &sums[..rows * r], gathered_u32: &[], gather_counts: &[0], ring_u32: &[], world_size: 1 };
+            let rec = Received {
+                sum_f32: &sums[..rows * r],
+                gathered_u32: &[],
+                gather_counts: &[0],
+                ring_u32: &[],
+                world_size: 1,
+            };
             let t2 = Instant::now();
             ps.decompress(0, 0, &rec, out.view_mut()).unwrap();
             let t3 = Instant::now();
             ps.compress(0, 1, g.view(), &mut wire).unwrap();
             let t4 = Instant::now();
             sums[..wire.sum_f32.len()].copy_from_slice(&wire.sum_f32);
-            let rec = Received { sum_f32: &sums[..cols * r], gathered_u32: &[], gather_counts: &[0], ring_u32: &[], world_size: 1 };
+            let rec = Received {
+                sum_f32: &sums[..cols * r],
+                gathered_u32: &[],
+                gather_counts: &[0],
+                ring_u32: &[],
+                world_size: 1,
+            };
             let t5 = Instant::now();
             ps.decompress(0, 1, &rec, out.view_mut()).unwrap();
             let t6 = Instant::now();
@@ -377,7 +522,13 @@ mod tests {
             let t1 = Instant::now();
             let len = wire.sum_f32.len();
             sums[..len].copy_from_slice(&wire.sum_f32);
-            let rec = Received { sum_f32: &sums[..len], gathered_u32: &[], gather_counts: &[0], ring_u32: &[], world_size: 1 };
+            let rec = Received {
+                sum_f32: &sums[..len],
+                gathered_u32: &[],
+                gather_counts: &[0],
+                ring_u32: &[],
+                world_size: 1,
+            };
             let t2 = Instant::now();
             acp.decompress(0, 0, &rec, out.view_mut()).unwrap();
             let t3 = Instant::now();

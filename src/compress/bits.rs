@@ -143,7 +143,12 @@ mod simd {
     #[inline]
     pub fn ef_block(g: &[f32], e: &mut [f32], lag_bits: u32, words: &mut [u32]) -> f64 {
         let mut acc = [0.0f32; 8];
-        for ((g, e), w) in g.chunks_exact(32).map(arr32).zip(e.chunks_exact_mut(32).map(arr32_mut)).zip(words.iter_mut()) {
+        for ((g, e), w) in g
+            .chunks_exact(32)
+            .map(arr32)
+            .zip(e.chunks_exact_mut(32).map(arr32_mut))
+            .zip(words.iter_mut())
+        {
             let mut m = 0u32;
             for i in 0..32 {
                 let corr = f32::from_bits((e[i].to_bits() & SIGN_BIT) | lag_bits);
@@ -236,7 +241,11 @@ pub fn fused_ef_pack(g: &[f32], e: &mut [f32], lag: f32, words: &mut [u32]) -> f
     let (ec, et) = e.split_at_mut(full);
     #[cfg(target_arch = "x86_64")]
     let avx2 = simd::has_avx2();
-    for ((gb, eb), wb) in gc.chunks(1024).zip(ec.chunks_mut(1024)).zip(words.chunks_mut(32)) {
+    for ((gb, eb), wb) in gc
+        .chunks(1024)
+        .zip(ec.chunks_mut(1024))
+        .zip(words.chunks_mut(32))
+    {
         #[cfg(target_arch = "x86_64")]
         if avx2 {
             // SAFETY: AVX2 is present (checked above).
@@ -296,7 +305,10 @@ impl BernoulliMask {
         }
         if num >= den {
             // probability 1: all digits of 0.111... (bias 2^-K), handled exactly in `next`.
-            return BernoulliMask { digits: u32::MAX >> (32 - MASK_DIGITS), len: u32::MAX };
+            return BernoulliMask {
+                digits: u32::MAX >> (32 - MASK_DIGITS),
+                len: u32::MAX,
+            };
         }
         // long division in binary: digit k = floor(2 * rem / den)
         let (mut rem, mut digits) = (num as u128, 0u32);
@@ -308,7 +320,11 @@ impl BernoulliMask {
                 rem -= den as u128;
             }
         }
-        let len = if digits == 0 { 0 } else { MASK_DIGITS - digits.trailing_zeros() };
+        let len = if digits == 0 {
+            0
+        } else {
+            MASK_DIGITS - digits.trailing_zeros()
+        };
         BernoulliMask { digits, len }
     }
 
@@ -330,7 +346,11 @@ impl BernoulliMask {
         let mut m = 0u64;
         for k in (1..=self.len).rev() {
             let r = rng.next_u64();
-            m = if (self.digits >> (MASK_DIGITS - k)) & 1 == 1 { r | m } else { r & m };
+            m = if (self.digits >> (MASK_DIGITS - k)) & 1 == 1 {
+                r | m
+            } else {
+                r & m
+            };
         }
         m
     }
@@ -341,7 +361,12 @@ impl BernoulliMask {
 ///
 /// # Panics
 /// If the lengths differ.
-pub fn merge_masked<R: RngCore>(incoming: &[u32], own: &mut [u32], mask: &BernoulliMask, rng: &mut R) {
+pub fn merge_masked<R: RngCore>(
+    incoming: &[u32],
+    own: &mut [u32],
+    mask: &BernoulliMask,
+    rng: &mut R,
+) {
     assert_eq!(incoming.len(), own.len(), "merge_masked: length mismatch");
     let (ic, oc) = (incoming.chunks_exact(2), own.chunks_exact_mut(2));
     let it = ic.remainder();
@@ -362,13 +387,31 @@ pub fn merge_masked<R: RngCore>(incoming: &[u32], own: &mut [u32], mask: &Bernou
 // Small helpers shared by the compressors in signsgd.rs, marsit.rs, sketch.rs, qsgd.rs.
 
 /// A [`CompressError::Tensor`].
-pub(crate) fn tensor_err(method: &'static str, t: TensorId, msg: impl Into<String>) -> CompressError {
-    CompressError::Tensor { method, tensor: t, msg: msg.into() }
+pub(crate) fn tensor_err(
+    method: &'static str,
+    t: TensorId,
+    msg: impl Into<String>,
+) -> CompressError {
+    CompressError::Tensor {
+        method,
+        tensor: t,
+        msg: msg.into(),
+    }
 }
 
 /// A [`CompressError::BadParam`].
-pub(crate) fn bad_param(method: &'static str, key: &'static str, value: impl ToString, allowed: &str) -> CompressError {
-    CompressError::BadParam { method, key, value: value.to_string(), allowed: allowed.into() }
+pub(crate) fn bad_param(
+    method: &'static str,
+    key: &'static str,
+    value: impl ToString,
+    allowed: &str,
+) -> CompressError {
+    CompressError::BadParam {
+        method,
+        key,
+        value: value.to_string(),
+        allowed: allowed.into(),
+    }
 }
 
 /// Validate `density` in (0, 1].
@@ -395,12 +438,29 @@ impl<S> Slot<S> {
 }
 
 /// `rows * cols`, or an error if it overflows.
-pub(crate) fn checked_len(method: &'static str, t: TensorId, rows: usize, cols: usize) -> Result<usize> {
-    rows.checked_mul(cols).ok_or_else(|| tensor_err(method, t, format!("{rows} x {cols} elements overflow usize")))
+pub(crate) fn checked_len(
+    method: &'static str,
+    t: TensorId,
+    rows: usize,
+    cols: usize,
+) -> Result<usize> {
+    rows.checked_mul(cols).ok_or_else(|| {
+        tensor_err(
+            method,
+            t,
+            format!("{rows} x {cols} elements overflow usize"),
+        )
+    })
 }
 
 /// Store `s` as tensor `t`'s state (setup only; grows `slots`).
-pub(crate) fn put_slot<S>(slots: &mut Vec<Option<Slot<S>>>, t: TensorId, rows: usize, cols: usize, s: S) {
+pub(crate) fn put_slot<S>(
+    slots: &mut Vec<Option<Slot<S>>>,
+    t: TensorId,
+    rows: usize,
+    cols: usize,
+    s: S,
+) {
     if slots.len() <= t {
         slots.resize_with(t + 1, || None);
     }
@@ -408,7 +468,11 @@ pub(crate) fn put_slot<S>(slots: &mut Vec<Option<Slot<S>>>, t: TensorId, rows: u
 }
 
 /// Tensor `t`'s state, or an error if it was not registered.
-pub(crate) fn slot<'a, S>(method: &'static str, slots: &'a mut [Option<Slot<S>>], t: TensorId) -> Result<&'a mut Slot<S>> {
+pub(crate) fn slot<'a, S>(
+    method: &'static str,
+    slots: &'a mut [Option<Slot<S>>],
+    t: TensorId,
+) -> Result<&'a mut Slot<S>> {
     slots
         .get_mut(t)
         .and_then(|s| s.as_mut())
@@ -416,29 +480,82 @@ pub(crate) fn slot<'a, S>(method: &'static str, slots: &'a mut [Option<Slot<S>>]
 }
 
 /// `a` as a contiguous slice of the registered shape.
-pub(crate) fn input_slice<'a, S>(method: &'static str, t: TensorId, sl: &Slot<S>, a: &ArrayView2<'a, f32>) -> Result<&'a [f32]> {
+pub(crate) fn input_slice<'a, S>(
+    method: &'static str,
+    t: TensorId,
+    sl: &Slot<S>,
+    a: &ArrayView2<'a, f32>,
+) -> Result<&'a [f32]> {
     if a.dim() != (sl.rows, sl.cols) {
-        return Err(tensor_err(method, t, format!("shape {:?} differs from registered {:?}", a.dim(), (sl.rows, sl.cols))));
-    }
-    a.to_slice().ok_or_else(|| tensor_err(method, t, "input is not contiguous (standard layout required)"))
-}
-
-/// `a` as a contiguous mutable slice of the registered shape.
-pub(crate) fn output_slice<'a, S>(method: &'static str, t: TensorId, sl: &Slot<S>, a: ArrayViewMut2<'a, f32>) -> Result<&'a mut [f32]> {
-    if a.dim() != (sl.rows, sl.cols) {
-        return Err(tensor_err(method, t, format!("output shape {:?} differs from registered {:?}", a.dim(), (sl.rows, sl.cols))));
-    }
-    a.into_slice().ok_or_else(|| tensor_err(method, t, "output is not contiguous (standard layout required)"))
-}
-
-/// Check that every worker gathered exactly `each` words (so [`Received::gathered`] is safe).
-pub(crate) fn check_gathered(method: &'static str, t: TensorId, r: &Received, each: usize) -> Result<()> {
-    let n = r.world_size;
-    if n == 0 || r.gather_counts.len() != n || r.gather_counts.iter().any(|&c| c != each) || r.gathered_u32.len() != n * each {
         return Err(tensor_err(
             method,
             t,
-            format!("gathered {} words in sections {:?} from {} workers; expected {} words per worker", r.gathered_u32.len(), r.gather_counts, n, each),
+            format!(
+                "shape {:?} differs from registered {:?}",
+                a.dim(),
+                (sl.rows, sl.cols)
+            ),
+        ));
+    }
+    a.to_slice().ok_or_else(|| {
+        tensor_err(
+            method,
+            t,
+            "input is not contiguous (standard layout required)",
+        )
+    })
+}
+
+/// `a` as a contiguous mutable slice of the registered shape.
+pub(crate) fn output_slice<'a, S>(
+    method: &'static str,
+    t: TensorId,
+    sl: &Slot<S>,
+    a: ArrayViewMut2<'a, f32>,
+) -> Result<&'a mut [f32]> {
+    if a.dim() != (sl.rows, sl.cols) {
+        return Err(tensor_err(
+            method,
+            t,
+            format!(
+                "output shape {:?} differs from registered {:?}",
+                a.dim(),
+                (sl.rows, sl.cols)
+            ),
+        ));
+    }
+    a.into_slice().ok_or_else(|| {
+        tensor_err(
+            method,
+            t,
+            "output is not contiguous (standard layout required)",
+        )
+    })
+}
+
+/// Check that every worker gathered exactly `each` words (so [`Received::gathered`] is safe).
+pub(crate) fn check_gathered(
+    method: &'static str,
+    t: TensorId,
+    r: &Received,
+    each: usize,
+) -> Result<()> {
+    let n = r.world_size;
+    if n == 0
+        || r.gather_counts.len() != n
+        || r.gather_counts.iter().any(|&c| c != each)
+        || r.gathered_u32.len() != n * each
+    {
+        return Err(tensor_err(
+            method,
+            t,
+            format!(
+                "gathered {} words in sections {:?} from {} workers; expected {} words per worker",
+                r.gathered_u32.len(),
+                r.gather_counts,
+                n,
+                each
+            ),
         ));
     }
     Ok(())
@@ -493,8 +610,18 @@ mod tests {
             return;
         }
         let mut rng = super::super::kernels::rng_for(1, 2, 3, 4);
-        let g: Vec<f32> = (0..1024).map(|_| rng.next_u32() as f32 / u32::MAX as f32 - 0.5).collect();
-        let e0: Vec<f32> = (0..1024).map(|i| if i % 7 == 0 { 0.0 } else { (i as f32 - 500.0) * 1e-3 }).collect();
+        let g: Vec<f32> = (0..1024)
+            .map(|_| rng.next_u32() as f32 / u32::MAX as f32 - 0.5)
+            .collect();
+        let e0: Vec<f32> = (0..1024)
+            .map(|i| {
+                if i % 7 == 0 {
+                    0.0
+                } else {
+                    (i as f32 - 500.0) * 1e-3
+                }
+            })
+            .collect();
         let (mut e1, mut e2) = (e0.clone(), e0.clone());
         let (mut w1, mut w2) = (vec![0u32; 32], vec![0u32; 32]);
         let lag = 0.25f32.to_bits();
@@ -513,13 +640,20 @@ mod tests {
             let g: Vec<f32> = (0..d).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
             let e0: Vec<f32> = (0..d).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
             let lag = 0.3f32;
-            let p: Vec<f32> = g.iter().zip(&e0).map(|(g, e)| g + (e - lag.copysign(*e))).collect();
+            let p: Vec<f32> = g
+                .iter()
+                .zip(&e0)
+                .map(|(g, e)| g + (e - lag.copysign(*e)))
+                .collect();
             let mut e = e0.clone();
             let mut w = vec![0u32; words_for(d)];
             let l1 = fused_ef_pack(&g, &mut e, lag, &mut w);
             assert_eq!(e, p);
             let l1_ref: f64 = p.iter().map(|v| v.abs() as f64).sum();
-            assert!((l1 - l1_ref).abs() <= 1e-5 * l1_ref.max(1.0), "{l1} vs {l1_ref}");
+            assert!(
+                (l1 - l1_ref).abs() <= 1e-5 * l1_ref.max(1.0),
+                "{l1} vs {l1_ref}"
+            );
             let mut w_ref = vec![0u32; words_for(d)];
             pack_signs(&p, &mut w_ref);
             assert_eq!(w, w_ref);
@@ -538,11 +672,16 @@ mod tests {
             let m = BernoulliMask::new(1, j + 1);
             let p = 1.0 / (j + 1) as f64;
             assert!(p - m.prob() >= 0.0 && p - m.prob() < 2f64.powi(-(MASK_DIGITS as i32)));
-            let ones: u64 = (0..words).map(|_| m.next(&mut rng).count_ones() as u64).sum();
+            let ones: u64 = (0..words)
+                .map(|_| m.next(&mut rng).count_ones() as u64)
+                .sum();
             let n = (64 * words) as f64;
             let freq = ones as f64 / n;
             let sigma = (p * (1.0 - p) / n).sqrt();
-            assert!((freq - p).abs() < 5.0 * sigma, "j={j}: freq {freq} vs {p} (sigma {sigma})");
+            assert!(
+                (freq - p).abs() < 5.0 * sigma,
+                "j={j}: freq {freq} vs {p} (sigma {sigma})"
+            );
         }
         assert_eq!(BernoulliMask::new(1, 2).len, 1);
         assert_eq!(BernoulliMask::new(0, 3).next(&mut rng), 0);

@@ -4,9 +4,15 @@
 //! `rows == 1` tensors are all-reduced dense with plain momentum.
 
 use super::kernels::rng_for;
-use super::select::{grad_slice, indexable_len, single_round, out_slice, push_pairs, scatter_mean, tensor_err, touched_vec, TopKScratch};
+use super::select::{
+    grad_slice, indexable_len, out_slice, push_pairs, scatter_mean, single_round, tensor_err,
+    touched_vec, TopKScratch,
+};
 use super::topk::check_density;
-use super::{Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx};
+use super::{
+    Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire,
+    WireLen, WorkerCtx,
+};
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 const NAME: &str = "dgc";
@@ -105,7 +111,13 @@ fn momentum<const NESTEROV: bool>(u: f32, v: f32, g: f32, m: f32) -> (f32, f32) 
 }
 
 /// Apply [`momentum`] to a chunk with the gradient scaled by `clip`.
-fn momentum_chunk<const NESTEROV: bool>(u: &mut [f32], v: &mut [f32], g: &[f32], m: f32, clip: f32) {
+fn momentum_chunk<const NESTEROV: bool>(
+    u: &mut [f32],
+    v: &mut [f32],
+    g: &[f32],
+    m: f32,
+    clip: f32,
+) {
     for ((u, v), &g) in u.iter_mut().zip(v.iter_mut()).zip(g) {
         (*u, *v) = momentum::<NESTEROV>(*u, *v, g * clip, m);
     }
@@ -116,7 +128,10 @@ fn clip_factor(g: &[f32], clip_norm: f32, n: usize) -> f32 {
     if clip_norm <= 0.0 {
         return 1.0;
     }
-    let sq: f64 = g.chunks(CHUNK).map(|c| c.iter().map(|x| x * x).sum::<f32>() as f64).sum();
+    let sq: f64 = g
+        .chunks(CHUNK)
+        .map(|c| c.iter().map(|x| x * x).sum::<f32>() as f64)
+        .sum();
     let norm = sq.sqrt();
     let limit = clip_norm as f64 / (n.max(1) as f64).sqrt();
     if norm > limit {
@@ -149,10 +164,20 @@ impl Dgc {
     pub fn new(p: &MethodParams, ctx: WorkerCtx) -> Result<Self> {
         check_density(NAME, p.density)?;
         if !(p.momentum >= 0.0 && p.momentum < 1.0) {
-            return Err(CompressError::BadParam { method: NAME, key: "momentum", value: p.momentum.to_string(), allowed: "a factor in [0, 1)".into() });
+            return Err(CompressError::BadParam {
+                method: NAME,
+                key: "momentum",
+                value: p.momentum.to_string(),
+                allowed: "a factor in [0, 1)".into(),
+            });
         }
         if !(p.clip_norm >= 0.0 && p.clip_norm.is_finite()) {
-            return Err(CompressError::BadParam { method: NAME, key: "clip_norm", value: p.clip_norm.to_string(), allowed: "a finite norm >= 0 (0 = no clipping)".into() });
+            return Err(CompressError::BadParam {
+                method: NAME,
+                key: "clip_norm",
+                value: p.clip_norm.to_string(),
+                allowed: "a finite norm >= 0 (0 = no clipping)".into(),
+            });
         }
         Ok(Dgc {
             params: p.clone(),
@@ -167,12 +192,19 @@ impl Dgc {
     }
 
     fn state(&mut self, t: TensorId) -> Result<&mut TensorState> {
-        self.tensors.get_mut(t).and_then(Option::as_mut).ok_or_else(|| tensor_err(NAME, t, "not registered".into()))
+        self.tensors
+            .get_mut(t)
+            .and_then(Option::as_mut)
+            .ok_or_else(|| tensor_err(NAME, t, "not registered".into()))
     }
 
     /// `k` of `d` elements at density `rho`.
     fn k_at(&self, rho: f64, d: usize) -> usize {
-        MethodParams { density: rho, ..self.params.clone() }.k_of(d)
+        MethodParams {
+            density: rho,
+            ..self.params.clone()
+        }
+        .k_of(d)
     }
 
     /// How the last sparse `compress` selected and how many thresholds it tried.
@@ -183,26 +215,48 @@ impl Dgc {
     /// Sparse path: clipping, momentum correction, sampled threshold, selection.
     fn compress_sparse(&mut self, t: TensorId, g: &[f32], wire: &mut Wire) -> Result<()> {
         let k = self.k_at(self.density_now, g.len());
-        let (m, nesterov, clip_norm) = (self.params.momentum, self.params.nesterov, self.params.clip_norm);
+        let (m, nesterov, clip_norm) = (
+            self.params.momentum,
+            self.params.nesterov,
+            self.params.clip_norm,
+        );
         let mut rng = rng_for(self.ctx.seed, self.step, t, STREAM_SAMPLE);
         let clip = clip_factor(g, clip_norm, self.ctx.world_size);
-        let Dgc { tensors, scratch, vals, last, .. } = self;
-        let st = tensors.get_mut(t).and_then(Option::as_mut).ok_or_else(|| tensor_err(NAME, t, "not registered".into()))?;
+        let Dgc {
+            tensors,
+            scratch,
+            vals,
+            last,
+            ..
+        } = self;
+        let st = tensors
+            .get_mut(t)
+            .and_then(Option::as_mut)
+            .ok_or_else(|| tensor_err(NAME, t, "not registered".into()))?;
         st.apply_masking();
         let d = g.len();
         let (u, v) = (&mut st.u, &mut st.v);
         // Threshold from a strided random ~1% sample of the updated |v| (DGC Sec. 3).
         let s = (d / 100).max(MIN_SAMPLE).min(d);
         let drawn = if nesterov {
-            scratch.draw_sample(d, s, &mut rng, |i| momentum::<true>(u[i], v[i], g[i] * clip, m).1)
+            scratch.draw_sample(d, s, &mut rng, |i| {
+                momentum::<true>(u[i], v[i], g[i] * clip, m).1
+            })
         } else {
-            scratch.draw_sample(d, s, &mut rng, |i| momentum::<false>(u[i], v[i], g[i] * clip, m).1)
+            scratch.draw_sample(d, s, &mut rng, |i| {
+                momentum::<false>(u[i], v[i], g[i] * clip, m).1
+            })
         };
         let r = (self.density_now * drawn as f64).ceil() as usize;
         let mut thr = scratch.sample_nth_largest(drawn, r);
         // Fused momentum correction and survivor scan, one pass over memory.
         scratch.begin(k, thr)?;
-        for (c, ((uc, vc), gc)) in u.chunks_mut(CHUNK).zip(v.chunks_mut(CHUNK)).zip(g.chunks(CHUNK)).enumerate() {
+        for (c, ((uc, vc), gc)) in u
+            .chunks_mut(CHUNK)
+            .zip(v.chunks_mut(CHUNK))
+            .zip(g.chunks(CHUNK))
+            .enumerate()
+        {
             if nesterov {
                 momentum_chunk::<true>(uc, vc, gc, m, clip);
             } else {
@@ -248,7 +302,11 @@ impl Compressor for Dgc {
     fn register(&mut self, t: TensorId, rows: usize, cols: usize) -> Result<()> {
         let d = indexable_len(NAME, t, rows, cols)?;
         let sparse = rows > 1;
-        let rho_max = if self.params.warmup_steps_per_epoch > 0 { WARMUP_DENSITIES[0].max(self.params.density) } else { self.params.density };
+        let rho_max = if self.params.warmup_steps_per_epoch > 0 {
+            WARMUP_DENSITIES[0].max(self.params.density)
+        } else {
+            self.params.density
+        };
         let k_max = if sparse { self.k_at(rho_max, d) } else { 0 };
         let cap = band_hi(k_max);
         if sparse {
@@ -265,7 +323,11 @@ impl Compressor for Dgc {
             cols,
             sparse,
             u: touched_vec(d, 0.0, 1.0),
-            v: if sparse { touched_vec(d, 0.0, 1.0) } else { Vec::new() },
+            v: if sparse {
+                touched_vec(d, 0.0, 1.0)
+            } else {
+                Vec::new()
+            },
             sent: touched_vec(cap, 0, 1),
             n_sent: 0,
             pending: false,
@@ -275,16 +337,32 @@ impl Compressor for Dgc {
     }
     fn wire_capacity(&self, t: TensorId, _round: usize) -> WireLen {
         match self.tensors.get(t).and_then(Option::as_ref) {
-            Some(s) if s.sparse => WireLen { gather_u32: 2 * band_hi(s.k_max), ..WireLen::default() },
-            Some(s) => WireLen { sum_f32: s.rows * s.cols, ..WireLen::default() },
+            Some(s) if s.sparse => WireLen {
+                gather_u32: 2 * band_hi(s.k_max),
+                ..WireLen::default()
+            },
+            Some(s) => WireLen {
+                sum_f32: s.rows * s.cols,
+                ..WireLen::default()
+            },
             None => WireLen::default(),
         }
     }
     fn begin_step(&mut self, step: u64) {
         self.step = step;
-        self.density_now = warmup_density(self.params.density, self.params.warmup_steps_per_epoch, step);
+        self.density_now = warmup_density(
+            self.params.density,
+            self.params.warmup_steps_per_epoch,
+            step,
+        );
     }
-    fn compress(&mut self, t: TensorId, round: usize, grad: ArrayView2<f32>, wire: &mut Wire) -> Result<()> {
+    fn compress(
+        &mut self,
+        t: TensorId,
+        round: usize,
+        grad: ArrayView2<f32>,
+        wire: &mut Wire,
+    ) -> Result<()> {
         single_round(NAME, round)?;
         let st = self.state(t)?;
         let g = grad_slice(NAME, t, &grad, st.rows, st.cols)?;
@@ -300,7 +378,13 @@ impl Compressor for Dgc {
         self.state(t)?.apply_masking();
         Ok(())
     }
-    fn decompress(&mut self, t: TensorId, _round: usize, received: &Received, out: ArrayViewMut2<f32>) -> Result<()> {
+    fn decompress(
+        &mut self,
+        t: TensorId,
+        _round: usize,
+        received: &Received,
+        out: ArrayViewMut2<f32>,
+    ) -> Result<()> {
         let (m, nesterov) = (self.params.momentum, self.params.nesterov);
         let st = self.state(t)?;
         let out = out_slice(NAME, t, out, st.rows, st.cols)?;
@@ -308,13 +392,26 @@ impl Compressor for Dgc {
             return scatter_mean(NAME, t, received, out);
         }
         if received.sum_f32.len() != out.len() || received.world_size == 0 {
-            return Err(tensor_err(NAME, t, format!("received {} summed values from {} workers for {} elements", received.sum_f32.len(), received.world_size, out.len())));
+            return Err(tensor_err(
+                NAME,
+                t,
+                format!(
+                    "received {} summed values from {} workers for {} elements",
+                    received.sum_f32.len(),
+                    received.world_size,
+                    out.len()
+                ),
+            ));
         }
         // Dense tensors: plain momentum on the worker average, the same formula as the
         // sparse path so the output is the update of every tensor alike.
         let n = received.world_size as f32;
         for ((o, u), &s) in out.iter_mut().zip(st.u.iter_mut()).zip(received.sum_f32) {
-            let (un, step) = if nesterov { momentum::<true>(*u, 0.0, s / n, m) } else { momentum::<false>(*u, 0.0, s / n, m) };
+            let (un, step) = if nesterov {
+                momentum::<true>(*u, 0.0, s / n, m)
+            } else {
+                momentum::<false>(*u, 0.0, s / n, m)
+            };
             *u = un;
             *o = step;
         }
@@ -331,46 +428,81 @@ mod tests {
     #[test]
     fn warmup_schedule() {
         assert_eq!(warmup_density(0.001, 0, 5), 0.001);
-        let want = [0.25, 0.25, 0.0625, 0.0625, 0.015625, 0.015625, 0.004, 0.004, 0.001, 0.001];
+        let want = [
+            0.25, 0.25, 0.0625, 0.0625, 0.015625, 0.015625, 0.004, 0.004, 0.001, 0.001,
+        ];
         for (s, &w) in want.iter().enumerate() {
             assert_eq!(warmup_density(0.001, 2, s as u64), w, "step {s}");
         }
-        let mut m = Dgc::new(&MethodParams { warmup_steps_per_epoch: 3, ..params(0.001) }, ctx(0, 1)).expect("new");
+        let mut m = Dgc::new(
+            &MethodParams {
+                warmup_steps_per_epoch: 3,
+                ..params(0.001)
+            },
+            ctx(0, 1),
+        )
+        .expect("new");
         m.register(0, 100, 100).expect("register");
         // Capacity covers the densest warm-up step (25%).
         assert_eq!(m.wire_capacity(0, 0).gather_u32, 2 * band_hi(2500));
         let mut wire = Wire::default();
         m.begin_step(0);
-        m.compress(0, 0, grad(100, 100, 1).view(), &mut wire).expect("compress");
+        m.compress(0, 0, grad(100, 100, 1).view(), &mut wire)
+            .expect("compress");
         let n = wire.gather_u32.len() / 2;
-        assert!((band_lo(2500)..=band_hi(2500)).contains(&n) || n == 2500, "{n}");
+        assert!(
+            (band_lo(2500)..=band_hi(2500)).contains(&n) || n == 2500,
+            "{n}"
+        );
         m.begin_step(12);
-        m.compress(0, 0, grad(100, 100, 2).view(), &mut wire).expect("compress");
+        m.compress(0, 0, grad(100, 100, 2).view(), &mut wire)
+            .expect("compress");
         let n = wire.gather_u32.len() / 2;
         assert!((band_lo(10)..=band_hi(10)).contains(&n), "{n}");
     }
 
     /// One step: returns (v before selection, sent pairs, v and u after masking).
-    fn step(m: &mut Dgc, t: TensorId, g: &Array2<f32>) -> (Vec<f32>, Vec<(usize, f32)>, Vec<f32>, Vec<f32>) {
+    fn step(
+        m: &mut Dgc,
+        t: TensorId,
+        g: &Array2<f32>,
+    ) -> (Vec<f32>, Vec<(usize, f32)>, Vec<f32>, Vec<f32>) {
         let st = m.tensors[t].as_ref().expect("state");
         let (mo, nest) = (m.params.momentum, m.params.nesterov);
-        let clip = clip_factor(g.as_slice().expect("contiguous"), m.params.clip_norm, m.ctx.world_size);
-        let v_before: Vec<f32> = st
-            .u
-            .iter()
-            .zip(&st.v)
-            .zip(g.iter())
-            .map(|((&u, &v), &g)| if nest { momentum::<true>(u, v, g * clip, mo).1 } else { momentum::<false>(u, v, g * clip, mo).1 })
-            .collect();
+        let clip = clip_factor(
+            g.as_slice().expect("contiguous"),
+            m.params.clip_norm,
+            m.ctx.world_size,
+        );
+        let v_before: Vec<f32> =
+            st.u.iter()
+                .zip(&st.v)
+                .zip(g.iter())
+                .map(|((&u, &v), &g)| {
+                    if nest {
+                        momentum::<true>(u, v, g * clip, mo).1
+                    } else {
+                        momentum::<false>(u, v, g * clip, mo).1
+                    }
+                })
+                .collect();
         let mut wire = Wire::default();
         wire.reserve(m.wire_capacity(t, 0));
         let cap = wire.gather_u32.capacity();
         m.compress(t, 0, g.view(), &mut wire).expect("compress");
         assert!(wire.gather_u32.len() <= 2 * band_hi(m.tensors[t].as_ref().expect("state").k_max));
-        assert_eq!(wire.gather_u32.capacity(), cap, "compress reallocated the wire");
+        assert_eq!(
+            wire.gather_u32.capacity(),
+            cap,
+            "compress reallocated the wire"
+        );
         m.feedback(t, 0).expect("feedback");
         let h = wire.gather_u32.len() / 2;
-        let sent = wire.gather_u32[..h].iter().zip(&wire.gather_u32[h..]).map(|(&i, &b)| (i as usize, f32::from_bits(b))).collect();
+        let sent = wire.gather_u32[..h]
+            .iter()
+            .zip(&wire.gather_u32[h..])
+            .map(|(&i, &b)| (i as usize, f32::from_bits(b)))
+            .collect();
         let st = m.tensors[t].as_ref().expect("state");
         (v_before, sent, st.v.clone(), st.u.clone())
     }
@@ -378,7 +510,10 @@ mod tests {
     #[test]
     fn masking_conservation_and_band() {
         for nesterov in [false, true] {
-            let p = MethodParams { nesterov, ..params(0.01) };
+            let p = MethodParams {
+                nesterov,
+                ..params(0.01)
+            };
             let (rows, cols) = (200, 500);
             let k = p.k_of(rows * cols);
             let mut m = Dgc::new(&p, ctx(0, 2)).expect("new");
@@ -401,11 +536,18 @@ mod tests {
                 }
                 let (sel, tries) = m.last_selection();
                 match sel {
-                    Selection::Band => assert!((band_lo(k)..=band_hi(k)).contains(&sent.len()), "{} of k {k}", sent.len()),
+                    Selection::Band => assert!(
+                        (band_lo(k)..=band_hi(k)).contains(&sent.len()),
+                        "{} of k {k}",
+                        sent.len()
+                    ),
                     _ => {
                         assert_eq!(sent.len(), k);
                         let min_sent = sent.iter().map(|p| p.1.abs()).fold(f32::INFINITY, f32::min);
-                        let max_unsent = (0..vb.len()).filter(|&i| !is_sent[i]).map(|i| vb[i].abs()).fold(0.0, f32::max);
+                        let max_unsent = (0..vb.len())
+                            .filter(|&i| !is_sent[i])
+                            .map(|i| vb[i].abs())
+                            .fold(0.0, f32::max);
                         assert!(min_sent >= max_unsent);
                     }
                 }
@@ -417,12 +559,22 @@ mod tests {
     #[test]
     fn adversarial_data_selects_exact_top_k() {
         let (rows, cols) = (100, 1000);
-        let mut m = Dgc::new(&MethodParams { momentum: 0.0, ..params(0.001) }, ctx(0, 1)).expect("new");
+        let mut m = Dgc::new(
+            &MethodParams {
+                momentum: 0.0,
+                ..params(0.001)
+            },
+            ctx(0, 1),
+        )
+        .expect("new");
         m.register(0, rows, cols).expect("register");
         // All equal: every element survives the threshold, the first k are kept.
         let (_, sent, _, _) = step(&mut m, 0, &Array2::from_elem((rows, cols), 0.5));
         assert_eq!(m.last_selection().0, Selection::TopOfSurvivors);
-        assert_eq!(sent.iter().map(|p| p.0).collect::<Vec<_>>(), (0..100).collect::<Vec<_>>());
+        assert_eq!(
+            sent.iter().map(|p| p.0).collect::<Vec<_>>(),
+            (0..100).collect::<Vec<_>>()
+        );
         // 50 large values in 10 strides of 100: when the sample hits one, thr = 1 leaves
         // 50 < 0.8 k survivors however far it is lowered (exact fallback); when it
         // misses, thr = 0 and the exact top-k of all survivors is kept.
@@ -434,7 +586,14 @@ mod tests {
         }
         let mut fallbacks = 0;
         for s in 0..10 {
-            let mut m = Dgc::new(&MethodParams { momentum: 0.0, ..params(0.001) }, ctx(0, 1)).expect("new");
+            let mut m = Dgc::new(
+                &MethodParams {
+                    momentum: 0.0,
+                    ..params(0.001)
+                },
+                ctx(0, 1),
+            )
+            .expect("new");
             m.register(0, rows, cols).expect("register");
             m.begin_step(s);
             let (_, sent, _, _) = step(&mut m, 0, &g);
@@ -457,7 +616,10 @@ mod tests {
     #[test]
     fn clipping_bounds_the_norm() {
         let (rows, cols, n) = (50, 80, 4);
-        let p = MethodParams { clip_norm: 2.0, ..params(0.05) };
+        let p = MethodParams {
+            clip_norm: 2.0,
+            ..params(0.05)
+        };
         let mut m = Dgc::new(&p, ctx(0, n)).expect("new");
         m.register(0, rows, cols).expect("register");
         let g = grad(rows, cols, 9);
@@ -469,17 +631,28 @@ mod tests {
         let mut m2 = Dgc::new(&p, ctx(0, n)).expect("new");
         m2.register(0, rows, cols).expect("register");
         let (vb, _, _, _) = step(&mut m2, 0, &small);
-        assert!(vb.iter().zip(small.iter()).all(|(a, b)| a == b), "small gradients must not be scaled");
+        assert!(
+            vb.iter().zip(small.iter()).all(|(a, b)| a == b),
+            "small gradients must not be scaled"
+        );
     }
 
     #[test]
     fn one_d_tensors_are_dense_with_momentum() {
         let n = 2;
         let p = params(0.01);
-        let mut ms: Vec<Dgc> = (0..n).map(|w| Dgc::new(&p, ctx(w, n)).expect("new")).collect();
+        let mut ms: Vec<Dgc> = (0..n)
+            .map(|w| Dgc::new(&p, ctx(w, n)).expect("new"))
+            .collect();
         for m in &mut ms {
             m.register(4, 1, 10).expect("register");
-            assert_eq!(m.wire_capacity(4, 0), WireLen { sum_f32: 10, ..WireLen::default() });
+            assert_eq!(
+                m.wire_capacity(4, 0),
+                WireLen {
+                    sum_f32: 10,
+                    ..WireLen::default()
+                }
+            );
         }
         let mut out = Array2::zeros((1, 10));
         let mut avg_prev = vec![0f32; 10];
@@ -493,12 +666,24 @@ mod tests {
                 assert_eq!(wire.sum_f32, g.as_slice().expect("contiguous"));
                 sum.iter_mut().zip(&wire.sum_f32).for_each(|(a, b)| *a += b);
             }
-            let rec = Received { sum_f32: &sum, gathered_u32: &[], gather_counts: &[0, 0], ring_u32: &[], world_size: n };
-            ms[0].decompress(4, 0, &rec, out.view_mut()).expect("decompress");
+            let rec = Received {
+                sum_f32: &sum,
+                gathered_u32: &[],
+                gather_counts: &[0, 0],
+                ring_u32: &[],
+                world_size: n,
+            };
+            ms[0]
+                .decompress(4, 0, &rec, out.view_mut())
+                .expect("decompress");
             for i in 0..10 {
                 let avg = sum[i] / n as f32;
                 let want = 0.9 * avg_prev[i] + avg;
-                assert!((out[[0, i]] - want).abs() < 1e-6, "step {s}: {} vs {want}", out[[0, i]]);
+                assert!(
+                    (out[[0, i]] - want).abs() < 1e-6,
+                    "step {s}: {} vs {want}",
+                    out[[0, i]]
+                );
                 avg_prev[i] = want;
             }
         }
@@ -521,11 +706,18 @@ mod tests {
             sections.extend(sent.iter().map(|p| p.0 as u32));
             sections.extend(sent.iter().map(|p| p.1.to_bits()));
         }
-        let rec = Received { sum_f32: &[], gathered_u32: &sections, gather_counts: &counts, ring_u32: &[], world_size: n };
+        let rec = Received {
+            sum_f32: &[],
+            gathered_u32: &sections,
+            gather_counts: &counts,
+            ring_u32: &[],
+            world_size: n,
+        };
         let mut m = Dgc::new(&params(0.02), ctx(0, n)).expect("new");
         m.register(0, rows, cols).expect("register");
         let mut out = Array2::from_elem((rows, cols), 3.0f32);
-        m.decompress(0, 0, &rec, out.view_mut()).expect("decompress");
+        m.decompress(0, 0, &rec, out.view_mut())
+            .expect("decompress");
         for (o, s) in out.iter().zip(&dense) {
             assert!((o - s / n as f32).abs() <= 1e-6);
         }
@@ -534,16 +726,50 @@ mod tests {
     #[test]
     fn validates_params_and_ids() {
         assert!(Dgc::new(&params(0.0), ctx(0, 1)).is_err());
-        assert!(Dgc::new(&MethodParams { momentum: 1.0, ..params(0.1) }, ctx(0, 1)).is_err());
-        assert!(Dgc::new(&MethodParams { momentum: f32::NAN, ..params(0.1) }, ctx(0, 1)).is_err());
-        assert!(Dgc::new(&MethodParams { clip_norm: -1.0, ..params(0.1) }, ctx(0, 1)).is_err());
-        assert!(Dgc::new(&MethodParams { clip_norm: f32::INFINITY, ..params(0.1) }, ctx(0, 1)).is_err());
+        assert!(Dgc::new(
+            &MethodParams {
+                momentum: 1.0,
+                ..params(0.1)
+            },
+            ctx(0, 1)
+        )
+        .is_err());
+        assert!(Dgc::new(
+            &MethodParams {
+                momentum: f32::NAN,
+                ..params(0.1)
+            },
+            ctx(0, 1)
+        )
+        .is_err());
+        assert!(Dgc::new(
+            &MethodParams {
+                clip_norm: -1.0,
+                ..params(0.1)
+            },
+            ctx(0, 1)
+        )
+        .is_err());
+        assert!(Dgc::new(
+            &MethodParams {
+                clip_norm: f32::INFINITY,
+                ..params(0.1)
+            },
+            ctx(0, 1)
+        )
+        .is_err());
         let mut m = Dgc::new(&params(0.1), ctx(0, 1)).expect("new");
-        assert!(m.compress(2, 0, grad(2, 2, 0).view(), &mut Wire::default()).is_err());
+        assert!(m
+            .compress(2, 0, grad(2, 2, 0).view(), &mut Wire::default())
+            .is_err());
         assert!(m.feedback(2, 0).is_err());
         m.register(2, 2, 2).expect("register");
-        assert!(m.compress(2, 0, grad(2, 3, 0).view(), &mut Wire::default()).is_err());
-        assert!(m.compress(2, 1, grad(2, 2, 0).view(), &mut Wire::default()).is_err());
+        assert!(m
+            .compress(2, 0, grad(2, 3, 0).view(), &mut Wire::default())
+            .is_err());
+        assert!(m
+            .compress(2, 1, grad(2, 2, 0).view(), &mut Wire::default())
+            .is_err());
     }
 
     /// Compress throughput on ResNet-50's gradient size (`-- --ignored --nocapture`).
@@ -563,7 +789,13 @@ mod tests {
             m.compress(0, 0, g.view(), &mut wire).expect("compress");
             m.feedback(0, 0).expect("feedback");
             let el_s = t.elapsed().as_secs_f64();
-            println!("dgc compress+feedback: {:.3} ms, {:.2} GB/s, {:?}, sent {}", el_s * 1e3, 4.0 * d as f64 / el_s / 1e9, m.last_selection(), wire.gather_u32.len() / 2);
+            println!(
+                "dgc compress+feedback: {:.3} ms, {:.2} GB/s, {:?}, sent {}",
+                el_s * 1e3,
+                4.0 * d as f64 / el_s / 1e9,
+                m.last_selection(),
+                wire.gather_u32.len() / 2
+            );
         }
     }
 }

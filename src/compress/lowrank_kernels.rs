@@ -136,7 +136,10 @@ mod avx {
             // (a0+a4, a1+a5, a2+a6, a3+a7), then (x0+x2, x1+x3), then the two: the same
             // order as `Lanes::hsum`.
             unsafe {
-                let x = _mm_add_ps(_mm256_castps256_ps128(self.0), _mm256_extractf128_ps(self.0, 1));
+                let x = _mm_add_ps(
+                    _mm256_castps256_ps128(self.0),
+                    _mm256_extractf128_ps(self.0, 1),
+                );
                 let y = _mm_add_ps(x, _mm_movehl_ps(x, x));
                 _mm_cvtss_f32(_mm_add_ss(y, _mm_shuffle_ps(y, y, 1)))
             }
@@ -205,7 +208,16 @@ fn columns<const R: usize>(a: &[f32], n: usize) -> [&[f32]; R] {
 /// (read before the row of `p` is overwritten): the same arithmetic as the eager second
 /// pass it replaces, done while the row is in cache.
 #[allow(clippy::too_many_arguments)]
-pub fn add_project_rows(e: &mut [f32], g: Option<&[f32]>, cols: usize, q: &[f32], r: usize, p: &mut [f32], residual: bool, pending: Option<&[f32]>) {
+pub fn add_project_rows(
+    e: &mut [f32],
+    g: Option<&[f32]>,
+    cols: usize,
+    q: &[f32],
+    r: usize,
+    p: &mut [f32],
+    residual: bool,
+    pending: Option<&[f32]>,
+) {
     let rows = if cols == 0 { 0 } else { e.len() / cols };
     assert!(r >= 1 && q.len() == cols * r && p.len() == rows * r && e.len() == rows * cols);
     if let Some(g) = g {
@@ -217,17 +229,38 @@ pub fn add_project_rows(e: &mut [f32], g: Option<&[f32]>, cols: usize, q: &[f32]
     if rows == 0 {
         return;
     }
-    dispatch!(r, rows_body, rows_avx2, (e, g, cols, q, p, residual, pending))
+    dispatch!(
+        r,
+        rows_body,
+        rows_avx2,
+        (e, g, cols, q, p, residual, pending)
+    )
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn rows_avx2<const R: usize>(e: &mut [f32], g: Option<&[f32]>, cols: usize, q: &[f32], p: &mut [f32], residual: bool, pending: Option<&[f32]>) {
+unsafe fn rows_avx2<const R: usize>(
+    e: &mut [f32],
+    g: Option<&[f32]>,
+    cols: usize,
+    q: &[f32],
+    p: &mut [f32],
+    residual: bool,
+    pending: Option<&[f32]>,
+) {
     rows_body::<avx::Avx, R>(e, g, cols, q, p, residual, pending)
 }
 
 #[inline(always)]
-fn rows_body<V: V8, const R: usize>(e: &mut [f32], g: Option<&[f32]>, cols: usize, q: &[f32], p: &mut [f32], residual: bool, pending: Option<&[f32]>) {
+fn rows_body<V: V8, const R: usize>(
+    e: &mut [f32],
+    g: Option<&[f32]>,
+    cols: usize,
+    q: &[f32],
+    p: &mut [f32],
+    residual: bool,
+    pending: Option<&[f32]>,
+) {
     let rows = e.len() / cols;
     let qs = columns::<R>(q, cols);
     let olds = pending.map(|qo| columns::<R>(qo, cols));
@@ -251,7 +284,11 @@ fn rows_body<V: V8, const R: usize>(e: &mut [f32], g: Option<&[f32]>, cols: usiz
 
 /// `e += g` (with `ADD`) and return `e Q` for one row (`g`, `qs[k]` as long as `e`).
 #[inline(always)]
-fn row_project<V: V8, const R: usize, const ADD: bool>(e: &mut [f32], g: &[f32], qs: &[&[f32]; R]) -> [f32; R] {
+fn row_project<V: V8, const R: usize, const ADD: bool>(
+    e: &mut [f32],
+    g: &[f32],
+    qs: &[&[f32]; R],
+) -> [f32; R] {
     let n = e.len();
     if ADD {
         assert_eq!(g.len(), n);
@@ -335,7 +372,15 @@ fn row_sub<V: V8, const R: usize>(e: &mut [f32], c: &[f32; R], qs: &[&[f32]; R])
 /// twice while in the last-level cache, were measured: the strided row segments made
 /// them 2-5x slower than the two sequential passes.) `e`, `g`: row-major
 /// `rows x cols`; `p`: column-major `rows x r`; `q`: column-major `cols x r`, overwritten.
-pub fn add_project_t(e: &mut [f32], g: Option<&[f32]>, cols: usize, p: &[f32], r: usize, q: &mut [f32], residual: bool) {
+pub fn add_project_t(
+    e: &mut [f32],
+    g: Option<&[f32]>,
+    cols: usize,
+    p: &[f32],
+    r: usize,
+    q: &mut [f32],
+    residual: bool,
+) {
     let rows = if cols == 0 { 0 } else { e.len() / cols };
     assert!(r >= 1 && q.len() == cols * r && p.len() == rows * r && e.len() == rows * cols);
     if let Some(g) = g {
@@ -351,7 +396,16 @@ pub fn add_project_t(e: &mut [f32], g: Option<&[f32]>, cols: usize, p: &[f32], r
 
 /// [`add_project_t`] with an explicit band width (>= 1).
 #[allow(clippy::too_many_arguments)]
-fn add_project_t_width(e: &mut [f32], g: Option<&[f32]>, cols: usize, p: &[f32], r: usize, q: &mut [f32], residual: bool, width: usize) {
+fn add_project_t_width(
+    e: &mut [f32],
+    g: Option<&[f32]>,
+    cols: usize,
+    p: &[f32],
+    r: usize,
+    q: &mut [f32],
+    residual: bool,
+    width: usize,
+) {
     q.fill(0.0);
     if e.is_empty() {
         return;
@@ -362,12 +416,28 @@ fn add_project_t_width(e: &mut [f32], g: Option<&[f32]>, cols: usize, p: &[f32],
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn cols_avx2<const R: usize>(e: &mut [f32], g: Option<&[f32]>, cols: usize, p: &[f32], q: &mut [f32], residual: bool, width: usize) {
+unsafe fn cols_avx2<const R: usize>(
+    e: &mut [f32],
+    g: Option<&[f32]>,
+    cols: usize,
+    p: &[f32],
+    q: &mut [f32],
+    residual: bool,
+    width: usize,
+) {
     cols_body::<avx::Avx, R>(e, g, cols, p, q, residual, width)
 }
 
 #[inline(always)]
-fn cols_body<V: V8, const R: usize>(e: &mut [f32], g: Option<&[f32]>, cols: usize, p: &[f32], q: &mut [f32], residual: bool, width: usize) {
+fn cols_body<V: V8, const R: usize>(
+    e: &mut [f32],
+    g: Option<&[f32]>,
+    cols: usize,
+    p: &[f32],
+    q: &mut [f32],
+    residual: bool,
+    width: usize,
+) {
     let rows = e.len() / cols;
     let ps = columns::<R>(p, rows);
     let mut j0 = 0;
@@ -384,7 +454,8 @@ fn cols_body<V: V8, const R: usize>(e: &mut [f32], g: Option<&[f32]>, cols: usiz
         };
         let mut i = 0;
         while i + RB <= rows {
-            let coef: [[f32; R]; RB] = std::array::from_fn(|b| std::array::from_fn(|k| ps[k][i + b]));
+            let coef: [[f32; R]; RB] =
+                std::array::from_fn(|b| std::array::from_fn(|k| ps[k][i + b]));
             band_accumulate::<V, R, RB>(e, g, cols, i, j0, j1, &coef, &mut qb);
             i += RB;
         }
@@ -479,7 +550,15 @@ fn band_accumulate<V: V8, const R: usize, const NB: usize>(
 
 /// `out = alpha P Q^T`, and with `e` also `e -= out`, in one pass. `out`, `e`: row-major
 /// `rows x cols`; `p`: column-major `rows x r`; `q`: column-major `cols x r`.
-pub fn reconstruct(alpha: f32, p: &[f32], q: &[f32], r: usize, cols: usize, out: &mut [f32], e: Option<&mut [f32]>) {
+pub fn reconstruct(
+    alpha: f32,
+    p: &[f32],
+    q: &[f32],
+    r: usize,
+    cols: usize,
+    out: &mut [f32],
+    e: Option<&mut [f32]>,
+) {
     let rows = if cols == 0 { 0 } else { out.len() / cols };
     assert!(r >= 1 && q.len() == cols * r && p.len() == rows * r && out.len() == rows * cols);
     if let Some(e) = &e {
@@ -493,12 +572,26 @@ pub fn reconstruct(alpha: f32, p: &[f32], q: &[f32], r: usize, cols: usize, out:
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn recon_avx2<const R: usize>(alpha: f32, p: &[f32], q: &[f32], cols: usize, out: &mut [f32], e: Option<&mut [f32]>) {
+unsafe fn recon_avx2<const R: usize>(
+    alpha: f32,
+    p: &[f32],
+    q: &[f32],
+    cols: usize,
+    out: &mut [f32],
+    e: Option<&mut [f32]>,
+) {
     recon_body::<avx::Avx, R>(alpha, p, q, cols, out, e)
 }
 
 #[inline(always)]
-fn recon_body<V: V8, const R: usize>(alpha: f32, p: &[f32], q: &[f32], cols: usize, out: &mut [f32], mut e: Option<&mut [f32]>) {
+fn recon_body<V: V8, const R: usize>(
+    alpha: f32,
+    p: &[f32],
+    q: &[f32],
+    cols: usize,
+    out: &mut [f32],
+    mut e: Option<&mut [f32]>,
+) {
     let rows = out.len() / cols;
     let qs = columns::<R>(q, cols);
     let nc = cols / L * L;
@@ -545,7 +638,11 @@ mod tests {
     use rand_pcg::Pcg64Mcg;
 
     fn randn(rows: usize, cols: usize, colmajor: bool, rng: &mut Pcg64Mcg) -> Array2<f32> {
-        let shape = if colmajor { (rows, cols).f() } else { (rows, cols).into_shape_with_order() };
+        let shape = if colmajor {
+            (rows, cols).f()
+        } else {
+            (rows, cols).into_shape_with_order()
+        };
         Array2::from_shape_simple_fn(shape, || rng.sample(StandardNormal))
     }
 
@@ -557,11 +654,25 @@ mod tests {
     fn close(a: &Array2<f32>, b: &Array2<f32>, what: &str) {
         assert_eq!(a.dim(), b.dim(), "{what}");
         let scale = b.iter().fold(1.0f32, |m, v| m.max(v.abs()));
-        let err = a.iter().zip(b.iter()).fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
-        assert!(err <= 2e-5 * scale * (a.len() as f32).sqrt().max(1.0), "{what}: max error {err} (scale {scale})");
+        let err = a
+            .iter()
+            .zip(b.iter())
+            .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
+        assert!(
+            err <= 2e-5 * scale * (a.len() as f32).sqrt().max(1.0),
+            "{what}: max error {err} (scale {scale})"
+        );
     }
 
-    const SHAPES: [(usize, usize); 7] = [(1, 1), (3, 7), (9, 17), (33, 8), (64, 100), (101, 37), (5, 300)];
+    const SHAPES: [(usize, usize); 7] = [
+        (1, 1),
+        (3, 7),
+        (9, 17),
+        (33, 8),
+        (64, 100),
+        (101, 37),
+        (5, 300),
+    ];
 
     #[test]
     fn project_rows_matches_blas() {
@@ -576,15 +687,41 @@ mod tests {
                 for residual in [false, true] {
                     let mut e = e0.clone();
                     let mut p = Array2::<f32>::zeros((rows, r).f());
-                    add_project_rows(e.as_slice_mut().unwrap(), Some(g.as_slice().unwrap()), cols, cm(&q), r, p.as_slice_memory_order_mut().unwrap(), residual, None);
+                    add_project_rows(
+                        e.as_slice_mut().unwrap(),
+                        Some(g.as_slice().unwrap()),
+                        cols,
+                        cm(&q),
+                        r,
+                        p.as_slice_memory_order_mut().unwrap(),
+                        residual,
+                        None,
+                    );
                     close(&p, &want_p, &format!("P {rows}x{cols} r{r}"));
-                    let want_e = if residual { &pm - &want_p.dot(&q.t()) } else { pm.clone() };
-                    close(&e, &want_e, &format!("e {rows}x{cols} r{r} residual {residual}"));
+                    let want_e = if residual {
+                        &pm - &want_p.dot(&q.t())
+                    } else {
+                        pm.clone()
+                    };
+                    close(
+                        &e,
+                        &want_e,
+                        &format!("e {rows}x{cols} r{r} residual {residual}"),
+                    );
                 }
                 // Without the add.
                 let mut e = pm.clone();
                 let mut p = Array2::<f32>::zeros((rows, r).f());
-                add_project_rows(e.as_slice_mut().unwrap(), None, cols, cm(&q), r, p.as_slice_memory_order_mut().unwrap(), false, None);
+                add_project_rows(
+                    e.as_slice_mut().unwrap(),
+                    None,
+                    cols,
+                    cm(&q),
+                    r,
+                    p.as_slice_memory_order_mut().unwrap(),
+                    false,
+                    None,
+                );
                 close(&p, &want_p, "P no add");
                 assert_eq!(e, pm);
             }
@@ -605,7 +742,11 @@ mod tests {
                     for residual in [false, true] {
                         let mut e = e0.clone();
                         let mut q = Array2::<f32>::from_elem((cols, r).f(), f32::NAN);
-                        let (es, gs, qs) = (e.as_slice_mut().unwrap(), Some(g.as_slice().unwrap()), q.as_slice_memory_order_mut().unwrap());
+                        let (es, gs, qs) = (
+                            e.as_slice_mut().unwrap(),
+                            Some(g.as_slice().unwrap()),
+                            q.as_slice_memory_order_mut().unwrap(),
+                        );
                         if width == 0 {
                             add_project_t(es, gs, cols, cm(&p), r, qs, residual);
                         } else {
@@ -613,13 +754,25 @@ mod tests {
                         }
                         let what = format!("{rows}x{cols} r{r} width {width} residual {residual}");
                         close(&q, &want_q, &format!("Q {what}"));
-                        let want_e = if residual { &pm - &p.dot(&want_q.t()) } else { pm.clone() };
+                        let want_e = if residual {
+                            &pm - &p.dot(&want_q.t())
+                        } else {
+                            pm.clone()
+                        };
                         close(&e, &want_e, &format!("e {what}"));
                     }
                 }
                 let mut e = pm.clone();
                 let mut q = Array2::<f32>::zeros((cols, r).f());
-                add_project_t(e.as_slice_mut().unwrap(), None, cols, cm(&p), r, q.as_slice_memory_order_mut().unwrap(), false);
+                add_project_t(
+                    e.as_slice_mut().unwrap(),
+                    None,
+                    cols,
+                    cm(&p),
+                    r,
+                    q.as_slice_memory_order_mut().unwrap(),
+                    false,
+                );
                 close(&q, &want_q, "Q no add");
                 assert_eq!(e, pm);
             }
@@ -636,11 +789,27 @@ mod tests {
                 let e0 = randn(rows, cols, false, &mut rng);
                 let want = p.dot(&q.t()) * 0.5;
                 let mut out = Array2::<f32>::from_elem((rows, cols), f32::NAN);
-                reconstruct(0.5, cm(&p), cm(&q), r, cols, out.as_slice_mut().unwrap(), None);
+                reconstruct(
+                    0.5,
+                    cm(&p),
+                    cm(&q),
+                    r,
+                    cols,
+                    out.as_slice_mut().unwrap(),
+                    None,
+                );
                 close(&out, &want, &format!("out {rows}x{cols} r{r}"));
                 let mut e = e0.clone();
                 let mut out = Array2::<f32>::from_elem((rows, cols), f32::NAN);
-                reconstruct(0.5, cm(&p), cm(&q), r, cols, out.as_slice_mut().unwrap(), Some(e.as_slice_mut().unwrap()));
+                reconstruct(
+                    0.5,
+                    cm(&p),
+                    cm(&q),
+                    r,
+                    cols,
+                    out.as_slice_mut().unwrap(),
+                    Some(e.as_slice_mut().unwrap()),
+                );
                 close(&out, &want, "out with residual");
                 close(&e, &(&e0 - &want), "e with residual");
             }

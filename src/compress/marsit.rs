@@ -23,7 +23,9 @@ use ndarray::{ArrayView2, ArrayViewMut2};
 
 use super::bits::{self, BernoulliMask, Slot};
 use super::kernels::{mix, rng_for};
-use super::{Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx};
+use super::{
+    Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
+};
 
 const NAME: &str = "marsit";
 /// Stream tag separating Marsit's mask RNG from other methods' streams.
@@ -42,12 +44,19 @@ impl Marsit {
     /// Reads no hyper-parameters.
     pub fn new(p: &MethodParams, ctx: WorkerCtx) -> Result<Self> {
         let _ = p;
-        Ok(Marsit { ctx, step: 0, slots: Vec::new() })
+        Ok(Marsit {
+            ctx,
+            step: 0,
+            slots: Vec::new(),
+        })
     }
 
     /// Global compensation `e` of tensor `t` (holds `p` between compress and decompress).
     pub fn residual(&self, t: TensorId) -> Option<&[f32]> {
-        self.slots.get(t).and_then(|s| s.as_ref()).map(|s| s.s.as_slice())
+        self.slots
+            .get(t)
+            .and_then(|s| s.as_ref())
+            .map(|s| s.s.as_slice())
     }
 }
 
@@ -68,7 +77,11 @@ impl Compressor for Marsit {
 
     fn wire_capacity(&self, t: TensorId, _round: usize) -> WireLen {
         match self.slots.get(t).and_then(|s| s.as_ref()) {
-            Some(sl) => WireLen { sum_f32: 1, ring_u32: bits::words_for(sl.d()), ..WireLen::default() },
+            Some(sl) => WireLen {
+                sum_f32: 1,
+                ring_u32: bits::words_for(sl.d()),
+                ..WireLen::default()
+            },
             None => WireLen::default(),
         }
     }
@@ -77,23 +90,41 @@ impl Compressor for Marsit {
         self.step = step;
     }
 
-    fn compress(&mut self, t: TensorId, _round: usize, grad: ArrayView2<f32>, wire: &mut Wire) -> Result<()> {
+    fn compress(
+        &mut self,
+        t: TensorId,
+        _round: usize,
+        grad: ArrayView2<f32>,
+        wire: &mut Wire,
+    ) -> Result<()> {
         let sl = bits::slot(NAME, &mut self.slots, t)?;
         let g = bits::input_slice(NAME, t, sl, &grad)?;
         let d = g.len();
         wire.clear();
         wire.ring_u32.resize(bits::words_for(d), 0);
         let l1 = bits::fused_ef_pack(g, &mut sl.s, 0.0, &mut wire.ring_u32);
-        wire.sum_f32.push(if d == 0 { 0.0 } else { (l1 / d as f64) as f32 });
+        wire.sum_f32
+            .push(if d == 0 { 0.0 } else { (l1 / d as f64) as f32 });
         Ok(())
     }
 
     /// `own = (incoming & !mask) | (own & mask)`, mask bits 1 with probability
     /// `1/(aggregated+1)` (see the module docs for why the result is a uniform choice).
-    fn ring_merge(&mut self, t: TensorId, aggregated: usize, offset: usize, incoming: &[u32], own: &mut [u32]) -> Result<()> {
+    fn ring_merge(
+        &mut self,
+        t: TensorId,
+        aggregated: usize,
+        offset: usize,
+        incoming: &[u32],
+        own: &mut [u32],
+    ) -> Result<()> {
         let sl = bits::slot(NAME, &mut self.slots, t)?;
         let words = bits::words_for(sl.d());
-        if incoming.len() != own.len() || offset.checked_add(own.len()).map_or(true, |end| end > words) {
+        if incoming.len() != own.len()
+            || offset
+                .checked_add(own.len())
+                .map_or(true, |end| end > words)
+        {
             return Err(bits::tensor_err(
                 NAME,
                 t,
@@ -101,19 +132,35 @@ impl Compressor for Marsit {
             ));
         }
         if aggregated == 0 {
-            return Err(bits::tensor_err(NAME, t, "ring_merge needs aggregated >= 1"));
+            return Err(bits::tensor_err(
+                NAME,
+                t,
+                "ring_merge needs aggregated >= 1",
+            ));
         }
         let mask = BernoulliMask::new(1, aggregated as u64 + 1);
-        let stream = mix(mix(STREAM_TAG, self.ctx.rank as u64), mix(offset as u64, aggregated as u64));
+        let stream = mix(
+            mix(STREAM_TAG, self.ctx.rank as u64),
+            mix(offset as u64, aggregated as u64),
+        );
         let mut rng = rng_for(self.ctx.seed, self.step, t, stream);
         bits::merge_masked(incoming, own, &mask, &mut rng);
         Ok(())
     }
 
-    fn decompress(&mut self, t: TensorId, _round: usize, received: &Received, out: ArrayViewMut2<f32>) -> Result<()> {
+    fn decompress(
+        &mut self,
+        t: TensorId,
+        _round: usize,
+        received: &Received,
+        out: ArrayViewMut2<f32>,
+    ) -> Result<()> {
         let sl = bits::slot(NAME, &mut self.slots, t)?;
         let d = sl.d();
-        if received.world_size == 0 || received.sum_f32.len() != 1 || received.ring_u32.len() != bits::words_for(d) {
+        if received.world_size == 0
+            || received.sum_f32.len() != 1
+            || received.ring_u32.len() != bits::words_for(d)
+        {
             return Err(bits::tensor_err(
                 NAME,
                 t,
@@ -160,7 +207,15 @@ mod tests {
                 let c = (r + 2 * n - s - 1) % n;
                 let rg = chunk_range(words, n, c);
                 let src = (r + n - 1) % n;
-                ws[r].ring_merge(t, s + 1, rg.start, &prev[src][rg.clone()], &mut buf[r][rg.clone()]).unwrap();
+                ws[r]
+                    .ring_merge(
+                        t,
+                        s + 1,
+                        rg.start,
+                        &prev[src][rg.clone()],
+                        &mut buf[r][rg.clone()],
+                    )
+                    .unwrap();
             }
         }
         let mut fin = vec![0u32; words];
@@ -174,7 +229,15 @@ mod tests {
     fn setup(n: usize, rows: usize, cols: usize) -> Vec<Marsit> {
         (0..n)
             .map(|r| {
-                let mut m = Marsit::new(&MethodParams::default(), WorkerCtx { rank: r, world_size: n, seed: 11 }).unwrap();
+                let mut m = Marsit::new(
+                    &MethodParams::default(),
+                    WorkerCtx {
+                        rank: r,
+                        world_size: n,
+                        seed: 11,
+                    },
+                )
+                .unwrap();
                 m.register(0, rows, cols).unwrap();
                 m
             })
@@ -192,7 +255,9 @@ mod tests {
             let (rows, cols) = (3, 70); // 210 bits, 7 words: uneven chunks
             let d = rows * cols;
             let mut ws = setup(n, rows, cols);
-            let grads: Vec<_> = (0..n).map(|r| randn(r as u64 + 100 * n as u64, rows, cols)).collect();
+            let grads: Vec<_> = (0..n)
+                .map(|r| randn(r as u64 + 100 * n as u64, rows, cols))
+                .collect();
             let mut wires = Vec::new();
             for (w, g) in ws.iter_mut().zip(&grads) {
                 let mut wire = Wire::default();
@@ -200,7 +265,9 @@ mod tests {
                 wires.push(wire.ring_u32);
             }
             let bit = |v: &[u32], i: usize| ((v[i / 32] >> (i % 32)) & 1) as f64;
-            let target: Vec<f64> = (0..d).map(|i| wires.iter().map(|w| bit(w, i)).sum::<f64>() / n as f64).collect();
+            let target: Vec<f64> = (0..d)
+                .map(|i| wires.iter().map(|w| bit(w, i)).sum::<f64>() / n as f64)
+                .collect();
             let trials = 4000;
             let mut freq = vec![0.0f64; d];
             for step in 0..trials {
@@ -222,12 +289,19 @@ mod tests {
                 if q == 0.0 || q == 1.0 {
                     assert_eq!(f, q, "unanimous bits must be kept (n {n}, i {i})");
                 } else {
-                    assert!((f - q).abs() < 5.0 * sigma, "n {n} bit {i}: freq {f} vs mean sign bit {q}");
+                    assert!(
+                        (f - q).abs() < 5.0 * sigma,
+                        "n {n} bit {i}: freq {f} vs mean sign bit {q}"
+                    );
                     z_total += (f - q) / sigma;
                 }
             }
             // the average standardised error over all bits is N(0, 1/d)-distributed
-            assert!((z_total / d as f64).abs() < 5.0 / (d as f64).sqrt(), "n {n}: systematic bias {}", z_total / d as f64);
+            assert!(
+                (z_total / d as f64).abs() < 5.0 / (d as f64).sqrt(),
+                "n {n}: systematic bias {}",
+                z_total / d as f64
+            );
         }
     }
 
@@ -237,13 +311,19 @@ mod tests {
         let (rows, cols) = (4, 45);
         let mut ws = setup(n, rows, cols);
         for step in 0..3u64 {
-            let grads: Vec<_> = (0..n).map(|r| randn(1000 + 10 * step + r as u64, rows, cols)).collect();
+            let grads: Vec<_> = (0..n)
+                .map(|r| randn(1000 + 10 * step + r as u64, rows, cols))
+                .collect();
             let mut ps = Vec::new();
             let mut wires = Vec::new();
             let mut scale_sum = 0.0f32;
             for (w, g) in ws.iter_mut().zip(&grads) {
                 w.begin_step(step);
-                let p: Vec<f32> = g.iter().zip(w.residual(0).unwrap()).map(|(a, b)| a + b).collect();
+                let p: Vec<f32> = g
+                    .iter()
+                    .zip(w.residual(0).unwrap())
+                    .map(|(a, b)| a + b)
+                    .collect();
                 let mut wire = Wire::default();
                 wire.reserve(w.wire_capacity(0, 0));
                 w.compress(0, 0, g.view(), &mut wire).unwrap();
@@ -255,7 +335,13 @@ mod tests {
                 wires.push(wire.ring_u32);
             }
             let fin = ring(&mut ws, 0, &wires);
-            let r = Received { sum_f32: &[scale_sum], gathered_u32: &[], gather_counts: &[], ring_u32: &fin, world_size: n };
+            let r = Received {
+                sum_f32: &[scale_sum],
+                gathered_u32: &[],
+                gather_counts: &[],
+                ring_u32: &fin,
+                world_size: n,
+            };
             let mut outs = Vec::new();
             for (w, p) in ws.iter_mut().zip(&ps) {
                 let mut out = Array2::zeros((rows, cols));
@@ -264,11 +350,17 @@ mod tests {
                 for (i, (&o, &e)) in out.iter().zip(w.residual(0).unwrap()).enumerate() {
                     let b = (fin[i / 32] >> (i % 32)) & 1;
                     assert_eq!(o, if b == 1 { scale } else { -scale });
-                    assert!((o + e - p[i]).abs() <= 1e-6 * (1.0 + p[i].abs()), "e = p - out violated");
+                    assert!(
+                        (o + e - p[i]).abs() <= 1e-6 * (1.0 + p[i].abs()),
+                        "e = p - out violated"
+                    );
                 }
                 outs.push(out);
             }
-            assert!(outs.iter().all(|o| *o == outs[0]), "same global result on every worker");
+            assert!(
+                outs.iter().all(|o| *o == outs[0]),
+                "same global result on every worker"
+            );
         }
     }
 
@@ -284,7 +376,13 @@ mod tests {
         let (a, b) = (run(&mut ws[0]), run(&mut ws[1]));
         assert_ne!(a, b);
         assert_eq!(a, run(&mut ws[0]));
-        assert!(ws[0].ring_merge(0, 1, 15, &inc, &mut [0; 20]).is_err(), "chunk past the wire");
-        assert!(ws[0].ring_merge(1, 1, 0, &inc, &mut [0; 20]).is_err(), "unregistered");
+        assert!(
+            ws[0].ring_merge(0, 1, 15, &inc, &mut [0; 20]).is_err(),
+            "chunk past the wire"
+        );
+        assert!(
+            ws[0].ring_merge(1, 1, 0, &inc, &mut [0; 20]).is_err(),
+            "unregistered"
+        );
     }
 }

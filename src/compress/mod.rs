@@ -16,19 +16,19 @@ pub mod params;
 pub mod registry;
 
 // One file per method (METHODS.md) and the shared kernels they use.
+pub mod acpsgd;
+pub mod bits;
+pub mod dgc;
+pub mod lowrank_kernels;
+pub mod marsit;
+pub mod orth;
+pub mod powersgd;
+pub mod qsgd;
+pub mod select;
+pub mod signsgd;
+pub mod sketch;
 pub mod ssgd;
 pub mod topk;
-pub mod dgc;
-pub mod select;
-pub mod powersgd;
-pub mod acpsgd;
-pub mod orth;
-pub mod lowrank_kernels;
-pub mod signsgd;
-pub mod marsit;
-pub mod sketch;
-pub mod qsgd;
-pub mod bits;
 
 pub use params::MethodParams;
 
@@ -62,10 +62,19 @@ impl Aggregation {
 pub enum CompressError {
     /// A hyper-parameter is outside its allowed range.
     #[error("method {method}: parameter '{key}' = {value} is invalid: {allowed}")]
-    BadParam { method: &'static str, key: &'static str, value: String, allowed: String },
+    BadParam {
+        method: &'static str,
+        key: &'static str,
+        value: String,
+        allowed: String,
+    },
     /// The tensor was not registered or the shape differs from the registered one.
     #[error("method {method}: tensor {tensor}: {msg}")]
-    Tensor { method: &'static str, tensor: TensorId, msg: String },
+    Tensor {
+        method: &'static str,
+        tensor: TensorId,
+        msg: String,
+    },
     /// The harness called the method in a way it does not support.
     #[error("method {method}: {msg}")]
     Unsupported { method: &'static str, msg: String },
@@ -100,9 +109,12 @@ impl Wire {
     }
     /// Reserve room for the given capacity (setup only).
     pub fn reserve(&mut self, cap: WireLen) {
-        self.sum_f32.reserve(cap.sum_f32.saturating_sub(self.sum_f32.len()));
-        self.gather_u32.reserve(cap.gather_u32.saturating_sub(self.gather_u32.len()));
-        self.ring_u32.reserve(cap.ring_u32.saturating_sub(self.ring_u32.len()));
+        self.sum_f32
+            .reserve(cap.sum_f32.saturating_sub(self.sum_f32.len()));
+        self.gather_u32
+            .reserve(cap.gather_u32.saturating_sub(self.gather_u32.len()));
+        self.ring_u32
+            .reserve(cap.ring_u32.saturating_sub(self.ring_u32.len()));
     }
 }
 
@@ -180,7 +192,13 @@ pub trait Compressor: Send {
         let _ = step;
     }
     /// Encode `grad` (plus error feedback) into `wire` for `round`. Clears `wire` first.
-    fn compress(&mut self, t: TensorId, round: usize, grad: ArrayView2<f32>, wire: &mut Wire) -> Result<()>;
+    fn compress(
+        &mut self,
+        t: TensorId,
+        round: usize,
+        grad: ArrayView2<f32>,
+        wire: &mut Wire,
+    ) -> Result<()>;
     /// Local error-feedback update that can run while the wire is in flight (EF-SignSGD,
     /// Top-k, DGC masking, ACP-SGD). Methods whose residual needs the global result do
     /// it in `decompress` instead. Default: nothing.
@@ -191,11 +209,27 @@ pub trait Compressor: Send {
     /// Merge an incoming ring chunk that already aggregates `aggregated` workers into this
     /// worker's own chunk (in place), during the ring reduce-scatter. `offset` is the
     /// chunk's first word within `Wire::ring_u32`. Only for [`Aggregation::Ring`].
-    fn ring_merge(&mut self, t: TensorId, aggregated: usize, offset: usize, incoming: &[u32], own: &mut [u32]) -> Result<()> {
+    fn ring_merge(
+        &mut self,
+        t: TensorId,
+        aggregated: usize,
+        offset: usize,
+        incoming: &[u32],
+        own: &mut [u32],
+    ) -> Result<()> {
         let _ = (t, aggregated, offset, incoming, own);
-        Err(CompressError::Unsupported { method: self.name(), msg: "does not aggregate along a ring".into() })
+        Err(CompressError::Unsupported {
+            method: self.name(),
+            msg: "does not aggregate along a ring".into(),
+        })
     }
     /// Consume the exchange of `round`; after the last round write the worker-average
     /// gradient into `out` (same shape as the registered tensor).
-    fn decompress(&mut self, t: TensorId, round: usize, received: &Received, out: ArrayViewMut2<f32>) -> Result<()>;
+    fn decompress(
+        &mut self,
+        t: TensorId,
+        round: usize,
+        received: &Received,
+        out: ArrayViewMut2<f32>,
+    ) -> Result<()>;
 }

@@ -21,8 +21,8 @@ use rand_distr::StandardNormal;
 use super::kernels::rng_for;
 use super::lowrank_kernels::{self as lrk, MAX_FUSED_RANK};
 // Links OpenBLAS (openblas-system via ndarray-linalg -> lax) for ndarray's `blas` feature.
-use ndarray_linalg as _;
 use super::{CompressError, MethodParams, Result};
+use ndarray_linalg as _;
 
 /// Largest rank orthogonalised by Gram-Schmidt; above it Householder QR is used.
 pub const MGS_MAX_RANK: usize = 8;
@@ -255,7 +255,12 @@ pub fn compressed_rank(rows: usize, cols: usize, rank: usize, rate: f64) -> Opti
 /// scaled by the compression ratio of each phase, `T_P = T * sum(P sizes) / sum(d)` and
 /// `T_Q = T * sum(Q sizes) / sum(d)`, so the bucket count matches dense S-SGD. `shapes`
 /// are the tensors as `(rows, cols)`; raw tensors count with their full size `d`.
-pub fn acp_fusion_thresholds(threshold: f64, shapes: &[(usize, usize)], rank: usize, rate: f64) -> (f64, f64) {
+pub fn acp_fusion_thresholds(
+    threshold: f64,
+    shapes: &[(usize, usize)],
+    rank: usize,
+    rate: f64,
+) -> (f64, f64) {
     let (mut sp, mut sq, mut sd) = (0usize, 0usize, 0usize);
     for &(rows, cols) in shapes {
         let d = rows * cols;
@@ -274,7 +279,10 @@ pub fn acp_fusion_thresholds(threshold: f64, shapes: &[(usize, usize)], rank: us
     if sd == 0 {
         return (threshold, threshold);
     }
-    (threshold * sp as f64 / sd as f64, threshold * sq as f64 / sd as f64)
+    (
+        threshold * sp as f64 / sd as f64,
+        threshold * sq as f64 / sd as f64,
+    )
 }
 
 /// The elements of a column-major (`.f()`) array, or `None` for any other layout.
@@ -352,8 +360,17 @@ impl LowRank {
     /// row in the same pass (it needs `P` before this step overwrites it).
     pub fn add_project_rows(&mut self, grad: ArrayView2<f32>, residual: bool) {
         if self.rank <= MAX_FUSED_RANK {
-            if let (Some(g), Some(e), Some(q), Some(p)) = (grad.as_slice(), self.resid.as_slice_mut(), col_major(&self.q), col_major_mut(&mut self.p)) {
-                let pending = if self.pending { col_major(&self.q_old) } else { None };
+            if let (Some(g), Some(e), Some(q), Some(p)) = (
+                grad.as_slice(),
+                self.resid.as_slice_mut(),
+                col_major(&self.q),
+                col_major_mut(&mut self.p),
+            ) {
+                let pending = if self.pending {
+                    col_major(&self.q_old)
+                } else {
+                    None
+                };
                 lrk::add_project_rows(e, Some(g), self.cols, q, self.rank, p, residual, pending);
                 self.pending = false;
                 return;
@@ -365,7 +382,9 @@ impl LowRank {
         while i0 < self.rows {
             let i1 = (i0 + br).min(self.rows);
             let mut rb = self.resid.slice_mut(s![i0..i1, ..]);
-            Zip::from(&mut rb).and(grad.slice(s![i0..i1, ..])).for_each(|e, &g| *e += g);
+            Zip::from(&mut rb)
+                .and(grad.slice(s![i0..i1, ..]))
+                .for_each(|e, &g| *e += g);
             let mut pb = self.p.slice_mut(s![i0..i1, ..]);
             general_mat_mul(1.0, &rb, &self.q, 0.0, &mut pb);
             if residual {
@@ -381,7 +400,12 @@ impl LowRank {
     pub fn add_project_t(&mut self, grad: ArrayView2<f32>) {
         self.settle();
         if self.rank <= MAX_FUSED_RANK {
-            if let (Some(g), Some(e), Some(p), Some(q)) = (grad.as_slice(), self.resid.as_slice_mut(), col_major(&self.p), col_major_mut(&mut self.q)) {
+            if let (Some(g), Some(e), Some(p), Some(q)) = (
+                grad.as_slice(),
+                self.resid.as_slice_mut(),
+                col_major(&self.p),
+                col_major_mut(&mut self.q),
+            ) {
                 lrk::add_project_t(e, Some(g), self.cols, p, self.rank, q, true);
                 return;
             }
@@ -392,8 +416,16 @@ impl LowRank {
         while i0 < self.rows {
             let i1 = (i0 + br).min(self.rows);
             let mut rb = self.resid.slice_mut(s![i0..i1, ..]);
-            Zip::from(&mut rb).and(grad.slice(s![i0..i1, ..])).for_each(|e, &g| *e += g);
-            general_mat_mul(1.0, &rb.t(), &self.p.slice(s![i0..i1, ..]), 1.0, &mut self.q);
+            Zip::from(&mut rb)
+                .and(grad.slice(s![i0..i1, ..]))
+                .for_each(|e, &g| *e += g);
+            general_mat_mul(
+                1.0,
+                &rb.t(),
+                &self.p.slice(s![i0..i1, ..]),
+                1.0,
+                &mut self.q,
+            );
             i0 = i1;
         }
         general_mat_mul(-1.0, &self.p, &self.q.t(), 1.0, &mut self.resid);
@@ -407,7 +439,12 @@ impl LowRank {
     pub fn add_project_t_deferred(&mut self, grad: ArrayView2<f32>) {
         self.settle();
         if self.rank <= MAX_FUSED_RANK {
-            if let (Some(g), Some(e), Some(p), Some(q)) = (grad.as_slice(), self.resid.as_slice_mut(), col_major(&self.p), col_major_mut(&mut self.q)) {
+            if let (Some(g), Some(e), Some(p), Some(q)) = (
+                grad.as_slice(),
+                self.resid.as_slice_mut(),
+                col_major(&self.p),
+                col_major_mut(&mut self.q),
+            ) {
                 lrk::add_project_t(e, Some(g), self.cols, p, self.rank, q, false);
                 self.q_old.assign(&self.q);
                 self.pending = true;
@@ -439,7 +476,11 @@ impl LowRank {
     pub fn project_t(&mut self) {
         self.settle();
         if self.rank <= MAX_FUSED_RANK {
-            if let (Some(e), Some(p), Some(q)) = (self.resid.as_slice_mut(), col_major(&self.p), col_major_mut(&mut self.q)) {
+            if let (Some(e), Some(p), Some(q)) = (
+                self.resid.as_slice_mut(),
+                col_major(&self.p),
+                col_major_mut(&mut self.q),
+            ) {
                 lrk::add_project_t(e, None, self.cols, p, self.rank, q, false);
                 return;
             }
@@ -454,8 +495,14 @@ impl LowRank {
             self.settle();
         }
         if self.rank <= MAX_FUSED_RANK {
-            if let (Some(o), Some(p), Some(q)) = (out.as_slice_mut(), col_major(&self.p), col_major(&self.q)) {
-                let e = if residual { self.resid.as_slice_mut() } else { None };
+            if let (Some(o), Some(p), Some(q)) =
+                (out.as_slice_mut(), col_major(&self.p), col_major(&self.q))
+            {
+                let e = if residual {
+                    self.resid.as_slice_mut()
+                } else {
+                    None
+                };
                 if e.is_some() || !residual {
                     lrk::reconstruct(alpha, p, q, self.rank, self.cols, o, e);
                     return;
@@ -471,8 +518,16 @@ impl LowRank {
         while i0 < self.rows {
             let i1 = (i0 + br).min(self.rows);
             let mut ob = out.slice_mut(s![i0..i1, ..]);
-            general_mat_mul(alpha, &self.p.slice(s![i0..i1, ..]), &self.q.t(), 0.0, &mut ob);
-            Zip::from(self.resid.slice_mut(s![i0..i1, ..])).and(&ob).for_each(|e, &o| *e -= o);
+            general_mat_mul(
+                alpha,
+                &self.p.slice(s![i0..i1, ..]),
+                &self.q.t(),
+                0.0,
+                &mut ob,
+            );
+            Zip::from(self.resid.slice_mut(s![i0..i1, ..]))
+                .and(&ob)
+                .for_each(|e, &o| *e -= o);
             i0 = i1;
         }
     }
@@ -517,20 +572,40 @@ pub fn put_slot(slots: &mut Vec<Option<Slot>>, t: usize, slot: Slot) {
 }
 
 /// The registered slot of tensor `t`, or `CompressError::Tensor`.
-pub fn slot_mut<'a>(slots: &'a mut [Option<Slot>], t: usize, method: &'static str) -> Result<&'a mut Slot> {
-    slots.get_mut(t).and_then(|s| s.as_mut()).ok_or_else(|| CompressError::Tensor {
-        method,
-        tensor: t,
-        msg: "not registered (call register first)".into(),
-    })
+pub fn slot_mut<'a>(
+    slots: &'a mut [Option<Slot>],
+    t: usize,
+    method: &'static str,
+) -> Result<&'a mut Slot> {
+    slots
+        .get_mut(t)
+        .and_then(|s| s.as_mut())
+        .ok_or_else(|| CompressError::Tensor {
+            method,
+            tensor: t,
+            msg: "not registered (call register first)".into(),
+        })
 }
 
 /// `CompressError::Tensor` unless `got == want` (`what` names the argument).
-pub fn check_dims(method: &'static str, t: usize, what: &str, want: (usize, usize), got: (usize, usize)) -> Result<()> {
+pub fn check_dims(
+    method: &'static str,
+    t: usize,
+    what: &str,
+    want: (usize, usize),
+    got: (usize, usize),
+) -> Result<()> {
     if want == got {
         return Ok(());
     }
-    Err(CompressError::Tensor { method, tensor: t, msg: format!("{what} is {}x{}, registered as {}x{}", got.0, got.1, want.0, want.1) })
+    Err(CompressError::Tensor {
+        method,
+        tensor: t,
+        msg: format!(
+            "{what} is {}x{}, registered as {}x{}",
+            got.0, got.1, want.0, want.1
+        ),
+    })
 }
 
 /// `CompressError::Tensor` unless the received sum has `want` elements.
@@ -538,7 +613,11 @@ pub fn check_len(method: &'static str, t: usize, want: usize, got: usize) -> Res
     if want == got {
         return Ok(());
     }
-    Err(CompressError::Tensor { method, tensor: t, msg: format!("received {got} summed values, expected {want}") })
+    Err(CompressError::Tensor {
+        method,
+        tensor: t,
+        msg: format!("received {got} summed values, expected {want}"),
+    })
 }
 
 /// Fill an array (in memory order) from a seeded standard normal stream.
@@ -600,7 +679,10 @@ pub(crate) mod sim {
 
     /// A random `rows x cols` matrix of rank `r`: `U V^T`.
     pub fn rank_r(rows: usize, cols: usize, r: usize, seed: u64) -> Array2<f32> {
-        randn(rows, r, seed).dot(&randn(cols, r, seed + 1000).t()).as_standard_layout().to_owned()
+        randn(rows, r, seed)
+            .dot(&randn(cols, r, seed + 1000).t())
+            .as_standard_layout()
+            .to_owned()
     }
 
     /// Frobenius norm.
@@ -615,7 +697,12 @@ pub(crate) mod sim {
 
     /// One step of tensor `t` on every worker: returns each worker's output and the wire
     /// length of every round (asserted equal across workers).
-    pub fn step<C: Compressor>(comps: &mut [C], step: u64, t: usize, grads: &[Array2<f32>]) -> (Vec<Array2<f32>>, Vec<usize>) {
+    pub fn step<C: Compressor>(
+        comps: &mut [C],
+        step: u64,
+        t: usize,
+        grads: &[Array2<f32>],
+    ) -> (Vec<Array2<f32>>, Vec<usize>) {
         let n = comps.len();
         let mut outs = vec![Array2::from_elem(grads[0].dim(), f32::NAN); n];
         let mut lens = Vec::new();
@@ -639,7 +726,13 @@ pub(crate) mod sim {
                     sum.iter_mut().zip(&wire.sum_f32).for_each(|(s, v)| *s += v);
                 }
             }
-            let rec = Received { sum_f32: &sum, gathered_u32: &[], gather_counts: &vec![0; n], ring_u32: &[], world_size: n };
+            let rec = Received {
+                sum_f32: &sum,
+                gathered_u32: &[],
+                gather_counts: &vec![0; n],
+                ring_u32: &[],
+                world_size: n,
+            };
             for (c, o) in comps.iter_mut().zip(outs.iter_mut()) {
                 c.decompress(t, round, &rec, o.view_mut()).unwrap();
             }
@@ -649,10 +742,19 @@ pub(crate) mod sim {
 
     /// One compressor per simulated rank (`make` builds it from its context), with the
     /// tensors `shapes` registered as ids 0, 1, ...
-    pub fn workers<C: Compressor>(n: usize, seed: u64, shapes: &[(usize, usize)], make: impl Fn(WorkerCtx) -> C) -> Vec<C> {
+    pub fn workers<C: Compressor>(
+        n: usize,
+        seed: u64,
+        shapes: &[(usize, usize)],
+        make: impl Fn(WorkerCtx) -> C,
+    ) -> Vec<C> {
         (0..n)
             .map(|rank| {
-                let mut c = make(WorkerCtx { rank, world_size: n, seed });
+                let mut c = make(WorkerCtx {
+                    rank,
+                    world_size: n,
+                    seed,
+                });
                 for (t, &(r, k)) in shapes.iter().enumerate() {
                     c.register(t, r, k).unwrap();
                 }

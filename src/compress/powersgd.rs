@@ -10,8 +10,14 @@
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 
-use super::orth::{check_dims, check_len, push_memory_order, push_raw, put_slot, slot_mut, load_memory_order, validate_lowrank_params, write_average, Slot};
-use super::{Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx};
+use super::orth::{
+    check_dims, check_len, load_memory_order, push_memory_order, push_raw, put_slot, slot_mut,
+    validate_lowrank_params, write_average, Slot,
+};
+use super::{
+    Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire,
+    WireLen, WorkerCtx,
+};
 
 const NAME: &str = "powersgd";
 
@@ -29,11 +35,19 @@ impl PowerSgd {
     /// Validates `rank >= 1` and `min_compression_rate > 0` (finite).
     pub fn new(p: &MethodParams, ctx: WorkerCtx) -> Result<Self> {
         validate_lowrank_params(NAME, p)?;
-        Ok(PowerSgd { params: p.clone(), ctx, warm_up: p.start_iter > 0, slots: Vec::new() })
+        Ok(PowerSgd {
+            params: p.clone(),
+            ctx,
+            warm_up: p.start_iter > 0,
+            slots: Vec::new(),
+        })
     }
 
     fn round_error(round: usize) -> CompressError {
-        CompressError::Unsupported { method: NAME, msg: format!("round {round} requested; Power-SGD has rounds 0 and 1") }
+        CompressError::Unsupported {
+            method: NAME,
+            msg: format!("round {round} requested; Power-SGD has rounds 0 and 1"),
+        }
     }
 }
 
@@ -51,14 +65,24 @@ impl Compressor for PowerSgd {
     }
 
     fn register(&mut self, t: TensorId, rows: usize, cols: usize) -> Result<()> {
-        put_slot(&mut self.slots, t, Slot::new(rows, cols, &self.params, self.ctx.seed, t));
+        put_slot(
+            &mut self.slots,
+            t,
+            Slot::new(rows, cols, &self.params, self.ctx.seed, t),
+        );
         Ok(())
     }
 
     fn wire_capacity(&self, t: TensorId, round: usize) -> WireLen {
         let sum_f32 = match self.slots.get(t).and_then(|s| s.as_ref()) {
             None => 0,
-            Some(Slot::Raw { rows, cols }) => if round == 0 { rows * cols } else { 0 },
+            Some(Slot::Raw { rows, cols }) => {
+                if round == 0 {
+                    rows * cols
+                } else {
+                    0
+                }
+            }
             Some(Slot::LowRank(lr)) => match round {
                 0 if self.params.start_iter > 0 => (lr.rows * lr.rank).max(lr.rows * lr.cols),
                 0 => lr.rows * lr.rank,
@@ -66,14 +90,23 @@ impl Compressor for PowerSgd {
                 _ => 0,
             },
         };
-        WireLen { sum_f32, ..WireLen::default() }
+        WireLen {
+            sum_f32,
+            ..WireLen::default()
+        }
     }
 
     fn begin_step(&mut self, step: u64) {
         self.warm_up = step < self.params.start_iter;
     }
 
-    fn compress(&mut self, t: TensorId, round: usize, grad: ArrayView2<f32>, wire: &mut Wire) -> Result<()> {
+    fn compress(
+        &mut self,
+        t: TensorId,
+        round: usize,
+        grad: ArrayView2<f32>,
+        wire: &mut Wire,
+    ) -> Result<()> {
         wire.clear();
         if round > 1 {
             return Err(Self::round_error(round));
@@ -104,7 +137,13 @@ impl Compressor for PowerSgd {
         Ok(())
     }
 
-    fn decompress(&mut self, t: TensorId, round: usize, received: &Received, out: ArrayViewMut2<f32>) -> Result<()> {
+    fn decompress(
+        &mut self,
+        t: TensorId,
+        round: usize,
+        received: &Received,
+        out: ArrayViewMut2<f32>,
+    ) -> Result<()> {
         if round > 1 {
             return Err(Self::round_error(round));
         }
@@ -142,7 +181,7 @@ impl Compressor for PowerSgd {
 
 #[cfg(test)]
 mod tests {
-    use super::super::orth::sim::{self, fro, mean, rank_r, randn, rel_err, step};
+    use super::super::orth::sim::{self, fro, mean, randn, rank_r, rel_err, step};
     use super::*;
     use ndarray::Array2;
 
@@ -159,7 +198,10 @@ mod tests {
 
     #[test]
     fn exact_on_rank_r_single_worker() {
-        let p = MethodParams { rank: 4, ..Default::default() };
+        let p = MethodParams {
+            rank: 4,
+            ..Default::default()
+        };
         let mut w = workers(1, &p, &[(60, 40)]);
         for s in 0..3 {
             let g = rank_r(60, 40, 4, 100 + s);
@@ -167,14 +209,21 @@ mod tests {
             assert_eq!(lens, vec![60 * 4, 40 * 4]);
             // Later steps warm-start from the previous input's Q, so P = M Q can be
             // ill-conditioned: f32 accuracy is then ~1e-4 rather than ~1e-6.
-            assert!(rel_err(&outs[0], &g) < 1e-3, "step {s}: {}", rel_err(&outs[0], &g));
+            assert!(
+                rel_err(&outs[0], &g) < 1e-3,
+                "step {s}: {}",
+                rel_err(&outs[0], &g)
+            );
             assert!(fro(&resid(&w[0], 0)) < 1e-3 * fro(&g));
         }
     }
 
     #[test]
     fn exact_on_rank_r_simulated_workers() {
-        let p = MethodParams { rank: 3, ..Default::default() };
+        let p = MethodParams {
+            rank: 3,
+            ..Default::default()
+        };
         for n in 2..=3 {
             // Identical inputs.
             let g = rank_r(50, 70, 3, 5);
@@ -186,12 +235,22 @@ mod tests {
             // Different rank-3 inputs sharing the column space (the sum has rank 3):
             // exact average; each residual is the local input minus the global result.
             let u = randn(50, 3, 11);
-            let grads: Vec<Array2<f32>> = (0..n).map(|k| u.dot(&randn(70, 3, 20 + k as u64).t()).as_standard_layout().to_owned()).collect();
+            let grads: Vec<Array2<f32>> = (0..n)
+                .map(|k| {
+                    u.dot(&randn(70, 3, 20 + k as u64).t())
+                        .as_standard_layout()
+                        .to_owned()
+                })
+                .collect();
             let mut w = workers(n, &p, &[(50, 70)]);
             let (outs, _) = step(&mut w, 0, 0, &grads);
             let avg = mean(&grads);
             for (k, o) in outs.iter().enumerate() {
-                assert!(rel_err(o, &avg) < 1e-4, "n={n} worker {k}: {}", rel_err(o, &avg));
+                assert!(
+                    rel_err(o, &avg) < 1e-4,
+                    "n={n} worker {k}: {}",
+                    rel_err(o, &avg)
+                );
                 let want = &grads[k] - o;
                 assert!((&resid(&w[k], 0) - &want).iter().all(|v| v.abs() < 1e-4));
             }
@@ -201,14 +260,20 @@ mod tests {
     #[test]
     fn error_feedback_conserves_p() {
         // Full-rank input: p = M + e_prev = out + e_new, and e is fed into the next step.
-        let p = MethodParams { rank: 2, ..Default::default() };
+        let p = MethodParams {
+            rank: 2,
+            ..Default::default()
+        };
         let mut w = workers(1, &p, &[(30, 20)]);
         let mut e_prev = Array2::<f32>::zeros((30, 20));
         for s in 0..4 {
             let g = randn(30, 20, 40 + s).as_standard_layout().to_owned();
             let (outs, _) = step(&mut w, s, 0, &[g.clone()]);
             let e = resid(&w[0], 0);
-            assert!(e.iter().map(|v| v.abs()).sum::<f32>() > 1.0, "residual unexpectedly zero");
+            assert!(
+                e.iter().map(|v| v.abs()).sum::<f32>() > 1.0,
+                "residual unexpectedly zero"
+            );
             let lhs = &g + &e_prev;
             let rhs = &outs[0] + &e;
             assert!((&lhs - &rhs).iter().all(|v| v.abs() < 1e-4), "step {s}");
@@ -219,11 +284,18 @@ mod tests {
     #[test]
     fn raw_path_and_wire_sizes() {
         // Tensor 0: 1-D; 1: 4x4 (not worth compressing at rank 4); 2: 3x1000 (r' = 3).
-        let p = MethodParams { rank: 4, min_compression_rate: 0.9, ..Default::default() };
+        let p = MethodParams {
+            rank: 4,
+            min_compression_rate: 0.9,
+            ..Default::default()
+        };
         let shapes = [(1, 100), (4, 4), (3, 1000)];
         let mut w = workers(2, &p, &shapes);
         for (t, &(r, c)) in shapes.iter().enumerate() {
-            let grads = vec![randn(r, c, t as u64).as_standard_layout().to_owned(), randn(r, c, 9 + t as u64).as_standard_layout().to_owned()];
+            let grads = vec![
+                randn(r, c, t as u64).as_standard_layout().to_owned(),
+                randn(r, c, 9 + t as u64).as_standard_layout().to_owned(),
+            ];
             let (outs, lens) = step(&mut w, 0, t, &grads);
             if t < 2 {
                 assert_eq!(lens, vec![r * c, 0]);
@@ -238,10 +310,17 @@ mod tests {
 
     #[test]
     fn dense_warm_up() {
-        let p = MethodParams { rank: 2, start_iter: 2, ..Default::default() };
+        let p = MethodParams {
+            rank: 2,
+            start_iter: 2,
+            ..Default::default()
+        };
         let mut w = workers(2, &p, &[(30, 20)]);
         assert_eq!(w[0].wire_capacity(0, 0).sum_f32, 600);
-        let grads = vec![randn(30, 20, 1).as_standard_layout().to_owned(), randn(30, 20, 2).as_standard_layout().to_owned()];
+        let grads = vec![
+            randn(30, 20, 1).as_standard_layout().to_owned(),
+            randn(30, 20, 2).as_standard_layout().to_owned(),
+        ];
         for s in 0..2 {
             let (outs, lens) = step(&mut w, s, 0, &grads);
             assert_eq!(lens, vec![600, 0]);
@@ -249,23 +328,63 @@ mod tests {
         }
         let (outs, lens) = step(&mut w, 2, 0, &grads);
         assert_eq!(lens, vec![60, 40]);
-        assert!(rel_err(&outs[0], &mean(&grads)) > 1e-2, "full-rank input cannot be exact at rank 2");
+        assert!(
+            rel_err(&outs[0], &mean(&grads)) > 1e-2,
+            "full-rank input cannot be exact at rank 2"
+        );
     }
 
     #[test]
     fn rejects_bad_input() {
-        let ctx = WorkerCtx { rank: 0, world_size: 1, seed: 0 };
-        assert!(matches!(PowerSgd::new(&MethodParams { rank: 0, ..Default::default() }, ctx), Err(CompressError::BadParam { key: "rank", .. })));
-        let bad_rate = MethodParams { min_compression_rate: f64::NAN, ..Default::default() };
-        assert!(matches!(PowerSgd::new(&bad_rate, ctx), Err(CompressError::BadParam { key: "min_compression_rate", .. })));
+        let ctx = WorkerCtx {
+            rank: 0,
+            world_size: 1,
+            seed: 0,
+        };
+        assert!(matches!(
+            PowerSgd::new(
+                &MethodParams {
+                    rank: 0,
+                    ..Default::default()
+                },
+                ctx
+            ),
+            Err(CompressError::BadParam { key: "rank", .. })
+        ));
+        let bad_rate = MethodParams {
+            min_compression_rate: f64::NAN,
+            ..Default::default()
+        };
+        assert!(matches!(
+            PowerSgd::new(&bad_rate, ctx),
+            Err(CompressError::BadParam {
+                key: "min_compression_rate",
+                ..
+            })
+        ));
         let mut c = PowerSgd::new(&MethodParams::default(), ctx).unwrap();
         c.register(0, 30, 20).unwrap();
         let mut wire = Wire::default();
         let g = Array2::<f32>::zeros((20, 30));
-        assert!(matches!(c.compress(0, 0, g.view(), &mut wire), Err(CompressError::Tensor { .. })));
-        assert!(matches!(c.compress(5, 0, g.view(), &mut wire), Err(CompressError::Tensor { .. })));
-        let rec = Received { sum_f32: &[1.0; 3], gathered_u32: &[], gather_counts: &[0], ring_u32: &[], world_size: 1 };
+        assert!(matches!(
+            c.compress(0, 0, g.view(), &mut wire),
+            Err(CompressError::Tensor { .. })
+        ));
+        assert!(matches!(
+            c.compress(5, 0, g.view(), &mut wire),
+            Err(CompressError::Tensor { .. })
+        ));
+        let rec = Received {
+            sum_f32: &[1.0; 3],
+            gathered_u32: &[],
+            gather_counts: &[0],
+            ring_u32: &[],
+            world_size: 1,
+        };
         let mut out = Array2::<f32>::zeros((30, 20));
-        assert!(matches!(c.decompress(0, 0, &rec, out.view_mut()), Err(CompressError::Tensor { .. })));
+        assert!(matches!(
+            c.decompress(0, 0, &rec, out.view_mut()),
+            Err(CompressError::Tensor { .. })
+        ));
     }
 }

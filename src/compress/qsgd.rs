@@ -15,7 +15,9 @@ use rand::RngCore;
 
 use super::bits::{self, Slot};
 use super::kernels::{mix, rng_for};
-use super::{Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx};
+use super::{
+    Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
+};
 
 const NAME: &str = "qsgd";
 const STREAM_TAG: u64 = 0x5153_4744; // "QSGD"
@@ -47,9 +49,20 @@ impl Qsgd {
     /// Reads `qsgd_levels` in `[1, 2^24]`.
     pub fn new(p: &MethodParams, ctx: WorkerCtx) -> Result<Self> {
         if !(1..=MAX_LEVELS).contains(&p.qsgd_levels) {
-            return Err(bits::bad_param(NAME, "qsgd_levels", p.qsgd_levels, &format!("must be in [1, {MAX_LEVELS}] (default 127)")));
+            return Err(bits::bad_param(
+                NAME,
+                "qsgd_levels",
+                p.qsgd_levels,
+                &format!("must be in [1, {MAX_LEVELS}] (default 127)"),
+            ));
         }
-        Ok(Qsgd { ctx, step: 0, levels: p.qsgd_levels, code_bits: code_bits(p.qsgd_levels), slots: Vec::new() })
+        Ok(Qsgd {
+            ctx,
+            step: 0,
+            levels: p.qsgd_levels,
+            code_bits: code_bits(p.qsgd_levels),
+            slots: Vec::new(),
+        })
     }
 }
 
@@ -80,14 +93,19 @@ impl Compressor for Qsgd {
     }
 
     fn register(&mut self, t: TensorId, rows: usize, cols: usize) -> Result<()> {
-        rows.checked_mul(cols).and_then(|d| d.checked_mul(self.code_bits as usize)).ok_or_else(|| bits::tensor_err(NAME, t, "tensor too large"))?;
+        rows.checked_mul(cols)
+            .and_then(|d| d.checked_mul(self.code_bits as usize))
+            .ok_or_else(|| bits::tensor_err(NAME, t, "tensor too large"))?;
         bits::put_slot(&mut self.slots, t, rows, cols, ());
         Ok(())
     }
 
     fn wire_capacity(&self, t: TensorId, _round: usize) -> WireLen {
         match self.slots.get(t).and_then(|s| s.as_ref()) {
-            Some(sl) => WireLen { gather_u32: wire_words(self.levels, sl.d()), ..WireLen::default() },
+            Some(sl) => WireLen {
+                gather_u32: wire_words(self.levels, sl.d()),
+                ..WireLen::default()
+            },
             None => WireLen::default(),
         }
     }
@@ -96,22 +114,38 @@ impl Compressor for Qsgd {
         self.step = step;
     }
 
-    fn compress(&mut self, t: TensorId, _round: usize, grad: ArrayView2<f32>, wire: &mut Wire) -> Result<()> {
+    fn compress(
+        &mut self,
+        t: TensorId,
+        _round: usize,
+        grad: ArrayView2<f32>,
+        wire: &mut Wire,
+    ) -> Result<()> {
         let (s, b) = (self.levels, self.code_bits);
-        let mut rng = rng_for(self.ctx.seed, self.step, t, mix(STREAM_TAG, self.ctx.rank as u64));
+        let mut rng = rng_for(
+            self.ctx.seed,
+            self.step,
+            t,
+            mix(STREAM_TAG, self.ctx.rank as u64),
+        );
         let sl = bits::slot(NAME, &mut self.slots, t)?;
         let g = bits::input_slice(NAME, t, sl, &grad)?;
         let norm = g.iter().map(|&v| v as f64 * v as f64).sum::<f64>().sqrt() as f32;
         wire.clear();
         wire.gather_u32.push(norm.to_bits());
-        let k = if norm > 0.0 && norm.is_finite() { s as f32 / norm } else { 0.0 };
+        let k = if norm > 0.0 && norm.is_finite() {
+            s as f32 / norm
+        } else {
+            0.0
+        };
         let (mut acc, mut have) = (0u64, 0u32);
         let mut rand_bits = 0u64;
         for (i, &v) in g.iter().enumerate() {
             if i % 2 == 0 {
                 rand_bits = rng.next_u64();
             }
-            let u = ((rand_bits >> (32 * (i % 2) + 8)) as u32 & 0xff_ffff) as f32 * (1.0 / (1u32 << 24) as f32);
+            let u = ((rand_bits >> (32 * (i % 2) + 8)) as u32 & 0xff_ffff) as f32
+                * (1.0 / (1u32 << 24) as f32);
             let x = v.abs() * k;
             let fl = x.floor();
             let level = ((fl + if u < x - fl { 1.0 } else { 0.0 }) as u32).min(s); // NaN -> 0
@@ -130,7 +164,13 @@ impl Compressor for Qsgd {
         Ok(())
     }
 
-    fn decompress(&mut self, t: TensorId, _round: usize, received: &Received, out: ArrayViewMut2<f32>) -> Result<()> {
+    fn decompress(
+        &mut self,
+        t: TensorId,
+        _round: usize,
+        received: &Received,
+        out: ArrayViewMut2<f32>,
+    ) -> Result<()> {
         let (s, b) = (self.levels, self.code_bits);
         let sl = bits::slot(NAME, &mut self.slots, t)?;
         bits::check_gathered(NAME, t, received, wire_words(s, sl.d()))?;
@@ -164,8 +204,19 @@ mod tests {
     }
 
     fn make(levels: u32, rank: usize, n: usize, rows: usize, cols: usize) -> Qsgd {
-        let p = MethodParams { qsgd_levels: levels, ..MethodParams::default() };
-        let mut q = Qsgd::new(&p, WorkerCtx { rank, world_size: n, seed: 3 }).unwrap();
+        let p = MethodParams {
+            qsgd_levels: levels,
+            ..MethodParams::default()
+        };
+        let mut q = Qsgd::new(
+            &p,
+            WorkerCtx {
+                rank,
+                world_size: n,
+                seed: 3,
+            },
+        )
+        .unwrap();
         q.register(0, rows, cols).unwrap();
         q
     }
@@ -178,19 +229,43 @@ mod tests {
         assert_eq!(code_bits(127), 8);
         assert_eq!(code_bits(128), 9);
         assert_eq!(code_bits(MAX_LEVELS), 26);
-        for &(levels, rows, cols) in &[(1u32, 1usize, 1usize), (127, 3, 33), (5, 7, 100), (1000, 2, 17)] {
+        for &(levels, rows, cols) in &[
+            (1u32, 1usize, 1usize),
+            (127, 3, 33),
+            (5, 7, 100),
+            (1000, 2, 17),
+        ] {
             let mut q = make(levels, 0, 1, rows, cols);
             let mut wire = Wire::default();
             wire.reserve(q.wire_capacity(0, 0));
             let cap = wire.gather_u32.capacity();
-            q.compress(0, 0, randn(1, rows, cols).view(), &mut wire).unwrap();
+            q.compress(0, 0, randn(1, rows, cols).view(), &mut wire)
+                .unwrap();
             assert_eq!(wire.gather_u32.capacity(), cap);
             let b = code_bits(levels) as usize;
             assert_eq!(wire.bytes(), 4 + 4 * (b * rows * cols).div_ceil(32));
         }
-        let ctx = WorkerCtx { rank: 0, world_size: 1, seed: 0 };
-        assert!(Qsgd::new(&MethodParams { qsgd_levels: 0, ..MethodParams::default() }, ctx).is_err());
-        assert!(Qsgd::new(&MethodParams { qsgd_levels: MAX_LEVELS + 1, ..MethodParams::default() }, ctx).is_err());
+        let ctx = WorkerCtx {
+            rank: 0,
+            world_size: 1,
+            seed: 0,
+        };
+        assert!(Qsgd::new(
+            &MethodParams {
+                qsgd_levels: 0,
+                ..MethodParams::default()
+            },
+            ctx
+        )
+        .is_err());
+        assert!(Qsgd::new(
+            &MethodParams {
+                qsgd_levels: MAX_LEVELS + 1,
+                ..MethodParams::default()
+            },
+            ctx
+        )
+        .is_err());
     }
 
     #[test]
@@ -204,15 +279,23 @@ mod tests {
             let norm = f32::from_bits(wire.gather_u32[0]);
             let gs = g.as_slice().unwrap();
             assert!((norm - gs.iter().map(|v| v * v).sum::<f32>().sqrt()).abs() < 1e-4 * norm);
-            for_each_code(&wire.gather_u32[1..], code_bits(levels), gs.len(), |i, code| {
-                let (l, neg) = (code >> 1, code & 1);
-                assert!(l <= levels);
-                let x = gs[i].abs() / norm * levels as f32;
-                assert!(l as f32 >= x.floor() - 1e-4 && l as f32 <= x.floor() + 1.0, "level {l} for x {x}");
-                if l > 0 {
-                    assert_eq!(neg == 1, gs[i] < 0.0);
-                }
-            });
+            for_each_code(
+                &wire.gather_u32[1..],
+                code_bits(levels),
+                gs.len(),
+                |i, code| {
+                    let (l, neg) = (code >> 1, code & 1);
+                    assert!(l <= levels);
+                    let x = gs[i].abs() / norm * levels as f32;
+                    assert!(
+                        l as f32 >= x.floor() - 1e-4 && l as f32 <= x.floor() + 1.0,
+                        "level {l} for x {x}"
+                    );
+                    if l > 0 {
+                        assert_eq!(neg == 1, gs[i] < 0.0);
+                    }
+                },
+            );
         }
     }
 
@@ -235,7 +318,13 @@ mod tests {
                 counts.push(wire.gather_u32.len());
                 gathered.extend_from_slice(&wire.gather_u32);
             }
-            let r = Received { sum_f32: &[], gathered_u32: &gathered, gather_counts: &counts, ring_u32: &[], world_size: n };
+            let r = Received {
+                sum_f32: &[],
+                gathered_u32: &gathered,
+                gather_counts: &counts,
+                ring_u32: &[],
+                world_size: n,
+            };
             let mut out = Array2::<f32>::zeros((rows, cols));
             ws[0].decompress(0, 0, &r, out.view_mut()).unwrap();
             avg.zip_mut_with(&out, |a, &o| *a += o as f64);
@@ -245,7 +334,10 @@ mod tests {
             let mu = a / trials as f64;
             let var = (s / trials as f64 - mu * mu).max(1e-12);
             let se = (var / trials as f64).sqrt();
-            assert!((mu - *m as f64).abs() < 5.0 * se + 1e-6, "mean {mu} vs {m} (se {se})");
+            assert!(
+                (mu - *m as f64).abs() < 5.0 * se + 1e-6,
+                "mean {mu} vs {m} (se {se})"
+            );
         }
     }
 }

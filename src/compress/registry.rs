@@ -1,11 +1,24 @@
 //! Method registry: CLI name -> constructor. Adding a method = one line here.
 
-use super::{Aggregation, Compressor, CompressError, MethodParams, Result, WorkerCtx};
-use super::{acpsgd::AcpSgd, dgc::Dgc, marsit::Marsit, powersgd::PowerSgd, qsgd::Qsgd, signsgd::SignSgd, sketch::Sketch, ssgd::Ssgd, topk::TopK};
+use super::{
+    acpsgd::AcpSgd, dgc::Dgc, marsit::Marsit, powersgd::PowerSgd, qsgd::Qsgd, signsgd::SignSgd,
+    sketch::Sketch, ssgd::Ssgd, topk::TopK,
+};
+use super::{Aggregation, CompressError, Compressor, MethodParams, Result, WorkerCtx};
 
 /// Names accepted by `--methods`, in the order reports list them.
-pub const METHODS: &[&str] =
-    &["ssgd", "signsgd", "signsgd-mv", "topk", "dgc", "powersgd", "acpsgd", "marsit", "sketch", "qsgd"];
+pub const METHODS: &[&str] = &[
+    "ssgd",
+    "signsgd",
+    "signsgd-mv",
+    "topk",
+    "dgc",
+    "powersgd",
+    "acpsgd",
+    "marsit",
+    "sketch",
+    "qsgd",
+];
 
 /// Build the compressor `name` for this worker.
 pub fn build(name: &str, p: &MethodParams, ctx: WorkerCtx) -> Result<Box<dyn Compressor>> {
@@ -26,14 +39,23 @@ pub fn build(name: &str, p: &MethodParams, ctx: WorkerCtx) -> Result<Box<dyn Com
 
 /// The error for a name that is not a method.
 pub fn unknown(name: &str) -> CompressError {
-    CompressError::Unsupported { method: "registry", msg: format!("unknown method '{name}'; allowed: {}", METHODS.join(", ")) }
+    CompressError::Unsupported {
+        method: "registry",
+        msg: format!("unknown method '{name}'; allowed: {}", METHODS.join(", ")),
+    }
 }
 
 /// The hyper-parameters (MethodParams keys) a method reads; the others do not apply.
 pub fn params_used(name: &str) -> &'static [&'static str] {
     match name {
         "topk" => &["density"],
-        "dgc" => &["density", "momentum", "nesterov", "clip_norm", "warmup_steps_per_epoch"],
+        "dgc" => &[
+            "density",
+            "momentum",
+            "nesterov",
+            "clip_norm",
+            "warmup_steps_per_epoch",
+        ],
         "powersgd" => &["rank", "min_compression_rate", "start_iter"],
         "acpsgd" => &["rank", "min_compression_rate"],
         "sketch" => &["density", "sketch_rows", "sketch_cols_per_k"],
@@ -44,7 +66,16 @@ pub fn params_used(name: &str) -> &'static [&'static str] {
 
 /// Aggregation of a method without building it (for up-front validation).
 pub fn aggregation(name: &str) -> Result<Aggregation> {
-    build(name, &MethodParams::default(), WorkerCtx { rank: 0, world_size: 1, seed: 0 }).map(|c| c.aggregation())
+    build(
+        name,
+        &MethodParams::default(),
+        WorkerCtx {
+            rank: 0,
+            world_size: 1,
+            seed: 0,
+        },
+    )
+    .map(|c| c.aggregation())
 }
 
 #[cfg(test)]
@@ -54,9 +85,27 @@ mod tests {
     #[test]
     fn every_listed_method_builds_with_defaults_and_names_itself() {
         for &m in METHODS {
-            let c = build(m, &MethodParams::default(), WorkerCtx { rank: 0, world_size: 2, seed: 1 }).unwrap();
+            let c = build(
+                m,
+                &MethodParams::default(),
+                WorkerCtx {
+                    rank: 0,
+                    world_size: 2,
+                    seed: 1,
+                },
+            )
+            .unwrap();
             assert_eq!(c.name(), m);
         }
-        assert!(build("nope", &MethodParams::default(), WorkerCtx { rank: 0, world_size: 1, seed: 0 }).is_err());
+        assert!(build(
+            "nope",
+            &MethodParams::default(),
+            WorkerCtx {
+                rank: 0,
+                world_size: 1,
+                seed: 0
+            }
+        )
+        .is_err());
     }
 }

@@ -85,7 +85,16 @@ pub struct TopKScratch {
 impl TopKScratch {
     /// Scratch for tensors of at most `max_d` elements and selections of at most `max_k`.
     pub fn new(max_d: usize, max_k: usize) -> Self {
-        let mut s = TopKScratch { keys: Vec::new(), sample: Vec::new(), max_d: 0, max_k: 0, len: 0, k: 0, thr: 0.0, compacted: false };
+        let mut s = TopKScratch {
+            keys: Vec::new(),
+            sample: Vec::new(),
+            max_d: 0,
+            max_k: 0,
+            len: 0,
+            k: 0,
+            thr: 0.0,
+            compacted: false,
+        };
         s.ensure(max_d, max_k);
         s
     }
@@ -111,7 +120,14 @@ impl TopKScratch {
     /// Exact top-`k` of `x` by magnitude: writes the indices (ascending) to `idx_out`
     /// and the signed values to `val_out`; returns `k`. `rng` seeds the sample (the
     /// result does not depend on it).
-    pub fn top_k<R: Rng>(&mut self, x: &[f32], k: usize, rng: &mut R, idx_out: &mut [u32], val_out: &mut [f32]) -> Result<usize> {
+    pub fn top_k<R: Rng>(
+        &mut self,
+        x: &[f32],
+        k: usize,
+        rng: &mut R,
+        idx_out: &mut [u32],
+        val_out: &mut [f32],
+    ) -> Result<usize> {
         let thr = self.sample_threshold(x.len(), k, rng, |i| x[i])?;
         self.begin(k, thr)?;
         self.scan(0, x);
@@ -126,7 +142,13 @@ impl TopKScratch {
     /// `r`-th largest of a strided random sample, `r` set 4 standard deviations above
     /// the expected number of sampled top-k elements, so that at least `k` elements pass
     /// with overwhelming probability (otherwise the caller rescans). 0 for small inputs.
-    pub fn sample_threshold<R: Rng, F: Fn(usize) -> f32>(&mut self, d: usize, k: usize, rng: &mut R, get: F) -> Result<f32> {
+    pub fn sample_threshold<R: Rng, F: Fn(usize) -> f32>(
+        &mut self,
+        d: usize,
+        k: usize,
+        rng: &mut R,
+        get: F,
+    ) -> Result<f32> {
         self.check(d, k)?;
         if k == 0 || d < 16 * MIN_SAMPLE {
             return Ok(0.0);
@@ -144,14 +166,25 @@ impl TopKScratch {
 
     /// Draw `s` elements of `|get(i)|`, one uniformly in each of `s` equal strides of
     /// `0..d` (strided random sample); returns how many were drawn (`min(s, d)`).
-    pub fn draw_sample<R: Rng, F: Fn(usize) -> f32>(&mut self, d: usize, s: usize, rng: &mut R, get: F) -> usize {
+    pub fn draw_sample<R: Rng, F: Fn(usize) -> f32>(
+        &mut self,
+        d: usize,
+        s: usize,
+        rng: &mut R,
+        get: F,
+    ) -> usize {
         let s = s.min(d).min(self.sample.len());
         if s == 0 {
             return 0;
         }
         let stride = d / s;
         for (j, slot) in self.sample[..s].iter_mut().enumerate() {
-            let i = j * stride + if stride > 1 { rng.gen_range(0..stride) } else { 0 };
+            let i = j * stride
+                + if stride > 1 {
+                    rng.gen_range(0..stride)
+                } else {
+                    0
+                };
             *slot = abs_bits(get(i));
         }
         s
@@ -245,7 +278,11 @@ impl TopKScratch {
         }
         let kth = (self.keys[k - 1] >> 32) as u32;
         // Above +inf the bits are NaNs: keep everything (still exact, only slower).
-        self.thr = if kth < 0x7f80_0000 { f32::from_bits(kth + 1) } else { f32::NAN };
+        self.thr = if kth < 0x7f80_0000 {
+            f32::from_bits(kth + 1)
+        } else {
+            f32::NAN
+        };
     }
 
     /// Whether the candidates contain the exact top `k` (else rescan with threshold 0).
@@ -260,10 +297,22 @@ impl TopKScratch {
 
     /// Emit the top `min(keep, candidates)` candidates, indices ascending, values read
     /// from `x` (the scanned data); returns how many.
-    pub fn finish(&mut self, x: &[f32], keep: usize, idx_out: &mut [u32], val_out: &mut [f32]) -> Result<usize> {
+    pub fn finish(
+        &mut self,
+        x: &[f32],
+        keep: usize,
+        idx_out: &mut [u32],
+        val_out: &mut [f32],
+    ) -> Result<usize> {
         let m = keep.min(self.len);
         if idx_out.len() < m || val_out.len() < m {
-            return Err(CompressError::Unsupported { method: "select", msg: format!("output holds {} < {m} selected elements", idx_out.len().min(val_out.len())) });
+            return Err(CompressError::Unsupported {
+                method: "select",
+                msg: format!(
+                    "output holds {} < {m} selected elements",
+                    idx_out.len().min(val_out.len())
+                ),
+            });
         }
         if m == 0 {
             return Ok(0);
@@ -276,10 +325,13 @@ impl TopKScratch {
         }
         idx_out[..m].sort_unstable();
         for (v, &i) in val_out[..m].iter_mut().zip(&idx_out[..m]) {
-            *v = x.get(i as usize).copied().ok_or_else(|| CompressError::Unsupported {
-                method: "select",
-                msg: format!("index {i} outside the scanned data of {} elements", x.len()),
-            })?;
+            *v = x
+                .get(i as usize)
+                .copied()
+                .ok_or_else(|| CompressError::Unsupported {
+                    method: "select",
+                    msg: format!("index {i} outside the scanned data of {} elements", x.len()),
+                })?;
         }
         Ok(m)
     }
@@ -287,7 +339,9 @@ impl TopKScratch {
 
 /// Sample buffer size for tensors of `d` elements (covers top-k's and DGC's 1% sample).
 fn sample_cap(d: usize) -> usize {
-    (d / 4).clamp(MIN_SAMPLE.min(d), MAX_SAMPLE).max((d / 100).max(512).min(d))
+    (d / 4)
+        .clamp(MIN_SAMPLE.min(d), MAX_SAMPLE)
+        .max((d / 100).max(512).min(d))
 }
 
 /// The `r`-th largest (1-based, `1 <= r <= s.len()`) of `s` (reorders `s`).
@@ -314,26 +368,63 @@ pub fn select_threshold(x: &[f32], thr: f32, idx_out: &mut [u32]) -> usize {
 }
 
 /// The registered `rows x cols` gradient as a row-major slice, or a `Tensor` error.
-pub fn grad_slice<'a>(method: &'static str, t: TensorId, grad: &ArrayView2<'a, f32>, rows: usize, cols: usize) -> Result<&'a [f32]> {
+pub fn grad_slice<'a>(
+    method: &'static str,
+    t: TensorId,
+    grad: &ArrayView2<'a, f32>,
+    rows: usize,
+    cols: usize,
+) -> Result<&'a [f32]> {
     if grad.dim() != (rows, cols) {
-        return Err(tensor_err(method, t, format!("gradient shape {:?} differs from the registered {rows} x {cols}", grad.dim())));
+        return Err(tensor_err(
+            method,
+            t,
+            format!(
+                "gradient shape {:?} differs from the registered {rows} x {cols}",
+                grad.dim()
+            ),
+        ));
     }
-    grad.to_slice().ok_or_else(|| tensor_err(method, t, "gradient view must be contiguous row-major".into()))
+    grad.to_slice().ok_or_else(|| {
+        tensor_err(
+            method,
+            t,
+            "gradient view must be contiguous row-major".into(),
+        )
+    })
 }
 
 /// The registered `rows x cols` output as a row-major slice, or a `Tensor` error.
-pub fn out_slice<'a>(method: &'static str, t: TensorId, out: ArrayViewMut2<'a, f32>, rows: usize, cols: usize) -> Result<&'a mut [f32]> {
+pub fn out_slice<'a>(
+    method: &'static str,
+    t: TensorId,
+    out: ArrayViewMut2<'a, f32>,
+    rows: usize,
+    cols: usize,
+) -> Result<&'a mut [f32]> {
     if out.dim() != (rows, cols) {
-        return Err(tensor_err(method, t, format!("output shape {:?} differs from the registered {rows} x {cols}", out.dim())));
+        return Err(tensor_err(
+            method,
+            t,
+            format!(
+                "output shape {:?} differs from the registered {rows} x {cols}",
+                out.dim()
+            ),
+        ));
     }
-    out.into_slice().ok_or_else(|| tensor_err(method, t, "output view must be contiguous row-major".into()))
+    out.into_slice()
+        .ok_or_else(|| tensor_err(method, t, "output view must be contiguous row-major".into()))
 }
 
 /// Elements of a `rows x cols` tensor addressed by u32 indices (1 ..= 2^32-1), or an error.
 pub fn indexable_len(method: &'static str, t: TensorId, rows: usize, cols: usize) -> Result<usize> {
     let d = rows * cols;
     if d == 0 || d > u32::MAX as usize {
-        return Err(tensor_err(method, t, format!("{rows} x {cols} = {d} elements: need 1 ..= 2^32-1 (u32 indices)")));
+        return Err(tensor_err(
+            method,
+            t,
+            format!("{rows} x {cols} = {d} elements: need 1 ..= 2^32-1 (u32 indices)"),
+        ));
     }
     Ok(d)
 }
@@ -341,14 +432,21 @@ pub fn indexable_len(method: &'static str, t: TensorId, rows: usize, cols: usize
 /// Single-round methods reject any other round.
 pub fn single_round(method: &'static str, round: usize) -> Result<()> {
     if round != 0 {
-        return Err(CompressError::Unsupported { method, msg: format!("one round per step, got round {round}") });
+        return Err(CompressError::Unsupported {
+            method,
+            msg: format!("one round per step, got round {round}"),
+        });
     }
     Ok(())
 }
 
 /// A `CompressError::Tensor`.
 pub fn tensor_err(method: &'static str, t: TensorId, msg: String) -> CompressError {
-    CompressError::Tensor { method, tensor: t, msg }
+    CompressError::Tensor {
+        method,
+        tensor: t,
+        msg,
+    }
 }
 
 /// Sparse wire (Top-k, DGC): the selected indices, then the values' bits.
@@ -359,7 +457,12 @@ pub fn push_pairs(wire: &mut Wire, idx: &[u32], val: &[f32]) {
 
 /// Decompress all-gathered sparse sections (METHODS.md, Top-k): zero `out`, scatter-add
 /// every worker's (index, value) pairs in rank order, divide by the number of workers.
-pub fn scatter_mean(method: &'static str, t: TensorId, received: &Received, out: &mut [f32]) -> Result<()> {
+pub fn scatter_mean(
+    method: &'static str,
+    t: TensorId,
+    received: &Received,
+    out: &mut [f32],
+) -> Result<()> {
     let n = received.world_size;
     let total: usize = received.gather_counts.iter().sum();
     if n == 0 || received.gather_counts.len() != n || total != received.gathered_u32.len() {
@@ -376,11 +479,21 @@ pub fn scatter_mean(method: &'static str, t: TensorId, received: &Received, out:
         let sec = &received.gathered_u32[start..start + c];
         start += c;
         if c % 2 != 0 {
-            return Err(tensor_err(method, t, format!("worker {w} sent {c} words, not index/value pairs")));
+            return Err(tensor_err(
+                method,
+                t,
+                format!("worker {w} sent {c} words, not index/value pairs"),
+            ));
         }
         let (idx, val) = sec.split_at(c / 2);
         for (&i, &v) in idx.iter().zip(val) {
-            let slot = out.get_mut(i as usize).ok_or_else(|| tensor_err(method, t, format!("worker {w} sent index {i} outside 0..{d}")))?;
+            let slot = out.get_mut(i as usize).ok_or_else(|| {
+                tensor_err(
+                    method,
+                    t,
+                    format!("worker {w} sent index {i} outside 0..{d}"),
+                )
+            })?;
             *slot += f32::from_bits(v);
         }
     }
@@ -398,7 +511,11 @@ pub(crate) mod test_support {
     use rand_distr::{Distribution, StandardNormal};
 
     pub fn ctx(rank: usize, n: usize) -> WorkerCtx {
-        WorkerCtx { rank, world_size: n, seed: 17 }
+        WorkerCtx {
+            rank,
+            world_size: n,
+            seed: 17,
+        }
     }
 
     /// Standard normal `rows x cols` gradient.
@@ -408,7 +525,10 @@ pub(crate) mod test_support {
     }
 
     pub fn params(density: f64) -> MethodParams {
-        MethodParams { density, ..MethodParams::default() }
+        MethodParams {
+            density,
+            ..MethodParams::default()
+        }
     }
 }
 
@@ -421,7 +541,11 @@ mod tests {
     /// Naive reference: sort all indices by (|x| desc, index asc), keep k, sort by index.
     fn reference(x: &[f32], k: usize) -> Vec<u32> {
         let mut idx: Vec<u32> = (0..x.len() as u32).collect();
-        idx.sort_by(|&a, &b| abs_bits(x[b as usize]).cmp(&abs_bits(x[a as usize])).then(a.cmp(&b)));
+        idx.sort_by(|&a, &b| {
+            abs_bits(x[b as usize])
+                .cmp(&abs_bits(x[a as usize]))
+                .then(a.cmp(&b))
+        });
         idx.truncate(k);
         idx.sort_unstable();
         idx
@@ -431,7 +555,9 @@ mod tests {
         let mut s = TopKScratch::new(x.len(), k);
         let mut idx = vec![0u32; k];
         let mut val = vec![0f32; k];
-        let m = s.top_k(x, k, &mut rng_for(7, 0, 0, 0), &mut idx, &mut val).expect("top_k");
+        let m = s
+            .top_k(x, k, &mut rng_for(7, 0, 0, 0), &mut idx, &mut val)
+            .expect("top_k");
         assert_eq!(m, k);
         let r = reference(x, k);
         assert_eq!(idx, r, "d = {} k = {k}", x.len());
@@ -447,7 +573,13 @@ mod tests {
 
     #[test]
     fn random_data_matches_reference() {
-        for &(d, k) in &[(100usize, 7usize), (70_000, 70), (200_000, 200), (300_001, 1), (150_000, 20_000)] {
+        for &(d, k) in &[
+            (100usize, 7usize),
+            (70_000, 70),
+            (200_000, 200),
+            (300_001, 1),
+            (150_000, 20_000),
+        ] {
             check(&normal(d, d as u64), k);
         }
     }
@@ -457,14 +589,21 @@ mod tests {
         // Cauchy-like: ratio of normals, plus exponential magnitudes spanning decades.
         let a = normal(200_000, 1);
         let b = normal(200_000, 2);
-        let x: Vec<f32> = a.iter().zip(&b).map(|(p, q)| p / (q.abs() + 1e-3) * if p > &0.0 { 1.0 } else { 1e-6 }).collect();
+        let x: Vec<f32> = a
+            .iter()
+            .zip(&b)
+            .map(|(p, q)| p / (q.abs() + 1e-3) * if p > &0.0 { 1.0 } else { 1e-6 })
+            .collect();
         check(&x, 200);
         check(&x, 5_000);
     }
 
     #[test]
     fn ties_and_all_equal() {
-        let few: Vec<f32> = normal(180_000, 3).iter().map(|v| (v * 2.0).round()).collect();
+        let few: Vec<f32> = normal(180_000, 3)
+            .iter()
+            .map(|v| (v * 2.0).round())
+            .collect();
         check(&few, 180);
         check(&few, 9_000);
         let eq = vec![-0.5f32; 100_000];
@@ -498,7 +637,9 @@ mod tests {
         let mut s = TopKScratch::new(10, 2);
         let x = [1f32; 10];
         let (mut i, mut v) = ([0u32; 3], [0f32; 3]);
-        assert!(s.top_k(&x, 3, &mut rng_for(0, 0, 0, 0), &mut i, &mut v).is_err());
+        assert!(s
+            .top_k(&x, 3, &mut rng_for(0, 0, 0, 0), &mut i, &mut v)
+            .is_err());
     }
 
     #[test]
@@ -520,9 +661,14 @@ mod tests {
         let (mut idx, mut val) = (vec![0u32; 2 * k], vec![0f32; 2 * k]);
         for rep in 0..5 {
             let t = std::time::Instant::now();
-            s.top_k(&x, k, &mut rng_for(1, rep, 0, 0), &mut idx, &mut val).expect("top_k");
+            s.top_k(&x, k, &mut rng_for(1, rep, 0, 0), &mut idx, &mut val)
+                .expect("top_k");
             let el_s = t.elapsed().as_secs_f64();
-            println!("top-k: {:.3} ms, {:.2} GB/s", el_s * 1e3, 4.0 * d as f64 / el_s / 1e9);
+            println!(
+                "top-k: {:.3} ms, {:.2} GB/s",
+                el_s * 1e3,
+                4.0 * d as f64 / el_s / 1e9
+            );
         }
         // DGC-style: threshold from a 1% strided sample, then the survivor scan.
         for rep in 0..3 {
@@ -534,12 +680,20 @@ mod tests {
             let (len, _) = s.candidates();
             let m = s.finish(&x, len, &mut idx, &mut val).expect("finish");
             let el_s = t.elapsed().as_secs_f64();
-            println!("sampled threshold: {m} selected, {:.3} ms, {:.2} GB/s", el_s * 1e3, 4.0 * d as f64 / el_s / 1e9);
+            println!(
+                "sampled threshold: {m} selected, {:.3} ms, {:.2} GB/s",
+                el_s * 1e3,
+                4.0 * d as f64 / el_s / 1e9
+            );
         }
         let mut all = vec![0u32; 2 * k];
         let t = std::time::Instant::now();
         let n = select_threshold(&x, 3.3, &mut all);
         let el_s = t.elapsed().as_secs_f64();
-        println!("threshold: {n} passed, {:.3} ms, {:.2} GB/s", el_s * 1e3, 4.0 * d as f64 / el_s / 1e9);
+        println!(
+            "threshold: {n} passed, {:.3} ms, {:.2} GB/s",
+            el_s * 1e3,
+            4.0 * d as f64 / el_s / 1e9
+        );
     }
 }

@@ -19,7 +19,9 @@
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 use super::bits::{self, Slot};
-use super::{Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx};
+use super::{
+    Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
+};
 
 /// Per-tensor EF-SignSGD state.
 #[derive(Debug, Clone, Default)]
@@ -45,7 +47,11 @@ impl SignSgd {
     /// Reads no hyper-parameters.
     pub fn new(p: &MethodParams, ctx: WorkerCtx, majority: bool) -> Result<Self> {
         let _ = p;
-        Ok(SignSgd { majority, ctx, slots: Vec::new() })
+        Ok(SignSgd {
+            majority,
+            ctx,
+            slots: Vec::new(),
+        })
     }
 
     /// The worker context this compressor was built for.
@@ -56,9 +62,21 @@ impl SignSgd {
     /// Current error-feedback residual `e` of tensor `t` (all zeros for `signsgd-mv`)
     /// into `out` (length `d`). Not for timed regions.
     pub fn residual_into(&self, t: TensorId, out: &mut [f32]) -> Result<()> {
-        let sl = self.slots.get(t).and_then(|s| s.as_ref()).ok_or_else(|| bits::tensor_err(self.name(), t, "not registered"))?;
+        let sl = self
+            .slots
+            .get(t)
+            .and_then(|s| s.as_ref())
+            .ok_or_else(|| bits::tensor_err(self.name(), t, "not registered"))?;
         if out.len() != sl.d() {
-            return Err(bits::tensor_err(self.name(), t, format!("residual buffer has {} elements, tensor has {}", out.len(), sl.d())));
+            return Err(bits::tensor_err(
+                self.name(),
+                t,
+                format!(
+                    "residual buffer has {} elements, tensor has {}",
+                    out.len(),
+                    sl.d()
+                ),
+            ));
         }
         if self.majority {
             out.fill(0.0);
@@ -89,19 +107,42 @@ impl Compressor for SignSgd {
 
     fn register(&mut self, t: TensorId, rows: usize, cols: usize) -> Result<()> {
         let d = bits::checked_len(self.name(), t, rows, cols)?;
-        let e = if self.majority { Vec::new() } else { bits::touched_zeros(d) };
-        bits::put_slot(&mut self.slots, t, rows, cols, State { e, scale: 0.0, lag: 0.0 });
+        let e = if self.majority {
+            Vec::new()
+        } else {
+            bits::touched_zeros(d)
+        };
+        bits::put_slot(
+            &mut self.slots,
+            t,
+            rows,
+            cols,
+            State {
+                e,
+                scale: 0.0,
+                lag: 0.0,
+            },
+        );
         Ok(())
     }
 
     fn wire_capacity(&self, t: TensorId, _round: usize) -> WireLen {
         match self.slots.get(t).and_then(|s| s.as_ref()) {
-            Some(sl) => WireLen { gather_u32: self.words_per_worker(sl.d()), ..WireLen::default() },
+            Some(sl) => WireLen {
+                gather_u32: self.words_per_worker(sl.d()),
+                ..WireLen::default()
+            },
             None => WireLen::default(),
         }
     }
 
-    fn compress(&mut self, t: TensorId, _round: usize, grad: ArrayView2<f32>, wire: &mut Wire) -> Result<()> {
+    fn compress(
+        &mut self,
+        t: TensorId,
+        _round: usize,
+        grad: ArrayView2<f32>,
+        wire: &mut Wire,
+    ) -> Result<()> {
         let (name, majority) = (self.name(), self.majority);
         let sl = bits::slot(name, &mut self.slots, t)?;
         let g = bits::input_slice(name, t, sl, &grad)?;
@@ -129,7 +170,13 @@ impl Compressor for SignSgd {
         Ok(())
     }
 
-    fn decompress(&mut self, t: TensorId, _round: usize, received: &Received, out: ArrayViewMut2<f32>) -> Result<()> {
+    fn decompress(
+        &mut self,
+        t: TensorId,
+        _round: usize,
+        received: &Received,
+        out: ArrayViewMut2<f32>,
+    ) -> Result<()> {
         let name = self.name();
         let majority = self.majority;
         let sl = bits::slot(name, &mut self.slots, t)?;
@@ -181,7 +228,11 @@ mod tests {
     use rand_distr::{Distribution, StandardNormal};
 
     fn ctx(rank: usize, n: usize) -> WorkerCtx {
-        WorkerCtx { rank, world_size: n, seed: 42 }
+        WorkerCtx {
+            rank,
+            world_size: n,
+            seed: 42,
+        }
     }
 
     fn randn(seed: u64, rows: usize, cols: usize) -> Array2<f32> {
@@ -203,12 +254,22 @@ mod tests {
             wire.reserve(w.wire_capacity(0, 0));
             let cap = wire.gather_u32.capacity();
             w.compress(0, 0, g.view(), &mut wire).unwrap();
-            assert_eq!(wire.gather_u32.capacity(), cap, "compress must not reallocate the wire");
+            assert_eq!(
+                wire.gather_u32.capacity(),
+                cap,
+                "compress must not reallocate the wire"
+            );
             w.feedback(0, 0).unwrap();
             counts.push(wire.gather_u32.len());
             gathered.extend_from_slice(&wire.gather_u32);
         }
-        let r = Received { sum_f32: &[], gathered_u32: &gathered, gather_counts: &counts, ring_u32: &[], world_size: ws.len() };
+        let r = Received {
+            sum_f32: &[],
+            gathered_u32: &gathered,
+            gather_counts: &counts,
+            ring_u32: &[],
+            world_size: ws.len(),
+        };
         let mut out = Array2::zeros((rows, cols));
         for w in ws.iter_mut() {
             let mut o = Array2::zeros((rows, cols));
@@ -229,17 +290,25 @@ mod tests {
             let mut s = SignSgd::new(&MethodParams::default(), ctx(0, 1), false).unwrap();
             s.register(0, rows, cols).unwrap();
             let mut wire = Wire::default();
-            s.compress(0, 0, randn(1, rows, cols).view(), &mut wire).unwrap();
+            s.compress(0, 0, randn(1, rows, cols).view(), &mut wire)
+                .unwrap();
             assert_eq!(wire.bytes(), 4 + 4 * d.div_ceil(32));
             assert_eq!(s.wire_capacity(0, 0).bytes(), wire.bytes());
             let mut m = SignSgd::new(&MethodParams::default(), ctx(0, 1), true).unwrap();
             m.register(0, rows, cols).unwrap();
-            m.compress(0, 0, randn(1, rows, cols).view(), &mut wire).unwrap();
+            m.compress(0, 0, randn(1, rows, cols).view(), &mut wire)
+                .unwrap();
             assert_eq!(wire.bytes(), 4 * d.div_ceil(32));
         }
         let p = MethodParams::default();
-        assert_eq!(SignSgd::new(&p, ctx(0, 1), false).unwrap().name(), "signsgd");
-        assert_eq!(SignSgd::new(&p, ctx(0, 1), true).unwrap().name(), "signsgd-mv");
+        assert_eq!(
+            SignSgd::new(&p, ctx(0, 1), false).unwrap().name(),
+            "signsgd"
+        );
+        assert_eq!(
+            SignSgd::new(&p, ctx(0, 1), true).unwrap().name(),
+            "signsgd-mv"
+        );
     }
 
     #[test]
@@ -256,8 +325,14 @@ mod tests {
             s.residual_into(0, &mut e).unwrap();
             for i in 0..p.len() {
                 let sent = out.as_slice().unwrap()[i];
-                assert!((sent - scale * sgn(p[i])).abs() <= 1e-6 * scale, "it {it} i {i}");
-                assert!((sent + e[i] - p[i]).abs() <= 1e-6 * (1.0 + p[i].abs()), "p = sent + e violated at {i}");
+                assert!(
+                    (sent - scale * sgn(p[i])).abs() <= 1e-6 * scale,
+                    "it {it} i {i}"
+                );
+                assert!(
+                    (sent + e[i] - p[i]).abs() <= 1e-6 * (1.0 + p[i].abs()),
+                    "p = sent + e violated at {i}"
+                );
             }
         }
     }
@@ -266,7 +341,9 @@ mod tests {
     fn decompress_is_worker_average() {
         for n in 2..=3 {
             let (rows, cols) = (4, 50);
-            let mut ws: Vec<SignSgd> = (0..n).map(|r| SignSgd::new(&MethodParams::default(), ctx(r, n), false).unwrap()).collect();
+            let mut ws: Vec<SignSgd> = (0..n)
+                .map(|r| SignSgd::new(&MethodParams::default(), ctx(r, n), false).unwrap())
+                .collect();
             for w in ws.iter_mut() {
                 w.register(0, rows, cols).unwrap();
             }
@@ -277,12 +354,16 @@ mod tests {
                     let reference: f32 = ps
                         .iter()
                         .map(|p| {
-                            let scale = (p.iter().map(|v| v.abs() as f64).sum::<f64>() / p.len() as f64) as f32;
+                            let scale = (p.iter().map(|v| v.abs() as f64).sum::<f64>()
+                                / p.len() as f64) as f32;
                             scale * sgn(p[i])
                         })
                         .sum::<f32>()
                         / n as f32;
-                    assert!((out.as_slice().unwrap()[i] - reference).abs() < 1e-5, "n {n} i {i}");
+                    assert!(
+                        (out.as_slice().unwrap()[i] - reference).abs() < 1e-5,
+                        "n {n} i {i}"
+                    );
                 }
             }
         }
@@ -292,19 +373,25 @@ mod tests {
     fn majority_vote() {
         let n = 3;
         let (rows, cols) = (2, 40);
-        let mut ws: Vec<SignSgd> = (0..n).map(|r| SignSgd::new(&MethodParams::default(), ctx(r, n), true).unwrap()).collect();
+        let mut ws: Vec<SignSgd> = (0..n)
+            .map(|r| SignSgd::new(&MethodParams::default(), ctx(r, n), true).unwrap())
+            .collect();
         for w in ws.iter_mut() {
             w.register(0, rows, cols).unwrap();
         }
         let mut rng = rng_for(5, 0, 0, 0);
-        let grads: Vec<Array2<f32>> = (0..n).map(|_| Array2::from_shape_fn((rows, cols), |_| rng.gen_range(-1.0f32..1.0))).collect();
+        let grads: Vec<Array2<f32>> = (0..n)
+            .map(|_| Array2::from_shape_fn((rows, cols), |_| rng.gen_range(-1.0f32..1.0)))
+            .collect();
         let (out, _) = step(&mut ws, &grads);
         for i in 0..rows * cols {
             let s: f32 = grads.iter().map(|g| sgn(g.as_slice().unwrap()[i])).sum();
             assert_eq!(out.as_slice().unwrap()[i], s.signum());
         }
         // ties (even n) give 0
-        let mut two: Vec<SignSgd> = (0..2).map(|r| SignSgd::new(&MethodParams::default(), ctx(r, 2), true).unwrap()).collect();
+        let mut two: Vec<SignSgd> = (0..2)
+            .map(|r| SignSgd::new(&MethodParams::default(), ctx(r, 2), true).unwrap())
+            .collect();
         for w in two.iter_mut() {
             w.register(0, 1, 3).unwrap();
         }
@@ -321,7 +408,13 @@ mod tests {
         assert!(s.compress(3, 0, randn(1, 2, 2).view(), &mut wire).is_err());
         s.register(0, 2, 2).unwrap();
         assert!(s.compress(0, 0, randn(1, 2, 3).view(), &mut wire).is_err());
-        let r = Received { sum_f32: &[], gathered_u32: &[1, 2], gather_counts: &[1], ring_u32: &[], world_size: 1 };
+        let r = Received {
+            sum_f32: &[],
+            gathered_u32: &[1, 2],
+            gather_counts: &[1],
+            ring_u32: &[],
+            world_size: 1,
+        };
         let mut out = Array2::zeros((2, 2));
         assert!(s.decompress(0, 0, &r, out.view_mut()).is_err());
     }
@@ -361,7 +454,14 @@ mod tests {
             std::hint::black_box(acc);
             read = read.min(t0.elapsed().as_secs_f64());
         }
-        println!("memory read (sum) d={d}: {:.2} GB/s", 4.0 * d as f64 / read / 1e9);
-        println!("signsgd compress+feedback d={d}: {:.3} ms, {:.2} GB/s of input", best * 1e3, 4.0 * d as f64 / best / 1e9);
+        println!(
+            "memory read (sum) d={d}: {:.2} GB/s",
+            4.0 * d as f64 / read / 1e9
+        );
+        println!(
+            "signsgd compress+feedback d={d}: {:.3} ms, {:.2} GB/s of input",
+            best * 1e3,
+            4.0 * d as f64 / best / 1e9
+        );
     }
 }

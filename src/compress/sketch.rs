@@ -9,31 +9,42 @@
 //!   by lower index); `out = kept est / n`, zeros elsewhere; `e = p - kept est`
 //!   (unscaled by n).
 //!
-//! Hashes are computed on the fly, identical on every worker: per (run seed, step,
-//! tensor, row) four random 64-bit keys; bucket `h_j(i)` = high 32 bits of
-//! `a*i + b mod 2^64` (multiply-add-shift, Dietzfelbinger 1996: 2-independent for
-//! 32-bit keys) reduced to `[0, c)` by a multiply-shift (Lemire 2019), and sign `s_j(i)`
-//! = top bit of `a'*i + b'`.
+//! Hashes are computed on the fly, identical on every worker, from four random 64-bit
+//! keys per (run seed, step, tensor, row):
+//! - bucket, *block-offset*: indices are cut into blocks of `B = min(1024, c)`
+//!   consecutive elements; block `u` starts at bucket `H_j(u)` = high 32 bits of
+//!   `a*u + b mod 2^64` (multiply-add-shift, Dietzfelbinger 1996: 2-independent for
+//!   32-bit keys) reduced to `[0, c)` by a multiply-shift (Lemire 2019), and
+//!   `h_j(i) = (H_j(i / B) + i mod B) mod c`. Two indices of one block never share a
+//!   bucket; indices of different blocks share one with probability ~1/c (the difference
+//!   of two pairwise-independent uniform offsets is uniform). That collision bound and the
+//!   signs' pairwise independence are all that Count Sketch's estimate needs
+//!   (`E[est_i] = p_i`, `Var[est_i] <= ||p||^2 / c` per row; Charikar et al., Lemma 3).
+//! - sign `s_j(i)` = top bit of `a'*i + b'`, per element (2-independent, independent of
+//!   the buckets).
 //!
-//! Compress, large tables (more than `STRIDE_MIN_TABLE_BYTES` per row): each row is
-//! scattered in its own *stride order* (`Stride`): elements `q*m + r` for 256 consecutive
-//! `r` at a time, where `m` is a continued-fraction denominator of `a / 2^64`, so every
-//! lane walks its table row almost sequentially and the table traffic stays in L1 instead
-//! of a random read-modify-write into a megabyte-sized row per element (1.9x here).
-//! Smaller tables: L2-sized blocks, one pass forming `p` and every row's buckets and
-//! signed values, then a scatter with software prefetch a fixed distance ahead (cf. group
-//! prefetching, Chen et al., ICDE 2004), each cell summed in index order.
+//! Every block is then a contiguous streaming add into (and, in decompress, read from)
+//! each row table instead of a random read-modify-write per element and row, and each cell
+//! sums its inputs in index order, so the table is bit-identical to the element-by-element
+//! definition (tested).
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 use rand::RngCore;
 
-use super::bits::{self, Slot, SIGN_BIT};
+use super::bits::{self, Slot};
 use super::kernels::{mix, rng_for};
-use super::{Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx};
+use super::select::TopKScratch;
+use super::{
+    Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
+};
 
 const NAME: &str = "sketch";
 /// Stream tag of the hash keys.
 const STREAM_TAG: u64 = 0x534b_4554_4348; // "SKETCH"
+/// Stream tag of the top-k threshold sample (does not affect the result).
+const STREAM_SAMPLE: u64 = 0x534b_5350; // "SKSP"
+/// Longest hash block `B` (elements mapped to consecutive buckets; 4 KiB of `f32`).
+const SEG_MAX: usize = 1024;
 
 /// Bucket and sign hash of one sketch row.
 #[derive(Clone, Copy, Debug)]
@@ -42,40 +53,221 @@ struct RowHash {
     b: u64,
     sa: u64,
     sb: u64,
-    c: u64,
+    /// Columns `c`.
+    c: usize,
+    /// Block length `B = min(SEG_MAX, c)` (at most `c`, so a block never wraps onto itself).
+    seg: usize,
 }
 
 impl RowHash {
     fn new(seed: u64, step: u64, t: TensorId, row: usize, c: usize) -> Self {
         let mut rng = rng_for(seed, step, t, mix(STREAM_TAG, row as u64));
-        RowHash { a: rng.next_u64() | 1, b: rng.next_u64(), sa: rng.next_u64() | 1, sb: rng.next_u64(), c: c as u64 }
+        RowHash {
+            a: rng.next_u64() | 1,
+            b: rng.next_u64(),
+            sa: rng.next_u64() | 1,
+            sb: rng.next_u64(),
+            c,
+            seg: SEG_MAX.min(c).max(1),
+        }
     }
 
-    /// Hash state at element `i`: (`a*i + b`, `a'*i + b'`); advancing to `i + 1` adds
-    /// (`a`, `a'`), so sequential scans need no multiplication.
+    /// `H_j(u)`: the bucket of block `u`'s first element, in `[0, c)`.
     #[inline(always)]
-    fn at(&self, i: usize) -> (u64, u64) {
-        (self.a.wrapping_mul(i as u64).wrapping_add(self.b), self.sa.wrapping_mul(i as u64).wrapping_add(self.sb))
+    fn block_start(&self, u: usize) -> usize {
+        let x = self.a.wrapping_mul(u as u64).wrapping_add(self.b) >> 32;
+        ((x * self.c as u64) >> 32) as usize
     }
 
-    /// Advance a state from [`RowHash::at`] by one element.
-    #[inline(always)]
-    fn step(&self, st: &mut (u64, u64)) {
-        st.0 = st.0.wrapping_add(self.a);
-        st.1 = st.1.wrapping_add(self.sa);
+    /// `h_j(i)` element by element (the kernels walk whole blocks).
+    #[cfg(test)]
+    fn bucket(&self, i: usize) -> usize {
+        (self.block_start(i / self.seg) + i % self.seg) % self.c
     }
 
-    /// `h_j(i)` in `[0, c)` from the state.
-    #[inline(always)]
-    fn bucket(&self, st: (u64, u64)) -> usize {
-        (((st.0 >> 32) * self.c) >> 32) as usize
+    /// `s_j(i)` as an f32 sign-bit mask (`SIGN_BIT` for -1, 0 for +1), element by element.
+    #[cfg(test)]
+    fn sign_bit(&self, i: usize) -> u32 {
+        ((self.sa.wrapping_mul(i as u64).wrapping_add(self.sb) >> 63) as u32) << 31
     }
 
-    /// `s_j(i)` as an f32 sign-bit mask (`SIGN_BIT` for -1, 0 for +1) from the state.
+    /// Sign masks of elements `i0 .. i0 + out.len()`; 8 per step with AVX2 when `AVX2`
+    /// (only set by the `_avx2` kernels). Same bits either way.
     #[inline(always)]
-    fn sign_bit(&self, st: (u64, u64)) -> u32 {
-        ((st.1 >> 63) as u32) << 31
+    fn sign_bits<const AVX2: bool>(&self, i0: usize, out: &mut [u32]) {
+        let s0 = self.sa.wrapping_mul(i0 as u64).wrapping_add(self.sb);
+        #[cfg(target_arch = "x86_64")]
+        if AVX2 {
+            // SAFETY: `AVX2` is only set inside `#[target_feature(enable = "avx2")]` kernels,
+            // which run only after the CPU was checked for AVX2.
+            return unsafe { sign_bits_avx2(s0, self.sa, out) };
+        }
+        sign_bits_scalar(s0, self.sa, out);
     }
+}
+
+/// Top bits of the states `s0 + t*sa` (t = 0, 1, ...) as f32 sign masks.
+#[inline(always)]
+fn sign_bits_scalar(s0: u64, sa: u64, out: &mut [u32]) {
+    let mut s = s0;
+    for o in out {
+        *o = ((s >> 63) as u32) << 31;
+        s = s.wrapping_add(sa);
+    }
+}
+
+/// [`sign_bits_scalar`] with four 64-bit states per AVX2 register; the high 32-bit halves
+/// of two registers are packed into one (`0xDD` gives a0 a1 b0 b1 | a2 a3 b2 b3, `0xD8`
+/// restores a0..a3 b0..b3).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn sign_bits_avx2(s0: u64, sa: u64, out: &mut [u32]) {
+    use core::arch::x86_64::*;
+    let st = |t: u64| s0.wrapping_add(sa.wrapping_mul(t)) as i64;
+    let mut va = _mm256_setr_epi64x(st(0), st(1), st(2), st(3));
+    let mut vb = _mm256_setr_epi64x(st(4), st(5), st(6), st(7));
+    let inc = _mm256_set1_epi64x(sa.wrapping_mul(8) as i64);
+    let sign = _mm256_set1_epi32(i32::MIN);
+    let done = out.len() / 8 * 8;
+    let mut chunks = out.chunks_exact_mut(8);
+    for o in &mut chunks {
+        let hi = _mm256_castps_si256(_mm256_shuffle_ps::<0xDD>(
+            _mm256_castsi256_ps(va),
+            _mm256_castsi256_ps(vb),
+        ));
+        let hi = _mm256_and_si256(_mm256_permute4x64_epi64::<0xD8>(hi), sign);
+        _mm256_storeu_si256(o.as_mut_ptr() as *mut __m256i, hi);
+        va = _mm256_add_epi64(va, inc);
+        vb = _mm256_add_epi64(vb, inc);
+    }
+    sign_bits_scalar(st(done as u64) as u64, sa, chunks.into_remainder());
+}
+
+/// `dst[t] += s_t * x[t]` with `s_t` given as a sign mask.
+#[inline(always)]
+fn add_signed(dst: &mut [f32], x: &[f32], m: &[u32]) {
+    for ((d, x), m) in dst.iter_mut().zip(x).zip(m) {
+        *d += f32::from_bits(x.to_bits() ^ m);
+    }
+}
+
+/// `dst[t] = s_t * x[t]` with `s_t` given as a sign mask.
+#[inline(always)]
+fn copy_signed(dst: &mut [f32], x: &[f32], m: &[u32]) {
+    for ((d, x), m) in dst.iter_mut().zip(x).zip(m) {
+        *d = f32::from_bits(x.to_bits() ^ m);
+    }
+}
+
+/// The contiguous table ranges of block `u` of `w` elements: `[start, start + n1)` then
+/// `[0, w - n1)` when it wraps past column `c`.
+#[inline(always)]
+fn block_ranges(
+    h: &RowHash,
+    u: usize,
+    w: usize,
+) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+    let start = h.block_start(u);
+    let n1 = (h.c - start).min(w);
+    (start..start + n1, 0..w - n1)
+}
+
+/// Compress kernel: per block of `B` elements, `e += g` (then `e` holds `p`) and for every
+/// row `table[h(i)] += s(i) * p_i` as one or two contiguous adds. `mask`: `B` scratch.
+#[inline(always)]
+fn compress_impl<const AVX2: bool>(
+    hs: &[RowHash],
+    e: &mut [f32],
+    g: &[f32],
+    tables: &mut [f32],
+    mask: &mut [u32],
+) {
+    let (c, seg) = (hs[0].c, hs[0].seg);
+    for (u, (eb, gb)) in e.chunks_mut(seg).zip(g.chunks(seg)).enumerate() {
+        for (x, &y) in eb.iter_mut().zip(gb) {
+            *x += y;
+        }
+        let m = &mut mask[..eb.len()];
+        for (h, table) in hs.iter().zip(tables.chunks_exact_mut(c)) {
+            h.sign_bits::<AVX2>(u * seg, m);
+            let (r1, r2) = block_ranges(h, u, eb.len());
+            let n1 = r1.len();
+            add_signed(&mut table[r1], &eb[..n1], &m[..n1]);
+            add_signed(&mut table[r2], &eb[n1..], &m[n1..]);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn compress_avx2(
+    hs: &[RowHash],
+    e: &mut [f32],
+    g: &[f32],
+    tables: &mut [f32],
+    mask: &mut [u32],
+) {
+    compress_impl::<true>(hs, e, g, tables, mask)
+}
+
+/// Estimate kernel: `out_i = median_j s_j(i) * S[j][h_j(i)]`, per block; `est` holds
+/// `r` blocks of row estimates, `mask` one block of signs, `med` `r` values (scratch).
+#[inline(always)]
+fn estimate_impl<const AVX2: bool>(
+    hs: &[RowHash],
+    s: &[f32],
+    out: &mut [f32],
+    est: &mut [f32],
+    mask: &mut [u32],
+    med: &mut [f32],
+) {
+    let (c, seg, r) = (hs[0].c, hs[0].seg, hs.len());
+    for (u, ob) in out.chunks_mut(seg).enumerate() {
+        let w = ob.len();
+        let m = &mut mask[..w];
+        for ((h, table), ej) in hs
+            .iter()
+            .zip(s.chunks_exact(c))
+            .zip(est.chunks_exact_mut(seg))
+        {
+            h.sign_bits::<AVX2>(u * seg, m);
+            let (r1, r2) = block_ranges(h, u, w);
+            let n1 = r1.len();
+            copy_signed(&mut ej[..n1], &table[r1], &m[..n1]);
+            copy_signed(&mut ej[n1..w], &table[r2], &m[n1..]);
+        }
+        match r {
+            1 => ob.copy_from_slice(&est[..w]),
+            3 => {
+                let (e0, rest) = est.split_at(seg);
+                let (e1, e2) = rest.split_at(seg);
+                for (((o, &x), &y), &z) in ob.iter_mut().zip(e0).zip(e1).zip(e2) {
+                    *o = x.min(y).max(x.max(y).min(z));
+                }
+            }
+            _ => {
+                for (t, o) in ob.iter_mut().enumerate() {
+                    for (v, ej) in med.iter_mut().zip(est.chunks_exact(seg)) {
+                        *v = ej[t];
+                    }
+                    *o = median(med);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn estimate_avx2(
+    hs: &[RowHash],
+    s: &[f32],
+    out: &mut [f32],
+    est: &mut [f32],
+    mask: &mut [u32],
+    med: &mut [f32],
+) {
+    estimate_impl::<true>(hs, s, out, est, mask, med)
 }
 
 /// Per-tensor state.
@@ -96,250 +288,17 @@ pub struct Sketch {
     rows: usize,
     cols_per_k: f64,
     slots: Vec<Option<Slot<State>>>,
-    /// `|est_i|` bits for the selection (shared by all tensors; sized to the largest d).
-    mag: Vec<u32>,
-    /// The `r` row estimates of one element (median scratch).
-    med: Vec<f32>,
-    /// Row hashes of the current tensor and step, and their scan states (scratch).
+    /// Row hashes of the current tensor and step (scratch).
     hs: Vec<RowHash>,
-    cur: Vec<(u64, u64)>,
-    /// Stride order of each row for the current tensor, if the table is large (scratch).
-    strides: Vec<Option<Stride>>,
-    /// Compress scratch, `r` blocks each: buckets and signed values (sized in `register`).
-    bk: Vec<u32>,
-    sv: Vec<f32>,
-}
-
-/// Elements per compress block (scratch `8 * r * BLOCK` bytes).
-const BLOCK: usize = 8192;
-/// Scatter prefetch distance, in elements.
-const AHEAD: usize = 32;
-
-/// One compress block: `e += g` (then `e` holds `p`), every row's buckets and signed
-/// values, then per row `table[b] += v` with the line for `AHEAD` elements later
-/// prefetched. `st` holds the rows' hash states at the block start and is advanced.
-fn compress_block(hs: &[RowHash], st: &mut [(u64, u64)], e: &mut [f32], g: &[f32], tables: &mut [f32], bk: &mut [u32], sv: &mut [f32]) {
-    let n = e.len();
-    let rows = hs.iter().zip(st.iter_mut()).zip(bk.chunks_exact_mut(n).zip(sv.chunks_exact_mut(n)));
-    for (j, ((h, s), (bkj, svj))) in rows.enumerate() {
-        let mut q = *s;
-        if j == 0 {
-            for (((x, &gv), b), v) in e.iter_mut().zip(g).zip(bkj.iter_mut()).zip(svj.iter_mut()) {
-                *x += gv;
-                *b = h.bucket(q) as u32;
-                *v = f32::from_bits(x.to_bits() ^ h.sign_bit(q));
-                h.step(&mut q);
-            }
-        } else {
-            for ((&p, b), v) in e.iter().zip(bkj.iter_mut()).zip(svj.iter_mut()) {
-                *b = h.bucket(q) as u32;
-                *v = f32::from_bits(p.to_bits() ^ h.sign_bit(q));
-                h.step(&mut q);
-            }
-        }
-        *s = q;
-    }
-    let c = tables.len() / hs.len();
-    for ((table, bkj), svj) in tables.chunks_exact_mut(c).zip(bk.chunks_exact(n)).zip(sv.chunks_exact(n)) {
-        for (t, (&b, &v)) in bkj.iter().zip(svj).enumerate() {
-            #[cfg(target_arch = "x86_64")]
-            if let Some(&ba) = bkj.get(t + AHEAD) {
-                // SAFETY: a prefetch has no memory effect; `ba < c`, so the address is in `table`.
-                unsafe { core::arch::x86_64::_mm_prefetch(table.as_ptr().add(ba as usize) as *const i8, core::arch::x86_64::_MM_HINT_T0) };
-            }
-            table[b as usize] += v;
-        }
-    }
-}
-
-/// Stride order of one row for large tensors: visiting `i = q*m + r` for `LANES`
-/// consecutive `r` at a time, `q` ascending, the bucket state `a*i + b` advances by
-/// `a*m mod 2^64`, which is tiny for a good rational approximation `m` of `2^64 / a`
-/// (a continued-fraction denominator, Khinchin 1964; cf. the three-gap theorem). Each lane
-/// then walks its table row almost sequentially (at most `MAX_DRIFT` buckets per step)
-/// and the lanes' cache lines stay in L1, while the input is read one contiguous
-/// `LANES`-element chunk per step. The hash family and every addition are unchanged; only
-/// the summation order within a cell differs from index order (float rounding).
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Stride {
-    m: usize,
-    /// `a*m` and `a'*m` (mod 2^64): the state increments per step.
-    da: u64,
-    dsa: u64,
-}
-
-/// Lanes walked together (one 64-byte line of `f32` per step).
-const LANES: usize = 256;
-/// Minimum steps per lane sweep (amortises the lane set-up; keeps chunks reused in cache).
-const MIN_STEPS: usize = 16;
-/// Largest bucket drift per step accepted for the stride order.
-const MAX_DRIFT: f64 = 2.0;
-/// Input prefetch distance, in steps.
-const PF_STEPS: usize = 12;
-/// Tables smaller than this (bytes per row) stay cache resident: no stride order needed.
-const STRIDE_MIN_TABLE_BYTES: usize = 128 << 10;
-
-impl Stride {
-    /// The best `m` (largest convergent denominator of `a / 2^64` with `d / m >= MIN_STEPS`)
-    /// if its drift `|a*m mod± 2^64| * c / 2^64` is at most `MAX_DRIFT`.
-    fn for_row(h: &RowHash, d: usize) -> Option<Stride> {
-        if 4 * h.c as usize <= STRIDE_MIN_TABLE_BYTES {
-            return None;
-        }
-        let limit = (d / MIN_STEPS) as u128;
-        // Continued fraction of a / 2^64: denominators k_i = a_i k_{i-1} + k_{i-2}.
-        let (mut num, mut den) = (h.a as u128, 1u128 << 64);
-        let (mut k_prev, mut k) = (0u128, 1u128);
-        let mut best = None;
-        while num != 0 {
-            let ai = den / num;
-            (den, num) = (num, den - ai * num);
-            let k_next = ai * k + k_prev;
-            if k_next > limit {
-                break;
-            }
-            (k_prev, k) = (k, k_next);
-            best = Some(k as usize);
-        }
-        let m = best.filter(|&m| m >= LANES)?;
-        let da = h.a.wrapping_mul(m as u64);
-        let drift = (da as i64).unsigned_abs() as f64 * h.c as f64 / 2f64.powi(64);
-        (drift <= MAX_DRIFT).then(|| Stride { m, da, dsa: h.sa.wrapping_mul(m as u64) })
-    }
-}
-
-/// Per-row lane offsets for [`scatter_strided`]: `a*l` and `a'*l` for `l < LANES`.
-struct LaneKeys {
-    a: [u64; LANES],
-    sa: [u64; LANES],
-}
-
-impl LaneKeys {
-    fn new(h: &RowHash) -> Self {
-        let mut k = LaneKeys { a: [0; LANES], sa: [0; LANES] };
-        for (l, (x, y)) in k.a.iter_mut().zip(k.sa.iter_mut()).enumerate() {
-            (*x, *y) = (h.a.wrapping_mul(l as u64), h.sa.wrapping_mul(l as u64));
-        }
-        k
-    }
-}
-
-/// Buckets and signed values of `LANES` consecutive elements `x` whose first hash state is
-/// `(s0, s1)`: the portable path ([`hash_lanes_avx2`] is the fast one on x86-64).
-#[inline(always)]
-fn hash_lanes(c: u64, s0: u64, s1: u64, k: &LaneKeys, x: &[f32; LANES], bk: &mut [u32; LANES], sv: &mut [f32; LANES]) {
-    for l in 0..LANES {
-        let st0 = s0.wrapping_add(k.a[l]);
-        let st1 = s1.wrapping_add(k.sa[l]);
-        bk[l] = (((st0 >> 32) * c) >> 32) as u32;
-        sv[l] = f32::from_bits(x[l].to_bits() ^ (((st1 >> 63) as u32) << 31));
-    }
-}
-
-/// [`hash_lanes`] with AVX2 intrinsics: four 64-bit states per register; buckets by
-/// `vpmuludq` multiply-shift, signs from the states' top bits, both packed to 32-bit lanes.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn hash_lanes_avx2(c: u64, s0: u64, s1: u64, k: &LaneKeys, x: &[f32; LANES], bk: &mut [u32; LANES], sv: &mut [f32; LANES]) {
-    use core::arch::x86_64::*;
-    let cv = _mm256_set1_epi64x(c as i64);
-    let (b0, b1) = (_mm256_set1_epi64x(s0 as i64), _mm256_set1_epi64x(s1 as i64));
-    let sign = _mm256_set1_epi32(i32::MIN);
-    // 0x88 takes the low, 0xDD the high 32-bit halves of two registers' 64-bit lanes, in
-    // the order (a0 a1 b0 b1 | a2 a3 b2 b3); 0xD8 then restores a0..a3 b0..b3.
-    for j in (0..LANES).step_by(8) {
-        let ld = |p: &[u64; LANES], o: usize| _mm256_loadu_si256(p.as_ptr().add(j + o) as *const __m256i);
-        let (ha, hb) = (_mm256_add_epi64(b0, ld(&k.a, 0)), _mm256_add_epi64(b0, ld(&k.a, 4)));
-        let (sa, sb) = (_mm256_add_epi64(b1, ld(&k.sa, 0)), _mm256_add_epi64(b1, ld(&k.sa, 4)));
-        let bucket = |v| _mm256_srli_epi64::<32>(_mm256_mul_epu32(_mm256_srli_epi64::<32>(v), cv));
-        let lo = _mm256_castps_si256(_mm256_shuffle_ps::<0x88>(_mm256_castsi256_ps(bucket(ha)), _mm256_castsi256_ps(bucket(hb))));
-        let hi = _mm256_castps_si256(_mm256_shuffle_ps::<0xDD>(_mm256_castsi256_ps(sa), _mm256_castsi256_ps(sb)));
-        let lo = _mm256_permute4x64_epi64::<0xD8>(lo);
-        let hi = _mm256_and_si256(_mm256_permute4x64_epi64::<0xD8>(hi), sign);
-        let v = _mm256_xor_si256(_mm256_loadu_si256(x.as_ptr().add(j) as *const __m256i), hi);
-        _mm256_storeu_si256(bk.as_mut_ptr().add(j) as *mut __m256i, lo);
-        _mm256_storeu_si256(sv.as_mut_ptr().add(j) as *mut __m256i, v);
-    }
-}
-
-/// Scatter one row in stride order: `table[h(i)] += s(i) * e_i` for every `i`, with
-/// `e += g` first when `g` is given (the first row forms `p`). Hashes the lanes with
-/// AVX2 where the CPU has it (same results either way; tested).
-fn scatter_strided(h: &RowHash, s: Stride, e: &mut [f32], g: Option<&[f32]>, table: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2 (checked above).
-        return unsafe { scatter_strided_avx2(h, s, e, g, table) };
-    }
-    scatter_strided_impl::<false>(h, s, e, g, table)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn scatter_strided_avx2(h: &RowHash, s: Stride, e: &mut [f32], g: Option<&[f32]>, table: &mut [f32]) {
-    scatter_strided_impl::<true>(h, s, e, g, table)
-}
-
-/// Body of [`scatter_strided`]; `AVX2` only from `scatter_strided_avx2`.
-#[inline(always)]
-fn scatter_strided_impl<const AVX2: bool>(h: &RowHash, s: Stride, e: &mut [f32], g: Option<&[f32]>, table: &mut [f32]) {
-    let (n, m) = (e.len(), s.m);
-    let keys = LaneKeys::new(h);
-    let (mut bk, mut sv) = ([0u32; LANES], [0f32; LANES]);
-    let mut r0 = 0;
-    while r0 < m {
-        let w = LANES.min(m - r0);
-        let (mut s0, mut s1) = h.at(r0);
-        let mut base = r0;
-        while base < n {
-            #[cfg(target_arch = "x86_64")]
-            if base + PF_STEPS * m < n {
-                // SAFETY: prefetches have no memory effect; the addresses are inside `e` / `g`.
-                unsafe {
-                    use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                    for off in (0..w).step_by(16) {
-                        _mm_prefetch(e.as_ptr().add(base + PF_STEPS * m + off) as *const i8, _MM_HINT_T0);
-                        if let Some(g) = g {
-                            _mm_prefetch(g.as_ptr().add(base + PF_STEPS * m + off) as *const i8, _MM_HINT_T0);
-                        }
-                    }
-                }
-            }
-            let w = w.min(n - base);
-            if let Some(g) = g {
-                for (x, &gv) in e[base..base + w].iter_mut().zip(&g[base..base + w]) {
-                    *x += gv;
-                }
-            }
-            match <&[f32; LANES]>::try_from(&e[base..base + w]) {
-                Ok(x) => {
-                    #[cfg(target_arch = "x86_64")]
-                    if AVX2 {
-                        // SAFETY: `AVX2` is only set by `scatter_strided_avx2`, on AVX2 CPUs.
-                        unsafe { hash_lanes_avx2(h.c, s0, s1, &keys, x, &mut bk, &mut sv) }
-                    } else {
-                        hash_lanes(h.c, s0, s1, &keys, x, &mut bk, &mut sv)
-                    }
-                    #[cfg(not(target_arch = "x86_64"))]
-                    hash_lanes(h.c, s0, s1, &keys, x, &mut bk, &mut sv);
-                    for (&b, &v) in bk.iter().zip(&sv) {
-                        table[b as usize] += v;
-                    }
-                }
-                Err(_) => {
-                    let mut st = (s0, s1);
-                    for &x in &e[base..base + w] {
-                        table[h.bucket(st)] += f32::from_bits(x.to_bits() ^ h.sign_bit(st));
-                        h.step(&mut st);
-                    }
-                }
-            }
-            s0 = s0.wrapping_add(s.da);
-            s1 = s1.wrapping_add(s.dsa);
-            base += m;
-        }
-        r0 += w;
-    }
+    /// One block of sign masks, `r` blocks of row estimates, `r` median values (scratch).
+    mask: Vec<u32>,
+    est: Vec<f32>,
+    med: Vec<f32>,
+    /// Exact top-k of the estimates (scratch sized in `register`): indices and values.
+    topk: TopKScratch,
+    idx: Vec<u32>,
+    vals: Vec<f32>,
+    avx2: bool,
 }
 
 impl Sketch {
@@ -348,11 +307,25 @@ impl Sketch {
     pub fn new(p: &MethodParams, ctx: WorkerCtx) -> Result<Self> {
         bits::check_density(NAME, p.density)?;
         if p.sketch_rows == 0 {
-            return Err(bits::bad_param(NAME, "sketch_rows", p.sketch_rows, "must be >= 1 (odd recommended, e.g. 3 or 5)"));
+            return Err(bits::bad_param(
+                NAME,
+                "sketch_rows",
+                p.sketch_rows,
+                "must be >= 1 (odd recommended, e.g. 3 or 5)",
+            ));
         }
         if !(p.sketch_cols_per_k.is_finite() && p.sketch_cols_per_k > 0.0) {
-            return Err(bits::bad_param(NAME, "sketch_cols_per_k", p.sketch_cols_per_k, "must be a finite number > 0 (default 10)"));
+            return Err(bits::bad_param(
+                NAME,
+                "sketch_cols_per_k",
+                p.sketch_cols_per_k,
+                "must be a finite number > 0 (default 10)",
+            ));
         }
+        #[cfg(target_arch = "x86_64")]
+        let avx2 = std::is_x86_feature_detected!("avx2");
+        #[cfg(not(target_arch = "x86_64"))]
+        let avx2 = false;
         Ok(Sketch {
             ctx,
             step: 0,
@@ -360,19 +333,23 @@ impl Sketch {
             rows: p.sketch_rows,
             cols_per_k: p.sketch_cols_per_k,
             slots: Vec::new(),
-            mag: Vec::new(),
+            hs: vec![RowHash::new(0, 0, 0, 0, 1); p.sketch_rows],
+            mask: Vec::new(),
+            est: Vec::new(),
             med: vec![0.0; p.sketch_rows],
-            hs: vec![RowHash { a: 0, b: 0, sa: 0, sb: 0, c: 0 }; p.sketch_rows],
-            cur: vec![(0, 0); p.sketch_rows],
-            strides: vec![None; p.sketch_rows],
-            bk: Vec::new(),
-            sv: Vec::new(),
+            topk: TopKScratch::new(0, 0),
+            idx: Vec::new(),
+            vals: Vec::new(),
+            avx2,
         })
     }
 
     /// Residual `e` of tensor `t` (holds `p` between compress and decompress).
     pub fn residual(&self, t: TensorId) -> Option<&[f32]> {
-        self.slots.get(t).and_then(|s| s.as_ref()).map(|s| s.s.e.as_slice())
+        self.slots
+            .get(t)
+            .and_then(|s| s.as_ref())
+            .map(|s| s.s.e.as_slice())
     }
 
     /// Sketch columns `c` used for tensor `t`.
@@ -385,6 +362,12 @@ impl Sketch {
         for (j, h) in self.hs.iter_mut().enumerate() {
             *h = RowHash::new(self.ctx.seed, self.step, t, j, c);
         }
+    }
+
+    /// Whether the AVX2 kernels run (otherwise the portable ones; same results).
+    #[cfg(test)]
+    fn set_avx2(&mut self, on: bool) {
+        self.avx2 = on && self.avx2;
     }
 }
 
@@ -416,28 +399,54 @@ impl Compressor for Sketch {
     }
 
     fn register(&mut self, t: TensorId, rows: usize, cols: usize) -> Result<()> {
-        let d = bits::checked_len(NAME, t, rows, cols)?;
-        let k = MethodParams { density: self.density, ..MethodParams::default() }.k_of(d).min(d);
+        let d = super::select::indexable_len(NAME, t, rows, cols)?;
+        let k = MethodParams {
+            density: self.density,
+            ..MethodParams::default()
+        }
+        .k_of(d)
+        .min(d);
         let c = (self.cols_per_k * k.max(1) as f64).ceil().max(1.0);
         if c >= (u32::MAX as f64) {
-            return Err(bits::tensor_err(NAME, t, format!("sketch of {c} columns is too large; lower sketch_cols_per_k or density")));
+            return Err(bits::tensor_err(
+                NAME,
+                t,
+                format!("sketch of {c} columns is too large; lower sketch_cols_per_k or density"),
+            ));
         }
         let c = c as usize;
-        if self.mag.len() < d {
-            self.mag = bits::touched_zeros(d);
+        let seg = SEG_MAX.min(c).max(1);
+        if self.mask.len() < seg {
+            self.mask = bits::touched_zeros(seg);
         }
-        let scratch = self.rows * d.min(BLOCK);
-        if self.bk.len() < scratch {
-            self.bk = bits::touched_zeros(scratch);
-            self.sv = bits::touched_zeros(scratch);
+        if self.est.len() < self.rows * SEG_MAX {
+            self.est = bits::touched_zeros(self.rows * SEG_MAX);
         }
-        bits::put_slot(&mut self.slots, t, rows, cols, State { e: bits::touched_zeros(d), k, c });
+        self.topk.ensure(d, k);
+        if self.idx.len() < k {
+            self.idx = bits::touched_zeros(k);
+            self.vals = bits::touched_zeros(k);
+        }
+        bits::put_slot(
+            &mut self.slots,
+            t,
+            rows,
+            cols,
+            State {
+                e: bits::touched_zeros(d),
+                k,
+                c,
+            },
+        );
         Ok(())
     }
 
     fn wire_capacity(&self, t: TensorId, _round: usize) -> WireLen {
         match self.slots.get(t).and_then(|s| s.as_ref()) {
-            Some(sl) => WireLen { sum_f32: self.rows * sl.s.c, ..WireLen::default() },
+            Some(sl) => WireLen {
+                sum_f32: self.rows * sl.s.c,
+                ..WireLen::default()
+            },
             None => WireLen::default(),
         }
     }
@@ -446,87 +455,96 @@ impl Compressor for Sketch {
         self.step = step;
     }
 
-    fn compress(&mut self, t: TensorId, _round: usize, grad: ArrayView2<f32>, wire: &mut Wire) -> Result<()> {
-        let r = self.rows;
+    fn compress(
+        &mut self,
+        t: TensorId,
+        _round: usize,
+        grad: ArrayView2<f32>,
+        wire: &mut Wire,
+    ) -> Result<()> {
         let c = bits::slot(NAME, &mut self.slots, t)?.s.c;
         self.set_hashes(t, c);
-        let sl = bits::slot(NAME, &mut self.slots, t)?;
+        let Sketch {
+            slots,
+            hs,
+            mask,
+            avx2,
+            rows,
+            ..
+        } = self;
+        let sl = bits::slot(NAME, slots, t)?;
         let g = bits::input_slice(NAME, t, sl, &grad)?;
         wire.clear();
-        wire.sum_f32.resize(r * c, 0.0);
-        for (h, s) in self.hs.iter().zip(self.strides.iter_mut()) {
-            *s = Stride::for_row(h, g.len());
-        }
-        if self.strides.iter().all(Option::is_some) {
-            let tables = wire.sum_f32.chunks_exact_mut(c);
-            for (j, ((h, s), table)) in self.hs.iter().zip(self.strides.iter().flatten()).zip(tables).enumerate() {
-                scatter_strided(h, *s, &mut sl.s.e, (j == 0).then_some(g), table);
-            }
+        wire.sum_f32.resize(*rows * c, 0.0);
+        #[cfg(target_arch = "x86_64")]
+        if *avx2 {
+            // SAFETY: `avx2` is set only when the CPU has AVX2 (checked in `new`).
+            unsafe { compress_avx2(hs, &mut sl.s.e, g, &mut wire.sum_f32, mask) };
             return Ok(());
         }
-        for (h, st) in self.hs.iter().zip(self.cur.iter_mut()) {
-            *st = h.at(0);
-        }
-        let b = BLOCK.min(g.len()).max(1);
-        for (eb, gb) in sl.s.e.chunks_mut(b).zip(g.chunks(b)) {
-            let m = r * eb.len();
-            compress_block(&self.hs, &mut self.cur, eb, gb, &mut wire.sum_f32, &mut self.bk[..m], &mut self.sv[..m]);
-        }
+        let _ = avx2;
+        compress_impl::<false>(hs, &mut sl.s.e, g, &mut wire.sum_f32, mask);
         Ok(())
     }
 
-    fn decompress(&mut self, t: TensorId, _round: usize, received: &Received, out: ArrayViewMut2<f32>) -> Result<()> {
+    fn decompress(
+        &mut self,
+        t: TensorId,
+        _round: usize,
+        received: &Received,
+        out: ArrayViewMut2<f32>,
+    ) -> Result<()> {
         let r = self.rows;
         let c = bits::slot(NAME, &mut self.slots, t)?.s.c;
         self.set_hashes(t, c);
-        let sl = bits::slot(NAME, &mut self.slots, t)?;
+        let mut rng = rng_for(self.ctx.seed, self.step, t, STREAM_SAMPLE);
+        let Sketch {
+            slots,
+            hs,
+            mask,
+            est,
+            med,
+            topk,
+            idx,
+            vals,
+            avx2,
+            ..
+        } = self;
+        let sl = bits::slot(NAME, slots, t)?;
         if received.world_size == 0 || received.sum_f32.len() != r * c {
             return Err(bits::tensor_err(
                 NAME,
                 t,
-                format!("received a sketch of {} floats from {} workers; expected {r} x {c}", received.sum_f32.len(), received.world_size),
+                format!(
+                    "received a sketch of {} floats from {} workers; expected {r} x {c}",
+                    received.sum_f32.len(),
+                    received.world_size
+                ),
             ));
         }
         let out = bits::output_slice(NAME, t, sl, out)?;
-        let d = out.len();
-        let k = sl.s.k.min(d);
-        let s = received.sum_f32;
-        let (med, hs, cur) = (&mut self.med, &self.hs, &mut self.cur);
-        let mag = &mut self.mag[..d];
-        for (h, st) in hs.iter().zip(cur.iter_mut()) {
-            *st = h.at(0);
+        let k = sl.s.k.min(out.len());
+        // 1. estimates into `out`
+        #[cfg(target_arch = "x86_64")]
+        if *avx2 {
+            // SAFETY: `avx2` is set only when the CPU has AVX2 (checked in `new`).
+            unsafe { estimate_avx2(hs, received.sum_f32, out, est, mask, med) };
+        } else {
+            estimate_impl::<false>(hs, received.sum_f32, out, est, mask, med);
         }
-        // 1. estimates into `out`, magnitudes (as ordered bits) into `mag`
-        for (o, m) in out.iter_mut().zip(mag.iter_mut()) {
-            for (j, ((v, h), st)) in med.iter_mut().zip(hs).zip(cur.iter_mut()).enumerate() {
-                *v = f32::from_bits(s[j * c + h.bucket(*st)].to_bits() ^ h.sign_bit(*st));
-                h.step(st);
-            }
-            *o = median(med);
-            *m = o.to_bits() & !SIGN_BIT;
-        }
-        if k == 0 {
-            out.fill(0.0);
-            return Ok(());
-        }
-        // 2. exact k-th largest magnitude (non-negative f32 order = u32 order of bits)
-        let (_, &mut thr, _) = mag.select_nth_unstable(d - k);
-        let above = out.iter().filter(|v| v.to_bits() & !SIGN_BIT > thr).count();
-        let mut ties = k - above; // elements equal to thr that are kept (lowest indices)
-        // 3. keep, scale by 1/n, subtract the kept estimate from the residual
+        #[cfg(not(target_arch = "x86_64"))]
+        estimate_impl::<false>(hs, received.sum_f32, out, est, mask, med);
+        // 2. exact top-k by |est| (ties: lower index), 3. keep / 1/n / residual
+        let m = if k == 0 {
+            0
+        } else {
+            topk.top_k(out, k, &mut rng, &mut idx[..k], &mut vals[..k])?
+        };
+        out.fill(0.0);
         let inv_n = 1.0 / received.world_size as f32;
-        for (o, e) in out.iter_mut().zip(sl.s.e.iter_mut()) {
-            let m = o.to_bits() & !SIGN_BIT;
-            let keep = m > thr || (m == thr && ties > 0 && {
-                ties -= 1;
-                true
-            });
-            if keep {
-                *e -= *o;
-                *o *= inv_n;
-            } else {
-                *o = 0.0;
-            }
+        for (&i, &v) in idx[..m].iter().zip(&vals[..m]) {
+            sl.s.e[i as usize] -= v;
+            out[i as usize] = v * inv_n;
         }
         Ok(())
     }
@@ -539,11 +557,24 @@ mod tests {
     use rand_distr::{Distribution, StandardNormal};
 
     fn params(density: f64, rows: usize, cols_per_k: f64) -> MethodParams {
-        MethodParams { density, sketch_rows: rows, sketch_cols_per_k: cols_per_k, ..MethodParams::default() }
+        MethodParams {
+            density,
+            sketch_rows: rows,
+            sketch_cols_per_k: cols_per_k,
+            ..MethodParams::default()
+        }
     }
 
     fn make(p: &MethodParams, rank: usize, n: usize, rows: usize, cols: usize) -> Sketch {
-        let mut s = Sketch::new(p, WorkerCtx { rank, world_size: n, seed: 5 }).unwrap();
+        let mut s = Sketch::new(
+            p,
+            WorkerCtx {
+                rank,
+                world_size: n,
+                seed: 5,
+            },
+        )
+        .unwrap();
         s.register(0, rows, cols).unwrap();
         s
     }
@@ -562,7 +593,11 @@ mod tests {
 
     #[test]
     fn parameters_are_validated() {
-        let ctx = WorkerCtx { rank: 0, world_size: 1, seed: 0 };
+        let ctx = WorkerCtx {
+            rank: 0,
+            world_size: 1,
+            seed: 0,
+        };
         assert!(Sketch::new(&params(0.0, 3, 10.0), ctx).is_err());
         assert!(Sketch::new(&params(1.5, 3, 10.0), ctx).is_err());
         assert!(Sketch::new(&params(0.1, 0, 10.0), ctx).is_err());
@@ -581,82 +616,193 @@ mod tests {
             let (sa, sb, ss) = (sketch_of(&p, &a), sketch_of(&p, &b), sketch_of(&p, &sum));
             let c = (10.0 * (0.01f64 * 2100.0).ceil()) as usize;
             assert_eq!(ss.len(), rows * c);
-            assert_eq!(4 * ss.len(), make(&p, 0, 1, 7, 300).wire_capacity(0, 0).bytes());
+            assert_eq!(
+                4 * ss.len(),
+                make(&p, 0, 1, 7, 300).wire_capacity(0, 0).bytes()
+            );
             let scale = a.iter().map(|v| v.abs()).sum::<f32>();
             for i in 0..ss.len() {
-                assert!((sa[i] + sb[i] - ss[i]).abs() <= 1e-5 * scale, "rows {rows} i {i}");
+                assert!(
+                    (sa[i] + sb[i] - ss[i]).abs() <= 1e-5 * scale,
+                    "rows {rows} i {i}"
+                );
             }
         }
     }
 
+    /// Element-by-element definition: `S[j][h_j(i)] += s_j(i) * g_i` in index order.
+    fn direct_sketch(g: &Array2<f32>, r: usize, c: usize) -> Vec<f32> {
+        let mut want = vec![0.0f32; r * c];
+        for j in 0..r {
+            let h = RowHash::new(5, 0, 0, j, c);
+            for (i, &x) in g.iter().enumerate() {
+                want[j * c + h.bucket(i)] += f32::from_bits(x.to_bits() ^ h.sign_bit(i));
+            }
+        }
+        want
+    }
+
     #[test]
-    fn blocked_compress_matches_direct_scatter_exactly() {
-        // d spans several blocks plus a partial one; every cell sums in index order
-        let (rows, cols) = (3, BLOCK + 777);
-        for &r in &[1usize, 3, 4] {
-            let p = params(0.01, r, 10.0);
-            let g = randn(9, rows, cols);
-            let got = sketch_of(&p, &g);
-            let s = make(&p, 0, 1, rows, cols);
-            let c = s.cols_of(0).unwrap();
-            let mut want = vec![0.0f32; r * c];
-            for j in 0..r {
-                let h = RowHash::new(5, 0, 0, j, c);
-                for (i, &x) in g.iter().enumerate() {
-                    let st = h.at(i);
-                    want[j * c + h.bucket(st)] += f32::from_bits(x.to_bits() ^ h.sign_bit(st));
+    fn compress_matches_direct_definition_exactly() {
+        // c below and above the block length, blocks that wrap past column c, a partial
+        // last block; AVX2 and portable kernels; every cell sums in index order.
+        for &(rows, cols, density, cpk) in &[
+            (3usize, SEG_MAX + 777, 0.01, 10.0),
+            (1, 5000, 0.001, 7.0),
+            (2, 333, 0.5, 3.0),
+            (1, 100_003, 0.01, 10.0),
+        ] {
+            for &r in &[1usize, 3, 4] {
+                let p = params(density, r, cpk);
+                let g = randn(9, rows, cols);
+                let c = make(&p, 0, 1, rows, cols).cols_of(0).unwrap();
+                let want = direct_sketch(&g, r, c);
+                for avx2 in [false, true] {
+                    let mut s = make(&p, 0, 1, rows, cols);
+                    s.set_avx2(avx2);
+                    let mut wire = Wire::default();
+                    s.compress(0, 0, g.view(), &mut wire).unwrap();
+                    assert_eq!(
+                        wire.sum_f32, want,
+                        "{rows}x{cols} rows {r} c {c} avx2 {avx2}"
+                    );
                 }
             }
-            assert_eq!(got, want, "rows {r}");
         }
     }
 
     #[test]
-    fn stride_order_matches_index_order_scatter() {
-        // A table of > STRIDE_MIN_TABLE_BYTES per row takes the stride-order path; only the
-        // summation order within a cell differs from the index-order scatter.
-        let (rows, cols) = (1, 4_000_037);
-        let p = params(0.001, 3, 10.0);
-        let g = randn(4, rows, cols);
-        let s = make(&p, 0, 1, rows, cols);
-        let c = s.cols_of(0).unwrap();
-        assert!(4 * c > STRIDE_MIN_TABLE_BYTES);
-        let mut used = 0;
-        let mut want = vec![0.0f64; 3 * c];
-        for j in 0..3 {
-            let h = RowHash::new(5, 0, 0, j, c);
-            used += usize::from(Stride::for_row(&h, rows * cols).is_some());
-            for (i, &x) in g.iter().enumerate() {
-                let st = h.at(i);
-                want[j * c + h.bucket(st)] += f32::from_bits(x.to_bits() ^ h.sign_bit(st)) as f64;
+    fn estimates_match_direct_definition_and_kernels_agree() {
+        let (rows, cols) = (1, 3 * SEG_MAX + 5);
+        for &r in &[1usize, 2, 3, 5] {
+            let p = params(0.01, r, 10.0);
+            let mut outs = Vec::new();
+            for avx2 in [false, true] {
+                let mut s = make(&p, 0, 1, rows, cols);
+                s.set_avx2(avx2);
+                let c = s.cols_of(0).unwrap();
+                let (mut est, mut mask, mut med) =
+                    (vec![0.0; r * SEG_MAX], vec![0; SEG_MAX], vec![0.0; r]);
+                let table: Vec<f32> = randn(22, 1, r * c).iter().copied().collect();
+                s.set_hashes(0, c);
+                let mut out = vec![0.0f32; cols];
+                if avx2 && s.avx2 {
+                    #[cfg(target_arch = "x86_64")]
+                    unsafe {
+                        estimate_avx2(&s.hs, &table, &mut out, &mut est, &mut mask, &mut med)
+                    };
+                } else {
+                    estimate_impl::<false>(&s.hs, &table, &mut out, &mut est, &mut mask, &mut med);
+                }
+                for (i, &o) in out.iter().enumerate() {
+                    let mut v: Vec<f32> =
+                        s.hs.iter()
+                            .enumerate()
+                            .map(|(j, h)| {
+                                f32::from_bits(table[j * c + h.bucket(i)].to_bits() ^ h.sign_bit(i))
+                            })
+                            .collect();
+                    assert_eq!(o, median(&mut v), "rows {r} element {i}");
+                }
+                outs.push(out);
             }
-        }
-        assert_eq!(used, 3, "every row should take the stride order");
-        let got = sketch_of(&p, &g);
-        // The portable lane hash gives the same table as the AVX2 one.
-        let mut e = g.as_slice().unwrap().to_vec();
-        let mut portable = vec![0.0f32; 3 * c];
-        for (j, t) in portable.chunks_exact_mut(c).enumerate() {
-            let h = RowHash::new(5, 0, 0, j, c);
-            scatter_strided_impl::<false>(&h, Stride::for_row(&h, e.len()).unwrap(), &mut e, None, t);
-        }
-        assert_eq!(got, portable);
-        for (i, (&a, &b)) in got.iter().zip(&want).enumerate() {
-            assert!((a as f64 - b).abs() <= 1e-5 * (1.0 + b.abs()), "cell {i}: {a} vs {b}");
+            assert_eq!(outs[0], outs[1]);
         }
     }
 
     #[test]
-    fn stride_is_a_good_rational_approximation() {
-        for row in 0..20 {
-            let h = RowHash::new(row, 1, 2, 0, 255_580);
-            if let Some(s) = Stride::for_row(&h, 25_557_032) {
-                assert!(s.m >= LANES && 25_557_032 / s.m >= MIN_STEPS);
-                let drift = (h.a.wrapping_mul(s.m as u64) as i64).unsigned_abs() as f64 * 255_580.0 / 2f64.powi(64);
-                assert!(drift <= MAX_DRIFT, "row {row}: drift {drift}");
-                assert_eq!(s.da, h.a.wrapping_mul(s.m as u64));
+    fn bucket_collisions_are_pairwise_rare() {
+        // The property Count Sketch's variance bound rests on: Pr[h(i) = h(i')] <= ~1/c for
+        // i != i'; zero within a block. 40,000 seeded draws of the row keys per pair.
+        let c = 50;
+        let draws = 40_000u64;
+        for &(i, i2) in &[
+            (0usize, 1usize),
+            (7, 49),
+            (0, 50),
+            (3, 1234),
+            (49, 50),
+            (10, 60),
+        ] {
+            let hits = (0..draws).filter(|&s| {
+                let h = RowHash::new(s, 3, 1, 0, c);
+                h.bucket(i) == h.bucket(i2)
+            });
+            let hits = hits.count() as f64;
+            if i / c == i2 / c {
+                assert_eq!(hits, 0.0, "({i}, {i2}) share a block");
+            } else {
+                let (mean, sd) = (draws as f64 / c as f64, (draws as f64 / c as f64).sqrt());
+                assert!(
+                    (hits - mean).abs() <= 5.0 * sd,
+                    "({i}, {i2}): {hits} collisions, expected {mean} +- {sd}"
+                );
             }
         }
+        // signs: E[s(i) s(i')] = 0 for i != i'
+        let agree = (0..draws).filter(|&s| {
+            let h = RowHash::new(s, 3, 1, 0, c);
+            h.sign_bit(5) == h.sign_bit(1234)
+        });
+        let agree = agree.count() as f64;
+        assert!(
+            (agree - draws as f64 / 2.0).abs() <= 5.0 * (draws as f64 / 4.0).sqrt(),
+            "signs agree {agree} of {draws}"
+        );
+    }
+
+    #[test]
+    fn single_row_estimate_is_unbiased_with_bounded_variance() {
+        // E[est_i] = p_i and Var[est_i] <= ||p||^2 / c (Charikar et al., Lemma 3), over
+        // 2000 seeds of a fixed p with one heavy entry at i = 1500.
+        let (d, c) = (4000usize, 200usize);
+        let p: Vec<f32> = (0..d)
+            .map(|i| {
+                if i == 1500 {
+                    5.0
+                } else {
+                    ((i * 7919) % 13) as f32 / 13.0 - 0.5
+                }
+            })
+            .collect();
+        let norm2: f64 = p
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != 1500)
+            .map(|(_, v)| (*v as f64).powi(2))
+            .sum();
+        let seeds = 2000;
+        let ests: Vec<f64> = (0..seeds)
+            .map(|s| {
+                let h = RowHash::new(s, 0, 0, 0, c);
+                let mut table = vec![0.0f64; c];
+                for (i, &v) in p.iter().enumerate() {
+                    table[h.bucket(i)] += if h.sign_bit(i) != 0 {
+                        -v as f64
+                    } else {
+                        v as f64
+                    };
+                }
+                let x = table[h.bucket(1500)];
+                if h.sign_bit(1500) != 0 {
+                    -x
+                } else {
+                    x
+                }
+            })
+            .collect();
+        let mean = ests.iter().sum::<f64>() / seeds as f64;
+        let var = ests.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (seeds - 1) as f64;
+        let bound = norm2 / c as f64;
+        assert!(
+            (mean - 5.0).abs() <= 5.0 * (bound / seeds as f64).sqrt(),
+            "mean {mean}"
+        );
+        assert!(var <= 1.3 * bound, "variance {var} above the bound {bound}");
+        assert!(
+            var >= 0.5 * bound,
+            "variance {var} suspiciously far below {bound}: collisions missing?"
+        );
     }
 
     #[test]
@@ -664,7 +810,18 @@ mod tests {
         // d = 2000, k = 10 heavy entries, 5 rows x 1000 columns, two workers.
         let (rows, cols, n) = (1, 2000, 2);
         let p = params(0.005, 5, 100.0);
-        let heavy: Vec<(usize, f32)> = (0..10).map(|h| (h * 173 + 11, if h % 2 == 0 { 10.0 + h as f32 } else { -20.0 - h as f32 })).collect();
+        let heavy: Vec<(usize, f32)> = (0..10)
+            .map(|h| {
+                (
+                    h * 173 + 11,
+                    if h % 2 == 0 {
+                        10.0 + h as f32
+                    } else {
+                        -20.0 - h as f32
+                    },
+                )
+            })
+            .collect();
         let mut ws: Vec<Sketch> = (0..n).map(|r| make(&p, r, n, rows, cols)).collect();
         let mut total = vec![0.0f32; ws[0].wire_capacity(0, 0).sum_f32];
         for (r, w) in ws.iter_mut().enumerate() {
@@ -678,7 +835,13 @@ mod tests {
                 *t += s;
             }
         }
-        let rec = Received { sum_f32: &total, gathered_u32: &[], gather_counts: &[], ring_u32: &[], world_size: n };
+        let rec = Received {
+            sum_f32: &total,
+            gathered_u32: &[],
+            gather_counts: &[],
+            ring_u32: &[],
+            world_size: n,
+        };
         for (r, w) in ws.iter_mut().enumerate() {
             let mut out = Array2::<f32>::zeros((rows, cols));
             w.decompress(0, 0, &rec, out.view_mut()).unwrap();
@@ -705,22 +868,39 @@ mod tests {
         for step in 0..3 {
             s.begin_step(step);
             let g = randn(50 + step, rows, cols);
-            let pv: Vec<f32> = g.iter().zip(s.residual(0).unwrap()).map(|(a, b)| a + b).collect();
+            let pv: Vec<f32> = g
+                .iter()
+                .zip(s.residual(0).unwrap())
+                .map(|(a, b)| a + b)
+                .collect();
             let mut wire = Wire::default();
             wire.reserve(s.wire_capacity(0, 0));
             let cap = wire.sum_f32.capacity();
             s.compress(0, 0, g.view(), &mut wire).unwrap();
             assert_eq!(cap, wire.sum_f32.capacity());
-            let rec = Received { sum_f32: &wire.sum_f32, gathered_u32: &[], gather_counts: &[], ring_u32: &[], world_size: 1 };
+            let rec = Received {
+                sum_f32: &wire.sum_f32,
+                gathered_u32: &[],
+                gather_counts: &[],
+                ring_u32: &[],
+                world_size: 1,
+            };
             let mut out = Array2::<f32>::zeros((rows, cols));
             s.decompress(0, 0, &rec, out.view_mut()).unwrap();
             let kept = out.iter().filter(|v| **v != 0.0).count();
             assert_eq!(kept, k);
             for (i, (&o, &e)) in out.iter().zip(s.residual(0).unwrap()).enumerate() {
-                assert!((o + e - pv[i]).abs() <= 1e-5 * (1.0 + pv[i].abs()), "p = kept + e violated at {i}");
+                assert!(
+                    (o + e - pv[i]).abs() <= 1e-5 * (1.0 + pv[i].abs()),
+                    "p = kept + e violated at {i}"
+                );
             }
             // the kept estimates are the k largest in magnitude among all estimates
-            let min_kept = out.iter().filter(|v| **v != 0.0).map(|v| v.abs()).fold(f32::MAX, f32::min);
+            let min_kept = out
+                .iter()
+                .filter(|v| **v != 0.0)
+                .map(|v| v.abs())
+                .fold(f32::MAX, f32::min);
             assert!(min_kept > 0.0);
         }
     }
@@ -732,7 +912,13 @@ mod tests {
         let mut wire = Wire::default();
         assert!(s.compress(1, 0, randn(1, 2, 10).view(), &mut wire).is_err());
         assert!(s.compress(0, 0, randn(1, 10, 2).view(), &mut wire).is_err());
-        let rec = Received { sum_f32: &[1.0; 3], gathered_u32: &[], gather_counts: &[], ring_u32: &[], world_size: 1 };
+        let rec = Received {
+            sum_f32: &[1.0; 3],
+            gathered_u32: &[],
+            gather_counts: &[],
+            ring_u32: &[],
+            world_size: 1,
+        };
         let mut out = Array2::<f32>::zeros((2, 10));
         assert!(s.decompress(0, 0, &rec, out.view_mut()).is_err());
     }
@@ -752,12 +938,27 @@ mod tests {
             s.compress(0, 0, g.view(), &mut wire).unwrap();
             best = best.min(t0.elapsed().as_secs_f64());
         }
-        println!("sketch compress (3 rows, c = {}): {:.2} ms, {:.2} GB/s of input", s.cols_of(0).unwrap(), best * 1e3, 4.0 * d as f64 / best / 1e9);
-        let rec = Received { sum_f32: &wire.sum_f32, gathered_u32: &[], gather_counts: &[], ring_u32: &[], world_size: 1 };
+        println!(
+            "sketch compress (3 rows, c = {}): {:.2} ms, {:.2} GB/s of input",
+            s.cols_of(0).unwrap(),
+            best * 1e3,
+            4.0 * d as f64 / best / 1e9
+        );
+        let rec = Received {
+            sum_f32: &wire.sum_f32,
+            gathered_u32: &[],
+            gather_counts: &[],
+            ring_u32: &[],
+            world_size: 1,
+        };
         let mut out = Array2::<f32>::zeros((1, d));
         let t0 = std::time::Instant::now();
         s.decompress(0, 0, &rec, out.view_mut()).unwrap();
         let dt = t0.elapsed().as_secs_f64();
-        println!("sketch decompress: {:.2} ms, {:.2} GB/s of output", dt * 1e3, 4.0 * d as f64 / dt / 1e9);
+        println!(
+            "sketch decompress: {:.2} ms, {:.2} GB/s of output",
+            dt * 1e3,
+            4.0 * d as f64 / dt / 1e9
+        );
     }
 }

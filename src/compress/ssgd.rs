@@ -2,7 +2,9 @@
 //! divide by the number of workers.
 
 use super::select::{grad_slice, out_slice, tensor_err};
-use super::{Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx};
+use super::{
+    Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
+};
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 const NAME: &str = "ssgd";
@@ -22,7 +24,11 @@ impl Ssgd {
     }
 
     fn shape(&self, t: TensorId) -> Result<(usize, usize)> {
-        self.shapes.get(t).copied().flatten().ok_or_else(|| tensor_err(NAME, t, "not registered".into()))
+        self.shapes
+            .get(t)
+            .copied()
+            .flatten()
+            .ok_or_else(|| tensor_err(NAME, t, "not registered".into()))
     }
 }
 
@@ -42,20 +48,44 @@ impl Compressor for Ssgd {
     }
     fn wire_capacity(&self, t: TensorId, _round: usize) -> WireLen {
         let (r, c) = self.shape(t).unwrap_or((0, 0));
-        WireLen { sum_f32: r * c, ..WireLen::default() }
+        WireLen {
+            sum_f32: r * c,
+            ..WireLen::default()
+        }
     }
-    fn compress(&mut self, t: TensorId, _round: usize, grad: ArrayView2<f32>, wire: &mut Wire) -> Result<()> {
+    fn compress(
+        &mut self,
+        t: TensorId,
+        _round: usize,
+        grad: ArrayView2<f32>,
+        wire: &mut Wire,
+    ) -> Result<()> {
         let (r, c) = self.shape(t)?;
         let g = grad_slice(NAME, t, &grad, r, c)?;
         wire.clear();
         wire.sum_f32.extend_from_slice(g);
         Ok(())
     }
-    fn decompress(&mut self, t: TensorId, _round: usize, received: &Received, out: ArrayViewMut2<f32>) -> Result<()> {
+    fn decompress(
+        &mut self,
+        t: TensorId,
+        _round: usize,
+        received: &Received,
+        out: ArrayViewMut2<f32>,
+    ) -> Result<()> {
         let (r, c) = self.shape(t)?;
         let out = out_slice(NAME, t, out, r, c)?;
         if received.sum_f32.len() != out.len() || received.world_size == 0 {
-            return Err(tensor_err(NAME, t, format!("received {} summed values from {} workers for {} elements", received.sum_f32.len(), received.world_size, out.len())));
+            return Err(tensor_err(
+                NAME,
+                t,
+                format!(
+                    "received {} summed values from {} workers for {} elements",
+                    received.sum_f32.len(),
+                    received.world_size,
+                    out.len()
+                ),
+            ));
         }
         let n = received.world_size as f32;
         for (o, &s) in out.iter_mut().zip(received.sum_f32) {
@@ -73,27 +103,55 @@ mod tests {
     #[test]
     fn decompress_is_sum_over_n() {
         let n = 3;
-        let grads: Vec<Array2<f32>> = (0..n).map(|w| Array2::from_shape_fn((2, 3), |(i, j)| (w * 10 + i * 3 + j) as f32 - 4.5)).collect();
+        let grads: Vec<Array2<f32>> = (0..n)
+            .map(|w| Array2::from_shape_fn((2, 3), |(i, j)| (w * 10 + i * 3 + j) as f32 - 4.5))
+            .collect();
         let mut sum = vec![0f32; 6];
         for w in 0..n {
-            let mut m = Ssgd::new(&MethodParams::default(), WorkerCtx { rank: w, world_size: n, seed: 1 }).expect("new");
+            let mut m = Ssgd::new(
+                &MethodParams::default(),
+                WorkerCtx {
+                    rank: w,
+                    world_size: n,
+                    seed: 1,
+                },
+            )
+            .expect("new");
             m.register(0, 2, 3).expect("register");
             assert_eq!(m.wire_capacity(0, 0).sum_f32, 6);
             let mut wire = Wire::default();
-            m.compress(0, 0, grads[w].view(), &mut wire).expect("compress");
+            m.compress(0, 0, grads[w].view(), &mut wire)
+                .expect("compress");
             assert_eq!(wire.bytes(), 24);
             sum.iter_mut().zip(&wire.sum_f32).for_each(|(s, v)| *s += v);
         }
-        let mut m = Ssgd::new(&MethodParams::default(), WorkerCtx { rank: 0, world_size: n, seed: 1 }).expect("new");
+        let mut m = Ssgd::new(
+            &MethodParams::default(),
+            WorkerCtx {
+                rank: 0,
+                world_size: n,
+                seed: 1,
+            },
+        )
+        .expect("new");
         m.register(0, 2, 3).expect("register");
-        let rec = Received { sum_f32: &sum, gathered_u32: &[], gather_counts: &[0; 3], ring_u32: &[], world_size: n };
+        let rec = Received {
+            sum_f32: &sum,
+            gathered_u32: &[],
+            gather_counts: &[0; 3],
+            ring_u32: &[],
+            world_size: n,
+        };
         let mut out = Array2::zeros((2, 3));
-        m.decompress(0, 0, &rec, out.view_mut()).expect("decompress");
+        m.decompress(0, 0, &rec, out.view_mut())
+            .expect("decompress");
         let want = (&grads[0] + &grads[1] + &grads[2]) / 3.0;
         for (a, b) in out.iter().zip(want.iter()) {
             assert!((a - b).abs() <= 1e-6 * b.abs().max(1.0), "{a} vs {b}");
         }
         assert!(m.decompress(1, 0, &rec, out.view_mut()).is_err());
-        assert!(m.compress(0, 0, Array2::zeros((3, 2)).view(), &mut Wire::default()).is_err());
+        assert!(m
+            .compress(0, 0, Array2::zeros((3, 2)).view(), &mut Wire::default())
+            .is_err());
     }
 }

@@ -3,8 +3,14 @@
 //! the sent entries zeroed; all-gather of (index, value) pairs, decompress = sum / n.
 
 use super::kernels::rng_for;
-use super::select::{grad_slice, indexable_len, single_round, out_slice, push_pairs, scatter_mean, tensor_err, touched_vec, TopKScratch};
-use super::{Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx};
+use super::select::{
+    grad_slice, indexable_len, out_slice, push_pairs, scatter_mean, single_round, tensor_err,
+    touched_vec, TopKScratch,
+};
+use super::{
+    Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire,
+    WireLen, WorkerCtx,
+};
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 const NAME: &str = "topk";
@@ -56,7 +62,12 @@ pub struct TopK {
 /// Validate `density` in (0, 1] (shared by the sparsifying methods).
 pub fn check_density(method: &'static str, density: f64) -> Result<()> {
     if !(density > 0.0 && density <= 1.0) {
-        return Err(CompressError::BadParam { method, key: "density", value: density.to_string(), allowed: "a fraction in (0, 1]".into() });
+        return Err(CompressError::BadParam {
+            method,
+            key: "density",
+            value: density.to_string(),
+            allowed: "a fraction in (0, 1]".into(),
+        });
     }
     Ok(())
 }
@@ -65,11 +76,21 @@ impl TopK {
     /// Reads `density` (rho in (0, 1]).
     pub fn new(p: &MethodParams, ctx: WorkerCtx) -> Result<Self> {
         check_density(NAME, p.density)?;
-        Ok(TopK { params: p.clone(), ctx, step: 0, tensors: Vec::new(), scratch: TopKScratch::new(0, 0), vals: Vec::new() })
+        Ok(TopK {
+            params: p.clone(),
+            ctx,
+            step: 0,
+            tensors: Vec::new(),
+            scratch: TopKScratch::new(0, 0),
+            vals: Vec::new(),
+        })
     }
 
     fn state(&mut self, t: TensorId) -> Result<&mut TensorState> {
-        self.tensors.get_mut(t).and_then(Option::as_mut).ok_or_else(|| tensor_err(NAME, t, "not registered".into()))
+        self.tensors
+            .get_mut(t)
+            .and_then(Option::as_mut)
+            .ok_or_else(|| tensor_err(NAME, t, "not registered".into()))
     }
 }
 
@@ -90,21 +111,49 @@ impl Compressor for TopK {
         if self.tensors.len() <= t {
             self.tensors.resize(t + 1, None);
         }
-        self.tensors[t] = Some(TensorState { rows, cols, k, e: touched_vec(d, 0.0, 1.0), sent: touched_vec(k, 0, 1), pending: false });
+        self.tensors[t] = Some(TensorState {
+            rows,
+            cols,
+            k,
+            e: touched_vec(d, 0.0, 1.0),
+            sent: touched_vec(k, 0, 1),
+            pending: false,
+        });
         Ok(())
     }
     fn wire_capacity(&self, t: TensorId, _round: usize) -> WireLen {
-        let k = self.tensors.get(t).and_then(Option::as_ref).map_or(0, |s| s.k);
-        WireLen { gather_u32: 2 * k, ..WireLen::default() }
+        let k = self
+            .tensors
+            .get(t)
+            .and_then(Option::as_ref)
+            .map_or(0, |s| s.k);
+        WireLen {
+            gather_u32: 2 * k,
+            ..WireLen::default()
+        }
     }
     fn begin_step(&mut self, step: u64) {
         self.step = step;
     }
-    fn compress(&mut self, t: TensorId, round: usize, grad: ArrayView2<f32>, wire: &mut Wire) -> Result<()> {
+    fn compress(
+        &mut self,
+        t: TensorId,
+        round: usize,
+        grad: ArrayView2<f32>,
+        wire: &mut Wire,
+    ) -> Result<()> {
         single_round(NAME, round)?;
         let mut rng = rng_for(self.ctx.seed, self.step, t, STREAM_SAMPLE);
-        let TopK { tensors, scratch, vals, .. } = self;
-        let st = tensors.get_mut(t).and_then(Option::as_mut).ok_or_else(|| tensor_err(NAME, t, "not registered".into()))?;
+        let TopK {
+            tensors,
+            scratch,
+            vals,
+            ..
+        } = self;
+        let st = tensors
+            .get_mut(t)
+            .and_then(Option::as_mut)
+            .ok_or_else(|| tensor_err(NAME, t, "not registered".into()))?;
         let g = grad_slice(NAME, t, &grad, st.rows, st.cols)?;
         st.apply_feedback();
         let (k, e) = (st.k, &mut st.e);
@@ -129,7 +178,13 @@ impl Compressor for TopK {
         self.state(t)?.apply_feedback();
         Ok(())
     }
-    fn decompress(&mut self, t: TensorId, _round: usize, received: &Received, out: ArrayViewMut2<f32>) -> Result<()> {
+    fn decompress(
+        &mut self,
+        t: TensorId,
+        _round: usize,
+        received: &Received,
+        out: ArrayViewMut2<f32>,
+    ) -> Result<()> {
         let st = self.state(t)?;
         let out = out_slice(NAME, t, out, st.rows, st.cols)?;
         scatter_mean(NAME, t, received, out)
@@ -169,7 +224,10 @@ mod tests {
                 assert_eq!(f32::from_bits(b), p[i as usize]);
                 min_sent = min_sent.min(p[i as usize].abs());
             }
-            let max_unsent = (0..d).filter(|&i| !sent[i]).map(|i| p[i].abs()).fold(0.0, f32::max);
+            let max_unsent = (0..d)
+                .filter(|&i| !sent[i])
+                .map(|i| p[i].abs())
+                .fold(0.0, f32::max);
             assert!(min_sent >= max_unsent, "{min_sent} < {max_unsent}");
             // Conservation: p = sent + residual, exactly.
             let e = &m.tensors[3].as_ref().expect("state").e;
@@ -191,7 +249,8 @@ mod tests {
             let mut m = TopK::new(&params(0.05), ctx(w, n)).expect("new");
             m.register(0, rows, cols).expect("register");
             let mut wire = Wire::default();
-            m.compress(0, 0, grad(rows, cols, 10 + w as u64).view(), &mut wire).expect("compress");
+            m.compress(0, 0, grad(rows, cols, 10 + w as u64).view(), &mut wire)
+                .expect("compress");
             let h = wire.gather_u32.len() / 2;
             for (&i, &b) in wire.gather_u32[..h].iter().zip(&wire.gather_u32[h..]) {
                 dense[i as usize] += f32::from_bits(b);
@@ -199,16 +258,26 @@ mod tests {
             counts.push(wire.gather_u32.len());
             sections.extend_from_slice(&wire.gather_u32);
         }
-        let rec = Received { sum_f32: &[], gathered_u32: &sections, gather_counts: &counts, ring_u32: &[], world_size: n };
+        let rec = Received {
+            sum_f32: &[],
+            gathered_u32: &sections,
+            gather_counts: &counts,
+            ring_u32: &[],
+            world_size: n,
+        };
         let mut m = TopK::new(&params(0.05), ctx(0, n)).expect("new");
         m.register(0, rows, cols).expect("register");
         let mut out = Array2::from_elem((rows, cols), 7.0f32);
-        m.decompress(0, 0, &rec, out.view_mut()).expect("decompress");
+        m.decompress(0, 0, &rec, out.view_mut())
+            .expect("decompress");
         for (o, s) in out.iter().zip(&dense) {
             assert!((o - s / n as f32).abs() <= 1e-6 * s.abs().max(1.0));
         }
         let bad_counts = [counts[0], counts[1]];
-        let bad = Received { gather_counts: &bad_counts, ..rec };
+        let bad = Received {
+            gather_counts: &bad_counts,
+            ..rec
+        };
         assert!(m.decompress(0, 0, &bad, out.view_mut()).is_err());
     }
 
@@ -218,9 +287,13 @@ mod tests {
         assert!(TopK::new(&params(1.5), ctx(0, 1)).is_err());
         assert!(TopK::new(&params(f64::NAN), ctx(0, 1)).is_err());
         let mut m = TopK::new(&params(0.5), ctx(0, 1)).expect("new");
-        assert!(m.compress(0, 0, grad(2, 2, 0).view(), &mut Wire::default()).is_err());
+        assert!(m
+            .compress(0, 0, grad(2, 2, 0).view(), &mut Wire::default())
+            .is_err());
         m.register(0, 2, 2).expect("register");
-        assert!(m.compress(0, 0, grad(2, 3, 0).view(), &mut Wire::default()).is_err());
+        assert!(m
+            .compress(0, 0, grad(2, 3, 0).view(), &mut Wire::default())
+            .is_err());
     }
 
     /// Compress throughput on ResNet-50's gradient size (`-- --ignored --nocapture`).
@@ -239,7 +312,11 @@ mod tests {
             m.compress(0, 0, g.view(), &mut wire).expect("compress");
             m.feedback(0, 0).expect("feedback");
             let el_s = t.elapsed().as_secs_f64();
-            println!("topk compress+feedback: {:.3} ms, {:.2} GB/s", el_s * 1e3, 4.0 * d as f64 / el_s / 1e9);
+            println!(
+                "topk compress+feedback: {:.3} ms, {:.2} GB/s",
+                el_s * 1e3,
+                4.0 * d as f64 / el_s / 1e9
+            );
         }
     }
 }

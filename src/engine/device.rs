@@ -59,7 +59,14 @@ pub struct Device {
 impl Device {
     pub fn new(layers: usize) -> Device {
         Device {
-            state: Mutex::new(DeviceState { go: 0, ready: 0, fwd_end_s: 0.0, bwd_end_s: 0.0, ready_at_s: vec![0.0; layers], quit: false }),
+            state: Mutex::new(DeviceState {
+                go: 0,
+                ready: 0,
+                fwd_end_s: 0.0,
+                bwd_end_s: 0.0,
+                ready_at_s: vec![0.0; layers],
+                quit: false,
+            }),
             to_device: Condvar::new(),
             to_comm: Condvar::new(),
             base: Instant::now(),
@@ -86,7 +93,12 @@ impl Device {
                 done = st.go;
             }
             let start = self.now_s();
-            let mut deadline = start + if mode == ComputeMode::None { 0.0 } else { fwd_s };
+            let mut deadline = start
+                + if mode == ComputeMode::None {
+                    0.0
+                } else {
+                    fwd_s
+                };
             self.wait_until(deadline, mode);
             self.lock().fwd_end_s = self.now_s();
             for (pos, &b) in bwd_s.iter().enumerate() {

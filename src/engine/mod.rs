@@ -39,7 +39,11 @@ impl TensorSpec {
             .iter()
             .map(|t| {
                 let (rows, cols) = t.rows_cols();
-                TensorSpec { name: t.name.clone(), rows, cols }
+                TensorSpec {
+                    name: t.name.clone(),
+                    rows,
+                    cols,
+                }
             })
             .collect()
     }
@@ -126,12 +130,26 @@ struct Bucket {
 }
 
 /// Run `warmup + iters` iterations of one e2e case.
-pub fn run(world: &World, s: &E2eSetup, iters: u64, warmup: u64, mut trace: Option<&mut trace::Trace>) -> Result<E2eMeasurement> {
+pub fn run(
+    world: &World,
+    s: &E2eSetup,
+    iters: u64,
+    warmup: u64,
+    mut trace: Option<&mut trace::Trace>,
+) -> Result<E2eMeasurement> {
     let m = s.tensors.len();
     if m == 0 || s.bwd_s.len() != m {
-        return Err(Error::Runtime(format!("e2e: {} tensors but {} backward times", m, s.bwd_s.len())));
+        return Err(Error::Runtime(format!(
+            "e2e: {} tensors but {} backward times",
+            m,
+            s.bwd_s.len()
+        )));
     }
-    let ctx = WorkerCtx { rank: world.rank, world_size: world.size, seed: s.seed };
+    let ctx = WorkerCtx {
+        rank: world.rank,
+        world_size: world.size,
+        seed: s.seed,
+    };
     let mut comp = registry::build(s.method, s.params, ctx)?;
     for (t, ts) in s.tensors.iter().enumerate() {
         comp.register(t, ts.rows, ts.cols)?;
@@ -140,7 +158,10 @@ pub fn run(world: &World, s: &E2eSetup, iters: u64, warmup: u64, mut trace: Opti
     // Backward order = reverse registration order.
     let bwd_order: Vec<usize> = (0..m).rev().collect();
     let bwd_times: Vec<f64> = bwd_order.iter().map(|&t| s.bwd_s[t]).collect();
-    let sizes: Vec<u64> = bwd_order.iter().map(|&t| 4 * s.tensors[t].numel() as u64).collect();
+    let sizes: Vec<u64> = bwd_order
+        .iter()
+        .map(|&t| 4 * s.tensors[t].numel() as u64)
+        .collect();
     let (groups, planned_s) = match s.fusion {
         Fusion::Planner(kind) => {
             let (g, pred) = plan_with_costs(world, s, comp.as_mut(), kind, &bwd_order, &bwd_times)?;
@@ -152,7 +173,11 @@ pub fn run(world: &World, s: &E2eSetup, iters: u64, warmup: u64, mut trace: Opti
         .into_iter()
         .map(|pos| {
             let tensors: Vec<usize> = pos.iter().map(|&p| bwd_order[p]).collect();
-            Bucket { ready_after: pos.iter().max().map_or(0, |p| p + 1), units: tensors.clone(), tensors }
+            Bucket {
+                ready_after: pos.iter().max().map_or(0, |p| p + 1),
+                units: tensors.clone(),
+                tensors,
+            }
         })
         .collect();
     // Merged compression: a fresh compressor with one tensor per bucket.
@@ -168,19 +193,36 @@ pub fn run(world: &World, s: &E2eSetup, iters: u64, warmup: u64, mut trace: Opti
     }
     let unit_shape = |u: usize| -> (usize, usize) {
         if s.merge {
-            (1, buckets[u].tensors.iter().map(|&t| s.tensors[t].numel()).sum())
+            (
+                1,
+                buckets[u]
+                    .tensors
+                    .iter()
+                    .map(|&t| s.tensors[t].numel())
+                    .sum(),
+            )
         } else {
             (s.tensors[u].rows, s.tensors[u].cols)
         }
     };
-    let all_units: Vec<usize> = buckets.iter().flat_map(|b| b.units.iter().copied()).collect();
+    let all_units: Vec<usize> = buckets
+        .iter()
+        .flat_map(|b| b.units.iter().copied())
+        .collect();
 
     // Capacities: one unit wire (largest tensor), one bucket wire (largest bucket).
-    let unit_cap = all_units.iter().flat_map(|&t| (0..rounds).map(move |r| (t, r))).map(|(t, r)| comp.wire_capacity(t, r)).fold(WireLen::default(), WireLen::max);
+    let unit_cap = all_units
+        .iter()
+        .flat_map(|&t| (0..rounds).map(move |r| (t, r)))
+        .map(|(t, r)| comp.wire_capacity(t, r))
+        .fold(WireLen::default(), WireLen::max);
     let mut bucket_cap = WireLen::default();
     for b in &buckets {
         for r in 0..rounds {
-            let mut c = WireLen { gather_u32: b.units.len(), ..WireLen::default() };
+            let mut c = WireLen {
+                gather_u32: b.units.len(),
+                ..WireLen::default()
+            };
             for &t in &b.units {
                 let u = comp.wire_capacity(t, r);
                 c.sum_f32 += u.sum_f32;
@@ -198,19 +240,42 @@ pub fn run(world: &World, s: &E2eSetup, iters: u64, warmup: u64, mut trace: Opti
     let mut unit_wire = filled_wire(unit_cap);
     let mut bucket_wire = filled_wire(bucket_cap);
     let mut ex = Exchange::with_mode(world, bucket_cap, s.collective)?;
-    let max_numel = s.tensors.iter().map(TensorSpec::numel).max().unwrap_or(0).max(pack_len);
+    let max_numel = s
+        .tensors
+        .iter()
+        .map(TensorSpec::numel)
+        .max()
+        .unwrap_or(0)
+        .max(pack_len);
     let mut out = vec![0f32; max_numel];
     let mut packed = vec![0f32; pack_len];
     let mut gather_scratch = vec![0u32; unit_cap.gather_u32 * world.size];
     let mut gather_counts = vec![0usize; world.size];
-    let mut layout = vec![UnitLayout::default(); buckets.iter().map(|b| b.units.len()).max().unwrap_or(0)];
-    let grads: Vec<ndarray::Array2<f32>> =
-        s.tensors.iter().enumerate().map(|(t, ts)| crate::bench::tensors::gradient(crate::config::Shape { rows: ts.rows, cols: ts.cols }, s.seed ^ t as u64, 0, world.rank)).collect();
+    let mut layout =
+        vec![UnitLayout::default(); buckets.iter().map(|b| b.units.len()).max().unwrap_or(0)];
+    let grads: Vec<ndarray::Array2<f32>> = s
+        .tensors
+        .iter()
+        .enumerate()
+        .map(|(t, ts)| {
+            crate::bench::tensors::gradient(
+                crate::config::Shape {
+                    rows: ts.rows,
+                    cols: ts.cols,
+                },
+                s.seed ^ t as u64,
+                0,
+                world.rank,
+            )
+        })
+        .collect();
 
     if let Some(tr) = trace.as_deref_mut() {
         // Per timed iteration: forward, iteration, a backward span per tensor, compress
         // and decompress per tensor and round, a collective per bucket and round.
-        tr.reserve(iters as usize * (2 + m + all_units.len() * 2 * rounds + buckets.len() * rounds));
+        tr.reserve(
+            iters as usize * (2 + m + all_units.len() * 2 * rounds + buckets.len() * rounds),
+        );
     }
     let device = Device::new(m);
     let mut series = IterSeries::default();
@@ -228,7 +293,11 @@ pub fn run(world: &World, s: &E2eSetup, iters: u64, warmup: u64, mut trace: Opti
             for it in 0..warmup + iters {
                 comp.begin_step(it);
                 // Only timed iterations are traced.
-                let mut trace = if it >= warmup { trace.as_deref_mut() } else { None };
+                let mut trace = if it >= warmup {
+                    trace.as_deref_mut()
+                } else {
+                    None
+                };
                 world.barrier();
                 let t0 = device.now_s();
                 device.start_iteration();
@@ -251,7 +320,9 @@ pub fn run(world: &World, s: &E2eSetup, iters: u64, warmup: u64, mut trace: Opti
                             let ta = device.now_s();
                             let mut off = 0;
                             for &t in &b.tensors {
-                                let g = grads[t].as_slice().ok_or_else(|| Error::Runtime("gradient not contiguous".into()))?;
+                                let g = grads[t].as_slice().ok_or_else(|| {
+                                    Error::Runtime("gradient not contiguous".into())
+                                })?;
                                 packed[off..off + g.len()].copy_from_slice(g);
                                 off += g.len();
                             }
@@ -261,7 +332,8 @@ pub fn run(world: &World, s: &E2eSetup, iters: u64, warmup: u64, mut trace: Opti
                             let ta = device.now_s();
                             let (rows, cols) = unit_shape(t);
                             let g = if s.merge {
-                                ArrayView2::from_shape((rows, cols), &packed[..rows * cols]).map_err(|e| Error::Runtime(e.to_string()))?
+                                ArrayView2::from_shape((rows, cols), &packed[..rows * cols])
+                                    .map_err(|e| Error::Runtime(e.to_string()))?
                             } else {
                                 grads[t].view()
                             };
@@ -285,20 +357,41 @@ pub fn run(world: &World, s: &E2eSetup, iters: u64, warmup: u64, mut trace: Opti
                         }
                         let ta = device.now_s();
                         let lay = &layout[..b.units.len()];
-                        ex.run(world, &bucket_wire, |agg, off, inc, own| merge_units(comp.as_mut(), &b.units, lay, agg, off, inc, own))?;
+                        ex.run(world, &bucket_wire, |agg, off, inc, own| {
+                            merge_units(comp.as_mut(), &b.units, lay, agg, off, inc, own)
+                        })?;
                         let tb = device.now_s();
                         comm += tb - ta;
                         bytes += bucket_wire.bytes() as u64;
                         if let Some(tr) = trace.as_deref_mut() {
-                            tr.span(if rounds > 1 { ["collective r0", "collective r1"][round.min(1)] } else { "collective" }, trace::COMM, bi as i64, ta, tb);
+                            tr.span(
+                                if rounds > 1 {
+                                    ["collective r0", "collective r1"][round.min(1)]
+                                } else {
+                                    "collective"
+                                },
+                                trace::COMM,
+                                bi as i64,
+                                ta,
+                                tb,
+                            );
                         }
                         let rec = ex.received();
                         for (u, &t) in b.units.iter().enumerate() {
                             let tc = device.now_s();
                             let (rows, cols) = unit_shape(t);
-                            let unit_rec = unit_received(&rec, &layout[u], u, b.units.len(), &mut gather_scratch, &mut gather_counts)?;
+                            let unit_rec = unit_received(
+                                &rec,
+                                &layout[u],
+                                u,
+                                b.units.len(),
+                                &mut gather_scratch,
+                                &mut gather_counts,
+                            )?;
                             let td = device.now_s();
-                            let view = ArrayViewMut2::from_shape((rows, cols), &mut out[..rows * cols]).map_err(|e| Error::Runtime(e.to_string()))?;
+                            let view =
+                                ArrayViewMut2::from_shape((rows, cols), &mut out[..rows * cols])
+                                    .map_err(|e| Error::Runtime(e.to_string()))?;
                             comp.decompress(t, round, &unit_rec, view)?;
                             let te = device.now_s();
                             pack += td - tc;
@@ -342,7 +435,14 @@ pub fn run(world: &World, s: &E2eSetup, iters: u64, warmup: u64, mut trace: Opti
     for v in series.all_mut() {
         world.max_in_place(v);
     }
-    Ok(E2eMeasurement { series, buckets: buckets.len(), wire_bytes: world.max_u64(wire_bytes), aggregation: comp.aggregation().name(), planned_s, collective: s.collective.effective(comp.aggregation()) })
+    Ok(E2eMeasurement {
+        series,
+        buckets: buckets.len(),
+        wire_bytes: world.max_u64(wire_bytes),
+        aggregation: comp.aggregation().name(),
+        planned_s,
+        collective: s.collective.effective(comp.aggregation()),
+    })
 }
 
 /// Where one tensor's wire sits inside its bucket's wire.
@@ -402,7 +502,9 @@ fn unit_received<'a>(
             let start: usize = lens[..u].iter().map(|&x| x as usize).sum();
             let len = lens[u] as usize;
             if start + len > data.len() || filled + len > scratch.len() {
-                return Err(Error::Runtime(format!("bucket exchange: worker {w}'s trailer is inconsistent with its data")));
+                return Err(Error::Runtime(format!(
+                    "bucket exchange: worker {w}'s trailer is inconsistent with its data"
+                )));
             }
             scratch[filled..filled + len].copy_from_slice(&data[start..start + len]);
             counts[w] = len;
@@ -428,7 +530,12 @@ fn threshold_scale(s: &E2eSetup) -> f64 {
         return 1.0;
     }
     let shapes: Vec<(usize, usize)> = s.tensors.iter().map(|t| (t.rows, t.cols)).collect();
-    let (tp, _) = crate::compress::orth::acp_fusion_thresholds(1.0, &shapes, s.params.rank, s.params.min_compression_rate);
+    let (tp, _) = crate::compress::orth::acp_fusion_thresholds(
+        1.0,
+        &shapes,
+        s.params.rank,
+        s.params.min_compression_rate,
+    );
     tp
 }
 
@@ -447,7 +554,13 @@ fn merge_units(
     for (&t, l) in units.iter().zip(layout) {
         let (a, b) = (off.max(l.ring_off), end.min(l.ring_off + l.ring_len));
         if a < b {
-            comp.ring_merge(t, aggregated, a - l.ring_off, &incoming[a - off..b - off], &mut own[a - off..b - off])?;
+            comp.ring_merge(
+                t,
+                aggregated,
+                a - l.ring_off,
+                &incoming[a - off..b - off],
+                &mut own[a - off..b - off],
+            )?;
         }
     }
     Ok(())
@@ -479,7 +592,10 @@ fn plan_with_costs(
         }
     }
     let bytes_per_elem = wire as f64 / elems.max(1) as f64;
-    let ab = match s.cost_comm.and_then(|c| c.get(effective, world.size).copied()) {
+    let ab = match s
+        .cost_comm
+        .and_then(|c| c.get(effective, world.size).copied())
+    {
         Some(ab) => ab,
         None => calibrate_comm(world, s.collective, agg)?,
     };
@@ -489,41 +605,75 @@ fn plan_with_costs(
     for (t, ts) in s.tensors.iter().enumerate() {
         let cap = comp.wire_capacity(t, 0);
         w.reserve(cap);
-        let g = crate::bench::tensors::gradient(crate::config::Shape { rows: ts.rows, cols: ts.cols }, s.seed ^ t as u64, 1, world.rank);
+        let g = crate::bench::tensors::gradient(
+            crate::config::Shape {
+                rows: ts.rows,
+                cols: ts.cols,
+            },
+            s.seed ^ t as u64,
+            1,
+            world.rank,
+        );
         comp.begin_step(0);
         let t0 = mpi::time();
         comp.compress(t, 0, g.view(), &mut w)?;
         comp.feedback(t, 0)?;
         points.push((ts.numel() as f64, mpi::time() - t0));
     }
-    let cc = CompressCost::fit(&points).map(|(c, _)| c).unwrap_or(CompressCost { per_element_s: 0.0, fixed_s: 0.0 });
+    let cc = CompressCost::fit(&points)
+        .map(|(c, _)| c)
+        .unwrap_or(CompressCost {
+            per_element_s: 0.0,
+            fixed_s: 0.0,
+        });
     let mut params = [ab.alpha_s, ab.beta_s_per_byte, cc.per_element_s, cc.fixed_s];
     world.max_in_place(&mut params);
     let ab = AlphaBeta::new(params[0], params[1]);
-    let cc = CompressCost { per_element_s: params[2], fixed_s: params[3] };
+    let cc = CompressCost {
+        per_element_s: params[2],
+        fixed_s: params[3],
+    };
     let p: Vec<usize> = bwd_order.iter().map(|&t| s.tensors[t].numel()).collect();
-    let t_c = move |e: usize| rounds as f64 * ab.alpha_s + ab.beta_s_per_byte * e as f64 * bytes_per_elem;
+    let t_c =
+        move |e: usize| rounds as f64 * ab.alpha_s + ab.beta_s_per_byte * e as f64 * bytes_per_elem;
     let t_s = move |e: usize| cc.time_s(e);
     let groups = match kind {
         PlannerKind::Mgwfbp => planner::mgwfbp(bwd_times, &p, &t_c),
         PlannerKind::Omgs => planner::omgs(bwd_times, &p, &t_s, &t_c),
         PlannerKind::LayerFusion => planner::layerfusion(bwd_times, &p, &t_s, &t_c),
     };
-    let ts_opt: &dyn Fn(usize) -> f64 = if kind == PlannerKind::Mgwfbp { &|_| 0.0 } else { &t_s };
+    let ts_opt: &dyn Fn(usize) -> f64 = if kind == PlannerKind::Mgwfbp {
+        &|_| 0.0
+    } else {
+        &t_s
+    };
     let predicted = planner::predicted_iteration_s(bwd_times, &p, &groups, ts_opt, &t_c);
     Ok((groups, predicted))
 }
 
 /// Alpha-beta of the exchange a method uses, measured now: 4 KiB to 4 MiB messages,
 /// median of 5 after one warm-up, max over ranks, least-squares fit.
-fn calibrate_comm(world: &World, mode: crate::comm::exchange::CollectiveMode, agg: crate::compress::Aggregation) -> Result<crate::comm::netmodel::AlphaBeta> {
+fn calibrate_comm(
+    world: &World,
+    mode: crate::comm::exchange::CollectiveMode,
+    agg: crate::compress::Aggregation,
+) -> Result<crate::comm::netmodel::AlphaBeta> {
     use crate::compress::Aggregation as A;
     const SIZES_WORDS: [usize; 4] = [1 << 10, 1 << 14, 1 << 17, 1 << 20];
     let cap = *SIZES_WORDS.last().unwrap_or(&1);
     let wl = match agg {
-        A::AllReduce => WireLen { sum_f32: cap, ..WireLen::default() },
-        A::AllGather => WireLen { gather_u32: cap, ..WireLen::default() },
-        A::Ring => WireLen { ring_u32: cap, ..WireLen::default() },
+        A::AllReduce => WireLen {
+            sum_f32: cap,
+            ..WireLen::default()
+        },
+        A::AllGather => WireLen {
+            gather_u32: cap,
+            ..WireLen::default()
+        },
+        A::Ring => WireLen {
+            ring_u32: cap,
+            ..WireLen::default()
+        },
     };
     let mut ex = Exchange::with_mode(world, wl, mode)?;
     let mut w = filled_wire(wl);
@@ -552,5 +702,7 @@ fn calibrate_comm(world: &World, mode: crate::comm::exchange::CollectiveMode, ag
         t.sort_by(f64::total_cmp);
         points.push(((4 * n) as f64, t[t.len() / 2]));
     }
-    crate::comm::netmodel::AlphaBeta::fit(&points).map(|(ab, _)| ab).map_err(|e| Error::Runtime(format!("calibrating the collective: {e}")))
+    crate::comm::netmodel::AlphaBeta::fit(&points)
+        .map(|(ab, _)| ab)
+        .map_err(|e| Error::Runtime(format!("calibrating the collective: {e}")))
 }

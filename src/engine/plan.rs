@@ -40,7 +40,9 @@ impl Fusion {
             t => match crate::units::parse_bytes(t) {
                 Ok(0) => Ok(Fusion::None),
                 Ok(b) => Ok(Fusion::Bytes(b)),
-                Err(e) => Err(format!("{e}; or use none, single, mgwfbp, omgs, layerfusion")),
+                Err(e) => Err(format!(
+                    "{e}; or use none, single, mgwfbp, omgs, layerfusion"
+                )),
             },
         }
     }
@@ -113,18 +115,33 @@ mod tests {
         assert_eq!(Fusion::parse("25MiB"), Ok(Fusion::Bytes(25 << 20)));
         assert_eq!(Fusion::parse("single"), Ok(Fusion::Single));
         assert!(Fusion::parse("big").is_err());
-        assert_eq!(Fusion::parse("omgs"), Ok(Fusion::Planner(PlannerKind::Omgs)));
-        assert_eq!(Fusion::parse("layerfusion").map(|f| f.to_string()), Ok("layerfusion".to_string()));
+        assert_eq!(
+            Fusion::parse("omgs"),
+            Ok(Fusion::Planner(PlannerKind::Omgs))
+        );
+        assert_eq!(
+            Fusion::parse("layerfusion").map(|f| f.to_string()),
+            Ok("layerfusion".to_string())
+        );
     }
 
     #[test]
     fn bucketing_closes_at_threshold_in_backward_order() {
         let sizes = [10, 10, 30, 5, 5, 100, 1];
         assert_eq!(buckets(&sizes, Fusion::None, 1.0).len(), 7);
-        assert_eq!(buckets(&sizes, Fusion::Single, 1.0), vec![vec![0, 1, 2, 3, 4, 5, 6]]);
-        assert_eq!(buckets(&sizes, Fusion::Bytes(20), 1.0), vec![vec![0, 1], vec![2], vec![3, 4, 5], vec![6]]);
+        assert_eq!(
+            buckets(&sizes, Fusion::Single, 1.0),
+            vec![vec![0, 1, 2, 3, 4, 5, 6]]
+        );
+        assert_eq!(
+            buckets(&sizes, Fusion::Bytes(20), 1.0),
+            vec![vec![0, 1], vec![2], vec![3, 4, 5], vec![6]]
+        );
         // A scaled threshold (ACP-SGD) of 0.5 x 40 = 20 gives the same buckets.
-        assert_eq!(buckets(&sizes, Fusion::Bytes(40), 0.5), buckets(&sizes, Fusion::Bytes(20), 1.0));
+        assert_eq!(
+            buckets(&sizes, Fusion::Bytes(40), 0.5),
+            buckets(&sizes, Fusion::Bytes(20), 1.0)
+        );
         assert!(buckets(&[], Fusion::Single, 1.0).is_empty());
     }
 }

@@ -70,7 +70,9 @@ pub fn check_groups(groups: &[Vec<usize>], n: usize) -> Result<(), String> {
         }
     }
     if next != n {
-        return Err(format!("groups cover positions 0..{next} but there are {n} layers"));
+        return Err(format!(
+            "groups cover positions 0..{next} but there are {n} layers"
+        ));
     }
     Ok(())
 }
@@ -99,7 +101,13 @@ pub fn timeline(
     t_s: &dyn Fn(usize) -> f64,
     t_c: &dyn Fn(usize) -> f64,
 ) -> Timeline {
-    assert_eq!(t_b.len(), p.len(), "timeline: t_b has {} layers but p has {}", t_b.len(), p.len());
+    assert_eq!(
+        t_b.len(),
+        p.len(),
+        "timeline: t_b has {} layers but p has {}",
+        t_b.len(),
+        p.len()
+    );
     if let Err(e) = check_groups(groups, t_b.len()) {
         panic!("timeline: {e}");
     }
@@ -195,8 +203,19 @@ pub fn omgs_terms(
 /// group per layer, walk the groups in backward order (from the first gradient to be
 /// ready); merge the current group with the next while [`MergeTerms::merges`], then
 /// move on. The timeline is recomputed after each merge. O(L^2) cost evaluations.
-pub fn omgs(t_b: &[f64], p: &[usize], t_s: &dyn Fn(usize) -> f64, t_c: &dyn Fn(usize) -> f64) -> Vec<Vec<usize>> {
-    assert_eq!(t_b.len(), p.len(), "omgs: t_b has {} layers but p has {}", t_b.len(), p.len());
+pub fn omgs(
+    t_b: &[f64],
+    p: &[usize],
+    t_s: &dyn Fn(usize) -> f64,
+    t_c: &dyn Fn(usize) -> f64,
+) -> Vec<Vec<usize>> {
+    assert_eq!(
+        t_b.len(),
+        p.len(),
+        "omgs: t_b has {} layers but p has {}",
+        t_b.len(),
+        p.len()
+    );
     let mut groups: Vec<Vec<usize>> = (0..t_b.len()).map(|i| vec![i]).collect();
     let mut g = 0;
     while g + 1 < groups.len() {
@@ -235,8 +254,19 @@ pub fn dense_allreduce_cost(ab: crate::comm::netmodel::AlphaBeta) -> impl Fn(usi
 /// elements of positions `i..j`. Optimal because a group's end is non-decreasing in the
 /// previous group's end, so an optimal plan's prefixes are optimal. Ties (within
 /// [`TIE_S`]) keep the smaller last group, i.e. more, earlier buckets.
-pub fn layerfusion(t_b: &[f64], p: &[usize], t_s: &dyn Fn(usize) -> f64, t_c: &dyn Fn(usize) -> f64) -> Vec<Vec<usize>> {
-    assert_eq!(t_b.len(), p.len(), "layerfusion: t_b has {} layers but p has {}", t_b.len(), p.len());
+pub fn layerfusion(
+    t_b: &[f64],
+    p: &[usize],
+    t_s: &dyn Fn(usize) -> f64,
+    t_c: &dyn Fn(usize) -> f64,
+) -> Vec<Vec<usize>> {
+    assert_eq!(
+        t_b.len(),
+        p.len(),
+        "layerfusion: t_b has {} layers but p has {}",
+        t_b.len(),
+        p.len()
+    );
     let n = t_b.len();
     if n == 0 {
         return Vec::new();
@@ -311,12 +341,25 @@ mod tests {
             (7.0, 10.5, 10.9, 15.9),
         ];
         for (g, w) in want.iter().enumerate() {
-            let got = (tl.ready_s[g], tl.start_compress_s[g], tl.start_comm_s[g], tl.end_comm_s[g]);
-            assert!(close(got.0, w.0) && close(got.1, w.1) && close(got.2, w.2) && close(got.3, w.3), "group {g}: {got:?} vs {w:?}");
+            let got = (
+                tl.ready_s[g],
+                tl.start_compress_s[g],
+                tl.start_comm_s[g],
+                tl.end_comm_s[g],
+            );
+            assert!(
+                close(got.0, w.0) && close(got.1, w.1) && close(got.2, w.2) && close(got.3, w.3),
+                "group {g}: {got:?} vs {w:?}"
+            );
         }
         assert!(close(tl.backward_end_s, 7.0) && close(tl.iteration_end_s, 15.9));
-        assert!(close(tl.slack_s(0), 0.0) && close(tl.slack_s(1), 0.0) && close(tl.slack_s(2), 3.5));
-        assert!(close(predicted_iteration_s(&t_b, &p, &groups, &ts, &tc), 15.9));
+        assert!(
+            close(tl.slack_s(0), 0.0) && close(tl.slack_s(1), 0.0) && close(tl.slack_s(2), 3.5)
+        );
+        assert!(close(
+            predicted_iteration_s(&t_b, &p, &groups, &ts, &tc),
+            15.9
+        ));
         // No layers: nothing to do.
         let empty = timeline(&[], &[], &[], &ts, &tc);
         assert_eq!(empty.iteration_end_s, 0.0);
@@ -325,7 +368,9 @@ mod tests {
     #[test]
     #[should_panic(expected = "contiguous")]
     fn timeline_rejects_non_contiguous_groups() {
-        timeline(&[1.0, 1.0], &[1, 1], &[vec![1], vec![0]], &|_| 0.0, &|_| 0.0);
+        timeline(&[1.0, 1.0], &[1, 1], &[vec![1], vec![0]], &|_| 0.0, &|_| {
+            0.0
+        });
     }
 
     #[test]
@@ -359,10 +404,16 @@ mod tests {
         let tl = timeline(&t_b, &p, &groups, &ts2, &tc);
         assert!(close(tl.iteration_end_s, 7.4));
         let m = omgs_terms(&t_b, &p, &groups, &tl, 0, &ts2, &tc);
-        assert!(close(m.t_wait_s, 0.9) && close(m.t_save_s, 2.0) && m.merges(), "{m:?}");
+        assert!(
+            close(m.t_wait_s, 0.9) && close(m.t_save_s, 2.0) && m.merges(),
+            "{m:?}"
+        );
         let plan = omgs(&t_b, &p, &ts2, &tc);
         assert_eq!(plan, single(2));
-        assert!(close(predicted_iteration_s(&t_b, &p, &plan, &ts2, &tc), 6.3));
+        assert!(close(
+            predicted_iteration_s(&t_b, &p, &plan, &ts2, &tc),
+            6.3
+        ));
     }
 
     #[test]
@@ -377,10 +428,19 @@ mod tests {
         let groups = per_layer(2);
         let tl = timeline(&t_b, &p, &groups, &ts2, &tc);
         let m = omgs_terms(&t_b, &p, &groups, &tl, 0, &ts2, &tc);
-        assert!(close(m.t_wait_s, 0.9) && close(m.t_save_s, 0.5) && !m.merges(), "{m:?}");
+        assert!(
+            close(m.t_wait_s, 0.9) && close(m.t_save_s, 0.5) && !m.merges(),
+            "{m:?}"
+        );
         assert_eq!(omgs(&t_b, &p, &ts2, &tc), per_layer(2));
-        assert!(close(predicted_iteration_s(&t_b, &p, &per_layer(2), &ts2, &tc), 4.4));
-        assert!(close(predicted_iteration_s(&t_b, &p, &single(2), &ts2, &tc), 4.8));
+        assert!(close(
+            predicted_iteration_s(&t_b, &p, &per_layer(2), &ts2, &tc),
+            4.4
+        ));
+        assert!(close(
+            predicted_iteration_s(&t_b, &p, &single(2), &ts2, &tc),
+            4.8
+        ));
     }
 
     #[test]
@@ -401,18 +461,29 @@ mod tests {
         let m0 = omgs_terms(&t_b, &p, &groups, &tl, 0, &|_| 0.0, &tc);
         let m1 = omgs_terms(&t_b, &p, &groups, &tl, 1, &|_| 0.0, &tc);
         assert!(close(m0.t_wait_s, 1.0) && !m0.merges(), "{m0:?}");
-        assert!(close(m1.t_wait_s, 0.0) && close(m1.t_save_s, 0.5) && m1.merges(), "{m1:?}");
+        assert!(
+            close(m1.t_wait_s, 0.0) && close(m1.t_save_s, 0.5) && m1.merges(),
+            "{m1:?}"
+        );
         let plan = omgs(&t_b, &p, &|_| 0.0, &tc);
         assert_eq!(plan, vec![vec![0], vec![1, 2]]);
-        assert!(close(predicted_iteration_s(&t_b, &p, &plan, &|_| 0.0, &tc), 8.0));
-        assert!(close(predicted_iteration_s(&t_b, &p, &groups, &|_| 0.0, &tc), 8.5));
+        assert!(close(
+            predicted_iteration_s(&t_b, &p, &plan, &|_| 0.0, &tc),
+            8.0
+        ));
+        assert!(close(
+            predicted_iteration_s(&t_b, &p, &groups, &|_| 0.0, &tc),
+            8.5
+        ));
         // Same plan through MG-WFBP (t_s = 0).
         assert_eq!(mgwfbp(&t_b, &p, &tc), plan);
     }
 
     fn resnetish() -> (Vec<f64>, Vec<usize>) {
         // 50 layers with varied sizes and backward times (deterministic).
-        let p: Vec<usize> = (0..50).map(|i| 1000 + (i * 7919 % 97) * 3000 + if i % 10 == 0 { 2_000_000 } else { 0 }).collect();
+        let p: Vec<usize> = (0..50)
+            .map(|i| 1000 + (i * 7919 % 97) * 3000 + if i % 10 == 0 { 2_000_000 } else { 0 })
+            .collect();
         let t_b: Vec<f64> = p.iter().map(|&d| 1e-5 + d as f64 * 2e-10).collect();
         (t_b, p)
     }
@@ -444,18 +515,32 @@ mod tests {
             (1e-6, 1e-11, 5e-5, 5e-9),
             (1e3, 1e-10, 0.0, 0.0),
         ] {
-            let ts = move |d: usize| if d == 0 { 0.0 } else { ts_fixed + ts_per * d as f64 };
+            let ts = move |d: usize| {
+                if d == 0 {
+                    0.0
+                } else {
+                    ts_fixed + ts_per * d as f64
+                }
+            };
             let tc = move |d: usize| alpha + beta * (4 * d) as f64;
             let plan = layerfusion(&t_b, &p, &ts, &tc);
             check_groups(&plan, p.len()).unwrap();
             let best = predicted_iteration_s(&t_b, &p, &plan, &ts, &tc);
-            let mut others = vec![per_layer(p.len()), single(p.len()), omgs(&t_b, &p, &ts, &tc)];
+            let mut others = vec![
+                per_layer(p.len()),
+                single(p.len()),
+                omgs(&t_b, &p, &ts, &tc),
+            ];
             for mib in [1u64, 4, 25] {
                 others.push(buckets(&sizes, Fusion::Bytes(mib << 20), 1.0));
             }
             for o in &others {
                 let t = predicted_iteration_s(&t_b, &p, o, &ts, &tc);
-                assert!(best <= t + 1e-9, "alpha {alpha}: layerfusion {best} > {t} for {} groups", o.len());
+                assert!(
+                    best <= t + 1e-9,
+                    "alpha {alpha}: layerfusion {best} > {t} for {} groups",
+                    o.len()
+                );
             }
         }
     }
@@ -465,7 +550,12 @@ mod tests {
         // All 2^(L-1) contiguous partitions of L = 6 layers, a few cost settings.
         let t_b = [0.3, 0.1, 0.5, 0.2, 0.4, 0.1];
         let p = [50, 400, 10, 300, 120, 800];
-        for (alpha, beta, ts_fixed) in [(0.2, 1e-3, 0.05), (0.0, 1e-3, 0.0), (1.0, 1e-4, 0.0), (0.05, 5e-3, 0.2)] {
+        for (alpha, beta, ts_fixed) in [
+            (0.2, 1e-3, 0.05),
+            (0.0, 1e-3, 0.0),
+            (1.0, 1e-4, 0.0),
+            (0.05, 5e-3, 0.2),
+        ] {
             let ts = move |d: usize| ts_fixed + 1e-4 * d as f64;
             let tc = move |d: usize| alpha + beta * d as f64;
             let mut brute = f64::INFINITY;
@@ -482,7 +572,10 @@ mod tests {
             }
             let plan = layerfusion(&t_b, &p, &ts, &tc);
             let got = predicted_iteration_s(&t_b, &p, &plan, &ts, &tc);
-            assert!(close(got, brute), "alpha {alpha}: {got} vs brute force {brute}");
+            assert!(
+                close(got, brute),
+                "alpha {alpha}: {got} vs brute force {brute}"
+            );
         }
     }
 

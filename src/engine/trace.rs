@@ -28,7 +28,10 @@ pub struct Trace {
 
 impl Trace {
     pub fn with_capacity(n: usize) -> Trace {
-        Trace { spans: Vec::with_capacity(n), dropped: 0 }
+        Trace {
+            spans: Vec::with_capacity(n),
+            dropped: 0,
+        }
     }
 
     /// Make room for `n` more spans (setup, outside timed regions).
@@ -38,14 +41,27 @@ impl Trace {
 
     pub fn span(&mut self, name: &'static str, tid: u32, id: i64, start_s: f64, end_s: f64) {
         if self.spans.len() < self.spans.capacity() {
-            self.spans.push(Span { name, tid, id, start_s, end_s });
+            self.spans.push(Span {
+                name,
+                tid,
+                id,
+                start_s,
+                end_s,
+            });
         } else {
             self.dropped += 1;
         }
     }
 
     /// Forward and per-layer backward spans of the iteration that started at `t0`.
-    pub fn iteration(&mut self, dev: &Device, t0: f64, fwd_end: f64, t_end: f64, bwd_order: &[usize]) {
+    pub fn iteration(
+        &mut self,
+        dev: &Device,
+        t0: f64,
+        fwd_end: f64,
+        t_end: f64,
+        bwd_order: &[usize],
+    ) {
         self.span("iteration", ITER, -1, t0, t_end);
         self.span("forward", DEVICE, -1, t0, fwd_end);
         let st = dev.lock();
@@ -53,7 +69,13 @@ impl Trace {
         for (pos, &t) in bwd_order.iter().enumerate() {
             let at = st.ready_at_s[pos];
             if self.spans.len() < self.spans.capacity() {
-                self.spans.push(Span { name: "backward", tid: DEVICE, id: t as i64, start_s: prev, end_s: at });
+                self.spans.push(Span {
+                    name: "backward",
+                    tid: DEVICE,
+                    id: t as i64,
+                    start_s: prev,
+                    end_s: at,
+                });
             } else {
                 self.dropped += 1;
             }
@@ -75,13 +97,21 @@ impl Trace {
             args: serde_json::Value,
         }
         let mut evs = Vec::with_capacity(self.spans.len() + 3);
-        for (tid, name) in [(ITER, "iteration"), (DEVICE, "device (emulated)"), (COMM, "communication (MPI)")] {
+        for (tid, name) in [
+            (ITER, "iteration"),
+            (DEVICE, "device (emulated)"),
+            (COMM, "communication (MPI)"),
+        ] {
             evs.push(serde_json::json!({"name": "thread_name", "ph": "M", "pid": 0, "tid": tid, "args": {"name": name}}));
         }
         for s in &self.spans {
             let label = match (s.name, usize::try_from(s.id).ok()) {
-                ("collective" | "collective r0" | "collective r1", Some(b)) => format!("bucket {b}"),
-                (_, Some(t)) => tensors.get(t).map_or_else(|| format!("{t}"), |x| x.name.clone()),
+                ("collective" | "collective r0" | "collective r1", Some(b)) => {
+                    format!("bucket {b}")
+                }
+                (_, Some(t)) => tensors
+                    .get(t)
+                    .map_or_else(|| format!("{t}"), |x| x.name.clone()),
                 _ => String::new(),
             };
             let ev = Ev {
@@ -96,6 +126,8 @@ impl Trace {
             };
             evs.push(serde_json::to_value(ev)?);
         }
-        serde_json::to_vec(&serde_json::json!({ "traceEvents": evs, "displayTimeUnit": "ms", "otherData": { "dropped_spans": self.dropped } }))
+        serde_json::to_vec(
+            &serde_json::json!({ "traceEvents": evs, "displayTimeUnit": "ms", "otherData": { "dropped_spans": self.dropped } }),
+        )
     }
 }

@@ -80,10 +80,18 @@ pub fn presets() -> &'static [DevicePreset] {
 
 /// The device preset called `name`.
 pub fn preset(name: &str) -> Result<DevicePreset, ModelError> {
-    PRESETS.iter().find(|p| p.name == name).cloned().ok_or_else(|| ModelError::UnknownPreset {
-        name: name.to_string(),
-        allowed: PRESETS.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
-    })
+    PRESETS
+        .iter()
+        .find(|p| p.name == name)
+        .cloned()
+        .ok_or_else(|| ModelError::UnknownPreset {
+            name: name.to_string(),
+            allowed: PRESETS
+                .iter()
+                .map(|p| p.name)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
 }
 
 /// Per-layer times measured on real hardware for one model (see [`load_profile`]).
@@ -114,7 +122,12 @@ pub struct ComputeModel {
 impl ComputeModel {
     /// FLOPs-based times at a preset's effective throughput.
     pub fn from_preset(p: &DevicePreset) -> ComputeModel {
-        ComputeModel { source: Source::Throughput { tflops: p.effective_tflops, label: format!("preset {}", p.name) } }
+        ComputeModel {
+            source: Source::Throughput {
+                tflops: p.effective_tflops,
+                label: format!("preset {}", p.name),
+            },
+        }
     }
 
     /// FLOPs-based times at an explicit effective throughput in TFLOP/s.
@@ -126,12 +139,19 @@ impl ComputeModel {
                 allowed: "a positive number of TFLOP/s, e.g. 37.5",
             });
         }
-        Ok(ComputeModel { source: Source::Throughput { tflops, label: format!("{tflops} TFLOP/s") } })
+        Ok(ComputeModel {
+            source: Source::Throughput {
+                tflops,
+                label: format!("{tflops} TFLOP/s"),
+            },
+        })
     }
 
     /// Measured per-layer times.
     pub fn from_profile(p: Profile) -> ComputeModel {
-        ComputeModel { source: Source::Measured(p) }
+        ComputeModel {
+            source: Source::Measured(p),
+        }
     }
 
     /// What the times are based on, for run metadata: `preset v100 (37.5 TFLOP/s
@@ -183,8 +203,12 @@ impl ComputeModel {
     /// by the same backward = 2 × forward convention).
     pub fn forward_time_s(&self, model: &Model, batch: usize) -> f64 {
         match &self.source {
-            Source::Throughput { tflops, .. } => model.fwd_flops_per_sample() * batch as f64 / (tflops * 1e12),
-            Source::Measured(p) => p.forward_s.unwrap_or_else(|| self.backward_times_s(model, batch).iter().sum::<f64>() / 2.0),
+            Source::Throughput { tflops, .. } => {
+                model.fwd_flops_per_sample() * batch as f64 / (tflops * 1e12)
+            }
+            Source::Measured(p) => p
+                .forward_s
+                .unwrap_or_else(|| self.backward_times_s(model, batch).iter().sum::<f64>() / 2.0),
         }
     }
 }
@@ -218,9 +242,19 @@ pub fn load_profile(path: impl AsRef<Path>, model: &Model) -> Result<Vec<f64>, M
 pub fn read_profile(path: impl AsRef<Path>, model: &Model) -> Result<Profile, ModelError> {
     let path = path.as_ref();
     let shown = path.display().to_string();
-    let err = |line: u64, msg: String| ModelError::Profile { path: shown.clone(), line, msg };
-    let file = std::fs::File::open(path).map_err(|e| ModelError::ProfileIo { path: shown.clone(), source: e })?;
-    let mut rdr = csv::ReaderBuilder::new().comment(Some(b'#')).trim(csv::Trim::All).from_reader(file);
+    let err = |line: u64, msg: String| ModelError::Profile {
+        path: shown.clone(),
+        line,
+        msg,
+    };
+    let file = std::fs::File::open(path).map_err(|e| ModelError::ProfileIo {
+        path: shown.clone(),
+        source: e,
+    })?;
+    let mut rdr = csv::ReaderBuilder::new()
+        .comment(Some(b'#'))
+        .trim(csv::Trim::All)
+        .from_reader(file);
     let csv_err = |e: csv::Error| {
         let line = e.position().map(|p| p.line()).unwrap_or(0);
         match e.into_kind() {
@@ -253,7 +287,11 @@ pub fn read_profile(path: impl AsRef<Path>, model: &Model) -> Result<Profile, Mo
         }
     }
     let (Some(col_tensor), Some(col_bwd)) = (col_tensor, col_bwd) else {
-        return Err(err(1, "the header must name the columns 'tensor' and 'backward_s' (optional: forward_s)".into()));
+        return Err(err(
+            1,
+            "the header must name the columns 'tensor' and 'backward_s' (optional: forward_s)"
+                .into(),
+        ));
     };
 
     let seconds = |line: u64, col: &str, tensor: &str, v: &str| -> Result<f64, ModelError> {
@@ -276,24 +314,38 @@ pub fn read_profile(path: impl AsRef<Path>, model: &Model) -> Result<Profile, Mo
         rows += 1;
         if name == FORWARD_ROW {
             if col_fwd.is_none() {
-                return Err(err(line, format!("row '{FORWARD_ROW}' needs a 'forward_s' column in the header")));
+                return Err(err(
+                    line,
+                    format!("row '{FORWARD_ROW}' needs a 'forward_s' column in the header"),
+                ));
             }
             if !bwd.is_empty() {
                 return Err(err(line, format!("row '{FORWARD_ROW}' takes its time in forward_s; leave backward_s empty (it is '{bwd}')")));
             }
             if let Some((_, first)) = forward {
-                return Err(err(line, format!("row '{FORWARD_ROW}' appears again (first on line {first}); give it once")));
+                return Err(err(
+                    line,
+                    format!(
+                        "row '{FORWARD_ROW}' appears again (first on line {first}); give it once"
+                    ),
+                ));
             }
             forward = Some((seconds(line, "forward_s", name, fwd)?, line));
             continue;
         }
         if name.is_empty() {
-            return Err(err(line, "empty tensor name; every row names one tensor of the model".into()));
+            return Err(err(
+                line,
+                "empty tensor name; every row names one tensor of the model".into(),
+            ));
         }
         let Some(idx) = model.tensor_index(name) else {
             return Err(err(
                 line,
-                format!("'{name}' is not a tensor of model {}; run `gradcomp models {}` for the names", model.name, model.name),
+                format!(
+                    "'{name}' is not a tensor of model {}; run `gradcomp models {}` for the names",
+                    model.name, model.name
+                ),
             ));
         };
         if !fwd.is_empty() {
@@ -305,13 +357,32 @@ pub fn read_profile(path: impl AsRef<Path>, model: &Model) -> Result<Profile, Mo
         backward[idx] = Some((seconds(line, "backward_s", name, bwd)?, line));
     }
     if rows == 0 {
-        return Err(err(0, format!("no rows after the header; give one row per tensor of model {} ({n} tensors)", model.name)));
+        return Err(err(
+            0,
+            format!(
+                "no rows after the header; give one row per tensor of model {} ({n} tensors)",
+                model.name
+            ),
+        ));
     }
-    let missing: Vec<&str> =
-        backward.iter().zip(&model.tensors).filter(|(b, _)| b.is_none()).map(|(_, t)| t.name.as_str()).collect();
+    let missing: Vec<&str> = backward
+        .iter()
+        .zip(&model.tensors)
+        .filter(|(b, _)| b.is_none())
+        .map(|(_, t)| t.name.as_str())
+        .collect();
     if !missing.is_empty() {
-        let shown_names = missing.iter().take(5).copied().collect::<Vec<_>>().join(", ");
-        let more = if missing.len() > 5 { format!(" and {} more", missing.len() - 5) } else { String::new() };
+        let shown_names = missing
+            .iter()
+            .take(5)
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ");
+        let more = if missing.len() > 5 {
+            format!(" and {} more", missing.len() - 5)
+        } else {
+            String::new()
+        };
         return Err(err(
             0,
             format!(
@@ -324,7 +395,10 @@ pub fn read_profile(path: impl AsRef<Path>, model: &Model) -> Result<Profile, Mo
     Ok(Profile {
         model: model.name.clone(),
         path: shown.clone(),
-        backward_s: backward.into_iter().map(|b| b.map(|x| x.0).unwrap_or(0.0)).collect(),
+        backward_s: backward
+            .into_iter()
+            .map(|b| b.map(|x| x.0).unwrap_or(0.0))
+            .collect(),
         forward_s: forward.map(|f| f.0),
     })
 }
@@ -347,7 +421,12 @@ mod tests {
         s.push_str(if forward { ",forward_s\n" } else { "\n" });
         // Any order is accepted; write them in backward order.
         for i in m.backward_order() {
-            s.push_str(&format!("{},{}{}\n", m.tensors[i].name, 1e-3 * (i + 1) as f64, if forward { "," } else { "" }));
+            s.push_str(&format!(
+                "{},{}{}\n",
+                m.tensors[i].name,
+                1e-3 * (i + 1) as f64,
+                if forward { "," } else { "" }
+            ));
         }
         if forward {
             s.push_str("__forward__,,0.5\n");
@@ -361,14 +440,21 @@ mod tests {
             let p = preset(n).unwrap();
             assert_eq!(p.name, n);
             assert!((p.effective_tflops - p.peak_tflops * p.utilisation).abs() < 1e-9);
-            assert!(p.description.contains(&format!("{}", p.peak_tflops)), "{}", p.description);
+            assert!(
+                p.description.contains(&format!("{}", p.peak_tflops)),
+                "{}",
+                p.description
+            );
         }
         assert!((preset("v100").unwrap().effective_tflops - 37.5).abs() < 1e-9);
         assert!((preset("a100").unwrap().effective_tflops - 93.6).abs() < 1e-9);
         assert!((preset("h100").unwrap().effective_tflops - 296.7).abs() < 1e-9);
         assert!((preset("rtx2080ti").unwrap().effective_tflops - 16.14).abs() < 1e-9);
         let e = preset("p100").unwrap_err().to_string();
-        assert!(e.contains("p100") && e.contains("v100, rtx2080ti, a100, h100"), "{e}");
+        assert!(
+            e.contains("p100") && e.contains("v100, rtx2080ti, a100, h100"),
+            "{e}"
+        );
         assert_eq!(presets().len(), 4);
     }
 
@@ -432,29 +518,95 @@ mod tests {
         let good = good_body(&m, false);
         bad("empty.csv", "", &m, &["empty", "tensor,backward_s"]);
         bad("header_only.csv", "tensor,backward_s\n", &m, &["no rows"]);
-        bad("wrong_header.csv", "layer,seconds\nencoder.weight,1\n", &m, &["line 1", "unknown column 'layer'"]);
-        bad("missing_col.csv", "tensor\nencoder.weight\n", &m, &["'backward_s'"]);
+        bad(
+            "wrong_header.csv",
+            "layer,seconds\nencoder.weight,1\n",
+            &m,
+            &["line 1", "unknown column 'layer'"],
+        );
+        bad(
+            "missing_col.csv",
+            "tensor\nencoder.weight\n",
+            &m,
+            &["'backward_s'"],
+        );
         // Header on line 2 (after the comment), first row on line 3.
-        bad("unknown.csv", &good.replace("encoder.weight", "embedding.weight"), &m, &[
-            "'embedding.weight' is not a tensor of model lstm-ptb",
-            "gradcomp models lstm-ptb",
-        ]);
-        bad("dup.csv", &format!("{good}decoder.bias,1\n"), &m, &["line 13", "'decoder.bias' appears again (first on line 3)"]);
-        let missing: String = good.lines().filter(|l| !l.starts_with("rnn.bias_hh_l1")).map(|l| format!("{l}\n")).collect();
-        bad("missing.csv", &missing, &m, &["1 of the 10 tensors", "rnn.bias_hh_l1", "exactly once"]);
-        bad("nan.csv", &good.replace("decoder.bias,0.01", "decoder.bias,fast"), &m, &[
-            "line 3",
-            "backward_s = 'fast' for tensor 'decoder.bias'",
-            "non-negative number of seconds",
-        ]);
-        bad("neg.csv", &good.replace("decoder.bias,0.01", "decoder.bias,-1"), &m, &["'-1'"]);
-        bad("fields.csv", &good.replace("decoder.bias,0.01", "decoder.bias,0.01,7"), &m, &["line 3", "3 fields"]);
-        bad("fwd_nocol.csv", &format!("{good}__forward__,0.1\n"), &m, &["forward_s' column"]);
+        bad(
+            "unknown.csv",
+            &good.replace("encoder.weight", "embedding.weight"),
+            &m,
+            &[
+                "'embedding.weight' is not a tensor of model lstm-ptb",
+                "gradcomp models lstm-ptb",
+            ],
+        );
+        bad(
+            "dup.csv",
+            &format!("{good}decoder.bias,1\n"),
+            &m,
+            &["line 13", "'decoder.bias' appears again (first on line 3)"],
+        );
+        let missing: String = good
+            .lines()
+            .filter(|l| !l.starts_with("rnn.bias_hh_l1"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        bad(
+            "missing.csv",
+            &missing,
+            &m,
+            &["1 of the 10 tensors", "rnn.bias_hh_l1", "exactly once"],
+        );
+        bad(
+            "nan.csv",
+            &good.replace("decoder.bias,0.01", "decoder.bias,fast"),
+            &m,
+            &[
+                "line 3",
+                "backward_s = 'fast' for tensor 'decoder.bias'",
+                "non-negative number of seconds",
+            ],
+        );
+        bad(
+            "neg.csv",
+            &good.replace("decoder.bias,0.01", "decoder.bias,-1"),
+            &m,
+            &["'-1'"],
+        );
+        bad(
+            "fields.csv",
+            &good.replace("decoder.bias,0.01", "decoder.bias,0.01,7"),
+            &m,
+            &["line 3", "3 fields"],
+        );
+        bad(
+            "fwd_nocol.csv",
+            &format!("{good}__forward__,0.1\n"),
+            &m,
+            &["forward_s' column"],
+        );
         let gf = good_body(&m, true);
-        bad("fwd_on_tensor.csv", &gf.replace("decoder.bias,0.01,", "decoder.bias,0.01,3"), &m, &["forward_s = '3' on tensor row"]);
-        bad("fwd_twice.csv", &format!("{gf}__forward__,,0.4\n"), &m, &["'__forward__' appears again"]);
-        bad("fwd_bwd.csv", &gf.replace("__forward__,,0.5", "__forward__,0.1,0.5"), &m, &["leave backward_s empty"]);
-        let e = load_profile("/nonexistent/dir/p.csv", &m).unwrap_err().to_string();
+        bad(
+            "fwd_on_tensor.csv",
+            &gf.replace("decoder.bias,0.01,", "decoder.bias,0.01,3"),
+            &m,
+            &["forward_s = '3' on tensor row"],
+        );
+        bad(
+            "fwd_twice.csv",
+            &format!("{gf}__forward__,,0.4\n"),
+            &m,
+            &["'__forward__' appears again"],
+        );
+        bad(
+            "fwd_bwd.csv",
+            &gf.replace("__forward__,,0.5", "__forward__,0.1,0.5"),
+            &m,
+            &["leave backward_s empty"],
+        );
+        let e = load_profile("/nonexistent/dir/p.csv", &m)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("/nonexistent/dir/p.csv"), "{e}");
     }
 

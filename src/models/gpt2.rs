@@ -23,7 +23,11 @@ pub fn gpt2_small() -> Model {
         layernorm(&mut t, &format!("{p}.ln_1"), h, s);
         conv1d_hf(&mut t, &format!("{p}.attn.c_attn"), h, 3 * h, s);
         // Scores QKᵀ and context AV over the full s×s matrix (masked, not skipped).
-        attribute(&mut t, &format!("{p}.attn.c_attn.weight"), 2.0 * 2.0 * (s * s * h) as f64);
+        attribute(
+            &mut t,
+            &format!("{p}.attn.c_attn.weight"),
+            2.0 * 2.0 * (s * s * h) as f64,
+        );
         conv1d_hf(&mut t, &format!("{p}.attn.c_proj"), h, h, s);
         layernorm(&mut t, &format!("{p}.ln_2"), h, s);
         conv1d_hf(&mut t, &format!("{p}.mlp.c_fc"), h, 4 * h, s);
@@ -31,10 +35,16 @@ pub fn gpt2_small() -> Model {
     }
     layernorm(&mut t, "transformer.ln_f", h, s);
     // Tied LM head (h × vocab per position): no tensor of its own, attributed to ln_f.
-    attribute(&mut t, "transformer.ln_f.weight", 2.0 * (s * h * VOCAB) as f64);
+    attribute(
+        &mut t,
+        "transformer.ln_f.weight",
+        2.0 * (s * h * VOCAB) as f64,
+    );
     Model {
         name: "gpt2-small".into(),
-        variant: "GPT-2 small (L12 H768, vocab 50257, context 1024), LM head tied to token embeddings".into(),
+        variant:
+            "GPT-2 small (L12 H768, vocab 50257, context 1024), LM head tied to token embeddings"
+                .into(),
         tensors: t,
         default_batch: 8,
         input: "seq 1024",

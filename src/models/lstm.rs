@@ -22,15 +22,31 @@ pub fn lstm_ptb(tied: bool) -> Model {
     if tied {
         // decoder.weight is encoder.weight: only the bias is registered; the decoder
         // matmul is attributed to it.
-        t.push(Tensor { name: "decoder.bias".into(), shape: vec![VOCAB], fwd_flops: (BPTT * VOCAB) as f64 });
+        t.push(Tensor {
+            name: "decoder.bias".into(),
+            shape: vec![VOCAB],
+            fwd_flops: (BPTT * VOCAB) as f64,
+        });
         attribute(&mut t, "decoder.bias", 2.0 * (BPTT * HIDDEN * VOCAB) as f64);
     } else {
         linear(&mut t, "decoder", HIDDEN, VOCAB, true, BPTT);
     }
     let (name, variant) = if tied {
-        ("lstm-ptb", "2-layer LSTM-1500 on PTB (vocab 10000), decoder tied to embedding")
+        (
+            "lstm-ptb",
+            "2-layer LSTM-1500 on PTB (vocab 10000), decoder tied to embedding",
+        )
     } else {
-        ("lstm-ptb-untied", "2-layer LSTM-1500 on PTB (vocab 10000), separate decoder")
+        (
+            "lstm-ptb-untied",
+            "2-layer LSTM-1500 on PTB (vocab 10000), separate decoder",
+        )
     };
-    Model { name: name.into(), variant: variant.into(), tensors: t, default_batch: 20, input: "seq 35" }
+    Model {
+        name: name.into(),
+        variant: variant.into(),
+        tensors: t,
+        default_batch: 20,
+        input: "seq 35",
+    }
 }

@@ -76,14 +76,25 @@ pub enum ModelError {
     UnknownPreset { name: String, allowed: String },
     /// A throughput or batch that cannot be used.
     #[error("{what} = {value} is invalid: {allowed}")]
-    BadValue { what: &'static str, value: String, allowed: &'static str },
+    BadValue {
+        what: &'static str,
+        value: String,
+        allowed: &'static str,
+    },
     /// A compute profile could not be read.
     #[error("cannot read compute profile {path}: {source}")]
-    ProfileIo { path: String, source: std::io::Error },
+    ProfileIo {
+        path: String,
+        source: std::io::Error,
+    },
     /// A compute profile is malformed or does not match the model. `line` is 1-based
     /// (0 when the problem concerns the file as a whole).
     #[error("compute profile {path}{}: {msg}", if *line > 0 { format!(", line {line}") } else { String::new() })]
-    Profile { path: String, line: u64, msg: String },
+    Profile {
+        path: String,
+        line: u64,
+        msg: String,
+    },
 }
 
 /// One parameter tensor of a model.
@@ -100,7 +111,11 @@ pub struct Tensor {
 
 impl Tensor {
     fn new(name: impl Into<String>, shape: &[usize], fwd_flops: f64) -> Tensor {
-        Tensor { name: name.into(), shape: shape.to_vec(), fwd_flops }
+        Tensor {
+            name: name.into(),
+            shape: shape.to_vec(),
+            fwd_flops,
+        }
     }
 
     /// Number of parameters (elements).
@@ -126,7 +141,11 @@ impl Tensor {
 
     /// The shape written as `a x b x c`.
     pub fn shape_str(&self) -> String {
-        self.shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x")
+        self.shape
+            .iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join("x")
     }
 }
 
@@ -164,7 +183,11 @@ impl Model {
 
     /// Parameters in tensors with 2 or more dimensions (what low-rank methods compress).
     pub fn params_in_matrices(&self) -> usize {
-        self.tensors.iter().filter(|t| t.shape.len() >= 2).map(Tensor::params).sum()
+        self.tensors
+            .iter()
+            .filter(|t| t.shape.len() >= 2)
+            .map(Tensor::params)
+            .sum()
     }
 
     /// Forward FLOPs per sample (image or sequence) of the whole model.
@@ -196,7 +219,13 @@ impl Model {
     /// order: `reg bwd name shape params fwd_flops`.
     pub fn layer_table(&self) -> String {
         let n = self.tensors.len();
-        let width = self.tensors.iter().map(|t| t.name.len()).max().unwrap_or(4).max(4);
+        let width = self
+            .tensors
+            .iter()
+            .map(|t| t.name.len())
+            .max()
+            .unwrap_or(4)
+            .max(4);
         let mut s = String::new();
         let _ = writeln!(
             s,
@@ -208,7 +237,11 @@ impl Model {
             self.params(),
             self.fwd_flops_per_sample() / 1e9
         );
-        let _ = writeln!(s, "{:>4} {:>4}  {:<width$}  {:<18} {:>11} {:>14}", "reg", "bwd", "name", "shape", "params", "fwd_flops");
+        let _ = writeln!(
+            s,
+            "{:>4} {:>4}  {:<width$}  {:<18} {:>11} {:>14}",
+            "reg", "bwd", "name", "shape", "params", "fwd_flops"
+        );
         for (i, t) in self.tensors.iter().enumerate() {
             let _ = writeln!(
                 s,
@@ -258,7 +291,11 @@ pub fn build(name: &str) -> Result<Model, ModelError> {
         "gpt2-small" => gpt2::gpt2_small(),
         "lstm-ptb" => lstm::lstm_ptb(true),
         "lstm-ptb-untied" => lstm::lstm_ptb(false),
-        _ => return Err(ModelError::UnknownModel { name: name.to_string() }),
+        _ => {
+            return Err(ModelError::UnknownModel {
+                name: name.to_string(),
+            })
+        }
     })
 }
 
@@ -274,7 +311,10 @@ pub(crate) type Hw = (usize, usize);
 /// PyTorch `Conv2d`/`MaxPool2d` docs: `(h + 2·pad − k) / stride + 1`.
 pub(crate) fn window_out(hw: Hw, k: usize, stride: usize, pad: usize) -> Hw {
     let f = |x: usize| {
-        assert!(x + 2 * pad >= k && stride > 0, "window {k}/{stride}/{pad} does not fit input {x}");
+        assert!(
+            x + 2 * pad >= k && stride > 0,
+            "window {k}/{stride}/{pad} does not fit input {x}"
+        );
         (x + 2 * pad - k) / stride + 1
     };
     (f(hw.0), f(hw.1))
@@ -296,13 +336,24 @@ pub(crate) fn conv2d(
     bias: bool,
     hw: Hw,
 ) -> Hw {
-    assert!(cin % groups == 0 && cout % groups == 0, "{name}: channels not divisible by groups");
+    assert!(
+        cin % groups == 0 && cout % groups == 0,
+        "{name}: channels not divisible by groups"
+    );
     let out = window_out(hw, k, stride, pad);
     let positions = (out.0 * out.1) as f64;
     let macs = positions * (cout * (cin / groups) * k * k) as f64;
-    t.push(Tensor::new(format!("{name}.weight"), &[cout, cin / groups, k, k], 2.0 * macs));
+    t.push(Tensor::new(
+        format!("{name}.weight"),
+        &[cout, cin / groups, k, k],
+        2.0 * macs,
+    ));
     if bias {
-        t.push(Tensor::new(format!("{name}.bias"), &[cout], positions * cout as f64));
+        t.push(Tensor::new(
+            format!("{name}.bias"),
+            &[cout],
+            positions * cout as f64,
+        ));
     }
     out
 }
@@ -310,20 +361,49 @@ pub(crate) fn conv2d(
 /// `Linear(fin, fout, bias)` applied at `positions` positions per sample (1 for an
 /// image classifier, the sequence length for a token-wise layer). FLOPs: 2·fin·fout
 /// per position for the weight, fout for the bias.
-pub(crate) fn linear(t: &mut Vec<Tensor>, name: &str, fin: usize, fout: usize, bias: bool, positions: usize) {
+pub(crate) fn linear(
+    t: &mut Vec<Tensor>,
+    name: &str,
+    fin: usize,
+    fout: usize,
+    bias: bool,
+    positions: usize,
+) {
     let p = positions as f64;
-    t.push(Tensor::new(format!("{name}.weight"), &[fout, fin], 2.0 * p * (fin * fout) as f64));
+    t.push(Tensor::new(
+        format!("{name}.weight"),
+        &[fout, fin],
+        2.0 * p * (fin * fout) as f64,
+    ));
     if bias {
-        t.push(Tensor::new(format!("{name}.bias"), &[fout], p * fout as f64));
+        t.push(Tensor::new(
+            format!("{name}.bias"),
+            &[fout],
+            p * fout as f64,
+        ));
     }
 }
 
 /// Hugging Face `Conv1D(nf=fout, nx=fin)` (GPT-2): a linear layer whose weight is stored
 /// `[fin, fout]`; same FLOPs as [`linear`].
-pub(crate) fn conv1d_hf(t: &mut Vec<Tensor>, name: &str, fin: usize, fout: usize, positions: usize) {
+pub(crate) fn conv1d_hf(
+    t: &mut Vec<Tensor>,
+    name: &str,
+    fin: usize,
+    fout: usize,
+    positions: usize,
+) {
     let p = positions as f64;
-    t.push(Tensor::new(format!("{name}.weight"), &[fin, fout], 2.0 * p * (fin * fout) as f64));
-    t.push(Tensor::new(format!("{name}.bias"), &[fout], p * fout as f64));
+    t.push(Tensor::new(
+        format!("{name}.weight"),
+        &[fin, fout],
+        2.0 * p * (fin * fout) as f64,
+    ));
+    t.push(Tensor::new(
+        format!("{name}.bias"),
+        &[fout],
+        p * fout as f64,
+    ));
 }
 
 /// FLOPs per normalised element attributed to a norm layer's weight (statistics,
@@ -334,21 +414,44 @@ const NORM_BIAS_FLOPS: f64 = 1.0;
 /// `BatchNorm2d(c)` on a `c × hw` feature map: weight and bias `[c]`.
 pub(crate) fn batchnorm(t: &mut Vec<Tensor>, name: &str, c: usize, hw: Hw) {
     let elems = (c * hw.0 * hw.1) as f64;
-    t.push(Tensor::new(format!("{name}.weight"), &[c], NORM_WEIGHT_FLOPS * elems));
-    t.push(Tensor::new(format!("{name}.bias"), &[c], NORM_BIAS_FLOPS * elems));
+    t.push(Tensor::new(
+        format!("{name}.weight"),
+        &[c],
+        NORM_WEIGHT_FLOPS * elems,
+    ));
+    t.push(Tensor::new(
+        format!("{name}.bias"),
+        &[c],
+        NORM_BIAS_FLOPS * elems,
+    ));
 }
 
 /// `LayerNorm(dim)` over `positions` positions: weight and bias `[dim]`.
 pub(crate) fn layernorm(t: &mut Vec<Tensor>, name: &str, dim: usize, positions: usize) {
     let elems = (dim * positions) as f64;
-    t.push(Tensor::new(format!("{name}.weight"), &[dim], NORM_WEIGHT_FLOPS * elems));
-    t.push(Tensor::new(format!("{name}.bias"), &[dim], NORM_BIAS_FLOPS * elems));
+    t.push(Tensor::new(
+        format!("{name}.weight"),
+        &[dim],
+        NORM_WEIGHT_FLOPS * elems,
+    ));
+    t.push(Tensor::new(
+        format!("{name}.bias"),
+        &[dim],
+        NORM_BIAS_FLOPS * elems,
+    ));
 }
 
 /// `Embedding(vocab, dim)` looked up at `positions` positions. A lookup is a gather
 /// (0 FLOPs); `added` embeddings (position, token type) are summed into the hidden
 /// state at one FLOP per element.
-pub(crate) fn embedding(t: &mut Vec<Tensor>, name: &str, vocab: usize, dim: usize, positions: usize, added: bool) {
+pub(crate) fn embedding(
+    t: &mut Vec<Tensor>,
+    name: &str,
+    vocab: usize,
+    dim: usize,
+    positions: usize,
+    added: bool,
+) {
     let flops = if added { (positions * dim) as f64 } else { 0.0 };
     t.push(Tensor::new(format!("{name}.weight"), &[vocab, dim], flops));
 }
@@ -356,19 +459,45 @@ pub(crate) fn embedding(t: &mut Vec<Tensor>, name: &str, vocab: usize, dim: usiz
 /// Layer `l` of a PyTorch `nn.LSTM(input, hidden)` run for `steps` time steps:
 /// `weight_ih_l{l}` `[4h, in]`, `weight_hh_l{l}` `[4h, h]`, `bias_ih_l{l}` `[4h]`,
 /// `bias_hh_l{l}` `[4h]`. FLOPs per step: 2·4h·in, 2·4h·h, 4h, 4h.
-pub(crate) fn lstm_layer(t: &mut Vec<Tensor>, name: &str, l: usize, input: usize, hidden: usize, steps: usize) {
+pub(crate) fn lstm_layer(
+    t: &mut Vec<Tensor>,
+    name: &str,
+    l: usize,
+    input: usize,
+    hidden: usize,
+    steps: usize,
+) {
     let s = steps as f64;
     let g = 4 * hidden;
-    t.push(Tensor::new(format!("{name}.weight_ih_l{l}"), &[g, input], 2.0 * s * (g * input) as f64));
-    t.push(Tensor::new(format!("{name}.weight_hh_l{l}"), &[g, hidden], 2.0 * s * (g * hidden) as f64));
-    t.push(Tensor::new(format!("{name}.bias_ih_l{l}"), &[g], s * g as f64));
-    t.push(Tensor::new(format!("{name}.bias_hh_l{l}"), &[g], s * g as f64));
+    t.push(Tensor::new(
+        format!("{name}.weight_ih_l{l}"),
+        &[g, input],
+        2.0 * s * (g * input) as f64,
+    ));
+    t.push(Tensor::new(
+        format!("{name}.weight_hh_l{l}"),
+        &[g, hidden],
+        2.0 * s * (g * hidden) as f64,
+    ));
+    t.push(Tensor::new(
+        format!("{name}.bias_ih_l{l}"),
+        &[g],
+        s * g as f64,
+    ));
+    t.push(Tensor::new(
+        format!("{name}.bias_hh_l{l}"),
+        &[g],
+        s * g as f64,
+    ));
 }
 
 /// Add `flops` to the tensor called `name` (used to attribute parameter-free matmuls:
 /// attention scores/context, tied output projections).
 pub(crate) fn attribute(t: &mut [Tensor], name: &str, flops: f64) {
-    let x = t.iter_mut().find(|x| x.name == name).unwrap_or_else(|| panic!("no tensor {name}"));
+    let x = t
+        .iter_mut()
+        .find(|x| x.name == name)
+        .unwrap_or_else(|| panic!("no tensor {name}"));
     x.fwd_flops += flops;
 }
 
@@ -395,18 +524,30 @@ mod tests {
     #[test]
     fn every_model_matches_reference_counts_exactly() {
         let rows = reference();
-        assert_eq!(rows.len(), names().len(), "models.csv and names() list different models");
+        assert_eq!(
+            rows.len(),
+            names().len(),
+            "models.csv and names() list different models"
+        );
         for row in &rows {
             let m = build(&row.model).unwrap();
             assert_eq!(m.name, row.model);
             assert_eq!(m.tensors.len(), row.tensors, "{}: tensors", row.model);
             assert_eq!(m.params(), row.params, "{}: params", row.model);
             assert_eq!(m.fp32_bytes(), row.fp32_bytes, "{}: fp32_bytes", row.model);
-            assert_eq!(m.params_in_matrices(), row.params_in_matrices, "{}: params_in_matrices", row.model);
+            assert_eq!(
+                m.params_in_matrices(),
+                row.params_in_matrices,
+                "{}: params_in_matrices",
+                row.model
+            );
             assert_eq!(m.variant, row.variant, "{}: variant", row.model);
         }
         for n in names() {
-            assert!(rows.iter().any(|r| r.model == *n), "{n} missing from models.csv");
+            assert!(
+                rows.iter().any(|r| r.model == *n),
+                "{n} missing from models.csv"
+            );
         }
     }
 
@@ -416,12 +557,24 @@ mod tests {
             let m = build(n).unwrap();
             let mut seen = std::collections::HashSet::new();
             for t in &m.tensors {
-                assert!(seen.insert(t.name.clone()), "{n}: duplicate tensor {}", t.name);
+                assert!(
+                    seen.insert(t.name.clone()),
+                    "{n}: duplicate tensor {}",
+                    t.name
+                );
                 assert!(t.params() > 0, "{n}: {} empty", t.name);
-                assert!(t.fwd_flops.is_finite() && t.fwd_flops >= 0.0, "{n}: {}", t.name);
+                assert!(
+                    t.fwd_flops.is_finite() && t.fwd_flops >= 0.0,
+                    "{n}: {}",
+                    t.name
+                );
                 let (r, c) = t.rows_cols();
                 assert_eq!(r * c, t.params());
-                assert!(t.name.ends_with("weight") || t.name.ends_with("bias") || t.name.contains("_l"), "{}", t.name);
+                assert!(
+                    t.name.ends_with("weight") || t.name.ends_with("bias") || t.name.contains("_l"),
+                    "{}",
+                    t.name
+                );
             }
             assert!(m.fwd_flops_per_sample() > 0.0);
             assert!(m.default_batch > 0);
@@ -478,11 +631,20 @@ mod tests {
     /// Sum of forward FLOPs of a model's weight matrices/kernels only (2+ dims, i.e. the
     /// conv and linear multiply-adds the published GMAC figures count), in GMACs.
     fn gmacs_of_matrices(m: &Model) -> f64 {
-        m.tensors.iter().filter(|t| t.shape.len() >= 2).map(|t| t.fwd_flops).sum::<f64>() / 2e9
+        m.tensors
+            .iter()
+            .filter(|t| t.shape.len() >= 2)
+            .map(|t| t.fwd_flops)
+            .sum::<f64>()
+            / 2e9
     }
 
     fn close(name: &str, got: f64, want: f64, rel: f64) {
-        assert!((got - want).abs() <= rel * want, "{name}: got {got}, want {want} ± {:.1}%", rel * 100.0);
+        assert!(
+            (got - want).abs() <= rel * want,
+            "{name}: got {got}, want {want} ± {:.1}%",
+            rel * 100.0
+        );
     }
 
     #[test]
@@ -504,7 +666,10 @@ mod tests {
             close(n, gmacs_of_matrices(&m), want, 0.01);
             // Biases and norms add well under 2 %.
             let total = m.fwd_flops_per_sample() / 2e9;
-            assert!(total >= gmacs_of_matrices(&m) && total < 1.02 * gmacs_of_matrices(&m), "{n}: {total}");
+            assert!(
+                total >= gmacs_of_matrices(&m) && total < 1.02 * gmacs_of_matrices(&m),
+                "{n}: {total}"
+            );
         }
     }
 
@@ -526,9 +691,19 @@ mod tests {
         close("bert-base", m.fwd_flops_per_sample() / 1e9, 28.5, 0.01);
         // Rule of thumb 2·N FLOPs per token on the non-embedding weights.
         let m = build("bert-large").unwrap();
-        let enc: f64 = m.tensors.iter().filter(|t| t.name.contains("encoder.layer")).map(|t| t.fwd_flops).sum();
+        let enc: f64 = m
+            .tensors
+            .iter()
+            .filter(|t| t.name.contains("encoder.layer"))
+            .map(|t| t.fwd_flops)
+            .sum();
         // 24 × (12·1024² MACs per token · 128 + 2·128²·1024) = 38.65 + 0.81 G MACs.
-        close("bert-large encoder", enc / 2e9, 24.0 * (12.0 * 1024.0 * 1024.0 * 128.0 + 2.0 * 128.0 * 128.0 * 1024.0) / 1e9, 0.01);
+        close(
+            "bert-large encoder",
+            enc / 2e9,
+            24.0 * (12.0 * 1024.0 * 1024.0 * 128.0 + 2.0 * 128.0 * 128.0 * 1024.0) / 1e9,
+            0.01,
+        );
 
         // GPT-2 small, s = 1024: per token 12 × 12·768² = 84.93 M MACs in the blocks plus
         // the tied LM head 768·50257 = 38.60 M; attention 12 × 2·1024²·768 = 19.33 G per
@@ -551,44 +726,61 @@ mod tests {
     fn registration_order_samples() {
         let names_at = |m: &str, idx: &[usize]| {
             let m = build(m).unwrap();
-            idx.iter().map(|&i| m.tensors[i].name.clone()).collect::<Vec<_>>()
+            idx.iter()
+                .map(|&i| m.tensors[i].name.clone())
+                .collect::<Vec<_>>()
         };
-        assert_eq!(names_at("resnet50", &[0, 1, 2, 3, 12, 13, 159, 160]), [
-            "conv1.weight",
-            "bn1.weight",
-            "bn1.bias",
-            "layer1.0.conv1.weight",
-            "layer1.0.downsample.0.weight",
-            "layer1.0.downsample.1.weight",
-            "fc.weight",
-            "fc.bias"
-        ]);
-        assert_eq!(names_at("vgg16", &[0, 2, 25, 26, 31]), [
-            "features.0.weight",
-            "features.2.weight",
-            "features.28.bias",
-            "classifier.0.weight",
-            "classifier.6.bias"
-        ]);
-        assert_eq!(names_at("bert-base", &[0, 5, 199, 200, 205]), [
-            "bert.embeddings.word_embeddings.weight",
-            "bert.encoder.layer.0.attention.self.query.weight",
-            "cls.predictions.bias",
-            "cls.predictions.transform.dense.weight",
-            "cls.seq_relationship.bias"
-        ]);
-        assert_eq!(names_at("gpt2-small", &[0, 1, 2, 4, 147]), [
-            "transformer.wte.weight",
-            "transformer.wpe.weight",
-            "transformer.h.0.ln_1.weight",
-            "transformer.h.0.attn.c_attn.weight",
-            "transformer.ln_f.bias"
-        ]);
-        assert_eq!(names_at("lstm-ptb-untied", &[0, 1, 9, 10]), [
-            "encoder.weight",
-            "rnn.weight_ih_l0",
-            "decoder.weight",
-            "decoder.bias"
-        ]);
+        assert_eq!(
+            names_at("resnet50", &[0, 1, 2, 3, 12, 13, 159, 160]),
+            [
+                "conv1.weight",
+                "bn1.weight",
+                "bn1.bias",
+                "layer1.0.conv1.weight",
+                "layer1.0.downsample.0.weight",
+                "layer1.0.downsample.1.weight",
+                "fc.weight",
+                "fc.bias"
+            ]
+        );
+        assert_eq!(
+            names_at("vgg16", &[0, 2, 25, 26, 31]),
+            [
+                "features.0.weight",
+                "features.2.weight",
+                "features.28.bias",
+                "classifier.0.weight",
+                "classifier.6.bias"
+            ]
+        );
+        assert_eq!(
+            names_at("bert-base", &[0, 5, 199, 200, 205]),
+            [
+                "bert.embeddings.word_embeddings.weight",
+                "bert.encoder.layer.0.attention.self.query.weight",
+                "cls.predictions.bias",
+                "cls.predictions.transform.dense.weight",
+                "cls.seq_relationship.bias"
+            ]
+        );
+        assert_eq!(
+            names_at("gpt2-small", &[0, 1, 2, 4, 147]),
+            [
+                "transformer.wte.weight",
+                "transformer.wpe.weight",
+                "transformer.h.0.ln_1.weight",
+                "transformer.h.0.attn.c_attn.weight",
+                "transformer.ln_f.bias"
+            ]
+        );
+        assert_eq!(
+            names_at("lstm-ptb-untied", &[0, 1, 9, 10]),
+            [
+                "encoder.weight",
+                "rnn.weight_ih_l0",
+                "decoder.weight",
+                "decoder.bias"
+            ]
+        );
     }
 }

@@ -37,7 +37,11 @@ impl CsvSink {
                 Error::io(path, e)
             }
         })?;
-        Ok(CsvSink { path: path.to_path_buf(), writer: csv::Writer::from_writer(file), header: None })
+        Ok(CsvSink {
+            path: path.to_path_buf(),
+            writer: csv::Writer::from_writer(file),
+            header: None,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -59,27 +63,57 @@ impl CsvSink {
         };
         if keep < bytes.len() {
             eprintln!("gradcomp: warning: {}: dropping a partial last row ({} bytes) left by an interrupted run", path.display(), bytes.len() - keep);
-            let f = OpenOptions::new().write(true).open(path).map_err(|e| Error::io(path, e))?;
+            let f = OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| Error::io(path, e))?;
             f.set_len(keep as u64).map_err(|e| Error::io(path, e))?;
         }
         let mut header = None;
         if keep > 0 {
             let mut r = csv::Reader::from_reader(&bytes[..keep]);
-            let h: Vec<String> = r.headers().map_err(|e| Error::Input(format!("{}: not a CSV file ({e}); use a new --out", path.display())))?.iter().map(String::from).collect();
+            let h: Vec<String> = r
+                .headers()
+                .map_err(|e| {
+                    Error::Input(format!(
+                        "{}: not a CSV file ({e}); use a new --out",
+                        path.display()
+                    ))
+                })?
+                .iter()
+                .map(String::from)
+                .collect();
             let col = h.iter().position(|c| c == "case_id").ok_or_else(|| {
                 Error::Input(format!("{}: has no case_id column, so finished cases cannot be recognised; use a new --out directory", path.display()))
             })?;
             for rec in r.records() {
-                let rec = rec.map_err(|e| Error::Input(format!("{}: unreadable row ({e}); use a new --out", path.display())))?;
+                let rec = rec.map_err(|e| {
+                    Error::Input(format!(
+                        "{}: unreadable row ({e}); use a new --out",
+                        path.display()
+                    ))
+                })?;
                 if let Some(id) = rec.get(col) {
                     done.insert(id.to_string());
                 }
             }
             header = Some(h);
         }
-        let file = OpenOptions::new().append(true).open(path).map_err(|e| Error::io(path, e))?;
-        let writer = csv::WriterBuilder::new().has_headers(header.is_none()).from_writer(file);
-        Ok((CsvSink { path: path.to_path_buf(), writer, header }, done))
+        let file = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        let writer = csv::WriterBuilder::new()
+            .has_headers(header.is_none())
+            .from_writer(file);
+        Ok((
+            CsvSink {
+                path: path.to_path_buf(),
+                writer,
+                header,
+            },
+            done,
+        ))
     }
 
     /// Serialize one row (the header precedes the first), flush and sync.
@@ -110,30 +144,44 @@ impl CsvSink {
             }
             Some(_) => {}
         }
-        self.writer.write_record(fields.iter().map(|(_, v)| v.as_str())).map_err(|e| self.row_error(e))?;
+        self.writer
+            .write_record(fields.iter().map(|(_, v)| v.as_str()))
+            .map_err(|e| self.row_error(e))?;
         self.sync()
     }
 
     fn row_error(&self, e: csv::Error) -> Error {
-        Error::Runtime(format!("cannot write a row to {}: {e}", self.path.display()))
+        Error::Runtime(format!(
+            "cannot write a row to {}: {e}",
+            self.path.display()
+        ))
     }
 
     fn sync(&mut self) -> Result<()> {
         self.writer.flush().map_err(|e| Error::io(&self.path, e))?;
-        self.writer.get_ref().sync_data().map_err(|e| Error::io(&self.path, e))
+        self.writer
+            .get_ref()
+            .sync_data()
+            .map_err(|e| Error::io(&self.path, e))
     }
 }
 
 /// Create the output directory (and parents) and prove it is writable.
 pub fn prepare_dir(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| {
-        Error::Input(format!("--out {}: cannot create the output directory ({e}); choose a writable path", dir.display()))
+        Error::Input(format!(
+            "--out {}: cannot create the output directory ({e}); choose a writable path",
+            dir.display()
+        ))
     })?;
     let probe = dir.join(".gradcomp-write-test");
     let res = File::create(&probe).and_then(|mut f| f.write_all(b"ok"));
     let _ = std::fs::remove_file(&probe);
     res.map_err(|e| {
-        Error::Input(format!("--out {}: the output directory is not writable ({e}); choose a writable path", dir.display()))
+        Error::Input(format!(
+            "--out {}: the output directory is not writable ({e}); choose a writable path",
+            dir.display()
+        ))
     })
 }
 
@@ -142,7 +190,9 @@ pub fn prepare_dir(dir: &Path) -> Result<()> {
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
     let mut f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    f.write_all(bytes).and_then(|_| f.sync_data()).map_err(|e| Error::io(&tmp, e))?;
+    f.write_all(bytes)
+        .and_then(|_| f.sync_data())
+        .map_err(|e| Error::io(&tmp, e))?;
     std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
 }
 
@@ -164,11 +214,31 @@ mod tests {
         let p = dir.join("x.csv");
         let _ = std::fs::remove_file(&p);
         let mut s = CsvSink::create(&p).unwrap();
-        s.write(&Row { schema_version: 1, a: 3, b: None }).unwrap();
-        assert_eq!(std::fs::read_to_string(&p).unwrap(), "schema_version,a,b\n1,3,\n");
-        s.write(&Row { schema_version: 1, a: 4, b: Some(0.5) }).unwrap();
-        assert_eq!(std::fs::read_to_string(&p).unwrap(), "schema_version,a,b\n1,3,\n1,4,0.5\n");
-        assert!(CsvSink::create(&p).err().map(|e| e.to_string()).unwrap_or_default().contains("already exists"));
+        s.write(&Row {
+            schema_version: 1,
+            a: 3,
+            b: None,
+        })
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "schema_version,a,b\n1,3,\n"
+        );
+        s.write(&Row {
+            schema_version: 1,
+            a: 4,
+            b: Some(0.5),
+        })
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "schema_version,a,b\n1,3,\n1,4,0.5\n"
+        );
+        assert!(CsvSink::create(&p)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+            .contains("already exists"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -61,7 +61,10 @@ impl FitReport {
         let mut out: BTreeMap<String, MethodCosts> = BTreeMap::new();
         for r in self.rows.iter().filter(|r| r.kind == "compress") {
             let e = out.entry(r.name.clone()).or_default();
-            let c = CompressCost { per_element_s: r.per_unit_s, fixed_s: r.fixed_s };
+            let c = CompressCost {
+                per_element_s: r.per_unit_s,
+                fixed_s: r.fixed_s,
+            };
             match r.phase.as_str() {
                 "compress" => e.compress = c,
                 "feedback" => e.feedback = c,
@@ -75,7 +78,8 @@ impl FitReport {
     /// The fitted cost model at `world_size`: network, compression costs, and the host
     /// model where DIR/e2e.csv calibrated one at that size.
     pub fn cost_model(&self, world_size: usize) -> Result<CostModel> {
-        let mut c = CostModel::with_network(Box::new(self.network(world_size)?)).with_compress_fits(self);
+        let mut c =
+            CostModel::with_network(Box::new(self.network(world_size)?)).with_compress_fits(self);
         if let Some(h) = self.host.get(&world_size) {
             c.host = h.clone();
         }
@@ -84,7 +88,12 @@ impl FitReport {
 
     /// The fitted network at `world_size` (an error when micro_comm.csv had no fit there).
     pub fn network(&self, world_size: usize) -> Result<super::network::Fitted> {
-        super::network::Fitted::new(self.comm.clone(), world_size, self.comm_source.clone().unwrap_or_default()).map_err(|e| SimError::Input(e.0))
+        super::network::Fitted::new(
+            self.comm.clone(),
+            world_size,
+            self.comm_source.clone().unwrap_or_default(),
+        )
+        .map_err(|e| SimError::Input(e.0))
     }
 }
 
@@ -93,7 +102,10 @@ impl FitReport {
 pub fn fit_results(dir: &Path) -> Result<FitReport> {
     let mut rep = fit_dir(dir)?;
     let csv_path = dir.join("fits.csv");
-    let werr = |p: &Path, e: &dyn std::fmt::Display| SimError::Write { path: p.display().to_string(), msg: e.to_string() };
+    let werr = |p: &Path, e: &dyn std::fmt::Display| SimError::Write {
+        path: p.display().to_string(),
+        msg: e.to_string(),
+    };
     let mut w = csv::Writer::from_path(&csv_path).map_err(|e| werr(&csv_path, &e))?;
     for r in &rep.rows {
         w.serialize(r).map_err(|e| werr(&csv_path, &e))?;
@@ -127,8 +139,23 @@ pub fn fit_dir(dir: &Path) -> Result<FitReport> {
         let models = CommModels::from_micro_comm_csv(&comm)?;
         for (c, n) in models.keys() {
             let ab = *models.get(&c, n).expect("listed key");
-            let q = models.quality(&c, n).unwrap_or(FitQuality { r2: f64::NAN, max_rel_err: f64::NAN, n: 0 });
-            rep.rows.push(FitRow { kind: "comm", name: c, phase: "-".into(), world_size: Some(n), fixed_s: ab.alpha_s, per_unit_s: ab.beta_s_per_byte, unit: "byte", r2: q.r2, max_rel_err: q.max_rel_err, points: q.n });
+            let q = models.quality(&c, n).unwrap_or(FitQuality {
+                r2: f64::NAN,
+                max_rel_err: f64::NAN,
+                n: 0,
+            });
+            rep.rows.push(FitRow {
+                kind: "comm",
+                name: c,
+                phase: "-".into(),
+                world_size: Some(n),
+                fixed_s: ab.alpha_s,
+                per_unit_s: ab.beta_s_per_byte,
+                unit: "byte",
+                r2: q.r2,
+                max_rel_err: q.max_rel_err,
+                points: q.n,
+            });
         }
         rep.comm = models;
         rep.comm_source = Some(comm.display().to_string());
@@ -144,8 +171,23 @@ pub fn fit_dir(dir: &Path) -> Result<FitReport> {
         let hosts = host::calibrate(&e2e, share, &|n| rep.cost_model(n))?;
         for (&n, h) in &hosts {
             let points = h.points;
-            for (name, v, unit) in [("start", h.start_s, "iteration"), ("sync-pipelining-off", h.sync_s[0], "wait"), ("sync-pipelining-on", h.sync_s[1], "wait")] {
-                rep.rows.push(FitRow { kind: "host", name: name.into(), phase: "-".into(), world_size: Some(n), fixed_s: v, per_unit_s: 0.0, unit, r2: f64::NAN, max_rel_err: f64::NAN, points });
+            for (name, v, unit) in [
+                ("start", h.start_s, "iteration"),
+                ("sync-pipelining-off", h.sync_s[0], "wait"),
+                ("sync-pipelining-on", h.sync_s[1], "wait"),
+            ] {
+                rep.rows.push(FitRow {
+                    kind: "host",
+                    name: name.into(),
+                    phase: "-".into(),
+                    world_size: Some(n),
+                    fixed_s: v,
+                    per_unit_s: 0.0,
+                    unit,
+                    r2: f64::NAN,
+                    max_rel_err: f64::NAN,
+                    points,
+                });
             }
         }
         rep.host = hosts;
@@ -156,13 +198,28 @@ pub fn fit_dir(dir: &Path) -> Result<FitReport> {
 /// Per method and phase, a [`CompressCost`] fit over micro_compress.csv's rows.
 pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
     let p = path.display().to_string();
-    let rerr = |msg: String| SimError::Read { path: p.clone(), msg };
+    let rerr = |msg: String| SimError::Read {
+        path: p.clone(),
+        msg,
+    };
     let mut rdr = csv::Reader::from_path(path).map_err(|e| rerr(e.to_string()))?;
-    let header: Vec<String> = rdr.headers().map_err(|e| rerr(e.to_string()))?.iter().map(|h| h.trim().to_string()).collect();
+    let header: Vec<String> = rdr
+        .headers()
+        .map_err(|e| rerr(e.to_string()))?
+        .iter()
+        .map(|h| h.trim().to_string())
+        .collect();
     let col = |name: &str| {
         header.iter().position(|h| h == name).ok_or_else(|| rerr(format!("missing column `{name}`; expected micro_compress.csv as written by `gradcomp micro-compress` (docs/csv-schema.md)")))
     };
-    let (c_ver, c_m, c_numel, c_comp, c_fb, c_dec) = (col("schema_version")?, col("method")?, col("numel")?, col("compress_s")?, col("feedback_s")?, col("decompress_s")?);
+    let (c_ver, c_m, c_numel, c_comp, c_fb, c_dec) = (
+        col("schema_version")?,
+        col("method")?,
+        col("numel")?,
+        col("compress_s")?,
+        col("feedback_s")?,
+        col("decompress_s")?,
+    );
     const PHASES: [&str; 3] = ["compress", "feedback", "decompress"];
     let mut groups: BTreeMap<String, [Vec<(f64, f64)>; 3]> = BTreeMap::new();
     for (i, rec) in rdr.records().enumerate() {
@@ -170,14 +227,25 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
         let line = i + 2;
         let get = |c: usize| rec.get(c).unwrap_or("").trim();
         if get(c_ver) != crate::comm::netmodel::SCHEMA_VERSION.to_string() {
-            return Err(rerr(format!("line {line}: schema_version `{}`, this build reads {}", get(c_ver), crate::comm::netmodel::SCHEMA_VERSION)));
+            return Err(rerr(format!(
+                "line {line}: schema_version `{}`, this build reads {}",
+                get(c_ver),
+                crate::comm::netmodel::SCHEMA_VERSION
+            )));
         }
         let num = |c: usize, name: &str, empty_zero: bool| -> Result<f64> {
             let v = get(c);
             if v.is_empty() && empty_zero {
                 return Ok(0.0);
             }
-            v.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0).ok_or_else(|| rerr(format!("line {line}, column `{name}`: `{v}` is not a non-negative number")))
+            v.parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite() && *x >= 0.0)
+                .ok_or_else(|| {
+                    rerr(format!(
+                        "line {line}, column `{name}`: `{v}` is not a non-negative number"
+                    ))
+                })
         };
         let numel = num(c_numel, "numel", false)?;
         let g = groups.entry(get(c_m).to_string()).or_default();
@@ -186,13 +254,27 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
         g[2].push((numel, num(c_dec, "decompress_s", false)?));
     }
     if groups.is_empty() {
-        return Err(rerr("no data rows; run `gradcomp micro-compress` first".into()));
+        return Err(rerr(
+            "no data rows; run `gradcomp micro-compress` first".into(),
+        ));
     }
     let mut out = Vec::new();
     for (m, phases) in groups {
         for (ph, pts) in PHASES.iter().zip(phases.iter()) {
-            let (c, q) = CompressCost::fit(pts).map_err(|e| rerr(format!("method {m}, phase {ph}: {e}")))?;
-            out.push(FitRow { kind: "compress", name: m.clone(), phase: ph.to_string(), world_size: None, fixed_s: c.fixed_s, per_unit_s: c.per_element_s, unit: "element", r2: q.r2, max_rel_err: q.max_rel_err, points: q.n });
+            let (c, q) =
+                CompressCost::fit(pts).map_err(|e| rerr(format!("method {m}, phase {ph}: {e}")))?;
+            out.push(FitRow {
+                kind: "compress",
+                name: m.clone(),
+                phase: ph.to_string(),
+                world_size: None,
+                fixed_s: c.fixed_s,
+                per_unit_s: c.per_element_s,
+                unit: "element",
+                r2: q.r2,
+                max_rel_err: q.max_rel_err,
+                points: q.n,
+            });
         }
     }
     Ok(out)
@@ -220,9 +302,15 @@ mod tests {
         std::fs::write(d.join("micro_comm.csv"), s).unwrap();
         // topk: compress 1e-6 + 5e-9 e, feedback 1e-9 e (empty once = 0 is inconsistent,
         // so keep it exact), decompress 2e-6 + 0.5e-9 e.
-        let mut s = String::from("schema_version,method,numel,compress_s,feedback_s,decompress_s\n");
+        let mut s =
+            String::from("schema_version,method,numel,compress_s,feedback_s,decompress_s\n");
         for e in [1000.0f64, 100000.0, 1000000.0] {
-            s += &format!("1,topk,{e},{},{},{}\n", 1e-6 + 5e-9 * e, 1e-9 * e, 2e-6 + 0.5e-9 * e);
+            s += &format!(
+                "1,topk,{e},{},{},{}\n",
+                1e-6 + 5e-9 * e,
+                1e-9 * e,
+                2e-6 + 0.5e-9 * e
+            );
             s += &format!("1,ssgd,{e},{},,{}\n", 0.3e-9 * e, 0.3e-9 * e);
         }
         std::fs::write(d.join("micro_compress.csv"), s).unwrap();
@@ -234,7 +322,10 @@ mod tests {
         assert!(comm[0].r2 > 0.999 && comm[0].max_rel_err < 1e-6);
         let mc = rep.method_costs();
         let t = mc["topk"];
-        assert!((t.compress.per_element_s - 5e-9).abs() < 1e-12 && (t.compress.fixed_s - 1e-6).abs() < 1e-9);
+        assert!(
+            (t.compress.per_element_s - 5e-9).abs() < 1e-12
+                && (t.compress.fixed_s - 1e-6).abs() < 1e-9
+        );
         assert!((t.feedback.per_element_s - 1e-9).abs() < 1e-12);
         assert!((t.decompress.fixed_s - 2e-6).abs() < 1e-9);
         assert_eq!(mc["ssgd"].feedback.per_element_s, 0.0);
@@ -242,16 +333,28 @@ mod tests {
         // The network at the measured size works, elsewhere it is refused.
         assert!(rep.network(2).is_ok() && rep.network(4).is_err());
         let text = std::fs::read_to_string(d.join("fits.csv")).unwrap();
-        assert!(text.starts_with("kind,name,phase,world_size,fixed_s,per_unit_s,unit,r2,max_rel_err,points"));
+        assert!(text.starts_with(
+            "kind,name,phase,world_size,fixed_s,per_unit_s,unit,r2,max_rel_err,points"
+        ));
         let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
     fn empty_dir_and_bad_values_are_errors() {
         let d = tmpdir("bad");
-        assert!(fit_results(&d).unwrap_err().to_string().contains("micro-comm"));
-        std::fs::write(d.join("micro_compress.csv"), "schema_version,method,numel,compress_s,feedback_s,decompress_s\n1,topk,10,abc,,1\n").unwrap();
-        assert!(fit_results(&d).unwrap_err().to_string().contains("compress_s"));
+        assert!(fit_results(&d)
+            .unwrap_err()
+            .to_string()
+            .contains("micro-comm"));
+        std::fs::write(
+            d.join("micro_compress.csv"),
+            "schema_version,method,numel,compress_s,feedback_s,decompress_s\n1,topk,10,abc,,1\n",
+        )
+        .unwrap();
+        assert!(fit_results(&d)
+            .unwrap_err()
+            .to_string()
+            .contains("compress_s"));
         let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -48,7 +48,13 @@ pub struct HostModel {
 
 impl Default for HostModel {
     fn default() -> HostModel {
-        HostModel { cpu_share: 1.0, start_s: 0.0, sync_s: [0.0; 2], points: 0, source: "ideal host".into() }
+        HostModel {
+            cpu_share: 1.0,
+            start_s: 0.0,
+            sync_s: [0.0; 2],
+            points: 0,
+            source: "ideal host".into(),
+        }
     }
 }
 
@@ -65,18 +71,33 @@ pub fn cpu_share_from_run_json(path: &Path) -> Result<Option<(f64, String)>> {
     let Ok(text) = std::fs::read_to_string(path) else {
         return Ok(None);
     };
-    let rerr = |msg: String| SimError::Read { path: path.display().to_string(), msg };
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| rerr(format!("not JSON: {e}")))?;
-    let (Some(hosts), Some(cores)) = (v.get("hosts").and_then(|h| h.as_array()), v.get("host_cores").and_then(|c| c.as_array())) else {
+    let rerr = |msg: String| SimError::Read {
+        path: path.display().to_string(),
+        msg,
+    };
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| rerr(format!("not JSON: {e}")))?;
+    let (Some(hosts), Some(cores)) = (
+        v.get("hosts").and_then(|h| h.as_array()),
+        v.get("host_cores").and_then(|c| c.as_array()),
+    ) else {
         return Ok(None);
     };
     if hosts.len() != cores.len() || hosts.is_empty() {
-        return Err(rerr(format!("`hosts` has {} entries but `host_cores` {}; expected one per rank", hosts.len(), cores.len())));
+        return Err(rerr(format!(
+            "`hosts` has {} entries but `host_cores` {}; expected one per rank",
+            hosts.len(),
+            cores.len()
+        )));
     }
     let mut per_host: BTreeMap<String, (usize, u64)> = BTreeMap::new();
     for (h, c) in hosts.iter().zip(cores) {
         let name = h.as_str().unwrap_or("?").to_string();
-        let c = c.as_u64().filter(|&c| c > 0).ok_or_else(|| rerr(format!("`host_cores` entry `{c}` is not a positive integer")))?;
+        let c = c.as_u64().filter(|&c| c > 0).ok_or_else(|| {
+            rerr(format!(
+                "`host_cores` entry `{c}` is not a positive integer"
+            ))
+        })?;
         let e = per_host.entry(name).or_insert((0, c));
         e.0 += 1;
         e.1 = e.1.min(c);
@@ -86,7 +107,10 @@ pub fn cpu_share_from_run_json(path: &Path) -> Result<Option<(f64, String)>> {
         .min_by(|a, b| (a.1 .1 as f64 / a.1 .0 as f64).total_cmp(&(b.1 .1 as f64 / b.1 .0 as f64)))
         .expect("at least one host");
     let share = (*cores as f64 / *ranks as f64).min(1.0);
-    Ok(Some((share, format!("{ranks} ranks on {cores} cores of {name}"))))
+    Ok(Some((
+        share,
+        format!("{ranks} ranks on {cores} cores of {name}"),
+    )))
 }
 
 /// A measured dense-baseline row used for calibration.
@@ -101,18 +125,31 @@ struct Sample {
 /// model (network, compression) the host model is added to. `cpu_share` (from
 /// [`cpu_share_from_run_json`]) applies to every world size of the file (one run, one
 /// layout); world sizes without ssgd rows get the share and no latencies.
-pub fn calibrate(e2e_csv: &Path, cpu_share: Option<(f64, String)>, costs: &dyn Fn(usize) -> Result<CostModel>) -> Result<BTreeMap<usize, HostModel>> {
-    let (share, share_src) = cpu_share.unwrap_or((1.0, "cpu share unknown: run.json without host_cores".into()));
+pub fn calibrate(
+    e2e_csv: &Path,
+    cpu_share: Option<(f64, String)>,
+    costs: &dyn Fn(usize) -> Result<CostModel>,
+) -> Result<BTreeMap<usize, HostModel>> {
+    let (share, share_src) =
+        cpu_share.unwrap_or((1.0, "cpu share unknown: run.json without host_cores".into()));
     let mut by_n: BTreeMap<usize, Vec<Sample>> = BTreeMap::new();
     for (case, m) in cases_from_e2e_csv_with(e2e_csv, false)? {
         let rows = by_n.entry(case.world_size).or_default();
         if case.method == CALIBRATION_METHOD && !m.compute_none {
-            rows.push(Sample { case, fwd_s: m.fwd_s, iter_s: m.iter_s });
+            rows.push(Sample {
+                case,
+                fwd_s: m.fwd_s,
+                iter_s: m.iter_s,
+            });
         }
     }
     let mut out = BTreeMap::new();
     for (n, samples) in by_n {
-        let mut host = HostModel { cpu_share: share, source: share_src.clone(), ..HostModel::default() };
+        let mut host = HostModel {
+            cpu_share: share,
+            source: share_src.clone(),
+            ..HostModel::default()
+        };
         if samples.is_empty() {
             out.insert(n, host);
             continue;
@@ -123,7 +160,10 @@ pub fn calibrate(e2e_csv: &Path, cpu_share: Option<(f64, String)>, costs: &dyn F
             continue;
         };
         // Medians over rows: on a shared machine a whole case can land in a slow spell.
-        let mut start: Vec<f64> = samples.iter().map(|s| s.fwd_s - s.case.workload.fwd_s).collect();
+        let mut start: Vec<f64> = samples
+            .iter()
+            .map(|s| s.fwd_s - s.case.workload.fwd_s)
+            .collect();
         host.start_s = median(&mut start).unwrap_or(0.0).max(0.0);
         cm.host = host.clone();
         // One latency per schedule: with pipelining the waits fall inside backward, where
@@ -155,9 +195,17 @@ pub fn calibrate(e2e_csv: &Path, cpu_share: Option<(f64, String)>, costs: &dyn F
             }
             *slot = median(&mut est);
         }
-        host.sync_s = [fitted[0].or(fitted[1]).unwrap_or(0.0), fitted[1].or(fitted[0]).unwrap_or(0.0)];
+        host.sync_s = [
+            fitted[0].or(fitted[1]).unwrap_or(0.0),
+            fitted[1].or(fitted[0]).unwrap_or(0.0),
+        ];
         host.points = samples.len();
-        host.source = format!("{}; latencies from {} ssgd row(s) of {}", host.source, samples.len(), e2e_csv.display());
+        host.source = format!(
+            "{}; latencies from {} ssgd row(s) of {}",
+            host.source,
+            samples.len(),
+            e2e_csv.display()
+        );
         out.insert(n, host);
     }
     Ok(out)

@@ -32,8 +32,8 @@
 
 pub mod fit;
 pub mod host;
-pub mod run;
 pub mod network;
+pub mod run;
 
 use crate::comm::exchange::CollectiveMode;
 use crate::comm::netmodel::CompressCost;
@@ -75,11 +75,23 @@ pub struct SimWorkload {
 
 impl SimWorkload {
     /// A zoo model with a compute model (the same numbers `gradcomp e2e` sleeps).
-    pub fn zoo(model: &str, batch: Option<usize>, compute: &crate::models::ComputeModel, device: &str) -> Result<SimWorkload> {
+    pub fn zoo(
+        model: &str,
+        batch: Option<usize>,
+        compute: &crate::models::ComputeModel,
+        device: &str,
+    ) -> Result<SimWorkload> {
         let m = crate::models::build(model).map_err(|e| SimError::Input(e.to_string()))?;
         let batch = batch.unwrap_or(m.default_batch);
         let tensors = TensorSpec::of_model(&m);
-        Ok(SimWorkload { model: model.to_string(), tensors, bwd_s: compute.backward_times_s(&m, batch), fwd_s: compute.forward_time_s(&m, batch), batch, device: device.to_string() })
+        Ok(SimWorkload {
+            model: model.to_string(),
+            tensors,
+            bwd_s: compute.backward_times_s(&m, batch),
+            fwd_s: compute.forward_time_s(&m, batch),
+            batch,
+            device: device.to_string(),
+        })
     }
 }
 
@@ -104,13 +116,34 @@ pub struct SimCase {
 impl SimCase {
     /// A case for an e2e method name; `omgs` / `sketch-fusion` set their compressor,
     /// merging and planner (as config.rs does for e2e).
-    pub fn new(workload: SimWorkload, method: &str, fusion: Fusion, pipelining: bool, collective: CollectiveMode, world_size: usize, params: MethodParams) -> SimCase {
-        let alias = crate::config::E2E_METHODS.iter().find(|(a, _, _)| *a == method);
+    pub fn new(
+        workload: SimWorkload,
+        method: &str,
+        fusion: Fusion,
+        pipelining: bool,
+        collective: CollectiveMode,
+        world_size: usize,
+        params: MethodParams,
+    ) -> SimCase {
+        let alias = crate::config::E2E_METHODS
+            .iter()
+            .find(|(a, _, _)| *a == method);
         let (base, merge, fusion) = match alias {
             Some((_, b, k)) => (b.to_string(), true, Fusion::Planner(*k)),
             None => (method.to_string(), false, fusion),
         };
-        SimCase { workload, method: method.to_string(), base_method: base, merge, fusion, pipelining, collective, world_size, params, seed: 1 }
+        SimCase {
+            workload,
+            method: method.to_string(),
+            base_method: base,
+            merge,
+            fusion,
+            pipelining,
+            collective,
+            world_size,
+            params,
+            seed: 1,
+        }
     }
 }
 
@@ -124,9 +157,21 @@ pub struct MethodCosts {
 
 impl MethodCosts {
     /// Per-element costs in ns and a fixed cost in us per phase call.
-    pub fn from_ns(compress_ns: f64, feedback_ns: f64, decompress_ns: f64, fixed_us: f64) -> MethodCosts {
-        let c = |ns: f64| CompressCost { per_element_s: ns * 1e-9, fixed_s: fixed_us * 1e-6 };
-        MethodCosts { compress: c(compress_ns), feedback: c(feedback_ns), decompress: c(decompress_ns) }
+    pub fn from_ns(
+        compress_ns: f64,
+        feedback_ns: f64,
+        decompress_ns: f64,
+        fixed_us: f64,
+    ) -> MethodCosts {
+        let c = |ns: f64| CompressCost {
+            per_element_s: ns * 1e-9,
+            fixed_s: fixed_us * 1e-6,
+        };
+        MethodCosts {
+            compress: c(compress_ns),
+            feedback: c(feedback_ns),
+            decompress: c(decompress_ns),
+        }
     }
 
     /// Built-in defaults for device `cpu` (one core of a current x86 server, the
@@ -170,13 +215,28 @@ pub struct CostModel {
 impl CostModel {
     /// A network with the built-in `cpu` compression defaults.
     pub fn with_network(network: Box<dyn CollectiveCost>) -> CostModel {
-        CostModel { network, methods: HashMap::new(), pack_s_per_byte: 0.1e-9, pack_fixed_s: 0.2e-6, compress_source: "cpu defaults".into(), host: host::HostModel::default() }
+        CostModel {
+            network,
+            methods: HashMap::new(),
+            pack_s_per_byte: 0.1e-9,
+            pack_fixed_s: 0.2e-6,
+            compress_source: "cpu defaults".into(),
+            host: host::HostModel::default(),
+        }
     }
 
     /// A network preset name (`10gbe`, ...) with the `cpu` defaults.
     pub fn preset(name: &str) -> Result<CostModel> {
-        let a = network::Analytic::preset(name)
-            .ok_or_else(|| SimError::Input(format!("unknown network preset '{name}'; allowed: {}", network::PRESETS.iter().map(|p| p.0).collect::<Vec<_>>().join(", "))))?;
+        let a = network::Analytic::preset(name).ok_or_else(|| {
+            SimError::Input(format!(
+                "unknown network preset '{name}'; allowed: {}",
+                network::PRESETS
+                    .iter()
+                    .map(|p| p.0)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
         Ok(CostModel::with_network(Box::new(a)))
     }
 
@@ -185,17 +245,31 @@ impl CostModel {
         for (m, c) in report.method_costs() {
             self.methods.insert(m, c);
         }
-        self.compress_source = format!("fitted {}", report.compress_source.as_deref().unwrap_or("micro_compress.csv"));
+        self.compress_source = format!(
+            "fitted {}",
+            report
+                .compress_source
+                .as_deref()
+                .unwrap_or("micro_compress.csv")
+        );
         self
     }
 
     pub fn method(&self, m: &str) -> MethodCosts {
-        self.methods.get(m).copied().unwrap_or_else(|| MethodCosts::cpu_default(m))
+        self.methods
+            .get(m)
+            .copied()
+            .unwrap_or_else(|| MethodCosts::cpu_default(m))
     }
 
     /// `network; compress` for the CSV's `cost_source`.
     pub fn describe(&self) -> String {
-        format!("network {}; compression {}; {}", self.network.describe(), self.compress_source, self.host.describe())
+        format!(
+            "network {}; compression {}; {}",
+            self.network.describe(),
+            self.compress_source,
+            self.host.describe()
+        )
     }
 }
 
@@ -245,8 +319,14 @@ struct WireOracle<'a> {
 
 impl<'a> WireOracle<'a> {
     fn new(case: &'a SimCase) -> Result<WireOracle<'a>> {
-        let c = registry::build(&case.base_method, &case.params, ctx(case)).map_err(|e| merr(case, e))?;
-        Ok(WireOracle { case, cache: HashMap::new(), rounds: c.rounds(), aggregation: c.aggregation() })
+        let c = registry::build(&case.base_method, &case.params, ctx(case))
+            .map_err(|e| merr(case, e))?;
+        Ok(WireOracle {
+            case,
+            cache: HashMap::new(),
+            rounds: c.rounds(),
+            aggregation: c.aggregation(),
+        })
     }
 
     fn get(&mut self, rows: usize, cols: usize) -> Result<UnitWire> {
@@ -255,11 +335,17 @@ impl<'a> WireOracle<'a> {
             let (d1, d2) = (LARGE_1D / 2, LARGE_1D);
             let (a, b) = (self.exact(1, d1)?, self.exact(1, d2)?);
             let x = (cols - d1) as f64 / (d2 - d1) as f64;
-            let ext = |u: usize, v: usize| (u as f64 + (v as f64 - u as f64) * x).round().max(0.0) as usize;
+            let ext = |u: usize, v: usize| {
+                (u as f64 + (v as f64 - u as f64) * x).round().max(0.0) as usize
+            };
             return Ok(a
                 .iter()
                 .zip(&b)
-                .map(|(a, b)| WireLen { sum_f32: ext(a.sum_f32, b.sum_f32), gather_u32: ext(a.gather_u32, b.gather_u32), ring_u32: ext(a.ring_u32, b.ring_u32) })
+                .map(|(a, b)| WireLen {
+                    sum_f32: ext(a.sum_f32, b.sum_f32),
+                    gather_u32: ext(a.gather_u32, b.gather_u32),
+                    ring_u32: ext(a.ring_u32, b.ring_u32),
+                })
                 .collect());
         }
         self.exact(rows, cols)
@@ -267,9 +353,14 @@ impl<'a> WireOracle<'a> {
 
     fn exact(&mut self, rows: usize, cols: usize) -> Result<UnitWire> {
         if !self.cache.contains_key(&(rows, cols)) {
-            let mut c = registry::build(&self.case.base_method, &self.case.params, ctx(self.case)).map_err(|e| merr(self.case, e))?;
+            let mut c = registry::build(&self.case.base_method, &self.case.params, ctx(self.case))
+                .map_err(|e| merr(self.case, e))?;
             c.register(0, rows, cols).map_err(|e| merr(self.case, e))?;
-            let fill = if self.case.base_method == "dgc" { 1.0 / 1.3 } else { 1.0 };
+            let fill = if self.case.base_method == "dgc" {
+                1.0 / 1.3
+            } else {
+                1.0
+            };
             let w: UnitWire = (0..self.rounds)
                 .map(|r| {
                     let mut l = c.wire_capacity(0, r);
@@ -284,23 +375,38 @@ impl<'a> WireOracle<'a> {
 }
 
 fn ctx(case: &SimCase) -> WorkerCtx {
-    WorkerCtx { rank: 0, world_size: case.world_size.max(1), seed: case.seed }
+    WorkerCtx {
+        rank: 0,
+        world_size: case.world_size.max(1),
+        seed: case.seed,
+    }
 }
 
 fn merr(case: &SimCase, e: impl std::fmt::Display) -> SimError {
-    SimError::Method { method: case.method.clone(), msg: e.to_string() }
+    SimError::Method {
+        method: case.method.clone(),
+        msg: e.to_string(),
+    }
 }
 
 /// Cost of one bucket exchange of `w` (words per rank) among `n` workers, as
 /// comm/exchange.rs runs it: sum section, then gather section (counts + gather-v), then
 /// the ring section.
-pub fn exchange_s(net: &dyn CollectiveCost, mode: CollectiveMode, n: usize, w: WireLen, gather_used: bool) -> f64 {
+pub fn exchange_s(
+    net: &dyn CollectiveCost,
+    mode: CollectiveMode,
+    n: usize,
+    w: WireLen,
+    gather_used: bool,
+) -> f64 {
     let mut t = 0.0;
     if w.sum_f32 > 0 {
         let m = 4.0 * w.sum_f32 as f64;
         t += match mode {
             CollectiveMode::Native | CollectiveMode::AllReduce => net.time_s(Op::AllReduce, n, m),
-            CollectiveMode::AllGather => net.time_s(Op::AllGather, n, m) + net.reduce_s((n.max(1) - 1) as f64 * m),
+            CollectiveMode::AllGather => {
+                net.time_s(Op::AllGather, n, m) + net.reduce_s((n.max(1) - 1) as f64 * m)
+            }
             CollectiveMode::Ps => net.time_s(Op::PsReduceBcast, n, m),
         };
     }
@@ -323,13 +429,19 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
     let wl = &case.workload;
     let m = wl.tensors.len();
     if m == 0 || wl.bwd_s.len() != m {
-        return Err(SimError::Input(format!("{} tensors but {} backward times", m, wl.bwd_s.len())));
+        return Err(SimError::Input(format!(
+            "{} tensors but {} backward times",
+            m,
+            wl.bwd_s.len()
+        )));
     }
     let n = case.world_size.max(1);
     let mut oracle = WireOracle::new(case)?;
     let rounds = oracle.rounds;
     let agg = oracle.aggregation;
-    case.collective.supports(agg).map_err(|e| merr(case, format!("collective {}: {e}", case.collective.name())))?;
+    case.collective
+        .supports(agg)
+        .map_err(|e| merr(case, format!("collective {}: {e}", case.collective.name())))?;
     let mc = costs.method(&case.base_method);
     let net = costs.network.as_ref();
 
@@ -349,16 +461,30 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
             // the model, the network's cost of that message per round, compress+feedback
             // of round 0.
             let elems: usize = numel.iter().sum();
-            let bpe: Vec<f64> = (0..rounds).map(|r| pos_wire.iter().map(|w| w[r].bytes()).sum::<usize>() as f64 / elems.max(1) as f64).collect();
+            let bpe: Vec<f64> = (0..rounds)
+                .map(|r| {
+                    pos_wire.iter().map(|w| w[r].bytes()).sum::<usize>() as f64
+                        / elems.max(1) as f64
+                })
+                .collect();
             let mode = case.collective;
             let t_c = |e: usize| -> f64 {
                 bpe.iter()
                     .map(|b| {
                         let words = (e as f64 * b / 4.0).round() as usize;
                         let w = match agg {
-                            Aggregation::AllReduce => WireLen { sum_f32: words, ..WireLen::default() },
-                            Aggregation::AllGather => WireLen { gather_u32: words, ..WireLen::default() },
-                            Aggregation::Ring => WireLen { ring_u32: words, ..WireLen::default() },
+                            Aggregation::AllReduce => WireLen {
+                                sum_f32: words,
+                                ..WireLen::default()
+                            },
+                            Aggregation::AllGather => WireLen {
+                                gather_u32: words,
+                                ..WireLen::default()
+                            },
+                            Aggregation::Ring => WireLen {
+                                ring_u32: words,
+                                ..WireLen::default()
+                            },
                         };
                         exchange_s(net, mode, n, w, agg == Aggregation::AllGather)
                     })
@@ -371,7 +497,11 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
                 PlannerKind::LayerFusion => planner::layerfusion(&bwd_times, &numel, &t_s, &t_c),
             };
             let zero = |_: usize| 0.0;
-            let ts_opt: &dyn Fn(usize) -> f64 = if kind == PlannerKind::Mgwfbp { &zero } else { &t_s };
+            let ts_opt: &dyn Fn(usize) -> f64 = if kind == PlannerKind::Mgwfbp {
+                &zero
+            } else {
+                &t_s
+            };
             let pred = planner::predicted_iteration_s(&bwd_times, &numel, &g, ts_opt, &t_c);
             (g, Some(pred))
         }
@@ -391,7 +521,10 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
             bucket_units.push(g.iter().map(|&p| (numel[p], pos_wire[p].clone())).collect());
         }
     }
-    let gather_used = bucket_units.iter().flatten().any(|(_, w)| w.iter().any(|l| l.gather_u32 > 0));
+    let gather_used = bucket_units
+        .iter()
+        .flatten()
+        .any(|(_, w)| w.iter().any(|l| l.gather_u32 > 0));
 
     // Virtual clock. Host effects (host.rs): the device starts `start_s` late, CPU
     // phases run at `cpu_share` of a core, a bucket's first exchange waits `sync_s` more.
@@ -405,7 +538,15 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
         ready.push(acc);
     }
     let bwd_end = acc;
-    let mut r = SimResult { fwd_s: fwd_end, bwd_s: bwd_end - fwd_end, buckets: groups.len(), aggregation: agg.name(), collective: case.collective.effective(agg), planned_s, ..SimResult::default() };
+    let mut r = SimResult {
+        fwd_s: fwd_end,
+        bwd_s: bwd_end - fwd_end,
+        buckets: groups.len(),
+        aggregation: agg.name(),
+        collective: case.collective.effective(agg),
+        planned_s,
+        ..SimResult::default()
+    };
     let mut clock = if case.pipelining { 0.0 } else { bwd_end };
     let pb = costs.pack_s_per_byte;
     for (bi, (g, units)) in groups.iter().zip(&bucket_units).enumerate() {
@@ -439,7 +580,12 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
                 // Trailer: one length word per unit.
                 w.gather_u32 += units.len();
             }
-            let t = exchange_s(net, case.collective, n, w, gather_used) + if waited && round == 0 { host.sync_s[usize::from(case.pipelining)] } else { 0.0 };
+            let t = exchange_s(net, case.collective, n, w, gather_used)
+                + if waited && round == 0 {
+                    host.sync_s[usize::from(case.pipelining)]
+                } else {
+                    0.0
+                };
             clock += t;
             r.comm_s += t;
             r.wire_bytes += w.bytes() as u64;
@@ -447,7 +593,12 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
                 let l = uw[round];
                 // Splitting copies every worker's gathered piece of this unit.
                 let split = cpu * (costs.pack_fixed_s + pb * 4.0 * (n * l.gather_u32) as f64);
-                let d = cpu * (mc.decompress.fixed_s + mc.decompress.per_element_s * *e as f64 * gather_scale(n, *e, l.gather_u32)) / rounds as f64;
+                let d = cpu
+                    * (mc.decompress.fixed_s
+                        + mc.decompress.per_element_s
+                            * *e as f64
+                            * gather_scale(n, *e, l.gather_u32))
+                    / rounds as f64;
                 clock += split + d;
                 r.pack_s += split;
                 r.decompress_s += d;
@@ -480,8 +631,19 @@ fn threshold_scale(case: &SimCase) -> f64 {
     if case.base_method != "acpsgd" {
         return 1.0;
     }
-    let shapes: Vec<(usize, usize)> = case.workload.tensors.iter().map(|t| (t.rows, t.cols)).collect();
-    crate::compress::orth::acp_fusion_thresholds(1.0, &shapes, case.params.rank, case.params.min_compression_rate).0
+    let shapes: Vec<(usize, usize)> = case
+        .workload
+        .tensors
+        .iter()
+        .map(|t| (t.rows, t.cols))
+        .collect();
+    crate::compress::orth::acp_fusion_thresholds(
+        1.0,
+        &shapes,
+        case.params.rank,
+        case.params.min_compression_rate,
+    )
+    .0
 }
 
 /// One sim.csv row: e2e.csv's columns where they mean the same, plus `source` and
@@ -555,16 +717,37 @@ impl SimRow {
 
     /// The case key shared with e2e.csv rows (see [`compare`]).
     pub fn key(&self) -> String {
-        format!("{}/{}/{}/pipelining={}/{}/n={}/batch={}", self.model, self.method, self.fusion, self.pipelining, self.collective, self.world_size, self.batch)
+        format!(
+            "{}/{}/{}/pipelining={}/{}/n={}/batch={}",
+            self.model,
+            self.method,
+            self.fusion,
+            self.pipelining,
+            self.collective,
+            self.world_size,
+            self.batch
+        )
     }
 }
 
 /// Write `rows` to `path` (a new sim.csv with header, or appended without one).
 pub fn write_rows(path: &std::path::Path, rows: &[SimRow]) -> Result<()> {
-    let werr = |e: &dyn std::fmt::Display| SimError::Write { path: path.display().to_string(), msg: e.to_string() };
-    let exists = path.exists() && std::fs::metadata(path).map(|m| m.len() > 0).unwrap_or(false);
-    let f = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| werr(&e))?;
-    let mut w = csv::WriterBuilder::new().has_headers(!exists).from_writer(f);
+    let werr = |e: &dyn std::fmt::Display| SimError::Write {
+        path: path.display().to_string(),
+        msg: e.to_string(),
+    };
+    let exists = path.exists()
+        && std::fs::metadata(path)
+            .map(|m| m.len() > 0)
+            .unwrap_or(false);
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| werr(&e))?;
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(!exists)
+        .from_writer(f);
     for r in rows {
         w.serialize(r).map_err(|e| werr(&e))?;
     }
@@ -589,11 +772,35 @@ pub struct Comparison {
 /// runs) the median counts (a slow spell of a shared machine does not move it). Cases
 /// only on one side are left out. Sorted by key.
 pub fn compare(measured_e2e_csv: &std::path::Path, sim: &[SimRow]) -> Result<Vec<Comparison>> {
-    let rerr = |e: &dyn std::fmt::Display| SimError::Read { path: measured_e2e_csv.display().to_string(), msg: e.to_string() };
+    let rerr = |e: &dyn std::fmt::Display| SimError::Read {
+        path: measured_e2e_csv.display().to_string(),
+        msg: e.to_string(),
+    };
     let mut rdr = csv::Reader::from_path(measured_e2e_csv).map_err(|e| rerr(&e))?;
-    let header: Vec<String> = rdr.headers().map_err(|e| rerr(&e))?.iter().map(|h| h.trim().to_string()).collect();
-    let col = |name: &str| header.iter().position(|h| h == name).ok_or_else(|| rerr(&format!("missing column `{name}` (expected e2e.csv, docs/csv-schema.md)")));
-    let cols = ["model", "method", "fusion", "pipelining", "collective", "world_size", "batch", "iter_s"].map(col);
+    let header: Vec<String> = rdr
+        .headers()
+        .map_err(|e| rerr(&e))?
+        .iter()
+        .map(|h| h.trim().to_string())
+        .collect();
+    let col = |name: &str| {
+        header.iter().position(|h| h == name).ok_or_else(|| {
+            rerr(&format!(
+                "missing column `{name}` (expected e2e.csv, docs/csv-schema.md)"
+            ))
+        })
+    };
+    let cols = [
+        "model",
+        "method",
+        "fusion",
+        "pipelining",
+        "collective",
+        "world_size",
+        "batch",
+        "iter_s",
+    ]
+    .map(col);
     let mut idx = [0usize; 8];
     for (i, c) in cols.into_iter().enumerate() {
         idx[i] = c?;
@@ -602,17 +809,36 @@ pub fn compare(measured_e2e_csv: &std::path::Path, sim: &[SimRow]) -> Result<Vec
     for rec in rdr.records() {
         let rec = rec.map_err(|e| rerr(&e))?;
         let g = |i: usize| rec.get(idx[i]).unwrap_or("").trim().to_string();
-        let key = format!("{}/{}/{}/pipelining={}/{}/n={}/batch={}", g(0), g(1), g(2), g(3), g(4), g(5), g(6));
-        let v: f64 = g(7).parse().map_err(|_| rerr(&format!("iter_s `{}` is not a number", g(7))))?;
+        let key = format!(
+            "{}/{}/{}/pipelining={}/{}/n={}/batch={}",
+            g(0),
+            g(1),
+            g(2),
+            g(3),
+            g(4),
+            g(5),
+            g(6)
+        );
+        let v: f64 = g(7)
+            .parse()
+            .map_err(|_| rerr(&format!("iter_s `{}` is not a number", g(7))))?;
         measured.entry(key).or_default().push(v);
     }
     let mut out: Vec<Comparison> = sim
         .iter()
         .filter_map(|s| {
             let k = s.key();
-            measured.get(&k).and_then(|v| crate::bench::stats::median(&mut v.clone())).map(|meas| {
-                Comparison { key: k, method: s.method.clone(), world_size: s.world_size, measured_s: meas, simulated_s: s.iter_s, rel_err: (s.iter_s - meas) / meas }
-            })
+            measured
+                .get(&k)
+                .and_then(|v| crate::bench::stats::median(&mut v.clone()))
+                .map(|meas| Comparison {
+                    key: k,
+                    method: s.method.clone(),
+                    world_size: s.world_size,
+                    measured_s: meas,
+                    simulated_s: s.iter_s,
+                    rel_err: (s.iter_s - meas) / meas,
+                })
         })
         .collect();
     out.sort_by(|a, b| a.key.cmp(&b.key));
@@ -625,7 +851,10 @@ pub fn compare(measured_e2e_csv: &std::path::Path, sim: &[SimRow]) -> Result<Vec
 /// skipped (their backward times are not in the CSV); `compute = none` rows get zero
 /// compute. Duplicate cases (repeat runs) appear once.
 pub fn cases_from_e2e_csv(path: &std::path::Path) -> Result<Vec<SimCase>> {
-    Ok(cases_from_e2e_csv_with(path, true)?.into_iter().map(|(c, _)| c).collect())
+    Ok(cases_from_e2e_csv_with(path, true)?
+        .into_iter()
+        .map(|(c, _)| c)
+        .collect())
 }
 
 /// What a measured e2e.csv row says beyond its case (host calibration, sim/host.rs).
@@ -639,16 +868,42 @@ pub struct MeasuredRow {
 
 /// [`cases_from_e2e_csv`] with each row's measurements; `dedup` keeps the first row of
 /// repeated cases only.
-pub fn cases_from_e2e_csv_with(path: &std::path::Path, dedup: bool) -> Result<Vec<(SimCase, MeasuredRow)>> {
+pub fn cases_from_e2e_csv_with(
+    path: &std::path::Path,
+    dedup: bool,
+) -> Result<Vec<(SimCase, MeasuredRow)>> {
     use crate::engine::device::ComputeMode;
     let p = path.display().to_string();
-    let rerr = |msg: String| SimError::Read { path: p.clone(), msg };
+    let rerr = |msg: String| SimError::Read {
+        path: p.clone(),
+        msg,
+    };
     let mut rdr = csv::Reader::from_path(path).map_err(|e| rerr(e.to_string()))?;
-    let header: Vec<String> = rdr.headers().map_err(|e| rerr(e.to_string()))?.iter().map(|h| h.trim().to_string()).collect();
+    let header: Vec<String> = rdr
+        .headers()
+        .map_err(|e| rerr(e.to_string()))?
+        .iter()
+        .map(|h| h.trim().to_string())
+        .collect();
     let pos = |name: &str| header.iter().position(|h| h == name);
-    let need = |name: &str| pos(name).ok_or_else(|| rerr(format!("missing column `{name}` (expected e2e.csv, docs/csv-schema.md)")));
-    let (c_model, c_method, c_fusion, c_pipe, c_coll, c_agg, c_n, c_batch, c_dev) =
-        (need("model")?, need("method")?, need("fusion")?, need("pipelining")?, need("collective")?, need("aggregation")?, need("world_size")?, need("batch")?, need("device")?);
+    let need = |name: &str| {
+        pos(name).ok_or_else(|| {
+            rerr(format!(
+                "missing column `{name}` (expected e2e.csv, docs/csv-schema.md)"
+            ))
+        })
+    };
+    let (c_model, c_method, c_fusion, c_pipe, c_coll, c_agg, c_n, c_batch, c_dev) = (
+        need("model")?,
+        need("method")?,
+        need("fusion")?,
+        need("pipelining")?,
+        need("collective")?,
+        need("aggregation")?,
+        need("world_size")?,
+        need("batch")?,
+        need("device")?,
+    );
     let c_compute = pos("compute");
     let (c_fwd, c_iter) = (need("fwd_s")?, need("iter_s")?);
     let mut seen = std::collections::HashSet::new();
@@ -657,12 +912,16 @@ pub fn cases_from_e2e_csv_with(path: &std::path::Path, dedup: bool) -> Result<Ve
         let rec = rec.map_err(|e| rerr(e.to_string()))?;
         let line = i + 2;
         let g = |c: usize| rec.get(c).unwrap_or("").trim().to_string();
-        let bad = |col: &str, v: &str| rerr(format!("line {line}, column `{col}`: bad value `{v}`"));
+        let bad =
+            |col: &str, v: &str| rerr(format!("line {line}, column `{col}`: bad value `{v}`"));
         let device = g(c_dev);
         if device == "profile" {
             continue;
         }
-        let key: Vec<String> = (0..header.len()).filter(|&c| !is_measurement(&header[c])).map(&g).collect();
+        let key: Vec<String> = (0..header.len())
+            .filter(|&c| !is_measurement(&header[c]))
+            .map(&g)
+            .collect();
         if dedup && !seen.insert(key) {
             continue;
         }
@@ -689,26 +948,57 @@ pub fn cases_from_e2e_csv_with(path: &std::path::Path, dedup: bool) -> Result<Ve
         let fusion = Fusion::parse(&g(c_fusion)).map_err(|_| bad("fusion", &g(c_fusion)))?;
         let coll = g(c_coll);
         // The CSV names the collective that ran; the method's own is `auto`.
-        let mode = if coll == g(c_agg) { CollectiveMode::Native } else { CollectiveMode::parse(&coll).ok_or_else(|| bad("collective", &coll))? };
+        let mode = if coll == g(c_agg) {
+            CollectiveMode::Native
+        } else {
+            CollectiveMode::parse(&coll).ok_or_else(|| bad("collective", &coll))?
+        };
         let n: usize = g(c_n).parse().map_err(|_| bad("world_size", &g(c_n)))?;
         let batch: usize = g(c_batch).parse().map_err(|_| bad("batch", &g(c_batch)))?;
-        let compute = crate::models::ComputeModel::from_preset(&crate::models::preset(&device).map_err(|e| rerr(format!("line {line}: {e}")))?);
+        let compute = crate::models::ComputeModel::from_preset(
+            &crate::models::preset(&device).map_err(|e| rerr(format!("line {line}: {e}")))?,
+        );
         let mut wl = SimWorkload::zoo(&g(c_model), Some(batch), &compute, &device)?;
-        let compute_none = c_compute.map(|c| ComputeMode::parse(&g(c))) == Some(Some(ComputeMode::None));
+        let compute_none =
+            c_compute.map(|c| ComputeMode::parse(&g(c))) == Some(Some(ComputeMode::None));
         if compute_none {
             wl.bwd_s.iter_mut().for_each(|b| *b = 0.0);
             wl.fwd_s = 0.0;
         }
-        let time = |c: usize, col: &str| g(c).parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0).ok_or_else(|| bad(col, &g(c)));
-        let measured = MeasuredRow { fwd_s: time(c_fwd, "fwd_s")?, iter_s: time(c_iter, "iter_s")?, compute_none };
-        out.push((SimCase::new(wl, &g(c_method), fusion, g(c_pipe) == "on", mode, n, params), measured));
+        let time = |c: usize, col: &str| {
+            g(c).parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| bad(col, &g(c)))
+        };
+        let measured = MeasuredRow {
+            fwd_s: time(c_fwd, "fwd_s")?,
+            iter_s: time(c_iter, "iter_s")?,
+            compute_none,
+        };
+        out.push((
+            SimCase::new(wl, &g(c_method), fusion, g(c_pipe) == "on", mode, n, params),
+            measured,
+        ));
     }
     Ok(out)
 }
 
 /// e2e.csv columns that are measurements or run bookkeeping, not case axes.
 fn is_measurement(col: &str) -> bool {
-    col.ends_with("_s") || col.ends_with("_bytes") || matches!(col, "run_id" | "case_id" | "iters" | "warmup" | "buckets" | "overlap_eff" | "compute_source" | "tensors")
+    col.ends_with("_s")
+        || col.ends_with("_bytes")
+        || matches!(
+            col,
+            "run_id"
+                | "case_id"
+                | "iters"
+                | "warmup"
+                | "buckets"
+                | "overlap_eff"
+                | "compute_source"
+                | "tensors"
+        )
 }
 
 #[cfg(test)]

@@ -78,16 +78,28 @@ pub struct Link {
 pub const GAMMA_S_PER_BYTE: f64 = 0.25e-9;
 
 /// The named network presets: (name, alpha s, GB/s per link). See the module docs.
-pub const PRESETS: &[(&str, f64, f64)] = &[("1gbe", 50e-6, 0.125), ("10gbe", 20e-6, 1.25), ("25gbe", 10e-6, 3.125), ("100gb-ib", 1.5e-6, 12.5)];
+pub const PRESETS: &[(&str, f64, f64)] = &[
+    ("1gbe", 50e-6, 0.125),
+    ("10gbe", 20e-6, 1.25),
+    ("25gbe", 10e-6, 3.125),
+    ("100gb-ib", 1.5e-6, 12.5),
+];
 
 impl Link {
     pub fn from_gbps(alpha_s: f64, gbps: f64) -> Link {
-        Link { alpha_s, beta_s_per_byte: if gbps > 0.0 { 1.0 / (gbps * 1e9) } else { 0.0 }, gamma_s_per_byte: GAMMA_S_PER_BYTE }
+        Link {
+            alpha_s,
+            beta_s_per_byte: if gbps > 0.0 { 1.0 / (gbps * 1e9) } else { 0.0 },
+            gamma_s_per_byte: GAMMA_S_PER_BYTE,
+        }
     }
 
     /// A named preset (`1gbe`, `10gbe`, `25gbe`, `100gb-ib`).
     pub fn preset(name: &str) -> Option<Link> {
-        PRESETS.iter().find(|p| p.0 == name).map(|&(_, a, g)| Link::from_gbps(a, g))
+        PRESETS
+            .iter()
+            .find(|p| p.0 == name)
+            .map(|&(_, a, g)| Link::from_gbps(a, g))
     }
 }
 
@@ -107,7 +119,9 @@ pub fn ring_allreduce_s(l: &Link, n: usize, m: f64) -> f64 {
         return 0.0;
     }
     let k = (n - 1) as f64;
-    2.0 * k * l.alpha_s + 2.0 * k / n as f64 * m * l.beta_s_per_byte + k / n as f64 * m * l.gamma_s_per_byte
+    2.0 * k * l.alpha_s
+        + 2.0 * k / n as f64 * m * l.beta_s_per_byte
+        + k / n as f64 * m * l.gamma_s_per_byte
 }
 
 /// Recursive-doubling all-reduce: `⌈log2 n⌉(α + mβ + mγ)` (Thakur et al. 2005, §4.4,
@@ -129,7 +143,9 @@ pub fn rabenseifner_allreduce_s(l: &Link, n: usize, m: f64) -> f64 {
 
 /// MPICH's all-reduce: the cheapest of recursive doubling, Rabenseifner and ring.
 pub fn allreduce_s(l: &Link, n: usize, m: f64) -> f64 {
-    ring_allreduce_s(l, n, m).min(recursive_doubling_allreduce_s(l, n, m)).min(rabenseifner_allreduce_s(l, n, m))
+    ring_allreduce_s(l, n, m)
+        .min(recursive_doubling_allreduce_s(l, n, m))
+        .min(rabenseifner_allreduce_s(l, n, m))
 }
 
 /// Ring all-gather of `m` bytes per rank: `(n-1)α + (n-1)/n·(n·m)β` (Thakur et al. 2005, §4.1).
@@ -184,7 +200,8 @@ pub fn reduce_s(l: &Link, n: usize, m: f64) -> f64 {
     let lg = log2_ceil(n);
     let f = (n - 1) as f64 / n as f64;
     let binomial = lg * (l.alpha_s + m * (l.beta_s_per_byte + l.gamma_s_per_byte));
-    let rs_gather = 2.0 * lg * l.alpha_s + 2.0 * f * m * l.beta_s_per_byte + f * m * l.gamma_s_per_byte;
+    let rs_gather =
+        2.0 * lg * l.alpha_s + 2.0 * f * m * l.beta_s_per_byte + f * m * l.gamma_s_per_byte;
     binomial.min(rs_gather)
 }
 
@@ -206,7 +223,10 @@ pub struct Analytic {
 
 impl Analytic {
     pub fn new(name: impl Into<String>, link: Link) -> Analytic {
-        Analytic { link, name: name.into() }
+        Analytic {
+            link,
+            name: name.into(),
+        }
     }
 
     /// A named preset, or `None` (see [`PRESETS`]).
@@ -231,7 +251,16 @@ impl CollectiveCost for Analytic {
     }
     fn describe(&self) -> String {
         let l = &self.link;
-        format!("{} (alpha {:.3e} s, {:.4} GB/s per link)", self.name, l.alpha_s, if l.beta_s_per_byte > 0.0 { 1e-9 / l.beta_s_per_byte } else { f64::INFINITY })
+        format!(
+            "{} (alpha {:.3e} s, {:.4} GB/s per link)",
+            self.name,
+            l.alpha_s,
+            if l.beta_s_per_byte > 0.0 {
+                1e-9 / l.beta_s_per_byte
+            } else {
+                f64::INFINITY
+            }
+        )
     }
 }
 
@@ -261,16 +290,29 @@ impl Fitted {
     /// Fitted models for `world_size`; an error when micro_comm.csv has no all-reduce or
     /// all-gather fit at that size (fits do not extrapolate to other world sizes: use a
     /// preset or `--alpha/--bandwidth` there).
-    pub fn new(models: CommModels, world_size: usize, source: impl Into<String>) -> Result<Fitted, NoModel> {
+    pub fn new(
+        models: CommModels,
+        world_size: usize,
+        source: impl Into<String>,
+    ) -> Result<Fitted, NoModel> {
         let has = models.keys().iter().any(|(_, n)| *n == world_size);
         if !has && models.get("allreduce", world_size).is_none() {
-            let sizes: Vec<String> = models.keys().iter().map(|(c, n)| format!("{c}@{n}")).collect();
+            let sizes: Vec<String> = models
+                .keys()
+                .iter()
+                .map(|(c, n)| format!("{c}@{n}"))
+                .collect();
             return Err(NoModel(format!(
                 "no fitted collective model at world size {world_size} (fitted: {}); fitted models hold only for the measured world size, use a network preset for others",
                 if sizes.is_empty() { "none".to_string() } else { sizes.join(", ") }
             )));
         }
-        Ok(Fitted { models, world_size, source: source.into(), gamma_s_per_byte: GAMMA_S_PER_BYTE })
+        Ok(Fitted {
+            models,
+            world_size,
+            source: source.into(),
+            gamma_s_per_byte: GAMMA_S_PER_BYTE,
+        })
     }
 
     fn model(&self, name: &str) -> Option<AlphaBeta> {
@@ -280,8 +322,15 @@ impl Fitted {
     /// The link implied by the fitted all-reduce (for operations never measured).
     pub fn derived_link(&self) -> Link {
         let n = self.world_size.max(2) as f64;
-        let ab = self.model("allreduce").or_else(|| self.model("ring-allreduce")).unwrap_or(AlphaBeta::new(0.0, 0.0));
-        Link { alpha_s: ab.alpha_s / (2.0 * (n - 1.0)), beta_s_per_byte: ab.beta_s_per_byte / (2.0 * (n - 1.0) / n), gamma_s_per_byte: self.gamma_s_per_byte }
+        let ab = self
+            .model("allreduce")
+            .or_else(|| self.model("ring-allreduce"))
+            .unwrap_or(AlphaBeta::new(0.0, 0.0));
+        Link {
+            alpha_s: ab.alpha_s / (2.0 * (n - 1.0)),
+            beta_s_per_byte: ab.beta_s_per_byte / (2.0 * (n - 1.0) / n),
+            gamma_s_per_byte: self.gamma_s_per_byte,
+        }
     }
 }
 
@@ -319,17 +368,27 @@ mod tests {
         let l = Link::preset("1gbe").unwrap();
         assert!(close(l.alpha_s, 50e-6));
         assert!(close(l.beta_s_per_byte, 8e-9));
-        assert!(Link::preset("100gb-ib").unwrap().beta_s_per_byte < Link::preset("25gbe").unwrap().beta_s_per_byte);
+        assert!(
+            Link::preset("100gb-ib").unwrap().beta_s_per_byte
+                < Link::preset("25gbe").unwrap().beta_s_per_byte
+        );
         assert!(Link::preset("10gbe").is_some() && Link::preset("nope").is_none());
     }
 
     #[test]
     fn ring_and_tree_formulas_by_hand() {
-        let l = Link { alpha_s: 1e-5, beta_s_per_byte: 1e-9, gamma_s_per_byte: 0.0 };
+        let l = Link {
+            alpha_s: 1e-5,
+            beta_s_per_byte: 1e-9,
+            gamma_s_per_byte: 0.0,
+        };
         // n = 4, m = 1 MB: ring = 2*3*1e-5 + 2*3/4*1e6*1e-9 = 6e-5 + 1.5e-3.
         assert!(close(ring_allreduce_s(&l, 4, 1e6), 6e-5 + 1.5e-3));
         // Recursive doubling = log2(4) * (1e-5 + 1e-3) = 2.02e-3.
-        assert!(close(recursive_doubling_allreduce_s(&l, 4, 1e6), 2.0 * (1e-5 + 1e-3)));
+        assert!(close(
+            recursive_doubling_allreduce_s(&l, 4, 1e6),
+            2.0 * (1e-5 + 1e-3)
+        ));
         // Rabenseifner = 2*2*1e-5 + 1.5e-3: cheapest for long messages.
         assert!(close(rabenseifner_allreduce_s(&l, 4, 1e6), 4e-5 + 1.5e-3));
         assert!(close(allreduce_s(&l, 4, 1e6), 4e-5 + 1.5e-3));
@@ -347,14 +406,24 @@ mod tests {
         assert_eq!(allgather_s(&l, 1, 1e6), 0.0);
         // PS of sums, n = 2, m = 1e6: reduce min(1*(1e-5+1e-3), 2e-5 + 1e-3) + bcast min(1e-5+1e-3, 2e-5+1e-3).
         let a = Analytic::new("t", l);
-        assert!(close(a.time_s(Op::PsReduceBcast, 2, 1e6), 2.0 * (1e-5 + 1e-3)));
+        assert!(close(
+            a.time_s(Op::PsReduceBcast, 2, 1e6),
+            2.0 * (1e-5 + 1e-3)
+        ));
         // PS of gathers, n = 2, m = 1e6: gather 1e-5 + 1e-3, bcast of 2e6 B: min(1e-5 + 2e-3, 2e-5 + 2e-3).
-        assert!(close(a.time_s(Op::PsGatherBcast, 2, 1e6), 1e-5 + 1e-3 + 1e-5 + 2e-3));
+        assert!(close(
+            a.time_s(Op::PsGatherBcast, 2, 1e6),
+            1e-5 + 1e-3 + 1e-5 + 2e-3
+        ));
     }
 
     #[test]
     fn reduction_cost_enters_ring() {
-        let l = Link { alpha_s: 0.0, beta_s_per_byte: 0.0, gamma_s_per_byte: 1e-9 };
+        let l = Link {
+            alpha_s: 0.0,
+            beta_s_per_byte: 0.0,
+            gamma_s_per_byte: 1e-9,
+        };
         assert!(close(our_ring_s(&l, 4, 4e6), 3e6 * 1e-9));
     }
 

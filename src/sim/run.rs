@@ -1,7 +1,10 @@
 //! `gradcomp simulate` and `gradcomp fit`: the command-line side of the simulator
 //! (no MPI: both run before, and without, MPI_Init).
 
-use super::{cases_from_e2e_csv, compare, fit, simulate, write_rows, CostModel, SimCase, SimError, SimRow, SimWorkload, Result};
+use super::{
+    cases_from_e2e_csv, compare, fit, simulate, write_rows, CostModel, Result, SimCase, SimError,
+    SimRow, SimWorkload,
+};
 use crate::comm::exchange::CollectiveMode;
 use crate::compress::MethodParams;
 use crate::engine::plan::Fusion;
@@ -35,7 +38,11 @@ pub struct SimulateOutcome {
     pub outside_tolerance: Vec<String>,
 }
 
-fn costs_for(req: &SimulateRequest, n: usize, report: Option<&fit::FitReport>) -> Result<CostModel> {
+fn costs_for(
+    req: &SimulateRequest,
+    n: usize,
+    report: Option<&fit::FitReport>,
+) -> Result<CostModel> {
     match (report, &req.network) {
         (Some(rep), None) => rep.cost_model(n),
         (Some(rep), Some(net)) => Ok(CostModel::preset(net)?.with_compress_fits(rep)),
@@ -48,10 +55,16 @@ fn costs_for(req: &SimulateRequest, n: usize, report: Option<&fit::FitReport>) -
 /// e2e.csv (`--compare`), writing `OUT/sim.csv` (source=simulated) and, when comparing,
 /// `OUT/sim_vs_measured.csv`.
 pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
-    std::fs::create_dir_all(&req.out).map_err(|e| SimError::Write { path: req.out.display().to_string(), msg: e.to_string() })?;
+    std::fs::create_dir_all(&req.out).map_err(|e| SimError::Write {
+        path: req.out.display().to_string(),
+        msg: e.to_string(),
+    })?;
     let sim_csv = req.out.join("sim.csv");
     if sim_csv.exists() {
-        return Err(SimError::Input(format!("{} already exists: results are never overwritten; choose a new --out", sim_csv.display())));
+        return Err(SimError::Input(format!(
+            "{} already exists: results are never overwritten; choose a new --out",
+            sim_csv.display()
+        )));
     }
     let report = match &req.fits {
         Some(d) => Some(fit::fit_dir(d)?),
@@ -66,7 +79,9 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         }
     } else {
         for model in &req.models {
-            let compute = crate::models::ComputeModel::from_preset(&crate::models::preset(&req.device).map_err(|e| SimError::Input(e.to_string()))?);
+            let compute = crate::models::ComputeModel::from_preset(
+                &crate::models::preset(&req.device).map_err(|e| SimError::Input(e.to_string()))?,
+            );
             let wl = SimWorkload::zoo(model, req.batch, &compute, &req.device)?;
             for &n in &req.world_sizes {
                 let costs = costs_for(req, n, report.as_ref())?;
@@ -75,7 +90,8 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
                         for &c in &req.collectives {
                             for &f in &req.fusion {
                                 for &pipe in &req.pipelining {
-                                    let case = SimCase::new(wl.clone(), method, f, pipe, c, n, p.clone());
+                                    let case =
+                                        SimCase::new(wl.clone(), method, f, pipe, c, n, p.clone());
                                     let r = simulate(&case, &costs)?;
                                     rows.push(SimRow::new(&case, &r, &costs));
                                 }
@@ -91,23 +107,70 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
     if let Some(e2e) = &req.compare {
         let cmp = compare(e2e, &rows)?;
         let path = req.out.join("sim_vs_measured.csv");
-        let mut w = csv::Writer::from_path(&path).map_err(|e| SimError::Write { path: path.display().to_string(), msg: e.to_string() })?;
-        let werr = |e: &dyn std::fmt::Display| SimError::Write { path: path.display().to_string(), msg: e.to_string() };
-        w.write_record(["schema_version", "case", "method", "world_size", "measured_iter_s", "simulated_iter_s", "rel_err", "tolerance", "role"]).map_err(|e| werr(&e))?;
+        let mut w = csv::Writer::from_path(&path).map_err(|e| SimError::Write {
+            path: path.display().to_string(),
+            msg: e.to_string(),
+        })?;
+        let werr = |e: &dyn std::fmt::Display| SimError::Write {
+            path: path.display().to_string(),
+            msg: e.to_string(),
+        };
+        w.write_record([
+            "schema_version",
+            "case",
+            "method",
+            "world_size",
+            "measured_iter_s",
+            "simulated_iter_s",
+            "rel_err",
+            "tolerance",
+            "role",
+        ])
+        .map_err(|e| werr(&e))?;
         for c in &cmp {
             // These rows calibrated the host latencies at this size (sim/host.rs).
-            let calibrated = req.network.is_none() && c.method == super::host::CALIBRATION_METHOD && report.as_ref().and_then(|r| r.host.get(&c.world_size)).is_some_and(|h| h.points > 0);
-            let role = if calibrated { "calibration" } else { "validation" };
-            w.write_record([crate::record::SCHEMA_VERSION.to_string(), c.key.clone(), c.method.clone(), c.world_size.to_string(), c.measured_s.to_string(), c.simulated_s.to_string(), c.rel_err.to_string(), req.tolerance.to_string(), role.to_string()])
-                .map_err(|e| werr(&e))?;
-            println!("{:<70} measured {:>10.3} ms  simulated {:>10.3} ms  {:+6.1}%{}", c.key, c.measured_s * 1e3, c.simulated_s * 1e3, c.rel_err * 100.0, if calibrated { "  (calibration)" } else { "" });
+            let calibrated = req.network.is_none()
+                && c.method == super::host::CALIBRATION_METHOD
+                && report
+                    .as_ref()
+                    .and_then(|r| r.host.get(&c.world_size))
+                    .is_some_and(|h| h.points > 0);
+            let role = if calibrated {
+                "calibration"
+            } else {
+                "validation"
+            };
+            w.write_record([
+                crate::record::SCHEMA_VERSION.to_string(),
+                c.key.clone(),
+                c.method.clone(),
+                c.world_size.to_string(),
+                c.measured_s.to_string(),
+                c.simulated_s.to_string(),
+                c.rel_err.to_string(),
+                req.tolerance.to_string(),
+                role.to_string(),
+            ])
+            .map_err(|e| werr(&e))?;
+            println!(
+                "{:<70} measured {:>10.3} ms  simulated {:>10.3} ms  {:+6.1}%{}",
+                c.key,
+                c.measured_s * 1e3,
+                c.simulated_s * 1e3,
+                c.rel_err * 100.0,
+                if calibrated { "  (calibration)" } else { "" }
+            );
             if c.rel_err.abs() > req.tolerance {
                 outside.push(format!("{} ({:+.1}%)", c.key, c.rel_err * 100.0));
             }
         }
         w.flush().map_err(|e| werr(&e))?;
     }
-    Ok(SimulateOutcome { sim_csv, rows: rows.len(), outside_tolerance: outside })
+    Ok(SimulateOutcome {
+        sim_csv,
+        rows: rows.len(),
+        outside_tolerance: outside,
+    })
 }
 
 /// `gradcomp fit RESULTS_DIR`: fitted models and their errors, written next to the CSVs.

@@ -28,17 +28,37 @@ fn close(a: f64, b: f64) -> bool {
 }
 
 fn tiny() -> SimWorkload {
-    let t = |name: &str, cols: usize| TensorSpec { name: name.into(), rows: 1, cols };
-    SimWorkload { model: "tiny".into(), tensors: vec![t("a", 100), t("b", 200), t("c", 300)], bwd_s: vec![0.3, 0.2, 0.1], fwd_s: 1.0, batch: 1, device: "test".into() }
+    let t = |name: &str, cols: usize| TensorSpec {
+        name: name.into(),
+        rows: 1,
+        cols,
+    };
+    SimWorkload {
+        model: "tiny".into(),
+        tensors: vec![t("a", 100), t("b", 200), t("c", 300)],
+        bwd_s: vec![0.3, 0.2, 0.1],
+        fwd_s: 1.0,
+        batch: 1,
+        device: "test".into(),
+    }
 }
 
 fn tiny_costs() -> CostModel {
     let mut c = CostModel::with_network(Box::new(Lin { a: 0.01, b: 1e-4 }));
-    c.methods.insert("ssgd".into(), MethodCosts {
-        compress: CompressCost { per_element_s: 1e-4, fixed_s: 0.0 },
-        feedback: CompressCost::default(),
-        decompress: CompressCost { per_element_s: 1e-4, fixed_s: 0.0 },
-    });
+    c.methods.insert(
+        "ssgd".into(),
+        MethodCosts {
+            compress: CompressCost {
+                per_element_s: 1e-4,
+                fixed_s: 0.0,
+            },
+            feedback: CompressCost::default(),
+            decompress: CompressCost {
+                per_element_s: 1e-4,
+                fixed_s: 0.0,
+            },
+        },
+    );
     c.pack_s_per_byte = 0.0;
     c.pack_fixed_s = 0.001;
     c
@@ -50,7 +70,19 @@ fn tiny_schedule_by_hand_pipelining_on_and_off() {
     // compress 1e-4 e, comm 0.01 + 1e-4 * 4e, decompress 1e-4 e, pack 2 * 0.001.
     // c: 0.03 + 0.13 + 0.03 + 0.002 = 0.192; b: 0.132; a: 0.072.
     let costs = tiny_costs();
-    let on = simulate(&SimCase::new(tiny(), "ssgd", Fusion::None, true, CollectiveMode::Native, 2, MethodParams::default()), &costs).unwrap();
+    let on = simulate(
+        &SimCase::new(
+            tiny(),
+            "ssgd",
+            Fusion::None,
+            true,
+            CollectiveMode::Native,
+            2,
+            MethodParams::default(),
+        ),
+        &costs,
+    )
+    .unwrap();
     // c: 1.1 -> 1.292; b: max(1.292, 1.3) -> 1.432; a: max(1.432, 1.6) -> 1.672.
     assert!(close(on.iter_s, 1.672), "{on:?}");
     assert!(close(on.exposed_s, 0.072));
@@ -59,12 +91,36 @@ fn tiny_schedule_by_hand_pipelining_on_and_off() {
     assert!(close(on.pack_s, 0.006));
     assert_eq!(on.buckets, 3);
     assert_eq!(on.wire_bytes, 4 * 600);
-    let off = simulate(&SimCase::new(tiny(), "ssgd", Fusion::None, false, CollectiveMode::Native, 2, MethodParams::default()), &costs).unwrap();
+    let off = simulate(
+        &SimCase::new(
+            tiny(),
+            "ssgd",
+            Fusion::None,
+            false,
+            CollectiveMode::Native,
+            2,
+            MethodParams::default(),
+        ),
+        &costs,
+    )
+    .unwrap();
     // Everything after the backward: 1.6 + 0.192 + 0.132 + 0.072.
     assert!(close(off.iter_s, 1.996), "{off:?}");
     assert!(close(off.exposed_s, 0.396));
     // One bucket: 0.06 + (0.01 + 0.24) + 0.06 + 0.006 after backward.
-    let single = simulate(&SimCase::new(tiny(), "ssgd", Fusion::Single, true, CollectiveMode::Native, 2, MethodParams::default()), &costs).unwrap();
+    let single = simulate(
+        &SimCase::new(
+            tiny(),
+            "ssgd",
+            Fusion::Single,
+            true,
+            CollectiveMode::Native,
+            2,
+            MethodParams::default(),
+        ),
+        &costs,
+    )
+    .unwrap();
     assert!(close(single.iter_s, 1.6 + 0.376), "{single:?}");
     assert_eq!(single.plan, vec![vec![0, 1, 2]]);
 }
@@ -75,7 +131,19 @@ fn ssgd_single_bucket_without_pipelining_is_the_sum_of_its_parts() {
     let wl = SimWorkload::zoo("resnet50", None, &compute, "v100").unwrap();
     let costs = CostModel::preset("10gbe").unwrap();
     for n in [2, 4, 64] {
-        let r = simulate(&SimCase::new(wl.clone(), "ssgd", Fusion::Single, false, CollectiveMode::Native, n, MethodParams::default()), &costs).unwrap();
+        let r = simulate(
+            &SimCase::new(
+                wl.clone(),
+                "ssgd",
+                Fusion::Single,
+                false,
+                CollectiveMode::Native,
+                n,
+                MethodParams::default(),
+            ),
+            &costs,
+        )
+        .unwrap();
         let sum = r.fwd_s + r.bwd_s + r.pack_s + r.compress_s + r.comm_s + r.decompress_s;
         assert!(close(r.iter_s, sum), "n={n}: {} vs {sum}", r.iter_s);
         assert_eq!(r.buckets, 1);
@@ -92,11 +160,56 @@ fn pipelining_hides_communication_and_never_loses() {
     let compute = crate::models::ComputeModel::from_preset(&crate::models::preset("v100").unwrap());
     let wl = SimWorkload::zoo("resnet50", None, &compute, "v100").unwrap();
     let costs = CostModel::preset("25gbe").unwrap();
-    for m in ["ssgd", "topk", "powersgd", "signsgd", "marsit", "qsgd", "dgc", "acpsgd", "sketch", "omgs", "sketch-fusion"] {
-        for fusion in [Fusion::None, Fusion::Bytes(25 << 20), Fusion::Planner(PlannerKind::Mgwfbp)] {
-            let on = simulate(&SimCase::new(wl.clone(), m, fusion, true, CollectiveMode::Native, 8, MethodParams::default()), &costs).unwrap();
-            let off = simulate(&SimCase::new(wl.clone(), m, fusion, false, CollectiveMode::Native, 8, MethodParams::default()), &costs).unwrap();
-            assert!(on.iter_s <= off.iter_s + 1e-12, "{m} {fusion}: on {} off {}", on.iter_s, off.iter_s);
+    for m in [
+        "ssgd",
+        "topk",
+        "powersgd",
+        "signsgd",
+        "marsit",
+        "qsgd",
+        "dgc",
+        "acpsgd",
+        "sketch",
+        "omgs",
+        "sketch-fusion",
+    ] {
+        for fusion in [
+            Fusion::None,
+            Fusion::Bytes(25 << 20),
+            Fusion::Planner(PlannerKind::Mgwfbp),
+        ] {
+            let on = simulate(
+                &SimCase::new(
+                    wl.clone(),
+                    m,
+                    fusion,
+                    true,
+                    CollectiveMode::Native,
+                    8,
+                    MethodParams::default(),
+                ),
+                &costs,
+            )
+            .unwrap();
+            let off = simulate(
+                &SimCase::new(
+                    wl.clone(),
+                    m,
+                    fusion,
+                    false,
+                    CollectiveMode::Native,
+                    8,
+                    MethodParams::default(),
+                ),
+                &costs,
+            )
+            .unwrap();
+            assert!(
+                on.iter_s <= off.iter_s + 1e-12,
+                "{m} {fusion}: on {} off {}",
+                on.iter_s,
+                off.iter_s
+            );
             assert!(on.iter_s >= on.fwd_s + on.bwd_s);
             assert_eq!(on.wire_bytes, off.wire_bytes);
             assert!(on.wire_bytes > 0);
@@ -109,17 +222,59 @@ fn allgather_methods_pay_more_with_more_workers() {
     let compute = crate::models::ComputeModel::from_preset(&crate::models::preset("v100").unwrap());
     let wl = SimWorkload::zoo("resnet50", None, &compute, "v100").unwrap();
     let costs = CostModel::preset("10gbe").unwrap();
-    let at = |n| simulate(&SimCase::new(wl.clone(), "topk", Fusion::None, false, CollectiveMode::Native, n, MethodParams::default()), &costs).unwrap();
+    let at = |n| {
+        simulate(
+            &SimCase::new(
+                wl.clone(),
+                "topk",
+                Fusion::None,
+                false,
+                CollectiveMode::Native,
+                n,
+                MethodParams::default(),
+            ),
+            &costs,
+        )
+        .unwrap()
+    };
     let (a, b) = (at(4), at(64));
     assert!(b.comm_s > a.comm_s && b.decompress_s > a.decompress_s);
     assert_eq!(a.wire_bytes, b.wire_bytes);
     // The PS pattern and all-gather of sums work for summable methods.
-    for mode in [CollectiveMode::Ps, CollectiveMode::AllGather, CollectiveMode::AllReduce] {
-        let r = simulate(&SimCase::new(wl.clone(), "ssgd", Fusion::Bytes(25 << 20), true, mode, 16, MethodParams::default()), &costs).unwrap();
+    for mode in [
+        CollectiveMode::Ps,
+        CollectiveMode::AllGather,
+        CollectiveMode::AllReduce,
+    ] {
+        let r = simulate(
+            &SimCase::new(
+                wl.clone(),
+                "ssgd",
+                Fusion::Bytes(25 << 20),
+                true,
+                mode,
+                16,
+                MethodParams::default(),
+            ),
+            &costs,
+        )
+        .unwrap();
         assert_eq!(r.collective, mode.name());
     }
     // And reject what the engine rejects.
-    assert!(simulate(&SimCase::new(wl.clone(), "topk", Fusion::None, true, CollectiveMode::AllReduce, 4, MethodParams::default()), &costs).is_err());
+    assert!(simulate(
+        &SimCase::new(
+            wl.clone(),
+            "topk",
+            Fusion::None,
+            true,
+            CollectiveMode::AllReduce,
+            4,
+            MethodParams::default()
+        ),
+        &costs
+    )
+    .is_err());
 }
 
 #[test]
@@ -128,9 +283,29 @@ fn bert_large_at_1024_workers_is_fast() {
     let wl = SimWorkload::zoo("bert-large", None, &compute, "a100").unwrap();
     assert!(wl.tensors.len() > 300);
     let costs = CostModel::preset("100gb-ib").unwrap();
-    for (m, f) in [("ssgd", Fusion::Bytes(25 << 20)), ("topk", Fusion::None), ("powersgd", Fusion::Bytes(25 << 20)), ("signsgd", Fusion::None), ("marsit", Fusion::None), ("omgs", Fusion::None), ("ssgd", Fusion::Planner(PlannerKind::Mgwfbp))] {
+    for (m, f) in [
+        ("ssgd", Fusion::Bytes(25 << 20)),
+        ("topk", Fusion::None),
+        ("powersgd", Fusion::Bytes(25 << 20)),
+        ("signsgd", Fusion::None),
+        ("marsit", Fusion::None),
+        ("omgs", Fusion::None),
+        ("ssgd", Fusion::Planner(PlannerKind::Mgwfbp)),
+    ] {
         let t0 = std::time::Instant::now();
-        let r = simulate(&SimCase::new(wl.clone(), m, f, true, CollectiveMode::Native, 1024, MethodParams::default()), &costs).unwrap();
+        let r = simulate(
+            &SimCase::new(
+                wl.clone(),
+                m,
+                f,
+                true,
+                CollectiveMode::Native,
+                1024,
+                MethodParams::default(),
+            ),
+            &costs,
+        )
+        .unwrap();
         let dt = t0.elapsed().as_secs_f64();
         assert!(dt < 2.0, "{m} {f}: {dt} s");
         assert!(r.iter_s.is_finite() && r.iter_s > 0.0);
@@ -140,7 +315,15 @@ fn bert_large_at_1024_workers_is_fast() {
 #[test]
 fn rows_and_comparison() {
     let costs = tiny_costs();
-    let case = SimCase::new(tiny(), "ssgd", Fusion::None, true, CollectiveMode::Native, 2, MethodParams::default());
+    let case = SimCase::new(
+        tiny(),
+        "ssgd",
+        Fusion::None,
+        true,
+        CollectiveMode::Native,
+        2,
+        MethodParams::default(),
+    );
     let r = simulate(&case, &costs).unwrap();
     let row = SimRow::new(&case, &r, &costs);
     assert_eq!(row.source, "simulated");
@@ -166,13 +349,35 @@ fn rows_and_comparison() {
 fn large_1d_capacity_extrapolation_matches_registration() {
     let d = 3 * LARGE_1D + 17;
     for &m in crate::compress::registry::METHODS {
-        let wl = SimWorkload { model: "x".into(), tensors: vec![TensorSpec { name: "x".into(), rows: 1, cols: d }], bwd_s: vec![0.0], fwd_s: 0.0, batch: 1, device: "t".into() };
-        let case = SimCase::new(wl, m, Fusion::None, true, CollectiveMode::Native, 8, MethodParams::default());
+        let wl = SimWorkload {
+            model: "x".into(),
+            tensors: vec![TensorSpec {
+                name: "x".into(),
+                rows: 1,
+                cols: d,
+            }],
+            bwd_s: vec![0.0],
+            fwd_s: 0.0,
+            batch: 1,
+            device: "t".into(),
+        };
+        let case = SimCase::new(
+            wl,
+            m,
+            Fusion::None,
+            true,
+            CollectiveMode::Native,
+            8,
+            MethodParams::default(),
+        );
         let mut o = WireOracle::new(&case).unwrap();
         let (ext, exact) = (o.get(1, d).unwrap(), o.exact(1, d).unwrap());
         for (a, b) in ext.iter().zip(&exact) {
             let (a, b) = (a.bytes() as f64, b.bytes() as f64);
-            assert!((a - b).abs() <= 1e-4 * b.max(1.0), "{m}: extrapolated {a} B, registered {b} B");
+            assert!(
+                (a - b).abs() <= 1e-4 * b.max(1.0),
+                "{m}: extrapolated {a} B, registered {b} B"
+            );
         }
     }
 }
@@ -202,7 +407,10 @@ fn cases_from_measured_e2e_rows() {
     assert!(!cases[1].pipelining);
     assert!(cases[2].merge && cases[2].base_method == "topk");
     let costs = CostModel::preset("10gbe").unwrap();
-    let rows: Vec<SimRow> = cases.iter().map(|c| SimRow::new(c, &simulate(c, &costs).unwrap(), &costs)).collect();
+    let rows: Vec<SimRow> = cases
+        .iter()
+        .map(|c| SimRow::new(c, &simulate(c, &costs).unwrap(), &costs))
+        .collect();
     let cmp = compare(&e2e, &rows).unwrap();
     assert_eq!(cmp.len(), 3);
     assert!(cmp.iter().any(|c| close(c.measured_s, 0.55)));
@@ -213,20 +421,42 @@ fn cases_from_measured_e2e_rows() {
 fn host_model_shifts_the_schedule_as_documented() {
     let wl = tiny();
     let costs = tiny_costs();
-    let case = SimCase::new(wl, "ssgd", Fusion::Bytes(1 << 30), false, CollectiveMode::Native, 2, MethodParams::default());
+    let case = SimCase::new(
+        wl,
+        "ssgd",
+        Fusion::Bytes(1 << 30),
+        false,
+        CollectiveMode::Native,
+        2,
+        MethodParams::default(),
+    );
     let ideal = simulate(&case, &costs).unwrap();
     // One bucket, pipelining off: start shifts everything, the one wait adds sync[0].
     let mut c = tiny_costs();
-    c.host = host::HostModel { start_s: 0.05, sync_s: [0.2, 7.0], ..host::HostModel::default() };
+    c.host = host::HostModel {
+        start_s: 0.05,
+        sync_s: [0.2, 7.0],
+        ..host::HostModel::default()
+    };
     let r = simulate(&case, &c).unwrap();
-    assert!(close(r.iter_s, ideal.iter_s + 0.05 + 0.2), "{} vs {}", r.iter_s, ideal.iter_s);
+    assert!(
+        close(r.iter_s, ideal.iter_s + 0.05 + 0.2),
+        "{} vs {}",
+        r.iter_s,
+        ideal.iter_s
+    );
     assert!(close(r.fwd_s, ideal.fwd_s + 0.05) && close(r.comm_s, ideal.comm_s + 0.2));
     // Half a core: every CPU phase takes twice as long, the collective does not.
     let mut c = tiny_costs();
     c.host.cpu_share = 0.5;
     let r = simulate(&case, &c).unwrap();
     let cpu = ideal.compress_s + ideal.decompress_s + ideal.pack_s;
-    assert!(close(r.iter_s, ideal.iter_s + cpu), "{} vs {} + {cpu}", r.iter_s, ideal.iter_s);
+    assert!(
+        close(r.iter_s, ideal.iter_s + cpu),
+        "{} vs {} + {cpu}",
+        r.iter_s,
+        ideal.iter_s
+    );
     assert!(close(r.comm_s, ideal.comm_s));
 }
 
@@ -245,17 +475,32 @@ fn cpu_share_comes_from_run_json() {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     let p = d.join("run.json");
-    std::fs::write(&p, r#"{"hosts": ["a", "a", "a", "a", "b"], "host_cores": [2, 2, 2, 2, 8]}"#).unwrap();
+    std::fs::write(
+        &p,
+        r#"{"hosts": ["a", "a", "a", "a", "b"], "host_cores": [2, 2, 2, 2, 8]}"#,
+    )
+    .unwrap();
     let (share, what) = host::cpu_share_from_run_json(&p).unwrap().unwrap();
-    assert!(close(share, 0.5) && what.contains("4 ranks on 2 cores of a"), "{share} {what}");
+    assert!(
+        close(share, 0.5) && what.contains("4 ranks on 2 cores of a"),
+        "{share} {what}"
+    );
     std::fs::write(&p, r#"{"hosts": ["a", "b"], "host_cores": [4, 4]}"#).unwrap();
-    assert!(close(host::cpu_share_from_run_json(&p).unwrap().unwrap().0, 1.0));
+    assert!(close(
+        host::cpu_share_from_run_json(&p).unwrap().unwrap().0,
+        1.0
+    ));
     // Older run.json without host_cores: unknown, not an error; inconsistent: an error.
     std::fs::write(&p, r#"{"hosts": ["a", "b"]}"#).unwrap();
     assert!(host::cpu_share_from_run_json(&p).unwrap().is_none());
     std::fs::write(&p, r#"{"hosts": ["a", "b"], "host_cores": [4]}"#).unwrap();
-    assert!(host::cpu_share_from_run_json(&p).unwrap_err().to_string().contains("host_cores"));
-    assert!(host::cpu_share_from_run_json(&d.join("missing.json")).unwrap().is_none());
+    assert!(host::cpu_share_from_run_json(&p)
+        .unwrap_err()
+        .to_string()
+        .contains("host_cores"));
+    assert!(host::cpu_share_from_run_json(&d.join("missing.json"))
+        .unwrap()
+        .is_none());
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -263,22 +508,44 @@ fn cpu_share_comes_from_run_json() {
 fn calibration_recovers_the_host_latencies_of_ssgd_rows() {
     // "Measured" rows made by the simulator with a known host; calibration must find it
     // again from the ssgd rows alone (topk rows are ignored).
-    let truth = host::HostModel { cpu_share: 0.5, start_s: 2e-4, sync_s: [3e-4, 1e-4], ..host::HostModel::default() };
-    let costs = |_: usize| -> Result<CostModel> { Ok(CostModel::with_network(Box::new(Lin { a: 2e-5, b: 1e-9 }))) };
-    let compute = crate::models::ComputeModel::from_preset(&crate::models::preset("rtx2080ti").unwrap());
+    let truth = host::HostModel {
+        cpu_share: 0.5,
+        start_s: 2e-4,
+        sync_s: [3e-4, 1e-4],
+        ..host::HostModel::default()
+    };
+    let costs = |_: usize| -> Result<CostModel> {
+        Ok(CostModel::with_network(Box::new(Lin { a: 2e-5, b: 1e-9 })))
+    };
+    let compute =
+        crate::models::ComputeModel::from_preset(&crate::models::preset("rtx2080ti").unwrap());
     let wl = SimWorkload::zoo("resnet20", None, &compute, "rtx2080ti").unwrap();
     let d = std::env::temp_dir().join(format!("gradcomp-sim-calib-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     let mut text = String::from("schema_version,model,method,fusion,pipelining,collective,aggregation,world_size,batch,device,compute,fwd_s,iter_s\n");
     for pipe in [false, true] {
-        let case = SimCase::new(wl.clone(), "ssgd", Fusion::Bytes(256 << 10), pipe, CollectiveMode::Native, 2, MethodParams::default());
+        let case = SimCase::new(
+            wl.clone(),
+            "ssgd",
+            Fusion::Bytes(256 << 10),
+            pipe,
+            CollectiveMode::Native,
+            2,
+            MethodParams::default(),
+        );
         let mut c = costs(2).unwrap();
         c.host = truth.clone();
         let r = simulate(&case, &c).unwrap();
         let on = if pipe { "on" } else { "off" };
-        text += &format!("1,resnet20,ssgd,256KiB,{on},allreduce,allreduce,2,{},rtx2080ti,sleep,{},{}\n", wl.batch, r.fwd_s, r.iter_s);
-        text += &format!("1,resnet20,topk,256KiB,{on},allgather,allgather,2,{},rtx2080ti,sleep,1.0,1.0\n", wl.batch);
+        text += &format!(
+            "1,resnet20,ssgd,256KiB,{on},allreduce,allreduce,2,{},rtx2080ti,sleep,{},{}\n",
+            wl.batch, r.fwd_s, r.iter_s
+        );
+        text += &format!(
+            "1,resnet20,topk,256KiB,{on},allgather,allgather,2,{},rtx2080ti,sleep,1.0,1.0\n",
+            wl.batch
+        );
     }
     let e2e = d.join("e2e.csv");
     std::fs::write(&e2e, text).unwrap();
@@ -286,6 +553,9 @@ fn calibration_recovers_the_host_latencies_of_ssgd_rows() {
     let h = &got[&2];
     assert_eq!(h.points, 2);
     assert!((h.start_s - 2e-4).abs() < 1e-9, "{h:?}");
-    assert!((h.sync_s[0] - 3e-4).abs() < 1e-8 && (h.sync_s[1] - 1e-4).abs() < 1e-8, "{h:?}");
+    assert!(
+        (h.sync_s[0] - 3e-4).abs() < 1e-8 && (h.sync_s[1] - 1e-4).abs() < 1e-8,
+        "{h:?}"
+    );
     let _ = std::fs::remove_dir_all(&d);
 }

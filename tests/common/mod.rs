@@ -15,7 +15,10 @@ fn is_open_mpi(launcher: &str) -> bool {
     Command::new(launcher)
         .arg("--version")
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).contains("Open MPI") || String::from_utf8_lossy(&o.stderr).contains("Open MPI"))
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout).contains("Open MPI")
+                || String::from_utf8_lossy(&o.stderr).contains("Open MPI")
+        })
         .unwrap_or(false)
 }
 
@@ -24,12 +27,14 @@ pub fn mpirun(np: usize, args: &[&str]) -> Output {
     let launcher = mpirun_cmd();
     let mut cmd = Command::new(&launcher);
     if is_open_mpi(&launcher) {
-        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
         cmd.args(["--oversubscribe", "--bind-to", "none"]);
     }
     cmd.env_remove("SLURM_NTASKS");
     cmd.arg("-np").arg(np.to_string()).arg(BIN).args(args);
-    cmd.output().expect("cannot launch mpirun: is MPI installed? (make setup)")
+    cmd.output()
+        .expect("cannot launch mpirun: is MPI installed? (make setup)")
 }
 
 pub fn stderr(o: &Output) -> String {
@@ -42,7 +47,13 @@ pub fn stdout(o: &Output) -> String {
 
 /// Fail with the full output when the run did not succeed.
 pub fn assert_ok(o: &Output) {
-    assert!(o.status.success(), "exit {:?}\nstdout:\n{}\nstderr:\n{}", o.status.code(), stdout(o), stderr(o));
+    assert!(
+        o.status.success(),
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        stdout(o),
+        stderr(o)
+    );
 }
 
 /// A fresh, empty temporary directory for one test.
@@ -62,7 +73,10 @@ pub fn root() -> &'static Path {
 pub fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
     let mut r = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let header = r.headers().unwrap().iter().map(String::from).collect();
-    let rows = r.records().map(|rec| rec.unwrap().iter().map(String::from).collect()).collect();
+    let rows = r
+        .records()
+        .map(|rec| rec.unwrap().iter().map(String::from).collect())
+        .collect();
     (header, rows)
 }
 
@@ -82,14 +96,19 @@ pub fn documented_columns(file: &str) -> Vec<String> {
             cols.push(cell.trim_matches('`').to_string());
         }
     }
-    assert!(!cols.is_empty(), "docs/csv-schema.md documents no columns for {file}");
+    assert!(
+        !cols.is_empty(),
+        "docs/csv-schema.md documents no columns for {file}"
+    );
     cols
 }
 
 /// $GRADCOMP_MAX_NP: the most ranks a test may start (unset: no cap). CI sets it to the
 /// core count for MPICH, whose oversubscribed ranks busy-poll.
 pub fn max_np() -> Option<usize> {
-    std::env::var("GRADCOMP_MAX_NP").ok().and_then(|v| v.parse().ok())
+    std::env::var("GRADCOMP_MAX_NP")
+        .ok()
+        .and_then(|v| v.parse().ok())
 }
 
 /// True (with a note) when `np` exceeds $GRADCOMP_MAX_NP: the caller skips that case.
@@ -110,9 +129,17 @@ pub fn assert_refused(np: usize, args: &[&str], words: &[&str]) -> String {
     assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
     let err = stderr(&out);
     let ours: Vec<&str> = err.lines().filter(|l| l.starts_with("gradcomp:")).collect();
-    assert_eq!(ours.len(), 1, "{args:?}: exactly one message expected, got:\n{err}");
+    assert_eq!(
+        ours.len(),
+        1,
+        "{args:?}: exactly one message expected, got:\n{err}"
+    );
     for w in words {
-        assert!(ours[0].contains(w), "{args:?}: '{w}' missing from: {}", ours[0]);
+        assert!(
+            ours[0].contains(w),
+            "{args:?}: '{w}' missing from: {}",
+            ours[0]
+        );
     }
     ours[0].to_string()
 }
