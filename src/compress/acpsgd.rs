@@ -13,10 +13,10 @@
 //! P steps** (the paper's odd steps, counted from 1), odd steps are Q steps.
 //!
 //! The residual update is local, so each step touches the matrix in one streaming pass:
-//! a P step forms `M+e`, the product and `e -= P Q^T` on the same cache-resident row; a Q
-//! step forms `M+e` and accumulates `Q`, and its `e -= P Q^T` (which needs the complete
-//! `Q`) is deferred to the next P step's pass, row by row before that row is used
-//! ([`LowRank::add_project_t_deferred`]; same arithmetic as the eager update). `feedback`
+//! a step forms `M+e` and accumulates its product, and its `e -= P Q^T` (which needs the
+//! complete product) is deferred to the next step's pass, applied chunk by chunk before
+//! the chunk is used ([`LowRank::add_project_rows_deferred`],
+//! [`LowRank::add_project_t_deferred`]; same arithmetic as the eager update). `feedback`
 //! has nothing left to do. 1-D and uncompressible tensors travel raw every step.
 
 use ndarray::{ArrayView2, ArrayViewMut2};
@@ -127,7 +127,7 @@ impl Compressor for AcpSgd {
             Slot::Raw { .. } => push_raw(&mut wire.sum_f32, grad),
             Slot::LowRank(lr) if p_step => {
                 lr.orth_q();
-                lr.add_project_rows(grad, true);
+                lr.add_project_rows_deferred(grad);
                 push_memory_order(&mut wire.sum_f32, &lr.p);
             }
             Slot::LowRank(lr) => {
@@ -267,9 +267,9 @@ mod tests {
     }
 
     #[test]
-    fn deferred_q_step_residual_equals_eager() {
-        // Q step with the residual deferred, then a P step applying it in its pass, against
-        // the eager two-pass Q step: same factors and residuals (f32 rounding aside).
+    fn deferred_residuals_equal_eager() {
+        // Both steps with the residual deferred into the next step's pass, against the
+        // eager updates: same factors and residuals (f32 rounding aside).
         let (rows, cols, r) = (37, 53, 4);
         let (mut eager, mut lazy) = (
             LowRank::new(rows, cols, r, 1, 0),
@@ -287,8 +287,8 @@ mod tests {
                 eager.orth_q();
                 lazy.orth_q();
                 eager.add_project_rows(g.view(), true);
-                lazy.add_project_rows(g.view(), true);
-                assert!(!lazy.pending);
+                lazy.add_project_rows_deferred(g.view());
+                assert!(lazy.pending, "step {s}: the fused path defers");
             }
             let close = |a: &Array2<f32>, b: &Array2<f32>| (a - b).iter().all(|v| v.abs() < 1e-4);
             assert!(

@@ -36,6 +36,10 @@ const WHOLE_ROW_Q: usize = 64 * 1024;
 /// Band width (columns) for wide matrices.
 const BAND: usize = 4096;
 
+/// Outputs of at least this size are written with streaming (non-temporal) stores: they
+/// exceed the caches, and a plain store would first read each line (write-allocate).
+const STREAM_MIN_BYTES: usize = 16 << 20;
+
 /// Rows accumulated together into `Q` (one load/store of `Q` per `RB` rows).
 const RB: usize = 4;
 
@@ -44,6 +48,11 @@ const RB: usize = 4;
 trait V8: Copy {
     unsafe fn load(p: *const f32) -> Self;
     unsafe fn store(self, p: *mut f32);
+    /// Store bypassing the caches where the lanes support it (`p` 32-byte aligned);
+    /// callers issue [`V8::fence`] after the last one.
+    unsafe fn stream(self, p: *mut f32);
+    /// Order streamed stores before later stores (`sfence`).
+    fn fence();
     fn zero() -> Self;
     fn splat(x: f32) -> Self;
     fn add(self, o: Self) -> Self;
@@ -66,6 +75,12 @@ impl V8 for Lanes {
     unsafe fn store(self, p: *mut f32) {
         std::ptr::write_unaligned(p as *mut [f32; L], self.0)
     }
+    #[inline(always)]
+    unsafe fn stream(self, p: *mut f32) {
+        self.store(p)
+    }
+    #[inline(always)]
+    fn fence() {}
     #[inline(always)]
     fn zero() -> Self {
         Lanes([0.0; L])
@@ -110,6 +125,14 @@ mod avx {
         #[inline(always)]
         unsafe fn store(self, p: *mut f32) {
             _mm256_storeu_ps(p, self.0)
+        }
+        #[inline(always)]
+        unsafe fn stream(self, p: *mut f32) {
+            _mm256_stream_ps(p, self.0)
+        }
+        #[inline(always)]
+        fn fence() {
+            unsafe { _mm_sfence() }
         }
         #[inline(always)]
         fn zero() -> Self {
@@ -203,10 +226,10 @@ fn columns<const R: usize>(a: &[f32], n: usize) -> [&[f32]; R] {
 /// `residual` also `e_i -= P[i, :] Q^T`, in one pass over `e` (and `g`). `e`, `g`: row-major
 /// `rows x cols`; `q`: column-major `cols x r`; `p`: column-major `rows x r`.
 ///
-/// With `pending = Some(Q_old)` (column-major `cols x r`), each row first applies a
-/// deferred residual `e_i -= P_old[i, :] Q_old^T`, `P_old` being `p`'s content on entry
-/// (read before the row of `p` is overwritten): the same arithmetic as the eager second
-/// pass it replaces, done while the row is in cache.
+/// With `pending = Some((P_old, Q_old))` (column-major `rows x r` and `cols x r`), each
+/// row first applies a deferred residual `e_i -= P_old[i, :] Q_old^T` in the same sweep
+/// as the product (per 8-lane chunk: subtract, add `g`, accumulate): the same arithmetic
+/// as the eager pass it replaces, done while the chunk is in registers.
 #[allow(clippy::too_many_arguments)]
 pub fn add_project_rows(
     e: &mut [f32],
@@ -216,15 +239,15 @@ pub fn add_project_rows(
     r: usize,
     p: &mut [f32],
     residual: bool,
-    pending: Option<&[f32]>,
+    pending: Option<(&[f32], &[f32])>,
 ) {
     let rows = if cols == 0 { 0 } else { e.len() / cols };
     assert!(r >= 1 && q.len() == cols * r && p.len() == rows * r && e.len() == rows * cols);
     if let Some(g) = g {
         assert_eq!(g.len(), e.len());
     }
-    if let Some(qo) = pending {
-        assert_eq!(qo.len(), q.len());
+    if let Some((po, qo)) = pending {
+        assert!(po.len() == p.len() && qo.len() == q.len());
     }
     if rows == 0 {
         return;
@@ -246,7 +269,7 @@ unsafe fn rows_avx2<const R: usize>(
     q: &[f32],
     p: &mut [f32],
     residual: bool,
-    pending: Option<&[f32]>,
+    pending: Option<(&[f32], &[f32])>,
 ) {
     rows_body::<avx::Avx, R>(e, g, cols, q, p, residual, pending)
 }
@@ -259,19 +282,26 @@ fn rows_body<V: V8, const R: usize>(
     q: &[f32],
     p: &mut [f32],
     residual: bool,
-    pending: Option<&[f32]>,
+    pending: Option<(&[f32], &[f32])>,
 ) {
     let rows = e.len() / cols;
     let qs = columns::<R>(q, cols);
-    let olds = pending.map(|qo| columns::<R>(qo, cols));
+    let olds = pending.map(|(po, qo)| (columns::<R>(po, rows), columns::<R>(qo, cols)));
     for (i, ei) in e.chunks_exact_mut(cols).enumerate() {
-        if let Some(qo) = &olds {
-            let po: [f32; R] = std::array::from_fn(|k| p[k * rows + i]);
-            row_sub::<V, R>(ei, &po, qo);
-        }
-        let pi = match g {
-            Some(g) => row_project::<V, R, true>(ei, &g[i * cols..(i + 1) * cols], &qs),
-            None => row_project::<V, R, false>(ei, &[], &qs),
+        let gi = g.map(|g| &g[i * cols..(i + 1) * cols]);
+        let pi = match (gi, &olds) {
+            (Some(gi), Some((po, qo))) => {
+                row_project::<V, R, true, true>(ei, gi, &qs, &std::array::from_fn(|k| po[k][i]), qo)
+            }
+            (None, Some((po, qo))) => row_project::<V, R, false, true>(
+                ei,
+                &[],
+                &qs,
+                &std::array::from_fn(|k| po[k][i]),
+                qo,
+            ),
+            (Some(gi), None) => row_project::<V, R, true, false>(ei, gi, &qs, &[0.0; R], &qs),
+            (None, None) => row_project::<V, R, false, false>(ei, &[], &qs, &[0.0; R], &qs),
         };
         for k in 0..R {
             p[k * rows + i] = pi[k];
@@ -282,30 +312,44 @@ fn rows_body<V: V8, const R: usize>(
     }
 }
 
-/// `e += g` (with `ADD`) and return `e Q` for one row (`g`, `qs[k]` as long as `e`).
+/// For one row: with `PEND` `e -= sum_k po[k] qos_k` (a deferred residual, summed as in
+/// [`row_sub`]), with `ADD` `e += g`, and return `e Q` (`g`, `qs[k]`, `qos[k]` as long as
+/// `e`); one sweep.
 #[inline(always)]
-fn row_project<V: V8, const R: usize, const ADD: bool>(
+fn row_project<V: V8, const R: usize, const ADD: bool, const PEND: bool>(
     e: &mut [f32],
     g: &[f32],
     qs: &[&[f32]; R],
+    po: &[f32; R],
+    qos: &[&[f32]; R],
 ) -> [f32; R] {
     let n = e.len();
     if ADD {
         assert_eq!(g.len(), n);
     }
-    for qk in qs {
-        assert_eq!(qk.len(), n);
+    for (qk, qok) in qs.iter().zip(qos) {
+        assert!(qk.len() == n && qok.len() == n);
     }
     let nc = n / L * L;
+    let pov: [V; R] = std::array::from_fn(|k| V::splat(po[k]));
     let mut acc = [V::zero(); R];
     let ep = e.as_mut_ptr();
     let mut j = 0;
     while j < nc {
-        // SAFETY: j + L <= n for e, g and every qs[k] (asserted lengths).
+        // SAFETY: j + L <= n for e, g, every qs[k] and qos[k] (asserted lengths).
         unsafe {
             let mut pc = V::load(ep.add(j));
+            if PEND {
+                let mut v = V::zero();
+                for k in 0..R {
+                    v = v.add(pov[k].mul(V::load(qos[k].as_ptr().add(j))));
+                }
+                pc = pc.sub(v);
+            }
             if ADD {
                 pc = pc.add(V::load(g.as_ptr().add(j)));
+            }
+            if ADD || PEND {
                 pc.store(ep.add(j));
             }
             for k in 0..R {
@@ -320,10 +364,17 @@ fn row_project<V: V8, const R: usize, const ADD: bool>(
     }
     for j in nc..n {
         let mut v = e[j];
+        if PEND {
+            let mut s = 0.0f32;
+            for k in 0..R {
+                s += po[k] * qos[k][j];
+            }
+            v -= s;
+        }
         if ADD {
             v += g[j];
-            e[j] = v;
         }
+        e[j] = v;
         for k in 0..R {
             out[k] += v * qs[k][j];
         }
@@ -380,18 +431,22 @@ pub fn add_project_t(
     r: usize,
     q: &mut [f32],
     residual: bool,
+    pending: Option<(&[f32], &[f32])>,
 ) {
     let rows = if cols == 0 { 0 } else { e.len() / cols };
     assert!(r >= 1 && q.len() == cols * r && p.len() == rows * r && e.len() == rows * cols);
     if let Some(g) = g {
         assert_eq!(g.len(), e.len());
     }
+    if let Some((po, qo)) = pending {
+        assert!(po.len() == p.len() && qo.len() == q.len());
+    }
     if rows == 0 {
         q.fill(0.0);
         return;
     }
     let width = if cols * r > WHOLE_ROW_Q { BAND } else { cols };
-    add_project_t_width(e, g, cols, p, r, q, residual, width)
+    add_project_t_width(e, g, cols, p, r, q, residual, pending, width)
 }
 
 /// [`add_project_t`] with an explicit band width (>= 1).
@@ -404,6 +459,7 @@ fn add_project_t_width(
     r: usize,
     q: &mut [f32],
     residual: bool,
+    pending: Option<(&[f32], &[f32])>,
     width: usize,
 ) {
     q.fill(0.0);
@@ -411,7 +467,12 @@ fn add_project_t_width(
         return;
     }
     let width = width.max(1);
-    dispatch!(r, cols_body, cols_avx2, (e, g, cols, p, q, residual, width))
+    dispatch!(
+        r,
+        cols_body,
+        cols_avx2,
+        (e, g, cols, p, q, residual, pending, width)
+    )
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -423,12 +484,14 @@ unsafe fn cols_avx2<const R: usize>(
     p: &[f32],
     q: &mut [f32],
     residual: bool,
+    pending: Option<(&[f32], &[f32])>,
     width: usize,
 ) {
-    cols_body::<avx::Avx, R>(e, g, cols, p, q, residual, width)
+    cols_body::<avx::Avx, R>(e, g, cols, p, q, residual, pending, width)
 }
 
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn cols_body<V: V8, const R: usize>(
     e: &mut [f32],
     g: Option<&[f32]>,
@@ -436,10 +499,12 @@ fn cols_body<V: V8, const R: usize>(
     p: &[f32],
     q: &mut [f32],
     residual: bool,
+    pending: Option<(&[f32], &[f32])>,
     width: usize,
 ) {
     let rows = e.len() / cols;
     let ps = columns::<R>(p, rows);
+    let olds = pending.map(|(po, qo)| (columns::<R>(po, rows), columns::<R>(qo, cols)));
     let mut j0 = 0;
     while j0 < cols {
         let j1 = (j0 + width).min(cols);
@@ -453,16 +518,42 @@ fn cols_body<V: V8, const R: usize>(
             })
         };
         let mut i = 0;
-        while i + RB <= rows {
-            let coef: [[f32; R]; RB] =
-                std::array::from_fn(|b| std::array::from_fn(|k| ps[k][i + b]));
-            band_accumulate::<V, R, RB>(e, g, cols, i, j0, j1, &coef, &mut qb);
-            i += RB;
-        }
         while i < rows {
-            let coef: [[f32; R]; 1] = [std::array::from_fn(|k| ps[k][i])];
-            band_accumulate::<V, R, 1>(e, g, cols, i, j0, j1, &coef, &mut qb);
-            i += 1;
+            let nb = if i + RB <= rows { RB } else { 1 };
+            macro_rules! block {
+                ($NB:expr) => {{
+                    let coef: [[f32; R]; $NB] =
+                        std::array::from_fn(|b| std::array::from_fn(|k| ps[k][i + b]));
+                    match &olds {
+                        Some((po, qo)) => {
+                            let pend: [[f32; R]; $NB] =
+                                std::array::from_fn(|b| std::array::from_fn(|k| po[k][i + b]));
+                            let qob: [&[f32]; R] = std::array::from_fn(|k| &qo[k][j0..j1]);
+                            band_accumulate::<V, R, $NB, true>(
+                                e, g, cols, i, j0, j1, &coef, &mut qb, &pend, &qob,
+                            )
+                        }
+                        None => band_accumulate::<V, R, $NB, false>(
+                            e,
+                            g,
+                            cols,
+                            i,
+                            j0,
+                            j1,
+                            &coef,
+                            &mut qb,
+                            &[[0.0; R]; $NB],
+                            &[&[]; R],
+                        ),
+                    }
+                }};
+            }
+            if nb == RB {
+                block!(RB)
+            } else {
+                block!(1)
+            }
+            i += nb;
         }
         j0 = j1;
     }
@@ -475,11 +566,13 @@ fn cols_body<V: V8, const R: usize>(
     }
 }
 
-/// Rows `i..i+NB`, columns `j0..j1`: `e += g` (when `g` is given) and
+/// Rows `i..i+NB`, columns `j0..j1`: with `PEND` first `e[i+b] -= sum_k pend[b][k] qob[k]`
+/// (a deferred residual, summed as in [`row_sub`]; `qob[k]` is the band of `Q_old`'s
+/// column k), then `e += g` (when `g` is given) and
 /// `q_k[j] += sum_b e[i+b, j] coef[b][k]` (`qb[k]` is the band `j0..j1` of column k).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn band_accumulate<V: V8, const R: usize, const NB: usize>(
+fn band_accumulate<V: V8, const R: usize, const NB: usize, const PEND: bool>(
     e: &mut [f32],
     g: Option<&[f32]>,
     cols: usize,
@@ -488,6 +581,8 @@ fn band_accumulate<V: V8, const R: usize, const NB: usize>(
     j1: usize,
     coef: &[[f32; R]; NB],
     qb: &mut [&mut [f32]; R],
+    pend: &[[f32; R]; NB],
+    qob: &[&[f32]; R],
 ) {
     let w = j1 - j0;
     let base = i * cols + j0;
@@ -498,24 +593,48 @@ fn band_accumulate<V: V8, const R: usize, const NB: usize>(
     for qk in qb.iter() {
         assert_eq!(qk.len(), w);
     }
+    if PEND {
+        for qk in qob {
+            assert_eq!(qk.len(), w);
+        }
+    }
     let cv: [[V; R]; NB] = std::array::from_fn(|b| std::array::from_fn(|k| V::splat(coef[b][k])));
+    let pv: [[V; R]; NB] = std::array::from_fn(|b| std::array::from_fn(|k| V::splat(pend[b][k])));
     // SAFETY (all raw accesses below): rows i..i+NB, columns j0..j1 lie inside e and g
-    // (asserted), and j + L <= w for the vector loop.
+    // (asserted), the bands have w elements, and j + L <= w for the vector loop.
     let ep = unsafe { e.as_mut_ptr().add(base) };
     let gp = g.map(|g| unsafe { g.as_ptr().add(base) });
     let nc = w / L * L;
     let mut j = 0;
     while j < nc {
         unsafe {
-            let pc: [V; NB] = std::array::from_fn(|b| {
+            // Plain loops, not closures: a closure body would not inherit the caller's
+            // AVX2 target feature if it were not inlined.
+            let mut qo = [V::zero(); R];
+            if PEND {
+                for k in 0..R {
+                    qo[k] = V::load(qob[k].as_ptr().add(j));
+                }
+            }
+            let mut pc = [V::zero(); NB];
+            for b in 0..NB {
                 let ptr = ep.add(b * cols + j);
                 let mut v = V::load(ptr);
+                if PEND {
+                    let mut s = V::zero();
+                    for k in 0..R {
+                        s = s.add(pv[b][k].mul(qo[k]));
+                    }
+                    v = v.sub(s);
+                }
                 if let Some(gp) = gp {
                     v = v.add(V::load(gp.add(b * cols + j)));
+                }
+                if PEND || gp.is_some() {
                     v.store(ptr);
                 }
-                v
-            });
+                pc[b] = v;
+            }
             for k in 0..R {
                 let mut v = pc[0].mul(cv[0][k]);
                 for b in 1..NB {
@@ -530,6 +649,13 @@ fn band_accumulate<V: V8, const R: usize, const NB: usize>(
     for j in nc..w {
         let pv: [f32; NB] = std::array::from_fn(|b| unsafe {
             let ptr = ep.add(b * cols + j);
+            if PEND {
+                let mut s = 0.0f32;
+                for k in 0..R {
+                    s += pend[b][k] * qob[k][j];
+                }
+                *ptr -= s;
+            }
             if let Some(gp) = gp {
                 *ptr += *gp.add(b * cols + j);
             }
@@ -594,21 +720,48 @@ fn recon_body<V: V8, const R: usize>(
 ) {
     let rows = out.len() / cols;
     let qs = columns::<R>(q, cols);
-    let nc = cols / L * L;
+    let stream = out.len() * 4 >= STREAM_MIN_BYTES;
     for (i, oi) in out.chunks_exact_mut(cols).enumerate() {
         let c: [f32; R] = std::array::from_fn(|k| alpha * p[k * rows + i]);
         let cv: [V; R] = std::array::from_fn(|k| V::splat(c[k]));
         let mut ei = e.as_deref_mut().map(|e| &mut e[i * cols..(i + 1) * cols]);
         let op = oi.as_mut_ptr();
-        let mut j = 0;
+        // Streamed stores need 32-byte alignment: the row's unaligned head is scalar.
+        let head = if stream {
+            ((32 - op as usize % 32) % 32 / 4).min(cols)
+        } else {
+            0
+        };
+        let nc = head + (cols - head) / L * L;
+        // The scalar element: the vector loop's sum order, so the results are identical.
+        let scalar = |j: usize| {
+            let mut v = 0.0f32;
+            for k in 0..R {
+                v += c[k] * qs[k][j];
+            }
+            v
+        };
+        for j in (0..head).chain(nc..cols) {
+            let v = scalar(j);
+            oi[j] = v;
+            if let Some(ei) = ei.as_deref_mut() {
+                ei[j] -= v;
+            }
+        }
+        let mut j = head;
         while j < nc {
-            // SAFETY: j + L <= cols for the row of out, of e and every qs[k].
+            // SAFETY: j + L <= cols for the row of out, of e and every qs[k]; with
+            // `stream`, op + j is 32-byte aligned (j - head is a multiple of L).
             unsafe {
                 let mut v = V::zero();
                 for k in 0..R {
                     v = v.add(cv[k].mul(V::load(qs[k].as_ptr().add(j))));
                 }
-                v.store(op.add(j));
+                if stream {
+                    v.stream(op.add(j));
+                } else {
+                    v.store(op.add(j));
+                }
                 if let Some(ei) = ei.as_deref_mut() {
                     let ptr = ei.as_mut_ptr().add(j);
                     V::load(ptr).sub(v).store(ptr);
@@ -616,16 +769,9 @@ fn recon_body<V: V8, const R: usize>(
             }
             j += L;
         }
-        for j in nc..cols {
-            let mut v = 0.0f32;
-            for k in 0..R {
-                v += c[k] * qs[k][j];
-            }
-            oi[j] = v;
-            if let Some(ei) = ei.as_deref_mut() {
-                ei[j] -= v;
-            }
-        }
+    }
+    if stream {
+        V::fence();
     }
 }
 
@@ -748,9 +894,9 @@ mod tests {
                             q.as_slice_memory_order_mut().unwrap(),
                         );
                         if width == 0 {
-                            add_project_t(es, gs, cols, cm(&p), r, qs, residual);
+                            add_project_t(es, gs, cols, cm(&p), r, qs, residual, None);
                         } else {
-                            add_project_t_width(es, gs, cols, cm(&p), r, qs, residual, width);
+                            add_project_t_width(es, gs, cols, cm(&p), r, qs, residual, None, width);
                         }
                         let what = format!("{rows}x{cols} r{r} width {width} residual {residual}");
                         close(&q, &want_q, &format!("Q {what}"));
@@ -772,9 +918,97 @@ mod tests {
                     r,
                     q.as_slice_memory_order_mut().unwrap(),
                     false,
+                    None,
                 );
                 close(&q, &want_q, "Q no add");
                 assert_eq!(e, pm);
+            }
+        }
+    }
+
+    #[test]
+    fn deferred_residual_in_both_passes_matches_blas() {
+        // pending = (P_old, Q_old): e = e0 - P_old Q_old^T + g, then P = e Q / Q = e^T P, in
+        // one sweep; AVX2 and portable lanes bit-identical.
+        let mut rng = Pcg64Mcg::seed_from_u64(5);
+        for &(rows, cols) in &SHAPES {
+            for r in [1usize, 3, 4, 8] {
+                let g = randn(rows, cols, false, &mut rng);
+                let e0 = randn(rows, cols, false, &mut rng);
+                let (po, qo) = (
+                    randn(rows, r, true, &mut rng),
+                    randn(cols, r, true, &mut rng),
+                );
+                let (q, p) = (
+                    randn(cols, r, true, &mut rng),
+                    randn(rows, r, true, &mut rng),
+                );
+                let pm = &(&e0 - &po.dot(&qo.t())) + &g;
+                let pend = Some((cm(&po), cm(&qo)));
+                let mut e = e0.clone();
+                let mut pout = Array2::<f32>::zeros((rows, r).f());
+                let (es, gs) = (e.as_slice_mut().unwrap(), Some(g.as_slice().unwrap()));
+                add_project_rows(
+                    es,
+                    gs,
+                    cols,
+                    cm(&q),
+                    r,
+                    pout.as_slice_memory_order_mut().unwrap(),
+                    false,
+                    pend,
+                );
+                close(&e, &pm, &format!("rows e {rows}x{cols} r{r}"));
+                close(&pout, &pm.dot(&q), &format!("rows P {rows}x{cols} r{r}"));
+                for width in [cols, 5] {
+                    let mut e2 = e0.clone();
+                    let mut qout = Array2::<f32>::zeros((cols, r).f());
+                    let es = e2.as_slice_mut().unwrap();
+                    add_project_t_width(
+                        es,
+                        gs,
+                        cols,
+                        cm(&p),
+                        r,
+                        qout.as_slice_memory_order_mut().unwrap(),
+                        false,
+                        pend,
+                        width,
+                    );
+                    close(
+                        &e2,
+                        &pm,
+                        &format!("cols e {rows}x{cols} r{r} width {width}"),
+                    );
+                    close(
+                        &qout,
+                        &pm.t().dot(&p),
+                        &format!("cols Q {rows}x{cols} r{r} width {width}"),
+                    );
+                }
+                // portable lanes give the same bits
+                let (mut e3, mut e4) = (
+                    e0.as_slice().unwrap().to_vec(),
+                    e0.as_slice().unwrap().to_vec(),
+                );
+                let (mut q3, mut q4) = (vec![0.0f32; cols * r], vec![0.0f32; cols * r]);
+                let (mut p3, mut p4) = (vec![0.0f32; rows * r], vec![0.0f32; rows * r]);
+                add_project_t(&mut e3, gs, cols, cm(&p), r, &mut q3, false, pend);
+                add_project_rows(&mut e3, gs, cols, cm(&q), r, &mut p3, false, pend);
+                macro_rules! portable {
+                    ($($R:literal),*) => {
+                        match r {
+                            $($R => {
+                                q4.fill(0.0);
+                                cols_body::<Lanes, $R>(&mut e4, gs, cols, cm(&p), &mut q4, false, pend, cols);
+                                rows_body::<Lanes, $R>(&mut e4, gs, cols, cm(&q), &mut p4, false, pend);
+                            })*
+                            _ => unreachable!(),
+                        }
+                    };
+                }
+                portable!(1, 3, 4, 8);
+                assert_eq!((&q3, &p3, &e3), (&q4, &p4, &e4), "{rows}x{cols} r{r}");
             }
         }
     }
@@ -844,11 +1078,11 @@ mod tests {
                 assert_eq!((&p1, &e1), (&p2, &e2), "rows {rows}x{cols} r{r}");
                 let mut q1 = vec![0.0f32; cols * r];
                 let mut q2 = q1.clone();
-                add_project_t(&mut e1, Some(gs), cols, &p1, r, &mut q1, true);
+                add_project_t(&mut e1, Some(gs), cols, &p1, r, &mut q1, true, None);
                 macro_rules! portable_t {
                     ($($R:literal),*) => {
                         match r {
-                            $($R => cols_body::<Lanes, $R>(&mut e2, Some(gs), cols, &p2, &mut q2, true, cols),)*
+                            $($R => cols_body::<Lanes, $R>(&mut e2, Some(gs), cols, &p2, &mut q2, true, None, cols),)*
                             _ => unreachable!(),
                         }
                     };

@@ -319,8 +319,10 @@ pub struct LowRank {
     pub q: Array2<f32>,
     /// Householder scratch (r').
     pub tau: Vec<f32>,
-    /// `Q` of a deferred residual update (cols x r', column-major): while `pending`, the
-    /// true residual is `resid - P Q_old^T` (see [`LowRank::add_project_t_deferred`]).
+    /// Factors of a deferred residual update (rows x r' and cols x r', column-major):
+    /// while `pending`, the true residual is `resid - P_old Q_old^T` (see
+    /// [`LowRank::add_project_rows_deferred`], [`LowRank::add_project_t_deferred`]).
+    p_old: Array2<f32>,
     q_old: Array2<f32>,
     pub(crate) pending: bool,
 }
@@ -337,6 +339,7 @@ impl LowRank {
             p: Array2::zeros((rows, rank).f()),
             q: Array2::zeros((cols, rank).f()),
             tau: vec![0.0; rank],
+            p_old: Array2::zeros((rows, rank).f()),
             q_old: Array2::zeros((cols, rank).f()),
             pending: false,
         };
@@ -356,42 +359,68 @@ impl LowRank {
     /// `resid += grad; P = resid Q`, and with `residual` also `resid -= P Q^T`, in one
     /// streaming pass over row blocks (the block stays in cache between the steps).
     ///
-    /// A residual deferred by [`LowRank::add_project_t_deferred`] is applied first, row by
-    /// row in the same pass (it needs `P` before this step overwrites it).
+    /// A deferred residual (`pending`) is applied first, in the same sweep.
     pub fn add_project_rows(&mut self, grad: ArrayView2<f32>, residual: bool) {
-        if self.rank <= MAX_FUSED_RANK {
-            if let (Some(g), Some(e), Some(q), Some(p)) = (
-                grad.as_slice(),
-                self.resid.as_slice_mut(),
-                col_major(&self.q),
-                col_major_mut(&mut self.p),
-            ) {
-                let pending = if self.pending {
-                    col_major(&self.q_old)
-                } else {
-                    None
-                };
-                lrk::add_project_rows(e, Some(g), self.cols, q, self.rank, p, residual, pending);
-                self.pending = false;
-                return;
+        if !self.fused_rows(grad, residual) {
+            self.settle();
+            let br = (BLOCK_ELEMS / self.cols.max(1)).max(1);
+            let mut i0 = 0;
+            while i0 < self.rows {
+                let i1 = (i0 + br).min(self.rows);
+                let mut rb = self.resid.slice_mut(s![i0..i1, ..]);
+                Zip::from(&mut rb)
+                    .and(grad.slice(s![i0..i1, ..]))
+                    .for_each(|e, &g| *e += g);
+                let mut pb = self.p.slice_mut(s![i0..i1, ..]);
+                general_mat_mul(1.0, &rb, &self.q, 0.0, &mut pb);
+                if residual {
+                    general_mat_mul(-1.0, &pb, &self.q.t(), 1.0, &mut rb);
+                }
+                i0 = i1;
             }
         }
-        self.settle();
-        let br = (BLOCK_ELEMS / self.cols.max(1)).max(1);
-        let mut i0 = 0;
-        while i0 < self.rows {
-            let i1 = (i0 + br).min(self.rows);
-            let mut rb = self.resid.slice_mut(s![i0..i1, ..]);
-            Zip::from(&mut rb)
-                .and(grad.slice(s![i0..i1, ..]))
-                .for_each(|e, &g| *e += g);
-            let mut pb = self.p.slice_mut(s![i0..i1, ..]);
-            general_mat_mul(1.0, &rb, &self.q, 0.0, &mut pb);
-            if residual {
-                general_mat_mul(-1.0, &pb, &self.q.t(), 1.0, &mut rb);
-            }
-            i0 = i1;
+    }
+
+    /// The fused-kernel path of [`LowRank::add_project_rows`]; false when the rank or a
+    /// layout needs the BLAS path (nothing done then).
+    fn fused_rows(&mut self, grad: ArrayView2<f32>, residual: bool) -> bool {
+        if self.rank > MAX_FUSED_RANK {
+            return false;
         }
+        let (Some(g), Some(e), Some(q), Some(p)) = (
+            grad.as_slice(),
+            self.resid.as_slice_mut(),
+            col_major(&self.q),
+            col_major_mut(&mut self.p),
+        ) else {
+            return false;
+        };
+        let pending = match (self.pending, col_major(&self.p_old), col_major(&self.q_old)) {
+            (true, Some(po), Some(qo)) => Some((po, qo)),
+            _ => None,
+        };
+        lrk::add_project_rows(e, Some(g), self.cols, q, self.rank, p, residual, pending);
+        self.pending = false;
+        true
+    }
+
+    /// ACP-SGD's P step with the residual deferred: `resid += grad; P = resid Q` in one
+    /// sweep (applying a pending residual first), and `resid -= P Q^T` left to the next
+    /// pass over the matrix (P and Q are saved, as the next step changes both). The
+    /// arithmetic is the eager update's; only the pass that does it moves.
+    pub fn add_project_rows_deferred(&mut self, grad: ArrayView2<f32>) {
+        if self.fused_rows(grad, false) {
+            self.defer();
+        } else {
+            self.add_project_rows(grad, true);
+        }
+    }
+
+    /// Record `resid -= P Q^T` (the current factors) as pending.
+    fn defer(&mut self) {
+        self.p_old.assign(&self.p);
+        self.q_old.assign(&self.q);
+        self.pending = true;
     }
 
     /// `resid += grad; Q = resid^T P` in one streaming pass over row blocks (Q accumulates
@@ -406,7 +435,7 @@ impl LowRank {
                 col_major(&self.p),
                 col_major_mut(&mut self.q),
             ) {
-                lrk::add_project_t(e, Some(g), self.cols, p, self.rank, q, true);
+                lrk::add_project_t(e, Some(g), self.cols, p, self.rank, q, true, None);
                 return;
             }
         }
@@ -432,12 +461,11 @@ impl LowRank {
     }
 
     /// ACP-SGD's Q step with the residual deferred: `resid += grad; Q = resid^T P` in one
-    /// pass, and `resid -= P Q^T` left to the next [`LowRank::add_project_rows`], which
-    /// applies it row by row in its own pass (Q is saved; P is unchanged until then). The
+    /// pass (applying a pending residual first, row block by row block), and
+    /// `resid -= P Q^T` left to the next pass over the matrix (P and Q are saved). The
     /// arithmetic is the eager update's; only the pass that does it moves, so an ACP-SGD
     /// step reads and writes the matrix once instead of twice.
     pub fn add_project_t_deferred(&mut self, grad: ArrayView2<f32>) {
-        self.settle();
         if self.rank <= MAX_FUSED_RANK {
             if let (Some(g), Some(e), Some(p), Some(q)) = (
                 grad.as_slice(),
@@ -445,20 +473,23 @@ impl LowRank {
                 col_major(&self.p),
                 col_major_mut(&mut self.q),
             ) {
-                lrk::add_project_t(e, Some(g), self.cols, p, self.rank, q, false);
-                self.q_old.assign(&self.q);
-                self.pending = true;
+                let pending = match (self.pending, col_major(&self.p_old), col_major(&self.q_old)) {
+                    (true, Some(po), Some(qo)) => Some((po, qo)),
+                    _ => None,
+                };
+                lrk::add_project_t(e, Some(g), self.cols, p, self.rank, q, false, pending);
+                self.defer();
                 return;
             }
         }
         self.add_project_t(grad);
     }
 
-    /// Apply a deferred residual now (`resid -= P Q_old^T`); every eager pass over
+    /// Apply a deferred residual now (`resid -= P_old Q_old^T`); every eager pass over
     /// `resid` calls this first.
     pub fn settle(&mut self) {
         if self.pending {
-            sub_deferred(&self.p, &self.q_old, &mut self.resid);
+            sub_deferred(&self.p_old, &self.q_old, &mut self.resid);
             self.pending = false;
         }
     }
@@ -467,7 +498,7 @@ impl LowRank {
     pub fn residual(&self) -> Array2<f32> {
         let mut e = self.resid.clone();
         if self.pending {
-            sub_deferred(&self.p, &self.q_old, &mut e);
+            sub_deferred(&self.p_old, &self.q_old, &mut e);
         }
         e
     }
@@ -481,7 +512,7 @@ impl LowRank {
                 col_major(&self.p),
                 col_major_mut(&mut self.q),
             ) {
-                lrk::add_project_t(e, None, self.cols, p, self.rank, q, false);
+                lrk::add_project_t(e, None, self.cols, p, self.rank, q, false, None);
                 return;
             }
         }
@@ -533,7 +564,7 @@ impl LowRank {
     }
 }
 
-/// The deferred residual update `e -= P Q_old^T` ([`LowRank::settle`]).
+/// The deferred residual update `e -= P_old Q_old^T` ([`LowRank::settle`]).
 fn sub_deferred(p: &Array2<f32>, q_old: &Array2<f32>, e: &mut Array2<f32>) {
     general_mat_mul(-1.0, p, &q_old.t(), 1.0, e);
 }
