@@ -550,7 +550,9 @@ def e2e_phases(e2e: pd.DataFrame) -> pd.DataFrame:
 
 def sim_accuracy(sv: pd.DataFrame) -> pd.DataFrame:
     """sim_vs_measured.csv rows: case parts, measured and simulated ms, error %, within tolerance."""
-    parts = sv["case"].str.split("/", expand=True)
+    # model/method/fusion/pipelining/collective/n/batch[/column=value...]: the tail tells
+    # apart cases that share the first seven parts (e.g. a rank sweep).
+    parts = sv["case"].str.split("/", n=7, expand=True)
     t = pd.DataFrame({
         "run": sv["run"],
         "model": parts[0],
@@ -564,4 +566,6 @@ def sim_accuracy(sv: pd.DataFrame) -> pd.DataFrame:
         "within": ["yes" if abs(e) <= tol else "no" for e, tol in zip(sv["rel_err"], sv["tolerance"])],
         "role": sv["role"],
     })
+    if 7 in parts.columns and parts[7].notna().any():
+        t.insert(4, "variant", parts[7].fillna(""))
     return t.sort_values(["ranks", "method", "pipelining"]).reset_index(drop=True)

@@ -25,7 +25,7 @@
 //! spell of a shared machine). The ssgd rows are calibration; every other measured case
 //! stays out of sample.
 
-use super::{cases_from_e2e_csv_with, simulate, CostModel, Result, SimCase, SimError};
+use super::{e2e_rows, simulate, CostModel, Result, SimCase, SimError};
 use crate::bench::stats::median;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -133,7 +133,7 @@ pub fn calibrate(
     let (share, share_src) =
         cpu_share.unwrap_or((1.0, "cpu share unknown: run.json without host_cores".into()));
     let mut by_n: BTreeMap<usize, Vec<Sample>> = BTreeMap::new();
-    for (case, m) in cases_from_e2e_csv_with(e2e_csv, false)? {
+    for (case, m, _) in e2e_rows(e2e_csv)? {
         let rows = by_n.entry(case.world_size).or_default();
         if case.method == CALIBRATION_METHOD && !m.compute_none {
             rows.push(Sample {

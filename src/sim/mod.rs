@@ -714,20 +714,6 @@ impl SimRow {
             cost_source: costs.describe(),
         }
     }
-
-    /// The case key shared with e2e.csv rows (see [`compare`]).
-    pub fn key(&self) -> String {
-        format!(
-            "{}/{}/{}/pipelining={}/{}/n={}/batch={}",
-            self.model,
-            self.method,
-            self.fusion,
-            self.pipelining,
-            self.collective,
-            self.world_size,
-            self.batch
-        )
-    }
 }
 
 /// Write `rows` to `path` (a new sim.csv with header, or appended without one).
@@ -765,80 +751,35 @@ pub struct Comparison {
     pub simulated_s: f64,
     /// `(simulated - measured) / measured`.
     pub rel_err: f64,
+    /// The case ran with `compute = none` (never a host calibration row).
+    pub compute_none: bool,
 }
 
-/// Pair e2e.csv rows (measured) with simulated rows by case key (model, method,
-/// fusion, pipelining, collective, world_size, batch); of measured rows of one key (repeat
-/// runs) the median counts (a slow spell of a shared machine does not move it). Cases
-/// only on one side are left out. Sorted by key.
-pub fn compare(measured_e2e_csv: &std::path::Path, sim: &[SimRow]) -> Result<Vec<Comparison>> {
-    let rerr = |e: &dyn std::fmt::Display| SimError::Read {
-        path: measured_e2e_csv.display().to_string(),
-        msg: e.to_string(),
-    };
-    let mut rdr = csv::Reader::from_path(measured_e2e_csv).map_err(|e| rerr(&e))?;
-    let header: Vec<String> = rdr
-        .headers()
-        .map_err(|e| rerr(&e))?
-        .iter()
-        .map(|h| h.trim().to_string())
-        .collect();
-    let col = |name: &str| {
-        header.iter().position(|h| h == name).ok_or_else(|| {
-            rerr(&format!(
-                "missing column `{name}` (expected e2e.csv, docs/csv-schema.md)"
-            ))
-        })
-    };
-    let cols = [
-        "model",
-        "method",
-        "fusion",
-        "pipelining",
-        "collective",
-        "world_size",
-        "batch",
-        "iter_s",
-    ]
-    .map(col);
-    let mut idx = [0usize; 8];
-    for (i, c) in cols.into_iter().enumerate() {
-        idx[i] = c?;
+/// Pair each measured case (all repeats of one e2e.csv case, [`measured_cases`]) with
+/// its simulated row (`sim[i]` simulates `measured[i].case`); of the repeats the median
+/// `iter_s` counts (a slow spell of a shared machine does not move it). Sorted by label.
+pub fn compare(measured: &[MeasuredCase], sim: &[SimRow]) -> Result<Vec<Comparison>> {
+    if measured.len() != sim.len() {
+        return Err(SimError::Input(format!(
+            "{} measured cases but {} simulated rows to compare",
+            measured.len(),
+            sim.len()
+        )));
     }
-    let mut measured: HashMap<String, Vec<f64>> = HashMap::new();
-    for rec in rdr.records() {
-        let rec = rec.map_err(|e| rerr(&e))?;
-        let g = |i: usize| rec.get(idx[i]).unwrap_or("").trim().to_string();
-        let key = format!(
-            "{}/{}/{}/pipelining={}/{}/n={}/batch={}",
-            g(0),
-            g(1),
-            g(2),
-            g(3),
-            g(4),
-            g(5),
-            g(6)
-        );
-        let v: f64 = g(7)
-            .parse()
-            .map_err(|_| rerr(&format!("iter_s `{}` is not a number", g(7))))?;
-        measured.entry(key).or_default().push(v);
-    }
-    let mut out: Vec<Comparison> = sim
+    let mut out: Vec<Comparison> = measured
         .iter()
-        .filter_map(|s| {
-            let k = s.key();
-            measured
-                .get(&k)
-                .and_then(|v| crate::bench::stats::median(&mut v.clone()))
-                .map(|meas| Comparison {
-                    key: k,
-                    method: s.method.clone(),
-                    world_size: s.world_size,
-                    measured_s: meas,
-                    simulated_s: s.iter_s,
-                    rel_err: (s.iter_s - meas) / meas,
-                })
+        .zip(sim)
+        .filter_map(|(m, s)| {
+            let mut v: Vec<f64> = m.rows.iter().map(|r| r.iter_s).collect();
+            crate::bench::stats::median(&mut v).map(|meas| Comparison {
+                key: m.label.clone(),
+                method: s.method.clone(),
+                world_size: s.world_size,
+                measured_s: meas,
+                simulated_s: s.iter_s,
+                rel_err: (s.iter_s - meas) / meas,
+                compute_none: m.rows.iter().any(|r| r.compute_none),
+            })
         })
         .collect();
     out.sort_by(|a, b| a.key.cmp(&b.key));
@@ -851,10 +792,74 @@ pub fn compare(measured_e2e_csv: &std::path::Path, sim: &[SimRow]) -> Result<Vec
 /// skipped (their backward times are not in the CSV); `compute = none` rows get zero
 /// compute. Duplicate cases (repeat runs) appear once.
 pub fn cases_from_e2e_csv(path: &std::path::Path) -> Result<Vec<SimCase>> {
-    Ok(cases_from_e2e_csv_with(path, true)?
-        .into_iter()
-        .map(|(c, _)| c)
-        .collect())
+    Ok(measured_cases(path)?.into_iter().map(|m| m.case).collect())
+}
+
+/// One case of a measured e2e.csv: every non-measurement column equal (method
+/// parameters, compute mode and device included), with all its rows (repeat runs).
+#[derive(Clone, Debug)]
+pub struct MeasuredCase {
+    pub case: SimCase,
+    /// `model/method/fusion/pipelining/collective/n/batch`, plus `/column=value` for the
+    /// columns that tell it apart from other cases with that prefix.
+    pub label: String,
+    pub rows: Vec<MeasuredRow>,
+}
+
+/// The cases of a measured e2e.csv, in first-seen order, each with its rows.
+pub fn measured_cases(path: &std::path::Path) -> Result<Vec<MeasuredCase>> {
+    let mut out: Vec<(MeasuredCase, Vec<(String, String)>)> = Vec::new();
+    let mut index: HashMap<Vec<(String, String)>, usize> = HashMap::new();
+    for (case, m, key) in e2e_rows(path)? {
+        match index.get(&key) {
+            Some(&i) => out[i].0.rows.push(m),
+            None => {
+                index.insert(key.clone(), out.len());
+                let v = |name: &str| {
+                    key.iter()
+                        .find(|(k, _)| k == name)
+                        .map_or("", |(_, v)| v.as_str())
+                };
+                let label = format!(
+                    "{}/{}/{}/pipelining={}/{}/n={}/batch={}",
+                    v("model"),
+                    v("method"),
+                    v("fusion"),
+                    v("pipelining"),
+                    v("collective"),
+                    v("world_size"),
+                    v("batch")
+                );
+                out.push((
+                    MeasuredCase {
+                        case,
+                        label,
+                        rows: vec![m],
+                    },
+                    key,
+                ));
+            }
+        }
+    }
+    // Cases sharing a label: append the columns whose values differ among them.
+    let mut by_label: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, (m, _)) in out.iter().enumerate() {
+        by_label.entry(m.label.clone()).or_default().push(i);
+    }
+    for ids in by_label.values().filter(|ids| ids.len() > 1) {
+        let keys: Vec<&Vec<(String, String)>> = ids.iter().map(|&i| &out[i].1).collect();
+        let differing: Vec<usize> = (0..keys[0].len())
+            .filter(|&c| keys.iter().any(|k| k[c].1 != keys[0][c].1))
+            .collect();
+        for &i in ids {
+            let extra: String = differing
+                .iter()
+                .map(|&c| format!("/{}={}", out[i].1[c].0, out[i].1[c].1))
+                .collect();
+            out[i].0.label.push_str(&extra);
+        }
+    }
+    Ok(out.into_iter().map(|(m, _)| m).collect())
 }
 
 /// What a measured e2e.csv row says beyond its case (host calibration, sim/host.rs).
@@ -866,12 +871,12 @@ pub struct MeasuredRow {
     pub compute_none: bool,
 }
 
-/// [`cases_from_e2e_csv`] with each row's measurements; `dedup` keeps the first row of
-/// repeated cases only.
-pub fn cases_from_e2e_csv_with(
+/// Every simulable row of an e2e.csv: its case, its measurements and its case key (every
+/// non-measurement column as `(name, value)`).
+#[allow(clippy::type_complexity)]
+pub fn e2e_rows(
     path: &std::path::Path,
-    dedup: bool,
-) -> Result<Vec<(SimCase, MeasuredRow)>> {
+) -> Result<Vec<(SimCase, MeasuredRow, Vec<(String, String)>)>> {
     use crate::engine::device::ComputeMode;
     let p = path.display().to_string();
     let rerr = |msg: String| SimError::Read {
@@ -906,7 +911,6 @@ pub fn cases_from_e2e_csv_with(
     );
     let c_compute = pos("compute");
     let (c_fwd, c_iter) = (need("fwd_s")?, need("iter_s")?);
-    let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
     for (i, rec) in rdr.records().enumerate() {
         let rec = rec.map_err(|e| rerr(e.to_string()))?;
@@ -918,13 +922,10 @@ pub fn cases_from_e2e_csv_with(
         if device == "profile" {
             continue;
         }
-        let key: Vec<String> = (0..header.len())
+        let key: Vec<(String, String)> = (0..header.len())
             .filter(|&c| !is_measurement(&header[c]))
-            .map(&g)
+            .map(|c| (header[c].clone(), g(c)))
             .collect();
-        if dedup && !seen.insert(key) {
-            continue;
-        }
         let mut params = MethodParams::default();
         let num = |name: &str| pos(name).map(&g).filter(|v| !v.is_empty());
         macro_rules! param {
@@ -979,6 +980,7 @@ pub fn cases_from_e2e_csv_with(
         out.push((
             SimCase::new(wl, &g(c_method), fusion, g(c_pipe) == "on", mode, n, params),
             measured,
+            key,
         ));
     }
     Ok(out)

@@ -2,7 +2,7 @@
 //! (no MPI: both run before, and without, MPI_Init).
 
 use super::{
-    cases_from_e2e_csv, compare, fit, simulate, write_rows, CostModel, Result, SimCase, SimError,
+    compare, fit, measured_cases, simulate, write_rows, CostModel, Result, SimCase, SimError,
     SimRow, SimWorkload,
 };
 use crate::comm::exchange::CollectiveMode;
@@ -71,11 +71,15 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         None => None,
     };
     let mut rows = Vec::new();
-    if let Some(e2e) = &req.compare {
-        for case in cases_from_e2e_csv(e2e)? {
-            let costs = costs_for(req, case.world_size, report.as_ref())?;
-            let r = simulate(&case, &costs)?;
-            rows.push(SimRow::new(&case, &r, &costs));
+    let measured = match &req.compare {
+        Some(e2e) => measured_cases(e2e)?,
+        None => Vec::new(),
+    };
+    if req.compare.is_some() {
+        for m in &measured {
+            let costs = costs_for(req, m.case.world_size, report.as_ref())?;
+            let r = simulate(&m.case, &costs)?;
+            rows.push(SimRow::new(&m.case, &r, &costs));
         }
     } else {
         for model in &req.models {
@@ -104,8 +108,8 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
     }
     write_rows(&sim_csv, &rows)?;
     let mut outside = Vec::new();
-    if let Some(e2e) = &req.compare {
-        let cmp = compare(e2e, &rows)?;
+    if req.compare.is_some() {
+        let cmp = compare(&measured, &rows)?;
         let path = req.out.join("sim_vs_measured.csv");
         let mut w = csv::Writer::from_path(&path).map_err(|e| SimError::Write {
             path: path.display().to_string(),
@@ -131,6 +135,7 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
             // These rows calibrated the host latencies at this size (sim/host.rs).
             let calibrated = req.network.is_none()
                 && c.method == super::host::CALIBRATION_METHOD
+                && !c.compute_none
                 && report
                     .as_ref()
                     .and_then(|r| r.host.get(&c.world_size))
