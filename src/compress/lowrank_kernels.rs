@@ -219,6 +219,29 @@ fn columns<const R: usize>(a: &[f32], n: usize) -> [&[f32]; R] {
     std::array::from_fn(|k| &a[k * n..(k + 1) * n])
 }
 
+/// The shape checks shared by [`add_project_rows`] and [`add_project_t`]: `e` (and `g`)
+/// `rows x cols`, `P` `rows x r`, `Q` `cols x r`, pending factors shaped like `P` and `Q`.
+/// Returns `rows`.
+fn check_args(
+    e: &[f32],
+    g: Option<&[f32]>,
+    cols: usize,
+    r: usize,
+    p_len: usize,
+    q_len: usize,
+    pending: Option<(&[f32], &[f32])>,
+) -> usize {
+    let rows = if cols == 0 { 0 } else { e.len() / cols };
+    assert!(r >= 1 && q_len == cols * r && p_len == rows * r && e.len() == rows * cols);
+    if let Some(g) = g {
+        assert_eq!(g.len(), e.len());
+    }
+    if let Some((po, qo)) = pending {
+        assert!(po.len() == p_len && qo.len() == q_len);
+    }
+    rows
+}
+
 // ---------------------------------------------------------------------------------------
 // P = (g + e) Q, e <- g + e [- P Q^T]
 
@@ -241,14 +264,7 @@ pub fn add_project_rows(
     residual: bool,
     pending: Option<(&[f32], &[f32])>,
 ) {
-    let rows = if cols == 0 { 0 } else { e.len() / cols };
-    assert!(r >= 1 && q.len() == cols * r && p.len() == rows * r && e.len() == rows * cols);
-    if let Some(g) = g {
-        assert_eq!(g.len(), e.len());
-    }
-    if let Some((po, qo)) = pending {
-        assert!(po.len() == p.len() && qo.len() == q.len());
-    }
+    let rows = check_args(e, g, cols, r, p.len(), q.len(), pending);
     if rows == 0 {
         return;
     }
@@ -423,6 +439,9 @@ fn row_sub<V: V8, const R: usize>(e: &mut [f32], c: &[f32; R], qs: &[&[f32]; R])
 /// twice while in the last-level cache, were measured: the strided row segments made
 /// them 2-5x slower than the two sequential passes.) `e`, `g`: row-major
 /// `rows x cols`; `p`: column-major `rows x r`; `q`: column-major `cols x r`, overwritten.
+///
+/// With `pending = Some((P_old, Q_old))`, each block of rows first applies a deferred
+/// residual `e_i -= P_old[i, :] Q_old^T` in the same sweep, as in [`add_project_rows`].
 pub fn add_project_t(
     e: &mut [f32],
     g: Option<&[f32]>,
@@ -433,14 +452,7 @@ pub fn add_project_t(
     residual: bool,
     pending: Option<(&[f32], &[f32])>,
 ) {
-    let rows = if cols == 0 { 0 } else { e.len() / cols };
-    assert!(r >= 1 && q.len() == cols * r && p.len() == rows * r && e.len() == rows * cols);
-    if let Some(g) = g {
-        assert_eq!(g.len(), e.len());
-    }
-    if let Some((po, qo)) = pending {
-        assert!(po.len() == p.len() && qo.len() == q.len());
-    }
+    let rows = check_args(e, g, cols, r, p.len(), q.len(), pending);
     if rows == 0 {
         q.fill(0.0);
         return;
@@ -599,7 +611,8 @@ fn band_accumulate<V: V8, const R: usize, const NB: usize, const PEND: bool>(
         }
     }
     let cv: [[V; R]; NB] = std::array::from_fn(|b| std::array::from_fn(|k| V::splat(coef[b][k])));
-    let pv: [[V; R]; NB] = std::array::from_fn(|b| std::array::from_fn(|k| V::splat(pend[b][k])));
+    let pendv: [[V; R]; NB] =
+        std::array::from_fn(|b| std::array::from_fn(|k| V::splat(pend[b][k])));
     // SAFETY (all raw accesses below): rows i..i+NB, columns j0..j1 lie inside e and g
     // (asserted), the bands have w elements, and j + L <= w for the vector loop.
     let ep = unsafe { e.as_mut_ptr().add(base) };
@@ -623,7 +636,7 @@ fn band_accumulate<V: V8, const R: usize, const NB: usize, const PEND: bool>(
                 if PEND {
                     let mut s = V::zero();
                     for k in 0..R {
-                        s = s.add(pv[b][k].mul(qo[k]));
+                        s = s.add(pendv[b][k].mul(qo[k]));
                     }
                     v = v.sub(s);
                 }

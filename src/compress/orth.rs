@@ -395,10 +395,7 @@ impl LowRank {
         ) else {
             return false;
         };
-        let pending = match (self.pending, col_major(&self.p_old), col_major(&self.q_old)) {
-            (true, Some(po), Some(qo)) => Some((po, qo)),
-            _ => None,
-        };
+        let pending = pending_factors(self.pending, &self.p_old, &self.q_old);
         lrk::add_project_rows(e, Some(g), self.cols, q, self.rank, p, residual, pending);
         self.pending = false;
         true
@@ -473,10 +470,7 @@ impl LowRank {
                 col_major(&self.p),
                 col_major_mut(&mut self.q),
             ) {
-                let pending = match (self.pending, col_major(&self.p_old), col_major(&self.q_old)) {
-                    (true, Some(po), Some(qo)) => Some((po, qo)),
-                    _ => None,
-                };
+                let pending = pending_factors(self.pending, &self.p_old, &self.q_old);
                 lrk::add_project_t(e, Some(g), self.cols, p, self.rank, q, false, pending);
                 self.defer();
                 return;
@@ -561,6 +555,19 @@ impl LowRank {
                 .for_each(|e, &o| *e -= o);
             i0 = i1;
         }
+    }
+}
+
+/// The factors of a deferred residual, as the fused kernels take them (`None` when
+/// nothing is pending).
+fn pending_factors<'a>(
+    pending: bool,
+    p_old: &'a Array2<f32>,
+    q_old: &'a Array2<f32>,
+) -> Option<(&'a [f32], &'a [f32])> {
+    match (pending, col_major(p_old), col_major(q_old)) {
+        (true, Some(po), Some(qo)) => Some((po, qo)),
+        _ => None,
     }
 }
 

@@ -357,11 +357,14 @@ impl Sketch {
         self.slots.get(t).and_then(|s| s.as_ref()).map(|s| s.s.c)
     }
 
-    /// Fill `self.hs` for tensor `t` (with `c` columns) at the current step.
-    fn set_hashes(&mut self, t: TensorId, c: usize) {
+    /// Fill `self.hs` for registered tensor `t` at the current step; returns its
+    /// column count `c`.
+    fn set_hashes(&mut self, t: TensorId) -> Result<usize> {
+        let c = bits::slot(NAME, &mut self.slots, t)?.s.c;
         for (j, h) in self.hs.iter_mut().enumerate() {
             *h = RowHash::new(self.ctx.seed, self.step, t, j, c);
         }
+        Ok(c)
     }
 
     /// Whether the AVX2 kernels run (otherwise the portable ones; same results).
@@ -462,8 +465,7 @@ impl Compressor for Sketch {
         grad: ArrayView2<f32>,
         wire: &mut Wire,
     ) -> Result<()> {
-        let c = bits::slot(NAME, &mut self.slots, t)?.s.c;
-        self.set_hashes(t, c);
+        let c = self.set_hashes(t)?;
         let Sketch {
             slots,
             hs,
@@ -476,14 +478,12 @@ impl Compressor for Sketch {
         let g = bits::input_slice(NAME, t, sl, &grad)?;
         wire.clear();
         wire.sum_f32.resize(*rows * c, 0.0);
-        #[cfg(target_arch = "x86_64")]
-        if *avx2 {
+        match *avx2 {
             // SAFETY: `avx2` is set only when the CPU has AVX2 (checked in `new`).
-            unsafe { compress_avx2(hs, &mut sl.s.e, g, &mut wire.sum_f32, mask) };
-            return Ok(());
+            #[cfg(target_arch = "x86_64")]
+            true => unsafe { compress_avx2(hs, &mut sl.s.e, g, &mut wire.sum_f32, mask) },
+            _ => compress_impl::<false>(hs, &mut sl.s.e, g, &mut wire.sum_f32, mask),
         }
-        let _ = avx2;
-        compress_impl::<false>(hs, &mut sl.s.e, g, &mut wire.sum_f32, mask);
         Ok(())
     }
 
@@ -495,8 +495,7 @@ impl Compressor for Sketch {
         out: ArrayViewMut2<f32>,
     ) -> Result<()> {
         let r = self.rows;
-        let c = bits::slot(NAME, &mut self.slots, t)?.s.c;
-        self.set_hashes(t, c);
+        let c = self.set_hashes(t)?;
         let mut rng = rng_for(self.ctx.seed, self.step, t, STREAM_SAMPLE);
         let Sketch {
             slots,
@@ -525,15 +524,12 @@ impl Compressor for Sketch {
         let out = bits::output_slice(NAME, t, sl, out)?;
         let k = sl.s.k.min(out.len());
         // 1. estimates into `out`
-        #[cfg(target_arch = "x86_64")]
-        if *avx2 {
+        match *avx2 {
             // SAFETY: `avx2` is set only when the CPU has AVX2 (checked in `new`).
-            unsafe { estimate_avx2(hs, received.sum_f32, out, est, mask, med) };
-        } else {
-            estimate_impl::<false>(hs, received.sum_f32, out, est, mask, med);
+            #[cfg(target_arch = "x86_64")]
+            true => unsafe { estimate_avx2(hs, received.sum_f32, out, est, mask, med) },
+            _ => estimate_impl::<false>(hs, received.sum_f32, out, est, mask, med),
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        estimate_impl::<false>(hs, received.sum_f32, out, est, mask, med);
         // 2. exact top-k by |est| (ties: lower index), 3. keep / 1/n / residual
         let m = if k == 0 {
             0
@@ -684,7 +680,7 @@ mod tests {
                 let (mut est, mut mask, mut med) =
                     (vec![0.0; r * SEG_MAX], vec![0; SEG_MAX], vec![0.0; r]);
                 let table: Vec<f32> = randn(22, 1, r * c).iter().copied().collect();
-                s.set_hashes(0, c);
+                assert_eq!(s.set_hashes(0).unwrap(), c);
                 let mut out = vec![0.0f32; cols];
                 if avx2 && s.avx2 {
                     #[cfg(target_arch = "x86_64")]

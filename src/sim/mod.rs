@@ -786,15 +786,6 @@ pub fn compare(measured: &[MeasuredCase], sim: &[SimRow]) -> Result<Vec<Comparis
     Ok(out)
 }
 
-/// The cases of a measured e2e.csv as simulator cases (same model, method, parameters,
-/// fusion, pipelining, collective, world size, batch and device preset), for the
-/// accuracy comparison. Rows with a measured compute profile (`device = profile`) are
-/// skipped (their backward times are not in the CSV); `compute = none` rows get zero
-/// compute. Duplicate cases (repeat runs) appear once.
-pub fn cases_from_e2e_csv(path: &std::path::Path) -> Result<Vec<SimCase>> {
-    Ok(measured_cases(path)?.into_iter().map(|m| m.case).collect())
-}
-
 /// One case of a measured e2e.csv: every non-measurement column equal (method
 /// parameters, compute mode and device included), with all its rows (repeat runs).
 #[derive(Clone, Debug)]
@@ -806,7 +797,11 @@ pub struct MeasuredCase {
     pub rows: Vec<MeasuredRow>,
 }
 
-/// The cases of a measured e2e.csv, in first-seen order, each with its rows.
+/// The cases of a measured e2e.csv as simulator cases (same model, method, parameters,
+/// fusion, pipelining, collective, world size, batch and device preset), in first-seen
+/// order, each with its rows, for the accuracy comparison. Rows with a measured compute
+/// profile (`device = profile`) are skipped (their backward times are not in the CSV);
+/// `compute = none` rows get zero compute.
 pub fn measured_cases(path: &std::path::Path) -> Result<Vec<MeasuredCase>> {
     let mut out: Vec<(MeasuredCase, Vec<(String, String)>)> = Vec::new();
     let mut index: HashMap<Vec<(String, String)>, usize> = HashMap::new();

@@ -71,12 +71,9 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         None => None,
     };
     let mut rows = Vec::new();
-    let measured = match &req.compare {
-        Some(e2e) => measured_cases(e2e)?,
-        None => Vec::new(),
-    };
-    if req.compare.is_some() {
-        for m in &measured {
+    let measured = req.compare.as_deref().map(measured_cases).transpose()?;
+    if let Some(measured) = &measured {
+        for m in measured {
             let costs = costs_for(req, m.case.world_size, report.as_ref())?;
             let r = simulate(&m.case, &costs)?;
             rows.push(SimRow::new(&m.case, &r, &costs));
@@ -108,8 +105,8 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
     }
     write_rows(&sim_csv, &rows)?;
     let mut outside = Vec::new();
-    if req.compare.is_some() {
-        let cmp = compare(&measured, &rows)?;
+    if let Some(measured) = &measured {
+        let cmp = compare(measured, &rows)?;
         let path = req.out.join("sim_vs_measured.csv");
         let mut w = csv::Writer::from_path(&path).map_err(|e| SimError::Write {
             path: path.display().to_string(),

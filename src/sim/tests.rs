@@ -431,7 +431,7 @@ fn cases_from_measured_e2e_rows() {
         measured[1].label,
         "resnet50/ssgd/none/pipelining=off/ps/n=4/batch=32"
     );
-    let cases = cases_from_e2e_csv(&e2e).unwrap();
+    let cases: Vec<SimCase> = measured.iter().map(|m| m.case.clone()).collect();
     assert_eq!(cases.len(), 4);
     assert_eq!(cases[0].collective, CollectiveMode::Native);
     assert_eq!(cases[0].params.density, 0.01);
