@@ -132,6 +132,16 @@ def _run_lines(meta):
     return lines
 
 
+def acp_vs_power(R, df, name: str, what: str):
+    """ACP-SGD vs Power-SGD per step, where the CSV has both on a compressed shape."""
+    t = T.acpsgd_vs_powersgd(df)
+    if len(t):
+        R.add("### ACP-SGD vs Power-SGD per step", "",
+              f"{what}; ACP-SGD computes and all-reduces one factor per step, Power-SGD two "
+              "(ratios are acpsgd / powersgd).", "")
+        R.table(name, t)
+
+
 def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -> str:
     """Write OUT_DIR/report.md (default: FIRST_RESULTS_DIR/report) and return its path.
 
@@ -252,12 +262,14 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
               f"Memory read bandwidth probe: {kc['mem_read_gbps'].max():.2f} GB/s; `mem_frac` = input GB/s / probe.", "")
         R.table("micro_compress", t)
         R.figs(plots.micro_compress(t, out_dir))
+        acp_vs_power(R, kc, "micro_compress_acpsgd_vs_powersgd", "kernels of one step on one rank")
     mi = res.micro
     if mi is not None and len(mi):
         t = T.micro_phases(mi)
         R.add("## One tensor through MPI (micro)", "")
         R.table("micro", t)
         R.figs(plots.micro_phases(t, out_dir))
+        acp_vs_power(R, mi, "micro_acpsgd_vs_powersgd", "one step through MPI, exchange included")
     if has_e2e:
         R.add("## Training iterations (e2e)", "",
               "Median iteration time (ms) per method, fusion plan and pipelining (own collective); speedup over "

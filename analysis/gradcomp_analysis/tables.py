@@ -502,6 +502,29 @@ def micro_compress(df: pd.DataFrame) -> pd.DataFrame:
     return t.reset_index(drop=True)
 
 
+def acpsgd_vs_powersgd(df: pd.DataFrame) -> pd.DataFrame:
+    """ACP-SGD's work per step against Power-SGD's on the same shape, rank and world size
+    (ICDCS 2023 §IV: one product, one orthogonalisation and one all-reduce per step instead
+    of two): step time (`total_s`: compress + feedback + decompress in micro-compress, plus
+    the exchange in micro), wire bytes and exchange rounds, each also as acpsgd / powersgd.
+    Only shapes Power-SGD compresses (ratio > 1); empty when either method is missing."""
+    keys = ["rows", "cols", "rank", "world_size"]
+    cols = keys + ["total_s", "wire_bytes", "rounds", "ratio"]
+    p = df.loc[df.method == "powersgd", cols]
+    a = df.loc[df.method == "acpsgd", cols]
+    m = p[p.ratio > 1].merge(a, on=keys, suffixes=("_p", "_a"))
+    t = m[keys].copy()
+    t["powersgd_step_ms"] = _ms(m.total_s_p)
+    t["acpsgd_step_ms"] = _ms(m.total_s_a)
+    t["time_ratio"] = m.total_s_a / m.total_s_p
+    t["powersgd_wire_bytes"] = m.wire_bytes_p
+    t["acpsgd_wire_bytes"] = m.wire_bytes_a
+    t["wire_ratio"] = m.wire_bytes_a / m.wire_bytes_p
+    t["powersgd_rounds"] = m.rounds_p
+    t["acpsgd_rounds"] = m.rounds_a
+    return t.reset_index(drop=True)
+
+
 def micro_phases(df: pd.DataFrame) -> pd.DataFrame:
     """One tensor through MPI: compress / comm / decompress / total per method (ms)."""
     _require(df, "no micro rows")

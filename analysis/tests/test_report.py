@@ -22,7 +22,8 @@ CONFIGS = os.path.join(os.path.dirname(__file__), "configs")
 PAPER_TABLES = ["acpsgd_main", "acpsgd_main_wide", "acpsgd_speedup_summary", "acpsgd_ablation", "acpsgd_buffer_sweep",
                 "acpsgd_rank_sweep", "acpsgd_scaling", "acpsgd_network", "dgc_ratio", "omgs", "marsit",
                 "sketch_fusion", "sketch_scaling", "sketch_scalability"]
-MICRO_TABLES = ["micro_comm_np2", "overlap_np2", "micro_compress", "micro", "e2e_resnet20_np2", "e2e_phases"]
+MICRO_TABLES = ["micro_comm_np2", "overlap_np2", "micro_compress", "micro", "e2e_resnet20_np2", "e2e_phases",
+                "micro_compress_acpsgd_vs_powersgd", "micro_acpsgd_vs_powersgd"]
 PLOTS = ["acpsgd_main.png", "acpsgd_buffer_sweep.png", "acpsgd_rank_sweep.png", "acpsgd_scaling.png", "dgc_ratio.png",
          "omgs.png", "marsit.png", "sketch_fusion.png", "sketch_scaling.png", "micro_comm_np2.png",
          "micro_compress_gbps.png", "micro_phases.png", "e2e_resnet20_np2_phases.png"]
@@ -115,6 +116,23 @@ def test_report_has_every_table_and_plot(results):
     for name in ["acpsgd_main", "acpsgd_ablation", "acpsgd_buffer_sweep", "acpsgd_rank_sweep", "dgc_ratio", "omgs",
                  "marsit", "sketch_fusion"]:
         assert name in m["tables"], name
+
+
+def test_acpsgd_vs_powersgd_is_the_csv(results):
+    """ACP-SGD's per-step table: one row per compressed shape, numbers from the CSVs."""
+    d = os.path.dirname(write_report(results))
+    for table, csv in [("micro_compress_acpsgd_vs_powersgd", "micro_compress.csv"),
+                       ("micro_acpsgd_vs_powersgd", "micro.csv")]:
+        t = pd.read_csv(os.path.join(d, table + ".csv"))
+        raw = pd.read_csv(os.path.join(results, csv))
+        assert len(t) == 1 and (t.rows.iloc[0], t.cols.iloc[0]) == (64, 48), table  # "101" is raw
+        row = lambda m: raw[(raw.method == m) & (raw.rows == 64)].iloc[0]
+        p, a = row("powersgd"), row("acpsgd")
+        assert t.acpsgd_step_ms.iloc[0] == pytest.approx(a.total_s * 1e3)
+        assert t.time_ratio.iloc[0] == pytest.approx(a.total_s / p.total_s)
+        # One factor per step (P: 64 x r or Q: 48 x r, by the step's parity) against both.
+        assert t.wire_ratio.iloc[0] in (pytest.approx(64 / 112), pytest.approx(48 / 112))
+        assert (t.powersgd_rounds.iloc[0], t.acpsgd_rounds.iloc[0]) == (2, 1)
 
 
 def test_sweep_report_every_table_and_plot_non_empty(sweep, tmp_path):

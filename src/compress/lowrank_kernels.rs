@@ -303,96 +303,139 @@ fn rows_body<V: V8, const R: usize>(
     let rows = e.len() / cols;
     let qs = columns::<R>(q, cols);
     let olds = pending.map(|(po, qo)| (columns::<R>(po, rows), columns::<R>(qo, cols)));
-    for (i, ei) in e.chunks_exact_mut(cols).enumerate() {
-        let gi = g.map(|g| &g[i * cols..(i + 1) * cols]);
-        let pi = match (gi, &olds) {
-            (Some(gi), Some((po, qo))) => {
-                row_project::<V, R, true, true>(ei, gi, &qs, &std::array::from_fn(|k| po[k][i]), qo)
-            }
-            (None, Some((po, qo))) => row_project::<V, R, false, true>(
-                ei,
-                &[],
-                &qs,
-                &std::array::from_fn(|k| po[k][i]),
-                qo,
-            ),
-            (Some(gi), None) => row_project::<V, R, true, false>(ei, gi, &qs, &[0.0; R], &qs),
-            (None, None) => row_project::<V, R, false, false>(ei, &[], &qs, &[0.0; R], &qs),
+    // Two rows per sweep: each factor chunk loaded from L2 serves both rows (the
+    // `2 r` factor columns, ~r * 40 KB at 5k columns, do not fit in L1).
+    let mut rest = &mut e[..];
+    let mut i = 0;
+    while !rest.is_empty() {
+        let nr = if rest.len() >= 2 * cols { 2 } else { 1 };
+        let (block, tail) = std::mem::take(&mut rest).split_at_mut(nr * cols);
+        rest = tail;
+        let gi = g.map(|g| &g[i * cols..(i + nr) * cols]);
+        let po: [[f32; R]; 2] = match &olds {
+            Some((po, _)) => std::array::from_fn(|b| {
+                std::array::from_fn(|k| if b < nr { po[k][i + b] } else { 0.0 })
+            }),
+            None => [[0.0; R]; 2],
         };
-        for k in 0..R {
-            p[k * rows + i] = pi[k];
+        let qo = olds.as_ref().map_or(&qs, |(_, qo)| qo);
+        let pis: [[f32; R]; 2] = if nr == 2 {
+            let (e0, e1) = block.split_at_mut(cols);
+            let (g0, g1) = gi.map_or((&[][..], &[][..]), |g| g.split_at(cols));
+            match (gi.is_some(), olds.is_some()) {
+                (true, true) => row_project::<V, R, 2, true, true>([e0, e1], [g0, g1], &qs, &po, qo),
+                (false, true) => row_project::<V, R, 2, false, true>([e0, e1], [g0, g1], &qs, &po, qo),
+                (true, false) => row_project::<V, R, 2, true, false>([e0, e1], [g0, g1], &qs, &po, qo),
+                (false, false) => row_project::<V, R, 2, false, false>([e0, e1], [g0, g1], &qs, &po, qo),
+            }
+        } else {
+            let g0 = gi.unwrap_or(&[]);
+            let po1 = [po[0]];
+            let one = match (gi.is_some(), olds.is_some()) {
+                (true, true) => row_project::<V, R, 1, true, true>([block], [g0], &qs, &po1, qo),
+                (false, true) => row_project::<V, R, 1, false, true>([block], [g0], &qs, &po1, qo),
+                (true, false) => row_project::<V, R, 1, true, false>([block], [g0], &qs, &po1, qo),
+                (false, false) => row_project::<V, R, 1, false, false>([block], [g0], &qs, &po1, qo),
+            };
+            [one[0], [0.0; R]]
+        };
+        for (b, pi) in pis.iter().enumerate().take(nr) {
+            for k in 0..R {
+                p[k * rows + i + b] = pi[k];
+            }
         }
         if residual {
-            row_sub::<V, R>(ei, &pi, &qs);
+            for (b, eb) in block.chunks_exact_mut(cols).enumerate() {
+                row_sub::<V, R>(eb, &pis[b], &qs);
+            }
         }
+        i += nr;
     }
 }
 
-/// For one row: with `PEND` `e -= sum_k po[k] qos_k` (a deferred residual, summed as in
-/// [`row_sub`]), with `ADD` `e += g`, and return `e Q` (`g`, `qs[k]`, `qos[k]` as long as
-/// `e`); one sweep.
+/// For each of `NR` rows `b` (sharing every factor load): with `PEND`
+/// `e_b -= sum_k po[b][k] qos_k` (a deferred residual, summed as in [`row_sub`]), with
+/// `ADD` `e_b += g_b`, and return `e_b Q`; one sweep. Each row's arithmetic is the same
+/// as with `NR = 1` (bit-identical results). `g[b]`, `qs[k]`, `qos[k]` as long as `e[b]`.
 #[inline(always)]
-fn row_project<V: V8, const R: usize, const ADD: bool, const PEND: bool>(
-    e: &mut [f32],
-    g: &[f32],
+fn row_project<V: V8, const R: usize, const NR: usize, const ADD: bool, const PEND: bool>(
+    mut e: [&mut [f32]; NR],
+    g: [&[f32]; NR],
     qs: &[&[f32]; R],
-    po: &[f32; R],
+    po: &[[f32; R]],
     qos: &[&[f32]; R],
-) -> [f32; R] {
-    let n = e.len();
-    if ADD {
-        assert_eq!(g.len(), n);
+) -> [[f32; R]; NR] {
+    let n = e[0].len();
+    for b in 0..NR {
+        assert_eq!(e[b].len(), n);
+        if ADD {
+            assert_eq!(g[b].len(), n);
+        }
     }
+    assert!(po.len() >= NR);
     for (qk, qok) in qs.iter().zip(qos) {
         assert!(qk.len() == n && qok.len() == n);
     }
     let nc = n / L * L;
-    let pov: [V; R] = std::array::from_fn(|k| V::splat(po[k]));
-    let mut acc = [V::zero(); R];
-    let ep = e.as_mut_ptr();
+    let pov: [[V; R]; NR] = std::array::from_fn(|b| std::array::from_fn(|k| V::splat(po[b][k])));
+    let mut acc = [[V::zero(); R]; NR];
+    let eps: [*mut f32; NR] = std::array::from_fn(|b| e[b].as_mut_ptr());
     let mut j = 0;
     while j < nc {
-        // SAFETY: j + L <= n for e, g, every qs[k] and qos[k] (asserted lengths).
+        // SAFETY: j + L <= n for every e[b], g[b], qs[k] and qos[k] (asserted lengths);
+        // the rows are distinct slices, written only through their own pointer.
         unsafe {
-            let mut pc = V::load(ep.add(j));
-            if PEND {
-                let mut v = V::zero();
-                for k in 0..R {
-                    v = v.add(pov[k].mul(V::load(qos[k].as_ptr().add(j))));
+            let q: [V; R] = std::array::from_fn(|k| V::load(qs[k].as_ptr().add(j)));
+            let qo: [V; R] = if PEND {
+                std::array::from_fn(|k| V::load(qos[k].as_ptr().add(j)))
+            } else {
+                [V::zero(); R]
+            };
+            for b in 0..NR {
+                let mut pc = V::load(eps[b].add(j));
+                if PEND {
+                    let mut v = V::zero();
+                    for k in 0..R {
+                        v = v.add(pov[b][k].mul(qo[k]));
+                    }
+                    pc = pc.sub(v);
                 }
-                pc = pc.sub(v);
-            }
-            if ADD {
-                pc = pc.add(V::load(g.as_ptr().add(j)));
-            }
-            if ADD || PEND {
-                pc.store(ep.add(j));
-            }
-            for k in 0..R {
-                acc[k] = acc[k].add(pc.mul(V::load(qs[k].as_ptr().add(j))));
+                if ADD {
+                    pc = pc.add(V::load(g[b].as_ptr().add(j)));
+                }
+                if ADD || PEND {
+                    pc.store(eps[b].add(j));
+                }
+                for k in 0..R {
+                    acc[b][k] = acc[b][k].add(pc.mul(q[k]));
+                }
             }
         }
         j += L;
     }
-    let mut out = [0.0f32; R];
-    for k in 0..R {
-        out[k] = acc[k].hsum();
-    }
-    for j in nc..n {
-        let mut v = e[j];
-        if PEND {
-            let mut s = 0.0f32;
-            for k in 0..R {
-                s += po[k] * qos[k][j];
-            }
-            v -= s;
-        }
-        if ADD {
-            v += g[j];
-        }
-        e[j] = v;
+    let mut out = [[0.0f32; R]; NR];
+    for b in 0..NR {
         for k in 0..R {
-            out[k] += v * qs[k][j];
+            out[b][k] = acc[b][k].hsum();
+        }
+        for j in nc..n {
+            // SAFETY: j < n = e[b].len().
+            let mut v = unsafe { *eps[b].add(j) };
+            if PEND {
+                let mut s = 0.0f32;
+                for k in 0..R {
+                    s += po[b][k] * qos[k][j];
+                }
+                v -= s;
+            }
+            if ADD {
+                v += g[b][j];
+            }
+            // SAFETY: as above.
+            unsafe { *eps[b].add(j) = v };
+            for k in 0..R {
+                out[b][k] += v * qs[k][j];
+            }
         }
     }
     out
