@@ -319,24 +319,21 @@ fn rows_body<V: V8, const R: usize>(
             None => [[0.0; R]; 2],
         };
         let qo = olds.as_ref().map_or(&qs, |(_, qo)| qo);
+        let (add, pend) = (gi.is_some(), olds.is_some());
         let pis: [[f32; R]; 2] = if nr == 2 {
             let (e0, e1) = block.split_at_mut(cols);
             let (g0, g1) = gi.map_or((&[][..], &[][..]), |g| g.split_at(cols));
-            match (gi.is_some(), olds.is_some()) {
-                (true, true) => row_project::<V, R, 2, true, true>([e0, e1], [g0, g1], &qs, &po, qo),
-                (false, true) => row_project::<V, R, 2, false, true>([e0, e1], [g0, g1], &qs, &po, qo),
-                (true, false) => row_project::<V, R, 2, true, false>([e0, e1], [g0, g1], &qs, &po, qo),
-                (false, false) => row_project::<V, R, 2, false, false>([e0, e1], [g0, g1], &qs, &po, qo),
-            }
+            project_rows_block::<V, R, 2>([e0, e1], [g0, g1], &qs, &po, qo, add, pend)
         } else {
-            let g0 = gi.unwrap_or(&[]);
-            let po1 = [po[0]];
-            let one = match (gi.is_some(), olds.is_some()) {
-                (true, true) => row_project::<V, R, 1, true, true>([block], [g0], &qs, &po1, qo),
-                (false, true) => row_project::<V, R, 1, false, true>([block], [g0], &qs, &po1, qo),
-                (true, false) => row_project::<V, R, 1, true, false>([block], [g0], &qs, &po1, qo),
-                (false, false) => row_project::<V, R, 1, false, false>([block], [g0], &qs, &po1, qo),
-            };
+            let one = project_rows_block::<V, R, 1>(
+                [block],
+                [gi.unwrap_or(&[])],
+                &qs,
+                &po,
+                qo,
+                add,
+                pend,
+            );
             [one[0], [0.0; R]]
         };
         for (b, pi) in pis.iter().enumerate().take(nr) {
@@ -350,6 +347,25 @@ fn rows_body<V: V8, const R: usize>(
             }
         }
         i += nr;
+    }
+}
+
+/// [`row_project`] with its `ADD` / `PEND` flags chosen at run time.
+#[inline(always)]
+fn project_rows_block<V: V8, const R: usize, const NR: usize>(
+    e: [&mut [f32]; NR],
+    g: [&[f32]; NR],
+    qs: &[&[f32]; R],
+    po: &[[f32; R]],
+    qos: &[&[f32]; R],
+    add: bool,
+    pend: bool,
+) -> [[f32; R]; NR] {
+    match (add, pend) {
+        (true, true) => row_project::<V, R, NR, true, true>(e, g, qs, po, qos),
+        (false, true) => row_project::<V, R, NR, false, true>(e, g, qs, po, qos),
+        (true, false) => row_project::<V, R, NR, true, false>(e, g, qs, po, qos),
+        (false, false) => row_project::<V, R, NR, false, false>(e, g, qs, po, qos),
     }
 }
 
