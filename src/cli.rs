@@ -67,8 +67,9 @@ pub enum Command {
       --min-bytes 4 --max-bytes 16MiB --check --out results/comm")]
     MicroComm(MicroCommArgs),
     /// Each method's compress / feedback / decompress kernels on every rank alone
-    #[command(after_help = "Example:
-  gradcomp micro-compress --methods topk,dgc,signsgd,powersgd,acpsgd --shape 5057x5054 --density 0.001 --rank 4")]
+    #[command(after_help = "Examples:
+  gradcomp micro-compress --methods topk,dgc,signsgd,powersgd,acpsgd --shape 5057x5054 --density 0.001 --rank 4
+  gradcomp micro-compress --methods topk,signsgd,powersgd,acpsgd --model resnet50   # every layer per step")]
     MicroCompress(CompressArgs),
     /// One tensor through compress -> collective -> decompress, per method, under MPI
     #[command(after_help = "Example:
@@ -150,12 +151,16 @@ pub struct CompressArgs {
         long = "shape",
         value_delimiter = ',',
         value_name = "LIST",
-        required_unless_present = "numel"
+        required_unless_present_any = ["numel", "models"]
     )]
     pub shapes: Vec<String>,
     /// 1-D tensor sizes in elements, comma-separated (same as --shape N)
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub numel: Vec<String>,
+    /// micro-compress only: models, comma-separated (see `gradcomp models`); every layer is
+    /// compressed in turn per step (one row per model)
+    #[arg(long = "model", value_delimiter = ',', value_name = "LIST")]
+    pub models: Vec<String>,
     #[command(flatten)]
     pub params: ParamArgs,
     /// Timed iterations [default: 50 up to 1M elements, 20 up to 16M, then 10]
@@ -475,6 +480,7 @@ impl CompressArgs {
         CompressSection {
             methods: self.methods.clone(),
             shapes: self.shapes.iter().chain(&self.numel).cloned().collect(),
+            models: self.models.clone(),
             densities: self.params.density.clone(),
             ranks: self.params.rank.clone(),
             params: self.params.params(),

@@ -223,7 +223,11 @@ pub const MAX_TENSOR_ELEMENTS: usize = i32::MAX as usize / 2;
 pub struct CompressSection {
     pub methods: Vec<String>,
     /// `ROWSxCOLS` or `N` per tensor.
+    #[serde(default)]
     pub shapes: Vec<String>,
+    /// micro-compress only: zoo models whose every layer is compressed in turn per step.
+    #[serde(default)]
+    pub models: Vec<String>,
     /// Density sweep (overrides params.density).
     #[serde(default)]
     pub densities: Option<Vec<f64>>,
@@ -247,6 +251,8 @@ pub struct CompressSection {
 pub struct CompressSpec {
     pub methods: Vec<String>,
     pub shapes: Vec<Shape>,
+    /// micro-compress only: zoo models (every layer per step, one row per model).
+    pub models: Vec<String>,
     pub params: Vec<crate::compress::MethodParams>,
     pub iters: Option<u64>,
     pub warmup: Option<u64>,
@@ -282,11 +288,32 @@ impl CompressSection {
                 methods.push(m);
             }
         }
-        if self.shapes.is_empty() {
+        if !self.models.is_empty() && with_check {
+            return Err(origin.invalid(
+                "models",
+                "applies to micro-compress only; give [[micro]] tensor shapes instead",
+            ));
+        }
+        if self.shapes.is_empty() && self.models.is_empty() {
             return Err(origin.invalid(
                 "shapes",
-                "is empty; give one or more shapes (ROWSxCOLS or N)",
+                if with_check {
+                    "is empty; give one or more shapes (ROWSxCOLS or N)".to_string()
+                } else {
+                    format!(
+                        "is empty and so is models; give shapes (ROWSxCOLS or N) or models ({})",
+                        crate::models::names().join(", ")
+                    )
+                },
             ));
+        }
+        let mut models: Vec<String> = Vec::new();
+        for m in &self.models {
+            let m = m.trim().to_string();
+            crate::models::build(&m).map_err(|e| origin.invalid("models", e))?;
+            if !models.contains(&m) {
+                models.push(m);
+            }
         }
         let shapes = self
             .shapes
@@ -351,6 +378,7 @@ impl CompressSection {
         Ok(CompressSpec {
             methods,
             shapes,
+            models,
             params,
             iters: self.iters,
             warmup: self.warmup,
@@ -490,6 +518,7 @@ impl E2eSection {
         let cs = CompressSection {
             methods: methods.iter().map(|m| base_method(m).to_string()).collect(),
             shapes: vec!["1".into()],
+            models: Vec::new(),
             densities: self.densities.clone(),
             ranks: self.ranks.clone(),
             params: self.params.clone(),
@@ -753,7 +782,11 @@ pub enum Case {
     },
     MicroCompress {
         method: String,
+        /// The tensor; for a model, its whole gradient as one 1-D shape.
         shape: Shape,
+        /// A zoo model: every layer compressed in turn per step (absent: one tensor).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
         params: crate::compress::MethodParams,
         iters: u64,
         warmup: u64,
@@ -864,6 +897,11 @@ impl Case {
                     crate::units::HumanBytes(*bytes)
                 )
             }
+            Case::MicroCompress {
+                method,
+                model: Some(model),
+                ..
+            } => format!("micro-compress {method} {model}"),
             Case::MicroCompress { method, shape, .. } => format!("micro-compress {method} {shape}"),
             Case::Micro { method, shape, .. } => format!("micro {method} {shape}"),
             Case::E2e(c) => format!(
@@ -961,10 +999,32 @@ impl Config {
                             Case::MicroCompress {
                                 method,
                                 shape,
+                                model: None,
                                 params,
                                 iters,
                                 warmup,
                             }
+                        });
+                    }
+                }
+                for model in &s.models {
+                    // Validated: the zoo has it.
+                    let Ok(m) = crate::models::build(model) else {
+                        continue;
+                    };
+                    let shape = Shape {
+                        rows: 1,
+                        cols: m.params(),
+                    };
+                    for params in &s.params {
+                        let (di, dw) = default_compress_iters(shape.numel());
+                        out.push(Case::MicroCompress {
+                            method: method.clone(),
+                            shape,
+                            model: Some(model.clone()),
+                            params: params.clone(),
+                            iters: s.iters.unwrap_or(di),
+                            warmup: s.warmup.unwrap_or(dw),
                         });
                     }
                 }

@@ -56,8 +56,8 @@ fn micro_check_passes_for_every_method() {
         assert_eq!(wire("signsgd-mv"), 4 * d.div_ceil(32));
         assert_eq!(wire("topk"), 8 * k);
         assert_eq!(wire("powersgd"), 4 * (96 + 70) * 4);
-        // The first timed step is step 1 (after one warm-up step): ACP-SGD sends only Q there.
-        assert_eq!(wire("acpsgd"), 4 * 70 * 4);
+        // The mean over the timed steps 1, 2, 3 (one warm-up step): ACP-SGD sends Q, P, Q.
+        assert_eq!(wire("acpsgd"), (4 * (70 + 96 + 70) * 4 + 1) / 3);
         assert_eq!(wire("marsit"), 4 + 4 * d.div_ceil(32));
     }
 }
@@ -121,6 +121,59 @@ fn micro_compress_reports_kernels_and_fidelity() {
             "ssgd" => assert_eq!(rel, 0.0),
             m => assert!(rel.is_finite() && rel > 0.0, "{m}: {rel}"),
         }
+    }
+}
+
+#[test]
+fn micro_compress_over_a_models_layers() {
+    let dir = tmpdir("mc-model");
+    let out = mpirun(
+        2,
+        &[
+            "micro-compress",
+            "--methods",
+            "ssgd,signsgd,topk,powersgd",
+            "--model",
+            "resnet20",
+            "--shape",
+            "16x144",
+            "--iters",
+            "3",
+            "--warmup",
+            "1",
+            "--quiet",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    );
+    assert_ok(&out);
+    let (header, rows) = read_csv(&dir.join("micro_compress.csv"));
+    assert_eq!(header, documented_columns("micro_compress.csv"));
+    let col = |n: &str| header.iter().position(|c| c == n).unwrap();
+    let models: Vec<&Vec<String>> = rows.iter().filter(|r| r[col("model")] == "resnet20").collect();
+    assert_eq!(models.len(), 4, "one model row per method");
+    // ResNet-20: 59 tensors, 269,722 parameters (tests/data/models.csv).
+    for r in &models {
+        assert_eq!((r[col("rows")].as_str(), r[col("cols")].as_str()), ("", ""));
+        assert_eq!(r[col("tensors")], "59");
+        assert_eq!(r[col("numel")], "269722");
+        assert_eq!(r[col("dense_bytes")], (4 * 269722).to_string());
+        for c in ["compress_s", "decompress_s", "rel_error"] {
+            let v: f64 = r[col(c)].parse().unwrap();
+            assert!(v.is_finite() && v >= 0.0, "{c} = {v}");
+        }
+        let wire: u64 = r[col("wire_bytes")].parse().unwrap();
+        match r[col("method")].as_str() {
+            // Dense: every layer's fp32 gradient, exact.
+            "ssgd" => {
+                assert_eq!(wire, 4 * 269722);
+                assert_eq!(r[col("rel_error")], "0");
+            }
+            m => assert!(wire > 0 && wire < 4 * 269722, "{m}: {wire}"),
+        }
+    }
+    for r in rows.iter().filter(|r| r[col("model")].is_empty()) {
+        assert_eq!((r[col("rows")].as_str(), r[col("tensors")].as_str()), ("16", "1"));
     }
 }
 
@@ -226,4 +279,15 @@ fn bad_method_input_is_refused() {
     for (args, words) in cases {
         assert_refused(2, args, words);
     }
+    // Models: micro-compress only, and only zoo names.
+    assert_refused(
+        2,
+        &["micro", "--methods", "ssgd", "--model", "resnet20"],
+        &["--model", "micro-compress only"],
+    );
+    assert_refused(
+        2,
+        &["micro-compress", "--methods", "ssgd", "--model", "resnet21"],
+        &["--model", "resnet21"],
+    );
 }

@@ -49,7 +49,10 @@ def micro_comm(df: pd.DataFrame, out_dir: str) -> list:
 def micro_compress(t: pd.DataFrame, out_dir: str) -> list:
     """Compression GB/s (fp32 input) per method and shape, with the memory read bandwidth line."""
     fig, ax = plt.subplots(figsize=(10, 4))
-    t = t.assign(shape=t["rows"].astype(str) + "x" + t["cols"].astype(str))
+    shape = t["rows"].astype("Int64").astype(str) + "x" + t["cols"].astype("Int64").astype(str)
+    if "model" in t.columns:  # a model row: every layer of the model per step
+        shape = shape.where(t["model"].isna() | (t["model"] == ""), t["model"].astype(str) + " (layers)")
+    t = t.assign(shape=shape)
     p = t.pivot_table(index="method", columns="shape", values="input_gbps", sort=False)
     p.plot.bar(ax=ax)
     mem = t["mem_read_gbps"].max()

@@ -37,7 +37,7 @@ HOW = {
 
 
 def fmt(v) -> str:
-    if v is None or (isinstance(v, float) and pd.isna(v)):
+    if v is None or v is pd.NA or (isinstance(v, float) and pd.isna(v)):
         return ""
     if isinstance(v, float):
         if v != v:

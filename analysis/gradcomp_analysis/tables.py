@@ -495,8 +495,10 @@ def micro_comm_tables(df: pd.DataFrame) -> dict:
 def micro_compress(df: pd.DataFrame) -> pd.DataFrame:
     """Compression throughput per method and shape, with the memory read bandwidth."""
     _require(df, "no micro_compress rows")
-    t = df[["method", "rows", "cols", "world_size", "compress_s", "feedback_s", "decompress_s", "input_gbps",
+    shape = ["rows", "cols"] + [c for c in ["model", "tensors"] if c in df.columns]  # model: added in session 12
+    t = df[["method"] + shape + ["world_size", "compress_s", "feedback_s", "decompress_s", "input_gbps",
             "compress_gbps", "decompress_gbps", "mem_read_gbps", "mem_frac", "wire_bytes", "ratio", "rel_error"]].copy()
+    t[["rows", "cols"]] = t[["rows", "cols"]].astype("Int64")  # empty on model rows
     for c in ["compress_s", "feedback_s", "decompress_s"]:
         t[c.replace("_s", "_ms")] = _ms(t.pop(c))
     return t.reset_index(drop=True)
@@ -508,10 +510,12 @@ def acpsgd_vs_powersgd(df: pd.DataFrame) -> pd.DataFrame:
     of two): step time (`total_s`: compress + feedback + decompress in micro-compress, plus
     the exchange in micro), wire bytes and exchange rounds, each also as acpsgd / powersgd.
     Only shapes Power-SGD compresses (ratio > 1); empty when either method is missing."""
-    keys = ["rows", "cols", "rank", "world_size"]
+    keys = ([c for c in ["model"] if c in df.columns]) + ["rows", "cols", "rank", "world_size"]
     cols = keys + ["total_s", "wire_bytes", "rounds", "ratio"]
     p = df.loc[df.method == "powersgd", cols]
     a = df.loc[df.method == "acpsgd", cols]
+    # Model rows have no rows/cols: merge on the model name (filled) instead.
+    p, a = (x.fillna({"model": ""}) if "model" in x.columns else x for x in (p, a))
     m = p[p.ratio > 1].merge(a, on=keys, suffixes=("_p", "_a"))
     t = m[keys].copy()
     t["powersgd_step_ms"] = _ms(m.total_s_p)

@@ -2,7 +2,10 @@
 //! compress -> exchange -> decompress under MPI). Measurement only: raw per-iteration
 //! phase times (max over ranks), wire bytes and check outcomes.
 
-use super::tensors::{gradient, integer_gradient, rel_error, GRADIENT_SETS};
+use super::stats::mean_bytes_per_step;
+use super::tensors::{
+    gradient, integer_gradient, rel_error, rel_from_parts, sq_error_parts, GRADIENT_SETS,
+};
 use crate::comm::exchange::{received_alone, Exchange};
 use crate::comm::World;
 use crate::compress::{orth, registry, Compressor, MethodParams, Wire, WireLen, WorkerCtx};
@@ -59,7 +62,7 @@ pub struct CompressMeasurement {
     pub aggregation: &'static str,
     pub rounds: usize,
     pub times: PhaseTimes,
-    /// Wire bytes this rank sent in the first timed step (max over ranks).
+    /// Wire bytes this rank sent per timed step (mean over the steps, max over ranks).
     pub wire_bytes: u64,
     /// micro-compress: ||decompress(compress(g)) - g|| / ||g|| at step 0, single worker.
     pub rel_error: f64,
@@ -93,13 +96,7 @@ fn setup(
     let cap = (0..comp.rounds())
         .map(|r| comp.wire_capacity(0, r))
         .fold(WireLen::default(), WireLen::max);
-    let mut wire = Wire::default();
-    wire.reserve(cap);
-    // Touch the wire buffers so the first timed step does not pay for page faults.
-    wire.sum_f32.resize(cap.sum_f32, 0.0);
-    wire.gather_u32.resize(cap.gather_u32, 0);
-    wire.ring_u32.resize(cap.ring_u32, 0);
-    wire.clear();
+    let wire = Wire::with_touched_capacity(cap);
     let grads = (0..GRADIENT_SETS)
         .map(|s| gradient(shape, seed, s, world.rank))
         .collect();
@@ -124,7 +121,7 @@ pub fn measure_kernels(
 ) -> Result<CompressMeasurement> {
     let mut s = setup(world, method, shape, params, seed, 1)?;
     let mut times = PhaseTimes::with_capacity(iters as usize);
-    let mut wire_bytes = 0u64;
+    let mut wire_total = 0u64;
     let mut rel = f64::NAN;
     for step in 0..warmup + iters {
         let g = s.grads[step as usize % GRADIENT_SETS].view();
@@ -155,9 +152,7 @@ pub fn measure_kernels(
             rel = rel_error(flat(&s.out.view())?, flat(&g)?);
         }
         if step >= warmup {
-            if step == warmup {
-                wire_bytes = step_bytes;
-            }
+            wire_total += step_bytes;
             times.push(tc, tf, 0.0, td);
         }
     }
@@ -166,8 +161,106 @@ pub fn measure_kernels(
         aggregation: s.comp.aggregation().name(),
         rounds: s.comp.rounds(),
         times,
-        wire_bytes: world.max_u64(wire_bytes),
+        wire_bytes: world.max_u64(mean_bytes_per_step(wire_total, iters)),
         rel_error: rel,
+        check: None,
+    })
+}
+
+/// micro-compress over a zoo model: per step every layer's compress, feedback and
+/// decompress in backward order (as one e2e iteration compresses them, on gradients
+/// that are not in the cache from the previous call), each phase summed over the
+/// layers; every rank alone. `rel_error` is over the whole gradient at step 0.
+pub fn measure_model_kernels(
+    world: &World,
+    method: &str,
+    model: &crate::models::Model,
+    params: &MethodParams,
+    seed: u64,
+    iters: u64,
+    warmup: u64,
+) -> Result<CompressMeasurement> {
+    let ctx = WorkerCtx {
+        rank: world.rank,
+        world_size: 1,
+        seed,
+    };
+    let tensors = crate::engine::TensorSpec::of_model(model);
+    let mut comp = registry::build(method, params, ctx)?;
+    let mut cap = WireLen::default();
+    for (t, ts) in tensors.iter().enumerate() {
+        comp.register(t, ts.rows, ts.cols)?;
+    }
+    for t in 0..tensors.len() {
+        for r in 0..comp.rounds() {
+            cap = cap.max(comp.wire_capacity(t, r));
+        }
+    }
+    let mut wire = Wire::with_touched_capacity(cap);
+    // One gradient per layer, seeded per layer as the e2e engine does.
+    let grads: Vec<Array2<f32>> = tensors
+        .iter()
+        .enumerate()
+        .map(|(t, ts)| {
+            gradient(
+                Shape {
+                    rows: ts.rows,
+                    cols: ts.cols,
+                },
+                seed ^ t as u64,
+                0,
+                world.rank,
+            )
+        })
+        .collect();
+    let max_numel = tensors.iter().map(|t| t.numel()).max().unwrap_or(0);
+    let mut out = vec![0f32; max_numel];
+    let mut counts = vec![0usize; 1];
+    let mut times = PhaseTimes::with_capacity(iters as usize);
+    let mut wire_total = 0u64;
+    let (mut err_num, mut err_den) = (0f64, 0f64);
+    for step in 0..warmup + iters {
+        comp.begin_step(step);
+        let (mut tc, mut tf, mut td) = (0.0, 0.0, 0.0);
+        let mut step_bytes = 0u64;
+        world.barrier();
+        for t in (0..tensors.len()).rev() {
+            let (rows, cols) = (tensors[t].rows, tensors[t].cols);
+            let g = grads[t].view();
+            for round in 0..comp.rounds() {
+                let view = ndarray::ArrayViewMut2::from_shape((rows, cols), &mut out[..rows * cols])
+                    .map_err(|e| Error::Runtime(e.to_string()))?;
+                let t0 = world.time();
+                comp.compress(t, round, g, &mut wire)?;
+                let t1 = world.time();
+                comp.feedback(t, round)?;
+                let t2 = world.time();
+                counts[0] = wire.gather_u32.len();
+                comp.decompress(t, round, &received_alone(&wire, &counts), view)?;
+                let t3 = world.time();
+                tc += t1 - t0;
+                tf += t2 - t1;
+                td += t3 - t2;
+                step_bytes += wire.bytes() as u64;
+            }
+            if step == 0 {
+                let (n, d) = sq_error_parts(&out[..rows * cols], flat(&g)?);
+                err_num += n;
+                err_den += d;
+            }
+        }
+        if step >= warmup {
+            wire_total += step_bytes;
+            times.push(tc, tf, 0.0, td);
+        }
+    }
+    times.reduce_max(world);
+    Ok(CompressMeasurement {
+        aggregation: comp.aggregation().name(),
+        rounds: comp.rounds(),
+        times,
+        wire_bytes: world.max_u64(mean_bytes_per_step(wire_total, iters)),
+        rel_error: rel_from_parts(err_num, err_den),
         check: None,
     })
 }
@@ -203,7 +296,7 @@ pub fn measure_collective(
         .fold(WireLen::default(), WireLen::max);
     let mut ex = Exchange::new(world, cap)?;
     let mut times = PhaseTimes::with_capacity(iters as usize);
-    let mut wire_bytes = 0u64;
+    let mut wire_total = 0u64;
     for step in 0..warmup + iters {
         let g = s.grads[step as usize % GRADIENT_SETS].view();
         let (tc, tf, tx, td, bytes) = one_step(
@@ -216,9 +309,7 @@ pub fn measure_collective(
             step,
         )?;
         if step >= warmup {
-            if step == warmup {
-                wire_bytes = bytes;
-            }
+            wire_total += bytes;
             times.push(tc, tf, tx, td);
         }
     }
@@ -227,7 +318,7 @@ pub fn measure_collective(
         aggregation: s.comp.aggregation().name(),
         rounds: s.comp.rounds(),
         times,
-        wire_bytes: world.max_u64(wire_bytes),
+        wire_bytes: world.max_u64(mean_bytes_per_step(wire_total, iters)),
         rel_error: f64::NAN,
         check,
     })

@@ -188,6 +188,7 @@ pub fn run_all(
             Case::MicroCompress {
                 ref method,
                 shape,
+                ref model,
                 ref params,
                 iters,
                 warmup,
@@ -197,21 +198,40 @@ pub fn run_all(
                     world.max_in_place(&mut v);
                     v[0]
                 });
-                let m = compress::measure_kernels(
-                    world,
-                    method,
-                    shape,
-                    params,
-                    config.seed,
-                    iters,
-                    warmup,
-                )?;
+                let (m, target) = match model {
+                    None => (
+                        compress::measure_kernels(
+                            world,
+                            method,
+                            shape,
+                            params,
+                            config.seed,
+                            iters,
+                            warmup,
+                        )?,
+                        Target::Tensor(shape),
+                    ),
+                    Some(name) => {
+                        let zoo = crate::models::build(name)
+                            .map_err(|e| Error::Input(e.to_string()))?;
+                        let m = compress::measure_model_kernels(
+                            world,
+                            method,
+                            &zoo,
+                            params,
+                            config.seed,
+                            iters,
+                            warmup,
+                        )?;
+                        (m, Target::Model(name, zoo.tensors.len(), shape.numel()))
+                    }
+                };
                 let f = with_case_id(
                     compress_fields(
                         world,
                         run_id,
                         method,
-                        shape,
+                        target,
                         params,
                         iters,
                         warmup,
@@ -225,6 +245,7 @@ pub fn run_all(
                     &f,
                     &[
                         "method",
+                        "model",
                         "rows",
                         "cols",
                         "compress_s",
@@ -264,7 +285,17 @@ pub fn run_all(
                     _ => None,
                 };
                 let f = with_case_id(
-                    compress_fields(world, run_id, method, shape, params, iters, warmup, m, None),
+                    compress_fields(
+                        world,
+                        run_id,
+                        method,
+                        Target::Tensor(shape),
+                        params,
+                        iters,
+                        warmup,
+                        m,
+                        None,
+                    ),
                     &id,
                 );
                 table.fields(
@@ -459,11 +490,19 @@ fn opt(x: Option<f64>) -> String {
 
 /// One row of micro_compress.csv (`mem_gbps` set) or micro.csv (docs/csv-schema.md).
 #[allow(clippy::too_many_arguments)]
+/// What a compression row measured: one tensor, or every layer of a zoo model
+/// (name, tensors, elements).
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    Tensor(Shape),
+    Model(&'a str, usize, usize),
+}
+
 fn compress_fields(
     world: &World,
     run_id: &str,
     method: &str,
-    shape: Shape,
+    target: Target,
     params: &MethodParams,
     iters: u64,
     warmup: u64,
@@ -471,7 +510,11 @@ fn compress_fields(
     mem_gbps: Option<f64>,
 ) -> Fields {
     let kernels = mem_gbps.is_some();
-    let dense_bytes = 4 * shape.numel() as u64;
+    let (rows, cols, numel) = match target {
+        Target::Tensor(s) => (s.rows.to_string(), s.cols.to_string(), s.numel()),
+        Target::Model(_, _, numel) => (String::new(), String::new(), numel),
+    };
+    let dense_bytes = 4 * numel as u64;
     let t = &mut m.times;
     let c = Summary::of(&mut t.compress_s);
     let fb = Summary::of(&mut t.feedback_s);
@@ -489,13 +532,22 @@ fn compress_fields(
         ("schema_version", SCHEMA_VERSION.to_string()),
         ("run_id", run_id.to_string()),
         ("method", method.to_string()),
-        ("rows", shape.rows.to_string()),
-        ("cols", shape.cols.to_string()),
-        ("numel", shape.numel().to_string()),
+        ("rows", rows),
+        ("cols", cols),
+        ("numel", numel.to_string()),
+    ];
+    if kernels {
+        let (model, tensors) = match target {
+            Target::Tensor(_) => (String::new(), 1),
+            Target::Model(name, tensors, _) => (name.to_string(), tensors),
+        };
+        f.extend([("model", model), ("tensors", tensors.to_string())]);
+    }
+    f.extend([
         ("world_size", world.size.to_string()),
         ("iters", iters.to_string()),
         ("warmup", warmup.to_string()),
-    ];
+    ]);
     f.extend(param_fields(params));
     f.extend([
         ("aggregation", m.aggregation.to_string()),

@@ -2,6 +2,17 @@
 
 use serde::Serialize;
 
+/// Mean bytes per step of `total_bytes` over `steps`, rounded to the nearest byte (0 for
+/// no steps): the per-step wire of methods whose message changes from step to step
+/// (ACP-SGD alternates P and Q, DGC warms its density up, Power-SGD may start dense).
+pub fn mean_bytes_per_step(total_bytes: u64, steps: u64) -> u64 {
+    if steps == 0 {
+        0
+    } else {
+        (total_bytes + steps / 2) / steps
+    }
+}
+
 /// Median, mean, min, max, p95, sample standard deviation and the 95% confidence
 /// half-width of the mean (Student t, two-sided) of a sample.
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]

@@ -32,14 +32,25 @@ pub fn integer_gradient(shape: Shape, rank: usize) -> Array2<f32> {
     })
 }
 
-/// ||a - b||_2 / ||b||_2 (0 when both are zero).
-pub fn rel_error(a: &[f32], b: &[f32]) -> f64 {
+/// `(||a - b||_2^2, ||b||_2^2)` in f64, the parts of [`rel_error`].
+pub fn sq_error_parts(a: &[f32], b: &[f32]) -> (f64, f64) {
     let (mut num, mut den) = (0f64, 0f64);
     for (x, y) in a.iter().zip(b) {
         let d = f64::from(*x) - f64::from(*y);
         num += d * d;
         den += f64::from(*y) * f64::from(*y);
     }
+    (num, den)
+}
+
+/// ||a - b||_2 / ||b||_2 (0 when both are zero).
+pub fn rel_error(a: &[f32], b: &[f32]) -> f64 {
+    let (num, den) = sq_error_parts(a, b);
+    rel_from_parts(num, den)
+}
+
+/// `sqrt(num / den)` (0 when both are zero, infinite when only `den` is).
+pub fn rel_from_parts(num: f64, den: f64) -> f64 {
     if den == 0.0 {
         if num == 0.0 {
             0.0

@@ -375,6 +375,9 @@ pub fn compress_costs_from_csv(
     let c_numel = t.col("numel", fix)?;
     let c_comp = t.col("compress_s", fix)?;
     let c_fb = t.col("feedback_s", fix)?;
+    // Rows over a model's layers (`tensors` > 1; the column is absent in older files)
+    // count as their mean layer: exact for a linear model.
+    let c_tensors = t.opt_col("tensors");
     let mut groups: HashMap<String, Vec<(f64, f64)>> = HashMap::new();
     for r in &t.rows {
         let numel = r.f64(&t, c_numel, "numel")?;
@@ -384,10 +387,14 @@ pub fn compress_costs_from_csv(
         } else {
             r.f64(&t, c_fb, "feedback_s")?
         };
+        let tensors = match c_tensors {
+            Some(c) => r.usize(&t, c, "tensors")?.max(1) as f64,
+            None => 1.0,
+        };
         groups
             .entry(r.get(c_m).trim().to_string())
             .or_default()
-            .push((numel, comp + fb));
+            .push((numel / tensors, (comp + fb) / tensors));
     }
     let mut out = HashMap::new();
     for (m, pts) in groups {

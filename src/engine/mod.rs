@@ -107,7 +107,7 @@ impl IterSeries {
 pub struct E2eMeasurement {
     pub series: IterSeries,
     pub buckets: usize,
-    /// Wire bytes per iteration of this rank (max over ranks), first timed iteration.
+    /// Wire bytes per iteration of this rank: mean over the timed iterations, max over ranks.
     pub wire_bytes: u64,
     pub aggregation: &'static str,
     /// Planner fusions: the iteration time (backward start to synchronisation end) the
@@ -237,8 +237,8 @@ pub fn run(
     if !gather_used {
         bucket_cap.gather_u32 = 0;
     }
-    let mut unit_wire = filled_wire(unit_cap);
-    let mut bucket_wire = filled_wire(bucket_cap);
+    let mut unit_wire = Wire::with_touched_capacity(unit_cap);
+    let mut bucket_wire = Wire::with_touched_capacity(bucket_cap);
     let mut ex = Exchange::with_mode(world, bucket_cap, s.collective)?;
     let max_numel = s
         .tensors
@@ -282,7 +282,7 @@ pub fn run(
     for v in series.all_mut() {
         v.reserve(iters as usize);
     }
-    let mut wire_bytes = 0u64;
+    let mut wire_total = 0u64;
     let fwd_s = s.fwd_s;
     let compute = s.compute;
     let result: Result<()> = std::thread::scope(|sc| {
@@ -411,9 +411,7 @@ pub fn run(
                     tr.iteration(&device, t0, fwd_end, t_end, &bwd_order);
                 }
                 if it >= warmup {
-                    if it == warmup {
-                        wire_bytes = bytes;
-                    }
+                    wire_total += bytes;
                     series.fwd_s.push(fwd_end - t0);
                     series.bwd_s.push(bwd_end - fwd_end);
                     series.pack_s.push(pack);
@@ -438,7 +436,7 @@ pub fn run(
     Ok(E2eMeasurement {
         series,
         buckets: buckets.len(),
-        wire_bytes: world.max_u64(wire_bytes),
+        wire_bytes: world.max_u64(crate::bench::stats::mean_bytes_per_step(wire_total, iters)),
         aggregation: comp.aggregation().name(),
         planned_s,
         collective: s.collective.effective(comp.aggregation()),
@@ -453,16 +451,6 @@ struct UnitLayout {
     gather_len: usize,
     ring_off: usize,
     ring_len: usize,
-}
-
-/// Wire buffers reserved and touched for `cap` (setup).
-fn filled_wire(cap: WireLen) -> Wire {
-    let mut w = Wire::default();
-    w.sum_f32.resize(cap.sum_f32, 0.0);
-    w.gather_u32.resize(cap.gather_u32, 0);
-    w.ring_u32.resize(cap.ring_u32, 0);
-    w.clear();
-    w
 }
 
 /// Append a tensor's wire to the bucket's (within reserved capacity: no allocation).
@@ -676,7 +664,7 @@ fn calibrate_comm(
         },
     };
     let mut ex = Exchange::with_mode(world, wl, mode)?;
-    let mut w = filled_wire(wl);
+    let mut w = Wire::with_touched_capacity(wl);
     let mut points = Vec::new();
     for &n in &SIZES_WORDS {
         w.clear();

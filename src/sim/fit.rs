@@ -8,6 +8,11 @@
 //!   for **each phase**: `compress_s`, `feedback_s` (empty = 0) and `decompress_s` (the
 //!   same fit as netmodel's compress-only [`crate::comm::netmodel::compress_costs_from_csv`],
 //!   phase by phase). Rows of one method with different parameters are fitted together.
+//!   Rows over a model's layers (`micro-compress --model`, `tensors` > 1) do not enter
+//!   that fit: they scale it by `model_factor`, the median of measured / predicted over
+//!   them (a layer inside a sweep over the model costs more than the same tensor timed
+//!   alone, whose data stays in L2); a method with model rows only is fitted on their
+//!   mean layers.
 //!
 //! - e2e.csv (with run.json) → per world size a [`HostModel`] (CPU share; start and
 //!   bucket synchronisation latencies calibrated on the ssgd rows, see host.rs), rows of
@@ -18,7 +23,8 @@
 //! in the directory. Columns: `kind` (`comm` / `compress`), `name` (collective or
 //! method), `phase` (`-` for comm; `compress`, `feedback`, `decompress`), `world_size`
 //! (comm; empty for compress), `fixed_s` (alpha), `per_unit_s` (beta per byte, or per
-//! element), `unit` (`byte` / `element`), `r2`, `max_rel_err`, `points`.
+//! element), `unit` (`byte` / `element`), `r2`, `max_rel_err`, `points`, `model_factor`
+//! (compression rows with model rows; else empty).
 
 use super::host::{self, HostModel};
 use super::{CostModel, MethodCosts, Result, SimError};
@@ -39,6 +45,9 @@ pub struct FitRow {
     pub r2: f64,
     pub max_rel_err: f64,
     pub points: usize,
+    /// Compression rows: the in-model level applied to `fixed_s` and `per_unit_s`
+    /// ([`model_factor`]; empty without `micro-compress --model` rows).
+    pub model_factor: Option<f64>,
 }
 
 /// What [`fit_results`] found.
@@ -155,6 +164,7 @@ pub fn fit_dir(dir: &Path) -> Result<FitReport> {
                 r2: q.r2,
                 max_rel_err: q.max_rel_err,
                 points: q.n,
+                model_factor: None,
             });
         }
         rep.comm = models;
@@ -187,6 +197,7 @@ pub fn fit_dir(dir: &Path) -> Result<FitReport> {
                     r2: f64::NAN,
                     max_rel_err: f64::NAN,
                     points,
+                    model_factor: None,
                 });
             }
         }
@@ -220,8 +231,12 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
         col("feedback_s")?,
         col("decompress_s")?,
     );
+    // Absent in files written before model rows existed: every row is one tensor.
+    let c_tensors = header.iter().position(|h| h == "tensors");
     const PHASES: [&str; 3] = ["compress", "feedback", "decompress"];
     let mut groups: BTreeMap<String, [Vec<(f64, f64)>; 3]> = BTreeMap::new();
+    // Model rows: (tensors, numel, seconds) per method and phase.
+    let mut model_rows: BTreeMap<String, [Vec<(f64, f64, f64)>; 3]> = BTreeMap::new();
     for (i, rec) in rdr.records().enumerate() {
         let rec = rec.map_err(|e| rerr(e.to_string()))?;
         let line = i + 2;
@@ -248,10 +263,41 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
                 })
         };
         let numel = num(c_numel, "numel", false)?;
-        let g = groups.entry(get(c_m).to_string()).or_default();
-        g[0].push((numel, num(c_comp, "compress_s", false)?));
-        g[1].push((numel, num(c_fb, "feedback_s", true)?));
-        g[2].push((numel, num(c_dec, "decompress_s", false)?));
+        let tensors = match c_tensors {
+            Some(c) => get(c).parse::<usize>().ok().filter(|&t| t >= 1).ok_or_else(|| {
+                rerr(format!(
+                    "line {line}, column `tensors`: `{}` is not a positive integer",
+                    get(c)
+                ))
+            })?,
+            None => 1,
+        };
+        let times = [
+            num(c_comp, "compress_s", false)?,
+            num(c_fb, "feedback_s", true)?,
+            num(c_dec, "decompress_s", false)?,
+        ];
+        if tensors == 1 {
+            let g = groups.entry(get(c_m).to_string()).or_default();
+            for (pts, t) in g.iter_mut().zip(times) {
+                pts.push((numel, t));
+            }
+        } else {
+            let g = model_rows.entry(get(c_m).to_string()).or_default();
+            for (pts, t) in g.iter_mut().zip(times) {
+                pts.push((tensors as f64, numel, t));
+            }
+        }
+    }
+    // A method measured only over models: its mean layers are the points (exact for a
+    // linear model), and there is no separate level to calibrate.
+    for (m, rows) in &model_rows {
+        if !groups.contains_key(m) {
+            let g = groups.entry(m.clone()).or_default();
+            for (pts, rs) in g.iter_mut().zip(rows) {
+                pts.extend(rs.iter().map(|&(t, n, s)| (n / t, s / t)));
+            }
+        }
     }
     if groups.is_empty() {
         return Err(rerr(
@@ -260,24 +306,45 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
     }
     let mut out = Vec::new();
     for (m, phases) in groups {
-        for (ph, pts) in PHASES.iter().zip(phases.iter()) {
+        for (i, (ph, pts)) in PHASES.iter().zip(phases.iter()).enumerate() {
             let (c, q) =
                 CompressCost::fit(pts).map_err(|e| rerr(format!("method {m}, phase {ph}: {e}")))?;
+            let factor = model_rows
+                .get(&m)
+                .and_then(|rows| model_factor(&c, &rows[i]));
+            let f = factor.unwrap_or(1.0);
             out.push(FitRow {
                 kind: "compress",
                 name: m.clone(),
                 phase: ph.to_string(),
                 world_size: None,
-                fixed_s: c.fixed_s,
-                per_unit_s: c.per_element_s,
+                fixed_s: c.fixed_s * f,
+                per_unit_s: c.per_element_s * f,
                 unit: "element",
                 r2: q.r2,
                 max_rel_err: q.max_rel_err,
                 points: q.n,
+                model_factor: factor,
             });
         }
     }
     Ok(out)
+}
+
+/// The level of a phase inside a model's sweep against one tensor timed alone: the
+/// median over model rows of `measured / (tensors * fixed + numel * per_element)`.
+/// A kernel timed alone keeps a small tensor in L2 from call to call; in a sweep over a
+/// model's layers (as in e2e) each layer comes from further away. `None` without model
+/// rows or where the single-tensor fit predicts nothing (a phase that does no work).
+fn model_factor(c: &CompressCost, rows: &[(f64, f64, f64)]) -> Option<f64> {
+    let mut r: Vec<f64> = rows
+        .iter()
+        .filter_map(|&(t, n, s)| {
+            let pred = t * c.fixed_s + n * c.per_element_s;
+            (pred > 0.0 && s > 0.0).then(|| s / pred)
+        })
+        .collect();
+    crate::bench::stats::median(&mut r)
 }
 
 #[cfg(test)]
@@ -289,6 +356,39 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn model_rows_set_the_level_and_single_tensors_the_shape() {
+        let d = tmpdir("model");
+        // One tensor alone: compress 1e-6 + 1e-9 e. Over a model of 10 layers, 1e5
+        // elements: twice that (the layers come from further away); over another, 3x.
+        let mut s = String::from(
+            "schema_version,method,numel,model,tensors,compress_s,feedback_s,decompress_s\n",
+        );
+        for e in [1000.0f64, 100000.0, 1000000.0] {
+            s += &format!("1,topk,{e},,1,{},0,{}\n", 1e-6 + 1e-9 * e, 1e-9 * e);
+        }
+        let sweep = |t: f64, e: f64| t * 1e-6 + 1e-9 * e;
+        s += &format!("1,topk,100000,m1,10,{},0,{}\n", 2.0 * sweep(10.0, 1e5), 1e-9 * 1e5);
+        s += &format!("1,topk,200000,m2,20,{},0,{}\n", 2.0 * sweep(20.0, 2e5), 1e-9 * 2e5);
+        s += &format!("1,topk,50000,m3,5,{},0,{}\n", 3.0 * sweep(5.0, 5e4), 1e-9 * 5e4);
+        // A method measured over a model only: its mean layer is the point.
+        s += &format!("1,ssgd,100000,m1,10,{},0,{}\n", 10.0 * 1e-6 + 1e-9 * 1e5, 1e-5);
+        s += &format!("1,ssgd,800000,m2,20,{},0,{}\n", 20.0 * 1e-6 + 1e-9 * 8e5, 2e-5);
+        std::fs::write(d.join("micro_compress.csv"), s).unwrap();
+        let rows = fit_compress_phases(&d.join("micro_compress.csv")).unwrap();
+        let get = |m: &str, ph: &str| rows.iter().find(|r| r.name == m && r.phase == ph).unwrap();
+        let c = get("topk", "compress");
+        assert!((c.model_factor.unwrap() - 2.0).abs() < 1e-6, "{c:?}");
+        assert!((c.fixed_s - 2e-6).abs() < 1e-9 && (c.per_unit_s - 2e-9).abs() < 1e-12, "{c:?}");
+        let dc = get("topk", "decompress");
+        assert!((dc.model_factor.unwrap() - 1.0).abs() < 1e-6, "{dc:?}");
+        // feedback does no work: no level to find.
+        assert_eq!(get("topk", "feedback").model_factor, None);
+        let ss = get("ssgd", "compress");
+        assert_eq!(ss.model_factor, Some(1.0));
+        assert!((ss.fixed_s - 1e-6).abs() < 1e-9 && (ss.per_unit_s - 1e-9).abs() < 1e-12, "{ss:?}");
     }
 
     #[test]
