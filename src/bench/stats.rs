@@ -6,11 +6,7 @@ use serde::Serialize;
 /// no steps): the per-step wire of methods whose message changes from step to step
 /// (ACP-SGD alternates P and Q, DGC warms its density up, Power-SGD may start dense).
 pub fn mean_bytes_per_step(total_bytes: u64, steps: u64) -> u64 {
-    if steps == 0 {
-        0
-    } else {
-        (total_bytes + steps / 2) / steps
-    }
+    (total_bytes + steps / 2).checked_div(steps).unwrap_or(0)
 }
 
 /// Median, mean, min, max, p95, sample standard deviation and the 95% confidence

@@ -236,7 +236,8 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
     const PHASES: [&str; 3] = ["compress", "feedback", "decompress"];
     let mut groups: BTreeMap<String, [Vec<(f64, f64)>; 3]> = BTreeMap::new();
     // Model rows: (tensors, numel, seconds) per method and phase.
-    let mut model_rows: BTreeMap<String, [Vec<(f64, f64, f64)>; 3]> = BTreeMap::new();
+    type ModelPoints = [Vec<(f64, f64, f64)>; 3];
+    let mut model_rows: BTreeMap<String, ModelPoints> = BTreeMap::new();
     for (i, rec) in rdr.records().enumerate() {
         let rec = rec.map_err(|e| rerr(e.to_string()))?;
         let line = i + 2;
