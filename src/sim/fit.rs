@@ -17,7 +17,8 @@
 //! - e2e.csv (with run.json) → per world size a [`HostModel`] (CPU share; start and
 //!   bucket synchronisation latencies calibrated on the ssgd rows, see host.rs), rows of
 //!   kind `host` (`start` per iteration, `sync-pipelining-off` / `-on` per wait for the
-//!   device; `points` = ssgd rows used).
+//!   device, `bwd-slowdown` a factor (unit `factor`) on the work inside backward; the
+//!   value is in `fixed_s`; `points` = ssgd rows used).
 //!
 //! Output: `fits.csv` (one row per model) and `fits.json` (the same rows as a JSON array)
 //! in the directory. Columns: `kind` (`comm` / `compress`), `name` (collective or
@@ -124,7 +125,7 @@ pub fn fit_results(dir: &Path) -> Result<FitReport> {
     let json = serde_json::json!({
         "comm_source": rep.comm_source,
         "compress_source": rep.compress_source,
-        "host": rep.host.iter().map(|(n, h)| (n.to_string(), serde_json::json!({"cpu_share": h.cpu_share, "start_s": h.start_s, "sync_off_s": h.sync_s[0], "sync_on_s": h.sync_s[1], "source": h.source}))).collect::<serde_json::Map<_, _>>(),
+        "host": rep.host.iter().map(|(n, h)| (n.to_string(), serde_json::json!({"cpu_share": h.cpu_share, "start_s": h.start_s, "sync_off_s": h.sync_s[0], "sync_on_s": h.sync_s[1], "bwd_slowdown": h.bwd_slowdown, "source": h.source}))).collect::<serde_json::Map<_, _>>(),
         "fits": rep.rows,
     });
     let text = serde_json::to_string_pretty(&json).map_err(|e| werr(&json_path, &e))?;
@@ -185,6 +186,7 @@ pub fn fit_dir(dir: &Path) -> Result<FitReport> {
                 ("start", h.start_s, "iteration"),
                 ("sync-pipelining-off", h.sync_s[0], "wait"),
                 ("sync-pipelining-on", h.sync_s[1], "wait"),
+                ("bwd-slowdown", h.bwd_slowdown, "factor"),
             ] {
                 rep.rows.push(FitRow {
                     kind: "host",

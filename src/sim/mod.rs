@@ -527,7 +527,9 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
         .any(|(_, w)| w.iter().any(|l| l.gather_u32 > 0));
 
     // Virtual clock. Host effects (host.rs): the device starts `start_s` late, CPU
-    // phases run at `cpu_share` of a core, a bucket's first exchange waits `sync_s` more.
+    // phases run at `cpu_share` of a core, a bucket's first exchange waits `sync_s` more,
+    // and the communication thread's work runs `bwd_slowdown` times slower while
+    // backward still runs.
     let host = &costs.host;
     let cpu = 1.0 / host.cpu_share;
     let fwd_end = host.start_s + wl.fwd_s;
@@ -549,6 +551,12 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
     };
     let mut clock = if case.pipelining { 0.0 } else { bwd_end };
     let pb = costs.pack_s_per_byte;
+    // Advance the clock by `work` (s at full speed) and add the elapsed time to `phase`.
+    let run = |clock: &mut f64, phase: &mut f64, work: f64| {
+        let t0 = *clock;
+        *clock = advance(t0, work, bwd_end, host.bwd_slowdown);
+        *phase += *clock - t0;
+    };
     for (bi, (g, units)) in groups.iter().zip(&bucket_units).enumerate() {
         // Did the communication thread wait for the device before this bucket?
         let mut waited = bi == 0;
@@ -560,18 +568,14 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
         for round in 0..rounds {
             if case.merge && round == 0 {
                 let e: usize = g.iter().map(|&p| numel[p]).sum();
-                let t = cpu * pb * 4.0 * e as f64;
-                clock += t;
-                r.pack_s += t;
+                run(&mut clock, &mut r.pack_s, cpu * pb * 4.0 * e as f64);
             }
             let mut w = WireLen::default();
             for (e, uw) in units {
                 let c = cpu * (per_round(mc.compress, *e) + per_round(mc.feedback, *e));
                 let l = uw[round];
-                let p = cpu * (costs.pack_fixed_s + pb * l.bytes() as f64);
-                clock += c + p;
-                r.compress_s += c;
-                r.pack_s += p;
+                run(&mut clock, &mut r.compress_s, c);
+                run(&mut clock, &mut r.pack_s, cpu * (costs.pack_fixed_s + pb * l.bytes() as f64));
                 w.sum_f32 += l.sum_f32;
                 w.gather_u32 += l.gather_u32;
                 w.ring_u32 += l.ring_u32;
@@ -586,8 +590,7 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
                 } else {
                     0.0
                 };
-            clock += t;
-            r.comm_s += t;
+            run(&mut clock, &mut r.comm_s, t);
             r.wire_bytes += w.bytes() as u64;
             for (e, uw) in units {
                 let l = uw[round];
@@ -599,9 +602,8 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
                             * *e as f64
                             * gather_scale(n, *e, l.gather_u32))
                     / rounds as f64;
-                clock += split + d;
-                r.pack_s += split;
-                r.decompress_s += d;
+                run(&mut clock, &mut r.pack_s, split);
+                run(&mut clock, &mut r.decompress_s, d);
             }
         }
     }
@@ -612,6 +614,20 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
     r.iter_s = t_end;
     r.plan = groups;
     Ok(r)
+}
+
+/// The clock after `work` seconds of full-speed work started at `clock`, running
+/// `slowdown` times slower until `bwd_end` (host.rs, `bwd_slowdown`).
+fn advance(clock: f64, work: f64, bwd_end: f64, slowdown: f64) -> f64 {
+    if clock >= bwd_end || slowdown <= 1.0 {
+        return clock + work;
+    }
+    let slowed = work * slowdown;
+    if clock + slowed <= bwd_end {
+        clock + slowed
+    } else {
+        bwd_end + (work - (bwd_end - clock) / slowdown)
+    }
 }
 
 /// Decompress work of a gathered unit relative to one worker's (micro-compress measures

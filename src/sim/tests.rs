@@ -496,6 +496,47 @@ fn host_model_shifts_the_schedule_as_documented() {
 }
 
 #[test]
+fn advance_is_slow_until_the_end_of_backward() {
+    assert!(close(super::advance(0.0, 1.0, 10.0, 2.0), 2.0));
+    // Half a second of slowed time does a quarter of the work; the rest at full speed.
+    assert!(close(super::advance(9.5, 1.0, 10.0, 2.0), 10.75));
+    assert!(close(super::advance(10.0, 1.0, 10.0, 2.0), 11.0));
+    assert!(close(super::advance(3.0, 1.0, 10.0, 1.0), 4.0));
+}
+
+#[test]
+fn work_inside_backward_is_slowed_and_work_after_it_is_not() {
+    let compute =
+        crate::models::ComputeModel::from_preset(&crate::models::preset("rtx2080ti").unwrap());
+    let wl = SimWorkload::zoo("resnet20", None, &compute, "rtx2080ti").unwrap();
+    let costs = |k: f64| {
+        let mut c = CostModel::with_network(Box::new(Lin { a: 2e-5, b: 1e-9 }));
+        c.host.bwd_slowdown = k;
+        c
+    };
+    for pipelining in [false, true] {
+        let case = SimCase::new(
+            wl.clone(),
+            "ssgd",
+            Fusion::Bytes(256 << 10),
+            pipelining,
+            CollectiveMode::Native,
+            2,
+            MethodParams::default(),
+        );
+        let (a, b) = (simulate(&case, &costs(1.0)).unwrap(), simulate(&case, &costs(3.0)).unwrap());
+        if pipelining {
+            // Buckets exchanged during backward take longer; backward itself does not.
+            assert!(b.comm_s > a.comm_s * 1.2 && b.iter_s >= a.iter_s, "{a:?} {b:?}");
+            assert!(close(b.bwd_s, a.bwd_s));
+        } else {
+            // Everything runs after backward: no effect.
+            assert!(close(b.iter_s, a.iter_s) && close(b.comm_s, a.comm_s));
+        }
+    }
+}
+
+#[test]
 fn gathered_decompress_scales_with_the_elements_a_piece_touches() {
     // Sign bits: every element per worker.
     assert!(close(gather_scale(4, 3200, 100), 4.0));
@@ -546,7 +587,8 @@ fn calibration_recovers_the_host_latencies_of_ssgd_rows() {
     let truth = host::HostModel {
         cpu_share: 0.5,
         start_s: 2e-4,
-        sync_s: [3e-4, 1e-4],
+        sync_s: [3e-4; 2],
+        bwd_slowdown: 1.5,
         ..host::HostModel::default()
     };
     let costs = |_: usize| -> Result<CostModel> {
@@ -589,8 +631,9 @@ fn calibration_recovers_the_host_latencies_of_ssgd_rows() {
     assert_eq!(h.points, 2);
     assert!((h.start_s - 2e-4).abs() < 1e-9, "{h:?}");
     assert!(
-        (h.sync_s[0] - 3e-4).abs() < 1e-8 && (h.sync_s[1] - 1e-4).abs() < 1e-8,
+        (h.sync_s[0] - 3e-4).abs() < 1e-8 && (h.sync_s[1] - 3e-4).abs() < 1e-8,
         "{h:?}"
     );
+    assert!((h.bwd_slowdown - 1.5).abs() < 1e-6, "{h:?}");
     let _ = std::fs::remove_dir_all(&d);
 }
