@@ -295,7 +295,7 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
         R.add("## Simulator accuracy", "",
               f"`gradcomp simulate --fits RUN --compare RUN/e2e.csv` (bench-configs/sim-accuracy.toml): simulated vs "
               f"measured median iteration time. {ok} of {len(t)} cases within "
-              f"{', '.join(f'{x * 100:g}%' for x in tol)}; `calibration` rows (ssgd) fitted the host latencies, "
+              f"{', '.join(f'{x * 100:g}%' for x in tol)}; `calibration` rows (ssgd) fitted the host model (latencies, slowdown inside backward), "
               f"`validation` rows are out of sample.", "")
         R.table("sim_accuracy", t)
         R.figs(plots.sim_accuracy(t, out_dir, min(tol)))
