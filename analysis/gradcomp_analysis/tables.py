@@ -518,6 +518,7 @@ def acpsgd_vs_powersgd(df: pd.DataFrame) -> pd.DataFrame:
     p, a = (x.fillna({"model": ""}) if "model" in x.columns else x for x in (p, a))
     m = p[p.ratio > 1].merge(a, on=keys, suffixes=("_p", "_a"))
     t = m[keys].copy()
+    t[["rows", "cols"]] = t[["rows", "cols"]].astype("Int64")  # empty on model rows
     t["powersgd_step_ms"] = _ms(m.total_s_p)
     t["acpsgd_step_ms"] = _ms(m.total_s_a)
     t["time_ratio"] = m.total_s_a / m.total_s_p
