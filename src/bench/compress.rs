@@ -109,6 +109,36 @@ fn setup(
     })
 }
 
+/// Every round of tensor `t` through compress, feedback and decompress on this rank alone
+/// (a one-worker exchange), each phase timed: `(compress_s, feedback_s, decompress_s,
+/// wire bytes)` summed over the rounds.
+fn time_kernels(
+    world: &World,
+    comp: &mut dyn Compressor,
+    t: usize,
+    g: ArrayView2<f32>,
+    wire: &mut Wire,
+    counts: &mut [usize],
+    mut out: ndarray::ArrayViewMut2<f32>,
+) -> Result<(f64, f64, f64, u64)> {
+    let (mut tc, mut tf, mut td, mut bytes) = (0.0, 0.0, 0.0, 0u64);
+    for round in 0..comp.rounds() {
+        let t0 = world.time();
+        comp.compress(t, round, g, wire)?;
+        let t1 = world.time();
+        comp.feedback(t, round)?;
+        let t2 = world.time();
+        counts[0] = wire.gather_u32.len();
+        comp.decompress(t, round, &received_alone(wire, counts), out.view_mut())?;
+        let t3 = world.time();
+        tc += t1 - t0;
+        tf += t2 - t1;
+        td += t3 - t2;
+        bytes += wire.bytes() as u64;
+    }
+    Ok((tc, tf, td, bytes))
+}
+
 /// micro-compress: every rank runs the kernels alone (a one-worker exchange).
 pub fn measure_kernels(
     world: &World,
@@ -126,28 +156,16 @@ pub fn measure_kernels(
     for step in 0..warmup + iters {
         let g = s.grads[step as usize % GRADIENT_SETS].view();
         s.comp.begin_step(step);
-        let (mut tc, mut tf, mut td) = (0.0, 0.0, 0.0);
-        let mut step_bytes = 0u64;
         world.barrier();
-        for round in 0..s.comp.rounds() {
-            let t0 = world.time();
-            s.comp.compress(0, round, g, &mut s.wire)?;
-            let t1 = world.time();
-            s.comp.feedback(0, round)?;
-            let t2 = world.time();
-            s.counts[0] = s.wire.gather_u32.len();
-            s.comp.decompress(
-                0,
-                round,
-                &received_alone(&s.wire, &s.counts),
-                s.out.view_mut(),
-            )?;
-            let t3 = world.time();
-            tc += t1 - t0;
-            tf += t2 - t1;
-            td += t3 - t2;
-            step_bytes += s.wire.bytes() as u64;
-        }
+        let (tc, tf, td, step_bytes) = time_kernels(
+            world,
+            s.comp.as_mut(),
+            0,
+            g,
+            &mut s.wire,
+            &mut s.counts,
+            s.out.view_mut(),
+        )?;
         if step == 0 {
             rel = rel_error(flat(&s.out.view())?, flat(&g)?);
         }
@@ -190,8 +208,6 @@ pub fn measure_model_kernels(
     let mut cap = WireLen::default();
     for (t, ts) in tensors.iter().enumerate() {
         comp.register(t, ts.rows, ts.cols)?;
-    }
-    for t in 0..tensors.len() {
         for r in 0..comp.rounds() {
             cap = cap.max(comp.wire_capacity(t, r));
         }
@@ -227,22 +243,14 @@ pub fn measure_model_kernels(
         for t in (0..tensors.len()).rev() {
             let (rows, cols) = (tensors[t].rows, tensors[t].cols);
             let g = grads[t].view();
-            for round in 0..comp.rounds() {
-                let view = ndarray::ArrayViewMut2::from_shape((rows, cols), &mut out[..rows * cols])
-                    .map_err(|e| Error::Runtime(e.to_string()))?;
-                let t0 = world.time();
-                comp.compress(t, round, g, &mut wire)?;
-                let t1 = world.time();
-                comp.feedback(t, round)?;
-                let t2 = world.time();
-                counts[0] = wire.gather_u32.len();
-                comp.decompress(t, round, &received_alone(&wire, &counts), view)?;
-                let t3 = world.time();
-                tc += t1 - t0;
-                tf += t2 - t1;
-                td += t3 - t2;
-                step_bytes += wire.bytes() as u64;
-            }
+            let view = ndarray::ArrayViewMut2::from_shape((rows, cols), &mut out[..rows * cols])
+                .map_err(|e| Error::Runtime(e.to_string()))?;
+            let (c, f, d, b) =
+                time_kernels(world, comp.as_mut(), t, g, &mut wire, &mut counts, view)?;
+            tc += c;
+            tf += f;
+            td += d;
+            step_bytes += b;
             if step == 0 {
                 let (n, d) = sq_error_parts(&out[..rows * cols], flat(&g)?);
                 err_num += n;
