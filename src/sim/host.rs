@@ -47,8 +47,8 @@ pub const CALIBRATION_METHOD: &str = "ssgd";
 pub struct HostModel {
     pub cpu_share: f64,
     pub start_s: f64,
-    /// Per schedule: `[pipelining off, pipelining on]`.
-    pub sync_s: [f64; 2],
+    /// Per wait for the device (both schedules).
+    pub sync_s: f64,
     /// Factor (>= 1) on the communication thread's work while backward still runs
     /// (pipelining on): the ranks' device threads wake once per layer and take cores from
     /// the exchanges.
@@ -64,7 +64,7 @@ impl Default for HostModel {
         HostModel {
             cpu_share: 1.0,
             start_s: 0.0,
-            sync_s: [0.0; 2],
+            sync_s: 0.0,
             bwd_slowdown: 1.0,
             points: 0,
             source: "ideal host".into(),
@@ -74,7 +74,7 @@ impl Default for HostModel {
 
 impl HostModel {
     pub fn describe(&self) -> String {
-        format!("host cpu share {:.2}, start {:.1} us, resync {:.1} us (pipelining off) / {:.1} us (on), work during backward x{:.3} ({})", self.cpu_share, self.start_s * 1e6, self.sync_s[0] * 1e6, self.sync_s[1] * 1e6, self.bwd_slowdown, self.source)
+        format!("host cpu share {:.2}, start {:.1} us, resync {:.1} us, work during backward x{:.3} ({})", self.cpu_share, self.start_s * 1e6, self.sync_s * 1e6, self.bwd_slowdown, self.source)
     }
 }
 
@@ -212,13 +212,13 @@ pub fn calibrate(
         let mut est = Vec::new();
         for s in rows(false) {
             est.push(bisect(0.0, s.iter_s, s.iter_s, |v| {
-                cm.host.sync_s = [v; 2];
+                cm.host.sync_s = v;
                 Ok(simulate(&s.case, &cm)?.iter_s)
             })?);
         }
         let sync = median(&mut est).unwrap_or(0.0);
-        host.sync_s = [sync; 2];
-        cm.host.sync_s = [sync; 2];
+        host.sync_s = sync;
+        cm.host.sync_s = sync;
         let mut est = Vec::new();
         for s in rows(true) {
             est.push(bisect(1.0, MAX_BWD_SLOWDOWN, s.iter_s, |k| {

@@ -586,7 +586,7 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
             }
             let t = exchange_s(net, case.collective, n, w, gather_used)
                 + if waited && round == 0 {
-                    host.sync_s[usize::from(case.pipelining)]
+                    host.sync_s
                 } else {
                     0.0
                 };

@@ -466,11 +466,11 @@ fn host_model_shifts_the_schedule_as_documented() {
         MethodParams::default(),
     );
     let ideal = simulate(&case, &costs).unwrap();
-    // One bucket, pipelining off: start shifts everything, the one wait adds sync[0].
+    // One bucket, pipelining off: start shifts everything, the one wait adds sync_s.
     let mut c = tiny_costs();
     c.host = host::HostModel {
         start_s: 0.05,
-        sync_s: [0.2, 7.0],
+        sync_s: 0.2,
         ..host::HostModel::default()
     };
     let r = simulate(&case, &c).unwrap();
@@ -587,7 +587,7 @@ fn calibration_recovers_the_host_latencies_of_ssgd_rows() {
     let truth = host::HostModel {
         cpu_share: 0.5,
         start_s: 2e-4,
-        sync_s: [3e-4; 2],
+        sync_s: 3e-4,
         bwd_slowdown: 1.5,
         ..host::HostModel::default()
     };
@@ -631,7 +631,7 @@ fn calibration_recovers_the_host_latencies_of_ssgd_rows() {
     assert_eq!(h.points, 2);
     assert!((h.start_s - 2e-4).abs() < 1e-9, "{h:?}");
     assert!(
-        (h.sync_s[0] - 3e-4).abs() < 1e-8 && (h.sync_s[1] - 3e-4).abs() < 1e-8,
+        (h.sync_s - 3e-4).abs() < 1e-8,
         "{h:?}"
     );
     assert!((h.bwd_slowdown - 1.5).abs() < 1e-6, "{h:?}");
