@@ -150,7 +150,10 @@ fn micro_compress_over_a_models_layers() {
     let (header, rows) = read_csv(&dir.join("micro_compress.csv"));
     assert_eq!(header, documented_columns("micro_compress.csv"));
     let col = |n: &str| header.iter().position(|c| c == n).unwrap();
-    let models: Vec<&Vec<String>> = rows.iter().filter(|r| r[col("model")] == "resnet20").collect();
+    let models: Vec<&Vec<String>> = rows
+        .iter()
+        .filter(|r| r[col("model")] == "resnet20")
+        .collect();
     assert_eq!(models.len(), 4, "one model row per method");
     // ResNet-20: 59 tensors, 269,722 parameters (tests/data/models.csv).
     for r in &models {
@@ -173,7 +176,10 @@ fn micro_compress_over_a_models_layers() {
         }
     }
     for r in rows.iter().filter(|r| r[col("model")].is_empty()) {
-        assert_eq!((r[col("rows")].as_str(), r[col("tensors")].as_str()), ("16", "1"));
+        assert_eq!(
+            (r[col("rows")].as_str(), r[col("tensors")].as_str()),
+            ("16", "1")
+        );
     }
 }
 

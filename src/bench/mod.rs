@@ -212,8 +212,8 @@ pub fn run_all(
                         Target::Tensor(shape),
                     ),
                     Some(name) => {
-                        let zoo = crate::models::build(name)
-                            .map_err(|e| Error::Input(e.to_string()))?;
+                        let zoo =
+                            crate::models::build(name).map_err(|e| Error::Input(e.to_string()))?;
                         let m = compress::measure_model_kernels(
                             world,
                             method,

@@ -337,6 +337,64 @@ mod tests {
         }
     }
 
+    /// EF-SignSGD at n = 2 and 3 over several steps against an independent reference
+    /// (Karimireddy et al., Alg. 1): each worker's residual uses its *own* scale,
+    /// `e_w = p_w - (||p_w||_1 / d) sgn(p_w)`, and the result is the mean of the workers'
+    /// `scale_w sgn(p_w)`. Fails if the residual used the worker-averaged scale.
+    #[test]
+    fn residual_uses_local_scale_at_several_workers() {
+        let (rows, cols) = (6, 41);
+        let d = rows * cols;
+        for n in 2..=3usize {
+            let mut ws: Vec<SignSgd> = (0..n)
+                .map(|r| SignSgd::new(&MethodParams::default(), ctx(r, n), false).unwrap())
+                .collect();
+            for w in ws.iter_mut() {
+                w.register(0, rows, cols).unwrap();
+            }
+            let mut e_ref = vec![vec![0.0f64; d]; n];
+            for it in 0..5u64 {
+                let grads: Vec<_> = (0..n)
+                    .map(|r| randn(1000 * it + r as u64 + 7, rows, cols))
+                    .collect();
+                let mut avg = vec![0.0f64; d];
+                for (w, g) in grads.iter().enumerate() {
+                    let p: Vec<f64> = g
+                        .iter()
+                        .zip(&e_ref[w])
+                        .map(|(&a, &b)| a as f64 + b)
+                        .collect();
+                    let scale = p.iter().map(|v| v.abs()).sum::<f64>() / d as f64;
+                    for i in 0..d {
+                        let s = scale * if p[i] < 0.0 { -1.0 } else { 1.0 };
+                        e_ref[w][i] = p[i] - s;
+                        avg[i] += s / n as f64;
+                    }
+                }
+                let (out, _) = step(&mut ws, &grads);
+                for (w, ws_w) in ws.iter().enumerate() {
+                    let mut e = vec![0.0f32; d];
+                    ws_w.residual_into(0, &mut e).unwrap();
+                    for i in 0..d {
+                        assert!(
+                            (e[i] as f64 - e_ref[w][i]).abs() <= 1e-4 * (1.0 + e_ref[w][i].abs()),
+                            "n {n} step {it} worker {w} i {i}: residual {} vs reference {}",
+                            e[i],
+                            e_ref[w][i]
+                        );
+                    }
+                }
+                for i in 0..d {
+                    let o = out.as_slice().unwrap()[i] as f64;
+                    assert!(
+                        (o - avg[i]).abs() <= 1e-4 * (1.0 + avg[i].abs()),
+                        "n {n} step {it} i {i}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn decompress_is_worker_average() {
         for n in 2..=3 {

@@ -268,12 +268,16 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
         };
         let numel = num(c_numel, "numel", false)?;
         let tensors = match c_tensors {
-            Some(c) => get(c).parse::<usize>().ok().filter(|&t| t >= 1).ok_or_else(|| {
-                rerr(format!(
-                    "line {line}, column `tensors`: `{}` is not a positive integer",
-                    get(c)
-                ))
-            })?,
+            Some(c) => get(c)
+                .parse::<usize>()
+                .ok()
+                .filter(|&t| t >= 1)
+                .ok_or_else(|| {
+                    rerr(format!(
+                        "line {line}, column `tensors`: `{}` is not a positive integer",
+                        get(c)
+                    ))
+                })?,
             None => 1,
         };
         let times = [
@@ -374,25 +378,51 @@ mod tests {
             s += &format!("1,topk,{e},,1,{},0,{}\n", 1e-6 + 1e-9 * e, 1e-9 * e);
         }
         let sweep = |t: f64, e: f64| t * 1e-6 + 1e-9 * e;
-        s += &format!("1,topk,100000,m1,10,{},0,{}\n", 2.0 * sweep(10.0, 1e5), 1e-9 * 1e5);
-        s += &format!("1,topk,200000,m2,20,{},0,{}\n", 2.0 * sweep(20.0, 2e5), 1e-9 * 2e5);
-        s += &format!("1,topk,50000,m3,5,{},0,{}\n", 3.0 * sweep(5.0, 5e4), 1e-9 * 5e4);
+        s += &format!(
+            "1,topk,100000,m1,10,{},0,{}\n",
+            2.0 * sweep(10.0, 1e5),
+            1e-9 * 1e5
+        );
+        s += &format!(
+            "1,topk,200000,m2,20,{},0,{}\n",
+            2.0 * sweep(20.0, 2e5),
+            1e-9 * 2e5
+        );
+        s += &format!(
+            "1,topk,50000,m3,5,{},0,{}\n",
+            3.0 * sweep(5.0, 5e4),
+            1e-9 * 5e4
+        );
         // A method measured over a model only: its mean layer is the point.
-        s += &format!("1,ssgd,100000,m1,10,{},0,{}\n", 10.0 * 1e-6 + 1e-9 * 1e5, 1e-5);
-        s += &format!("1,ssgd,800000,m2,20,{},0,{}\n", 20.0 * 1e-6 + 1e-9 * 8e5, 2e-5);
+        s += &format!(
+            "1,ssgd,100000,m1,10,{},0,{}\n",
+            10.0 * 1e-6 + 1e-9 * 1e5,
+            1e-5
+        );
+        s += &format!(
+            "1,ssgd,800000,m2,20,{},0,{}\n",
+            20.0 * 1e-6 + 1e-9 * 8e5,
+            2e-5
+        );
         std::fs::write(d.join("micro_compress.csv"), s).unwrap();
         let rows = fit_compress_phases(&d.join("micro_compress.csv")).unwrap();
         let get = |m: &str, ph: &str| rows.iter().find(|r| r.name == m && r.phase == ph).unwrap();
         let c = get("topk", "compress");
         assert!((c.model_factor.unwrap() - 2.0).abs() < 1e-6, "{c:?}");
-        assert!((c.fixed_s - 2e-6).abs() < 1e-9 && (c.per_unit_s - 2e-9).abs() < 1e-12, "{c:?}");
+        assert!(
+            (c.fixed_s - 2e-6).abs() < 1e-9 && (c.per_unit_s - 2e-9).abs() < 1e-12,
+            "{c:?}"
+        );
         let dc = get("topk", "decompress");
         assert!((dc.model_factor.unwrap() - 1.0).abs() < 1e-6, "{dc:?}");
         // feedback does no work: no level to find.
         assert_eq!(get("topk", "feedback").model_factor, None);
         let ss = get("ssgd", "compress");
         assert_eq!(ss.model_factor, Some(1.0));
-        assert!((ss.fixed_s - 1e-6).abs() < 1e-9 && (ss.per_unit_s - 1e-9).abs() < 1e-12, "{ss:?}");
+        assert!(
+            (ss.fixed_s - 1e-6).abs() < 1e-9 && (ss.per_unit_s - 1e-9).abs() < 1e-12,
+            "{ss:?}"
+        );
     }
 
     #[test]

@@ -575,7 +575,11 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
                 let c = cpu * (per_round(mc.compress, *e) + per_round(mc.feedback, *e));
                 let l = uw[round];
                 run(&mut clock, &mut r.compress_s, c);
-                run(&mut clock, &mut r.pack_s, cpu * (costs.pack_fixed_s + pb * l.bytes() as f64));
+                run(
+                    &mut clock,
+                    &mut r.pack_s,
+                    cpu * (costs.pack_fixed_s + pb * l.bytes() as f64),
+                );
                 w.sum_f32 += l.sum_f32;
                 w.gather_u32 += l.gather_u32;
                 w.ring_u32 += l.ring_u32;

@@ -524,10 +524,16 @@ fn work_inside_backward_is_slowed_and_work_after_it_is_not() {
             2,
             MethodParams::default(),
         );
-        let (a, b) = (simulate(&case, &costs(1.0)).unwrap(), simulate(&case, &costs(3.0)).unwrap());
+        let (a, b) = (
+            simulate(&case, &costs(1.0)).unwrap(),
+            simulate(&case, &costs(3.0)).unwrap(),
+        );
         if pipelining {
             // Buckets exchanged during backward take longer; backward itself does not.
-            assert!(b.comm_s > a.comm_s * 1.2 && b.iter_s >= a.iter_s, "{a:?} {b:?}");
+            assert!(
+                b.comm_s > a.comm_s * 1.2 && b.iter_s >= a.iter_s,
+                "{a:?} {b:?}"
+            );
             assert!(close(b.bwd_s, a.bwd_s));
         } else {
             // Everything runs after backward: no effect.
@@ -630,10 +636,7 @@ fn calibration_recovers_the_host_latencies_of_ssgd_rows() {
     let h = &got[&2];
     assert_eq!(h.points, 2);
     assert!((h.start_s - 2e-4).abs() < 1e-9, "{h:?}");
-    assert!(
-        (h.sync_s - 3e-4).abs() < 1e-8,
-        "{h:?}"
-    );
+    assert!((h.sync_s - 3e-4).abs() < 1e-8, "{h:?}");
     assert!((h.bwd_slowdown - 1.5).abs() < 1e-6, "{h:?}");
     let _ = std::fs::remove_dir_all(&d);
 }
