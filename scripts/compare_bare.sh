@@ -10,8 +10,9 @@
 #   Environment: ROUNDS (default 3) interleaved rounds of each program;
 #                MPIRUN (default mpirun); MPIRUN_FLAGS (default "--oversubscribe --bind-to none");
 #                BARE_FLAGS (default empty): options of tools/bare_allreduce.c, e.g.
-#                "--thread=funneled --per-size-buffers" to initialise MPI and allocate
-#                buffers the way gradcomp does (default: MPI_Init, one MAX-sized buffer pair).
+#                "--thread=funneled" or "--per-size-buffers" to measure the MPI library's
+#                thread-level and buffer-placement effects (default: MPI_Init and one
+#                MAX-sized buffer pair, as gradcomp's micro-comm initialises and allocates).
 #
 # The two programs run alternately (gradcomp, bare, bare, gradcomp, gradcomp, ...) so
 # that slow machine drift hits both alike; each size's figure is the median over rounds

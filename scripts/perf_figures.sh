@@ -26,7 +26,8 @@ if [[ $what == all || $what == e2e ]]; then
   $MPI -np 2 $B micro-comm --collectives allreduce --sizes 102228128 --iters 10 --warmup 2 --quiet --out "$OUT/comm"
   $MPI -np 2 $B e2e --model resnet50 --methods ssgd --fusion single --pipelining off --compute none \
       --iters 10 --warmup 2 --quiet --out "$OUT/e2e-nocompute"
-  # rtx2080ti, batch 128: about 0.4 s of backward, longer than the ~0.25 s all-reduce here.
+  # rtx2080ti, batch 128: backward longer than the communication (docs/performance.md,
+  # "End-to-end engine": 131 ms against 67 ms on the 2-vCPU development machine).
   $MPI -np 2 $B e2e --model resnet50 --methods ssgd --fusion 25MiB --pipelining on --device rtx2080ti --batch 128 \
       --iters 10 --warmup 2 --quiet --out "$OUT/e2e-pipelined"
 fi

@@ -393,7 +393,8 @@ pub struct E2eArgs {
     /// Methods, comma-separated (as for micro)
     #[arg(long, value_delimiter = ',', required = true, value_name = "LIST")]
     pub methods: Vec<String>,
-    /// Fusion plans, comma-separated: none, single, or a byte threshold (25MiB)
+    /// Fusion plans, comma-separated: none, single, a byte threshold (25MiB), or a planner:
+    /// mgwfbp, omgs, layerfusion
     #[arg(
         long,
         value_delimiter = ',',

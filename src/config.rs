@@ -402,7 +402,8 @@ pub fn default_compress_iters(numel: usize) -> (u64, u64) {
 pub struct E2eSection {
     pub models: Vec<String>,
     pub methods: Vec<String>,
-    /// Fusion plans: `none`, a byte threshold (`25MiB`), `single`.
+    /// Fusion plans: `none`, a byte threshold (`25MiB`), `single`, or a planner: `mgwfbp`,
+    /// `omgs`, `layerfusion`.
     #[serde(default = "default_fusion")]
     pub fusion: Vec<String>,
     /// Pipelining (wait-free backprop) on and/or off.
@@ -846,8 +847,9 @@ impl Case {
     /// Rough peak memory of one rank for this case (bytes), for the up-front refusal of
     /// runs that cannot fit: message buffers for micro-comm; gradients, residuals,
     /// wires and receive buffers for the compression benchmarks (~8 fp32 copies); ~4
-    /// copies of the model's gradient for e2e (3.7x measured, docs/performance.md), plus
-    /// every rank's dense message when sums travel by all-gather.
+    /// copies of the model's gradient for e2e (3.7x measured, docs/performance.md,
+    /// "End-to-end engine"), plus every rank's dense message when sums travel by
+    /// all-gather.
     pub fn estimated_bytes(&self, world_size: usize) -> u64 {
         let n = world_size as u64;
         match self {

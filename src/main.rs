@@ -69,8 +69,9 @@ fn main() -> ExitCode {
     }
     // FUNNELED only when this run has threads besides the MPI one (the e2e device
     // thread, the --case-timeout watchdog): it costs Open MPI ~0.3 us per small
-    // collective (docs/performance.md). Errors in the config are reported after MPI
-    // starts (by every rank, agreed); here they just mean "assume threads".
+    // collective (docs/performance.md, "MPI library effects"). Errors in the config are
+    // reported after MPI starts (by every rank, agreed); here they just mean "assume
+    // threads".
     let threads = match cli.config() {
         Ok(c) => c.uses_threads(cli.common.case_timeout),
         Err(_) => true,

@@ -42,7 +42,8 @@ fn micro_check_passes_for_every_method() {
             assert_eq!(r[col("check")], "pass", "{r:?}");
             assert_eq!(r[col("world_size")], np.to_string());
         }
-        // Wire bytes follow the formulas of METHODS.md (96x70 tensor, d = 6720).
+        // Wire bytes follow the formulas of docs/methods.md, "Summary" (96x70 tensor,
+        // d = 6720).
         let wire = |m: &str| -> u64 {
             rows.iter()
                 .find(|r| r[col("method")] == m && r[col("rows")] == "96")

@@ -16,12 +16,15 @@
  * stdout: a `bytes,median_s` header, then one row per size.
  *
  * By default this is the classic (OSU-style) loop: MPI_Init, and one pair of
- * MAX_BYTES buffers allocated once and reused by every size. Two options reproduce
- * what gradcomp does instead, to tell its harness apart from its environment:
+ * MAX_BYTES buffers allocated once and reused by every size, which is also what
+ * gradcomp's micro-comm does (one page-aligned buffer set per sweep, MPI_THREAD_SINGLE
+ * unless the run has threads). Two options measure the effects of the environment
+ * (docs/performance.md, "MPI library effects"):
  *   --thread=LEVEL       MPI_Init_thread at LEVEL (single, funneled, serialized,
- *                        multiple); gradcomp requests funneled
+ *                        multiple); gradcomp requests funneled when the run has
+ *                        threads (e2e, --case-timeout)
  *   --per-size-buffers   allocate (malloc), fill and free exactly-sized buffers for
- *                        every size, as gradcomp's Vecs are
+ *                        every size
  *
  * Build: mpicc -O2 -o target/bare_allreduce tools/bare_allreduce.c
  * Run:   mpirun -np 2 target/bare_allreduce 4 67108864 200 20

@@ -495,7 +495,7 @@ def micro_comm_tables(df: pd.DataFrame) -> dict:
 def micro_compress(df: pd.DataFrame) -> pd.DataFrame:
     """Compression throughput per method and shape, with the memory read bandwidth."""
     _require(df, "no micro_compress rows")
-    shape = ["rows", "cols"] + [c for c in ["model", "tensors"] if c in df.columns]  # model: added in session 11
+    shape = ["rows", "cols"] + [c for c in ["model", "tensors"] if c in df.columns]  # not in CSVs before 8177be3
     t = df[["method"] + shape + ["world_size", "compress_s", "feedback_s", "decompress_s", "input_gbps",
             "compress_gbps", "decompress_gbps", "mem_read_gbps", "mem_frac", "wire_bytes", "ratio", "rel_error"]].copy()
     t[["rows", "cols"]] = t[["rows", "cols"]].astype("Int64")  # empty on model rows

@@ -81,8 +81,9 @@ pub fn measure(
     Ok((m, trace))
 }
 
-/// Overlap efficiency (DESIGN.md §2): `(bwd + sync_seq - bwd_sync) / min(bwd, sync_seq)`,
-/// clamped to [0, 1]: the share of the hideable synchronisation that was hidden.
+/// Overlap efficiency (docs/architecture.md, "The e2e iteration"):
+/// `(bwd + sync_seq - bwd_sync) / min(bwd, sync_seq)`, clamped to [0, 1]: the share of the
+/// hideable synchronisation that was hidden.
 pub fn overlap_efficiency(bwd_s: f64, sync_seq_s: f64, bwd_sync_s: f64) -> f64 {
     let hideable = bwd_s.min(sync_seq_s);
     if hideable <= 0.0 {

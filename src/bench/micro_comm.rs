@@ -27,9 +27,10 @@ pub struct OverlapRaw {
 }
 
 /// A page-aligned f32 buffer. Message buffers are page-aligned like the OSU benchmarks'
-/// (posix_memalign): Open MPI's shared-memory collectives ran up to 2.7x slower at
-/// 16-64 KiB from glibc heap buffers than from page-aligned ones (docs/performance.md),
-/// and where the allocator puts a buffer must not decide the result.
+/// (posix_memalign): Open MPI's shared-memory all-reduce ran about 2x slower at 16-64 KiB
+/// from glibc heap buffers than from one large page-aligned buffer (docs/performance.md,
+/// "MPI library effects"), and where the allocator puts a buffer must not decide the
+/// result.
 pub struct PageBuf {
     ptr: std::ptr::NonNull<f32>,
     len: usize,

@@ -1,6 +1,6 @@
 //! ACP-SGD (Zhang, Shi, Wang & Li, "Evaluation and Optimization of Gradient Compression
 //! for Distributed Deep Learning", ICDCS 2023, §IV: alternate compressed Power-SGD),
-//! METHODS.md, ACP-SGD.
+//! docs/methods.md, "acpsgd".
 //!
 //! Keeps both factors `P` (rows x r') and `Q` (cols x r') per tensor and alternates which
 //! one is computed and all-reduced, one round per step:

@@ -1,4 +1,4 @@
-//! Deep Gradient Compression (Lin et al., ICLR 2018; METHODS.md, DGC): local gradient
+//! Deep Gradient Compression (Lin et al., ICLR 2018; docs/methods.md, "dgc"): local gradient
 //! clipping, momentum correction, sampled threshold sparsification, momentum factor
 //! masking and an exponential density warm-up. Tensors with `rows > 1` are sparsified;
 //! `rows == 1` tensors are all-reduced dense with plain momentum.

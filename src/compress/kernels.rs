@@ -5,7 +5,8 @@ use rand_pcg::Pcg64Mcg;
 
 /// Seeded RNG for (run seed, step, tensor id, stream). `stream` separates independent
 /// uses (e.g. the rank for per-worker noise, or a purpose tag); the same arguments give
-/// the same stream on every worker (METHODS.md: never thread-local entropy).
+/// the same stream on every worker (docs/methods.md, "The `Compressor` contract": never
+/// thread-local entropy).
 pub fn rng_for(seed: u64, step: u64, tensor: usize, stream: u64) -> Pcg64Mcg {
     Pcg64Mcg::seed_from_u64(mix(mix(mix(seed, step), tensor as u64), stream))
 }

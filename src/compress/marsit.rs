@@ -1,7 +1,8 @@
 //! Marsit (Wu et al., "Marsit: ... multi-hop all-reduce", 2022): sign bits that stay
 //! 1 bit per element through a ring all-reduce, with bit-wise unbiased aggregation and a
-//! global compensation. **This is our reconstruction from the abstract** (METHODS.md,
-//! Marsit), not the authors' code:
+//! global compensation. **This is our reconstruction from the abstract** (docs/methods.md,
+//! "marsit"; each choice and its reason under "Reconstructed choices"), not the authors'
+//! code:
 //! - compress: `p = g + e`; wire `sum_f32 = [||p||_1 / d]` (all-reduced by the harness),
 //!   wire `ring_u32` = packed sign bits of `p` (layout in [`super::bits`]).
 //! - ring reduce-scatter: at every hop a worker receives a chunk that already aggregates

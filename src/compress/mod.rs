@@ -6,7 +6,7 @@
 //! turns the [`Received`] data into the worker-average gradient (methods whose error
 //! feedback needs the global result update it there). Every buffer a method needs is
 //! allocated in [`Compressor::register`]; the per-step calls allocate nothing.
-//! See ../../docs/architecture.md and METHODS.md for the algorithms.
+//! See docs/architecture.md for the design and docs/methods.md for the algorithms.
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 use thiserror::Error;
@@ -15,7 +15,7 @@ pub mod kernels;
 pub mod params;
 pub mod registry;
 
-// One file per method (METHODS.md) and the shared kernels they use.
+// One file per method (docs/methods.md) and the shared kernels they use.
 pub mod acpsgd;
 pub mod bits;
 pub mod dgc;
@@ -173,8 +173,9 @@ impl<'a> Received<'a> {
     }
 }
 
-/// Identity of this worker and the run; seeds every random choice (METHODS.md: RNGs are
-/// seeded by (run seed, step, tensor id), plus rank where per-worker noise is wanted).
+/// Identity of this worker and the run; seeds every random choice (docs/methods.md, "The
+/// `Compressor` contract": RNGs are seeded by (run seed, step, tensor id), plus rank where
+/// per-worker noise is wanted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkerCtx {
     pub rank: usize,
@@ -211,8 +212,8 @@ pub trait Compressor: Send {
         wire: &mut Wire,
     ) -> Result<()>;
     /// Local error-feedback update that can run while the wire is in flight (EF-SignSGD,
-    /// Top-k, DGC masking, ACP-SGD). Methods whose residual needs the global result do
-    /// it in `decompress` instead. Default: nothing.
+    /// Top-k, DGC masking; ACP-SGD updates its residual inside `compress`). Methods whose
+    /// residual needs the global result do it in `decompress` instead. Default: nothing.
     fn feedback(&mut self, t: TensorId, round: usize) -> Result<()> {
         let _ = (t, round);
         Ok(())

@@ -1,5 +1,6 @@
 //! Orthogonalisation of the columns of a tall matrix, in place and allocation-free, plus
-//! the low-rank helpers Power-SGD and ACP-SGD share (METHODS.md, Power-SGD / ACP-SGD).
+//! the low-rank helpers Power-SGD and ACP-SGD share (docs/methods.md, "powersgd" and
+//! "acpsgd").
 //!
 //! Matrices handled here are column-major (`.f()`) `rows x r` blocks, so every column is
 //! a contiguous slice. For `r <= MGS_MAX_RANK` modified Gram-Schmidt with one
@@ -585,7 +586,8 @@ pub enum Slot {
 }
 
 impl Slot {
-    /// Decide raw vs low-rank (METHODS.md rule) and allocate the state for tensor `t`.
+    /// Decide raw vs low-rank (docs/methods.md, "powersgd": which tensors are compressed)
+    /// and allocate the state for tensor `t`.
     pub fn new(rows: usize, cols: usize, p: &MethodParams, seed: u64, t: usize) -> Slot {
         match compressed_rank(rows, cols, p.rank, p.min_compression_rate) {
             Some(r) => Slot::LowRank(LowRank::new(rows, cols, r, seed, t)),

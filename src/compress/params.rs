@@ -1,6 +1,6 @@
 //! Hyper-parameters of every method, settable from the CLI and TOML, written into every
-//! CSV row. Defaults are the published ones (METHODS.md); each method validates the keys
-//! it reads in its constructor.
+//! CSV row. Defaults and allowed ranges: docs/methods.md, "Hyper-parameters"; each
+//! method validates the keys it reads in its constructor.
 
 use serde::{Deserialize, Serialize};
 
@@ -52,7 +52,8 @@ impl Default for MethodParams {
 }
 
 impl MethodParams {
-    /// `k = ceil(rho * d)`, at least 1 (METHODS.md, Top-k).
+    /// `k = ceil(rho * d)`, at least 1 and at most `d` (docs/methods.md, "Notation" under
+    /// "The `Compressor` contract").
     pub fn k_of(&self, d: usize) -> usize {
         ((self.density * d as f64).ceil() as usize).clamp(1, d.max(1))
     }

@@ -1,6 +1,7 @@
 //! Power-SGD (Vogels, Karimireddy & Jaggi, "PowerSGD: Practical Low-Rank Gradient
 //! Compression for Distributed Optimization", NeurIPS 2019, Algorithm 1 with error
-//! feedback and warm start), as in PyTorch's DDP `powerSGD_hook` (METHODS.md, Power-SGD).
+//! feedback and warm start), as in PyTorch's DDP `powerSGD_hook` (docs/methods.md,
+//! "powersgd").
 //!
 //! Per matrix `M` (rows x cols) with residual `e` and rank `r' = min(r, rows, cols)`:
 //! round 0 sends `P = (M+e) Q` (rows*r' floats), the summed P is orthogonalised; round 1

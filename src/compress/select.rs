@@ -1,7 +1,7 @@
 //! Allocation-free selection kernels shared by Top-k, DGC (and OMGS): exact top-k by
 //! magnitude, threshold selection `|x| >= thr`, and strided random sampling.
 //!
-//! Exact top-k (METHODS.md, Top-k) without a full `select_nth` over `d` elements:
+//! Exact top-k (docs/methods.md, "topk") without a full `select_nth` over `d` elements:
 //! 1. estimate a threshold from a seeded strided random sample, chosen low enough that
 //!    at least `k` elements pass with overwhelming probability;
 //! 2. one streaming pass collects the keys of the elements passing it into a bounded
@@ -455,7 +455,7 @@ pub fn push_pairs(wire: &mut Wire, idx: &[u32], val: &[f32]) {
     wire.gather_u32.extend(val.iter().map(|v| v.to_bits()));
 }
 
-/// Decompress all-gathered sparse sections (METHODS.md, Top-k): zero `out`, scatter-add
+/// Decompress all-gathered sparse sections (docs/methods.md, "topk"): zero `out`, scatter-add
 /// every worker's (index, value) pairs in rank order, divide by the number of workers.
 pub fn scatter_mean(
     method: &'static str,

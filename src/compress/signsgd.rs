@@ -1,4 +1,4 @@
-//! Sign-SGD, two variants (METHODS.md, Sign-SGD):
+//! Sign-SGD, two variants (docs/methods.md, "signsgd" and "signsgd-mv"):
 //! - `signsgd`: EF-SignSGD (Karimireddy et al., ICML 2019, Alg. 1): `p = g + e`,
 //!   `scale = ||p||_1 / d`, send `scale` and the packed signs of `p`,
 //!   `e = p - scale * sgn(p)`; decompress averages `scale_j * sgn_j` over workers.

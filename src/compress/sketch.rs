@@ -1,5 +1,5 @@
 //! Count Sketch compression (Charikar et al., ICALP 2002) as used by Sketch-Fusion SGD
-//! (Dai et al., JPDC 2024; METHODS.md, Sketch-Fusion SGD), without the fusion planner:
+//! (Dai et al., JPDC 2024; docs/methods.md, "sketch"), without the fusion planner:
 //! - compress: `p = g + e` (kept in the residual buffer); a table `S` of `r` rows by
 //!   `c = ceil(sketch_cols_per_k * k)` columns, `k = ceil(rho * d)`,
 //!   `S[j][h_j(i)] += s_j(i) * p_i`; wire `sum_f32 = S` (`r*c` floats). Sketches are

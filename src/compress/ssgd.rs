@@ -1,4 +1,4 @@
-//! S-SGD, the dense baseline (METHODS.md, S-SGD): all-reduce (sum) the fp32 gradient,
+//! S-SGD, the dense baseline (docs/methods.md, "ssgd"): all-reduce (sum) the fp32 gradient,
 //! divide by the number of workers.
 
 use super::select::{grad_slice, out_slice, tensor_err};

@@ -1,4 +1,4 @@
-//! Top-k SGD with error feedback (METHODS.md, Top-k; Stich et al., NeurIPS 2018):
+//! Top-k SGD with error feedback (docs/methods.md, "topk"; Stich et al., NeurIPS 2018):
 //! `p = g + e`, send the `k = ceil(rho d)` entries of largest `|p|` (exact), `e = p` with
 //! the sent entries zeroed; all-gather of (index, value) pairs, decompress = sum / n.
 
@@ -34,7 +34,7 @@ struct TensorState {
 }
 
 impl TensorState {
-    /// `e = p` with the sent entries zeroed (METHODS.md, Top-k).
+    /// `e = p` with the sent entries zeroed (docs/methods.md, "topk").
     fn apply_feedback(&mut self) {
         if self.pending {
             for &i in &self.sent {

@@ -1,10 +1,12 @@
-//! End-to-end iteration engine (DESIGN.md §2): an emulated device thread plays forward
-//! and backward; this (MPI) thread groups ready gradients into buckets by the fusion
-//! plan, compresses each tensor of a bucket, exchanges the bucket's concatenated wire in
-//! one collective per round, and decompresses. With pipelining a bucket is synchronised
-//! as soon as its last gradient is ready (wait-free backprop); without, after the whole
-//! backward. A rank's collectives run in order on this thread, like one NCCL stream:
-//! the overlap is between communication and the emulated backward.
+//! End-to-end iteration engine (docs/architecture.md, "The e2e iteration"): an emulated
+//! device thread plays forward and backward; this (MPI) thread groups ready gradients
+//! into buckets by the fusion plan, compresses each tensor of a bucket (for `omgs` and
+//! `sketch-fusion`, the bucket packed into one tensor), exchanges the bucket's
+//! concatenated wire in one collective per round, and decompresses. Fusion plans and
+//! planners: docs/methods.md, "Fusion, pipelining and planners (e2e)". With pipelining a
+//! bucket is synchronised as soon as its last gradient is ready (wait-free backprop);
+//! without, after the whole backward. A rank's collectives run in order on this thread,
+//! like one NCCL stream: the overlap is between communication and the emulated backward.
 
 pub mod device;
 pub mod plan;
@@ -511,8 +513,9 @@ fn unit_received<'a>(
     })
 }
 
-/// ACP-SGD scales the fusion threshold by its compression ratio (METHODS.md, ACP-SGD);
-/// the P-phase ratio is used for every step. Other methods bucket on gradient bytes.
+/// ACP-SGD scales the fusion threshold by its compression ratio (docs/methods.md, "Fusion,
+/// pipelining and planners (e2e)"); the P-phase ratio is used for every step, and the
+/// scaled threshold is compared with gradient bytes. Other methods use the threshold as is.
 fn threshold_scale(s: &E2eSetup) -> f64 {
     if s.method != "acpsgd" {
         return 1.0;

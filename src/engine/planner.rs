@@ -1,5 +1,6 @@
-//! Cost-model fusion planners (METHODS.md: OMGS-SGD, MG-WFBP, Sketch-Fusion's
-//! LayerFusion): pure functions on a layer timeline.
+//! Cost-model fusion planners (OMGS-SGD, MG-WFBP, Sketch-Fusion's LayerFusion; see
+//! docs/methods.md, "Fusion, pipelining and planners (e2e)"): pure functions on a layer
+//! timeline.
 //!
 //! **Conventions.** Layers are given in **backward order** (position 0 is the first
 //! gradient to become ready, i.e. the last layer of the forward pass), as
@@ -17,10 +18,18 @@
 //! (engine/mod.rs), **one thread** compresses and then communicates bucket after bucket
 //! (a single stream): a group's compression starts at `max(ready, end of the previous
 //! group's communication)`, its communication follows the compression at once, and so
-//! never starts before the previous one ends. (OMGS's paper runs sparsification on the
-//! GPU beside the communication; here compression is serialised with communication.)
+//! never starts before the previous one ends. Compression never delays backward.
 //! `iteration_end_s` is measured from the start of backward (forward is not modelled)
 //! to the end of the last communication.
+//!
+//! **OMGS-SGD's own model differs** (Shi et al., INFOCOM 2020; reference code
+//! HKBU-HPML/OMGS-SGD, `_generate_groups_mgs`): there a group's top-k runs on the GPU in
+//! line with the backward computation (the next layer's backward starts only after it),
+//! and only the all-gathers run beside the computation, one after another, each starting
+//! once its group's sparsification and the previous all-gather have ended. Here, as in
+//! the e2e engine, compression runs on the communication thread, serialised with the
+//! communication; the merge test ([`omgs_terms`]) is OMGS's, evaluated on this timeline
+//! (docs/methods.md, "omgs").
 
 /// Differences below this (s) are ties: merges and DP improvements must gain more.
 pub const TIE_S: f64 = 1e-12;
@@ -167,8 +176,8 @@ impl MergeTerms {
     }
 }
 
-/// OMGS-SGD's merge test (Shi et al., INFOCOM 2020, §IV; METHODS.md) for group `g` and
-/// the one after it in backward order, on the timeline `tl` of `groups`.
+/// OMGS-SGD's merge test (Shi et al., INFOCOM 2020, §IV; docs/methods.md, "omgs") for
+/// group `g` and the one after it in backward order, on the timeline `tl` of `groups`.
 ///
 /// Index mapping: the paper numbers layers in forward order and walks backward from
 /// layer L; its "layer l" and "the next one" `l-1` are our groups `g` and `g+1`, so
@@ -177,8 +186,9 @@ impl MergeTerms {
 /// [`Timeline::slack_s`]`(g)`: how long group `g` waits after it is ready for the
 /// previous group's communication (single-stream model: the wait before its
 /// compression, which delays its communication by as much). The slack is capped at
-/// `t_b[l-1]`: beyond that the group would wait regardless, and merging adds no wait
-/// (never a negative one), so with `t_save = 0` a merge never pays.
+/// `t_b[l-1]` (gradcomp's cap, not OMGS's): beyond that the group would wait regardless,
+/// and merging adds no wait (never a negative one), so with `t_save = 0` a merge never
+/// pays.
 pub fn omgs_terms(
     t_b: &[f64],
     p: &[usize],
@@ -199,9 +209,9 @@ pub fn omgs_terms(
     }
 }
 
-/// OMGS-SGD's merge plan (Shi et al., INFOCOM 2020; METHODS.md): starting from one
-/// group per layer, walk the groups in backward order (from the first gradient to be
-/// ready); merge the current group with the next while [`MergeTerms::merges`], then
+/// OMGS-SGD's merge plan (Shi et al., INFOCOM 2020; docs/methods.md, "omgs"): starting
+/// from one group per layer, walk the groups in backward order (from the first gradient
+/// to be ready); merge the current group with the next while [`MergeTerms::merges`], then
 /// move on. The timeline is recomputed after each merge. O(L^2) cost evaluations.
 pub fn omgs(
     t_b: &[f64],
@@ -242,8 +252,9 @@ pub fn dense_allreduce_cost(ab: crate::comm::netmodel::AlphaBeta) -> impl Fn(usi
     move |d| ab.time_elements_s(d, 4.0)
 }
 
-/// Sketch-Fusion's LayerFusion (Dai et al., JPDC 2024; METHODS.md), our
-/// reconstruction: the contiguous grouping that **minimises the modelled iteration end**
+/// Sketch-Fusion's LayerFusion (Dai et al., JPDC 2024; docs/methods.md, "layerfusion"),
+/// our reconstruction (each choice under "Reconstructed choices" there): the contiguous
+/// grouping that **minimises the modelled iteration end**
 /// ([`predicted_iteration_s`]: backward times, then per group the sketch/compression
 /// cost `t_s` and the all-reduce of the sketch `t_c`, single stream). No
 /// hyper-parameter: the plan follows from the costs alone.

@@ -1,4 +1,4 @@
-//! What-if simulator (DESIGN.md §1 `simulate`): the e2e engine's schedule
+//! What-if simulator (docs/architecture.md, "The simulator"): the e2e engine's schedule
 //! (engine/mod.rs) replayed on a virtual clock, with cost models instead of real
 //! compute, compression and communication. Pure code, no MPI.
 //!
