@@ -21,14 +21,13 @@
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 
-pub use super::orth::acp_fusion_thresholds;
 use super::orth::{
-    check_dims, check_len, load_memory_order, push_memory_order, push_raw, put_slot, slot_mut,
-    validate_lowrank_params, write_average, Slot,
+    check_dims, check_len, compressed_rank, load_memory_order, push_memory_order, push_raw,
+    put_slot, slot_mut, validate_lowrank_params, write_average, Slot,
 };
 use super::{
-    Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire,
-    WireLen, WorkerCtx,
+    Aggregation, CloseRule, CompressError, Compressor, FusionSizing, MethodParams, Received,
+    Result, TensorId, Wire, WireLen, WorkerCtx,
 };
 
 const NAME: &str = "acpsgd";
@@ -58,17 +57,39 @@ impl AcpSgd {
     pub fn is_p_step(&self) -> bool {
         self.step % 2 == 0
     }
+}
 
-    /// Fusion thresholds `(T_P, T_Q)` for a dense threshold `threshold` over the tensors
-    /// registered so far ([`acp_fusion_thresholds`], ICDCS 2023 §IV-B).
-    pub fn fusion_thresholds(&self, threshold: f64) -> (f64, f64) {
-        let shapes: Vec<(usize, usize)> = self.slots.iter().flatten().map(Slot::dims).collect();
-        acp_fusion_thresholds(
-            threshold,
-            &shapes,
-            self.params.rank,
-            self.params.min_compression_rate,
-        )
+/// ACP-SGD's fusion buckets (lzhangbv/acpsgd, `acpsgd.py`, `_generate_groups_with_threshold`;
+/// docs/methods.md, "acpsgd"): P steps group tensors by their P factor's bytes
+/// (`4 rows r'`), Q steps by their Q factor's (`4 cols r'`); raw tensors count their full
+/// `4 d` in both. A group closes before a tensor would take it past the threshold
+/// ([`CloseRule::BeforeExceeding`]). The paper scales the dense threshold by the
+/// compression ratio; the reference has one threshold for both phases, so the ratio is
+/// that of the mean step, `(sum P + sum Q) / (2 sum d)`.
+pub fn fusion_sizing(p: &MethodParams, shapes: &[(usize, usize)]) -> FusionSizing {
+    let (mut pb, mut qb) = (
+        Vec::with_capacity(shapes.len()),
+        Vec::with_capacity(shapes.len()),
+    );
+    for &(rows, cols) in shapes {
+        let d = (rows * cols) as u64;
+        match compressed_rank(rows, cols, p.rank, p.min_compression_rate) {
+            Some(r) => {
+                pb.push(4 * (rows * r) as u64);
+                qb.push(4 * (cols * r) as u64);
+            }
+            None => {
+                pb.push(4 * d);
+                qb.push(4 * d);
+            }
+        }
+    }
+    let dense: u64 = shapes.iter().map(|&(r, c)| 4 * (r * c) as u64).sum();
+    let wire = (pb.iter().sum::<u64>() + qb.iter().sum::<u64>()) as f64 / 2.0;
+    FusionSizing {
+        threshold_scale: if dense == 0 { 1.0 } else { wire / dense as f64 },
+        phase_bytes: vec![pb, qb],
+        rule: CloseRule::BeforeExceeding,
     }
 }
 
@@ -91,10 +112,21 @@ impl Compressor for AcpSgd {
     }
 
     fn wire_capacity(&self, t: TensorId, _round: usize) -> WireLen {
+        self.phase_wire(t, 0, 0).max(self.phase_wire(t, 0, 1))
+    }
+
+    /// P steps (phase 0) and Q steps (phase 1).
+    fn phases(&self) -> usize {
+        2
+    }
+
+    /// P steps send `rows x r'`, Q steps `cols x r'`; raw tensors `d` in both.
+    fn phase_wire(&self, t: TensorId, _round: usize, phase: usize) -> WireLen {
         let sum_f32 = match self.slots.get(t).and_then(|s| s.as_ref()) {
             None => 0,
             Some(Slot::Raw { rows, cols }) => rows * cols,
-            Some(Slot::LowRank(lr)) => lr.rows.max(lr.cols) * lr.rank,
+            Some(Slot::LowRank(lr)) if phase % 2 == 0 => lr.rows * lr.rank,
+            Some(Slot::LowRank(lr)) => lr.cols * lr.rank,
         };
         WireLen {
             sum_f32,
@@ -362,17 +394,33 @@ mod tests {
         }
     }
 
+    /// Fusion sizes are the bytes each phase actually sends (`phase_wire`), and the
+    /// threshold scale the mean step's compression ratio.
     #[test]
-    fn fusion_thresholds_scale_with_ratio() {
+    fn fusion_sizing_matches_phase_wires() {
         let p = MethodParams {
             rank: 4,
             ..Default::default()
         };
-        let c = &workers(1, &p, &[(100, 200), (1, 50)])[0];
-        let d = (100 * 200 + 50) as f64;
-        let (tp, tq) = c.fusion_thresholds(1000.0);
-        assert!((tp - 1000.0 * (400.0 + 50.0) / d).abs() < 1e-9);
-        assert!((tq - 1000.0 * (800.0 + 50.0) / d).abs() < 1e-9);
+        let shapes = [(100, 200), (1, 50), (4, 4), (64, 576)];
+        let c = &workers(1, &p, &shapes)[0];
+        let fs = fusion_sizing(&p, &shapes);
+        assert_eq!(fs.rule, CloseRule::BeforeExceeding);
+        assert_eq!(fs.phase_bytes.len(), c.phases());
+        for (phase, bytes) in fs.phase_bytes.iter().enumerate() {
+            for (t, &b) in bytes.iter().enumerate() {
+                assert_eq!(
+                    b,
+                    c.phase_wire(t, 0, phase).bytes() as u64,
+                    "phase {phase} tensor {t}"
+                );
+            }
+        }
+        assert_eq!(fs.phase_bytes[0], vec![1600, 200, 64, 1024]);
+        assert_eq!(fs.phase_bytes[1], vec![3200, 200, 64, 9216]);
+        let d = 4.0 * (20_000 + 50 + 16 + 64 * 576) as f64;
+        let want = (1600.0 + 200.0 + 64.0 + 1024.0 + 3200.0 + 200.0 + 64.0 + 9216.0) / 2.0 / d;
+        assert!((fs.threshold_scale - want).abs() < 1e-12);
     }
 
     #[test]

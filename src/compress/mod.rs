@@ -57,6 +57,42 @@ impl Aggregation {
     }
 }
 
+/// How a fusion bucket closes (docs/methods.md, "Fusion, pipelining and planners").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloseRule {
+    /// Append the tensor, then close once the bucket holds at least the threshold
+    /// (PyTorch DDP's and Horovod's bucketing).
+    AtThreshold,
+    /// Close the bucket before a tensor would take it past the threshold; a tensor larger
+    /// than the threshold travels alone (ACP-SGD's reference, lzhangbv/acpsgd `acpsgd.py`,
+    /// `_generate_groups_with_threshold`).
+    BeforeExceeding,
+}
+
+/// What a method's buckets are sized on, per phase of its step cycle (step `s` is phase
+/// `s % phase_bytes.len()`): the bytes of each tensor (in the order given) that the bucket
+/// threshold is compared with, the factor the user's threshold is scaled by, and the
+/// closing rule. Built by [`registry::fusion_sizing`] without registering any tensor, so
+/// the engine and the simulator plan the same buckets from shapes alone.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FusionSizing {
+    pub phase_bytes: Vec<Vec<u64>>,
+    pub threshold_scale: f64,
+    pub rule: CloseRule,
+}
+
+impl FusionSizing {
+    /// One phase, fp32 gradient bytes, the threshold as given, DDP's closing rule: every
+    /// method but ACP-SGD.
+    pub fn gradient_bytes(shapes: &[(usize, usize)]) -> FusionSizing {
+        FusionSizing {
+            phase_bytes: vec![shapes.iter().map(|&(r, c)| 4 * (r * c) as u64).collect()],
+            threshold_scale: 1.0,
+            rule: CloseRule::AtThreshold,
+        }
+    }
+}
+
 /// Errors raised by compressors (bad parameters, shape mismatches, misuse).
 #[derive(Debug, Error)]
 pub enum CompressError {
@@ -193,6 +229,17 @@ pub trait Compressor: Send {
     /// Exchange rounds per step (Power-SGD: 2, its second depends on the first).
     fn rounds(&self) -> usize {
         1
+    }
+    /// Steps cycle through this many phases (step `s` is phase `s % phases()`), each with
+    /// its own wire sizes and fusion plan (ACP-SGD: P steps and Q steps). Default 1.
+    fn phases(&self) -> usize {
+        1
+    }
+    /// Wire size of tensor `t` in `round` of steps of phase `phase` (setup only; the
+    /// simulator charges it). Default: [`Compressor::wire_capacity`].
+    fn phase_wire(&self, t: TensorId, round: usize, phase: usize) -> WireLen {
+        let _ = phase;
+        self.wire_capacity(t, round)
     }
     /// Setup: allocate and touch all per-tensor state (error feedback, factors, scratch)
     /// for a tensor viewed as `rows x cols` (1-D tensors: `rows = 1`).

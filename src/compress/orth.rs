@@ -252,40 +252,6 @@ pub fn compressed_rank(rows: usize, cols: usize, rank: usize, rate: f64) -> Opti
     (((rows + cols) * r) as f64 * rate < (rows * cols) as f64).then_some(r)
 }
 
-/// ACP-SGD fusion thresholds (Zhang et al., ICDCS 2023, §IV-B): the dense threshold `T`
-/// scaled by the compression ratio of each phase, `T_P = T * sum(P sizes) / sum(d)` and
-/// `T_Q = T * sum(Q sizes) / sum(d)`, so the bucket count matches dense S-SGD. `shapes`
-/// are the tensors as `(rows, cols)`; raw tensors count with their full size `d`.
-pub fn acp_fusion_thresholds(
-    threshold: f64,
-    shapes: &[(usize, usize)],
-    rank: usize,
-    rate: f64,
-) -> (f64, f64) {
-    let (mut sp, mut sq, mut sd) = (0usize, 0usize, 0usize);
-    for &(rows, cols) in shapes {
-        let d = rows * cols;
-        sd += d;
-        match compressed_rank(rows, cols, rank, rate) {
-            Some(r) => {
-                sp += rows * r;
-                sq += cols * r;
-            }
-            None => {
-                sp += d;
-                sq += d;
-            }
-        }
-    }
-    if sd == 0 {
-        return (threshold, threshold);
-    }
-    (
-        threshold * sp as f64 / sd as f64,
-        threshold * sq as f64 / sd as f64,
-    )
-}
-
 /// The elements of a column-major (`.f()`) array, or `None` for any other layout.
 fn col_major(a: &Array2<f32>) -> Option<&[f32]> {
     if a.t().is_standard_layout() {
@@ -916,8 +882,5 @@ mod tests {
         assert_eq!(compressed_rank(8, 8, 4, 2.0), None); // (8+8)*4*2 = 128 >= 64
         assert_eq!(compressed_rank(3, 1000, 4, 0.9), Some(3));
         assert_eq!(compressed_rank(3, 1000, 4, 1.0), None);
-        let (tp, tq) = acp_fusion_thresholds(100.0, &[(100, 50), (1, 50)], 2, 2.0);
-        let d = 5000.0 + 50.0;
-        assert!((tp - 100.0 * 250.0 / d).abs() < 1e-9 && (tq - 100.0 * 150.0 / d).abs() < 1e-9);
     }
 }

@@ -4,7 +4,9 @@ use super::{
     acpsgd::AcpSgd, dgc::Dgc, marsit::Marsit, powersgd::PowerSgd, qsgd::Qsgd, signsgd::SignSgd,
     sketch::Sketch, ssgd::Ssgd, topk::TopK,
 };
-use super::{Aggregation, CompressError, Compressor, MethodParams, Result, WorkerCtx};
+use super::{
+    Aggregation, CompressError, Compressor, FusionSizing, MethodParams, Result, WorkerCtx,
+};
 
 /// Names accepted by `--methods`, in the order reports list them.
 pub const METHODS: &[&str] = &[
@@ -21,6 +23,17 @@ pub const METHODS: &[&str] = &[
 ];
 
 /// Build the compressor `name` for this worker.
+/// What method `name` sizes its fusion buckets on for tensors of `shapes` (given in the
+/// order buckets are filled, backward order in e2e): ACP-SGD its compressed factors
+/// ([`super::acpsgd::fusion_sizing`]), every other method its fp32 gradient bytes.
+/// The engine and the simulator both plan with this, through `engine::plan::phase_buckets`.
+pub fn fusion_sizing(name: &str, p: &MethodParams, shapes: &[(usize, usize)]) -> FusionSizing {
+    match name {
+        "acpsgd" => super::acpsgd::fusion_sizing(p, shapes),
+        _ => FusionSizing::gradient_bytes(shapes),
+    }
+}
+
 pub fn build(name: &str, p: &MethodParams, ctx: WorkerCtx) -> Result<Box<dyn Compressor>> {
     Ok(match name {
         "ssgd" => Box::new(Ssgd::new(p, ctx)?),

@@ -160,44 +160,60 @@ pub fn run(
     // Backward order = reverse registration order.
     let bwd_order: Vec<usize> = (0..m).rev().collect();
     let bwd_times: Vec<f64> = bwd_order.iter().map(|&t| s.bwd_s[t]).collect();
-    let sizes: Vec<u64> = bwd_order
+    let shapes: Vec<(usize, usize)> = bwd_order
         .iter()
-        .map(|&t| 4 * s.tensors[t].numel() as u64)
+        .map(|&t| (s.tensors[t].rows, s.tensors[t].cols))
         .collect();
-    let (groups, planned_s) = match s.fusion {
+    // One bucket list per phase of the method's step cycle (ACP-SGD: P and Q steps).
+    let (phase_groups, planned_s) = match s.fusion {
         Fusion::Planner(kind) => {
             let (g, pred) = plan_with_costs(world, s, comp.as_mut(), kind, &bwd_order, &bwd_times)?;
-            (g, Some(pred))
+            (vec![g], Some(pred))
         }
-        f => (plan::buckets(&sizes, f, threshold_scale(s)), None),
+        f => (
+            plan::phase_buckets(&registry::fusion_sizing(s.method, s.params, &shapes), f),
+            None,
+        ),
     };
-    let mut buckets: Vec<Bucket> = groups
+    let mut plans: Vec<Vec<Bucket>> = phase_groups
         .into_iter()
-        .map(|pos| {
-            let tensors: Vec<usize> = pos.iter().map(|&p| bwd_order[p]).collect();
-            Bucket {
-                ready_after: pos.iter().max().map_or(0, |p| p + 1),
-                units: tensors.clone(),
-                tensors,
-            }
+        .map(|groups| {
+            groups
+                .into_iter()
+                .map(|pos| {
+                    let tensors: Vec<usize> = pos.iter().map(|&p| bwd_order[p]).collect();
+                    Bucket {
+                        ready_after: pos.iter().max().map_or(0, |p| p + 1),
+                        units: tensors.clone(),
+                        tensors,
+                    }
+                })
+                .collect()
         })
         .collect();
     // Merged compression: a fresh compressor with one tensor per bucket.
     let mut pack_len = 0usize;
     if s.merge {
+        if plans.len() != 1 {
+            return Err(Error::Runtime(format!(
+                "e2e: {} buckets differ between steps; merged compression needs one plan",
+                s.method
+            )));
+        }
         comp = registry::build(s.method, s.params, ctx)?;
-        for (bi, b) in buckets.iter_mut().enumerate() {
+        for (bi, b) in plans[0].iter_mut().enumerate() {
             let n: usize = b.tensors.iter().map(|&t| s.tensors[t].numel()).sum();
             comp.register(bi, 1, n)?;
             b.units = vec![bi];
             pack_len = pack_len.max(n);
         }
     }
+    let merged = &plans[0];
     let unit_shape = |u: usize| -> (usize, usize) {
         if s.merge {
             (
                 1,
-                buckets[u]
+                merged[u]
                     .tensors
                     .iter()
                     .map(|&t| s.tensors[t].numel())
@@ -207,8 +223,8 @@ pub fn run(
             (s.tensors[u].rows, s.tensors[u].cols)
         }
     };
-    let all_units: Vec<usize> = buckets
-        .iter()
+    let all_buckets = || plans.iter().flatten();
+    let all_units: Vec<usize> = all_buckets()
         .flat_map(|b| b.units.iter().copied())
         .collect();
 
@@ -219,7 +235,7 @@ pub fn run(
         .map(|(t, r)| comp.wire_capacity(t, r))
         .fold(WireLen::default(), WireLen::max);
     let mut bucket_cap = WireLen::default();
-    for b in &buckets {
+    for b in all_buckets() {
         for r in 0..rounds {
             let mut c = WireLen {
                 gather_u32: b.units.len(),
@@ -254,7 +270,8 @@ pub fn run(
     let mut gather_scratch = vec![0u32; unit_cap.gather_u32 * world.size];
     let mut gather_counts = vec![0usize; world.size];
     let mut layout =
-        vec![UnitLayout::default(); buckets.iter().map(|b| b.units.len()).max().unwrap_or(0)];
+        vec![UnitLayout::default(); all_buckets().map(|b| b.units.len()).max().unwrap_or(0)];
+    let max_buckets = plans.iter().map(Vec::len).max().unwrap_or(0);
     let grads: Vec<ndarray::Array2<f32>> = s
         .tensors
         .iter()
@@ -275,9 +292,7 @@ pub fn run(
     if let Some(tr) = trace.as_deref_mut() {
         // Per timed iteration: forward, iteration, a backward span per tensor, compress
         // and decompress per tensor and round, a collective per bucket and round.
-        tr.reserve(
-            iters as usize * (2 + m + all_units.len() * 2 * rounds + buckets.len() * rounds),
-        );
+        tr.reserve(iters as usize * (2 + m + all_units.len() * 2 * rounds + max_buckets * rounds));
     }
     let device = Device::new(m);
     let mut series = IterSeries::default();
@@ -294,6 +309,7 @@ pub fn run(
         let r = (|| -> Result<()> {
             for it in 0..warmup + iters {
                 comp.begin_step(it);
+                let buckets = &plans[it as usize % plans.len()];
                 // Only timed iterations are traced.
                 let mut trace = if it >= warmup {
                     trace.as_deref_mut()
@@ -435,9 +451,11 @@ pub fn run(
     for v in series.all_mut() {
         world.max_in_place(v);
     }
+    // Buckets per step: the mean over the phases, rounded (ACP-SGD's P and Q steps differ).
+    let total_buckets: usize = plans.iter().map(Vec::len).sum();
     Ok(E2eMeasurement {
         series,
-        buckets: buckets.len(),
+        buckets: (total_buckets as f64 / plans.len() as f64).round() as usize,
         wire_bytes: world.max_u64(crate::bench::stats::mean_bytes_per_step(wire_total, iters)),
         aggregation: comp.aggregation().name(),
         planned_s,
@@ -511,23 +529,6 @@ fn unit_received<'a>(
         ring_u32: &rec.ring_u32[l.ring_off..l.ring_off + l.ring_len],
         world_size: rec.world_size,
     })
-}
-
-/// ACP-SGD scales the fusion threshold by its compression ratio (docs/methods.md, "Fusion,
-/// pipelining and planners (e2e)"); the P-phase ratio is used for every step, and the
-/// scaled threshold is compared with gradient bytes. Other methods use the threshold as is.
-fn threshold_scale(s: &E2eSetup) -> f64 {
-    if s.method != "acpsgd" {
-        return 1.0;
-    }
-    let shapes: Vec<(usize, usize)> = s.tensors.iter().map(|t| (t.rows, t.cols)).collect();
-    let (tp, _) = crate::compress::orth::acp_fusion_thresholds(
-        1.0,
-        &shapes,
-        s.params.rank,
-        s.params.min_compression_rate,
-    );
-    tp
 }
 
 /// Ring merge of a chunk of a bucket's concatenated ring section: each tensor's part of

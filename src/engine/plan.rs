@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use crate::compress::{CloseRule, FusionSizing};
+
 /// How gradients are grouped into buckets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum Fusion {
@@ -67,11 +69,26 @@ impl fmt::Display for Fusion {
     }
 }
 
-/// Buckets as lists of positions in `sizes_bytes` (given in backward order), with the
-/// byte threshold `threshold` (already scaled, e.g. by ACP-SGD's ratio).
-/// Planner fusions are resolved by the engine (they need cost models); here they give
-/// one bucket per tensor.
-pub fn buckets(sizes_bytes: &[u64], fusion: Fusion, threshold_scale: f64) -> Vec<Vec<usize>> {
+/// The buckets of every phase of a method's step cycle (one list per phase, positions in
+/// the order `sizing` was built in, backward order in e2e): the one bucketing function
+/// of the engine and the simulator. Planner fusions are resolved by the callers (they
+/// need cost models); here they give one bucket per tensor.
+pub fn phase_buckets(sizing: &FusionSizing, fusion: Fusion) -> Vec<Vec<Vec<usize>>> {
+    sizing
+        .phase_bytes
+        .iter()
+        .map(|b| buckets(b, fusion, sizing.threshold_scale, sizing.rule))
+        .collect()
+}
+
+/// Buckets as lists of positions in `sizes_bytes`, with a byte threshold scaled by
+/// `threshold_scale` and closed by `rule`.
+pub fn buckets(
+    sizes_bytes: &[u64],
+    fusion: Fusion,
+    threshold_scale: f64,
+    rule: CloseRule,
+) -> Vec<Vec<usize>> {
     let n = sizes_bytes.len();
     match fusion {
         Fusion::Planner(_) => (0..n).map(|i| vec![i]).collect(),
@@ -89,11 +106,24 @@ pub fn buckets(sizes_bytes: &[u64], fusion: Fusion, threshold_scale: f64) -> Vec
             let mut cur = Vec::new();
             let mut bytes = 0f64;
             for (i, &s) in sizes_bytes.iter().enumerate() {
-                cur.push(i);
-                bytes += s as f64;
-                if bytes >= t {
-                    out.push(std::mem::take(&mut cur));
-                    bytes = 0.0;
+                let s = s as f64;
+                match rule {
+                    CloseRule::AtThreshold => {
+                        cur.push(i);
+                        bytes += s;
+                        if bytes >= t {
+                            out.push(std::mem::take(&mut cur));
+                            bytes = 0.0;
+                        }
+                    }
+                    CloseRule::BeforeExceeding => {
+                        if !cur.is_empty() && bytes + s > t {
+                            out.push(std::mem::take(&mut cur));
+                            bytes = 0.0;
+                        }
+                        cur.push(i);
+                        bytes += s;
+                    }
                 }
             }
             if !cur.is_empty() {
@@ -107,6 +137,7 @@ pub fn buckets(sizes_bytes: &[u64], fusion: Fusion, threshold_scale: f64) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+    const AT: CloseRule = CloseRule::AtThreshold;
 
     #[test]
     fn parses() {
@@ -128,20 +159,25 @@ mod tests {
     #[test]
     fn bucketing_closes_at_threshold_in_backward_order() {
         let sizes = [10, 10, 30, 5, 5, 100, 1];
-        assert_eq!(buckets(&sizes, Fusion::None, 1.0).len(), 7);
+        assert_eq!(buckets(&sizes, Fusion::None, 1.0, AT).len(), 7);
         assert_eq!(
-            buckets(&sizes, Fusion::Single, 1.0),
+            buckets(&sizes, Fusion::Single, 1.0, AT),
             vec![vec![0, 1, 2, 3, 4, 5, 6]]
         );
         assert_eq!(
-            buckets(&sizes, Fusion::Bytes(20), 1.0),
+            buckets(&sizes, Fusion::Bytes(20), 1.0, AT),
             vec![vec![0, 1], vec![2], vec![3, 4, 5], vec![6]]
         );
         // A scaled threshold (ACP-SGD) of 0.5 x 40 = 20 gives the same buckets.
         assert_eq!(
-            buckets(&sizes, Fusion::Bytes(40), 0.5),
-            buckets(&sizes, Fusion::Bytes(20), 1.0)
+            buckets(&sizes, Fusion::Bytes(40), 0.5, AT),
+            buckets(&sizes, Fusion::Bytes(20), 1.0, AT)
         );
-        assert!(buckets(&[], Fusion::Single, 1.0).is_empty());
+        assert!(buckets(&[], Fusion::Single, 1.0, AT).is_empty());
+        // ACP-SGD's reference rule: close before exceeding; an oversized tensor alone.
+        assert_eq!(
+            buckets(&sizes, Fusion::Bytes(20), 1.0, CloseRule::BeforeExceeding),
+            vec![vec![0, 1], vec![2], vec![3, 4], vec![5], vec![6]]
+        );
     }
 }

@@ -543,7 +543,12 @@ mod tests {
                 omgs(&t_b, &p, &ts, &tc),
             ];
             for mib in [1u64, 4, 25] {
-                others.push(buckets(&sizes, Fusion::Bytes(mib << 20), 1.0));
+                others.push(buckets(
+                    &sizes,
+                    Fusion::Bytes(mib << 20),
+                    1.0,
+                    crate::compress::CloseRule::AtThreshold,
+                ));
             }
             for o in &others {
                 let t = predicted_iteration_s(&t_b, &p, o, &ts, &tc);

@@ -297,6 +297,28 @@ pub struct SimResult {
     pub plan: Vec<Vec<usize>>,
 }
 
+impl SimResult {
+    /// The mean of the phases' iterations (times, wire bytes, bucket count rounded).
+    fn mean(rs: &[SimResult]) -> SimResult {
+        let k = rs.len().max(1) as f64;
+        let avg = |f: fn(&SimResult) -> f64| rs.iter().map(f).sum::<f64>() / k;
+        SimResult {
+            fwd_s: avg(|r| r.fwd_s),
+            bwd_s: avg(|r| r.bwd_s),
+            pack_s: avg(|r| r.pack_s),
+            compress_s: avg(|r| r.compress_s),
+            comm_s: avg(|r| r.comm_s),
+            decompress_s: avg(|r| r.decompress_s),
+            exposed_s: avg(|r| r.exposed_s),
+            bwd_sync_s: avg(|r| r.bwd_sync_s),
+            iter_s: avg(|r| r.iter_s),
+            wire_bytes: avg(|r| r.wire_bytes as f64).round() as u64,
+            buckets: avg(|r| r.buckets as f64).round() as usize,
+            ..SimResult::default()
+        }
+    }
+}
+
 /// 1-row tensors longer than this (merged buckets) get their wire capacity by affine
 /// extrapolation from exact probes at `LARGE_1D / 2` and `LARGE_1D` elements instead of
 /// registering them (registration allocates and touches the method's per-element state,
@@ -307,13 +329,16 @@ pub const LARGE_1D: usize = 1 << 22;
 
 /// Wire words per round of one compression unit.
 type UnitWire = Vec<WireLen>;
+/// [`UnitWire`] per phase of the method's step cycle (`Compressor::phases`).
+type PhaseWire = Vec<UnitWire>;
 
 /// Wire capacity per round of a `rows x cols` tensor for this method and world size,
 /// registering the shape in a fresh compressor (so memory holds one tensor's state).
 struct WireOracle<'a> {
     case: &'a SimCase,
-    cache: HashMap<(usize, usize), UnitWire>,
+    cache: HashMap<(usize, usize), PhaseWire>,
     rounds: usize,
+    phases: usize,
     aggregation: Aggregation,
 }
 
@@ -325,11 +350,12 @@ impl<'a> WireOracle<'a> {
             case,
             cache: HashMap::new(),
             rounds: c.rounds(),
+            phases: c.phases(),
             aggregation: c.aggregation(),
         })
     }
 
-    fn get(&mut self, rows: usize, cols: usize) -> Result<UnitWire> {
+    fn get(&mut self, rows: usize, cols: usize) -> Result<PhaseWire> {
         if rows == 1 && cols > LARGE_1D {
             // Affine in the length between two exact probes (see [`LARGE_1D`]).
             let (d1, d2) = (LARGE_1D / 2, LARGE_1D);
@@ -341,17 +367,22 @@ impl<'a> WireOracle<'a> {
             return Ok(a
                 .iter()
                 .zip(&b)
-                .map(|(a, b)| WireLen {
-                    sum_f32: ext(a.sum_f32, b.sum_f32),
-                    gather_u32: ext(a.gather_u32, b.gather_u32),
-                    ring_u32: ext(a.ring_u32, b.ring_u32),
+                .map(|(a, b)| {
+                    a.iter()
+                        .zip(b)
+                        .map(|(a, b)| WireLen {
+                            sum_f32: ext(a.sum_f32, b.sum_f32),
+                            gather_u32: ext(a.gather_u32, b.gather_u32),
+                            ring_u32: ext(a.ring_u32, b.ring_u32),
+                        })
+                        .collect()
                 })
                 .collect());
         }
         self.exact(rows, cols)
     }
 
-    fn exact(&mut self, rows: usize, cols: usize) -> Result<UnitWire> {
+    fn exact(&mut self, rows: usize, cols: usize) -> Result<PhaseWire> {
         if !self.cache.contains_key(&(rows, cols)) {
             let mut c = registry::build(&self.case.base_method, &self.case.params, ctx(self.case))
                 .map_err(|e| merr(self.case, e))?;
@@ -361,11 +392,15 @@ impl<'a> WireOracle<'a> {
             } else {
                 1.0
             };
-            let w: UnitWire = (0..self.rounds)
-                .map(|r| {
-                    let mut l = c.wire_capacity(0, r);
-                    l.gather_u32 = (l.gather_u32 as f64 * fill).round() as usize;
-                    l
+            let w: PhaseWire = (0..self.phases)
+                .map(|ph| {
+                    (0..self.rounds)
+                        .map(|r| {
+                            let mut l = c.phase_wire(0, r, ph);
+                            l.gather_u32 = (l.gather_u32 as f64 * fill).round() as usize;
+                            l
+                        })
+                        .collect()
                 })
                 .collect();
             self.cache.insert((rows, cols), w);
@@ -448,14 +483,15 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
     let bwd_order: Vec<usize> = (0..m).rev().collect();
     let bwd_times: Vec<f64> = bwd_order.iter().map(|&t| wl.bwd_s[t]).collect();
     let numel: Vec<usize> = bwd_order.iter().map(|&t| wl.tensors[t].numel()).collect();
-    // Unmerged per-tensor wires (backward positions): the planners and the plain schedule.
-    let mut pos_wire: Vec<UnitWire> = Vec::with_capacity(m);
+    // Unmerged per-tensor wires (backward positions) per phase: the planners (phase 0)
+    // and the plain schedule.
+    let mut pos_wire: Vec<PhaseWire> = Vec::with_capacity(m);
     for &t in &bwd_order {
         let ts = &wl.tensors[t];
         pos_wire.push(oracle.get(ts.rows, ts.cols)?);
     }
     let per_round = |c: CompressCost, e: usize| c.time_s(e) / rounds as f64;
-    let (groups, planned_s) = match case.fusion {
+    let (mut phase_groups, planned_s) = match case.fusion {
         Fusion::Planner(kind) => {
             // Planner costs as the engine's plan_with_costs: wire bytes per element over
             // the model, the network's cost of that message per round, compress+feedback
@@ -463,7 +499,7 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
             let elems: usize = numel.iter().sum();
             let bpe: Vec<f64> = (0..rounds)
                 .map(|r| {
-                    pos_wire.iter().map(|w| w[r].bytes()).sum::<usize>() as f64
+                    pos_wire.iter().map(|w| w[0][r].bytes()).sum::<usize>() as f64
                         / elems.max(1) as f64
                 })
                 .collect();
@@ -503,24 +539,72 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
                 &t_s
             };
             let pred = planner::predicted_iteration_s(&bwd_times, &numel, &g, ts_opt, &t_c);
-            (g, Some(pred))
+            (vec![g], Some(pred))
         }
         f => {
-            let sizes: Vec<u64> = numel.iter().map(|&e| 4 * e as u64).collect();
-            (plan::buckets(&sizes, f, threshold_scale(case)), None)
+            let shapes: Vec<(usize, usize)> = bwd_order
+                .iter()
+                .map(|&t| (wl.tensors[t].rows, wl.tensors[t].cols))
+                .collect();
+            let sizing = registry::fusion_sizing(&case.base_method, &case.params, &shapes);
+            (plan::phase_buckets(&sizing, f), None)
         }
     };
 
-    // Units per bucket: (elements, wire per round).
-    let mut bucket_units: Vec<Vec<(usize, UnitWire)>> = Vec::with_capacity(groups.len());
-    for g in &groups {
-        if case.merge {
-            let e: usize = g.iter().map(|&p| numel[p]).sum();
-            bucket_units.push(vec![(e, oracle.get(1, e)?)]);
-        } else {
-            bucket_units.push(g.iter().map(|&p| (numel[p], pos_wire[p].clone())).collect());
+    // Each phase of the step cycle on its own virtual clock; the result is their mean
+    // (e2e alternates them too). Units per bucket: (elements, wire per phase and round).
+    let phases = oracle.phases;
+    let mut per_phase = Vec::with_capacity(phases);
+    for phase in 0..phases {
+        let groups = &phase_groups[phase % phase_groups.len()];
+        let mut bucket_units: Vec<Vec<(usize, UnitWire)>> = Vec::with_capacity(groups.len());
+        for g in groups {
+            if case.merge {
+                let e: usize = g.iter().map(|&p| numel[p]).sum();
+                bucket_units.push(vec![(e, oracle.get(1, e)?[phase].clone())]);
+            } else {
+                bucket_units.push(
+                    g.iter()
+                        .map(|&p| (numel[p], pos_wire[p][phase].clone()))
+                        .collect(),
+                );
+            }
         }
+        per_phase.push(simulate_clock(
+            case,
+            costs,
+            &bwd_times,
+            &numel,
+            groups,
+            &bucket_units,
+            rounds,
+        ));
     }
+    let mut r = SimResult::mean(&per_phase);
+    r.aggregation = agg.name();
+    r.collective = case.collective.effective(agg);
+    r.planned_s = planned_s;
+    r.plan = phase_groups.swap_remove(0);
+    Ok(r)
+}
+
+/// One iteration of `groups` (positions in backward order) with their units' wires on
+/// the virtual clock ([`simulate`]).
+fn simulate_clock(
+    case: &SimCase,
+    costs: &CostModel,
+    bwd_times: &[f64],
+    numel: &[usize],
+    groups: &[Vec<usize>],
+    bucket_units: &[Vec<(usize, UnitWire)>],
+    rounds: usize,
+) -> SimResult {
+    let wl = &case.workload;
+    let m = bwd_times.len();
+    let n = case.world_size.max(1);
+    let mc = costs.method(&case.base_method);
+    let net = costs.network.as_ref();
+    let per_round = |c: CompressCost, e: usize| c.time_s(e) / rounds as f64;
     let gather_used = bucket_units
         .iter()
         .flatten()
@@ -535,7 +619,7 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
     let fwd_end = host.start_s + wl.fwd_s;
     let mut ready = Vec::with_capacity(m);
     let mut acc = fwd_end;
-    for &b in &bwd_times {
+    for &b in bwd_times {
         acc += b;
         ready.push(acc);
     }
@@ -544,9 +628,6 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
         fwd_s: fwd_end,
         bwd_s: bwd_end - fwd_end,
         buckets: groups.len(),
-        aggregation: agg.name(),
-        collective: case.collective.effective(agg),
-        planned_s,
         ..SimResult::default()
     };
     let mut clock = if case.pipelining { 0.0 } else { bwd_end };
@@ -557,7 +638,7 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
         *clock = advance(t0, work, bwd_end, host.bwd_slowdown);
         *phase += *clock - t0;
     };
-    for (bi, (g, units)) in groups.iter().zip(&bucket_units).enumerate() {
+    for (bi, (g, units)) in groups.iter().zip(bucket_units).enumerate() {
         // Did the communication thread wait for the device before this bucket?
         let mut waited = bi == 0;
         if case.pipelining {
@@ -616,8 +697,7 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
     r.exposed_s = (t_end - bwd_end).max(0.0);
     r.bwd_sync_s = t_end - fwd_end;
     r.iter_s = t_end;
-    r.plan = groups;
-    Ok(r)
+    r
 }
 
 /// The clock after `work` seconds of full-speed work started at `clock`, running
@@ -644,26 +724,6 @@ fn gather_scale(n: usize, numel: usize, gather_words: usize) -> f64 {
     }
     let touched = (32.0 * gather_words as f64).min(numel as f64) / numel as f64;
     1.0 + (n.max(1) - 1) as f64 * touched
-}
-
-/// ACP-SGD scales the fusion threshold by its compression ratio (as engine/mod.rs).
-fn threshold_scale(case: &SimCase) -> f64 {
-    if case.base_method != "acpsgd" {
-        return 1.0;
-    }
-    let shapes: Vec<(usize, usize)> = case
-        .workload
-        .tensors
-        .iter()
-        .map(|t| (t.rows, t.cols))
-        .collect();
-    crate::compress::orth::acp_fusion_thresholds(
-        1.0,
-        &shapes,
-        case.params.rank,
-        case.params.min_compression_rate,
-    )
-    .0
 }
 
 /// One sim.csv row: e2e.csv's columns where they mean the same, plus `source` and
