@@ -467,6 +467,15 @@ pub const E2E_METHODS: &[(&str, &str, crate::engine::plan::PlannerKind)] = &[
     ),
 ];
 
+/// The fusion an e2e method implies (its planner), or `None` when the case's fusion
+/// applies. Sweeps over fusion produce one case for such a method, not one per value.
+pub fn implied_fusion(m: &str) -> Option<crate::engine::plan::Fusion> {
+    E2E_METHODS
+        .iter()
+        .find(|(a, _, _)| *a == m)
+        .map(|(_, _, k)| crate::engine::plan::Fusion::Planner(*k))
+}
+
 /// The compressor behind an e2e method name.
 pub fn base_method(m: &str) -> &str {
     E2E_METHODS
@@ -1037,8 +1046,8 @@ impl Config {
                 for method in &s.methods {
                     for params in &s.params {
                         let alias = E2E_METHODS.iter().find(|(a, _, _)| a == method);
-                        let fusions = match alias {
-                            Some((_, _, kind)) => vec![crate::engine::plan::Fusion::Planner(*kind)],
+                        let fusions = match implied_fusion(method) {
+                            Some(f) => vec![f],
                             None => s.fusion.clone(),
                         };
                         for &collective in &s.collectives {

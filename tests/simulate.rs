@@ -55,6 +55,39 @@ fn simulates_presets_up_to_1024_workers() {
     assert!(iter("ssgd", "1024", "on") <= iter("ssgd", "1024", "off") + 1e-12);
 }
 
+/// A method that implies its fusion (omgs, sketch-fusion) gives one row per distinct case,
+/// not one per value of the fusion sweep.
+#[test]
+fn implied_fusion_gives_one_row_per_case() {
+    let dir = tmpdir("sim-implied");
+    let out = Command::new(BIN)
+        .args([
+            "simulate",
+            "--model",
+            "resnet20",
+            "--methods",
+            "omgs,sketch-fusion,topk",
+            "--world-sizes",
+            "4",
+            "--fusion",
+            "none,mgwfbp,omgs",
+            "--pipelining",
+            "on",
+            "--out",
+            dir.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let (h, rows) = read_csv(&dir.join("sim.csv"));
+    let col = |n: &str| h.iter().position(|c| c == n).unwrap();
+    let count = |m: &str| rows.iter().filter(|r| r[col("method")] == m).count();
+    assert_eq!(
+        (count("omgs"), count("sketch-fusion"), count("topk")),
+        (1, 1, 3)
+    );
+}
+
 #[test]
 fn fits_and_compares_a_real_run() {
     if skip_np(2) {

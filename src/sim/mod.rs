@@ -16,7 +16,7 @@
 //!
 //! **Costs** ([`CostModel`]): a [`network::CollectiveCost`] (preset or fitted), per method
 //! and phase a linear model `fixed + per_element * numel` ([`MethodCosts`]; from
-//! micro_compress.csv via [`fit`], or [`MethodCosts::cpu_default`]), and a copy model for
+//! micro_compress.csv via [`fit`], or the committed reference fit [`MethodCosts::reference`]), and a copy model for
 //! pack (`pack_fixed_s + pack_s_per_byte * bytes` per unit append and per unit split).
 //! A method's phase cost is for all rounds; each round gets `1/rounds` of it.
 //! Decompress of a unit with a gather section processes every worker's piece, so its
@@ -174,39 +174,62 @@ impl MethodCosts {
         }
     }
 
-    /// Built-in defaults for device `cpu` (one core of a current x86 server, the
-    /// kernels of src/compress, fp32): rough per-element costs (ns) of compress /
-    /// feedback / decompress, 2 us fixed per call. Orders of magnitude from the kernels'
-    /// work: a copy is ~0.3 ns/element, a sign pass ~1, a quickselect ~5, a count sketch
-    /// ~10 (per row hash + update). Calibrate with `gradcomp fit` for real projections.
-    pub fn cpu_default(method: &str) -> MethodCosts {
-        let (c, f, d) = match method {
-            "ssgd" => (0.3, 0.0, 0.3),
-            "topk" => (5.0, 1.0, 0.5),
-            "dgc" => (8.0, 2.0, 0.5),
-            "powersgd" => (4.0, 0.0, 3.0),
-            "acpsgd" => (3.0, 1.0, 2.0),
-            "signsgd" => (1.5, 1.0, 1.0),
-            "signsgd-mv" => (1.0, 0.0, 1.0),
-            "marsit" => (2.0, 0.0, 1.0),
-            "sketch" => (10.0, 1.0, 10.0),
-            "qsgd" => (5.0, 0.0, 2.0),
-            _ => (2.0, 0.0, 1.0),
-        };
-        MethodCosts::from_ns(c, f, d, 2.0)
+    /// The default costs of `method`: the committed reference fit
+    /// ([`REFERENCE_COSTS`], written by scripts/reference_costs.sh from a documented run;
+    /// docs/performance.md, "Reference compression costs"). `None` for a method the file
+    /// lacks (a unit test keeps every registry method in it).
+    pub fn reference(method: &str) -> Option<MethodCosts> {
+        let mut found = false;
+        let mut m = MethodCosts::default();
+        for line in REFERENCE_COSTS
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .skip(1)
+        {
+            let f: Vec<&str> = line.split(',').map(str::trim).collect();
+            if f.len() != 4 || f[0] != method {
+                continue;
+            }
+            let (fixed_s, per_element_s) = (f[2].parse().ok()?, f[3].parse().ok()?);
+            let c = CompressCost {
+                per_element_s,
+                fixed_s,
+            };
+            match f[1] {
+                "compress" => m.compress = c,
+                "feedback" => m.feedback = c,
+                "decompress" => m.decompress = c,
+                _ => continue,
+            }
+            found = true;
+        }
+        found.then_some(m)
     }
+}
+
+/// The simulator's default compression costs: compression rows of `gradcomp fit` over a
+/// reference run, with their provenance on the first line (`# source: ...`).
+pub const REFERENCE_COSTS: &str = include_str!("reference_costs.csv");
+
+/// The provenance line of [`REFERENCE_COSTS`] (machine, date, revision, command).
+pub fn reference_source() -> &'static str {
+    REFERENCE_COSTS
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("# source: "))
+        .unwrap_or("reference fit (no provenance line)")
 }
 
 /// Every cost the simulator needs.
 pub struct CostModel {
     pub network: Box<dyn CollectiveCost>,
-    /// Per (base) method; missing methods use [`MethodCosts::cpu_default`].
+    /// Per (base) method; missing methods use [`MethodCosts::reference`].
     pub methods: HashMap<String, MethodCosts>,
     /// Copy cost of pack/split per byte (s/B); default 0.1 ns/B (10 GB/s memcpy).
     pub pack_s_per_byte: f64,
     /// Fixed cost per unit append / split (s); default 0.2 us.
     pub pack_fixed_s: f64,
-    /// Where the compression costs come from (`cpu defaults`, `fitted DIR/micro_compress.csv`).
+    /// Where the compression costs come from (the reference fit's provenance, `fitted DIR/micro_compress.csv`).
     pub compress_source: String,
     /// CPU share and host latencies ([`host::HostModel`]; ideal unless calibrated).
     pub host: host::HostModel,
@@ -220,7 +243,7 @@ impl CostModel {
             methods: HashMap::new(),
             pack_s_per_byte: 0.1e-9,
             pack_fixed_s: 0.2e-6,
-            compress_source: "cpu defaults".into(),
+            compress_source: reference_source().into(),
             host: host::HostModel::default(),
         }
     }
@@ -255,11 +278,15 @@ impl CostModel {
         self
     }
 
+    /// Costs of method `m`: fitted, else the reference fit, else S-SGD's reference
+    /// costs (never reached for a registry method; tested).
     pub fn method(&self, m: &str) -> MethodCosts {
         self.methods
             .get(m)
             .copied()
-            .unwrap_or_else(|| MethodCosts::cpu_default(m))
+            .or_else(|| MethodCosts::reference(m))
+            .or_else(|| MethodCosts::reference("ssgd"))
+            .unwrap_or_default()
     }
 
     /// `network; compress` for the CSV's `cost_source`.

@@ -87,9 +87,14 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
             for &n in &req.world_sizes {
                 let costs = costs_for(req, n, report.as_ref())?;
                 for method in &req.methods {
+                    // omgs / sketch-fusion imply their fusion: one case, not one per value.
+                    let fusions = match crate::config::implied_fusion(method) {
+                        Some(f) => vec![f],
+                        None => req.fusion.clone(),
+                    };
                     for p in &req.params {
                         for &c in &req.collectives {
-                            for &f in &req.fusion {
+                            for &f in &fusions {
                                 for &pipe in &req.pipelining {
                                     let case =
                                         SimCase::new(wl.clone(), method, f, pipe, c, n, p.clone());

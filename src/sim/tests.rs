@@ -740,3 +740,30 @@ fn acpsgd_buckets_follow_the_reference_rule() {
         );
     }
 }
+
+/// The default compression costs come from the committed reference fit, for every
+/// method of the registry, with its provenance in `cost_source`.
+#[test]
+fn reference_costs_cover_every_method() {
+    for m in crate::compress::registry::METHODS {
+        let c = MethodCosts::reference(m)
+            .unwrap_or_else(|| panic!("{m} missing from reference_costs.csv"));
+        for (phase, p) in [("compress", c.compress), ("decompress", c.decompress)] {
+            assert!(
+                p.per_element_s > 0.0 && p.per_element_s < 1e-6 && p.fixed_s >= 0.0,
+                "{m} {phase}: {p:?}"
+            );
+        }
+    }
+    let src = reference_source();
+    assert!(
+        src.starts_with("reference fit, ") && src.contains("gradcomp "),
+        "{src}"
+    );
+    let costs = CostModel::preset("10gbe").unwrap();
+    assert!(costs.describe().contains(src));
+    assert_eq!(
+        costs.method("topk"),
+        MethodCosts::reference("topk").unwrap()
+    );
+}
