@@ -365,10 +365,10 @@ mod tests {
                         .map(|(&a, &b)| a as f64 + b)
                         .collect();
                     let scale = p.iter().map(|v| v.abs()).sum::<f64>() / d as f64;
-                    for i in 0..d {
-                        let s = scale * if p[i] < 0.0 { -1.0 } else { 1.0 };
-                        e_ref[w][i] = p[i] - s;
-                        avg[i] += s / n as f64;
+                    for ((&pi, e), a) in p.iter().zip(e_ref[w].iter_mut()).zip(avg.iter_mut()) {
+                        let s = scale * if pi < 0.0 { -1.0 } else { 1.0 };
+                        *e = pi - s;
+                        *a += s / n as f64;
                     }
                 }
                 let (out, _) = step(&mut ws, &grads);

@@ -167,7 +167,14 @@ pub fn run(
     // One bucket list per phase of the method's step cycle (ACP-SGD: P and Q steps).
     let (phase_groups, planned_s) = match s.fusion {
         Fusion::Planner(kind) => {
-            let (g, pred) = plan_with_costs(world, s, comp.as_mut(), kind, &bwd_order, &bwd_times)?;
+            // Calibrate on a fresh compressor: the timed one must start without the
+            // calibration gradients in its residuals, momenta or warm-start factors.
+            let mut probe = registry::build(s.method, s.params, ctx)?;
+            for (t, ts) in s.tensors.iter().enumerate() {
+                probe.register(t, ts.rows, ts.cols)?;
+            }
+            let (g, pred) =
+                plan_with_costs(world, s, probe.as_mut(), kind, &bwd_order, &bwd_times)?;
             (vec![g], Some(pred))
         }
         f => (
