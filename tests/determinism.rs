@@ -25,7 +25,7 @@ const STEPS: u64 = 3;
 const WORLD: usize = 4;
 
 /// A matrix, a 1-D tensor, and a matrix of d >= 65536 (topk's sampled-threshold path,
-/// dgc with more than 512 sample strides).
+/// dgc's random-start strided sample).
 const SHAPES: &[Shape] = &[
     Shape { rows: 64, cols: 48 },
     Shape {

@@ -56,11 +56,59 @@ fn micro_check_passes_for_every_method() {
         assert_eq!(wire("signsgd"), 4 + 4 * d.div_ceil(32));
         assert_eq!(wire("signsgd-mv"), 4 * d.div_ceil(32));
         assert_eq!(wire("topk"), 8 * k);
+        // DGC sends at most k pairs (issue 14: it used to send up to 1.3 k).
+        assert!(wire("dgc") <= 8 * k, "dgc sent {} bytes", wire("dgc"));
         assert_eq!(wire("powersgd"), 4 * (96 + 70) * 4);
         // The mean over the timed steps 1, 2, 3 (one warm-up step): ACP-SGD sends Q, P, Q.
         assert_eq!(wire("acpsgd"), (4 * (70 + 96 + 70) * 4 + 1) / 3);
         assert_eq!(wire("marsit"), 4 + 4 * d.div_ceil(32));
     }
+}
+
+/// DGC sends a 1-D tensor dense, as its reference does (it compresses only tensors of
+/// two or more dimensions): micro says so on stderr and in the row's `aggregation`.
+#[test]
+fn dgc_one_d_tensor_is_dense_and_said_so() {
+    let dir = tmpdir("dgc1d");
+    let out = mpirun(
+        2,
+        &[
+            "micro",
+            "--methods",
+            "dgc",
+            "--numel",
+            "5000",
+            "--shape",
+            "50x100",
+            "--iters",
+            "2",
+            "--warmup",
+            "1",
+            "--quiet",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    );
+    assert_ok(&out);
+    let notes: Vec<String> = stderr(&out)
+        .lines()
+        .filter(|l| l.contains("note: dgc sends"))
+        .map(String::from)
+        .collect();
+    assert_eq!(notes.len(), 1, "one note, from rank 0 only: {notes:?}");
+    assert!(
+        notes[0].contains("1-D tensor of 5000 elements dense"),
+        "{}",
+        notes[0]
+    );
+    let (header, rows) = read_csv(&dir.join("micro.csv"));
+    let col = |n: &str| header.iter().position(|c| c == n).unwrap();
+    let row = |r: &str| rows.iter().find(|x| x[col("rows")] == r).unwrap();
+    assert_eq!(row("1")[col("aggregation")], "allreduce");
+    assert_eq!(row("1")[col("wire_bytes")], "20000");
+    assert_eq!(row("50")[col("aggregation")], "allgather");
+    let k = 5u64;
+    assert!(row("50")[col("wire_bytes")].parse::<u64>().unwrap() <= 8 * k);
 }
 
 #[test]

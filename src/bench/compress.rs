@@ -8,7 +8,9 @@ use super::tensors::{
 };
 use crate::comm::exchange::{received_alone, Exchange};
 use crate::comm::World;
-use crate::compress::{orth, registry, Compressor, MethodParams, Wire, WireLen, WorkerCtx};
+use crate::compress::{
+    orth, registry, Aggregation, Compressor, MethodParams, Wire, WireLen, WorkerCtx,
+};
 use crate::config::Shape;
 use crate::error::{Error, Result};
 use ndarray::{Array2, ArrayView2};
@@ -59,6 +61,7 @@ impl PhaseTimes {
 
 /// Result of one micro-compress or micro case.
 pub struct CompressMeasurement {
+    /// The collective that carried the tensor ([`tensor_aggregation`]).
     pub aggregation: &'static str,
     pub rounds: usize,
     pub times: PhaseTimes,
@@ -68,6 +71,36 @@ pub struct CompressMeasurement {
     pub rel_error: f64,
     /// micro with --check: "pass" or "fail: ..." (agreed across ranks).
     pub check: Option<std::result::Result<(), String>>,
+}
+
+/// The collective that carries tensor `t`: the method's own, except `allreduce` when
+/// the method sends this tensor dense in `sum_f32` alone (DGC on a 1-D tensor, as its
+/// reference does; docs/methods.md, dgc).
+pub fn tensor_aggregation(comp: &dyn Compressor, t: usize) -> Aggregation {
+    let cap = (0..comp.rounds())
+        .map(|r| comp.wire_capacity(t, r))
+        .fold(WireLen::default(), WireLen::max);
+    if cap.sum_f32 > 0 && cap.gather_u32 == 0 && cap.ring_u32 == 0 {
+        Aggregation::AllReduce
+    } else {
+        comp.aggregation()
+    }
+}
+
+/// Rank 0 says on stderr when the method does not compress this tensor at all (the
+/// row's `aggregation` then reads `allreduce`).
+fn note_dense(world: &World, comp: &dyn Compressor, method: &str, shape: Shape) {
+    if world.is_root() && tensor_aggregation(comp, 0) != comp.aggregation() {
+        let what = if shape.rows == 1 {
+            format!("1-D tensor of {} elements", shape.cols)
+        } else {
+            format!("{shape} tensor")
+        };
+        eprintln!(
+            "gradcomp: note: {method} sends the {what} dense (all-reduce, {} bytes per worker; aggregation = allreduce in the row), as the reference DGC does: it compresses only tensors of two or more dimensions, and nothing at density 1 (docs/methods.md, dgc)",
+            4 * shape.numel()
+        );
+    }
 }
 
 struct Setup {
@@ -150,6 +183,7 @@ pub fn measure_kernels(
     warmup: u64,
 ) -> Result<CompressMeasurement> {
     let mut s = setup(world, method, shape, params, seed, 1)?;
+    note_dense(world, s.comp.as_ref(), method, shape);
     let mut times = PhaseTimes::with_capacity(iters as usize);
     let mut wire_total = 0u64;
     let mut rel = f64::NAN;
@@ -176,7 +210,7 @@ pub fn measure_kernels(
     }
     times.reduce_max(world);
     Ok(CompressMeasurement {
-        aggregation: s.comp.aggregation().name(),
+        aggregation: tensor_aggregation(s.comp.as_ref(), 0).name(),
         rounds: s.comp.rounds(),
         times,
         wire_bytes: world.max_u64(mean_bytes_per_step(wire_total, iters)),
@@ -299,6 +333,7 @@ pub fn measure_collective(
         None
     };
     let mut s = setup(world, method, shape, params, seed, world.size)?;
+    note_dense(world, s.comp.as_ref(), method, shape);
     let cap = (0..s.comp.rounds())
         .map(|r| s.comp.wire_capacity(0, r))
         .fold(WireLen::default(), WireLen::max);
@@ -323,7 +358,7 @@ pub fn measure_collective(
     }
     times.reduce_max(world);
     Ok(CompressMeasurement {
-        aggregation: s.comp.aggregation().name(),
+        aggregation: tensor_aggregation(s.comp.as_ref(), 0).name(),
         rounds: s.comp.rounds(),
         times,
         wire_bytes: world.max_u64(mean_bytes_per_step(wire_total, iters)),

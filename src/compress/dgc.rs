@@ -1,7 +1,15 @@
 //! Deep Gradient Compression (Lin et al., ICLR 2018; docs/methods.md, "dgc"): local gradient
 //! clipping, momentum correction, sampled threshold sparsification, momentum factor
 //! masking and an exponential density warm-up. Tensors with `rows > 1` are sparsified;
-//! `rows == 1` tensors are all-reduced dense with plain momentum.
+//! `rows == 1` tensors (and every tensor at density 1) are all-reduced dense with plain
+//! momentum.
+//!
+//! The selection follows the authors' reference implementation,
+//! synxlin/deep-gradient-compression `dgc/compression.py` (`DGCCompressor`, defaults
+//! `sample_ratio = 0.01`, `strided_sample`, bounds 1.3 / 0.8, `max_adaptation_iters =
+//! 10`, `resample`): the sample plan of `initialize`, the threshold and adaptation loop
+//! of `_sparsify`, and its final `indices[:num_selects]`. docs/methods.md (dgc) lists
+//! what is followed and what differs.
 
 use super::kernels::rng_for;
 use super::select::{
@@ -14,16 +22,23 @@ use super::{
     WireLen, WorkerCtx,
 };
 use ndarray::{ArrayView2, ArrayViewMut2};
+use rand::Rng;
 
 const NAME: &str = "dgc";
-/// RNG stream tag of the threshold sample.
+/// RNG stream tag of the threshold sample's start.
 const STREAM_SAMPLE: u64 = 0x0064_6763;
 /// Elements per fused momentum-and-scan chunk (fits L1).
 const CHUNK: usize = 4096;
-/// Sample about 1% of `|v|`, at least this many elements (DGC Sec. 3 "sampling").
-const MIN_SAMPLE: usize = 512;
-/// Threshold retries (×0.8 each) before falling back to exact top-k.
-const MAX_TRIES: usize = 10;
+/// Sampled fraction of the tensor, at least (reference `sample_ratio`).
+const SAMPLE_RATIO: f64 = 0.01;
+/// More than `UPPER_BOUND * k` survivors: keep the exact top-k of them (reference
+/// `compress_upper_bound` with `resample = True`).
+const UPPER_BOUND: f64 = 1.3;
+/// Fewer than `LOWER_BOUND * k` survivors: lower the threshold by this factor (reference
+/// `compress_lower_bound`, also the factor; f32 as the reference's threshold tensor).
+const LOWER_BOUND: f32 = 0.8;
+/// Most threshold lowerings (reference `max_adaptation_iters`).
+pub const MAX_LOWERINGS: usize = 10;
 /// Warm-up densities per warm-up epoch (DGC Sec. 3.4: 75%, 93.75%, 98.4375%, 99.6% sparsity).
 pub const WARMUP_DENSITIES: [f64; 4] = [0.25, 0.0625, 0.015625, 0.004];
 
@@ -40,25 +55,101 @@ pub fn warmup_density(density: f64, warmup_steps_per_epoch: u64, step: u64) -> f
     }
 }
 
-/// Most survivors sent as they are: `floor(1.3 k)` (more: exact top-k among them).
-pub fn band_hi(k: usize) -> usize {
-    (1.3 * k as f64).floor() as usize
+/// How the threshold is sampled for a tensor of `d` elements at density `rho`
+/// (reference `DGCCompressor.initialize`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SamplePlan {
+    /// Distance between sampled elements; 1: the whole tensor is the sample.
+    pub stride: usize,
+    /// The reference's `num_samples`, `d / stride` (floor); `rho` of it sets the threshold.
+    pub samples: usize,
+    /// The threshold is the `top_k_samples`-th largest sampled `|v|`: `ceil(samples rho)`.
+    pub top_k_samples: usize,
 }
 
-/// Fewest survivors sent as they are: `ceil(0.8 k)` (fewer: lower the threshold).
-pub fn band_lo(k: usize) -> usize {
-    (0.8 * k as f64).ceil() as usize
+/// The reference's sample plan: with `want = max(ceil(0.01 d), ceil(2 / rho))`, the
+/// whole tensor when `d <= ceil(2 / rho)`; otherwise the stride `32 ceil(d / want / 32)
+/// + 1`, lowered by 8 until `d / stride >= want`. The sample is then `|v|[start::stride]`
+/// for a uniform `start` in `0..stride` (`d / stride` or one more elements).
+pub fn sample_plan(d: usize, rho: f64) -> SamplePlan {
+    let pct = (d as f64 * SAMPLE_RATIO).ceil() as usize;
+    let cpr = (2.0 / rho).ceil() as usize;
+    let (stride, samples) = if d <= cpr {
+        (1, d)
+    } else {
+        let want = pct.max(cpr);
+        let mut stride = (d as f64 / want as f64 / 32.0).ceil() as usize * 32 + 1;
+        // Ends at stride 1 at the latest (d >= want), as the reference's loop.
+        while stride > 1 && d / stride < want {
+            stride -= 8;
+        }
+        (stride, d / stride)
+    };
+    SamplePlan {
+        stride,
+        samples,
+        top_k_samples: ((samples as f64 * rho).ceil() as usize).clamp(1, samples.max(1)),
+    }
 }
 
-/// How the last sparse `compress` selected its entries.
+/// Which rule of the reference's `_sparsify` chose the last sparse `compress`'s entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Selection {
-    /// All survivors of the threshold, their count within `[band_lo(k), band_hi(k)]`.
+    /// The whole tensor was the sample: its `k`-th largest `|v|` is the threshold, no
+    /// adaptation; the first `k` survivors in index order are sent.
+    Exact,
+    /// Survivors within `[0.8 k, 1.3 k]` (after 0 to 9 lowerings): the first
+    /// `min(survivors, k)` in index order are sent.
     Band,
-    /// More than `band_hi(k)` survived: the exact top-k among them.
+    /// More than `1.3 k` survivors (after 0 to 9 lowerings): their exact top-k by `|v|`
+    /// (ties to the lower index).
     TopOfSurvivors,
-    /// Fewer than `band_lo(k)` after `MAX_TRIES` lowerings: exact top-k.
-    Fallback,
+    /// Fewer than `0.8 k` survivors after 9 lowerings, so a 10th: the loop ends and the
+    /// first `min(survivors, k)` in index order are sent, whatever their number.
+    Exhausted,
+}
+
+/// What the last sparse `compress` did (diagnostics and tests).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SelectionStats {
+    pub path: Selection,
+    /// Threshold lowerings (x0.8 each), `0..=MAX_LOWERINGS`.
+    pub lowerings: usize,
+    /// Elements with `|v| >= threshold`; `None` when more than the candidate buffer
+    /// held (over `2 k`).
+    pub survivors: Option<usize>,
+    /// Final threshold: `sample_threshold * 0.8^lowerings`.
+    pub threshold: f32,
+    /// The `top_k_samples`-th largest sampled `|v|`.
+    pub sample_threshold: f32,
+    /// [`SamplePlan::samples`] and [`SamplePlan::stride`] of this step's density.
+    pub samples: usize,
+    pub sample_stride: usize,
+    /// First sampled index (0 when the whole tensor is sampled).
+    pub sample_start: usize,
+    /// Elements actually sampled: `ceil((d - sample_start) / sample_stride)`.
+    pub samples_drawn: usize,
+    /// Target `k = ceil(rho_t d)` and the pairs sent (at most `k`).
+    pub k: usize,
+    pub sent: usize,
+}
+
+impl SelectionStats {
+    fn empty() -> Self {
+        SelectionStats {
+            path: Selection::Exact,
+            lowerings: 0,
+            survivors: None,
+            threshold: 0.0,
+            sample_threshold: 0.0,
+            samples: 0,
+            sample_stride: 0,
+            sample_start: 0,
+            samples_drawn: 0,
+            k: 0,
+            sent: 0,
+        }
+    }
 }
 
 /// Per-tensor state, allocated and touched in `register`.
@@ -66,7 +157,7 @@ pub enum Selection {
 struct TensorState {
     rows: usize,
     cols: usize,
-    /// Sparsified (`rows > 1`) or dense.
+    /// Sparsified (`rows > 1` and density below 1) or dense.
     sparse: bool,
     /// Momentum `u` (dense tensors: the momentum buffer of the averaged gradient).
     u: Vec<f32>,
@@ -154,8 +245,8 @@ pub struct Dgc {
     scratch: TopKScratch,
     /// Selected values (scratch).
     vals: Vec<f32>,
-    /// How the last sparse `compress` selected, and how many threshold tries it used.
-    last: (Selection, usize),
+    /// What the last sparse `compress` did.
+    last: SelectionStats,
 }
 
 impl Dgc {
@@ -187,7 +278,7 @@ impl Dgc {
             tensors: Vec::new(),
             scratch: TopKScratch::new(0, 0),
             vals: Vec::new(),
-            last: (Selection::Band, 0),
+            last: SelectionStats::empty(),
         })
     }
 
@@ -198,7 +289,7 @@ impl Dgc {
             .ok_or_else(|| tensor_err(NAME, t, "not registered".into()))
     }
 
-    /// `k` of `d` elements at density `rho`.
+    /// `k = ceil(rho d)` of `d` elements at density `rho` (the reference's `num_selects`).
     fn k_at(&self, rho: f64, d: usize) -> usize {
         MethodParams {
             density: rho,
@@ -207,20 +298,41 @@ impl Dgc {
         .k_of(d)
     }
 
-    /// How the last sparse `compress` selected and how many thresholds it tried.
-    pub fn last_selection(&self) -> (Selection, usize) {
+    /// Every density of the schedule: `density`, and the warm-up densities if on.
+    fn densities(&self) -> impl Iterator<Item = f64> + '_ {
+        let warm = self.params.warmup_steps_per_epoch > 0;
+        std::iter::once(self.params.density).chain(
+            WARMUP_DENSITIES
+                .iter()
+                .filter(move |_| warm)
+                .map(|w| w.max(self.params.density)),
+        )
+    }
+
+    /// What the last sparse `compress` did (path, lowerings, sample, counts).
+    pub fn last_stats(&self) -> SelectionStats {
         self.last
     }
 
-    /// Sparse path: clipping, momentum correction, sampled threshold, selection.
+    /// Sparse path: clipping, momentum correction, sampled threshold, selection
+    /// (reference `DGCCompressor._sparsify`).
     fn compress_sparse(&mut self, t: TensorId, g: &[f32], wire: &mut Wire) -> Result<()> {
-        let k = self.k_at(self.density_now, g.len());
+        let rho = self.density_now;
+        let d = g.len();
+        let k = self.k_at(rho, d);
+        let plan = sample_plan(d, rho);
         let (m, nesterov, clip_norm) = (
             self.params.momentum,
             self.params.nesterov,
             self.params.clip_norm,
         );
-        let mut rng = rng_for(self.ctx.seed, self.step, t, STREAM_SAMPLE);
+        // The reference draws `random.randint(0, stride - 1)` only for a strided sample;
+        // here from (seed, step, tensor), the same on every worker.
+        let start = if plan.stride > 1 {
+            rng_for(self.ctx.seed, self.step, t, STREAM_SAMPLE).gen_range(0..plan.stride)
+        } else {
+            0
+        };
         let clip = clip_factor(g, clip_norm, self.ctx.world_size);
         let Dgc {
             tensors,
@@ -234,22 +346,20 @@ impl Dgc {
             .and_then(Option::as_mut)
             .ok_or_else(|| tensor_err(NAME, t, "not registered".into()))?;
         st.apply_masking();
-        let d = g.len();
         let (u, v) = (&mut st.u, &mut st.v);
-        // Threshold from a strided random ~1% sample of the updated |v| (DGC Sec. 3).
-        let s = (d / 100).max(MIN_SAMPLE).min(d);
+        // The sample of the updated |v|, its momentum computed on the fly, so that the
+        // momentum update and the survivor scan below share one pass over memory.
         let drawn = if nesterov {
-            scratch.draw_sample(d, s, &mut rng, |i| {
+            scratch.draw_strided(d, start, plan.stride, |i| {
                 momentum::<true>(u[i], v[i], g[i] * clip, m).1
-            })
+            })?
         } else {
-            scratch.draw_sample(d, s, &mut rng, |i| {
+            scratch.draw_strided(d, start, plan.stride, |i| {
                 momentum::<false>(u[i], v[i], g[i] * clip, m).1
-            })
+            })?
         };
-        let r = (self.density_now * drawn as f64).ceil() as usize;
-        let mut thr = scratch.sample_nth_largest(drawn, r);
-        // Fused momentum correction and survivor scan, one pass over memory.
+        let sample_thr = scratch.sample_nth_largest(drawn, plan.top_k_samples);
+        let mut thr = sample_thr;
         scratch.begin(k, thr)?;
         for (c, ((uc, vc), gc)) in u
             .chunks_mut(CHUNK)
@@ -264,28 +374,54 @@ impl Dgc {
             }
             scratch.scan(c * CHUNK, vc);
         }
-        let mut tries = 1;
-        let n_sent = loop {
+        // The reference's adaptation loop (only for a strided sample): at most 10
+        // passes, each either ends the loop or lowers the threshold and recounts; the
+        // state after the 10th lowering is taken as it is.
+        let kf = k as f64;
+        let mut lowerings = 0;
+        let path = loop {
             let (len, compacted) = scratch.candidates();
-            if compacted || len > band_hi(k) {
-                *last = (Selection::TopOfSurvivors, tries);
-                break scratch.finish(v, k, &mut st.sent, vals)?;
+            let n = len as f64;
+            if plan.stride == 1 {
+                break Selection::Exact;
             }
-            if len >= band_lo(k) {
-                *last = (Selection::Band, tries);
-                break scratch.finish(v, len, &mut st.sent, vals)?;
+            if lowerings == MAX_LOWERINGS {
+                break Selection::Exhausted;
             }
-            if tries >= MAX_TRIES {
-                *last = (Selection::Fallback, tries);
-                break scratch.top_k(v, k, &mut rng, &mut st.sent, vals)?;
+            // A compaction means more than 2 k + BLOCK candidates passed.
+            if compacted || n > kf * UPPER_BOUND {
+                break Selection::TopOfSurvivors;
             }
-            tries += 1;
-            thr *= 0.8;
+            if n >= f64::from(LOWER_BOUND) * kf {
+                break Selection::Band;
+            }
+            lowerings += 1;
+            thr *= LOWER_BOUND;
             scratch.begin(k, thr)?;
             scratch.scan(0, v);
         };
+        let (len, compacted) = scratch.candidates();
+        let n_sent = if path == Selection::TopOfSurvivors {
+            scratch.finish(v, k, &mut st.sent, vals)?
+        } else {
+            // `indices[:num_selects]`: the first k survivors in index order.
+            scratch.finish_first(v, k, &mut st.sent, vals)?
+        };
         st.n_sent = n_sent;
         st.pending = true;
+        *last = SelectionStats {
+            path,
+            lowerings,
+            survivors: (!compacted).then_some(len),
+            threshold: thr,
+            sample_threshold: sample_thr,
+            samples: plan.samples,
+            sample_stride: plan.stride,
+            sample_start: start,
+            samples_drawn: drawn,
+            k,
+            sent: n_sent,
+        };
         wire.clear();
         push_pairs(wire, &st.sent[..n_sent], &vals[..n_sent]);
         Ok(())
@@ -301,18 +437,20 @@ impl Compressor for Dgc {
     }
     fn register(&mut self, t: TensorId, rows: usize, cols: usize) -> Result<()> {
         let d = indexable_len(NAME, t, rows, cols)?;
-        let sparse = rows > 1;
-        let rho_max = if self.params.warmup_steps_per_epoch > 0 {
-            WARMUP_DENSITIES[0].max(self.params.density)
-        } else {
-            self.params.density
-        };
-        let k_max = if sparse { self.k_at(rho_max, d) } else { 0 };
-        let cap = band_hi(k_max);
+        // The reference compresses tensors of two or more dimensions, and only while
+        // its ratio is below 1.
+        let sparse = rows > 1 && self.params.density < 1.0;
+        let (mut k_max, mut sample_max) = (0, 0);
         if sparse {
-            self.scratch.ensure(d, k_max);
-            if self.vals.len() < cap {
-                self.vals = touched_vec(cap, 0.0, 1.0);
+            for rho in self.densities() {
+                k_max = k_max.max(self.k_at(rho, d));
+                let plan = sample_plan(d, rho);
+                sample_max = sample_max.max(d.div_ceil(plan.stride));
+            }
+            self.scratch.ensure_keys(k_max);
+            self.scratch.ensure_sample(sample_max);
+            if self.vals.len() < k_max {
+                self.vals = touched_vec(k_max, 0.0, 1.0);
             }
         }
         if self.tensors.len() <= t {
@@ -328,7 +466,7 @@ impl Compressor for Dgc {
             } else {
                 Vec::new()
             },
-            sent: touched_vec(cap, 0, 1),
+            sent: touched_vec(k_max, 0, 1),
             n_sent: 0,
             pending: false,
             k_max,
@@ -338,7 +476,7 @@ impl Compressor for Dgc {
     fn wire_capacity(&self, t: TensorId, _round: usize) -> WireLen {
         match self.tensors.get(t).and_then(Option::as_ref) {
             Some(s) if s.sparse => WireLen {
-                gather_u32: 2 * band_hi(s.k_max),
+                gather_u32: 2 * s.k_max,
                 ..WireLen::default()
             },
             Some(s) => WireLen {
@@ -425,6 +563,68 @@ mod tests {
     use crate::compress::select::test_support::{ctx, grad, params};
     use ndarray::Array2;
 
+    /// The reference's sampling plan (dgc/compression.py `initialize`), spelled out for
+    /// the tests: `(stride, samples)`.
+    fn reference_plan(d: usize, rho: f64) -> (usize, usize) {
+        let pct = (d as f64 * 0.01).ceil() as usize;
+        let cpr = (2.0 / rho).ceil() as usize;
+        if d <= cpr {
+            return (1, d);
+        }
+        let want = pct.max(cpr);
+        let mut stride = (d as f64 / want as f64 / 32.0).ceil() as usize * 32 + 1;
+        while d / stride < want {
+            stride -= 8;
+        }
+        (stride, d / stride)
+    }
+
+    /// `k` at density `rho` for `d` elements.
+    fn k_of(rho: f64, d: usize) -> usize {
+        params(rho).k_of(d)
+    }
+
+    /// The threshold after `n` lowerings of `thr` (f32, as the reference's tensor).
+    fn lowered(thr: f32, n: usize) -> f32 {
+        (0..n).fold(thr, |t, _| t * 0.8)
+    }
+
+    /// Momentum-free DGC (so `v = g` on its first step) with tensor 0 registered.
+    fn fresh(rows: usize, cols: usize, rho: f64, rank: usize) -> Dgc {
+        let mut m = Dgc::new(
+            &MethodParams {
+                momentum: 0.0,
+                ..params(rho)
+            },
+            ctx(rank, 4),
+        )
+        .expect("new");
+        m.register(0, rows, cols).expect("register");
+        m
+    }
+
+    /// Compress `g` (row-major `rows x cols`) on a fresh momentum-free DGC at `step`;
+    /// returns the sent indices and the stats.
+    fn select_once(
+        rows: usize,
+        cols: usize,
+        rho: f64,
+        step: u64,
+        g: &[f32],
+    ) -> (Vec<usize>, SelectionStats) {
+        let mut m = fresh(rows, cols, rho, 0);
+        m.begin_step(step);
+        let mut wire = Wire::default();
+        let a = ArrayView2::from_shape((rows, cols), g).expect("shape");
+        m.compress(0, 0, a, &mut wire).expect("compress");
+        let h = wire.gather_u32.len() / 2;
+        for (&i, &b) in wire.gather_u32[..h].iter().zip(&wire.gather_u32[h..]) {
+            assert_eq!(b, g[i as usize].to_bits(), "value of index {i}");
+        }
+        let idx = wire.gather_u32[..h].iter().map(|&i| i as usize).collect();
+        (idx, m.last_stats())
+    }
+
     #[test]
     fn warmup_schedule() {
         assert_eq!(warmup_density(0.001, 0, 5), 0.001);
@@ -443,30 +643,26 @@ mod tests {
         )
         .expect("new");
         m.register(0, 100, 100).expect("register");
-        // Capacity covers the densest warm-up step (25%).
-        assert_eq!(m.wire_capacity(0, 0).gather_u32, 2 * band_hi(2500));
+        // Capacity covers the densest warm-up step (25%): at most k pairs.
+        assert_eq!(m.wire_capacity(0, 0).gather_u32, 2 * 2500);
         let mut wire = Wire::default();
         m.begin_step(0);
         m.compress(0, 0, grad(100, 100, 1).view(), &mut wire)
             .expect("compress");
-        let n = wire.gather_u32.len() / 2;
-        assert!(
-            (band_lo(2500)..=band_hi(2500)).contains(&n) || n == 2500,
-            "{n}"
-        );
+        assert!(wire.gather_u32.len() / 2 <= 2500);
+        assert_eq!(m.last_stats().k, 2500);
         m.begin_step(12);
         m.compress(0, 0, grad(100, 100, 2).view(), &mut wire)
             .expect("compress");
-        let n = wire.gather_u32.len() / 2;
-        assert!((band_lo(10)..=band_hi(10)).contains(&n), "{n}");
+        assert!(wire.gather_u32.len() / 2 <= 10);
+        assert_eq!(m.last_stats().k, 10);
     }
 
-    /// One step: returns (v before selection, sent pairs, v and u after masking).
-    fn step(
-        m: &mut Dgc,
-        t: TensorId,
-        g: &Array2<f32>,
-    ) -> (Vec<f32>, Vec<(usize, f32)>, Vec<f32>, Vec<f32>) {
+    /// v before selection, sent pairs, v and u after masking.
+    type Stepped = (Vec<f32>, Vec<(usize, f32)>, Vec<f32>, Vec<f32>);
+
+    /// One step of tensor `t` on `g`.
+    fn step(m: &mut Dgc, t: TensorId, g: &Array2<f32>) -> Stepped {
         let st = m.tensors[t].as_ref().expect("state");
         let (mo, nest) = (m.params.momentum, m.params.nesterov);
         let clip = clip_factor(
@@ -490,7 +686,7 @@ mod tests {
         wire.reserve(m.wire_capacity(t, 0));
         let cap = wire.gather_u32.capacity();
         m.compress(t, 0, g.view(), &mut wire).expect("compress");
-        assert!(wire.gather_u32.len() <= 2 * band_hi(m.tensors[t].as_ref().expect("state").k_max));
+        assert!(wire.gather_u32.len() <= 2 * m.tensors[t].as_ref().expect("state").k_max);
         assert_eq!(
             wire.gather_u32.capacity(),
             cap,
@@ -507,8 +703,11 @@ mod tests {
         (v_before, sent, st.v.clone(), st.u.clone())
     }
 
+    /// Every path against its definition in the reference: the survivors of the final
+    /// threshold, then the exact top-k of them (more than 1.3 k) or the first k of them
+    /// in index order (`indices[:k]`); masking zeroes exactly the sent entries.
     #[test]
-    fn masking_conservation_and_band() {
+    fn masking_conservation_and_selection() {
         for nesterov in [false, true] {
             let p = MethodParams {
                 nesterov,
@@ -534,83 +733,340 @@ mod tests {
                         assert_eq!(va[i].to_bits(), vb[i].to_bits(), "v changed at unsent {i}");
                     }
                 }
-                let (sel, tries) = m.last_selection();
-                match sel {
-                    Selection::Band => assert!(
-                        (band_lo(k)..=band_hi(k)).contains(&sent.len()),
-                        "{} of k {k}",
-                        sent.len()
-                    ),
-                    _ => {
-                        assert_eq!(sent.len(), k);
-                        let min_sent = sent.iter().map(|p| p.1.abs()).fold(f32::INFINITY, f32::min);
-                        let max_unsent = (0..vb.len())
-                            .filter(|&i| !is_sent[i])
-                            .map(|i| vb[i].abs())
-                            .fold(0.0, f32::max);
-                        assert!(min_sent >= max_unsent);
+                let st = m.last_stats();
+                assert_eq!(st.k, k);
+                assert_eq!(st.sent, sent.len());
+                assert!(st.lowerings <= 10);
+                assert_eq!(
+                    st.threshold.to_bits(),
+                    lowered(st.sample_threshold, st.lowerings).to_bits()
+                );
+                let survivors: Vec<usize> = (0..vb.len())
+                    .filter(|&i| vb[i].abs() >= st.threshold)
+                    .collect();
+                if let Some(n) = st.survivors {
+                    assert_eq!(n, survivors.len());
+                }
+                let n = survivors.len() as f64;
+                let sent_idx: Vec<usize> = sent.iter().map(|p| p.0).collect();
+                match st.path {
+                    Selection::TopOfSurvivors => {
+                        assert!(n > 1.3 * k as f64);
+                        let mut order = survivors.clone();
+                        order.sort_by(|&a, &b| vb[b].abs().total_cmp(&vb[a].abs()).then(a.cmp(&b)));
+                        order.truncate(k);
+                        order.sort_unstable();
+                        assert_eq!(sent_idx, order);
+                    }
+                    path => {
+                        if path == Selection::Band {
+                            assert!(n >= 0.8 * k as f64 && n <= 1.3 * k as f64, "{n} of k {k}");
+                        }
+                        if path == Selection::Exhausted {
+                            assert_eq!(st.lowerings, 10);
+                        }
+                        assert_eq!(sent_idx, survivors[..survivors.len().min(k)]);
                     }
                 }
-                assert!((1..=MAX_TRIES).contains(&tries));
             }
         }
     }
 
+    /// Issue 14: at most k pairs on every step of a 100-step run, over shapes, densities,
+    /// warm-up and Nesterov (gradcomp used to send up to 1.3 k).
     #[test]
-    fn adversarial_data_selects_exact_top_k() {
-        let (rows, cols) = (100, 1000);
-        let mut m = Dgc::new(
-            &MethodParams {
-                momentum: 0.0,
-                ..params(0.001)
-            },
-            ctx(0, 1),
-        )
-        .expect("new");
-        m.register(0, rows, cols).expect("register");
-        // All equal: every element survives the threshold, the first k are kept.
-        let (_, sent, _, _) = step(&mut m, 0, &Array2::from_elem((rows, cols), 0.5));
-        assert_eq!(m.last_selection().0, Selection::TopOfSurvivors);
-        assert_eq!(
-            sent.iter().map(|p| p.0).collect::<Vec<_>>(),
-            (0..100).collect::<Vec<_>>()
-        );
-        // 50 large values in 10 strides of 100: when the sample hits one, thr = 1 leaves
-        // 50 < 0.8 k survivors however far it is lowered (exact fallback); when it
-        // misses, thr = 0 and the exact top-k of all survivors is kept.
-        let mut g = Array2::from_elem((rows, cols), 0.0f32);
-        for b in 0..10 {
-            for j in 0..5 {
-                g[[b, 200 + j]] = 1.0 + (b * 5 + j) as f32;
+    fn wire_pairs_at_most_k_every_step() {
+        let cases: [(usize, usize, f64, u64, bool); 6] = [
+            (1536, 1536, 0.001, 0, false),
+            (200, 500, 0.01, 0, true),
+            (64, 48, 0.05, 0, false),
+            (300, 1000, 0.001, 10, false),
+            (2000, 1, 0.01, 0, false),
+            (3, 7, 0.3, 0, true),
+        ];
+        for (rows, cols, density, warm, nesterov) in cases {
+            let p = MethodParams {
+                warmup_steps_per_epoch: warm,
+                nesterov,
+                ..params(density)
+            };
+            let mut m = Dgc::new(&p, ctx(1, 4)).expect("new");
+            m.register(3, rows, cols).expect("register");
+            let grads: Vec<Array2<f32>> = (0..3)
+                .map(|s| grad(rows, cols, 1000 + s).mapv(|x| x * (1.0 + 4.0 * x.abs())))
+                .collect();
+            let mut wire = Wire::with_touched_capacity(m.wire_capacity(3, 0));
+            let d = rows * cols;
+            let mut most = 0f64;
+            for s in 0..100u64 {
+                m.begin_step(s);
+                m.compress(3, 0, grads[s as usize % 3].view(), &mut wire)
+                    .expect("compress");
+                m.feedback(3, 0).expect("feedback");
+                let k = k_of(warmup_density(density, warm, s), d);
+                let pairs = wire.gather_u32.len() / 2;
+                assert!(
+                    pairs <= k,
+                    "{rows}x{cols} rho {density} step {s}: {pairs} pairs > k = {k}"
+                );
+                most = most.max(pairs as f64 / k as f64);
             }
+            assert!(most > 0.5, "{rows}x{cols}: at most {most} k sent");
         }
-        let mut fallbacks = 0;
-        for s in 0..10 {
-            let mut m = Dgc::new(
-                &MethodParams {
-                    momentum: 0.0,
-                    ..params(0.001)
-                },
-                ctx(0, 1),
-            )
-            .expect("new");
-            m.register(0, rows, cols).expect("register");
-            m.begin_step(s);
-            let (_, sent, _, _) = step(&mut m, 0, &g);
-            assert_eq!(sent.len(), 100);
-            for b in 0..10 {
-                for j in 0..5 {
-                    assert!(sent.iter().any(|p| p.0 == b * cols + 200 + j));
+    }
+
+    /// Sampled indices `start, start + stride, ...` of `d` elements.
+    fn sampled(d: usize, start: usize, stride: usize) -> impl Fn(usize) -> bool {
+        move |i| i < d && i >= start && (i - start) % stride == 0
+    }
+
+    /// `n` distinct unsampled indices of `0..d`, spread over the tensor, ascending.
+    fn unsampled(d: usize, start: usize, stride: usize, n: usize) -> Vec<usize> {
+        let is_sampled = sampled(d, start, stride);
+        let out: Vec<usize> = (0..d)
+            .step_by(101)
+            .map(|i| i + 3)
+            .filter(|&i| i < d && !is_sampled(i))
+            .take(n)
+            .collect();
+        assert_eq!(out.len(), n);
+        out
+    }
+
+    /// Issue 14 item 10: data that needs two or more lowerings (x0.8 each) before the
+    /// survivors land in [0.8 k, 1.3 k]; the path (lowerings), the survivors and the
+    /// sent count are asserted, including the reference's `indices[:k]` (the first k
+    /// survivors in index order) and what happens after the 10th lowering.
+    #[test]
+    fn lowered_then_band() {
+        let (rows, cols, rho, step_no) = (1000, 1000, 0.001, 7);
+        let (d, k) = (rows * cols, 1000);
+        // The sample's start is drawn from (seed, step, tensor), not from the data.
+        let (_, probe) = select_once(rows, cols, rho, step_no, &vec![0.0; d]);
+        let (start, stride) = (probe.sample_start, probe.sample_stride);
+        assert_eq!((stride, probe.samples), (97, 10309));
+        // 20 sampled elements at 1.0 (the sample's 11th largest, the first threshold);
+        // every other element 0 unless placed below.
+        let ones: Vec<usize> = (0..20).map(|j| start + 500 * j * stride).collect();
+        let build = |placed: &[(usize, f32)]| {
+            let mut g = vec![0f32; d];
+            for &i in &ones {
+                g[i] = 1.0;
+            }
+            for &(i, x) in placed {
+                g[i] = x;
+            }
+            g
+        };
+        let union = |placed: &[(usize, f32)]| {
+            let mut all: Vec<usize> = ones
+                .iter()
+                .copied()
+                .chain(placed.iter().map(|p| p.0))
+                .collect();
+            all.sort_unstable();
+            all
+        };
+        // L lowerings, then 900 survivors (within [0.8 k, k]): all are sent.
+        for lowerings in [2usize, 3, 6] {
+            let x = (0.9 * 0.8f64.powi(lowerings as i32 - 1)) as f32;
+            assert!(x >= lowered(1.0, lowerings) && x < lowered(1.0, lowerings - 1));
+            let placed: Vec<(usize, f32)> = unsampled(d, start, stride, 880)
+                .into_iter()
+                .map(|i| (i, -x))
+                .collect();
+            let (sent, st) = select_once(rows, cols, rho, step_no, &build(&placed));
+            assert_eq!(st.sample_threshold, 1.0);
+            assert_eq!(st.path, Selection::Band, "{lowerings} lowerings");
+            assert_eq!(st.lowerings, lowerings);
+            assert_eq!(st.threshold, lowered(1.0, lowerings));
+            assert_eq!(st.survivors, Some(900));
+            assert_eq!(sent, union(&placed));
+        }
+        // Two lowerings, then 1200 survivors in (k, 1.3 k]: the first k in index order
+        // are sent, although the later ones are larger.
+        let idx = unsampled(d, start, stride, 1180);
+        let placed: Vec<(usize, f32)> = idx
+            .iter()
+            .enumerate()
+            .map(|(j, &i)| (i, if j < 600 { 0.66 } else { 0.79 }))
+            .collect();
+        let (sent, st) = select_once(rows, cols, rho, step_no, &build(&placed));
+        assert_eq!(
+            (st.path, st.lowerings, st.survivors),
+            (Selection::Band, 2, Some(1200))
+        );
+        assert_eq!(sent, union(&placed)[..k]);
+        // Two lowerings, then 1500 survivors (> 1.3 k): the exact top-k of them.
+        let idx = unsampled(d, start, stride, 1480);
+        let placed: Vec<(usize, f32)> = idx
+            .iter()
+            .enumerate()
+            .map(|(j, &i)| (i, 0.65 + 0.14 * ((j * 7919) % 1480) as f32 / 1480.0))
+            .collect();
+        let (sent, st) = select_once(rows, cols, rho, step_no, &build(&placed));
+        assert_eq!((st.path, st.lowerings), (Selection::TopOfSurvivors, 2));
+        let mut by_size = placed.clone();
+        by_size.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let mut want: Vec<usize> = ones
+            .iter()
+            .copied()
+            .chain(by_size[..k - 20].iter().map(|p| p.0))
+            .collect();
+        want.sort_unstable();
+        assert_eq!(sent, want);
+        // Never enough survivors: after the 10th lowering the 20 survivors are sent
+        // as they are (no exact top-k fallback in the reference).
+        let placed: Vec<(usize, f32)> = unsampled(d, start, stride, 500)
+            .into_iter()
+            .map(|i| (i, 0.05))
+            .collect();
+        let (sent, st) = select_once(rows, cols, rho, step_no, &build(&placed));
+        assert_eq!(
+            (st.path, st.lowerings, st.survivors),
+            (Selection::Exhausted, 10, Some(20))
+        );
+        assert_eq!(sent, ones);
+        // The 10th lowering lets 2020 through (> 1.3 k): the loop has ended, so the
+        // reference keeps the first k in index order, not the top-k.
+        let x = 0.12f32;
+        assert!(x >= lowered(1.0, 10) && x < lowered(1.0, 9));
+        let placed: Vec<(usize, f32)> = unsampled(d, start, stride, 2000)
+            .into_iter()
+            .enumerate()
+            .map(|(j, i)| (i, x + 0.01 * (j % 2) as f32))
+            .collect();
+        let (sent, st) = select_once(rows, cols, rho, step_no, &build(&placed));
+        assert_eq!((st.path, st.lowerings), (Selection::Exhausted, 10));
+        assert_eq!(sent, union(&placed)[..k]);
+    }
+
+    /// Issue 14: the sample is the reference's, `max(ceil(1% d), ceil(2 / rho))` elements
+    /// or more (`d // stride`, stride `32 j + 1 - 8 i`), all of them when
+    /// `d <= ceil(2 / rho)`, drawn as `|v|[start::stride]` with a random start that is
+    /// the same on every rank; the threshold is its `ceil(samples rho)`-th largest.
+    #[test]
+    fn sample_plan_matches_reference() {
+        let known: [(usize, usize, f64, usize, usize); 7] = [
+            (1536, 1536, 0.001, 97, 24322),
+            (1000, 1000, 0.001, 97, 10309),
+            (100, 1000, 0.001, 49, 2040),
+            (300, 7, 0.01, 9, 233),
+            (64, 48, 0.05, 73, 42),
+            (40, 50, 0.001, 1, 2000),
+            (3, 667, 0.001, 1, 2001),
+        ];
+        for (rows, cols, rho, stride, samples) in known {
+            let d = rows * cols;
+            assert_eq!(reference_plan(d, rho), (stride, samples), "{rows}x{cols}");
+            let want = ((0.01 * d as f64).ceil() as usize).max((2.0 / rho).ceil() as usize);
+            assert!(samples >= want.min(d) && samples <= d && stride % 8 == 1);
+            // Distinct magnitudes, signs alternating.
+            let g: Vec<f32> = (0..d)
+                .map(|i| {
+                    let h = ((i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as f32;
+                    let x = 1.0 + h / (1u64 << 24) as f32;
+                    if i % 2 == 0 {
+                        x
+                    } else {
+                        -x
+                    }
+                })
+                .collect();
+            let mut starts = std::collections::BTreeSet::new();
+            for s in 0..12 {
+                let (_, st) = select_once(rows, cols, rho, s, &g);
+                assert_eq!((st.sample_stride, st.samples), (stride, samples));
+                assert!(st.sample_start < stride);
+                let drawn: Vec<f32> = (st.sample_start..d)
+                    .step_by(stride)
+                    .map(|i| g[i].abs())
+                    .collect();
+                assert_eq!(st.samples_drawn, drawn.len());
+                let mut sorted = drawn.clone();
+                sorted.sort_by(|a, b| b.total_cmp(a));
+                let r = (samples as f64 * rho).ceil() as usize;
+                assert_eq!(st.sample_threshold, sorted[r - 1], "{rows}x{cols} step {s}");
+                // The same sample on another rank.
+                let mut other = fresh(rows, cols, rho, 3);
+                other.begin_step(s);
+                let a = ArrayView2::from_shape((rows, cols), &g[..]).expect("shape");
+                other
+                    .compress(0, 0, a, &mut Wire::default())
+                    .expect("compress");
+                assert_eq!(other.last_stats().sample_start, st.sample_start);
+                starts.insert(st.sample_start);
+                if stride == 1 {
+                    assert_eq!(st.path, Selection::Exact);
                 }
             }
-            let (sel, tries) = m.last_selection();
-            assert_ne!(sel, Selection::Band);
-            if sel == Selection::Fallback {
-                assert_eq!(tries, MAX_TRIES);
-                fallbacks += 1;
+            if stride > 1 {
+                assert!(starts.len() > 1, "{rows}x{cols}: the start never changed");
             }
         }
-        assert!(fallbacks > 0, "the sample never hit a large value");
+    }
+
+    /// `d <= ceil(2 / rho)` (or a stride that shrank to 1): the whole tensor is the
+    /// sample, the threshold is its k-th largest, no adaptation, and `indices[:k]`
+    /// keeps the first k survivors in index order, even past a larger one on a tie.
+    #[test]
+    fn small_tensor_samples_everything() {
+        let (rows, cols, rho) = (40, 50, 0.001);
+        let d = rows * cols;
+        assert_eq!(k_of(rho, d), 2);
+        let mut g = vec![0.001f32; d];
+        g[5] = 1.0;
+        g[10] = -1.0;
+        g[1999] = 2.0;
+        let (sent, st) = select_once(rows, cols, rho, 0, &g);
+        assert_eq!(
+            (st.path, st.lowerings, st.samples),
+            (Selection::Exact, 0, d)
+        );
+        assert_eq!(st.sample_threshold, 1.0);
+        assert_eq!(st.survivors, Some(3));
+        assert_eq!(sent, vec![5, 10]);
+        // All equal: every element survives, the first k are sent.
+        let (sent, st) = select_once(rows, cols, rho, 0, &vec![0.5; d]);
+        assert_eq!(st.path, Selection::Exact);
+        assert_eq!(sent, vec![0, 1]);
+        // A stride that shrinks to 1 (d = 2001 > ceil(2 / rho) = 2000) samples it all.
+        let mut g = vec![0.001f32; 2001];
+        g[2000] = 3.0;
+        g[7] = 2.0;
+        let (sent, st) = select_once(3, 667, rho, 1, &g);
+        assert_eq!((st.path, st.sample_stride, st.k), (Selection::Exact, 1, 3));
+        assert_eq!(st.sample_threshold, 0.001);
+        assert_eq!(sent, vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn all_equal_strided_keeps_the_first_k() {
+        let (rows, cols) = (100, 1000);
+        // Every element survives (> 1.3 k): the exact top-k, ties to the lower index.
+        let (sent, st) = select_once(rows, cols, 0.001, 0, &vec![0.5; rows * cols]);
+        assert_eq!((st.path, st.lowerings), (Selection::TopOfSurvivors, 0));
+        assert_eq!(sent, (0..100).collect::<Vec<_>>());
+    }
+
+    /// The reference compresses only when the ratio is below 1: at density 1 every
+    /// tensor is all-reduced dense with momentum.
+    #[test]
+    fn density_one_is_dense() {
+        let mut m = Dgc::new(&params(1.0), ctx(0, 2)).expect("new");
+        m.register(0, 10, 20).expect("register");
+        assert_eq!(
+            m.wire_capacity(0, 0),
+            WireLen {
+                sum_f32: 200,
+                ..WireLen::default()
+            }
+        );
+        let mut wire = Wire::default();
+        let g = grad(10, 20, 4);
+        m.compress(0, 0, g.view(), &mut wire).expect("compress");
+        assert_eq!(wire.sum_f32, g.as_slice().expect("contiguous"));
+        assert!(wire.gather_u32.is_empty());
     }
 
     #[test]
@@ -655,7 +1111,7 @@ mod tests {
             );
         }
         let mut out = Array2::zeros((1, 10));
-        let mut avg_prev = vec![0f32; 10];
+        let mut avg_prev = [0f32; 10];
         for s in 0..2 {
             let mut sum = vec![0f32; 10];
             for (w, m) in ms.iter_mut().enumerate() {
@@ -793,7 +1249,7 @@ mod tests {
                 "dgc compress+feedback: {:.3} ms, {:.2} GB/s, {:?}, sent {}",
                 el_s * 1e3,
                 4.0 * d as f64 / el_s / 1e9,
-                m.last_selection(),
+                m.last_stats(),
                 wire.gather_u32.len() / 2
             );
         }

@@ -13,6 +13,11 @@
 //! Order: by `|x|` (compared through the bit pattern of `|x|`), ties broken by the lower
 //! index, so the result is exact and deterministic whatever the data. Inputs are assumed
 //! NaN-free; a NaN is never lost or a panic, it ranks above +inf.
+//!
+//! DGC uses the same streaming scan with its own threshold (from a random-start strided
+//! sample, [`TopKScratch::draw_strided`]) and keeps either the top `k` of the candidates
+//! ([`TopKScratch::finish`]) or the first `k` in index order
+//! ([`TopKScratch::finish_first`]).
 
 use super::{CompressError, Received, Result, TensorId, Wire};
 use ndarray::{ArrayView2, ArrayViewMut2};
@@ -77,6 +82,8 @@ pub struct TopKScratch {
     k: usize,
     /// Current threshold (`|x| >= thr` enters).
     thr: f32,
+    /// Threshold given to [`TopKScratch::begin`] (compaction raises `thr`, not this).
+    thr_start: f32,
     /// Whether the buffer was compacted (then more than `len` elements passed the
     /// starting threshold, at least `k` of them).
     compacted: bool,
@@ -93,6 +100,7 @@ impl TopKScratch {
             len: 0,
             k: 0,
             thr: 0.0,
+            thr_start: 0.0,
             compacted: false,
         };
         s.ensure(max_d, max_k);
@@ -104,11 +112,24 @@ impl TopKScratch {
         let max_k = max_k.min(max_d);
         if max_d > self.max_d {
             self.max_d = max_d;
-            self.sample = touched_vec(sample_cap(max_d), 0, 1);
+            self.ensure_sample(sample_cap(max_d));
         }
+        self.ensure_keys(max_k);
+    }
+
+    /// Grow the candidate buffer for selections of at most `max_k` (setup only). Without
+    /// a compaction it holds every candidate up to `2 max_k + BLOCK` of them.
+    pub fn ensure_keys(&mut self, max_k: usize) {
         if max_k > self.max_k || self.keys.is_empty() {
             self.max_k = self.max_k.max(max_k);
             self.keys = touched_vec(2 * self.max_k + 2 * BLOCK, 0, 1);
+        }
+    }
+
+    /// Grow the sample buffer to at least `n` elements (setup only).
+    pub fn ensure_sample(&mut self, n: usize) {
+        if n > self.sample.len() {
+            self.sample = touched_vec(n, 0, 1);
         }
     }
 
@@ -190,6 +211,34 @@ impl TopKScratch {
         s
     }
 
+    /// Draw `|get(i)|` for `i = start, start + stride, ... < d` (the reference DGC's
+    /// `importance[start::stride]`); returns how many were drawn, or an error if the
+    /// sample buffer ([`TopKScratch::ensure_sample`]) is too small.
+    pub fn draw_strided<F: Fn(usize) -> f32>(
+        &mut self,
+        d: usize,
+        start: usize,
+        stride: usize,
+        get: F,
+    ) -> Result<usize> {
+        let n = if stride == 0 || start >= d {
+            0
+        } else {
+            (d - start).div_ceil(stride)
+        };
+        let slots = self
+            .sample
+            .get_mut(..n)
+            .ok_or_else(|| CompressError::Unsupported {
+                method: "select",
+                msg: format!("strided sample of {n} elements exceeds the sample buffer"),
+            })?;
+        for (j, slot) in slots.iter_mut().enumerate() {
+            *slot = abs_bits(get(start + j * stride));
+        }
+        Ok(n)
+    }
+
     /// The `r`-th largest (1-based) `|x|` of the last sample of `n` elements, as f32.
     pub fn sample_nth_largest(&mut self, n: usize, r: usize) -> f32 {
         let n = n.min(self.sample.len());
@@ -216,6 +265,7 @@ impl TopKScratch {
         }
         self.k = k;
         self.thr = thr;
+        self.thr_start = thr;
         self.len = 0;
         self.compacted = false;
         Ok(())
@@ -335,13 +385,51 @@ impl TopKScratch {
         }
         Ok(m)
     }
+    /// Emit the first `keep` elements of `x` with `|x| >= thr` in index order, `thr`
+    /// the threshold given to [`TopKScratch::begin`] (the reference DGC's `indices[:k]`
+    /// of its survivors); values read from `x`, the scanned data. Without a compaction
+    /// the candidates are already in index order; after one, `x` is scanned again.
+    /// Returns how many.
+    pub fn finish_first(
+        &mut self,
+        x: &[f32],
+        keep: usize,
+        idx_out: &mut [u32],
+        val_out: &mut [f32],
+    ) -> Result<usize> {
+        let room = idx_out.len().min(val_out.len());
+        if keep > room {
+            return Err(CompressError::Unsupported {
+                method: "select",
+                msg: format!("output holds {room} < {keep} selected elements"),
+            });
+        }
+        let m = if self.compacted {
+            select_threshold(x, self.thr_start, &mut idx_out[..keep]).min(keep)
+        } else {
+            let m = keep.min(self.len);
+            for (o, &kk) in idx_out[..m].iter_mut().zip(&self.keys[..m]) {
+                *o = key_index(kk);
+            }
+            m
+        };
+        for (v, &i) in val_out[..m].iter_mut().zip(&idx_out[..m]) {
+            *v = x
+                .get(i as usize)
+                .copied()
+                .ok_or_else(|| CompressError::Unsupported {
+                    method: "select",
+                    msg: format!("index {i} outside the scanned data of {} elements", x.len()),
+                })?;
+        }
+        Ok(m)
+    }
 }
 
-/// Sample buffer size for tensors of `d` elements (covers top-k's and DGC's 1% sample).
+/// Sample buffer size for [`TopKScratch::sample_threshold`] on `d` elements (DGC sizes
+/// its own sample with [`TopKScratch::ensure_sample`]).
 fn sample_cap(d: usize) -> usize {
-    (d / 4)
-        .clamp(MIN_SAMPLE.min(d), MAX_SAMPLE)
-        .max((d / 100).max(512).min(d))
+    (d / 4).clamp(MIN_SAMPLE.min(d), MAX_SAMPLE)
 }
 
 /// The `r`-th largest (1-based, `1 <= r <= s.len()`) of `s` (reorders `s`).
@@ -650,6 +738,41 @@ mod tests {
         assert_eq!(idx, [1, 2]);
     }
 
+    #[test]
+    fn strided_sample_and_first_survivors() {
+        let x = normal(10_000, 5);
+        let mut s = TopKScratch::new(0, 0);
+        s.ensure_keys(40);
+        s.ensure_sample(104);
+        // importance[start::stride]: ceil((d - start) / stride) elements.
+        assert_eq!(
+            s.draw_strided(10_000, 96, 97, |i| x[i]).expect("sample"),
+            103
+        );
+        assert_eq!(s.sample[2], abs_bits(x[96 + 2 * 97]));
+        assert!(s.draw_strided(10_000, 0, 96, |i| x[i]).is_err());
+        let naive = |thr: f32, keep: usize| -> Vec<u32> {
+            (0..x.len() as u32)
+                .filter(|&i| x[i as usize].abs() >= thr)
+                .take(keep)
+                .collect()
+        };
+        // Few candidates (no compaction) and many (compacted: x is scanned again).
+        for (thr, keep) in [(2.8f32, 40usize), (2.8, 3), (0.5, 40)] {
+            s.begin(keep, thr).expect("begin");
+            s.scan(0, &x[..5_000]);
+            s.scan(5_000, &x[5_000..]);
+            assert_eq!(s.candidates().1, thr < 1.0);
+            let (mut idx, mut val) = ([0u32; 40], [0f32; 40]);
+            let m = s.finish_first(&x, keep, &mut idx, &mut val).expect("first");
+            let want = naive(thr, keep);
+            assert_eq!(&idx[..m], &want[..]);
+            for (&i, &v) in idx[..m].iter().zip(&val) {
+                assert_eq!(v.to_bits(), x[i as usize].to_bits());
+            }
+        }
+    }
+
     /// Throughput on ResNet-50's gradient size (run with `-- --ignored --nocapture`).
     #[test]
     #[ignore]
@@ -673,12 +796,13 @@ mod tests {
         // DGC-style: threshold from a 1% strided sample, then the survivor scan.
         for rep in 0..3 {
             let t = std::time::Instant::now();
-            let n = s.draw_sample(d, d / 100, &mut rng_for(2, rep, 0, 0), |i| x[i]);
+            let n = s
+                .draw_strided(d, rep as usize, 97, |i| x[i])
+                .expect("sample");
             let thr = s.sample_nth_largest(n, (0.001 * n as f64).ceil() as usize);
             s.begin(k, thr).expect("begin");
             s.scan(0, &x);
-            let (len, _) = s.candidates();
-            let m = s.finish(&x, len, &mut idx, &mut val).expect("finish");
+            let m = s.finish_first(&x, k, &mut idx, &mut val).expect("finish");
             let el_s = t.elapsed().as_secs_f64();
             println!(
                 "sampled threshold: {m} selected, {:.3} ms, {:.2} GB/s",

@@ -28,7 +28,7 @@
 //! **Wire bytes** come from the real compressors' `wire_capacity`, built through the
 //! registry for a worker of the simulated world size and registered shape by shape (one
 //! compressor per distinct shape, so memory stays at one tensor's state). DGC's
-//! capacity is its band's top (1.3 k); the simulator sends the target k.
+//! capacity is its target k pairs, the most it sends.
 
 pub mod fit;
 pub mod host;
@@ -414,21 +414,8 @@ impl<'a> WireOracle<'a> {
             let mut c = registry::build(&self.case.base_method, &self.case.params, ctx(self.case))
                 .map_err(|e| merr(self.case, e))?;
             c.register(0, rows, cols).map_err(|e| merr(self.case, e))?;
-            let fill = if self.case.base_method == "dgc" {
-                1.0 / 1.3
-            } else {
-                1.0
-            };
             let w: PhaseWire = (0..self.phases)
-                .map(|ph| {
-                    (0..self.rounds)
-                        .map(|r| {
-                            let mut l = c.phase_wire(0, r, ph);
-                            l.gather_u32 = (l.gather_u32 as f64 * fill).round() as usize;
-                            l
-                        })
-                        .collect()
-                })
+                .map(|ph| (0..self.rounds).map(|r| c.phase_wire(0, r, ph)).collect())
                 .collect();
             self.cache.insert((rows, cols), w);
         }
