@@ -384,10 +384,10 @@ mod tests {
                         );
                     }
                 }
-                for i in 0..d {
-                    let o = out.as_slice().unwrap()[i] as f64;
+                for (i, (&o, &a)) in out.iter().zip(&avg).enumerate() {
+                    let o = o as f64;
                     assert!(
-                        (o - avg[i]).abs() <= 1e-4 * (1.0 + avg[i].abs()),
+                        (o - a).abs() <= 1e-4 * (1.0 + a.abs()),
                         "n {n} step {it} i {i}"
                     );
                 }
