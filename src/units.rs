@@ -2,8 +2,9 @@
 
 use std::fmt;
 
-/// A size in bytes parsed from `N`, `NB`, `NKiB`, `NMiB`, `NGiB` (also `K`/`M`/`G`,
-/// `KB`/`MB`/`GB` as binary multiples, case-insensitive).
+/// A size in bytes parsed from `N`, `NB`, `NKiB`, `NMiB`, `NGiB` (binary), or `NkB`,
+/// `NMB`, `NGB` (powers of ten, as SI and the OSU benchmarks mean them); the letters are
+/// case-insensitive. A bare `K`, `M` or `G` is refused as ambiguous rather than guessed.
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
@@ -16,14 +17,26 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let n: u64 = num
         .parse()
         .map_err(|_| format!("'{s}' is too large a size"))?;
-    let mult: u64 = match suffix.trim().to_ascii_lowercase().as_str() {
+    let unit = suffix.trim().to_ascii_lowercase();
+    let mult: u64 = match unit.as_str() {
         "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "k" | "m" | "g" => {
+            return Err(format!(
+                "'{s}': unit '{}' is ambiguous: write {n}{}iB (binary) or {n}{}B (powers of ten)",
+                suffix.trim(),
+                unit.to_ascii_uppercase(),
+                if unit == "k" { "k".to_string() } else { unit.to_ascii_uppercase() }
+            ));
+        }
         other => {
             return Err(format!(
-                "'{s}' has an unknown unit '{other}': use B, KiB, MiB or GiB (e.g. 64KiB)"
+                "'{s}' has an unknown unit '{other}': use B, KiB, MiB, GiB (binary) or kB, MB, GB (powers of ten), e.g. 64KiB"
             ));
         }
     };
@@ -107,7 +120,15 @@ mod tests {
         assert_eq!(parse_bytes("4"), Ok(4));
         assert_eq!(parse_bytes("64KiB"), Ok(65536));
         assert_eq!(parse_bytes("256MiB"), Ok(256 << 20));
-        assert_eq!(parse_bytes("1g"), Ok(1 << 30));
+        assert_eq!(parse_bytes("1GiB"), Ok(1 << 30));
+        // powers of ten where the unit says so, never a silent reinterpretation
+        assert_eq!(parse_bytes("25MB"), Ok(25_000_000));
+        assert_eq!(parse_bytes("4kB"), Ok(4_000));
+        assert_eq!(parse_bytes("25mib"), Ok(25 << 20));
+        for amb in ["1g", "25M", "4k"] {
+            let e = parse_bytes(amb).unwrap_err();
+            assert!(e.contains("ambiguous"), "{amb}: {e}");
+        }
         assert!(parse_bytes("abc").is_err());
         assert!(parse_bytes("12XB").is_err());
         assert!(parse_bytes("-4").is_err());
