@@ -468,24 +468,25 @@ proptest! {
 // ---------------------------------------------------------------------------------------
 // (c) the string parsers
 
-const UNITS: &[(&str, u64)] = &[
-    ("", 1),
-    ("b", 1),
-    ("B", 1),
-    ("k", 1 << 10),
-    ("K", 1 << 10),
-    ("kb", 1 << 10),
-    ("KB", 1 << 10),
-    ("KiB", 1 << 10),
-    ("kib", 1 << 10),
-    ("m", 1 << 20),
-    ("MB", 1 << 20),
-    ("MiB", 1 << 20),
-    ("g", 1 << 30),
-    ("GB", 1 << 30),
-    ("GiB", 1 << 30),
+/// Units as README.md documents them: binary `KiB`/`MiB`/`GiB`, powers of ten `kB`/`MB`/`GB`
+/// (case-insensitive), and a bare `K`/`M`/`G` refused as ambiguous (`None`).
+const UNITS: &[(&str, Option<u64>)] = &[
+    ("", Some(1)),
+    ("b", Some(1)),
+    ("B", Some(1)),
+    ("k", None),
+    ("K", None),
+    ("kb", Some(1_000)),
+    ("KB", Some(1_000)),
+    ("KiB", Some(1 << 10)),
+    ("kib", Some(1 << 10)),
+    ("m", None),
+    ("MB", Some(1_000_000)),
+    ("MiB", Some(1 << 20)),
+    ("g", None),
+    ("GB", Some(1_000_000_000)),
+    ("GiB", Some(1 << 30)),
 ];
-
 fn size_text() -> impl Strategy<Value = String> {
     prop_oneof![
         "[ \t]{0,2}[0-9]{0,25}[ ]{0,2}(B|b|K|k|KB|KiB|kib|M|MiB|G|GiB|GB|T|TiB|EiB|PiB|x|%|\\.5|_|-|)[ \t]{0,2}",
@@ -543,11 +544,17 @@ proptest! {
         }
     }
 
-    /// Oracle: `N<unit>` is `N * unit` when that fits in u64, else an error.
+    /// Oracle: `N<unit>` is `N * unit` when that fits in u64, else an error; a bare K/M/G is an
+    /// ambiguity error.
     #[test]
     fn parse_bytes_matches_oracle(n in prop_oneof![any::<u64>(), 0u64..100_000], u in 0..UNITS.len(), sp in "[ ]{0,2}") {
         let (unit, mult) = UNITS[u];
         let s = format!("{sp}{n}{sp}{unit}{sp}");
+        let Some(mult) = mult else {
+            let e = parse_bytes(&s).expect_err("a bare K/M/G must be refused");
+            prop_assert!(e.contains(s.trim()) && e.contains("ambiguous"), "parse_bytes({s:?}) ambiguity error: {e}");
+            return Ok(());
+        };
         match n.checked_mul(mult) {
             Some(want) => prop_assert_eq!(parse_bytes(&s), Ok(want), "parse_bytes({:?})", s),
             None => {
