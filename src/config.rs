@@ -476,6 +476,25 @@ pub fn implied_fusion(m: &str) -> Option<crate::engine::plan::Fusion> {
         .map(|(_, _, k)| crate::engine::plan::Fusion::Planner(*k))
 }
 
+/// The collective modes that give distinct cases for `method`: modes that run the same
+/// collectives (`auto` and `allreduce` for S-SGD, `auto` and `ring` for Marsit) give one
+/// case, the first listed, not one identical row per mode.
+pub fn distinct_collectives(
+    method: &str,
+    modes: &[crate::comm::exchange::CollectiveMode],
+) -> Vec<crate::comm::exchange::CollectiveMode> {
+    let Ok(agg) = crate::compress::registry::aggregation(base_method(method)) else {
+        return modes.to_vec();
+    };
+    let mut out: Vec<crate::comm::exchange::CollectiveMode> = Vec::with_capacity(modes.len());
+    for &m in modes {
+        if !out.iter().any(|o| o.effective(agg) == m.effective(agg)) {
+            out.push(m);
+        }
+    }
+    out
+}
+
 /// The compressor behind an e2e method name.
 pub fn base_method(m: &str) -> &str {
     E2E_METHODS
@@ -1050,7 +1069,7 @@ impl Config {
                             Some(f) => vec![f],
                             None => s.fusion.clone(),
                         };
-                        for &collective in &s.collectives {
+                        for collective in distinct_collectives(method, &s.collectives) {
                             for &fusion in &fusions {
                                 for &pipelining in &s.pipelining {
                                     out.push(Case::E2e(E2eCase {

@@ -88,6 +88,55 @@ fn implied_fusion_gives_one_row_per_case() {
     );
 }
 
+/// Collective modes that run the same collectives for a method give one case: S-SGD
+/// under `auto` and `allreduce`, Marsit under `auto` and `ring`; S-SGD over the ring
+/// (`ring`) is a case of its own, priced on the ring.
+#[test]
+fn equivalent_collectives_give_one_row_per_case() {
+    let sim = |method: &str, collectives: &str| {
+        let dir = tmpdir("sim-coll");
+        let out = Command::new(BIN)
+            .args([
+                "simulate",
+                "--model",
+                "resnet20",
+                "--methods",
+                method,
+                "--world-sizes",
+                "4",
+                "--collective",
+                collectives,
+                "--network",
+                "1gbe",
+                "--pipelining",
+                "on",
+                "--out",
+                dir.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        (out, dir)
+    };
+    let collectives_of = |method: &str, collectives: &str| {
+        let (out, dir) = sim(method, collectives);
+        assert_ok(&out);
+        let (h, rows) = read_csv(&dir.join("sim.csv"));
+        let col = |n: &str| h.iter().position(|c| c == n).unwrap();
+        let mut v: Vec<String> = rows.iter().map(|r| r[col("collective")].clone()).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        collectives_of("ssgd", "auto,allreduce,ring"),
+        ["allreduce", "ring"]
+    );
+    assert_eq!(collectives_of("marsit", "auto,ring"), ["ring"]);
+    // Top-k's pairs cannot be summed on a ring: refused, naming the method.
+    let (out, _) = sim("topk", "ring");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("topk cannot use ring"));
+}
+
 #[test]
 fn fits_and_compares_a_real_run() {
     if skip_np(2) {

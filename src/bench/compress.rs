@@ -388,7 +388,10 @@ fn one_step(
         let t1 = world.time();
         comp.feedback(0, round)?;
         let t2 = world.time();
-        ex.run(world, wire, |agg, off, inc, own| {
+        let exact = comp
+            .wire_capacity(0, round)
+            .exact_gather_of(comp.name(), wire)?;
+        ex.run(world, wire, exact, |agg, off, inc, own| {
             comp.ring_merge(0, agg, off, inc, own).map_err(Error::from)
         })?;
         let t3 = world.time();

@@ -241,27 +241,37 @@ pub fn run(
         .flat_map(|&t| (0..rounds).map(move |r| (t, r)))
         .map(|(t, r)| comp.wire_capacity(t, r))
         .fold(WireLen::default(), WireLen::max);
-    let mut bucket_cap = WireLen::default();
-    for b in all_buckets() {
-        for r in 0..rounds {
-            let mut c = WireLen {
-                gather_u32: b.units.len(),
-                ..WireLen::default()
-            };
-            for &t in &b.units {
-                let u = comp.wire_capacity(t, r);
-                c.sum_f32 += u.sum_f32;
-                c.gather_u32 += u.gather_u32;
-                c.ring_u32 += u.ring_u32;
-            }
-            bucket_cap = bucket_cap.max(c);
-        }
-    }
     // Methods without a gather section send no trailer either.
     let gather_used = unit_cap.gather_u32 > 0;
-    if !gather_used {
-        bucket_cap.gather_u32 = 0;
-    }
+    // Declared wire of every bucket per phase and round: its tensors' wires plus the
+    // trailer of their gathered lengths (exact when every tensor's section is).
+    let bucket_wires: Vec<Vec<Vec<WireLen>>> = plans
+        .iter()
+        .map(|plan| {
+            plan.iter()
+                .map(|b| {
+                    (0..rounds)
+                        .map(|r| {
+                            let trailer = WireLen {
+                                gather_u32: if gather_used { b.units.len() } else { 0 },
+                                gather_exact: true,
+                                ..WireLen::default()
+                            };
+                            b.units
+                                .iter()
+                                .map(|&t| comp.wire_capacity(t, r))
+                                .fold(trailer, WireLen::plus)
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let bucket_cap = bucket_wires
+        .iter()
+        .flatten()
+        .flatten()
+        .fold(WireLen::default(), |a, &b| a.max(b));
     let mut unit_wire = Wire::with_touched_capacity(unit_cap);
     let mut bucket_wire = Wire::with_touched_capacity(bucket_cap);
     let mut ex = Exchange::with_mode(world, bucket_cap, s.collective)?;
@@ -316,7 +326,8 @@ pub fn run(
         let r = (|| -> Result<()> {
             for it in 0..warmup + iters {
                 comp.begin_step(it);
-                let buckets = &plans[it as usize % plans.len()];
+                let phase = it as usize % plans.len();
+                let buckets = &plans[phase];
                 // Only timed iterations are traced.
                 let mut trace = if it >= warmup {
                     trace.as_deref_mut()
@@ -382,7 +393,9 @@ pub fn run(
                         }
                         let ta = device.now_s();
                         let lay = &layout[..b.units.len()];
-                        ex.run(world, &bucket_wire, |agg, off, inc, own| {
+                        let exact = bucket_wires[phase][bi][round]
+                            .exact_gather_of(comp.name(), &bucket_wire)?;
+                        ex.run(world, &bucket_wire, exact, |agg, off, inc, own| {
                             merge_units(comp.as_mut(), &b.units, lay, agg, off, inc, own)
                         })?;
                         let tb = device.now_s();
@@ -596,7 +609,10 @@ fn plan_with_costs(
         .and_then(|c| c.get(effective, world.size).copied())
     {
         Some(ab) => ab,
-        None => calibrate_comm(world, s.collective, agg)?,
+        None => {
+            let exact = (0..s.tensors.len()).all(|t| comp.wire_capacity(t, 0).gather_exact);
+            calibrate_comm(world, s.collective, agg, exact)?
+        }
     };
     // Compression cost: one compress + feedback of every tensor (outside timed regions).
     let mut points = Vec::with_capacity(s.tensors.len());
@@ -656,6 +672,7 @@ fn calibrate_comm(
     world: &World,
     mode: crate::comm::exchange::CollectiveMode,
     agg: crate::compress::Aggregation,
+    gather_exact: bool,
 ) -> Result<crate::comm::netmodel::AlphaBeta> {
     use crate::compress::Aggregation as A;
     const SIZES_WORDS: [usize; 4] = [1 << 10, 1 << 14, 1 << 17, 1 << 20];
@@ -667,6 +684,7 @@ fn calibrate_comm(
         },
         A::AllGather => WireLen {
             gather_u32: cap,
+            gather_exact,
             ..WireLen::default()
         },
         A::Ring => WireLen {
@@ -688,12 +706,17 @@ fn calibrate_comm(
         for x in times.iter_mut() {
             world.barrier();
             let t0 = mpi::time();
-            ex.run(world, &w, |_, _, inc, own| {
-                for (o, i) in own.iter_mut().zip(inc) {
-                    *o ^= *i;
-                }
-                Ok(())
-            })?;
+            ex.run(
+                world,
+                &w,
+                gather_exact,
+                |_, _, inc: &[u32], own: &mut [u32]| {
+                    for (o, i) in own.iter_mut().zip(inc) {
+                        *o ^= *i;
+                    }
+                    Ok(())
+                },
+            )?;
             *x = mpi::time() - t0;
         }
         world.max_in_place(&mut times);

@@ -35,7 +35,7 @@ pub mod host;
 pub mod network;
 pub mod run;
 
-use crate::comm::exchange::CollectiveMode;
+use crate::comm::exchange::{CollectiveMode, ExchangeOp, ExchangePlan};
 use crate::comm::netmodel::CompressCost;
 use crate::compress::{registry, Aggregation, MethodParams, WireLen, WorkerCtx};
 use crate::engine::plan::{self, Fusion, PlannerKind};
@@ -401,6 +401,7 @@ impl<'a> WireOracle<'a> {
                             sum_f32: ext(a.sum_f32, b.sum_f32),
                             gather_u32: ext(a.gather_u32, b.gather_u32),
                             ring_u32: ext(a.ring_u32, b.ring_u32),
+                            gather_exact: a.gather_exact && b.gather_exact,
                         })
                         .collect()
                 })
@@ -438,9 +439,8 @@ fn merr(case: &SimCase, e: impl std::fmt::Display) -> SimError {
     }
 }
 
-/// Cost of one bucket exchange of `w` (words per rank) among `n` workers, as
-/// comm/exchange.rs runs it: sum section, then gather section (counts + gather-v), then
-/// the ring section.
+/// Cost of one bucket exchange of `w` (words per rank) among `n` workers: the
+/// collectives of the [`ExchangePlan`] that comm/exchange.rs runs for it.
 pub fn exchange_s(
     net: &dyn CollectiveCost,
     mode: CollectiveMode,
@@ -448,29 +448,23 @@ pub fn exchange_s(
     w: WireLen,
     gather_used: bool,
 ) -> f64 {
-    let mut t = 0.0;
-    if w.sum_f32 > 0 {
-        let m = 4.0 * w.sum_f32 as f64;
-        t += match mode {
-            CollectiveMode::Native | CollectiveMode::AllReduce => net.time_s(Op::AllReduce, n, m),
-            CollectiveMode::AllGather => {
-                net.time_s(Op::AllGather, n, m) + net.reduce_s((n.max(1) - 1) as f64 * m)
+    ExchangePlan::new(mode, w, gather_used)
+        .ops()
+        .iter()
+        .map(|&(op, words)| {
+            let m = 4.0 * words as f64;
+            match op {
+                ExchangeOp::SumAllReduce => net.time_s(Op::AllReduce, n, m),
+                ExchangeOp::SumAllGather => {
+                    net.time_s(Op::AllGather, n, m) + net.reduce_s((n.max(1) - 1) as f64 * m)
+                }
+                ExchangeOp::SumReduceBcast => net.time_s(Op::PsReduceBcast, n, m),
+                ExchangeOp::SumRing | ExchangeOp::Ring => net.time_s(Op::Ring, n, m),
+                ExchangeOp::GatherLengths | ExchangeOp::Gather => net.time_s(Op::AllGather, n, m),
+                ExchangeOp::GatherBcast => net.time_s(Op::PsGatherBcast, n, m),
             }
-            CollectiveMode::Ps => net.time_s(Op::PsReduceBcast, n, m),
-        };
-    }
-    if gather_used {
-        let m = 4.0 * w.gather_u32 as f64;
-        t += net.time_s(Op::AllGather, n, 4.0);
-        t += match mode {
-            CollectiveMode::Ps => net.time_s(Op::PsGatherBcast, n, m),
-            _ => net.time_s(Op::AllGather, n, m),
-        };
-    }
-    if w.ring_u32 > 0 {
-        t += net.time_s(Op::Ring, n, 4.0 * w.ring_u32 as f64);
-    }
-    t
+        })
+        .sum()
 }
 
 /// Simulate one iteration of `case` under `costs` (see the module docs).
@@ -518,6 +512,7 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
                 })
                 .collect();
             let mode = case.collective;
+            let exact = pos_wire.iter().all(|w| w[0].iter().all(|l| l.gather_exact));
             let t_c = |e: usize| -> f64 {
                 bpe.iter()
                     .map(|b| {
@@ -529,6 +524,7 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
                             },
                             Aggregation::AllGather => WireLen {
                                 gather_u32: words,
+                                gather_exact: exact,
                                 ..WireLen::default()
                             },
                             Aggregation::Ring => WireLen {
@@ -665,7 +661,10 @@ fn simulate_clock(
                 let e: usize = g.iter().map(|&p| numel[p]).sum();
                 run(&mut clock, &mut r.pack_s, cpu * pb * 4.0 * e as f64);
             }
-            let mut w = WireLen::default();
+            let mut w = WireLen {
+                gather_exact: true,
+                ..WireLen::default()
+            };
             for (e, uw) in units {
                 let c = cpu * (per_round(mc.compress, *e) + per_round(mc.feedback, *e));
                 let l = uw[round];
@@ -675,9 +674,7 @@ fn simulate_clock(
                     &mut r.pack_s,
                     cpu * (costs.pack_fixed_s + pb * l.bytes() as f64),
                 );
-                w.sum_f32 += l.sum_f32;
-                w.gather_u32 += l.gather_u32;
-                w.ring_u32 += l.ring_u32;
+                w = w.plus(l);
             }
             if gather_used {
                 // Trailer: one length word per unit.
