@@ -54,6 +54,10 @@ pub struct Common {
     /// Test hook: this rank corrupts one element of its result before --check
     #[arg(long, global = true, hide = true, value_name = "RANK")]
     pub inject_fault: Option<usize>,
+    /// Test hook: this rank moves one element of its micro result by one ulp before
+    /// --check (within every dense reference's tolerance: only cross-rank agreement sees it)
+    #[arg(long, global = true, hide = true, value_name = "RANK")]
+    pub inject_ulp_fault: Option<usize>,
     /// No progress lines on stderr
     #[arg(long, short, global = true)]
     pub quiet: bool,

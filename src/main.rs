@@ -213,7 +213,11 @@ fn run(cli: &Cli, world: &World, provided: Threading) -> anyhow::Result<()> {
         trace: cli.common.trace.as_deref(),
         done: &done,
         case_timeout_s: cli.common.case_timeout.or(config.case_timeout_s),
-        inject_fault: cli.common.inject_fault,
+        inject_fault: cli
+            .common
+            .inject_fault
+            .map(|r| (r, bench::Fault::Gross))
+            .or(cli.common.inject_ulp_fault.map(|r| (r, bench::Fault::Ulp))),
     };
     let result = bench::run_all(world, &config, &mut sinks, &options);
     if world.is_root() {

@@ -111,8 +111,18 @@ pub struct RunOptions<'a> {
     pub done: &'a std::collections::HashSet<String>,
     /// Abort the job when one case runs longer (s).
     pub case_timeout_s: Option<f64>,
-    /// Test hook: corrupt one element of this rank's result before `--check`.
-    pub inject_fault: Option<usize>,
+    /// Test hook: this rank damages its result before `--check`, and how.
+    pub inject_fault: Option<(usize, Fault)>,
+}
+
+/// How a test hook damages a rank's result before `--check`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Wrong for every method: the dense reference check must catch it.
+    Gross,
+    /// One element moved by one ulp: inside every reference tolerance, so only the
+    /// cross-rank agreement of `micro --check` catches it.
+    Ulp,
 }
 
 /// Put `case_id` right after `run_id` in a row.
@@ -169,7 +179,7 @@ pub fn run_all(
                     iters,
                     warmup,
                     check,
-                    o.inject_fault,
+                    o.inject_fault.filter(|f| f.1 == Fault::Gross).map(|f| f.0),
                 )?;
                 let mut row = micro_comm_row(world, run_id, collective, bytes, iters, warmup, m);
                 row.case_id = id.clone();
