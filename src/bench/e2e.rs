@@ -193,6 +193,7 @@ pub fn row(
         ("dense_bytes", dense.to_string()),
         ("wire_bytes", m.wire_bytes.to_string()),
         ("planned_s", opt(m.planned_s)),
+        ("plan_source", m.plan_source.clone().unwrap_or_default()),
         ("sync_seq_s", opt(sync_seq)),
         ("overlap_eff", opt(overlap)),
         ("peak_rss_bytes", peak_rss.to_string()),

@@ -320,6 +320,8 @@ pub struct SimResult {
     pub aggregation: &'static str,
     /// Planner fusions: the planner's own timeline prediction (backward start to end).
     pub planned_s: Option<f64>,
+    /// Planner fusions: the plan that ran (engine::plan_source_of).
+    pub plan_source: Option<String>,
     /// Bucket plan: backward positions per bucket.
     pub plan: Vec<Vec<usize>>,
 }
@@ -499,6 +501,7 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
         pos_wire.push(oracle.get(ts.rows, ts.cols)?);
     }
     let per_round = |c: CompressCost, e: usize| c.time_s(e) / rounds as f64;
+    let mut plan_source = None;
     let (mut phase_groups, planned_s) = match case.fusion {
         Fusion::Planner(kind) => {
             // Planner costs as the engine's plan_with_costs: wire bytes per element over
@@ -536,20 +539,28 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
                     })
                     .sum()
             };
-            let t_s = |e: usize| per_round(mc.compress, e) + per_round(mc.feedback, e);
-            let g = match kind {
-                PlannerKind::Mgwfbp => planner::mgwfbp(&bwd_times, &numel, &t_c),
-                PlannerKind::Omgs => planner::omgs(&bwd_times, &numel, &t_s, &t_c),
-                PlannerKind::LayerFusion => planner::layerfusion(&bwd_times, &numel, &t_s, &t_c),
+            // Work besides communication, as the engine calibrates it: every round's
+            // compress, feedback and decompress (of n workers' pieces), one call per
+            // tensor (one per group when compression is merged), at the host's CPU share.
+            let cpu = 1.0 / costs.host.cpu_share;
+            let gather_words_per_elem = pos_wire
+                .iter()
+                .map(|w| w[0].iter().map(|l| l.gather_u32).sum::<usize>())
+                .sum::<usize>() as f64
+                / elems.max(1) as f64;
+            let merge = case.merge;
+            let t_s = |e: usize, k: usize| {
+                let calls = if merge { 1.0 } else { k as f64 };
+                let words = (e as f64 * gather_words_per_elem).round() as usize;
+                cpu * (calls * (mc.compress.fixed_s + mc.feedback.fixed_s + mc.decompress.fixed_s)
+                    + e as f64
+                        * (mc.compress.per_element_s
+                            + mc.feedback.per_element_s
+                            + mc.decompress.per_element_s * gather_scale(n, e, words)))
             };
-            let zero = |_: usize| 0.0;
-            let ts_opt: &dyn Fn(usize) -> f64 = if kind == PlannerKind::Mgwfbp {
-                &zero
-            } else {
-                &t_s
-            };
-            let pred = planner::predicted_iteration_s(&bwd_times, &numel, &g, ts_opt, &t_c);
-            (vec![g], Some(pred))
+            let c = planner::choose(kind, &bwd_times, &numel, &t_s, &t_c);
+            plan_source = Some(crate::engine::plan_source_of(kind, &c));
+            (vec![c.groups], Some(c.predicted_s))
         }
         f => {
             let shapes: Vec<(usize, usize)> = bwd_order
@@ -594,6 +605,7 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
     r.aggregation = agg.name();
     r.collective = case.collective.effective(agg);
     r.planned_s = planned_s;
+    r.plan_source = plan_source;
     r.plan = phase_groups.swap_remove(0);
     Ok(r)
 }
@@ -768,6 +780,8 @@ pub struct SimRow {
     pub dense_bytes: u64,
     pub wire_bytes: u64,
     pub planned_s: Option<f64>,
+    /// Planner fusions: the planner's name, or the simple plan its model rated faster.
+    pub plan_source: Option<String>,
     pub cost_source: String,
 }
 
@@ -802,6 +816,7 @@ impl SimRow {
             dense_bytes: wl.tensors.iter().map(|t| 4 * t.numel() as u64).sum(),
             wire_bytes: r.wire_bytes,
             planned_s: r.planned_s,
+            plan_source: r.plan_source.clone(),
             cost_source: costs.describe(),
         }
     }
