@@ -216,7 +216,7 @@ pub struct SimulateArgs {
         value_name = "LIST"
     )]
     pub pipelining: Vec<String>,
-    /// Collectives: auto, allreduce, allgather, ps
+    /// Collectives: auto (the method's own), allreduce, allgather, ps, ring (sums over gradcomp's ring)
     #[arg(
         long = "collective",
         value_delimiter = ',',
@@ -414,7 +414,7 @@ pub struct E2eArgs {
         value_name = "LIST"
     )]
     pub pipelining: Vec<String>,
-    /// Collectives, comma-separated: auto (the method's own), allreduce, allgather, ps
+    /// Collectives, comma-separated: auto (the method's own), allreduce, allgather, ps, ring (sums over gradcomp's ring)
     #[arg(
         long = "collective",
         value_delimiter = ',',
