@@ -433,7 +433,7 @@ mod tests {
             ("dgc", 2),
             ("powersgd", 2),
             ("acpsgd", 1),
-            ("marsit", 2),
+            ("marsit", 1),
             ("sketch", 1),
             ("qsgd", 1),
         ];
