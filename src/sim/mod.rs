@@ -38,7 +38,7 @@ pub mod run;
 use crate::comm::exchange::{CollectiveMode, ExchangeOp, ExchangePlan};
 use crate::comm::netmodel::CompressCost;
 use crate::compress::{registry, Aggregation, MethodParams, WireLen, WorkerCtx};
-use crate::engine::plan::{self, Fusion, PlannerKind};
+use crate::engine::plan::{self, Fusion};
 use crate::engine::{planner, TensorSpec};
 use network::{CollectiveCost, Op};
 use std::collections::HashMap;
@@ -500,7 +500,6 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
         let ts = &wl.tensors[t];
         pos_wire.push(oracle.get(ts.rows, ts.cols)?);
     }
-    let per_round = |c: CompressCost, e: usize| c.time_s(e) / rounds as f64;
     let mut plan_source = None;
     let (mut phase_groups, planned_s) = match case.fusion {
         Fusion::Planner(kind) => {
