@@ -8,6 +8,7 @@ produces them.
 
 import json
 import os
+import sys
 
 import pandas as pd
 
@@ -157,6 +158,10 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
     R = Report(out_dir, latex)
     R.add("# gradcomp report", "")
     R.add(*_run_lines(res.meta), "")
+    for d, why in res.skipped:
+        print(f"gradcomp_analysis: warning: skipped {d}: {why}", file=sys.stderr)
+    if res.skipped:
+        R.add("Folders skipped:", "", *[f"- `{d}`: {why}" for d, why in res.skipped], "")
     R.add("Times are per iteration, the maximum over ranks, median over timed iterations, in ms. "
           "\"best\" = the fastest fusion/pipelining configuration present for that method (shown as "
           "`fusion/pipelining`). Columns marked *(published)* are the papers' numbers (their hardware; "
@@ -305,7 +310,8 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
           f"{', '.join(sorted(R.missing)) or 'none'}.", "")
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:
         json.dump({"tables": R.tables, "plots": R.plots, "missing": R.missing,
-                   "runs": [lab for lab, _ in res.meta]}, f, indent=1)
+                   "runs": [lab for lab, _ in res.meta],
+                   "skipped": [{"folder": d, "why": why} for d, why in res.skipped]}, f, indent=1)
     path = os.path.join(out_dir, "report.md")
     with open(path, "w") as f:
         f.write("\n".join(R.lines))
