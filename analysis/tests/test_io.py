@@ -57,3 +57,52 @@ def test_run_with_header_only_is_reported_as_skipped(tmp_path):
     res = load_results(str(tmp_path))
     assert list(res.e2e["run"].unique()) == ["a"]
     assert [(os.path.basename(d), "no rows" in why) for d, why in res.skipped] == [("b", True)]
+
+
+def test_printed_numbers_have_consistent_significant_digits():
+    """Item 5: one format per column (4 significant digits for measurements, 2 for an
+    interval's half-width, integers and short parameters as they are); Markdown shows
+    `median ± half-width` in one cell."""
+    from gradcomp_analysis.report import format_column, to_markdown
+    assert format_column([283.4123, 1.6152, 0.051234, float("nan"), float("inf")], "iter_ms") == \
+        ["283.4", "1.615", "0.05123", "", "inf"]
+    assert format_column([25.0, 1.52345], "speedup") == ["25.00", "1.523"]  # was "25.000" beside "1.523"
+    assert format_column([9.99996], "x") == ["10.00"]
+    assert format_column([0.0612, 3.4, 33.7], "iter_ms ±") == ["0.061", "3.4", "34"]
+    assert format_column([0.001, 0.01], "density") == ["0.001", "0.01"]
+    assert format_column([97.49, 232.56], "gradient MiB (published)") == ["97.49", "232.56"]
+    assert format_column([2, 4], "world_size") == ["2", "4"]
+    md = to_markdown(pd.DataFrame({"a ms": [1.61523, 283.41], "a ms ±": [0.0612, float("nan")],
+                                   "vs ssgd": ["faster", "≈ not significant"]}))
+    assert md.splitlines()[0] == "| a ms | vs ssgd |"
+    assert md.splitlines()[2] == "| 1.615 ± 0.061 | faster |"
+    assert md.splitlines()[3] == "| 283.4 | ≈ not significant |"
+
+
+def test_plots_panel_per_model_and_buffer_sweep_ticks(tmp_path, monkeypatch):
+    """Item 5: ResNet-20 (ms) and ResNet-50 (hundreds of ms) get a panel each in
+    acpsgd_main.png; acpsgd_buffer_sweep.png labels its ticks by fusion (none ... single)
+    and keeps the `single` point."""
+    from gradcomp_analysis import plots
+    figs = {}
+
+    def save(fig, out_dir, fname):
+        figs[fname] = fig
+        return fname
+
+    monkeypatch.setattr(plots, "_save", save)
+    rows = []
+    for model, k in [("resnet20", 0.002), ("resnet50", 0.2)]:
+        for f, x in [("none", 1.0), ("1MiB", 0.8), ("25MiB", 0.7), ("single", 0.9)]:
+            rows += [row("ssgd", k * x, fusion=f, model=model), row("acpsgd", k * x / 2, fusion=f, model=model)]
+    write_run(tmp_path / "run", rows)
+    write_report(str(tmp_path / "run"), str(tmp_path / "rep"))
+    main = figs["acpsgd_main.png"]
+    assert len(main.axes) == 2
+    assert sorted(a.get_title().split(": ")[-1] for a in main.axes) == ["resnet20", "resnet50"]
+    sweep = figs["acpsgd_buffer_sweep.png"]
+    assert len(sweep.axes) == 2
+    for ax in sweep.axes:
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["none", "1MiB", "25MiB", "single"]
+        assert all(len(line.get_xdata()) == 4 for line in ax.get_lines() if len(line.get_xdata()) > 2)
+        assert ax.get_xscale() == "linear"
