@@ -703,7 +703,14 @@ def micro_comm_tables(df: pd.DataFrame) -> dict:
     for n, g in plain.groupby("world_size"):
         lat = g.pivot_table(index="bytes", columns="collective", values="median_s") * 1e6
         bw = g.pivot_table(index="bytes", columns="collective", values="busbw_gbps")
-        t = lat.add_suffix(" median_us").join(bw.add_suffix(" busbw_GB/s"))
+        cols = {}
+        ci = g.pivot_table(index="bytes", columns="collective", values="ci95_s").reindex(
+            index=lat.index, columns=lat.columns) * 1e6 if "ci95_s" in g.columns else None
+        for c in lat.columns:
+            cols[f"{c} median_us"] = lat[c]
+            if ci is not None:
+                cols[f"{c} median_us ±"] = ci[c]  # 95% half-width of the mean, beside the median
+        t = pd.DataFrame(cols, index=lat.index).join(bw.add_suffix(" busbw_GB/s"))
         t.index = [human_bytes(b) for b in t.index]
         t.index.name = "size"
         out[f"micro_comm_np{n}"] = t.reset_index()
@@ -737,7 +744,7 @@ def acpsgd_vs_powersgd(df: pd.DataFrame) -> pd.DataFrame:
     the exchange in micro), wire bytes and exchange rounds, each also as acpsgd / powersgd.
     Only shapes Power-SGD compresses (ratio > 1); empty when either method is missing."""
     keys = ([c for c in ["model"] if c in df.columns]) + ["rows", "cols", "rank", "world_size"]
-    cols = keys + ["total_s", "wire_bytes", "rounds", "ratio"]
+    cols = keys + ["total_s", "wire_bytes", "rounds", "ratio"] + [c for c in ["total_ci95_s"] if c in df.columns]
     p = df.loc[df.method == "powersgd", cols]
     a = df.loc[df.method == "acpsgd", cols]
     # Model rows have no rows/cols: merge on the model name (filled) instead.
@@ -747,7 +754,13 @@ def acpsgd_vs_powersgd(df: pd.DataFrame) -> pd.DataFrame:
     t[["rows", "cols"]] = t[["rows", "cols"]].astype("Int64")  # empty on model rows
     t["powersgd_step_ms"] = _ms(m.total_s_p)
     t["acpsgd_step_ms"] = _ms(m.total_s_a)
+    ci_p = _ms(m.total_ci95_s_p) if "total_ci95_s_p" in m.columns else pd.Series(math.nan, index=m.index)
+    ci_a = _ms(m.total_ci95_s_a) if "total_ci95_s_a" in m.columns else pd.Series(math.nan, index=m.index)
+    t["powersgd_step_ms ±"] = ci_p.values
+    t["acpsgd_step_ms ±"] = ci_a.values
     t["time_ratio"] = m.total_s_a / m.total_s_p
+    t["acpsgd vs powersgd"] = [significance(a, ca, p, cp) for a, ca, p, cp in
+                               zip(t["acpsgd_step_ms"], ci_a, t["powersgd_step_ms"], ci_p)]
     t["powersgd_wire_bytes"] = m.wire_bytes_p
     t["acpsgd_wire_bytes"] = m.wire_bytes_a
     t["wire_ratio"] = m.wire_bytes_a / m.wire_bytes_p
@@ -763,6 +776,8 @@ def micro_phases(df: pd.DataFrame) -> pd.DataFrame:
             "wire_bytes", "ratio", "check"]].copy()
     for c in ["compress_s", "comm_s", "decompress_s", "total_s"]:
         t[c.replace("_s", "_ms")] = _ms(t.pop(c))
+    if "total_ci95_s" in df.columns:
+        t["total_ms ±"] = _ms(df["total_ci95_s"]).values
     return t.reset_index(drop=True)
 
 
