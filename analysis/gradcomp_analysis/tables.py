@@ -262,6 +262,11 @@ def acpsgd_speedup_summary(main: pd.DataFrame) -> pd.DataFrame:
                      "mean speedup": s.mean() if len(s) else None,
                      "min": s.min() if len(s) else None, "max": s.max() if len(s) else None,
                      "mean speedup (published)": pub.ACPSGD_SPEEDUP[base]})
+        if base == "ssgd" and "ssgd config" in a.columns:
+            rows[-1]["over"] = "ssgd's best configuration per setup: " + ", ".join(
+                sorted(set(a.loc[ok, "ssgd config"].dropna().astype(str))))
+        elif base == "powersgd":
+            rows[-1]["over"] = "powersgd's best configuration per setup"
     return pd.DataFrame(rows)
 
 
@@ -538,7 +543,7 @@ MARSIT_NOTE_RING = ("S-SGD appears over the MPI library's all-reduce (`collectiv
                     "against the ring row compares like with like.")
 MARSIT_NOTE_NO_RING = ("No S-SGD row over gradcomp's ring all-reduce (e2e method ssgd with collective ring) in these "
                        "results: Marsit's time reduction is only against S-SGD over the MPI library's all-reduce, a "
-                       "different (usually faster) implementation than the ring Marsit runs on, so it is not like "
+                       "different implementation from the ring Marsit runs on, so it is not like "
                        "with like.")
 
 

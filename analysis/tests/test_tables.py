@@ -49,6 +49,7 @@ def test_acpsgd_main_best_config_and_speedups():
     s = T.acpsgd_speedup_summary(T.acpsgd_main(e)).set_index("comparison")
     assert s.loc["acpsgd over ssgd", "mean speedup"] == pytest.approx(4.0)
     assert s.loc["acpsgd over ssgd", "mean speedup (published)"] == 4.06
+    assert s.loc["acpsgd over ssgd", "over"] == "ssgd's best configuration per setup: 25MiB/on/allreduce"
     w = T.acpsgd_main_wide(T.acpsgd_main(e))
     assert list(w.columns) == ["model", "world_size", "batch", "device", "ssgd ms", "ssgd ms ±", "topk ms", "topk ms ±",
                                "powersgd ms", "powersgd ms ±", "acpsgd ms", "acpsgd ms ±"]
