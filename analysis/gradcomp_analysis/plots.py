@@ -8,6 +8,7 @@ import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 DPI = 110
@@ -22,7 +23,8 @@ def _save(fig, out_dir, fname):
 
 def _label(keys, k):
     k = k if isinstance(k, tuple) else (k,)
-    return ", ".join(f"{c}={v}" if c in ("world_size", "batch") else str(v) for c, v in zip(keys, k) if str(v) != "")
+    return ", ".join(f"{c}={v}" if c in ("world_size", "batch", "density", "rank") else str(v)
+                     for c, v in zip(keys, k) if str(v) != "")
 
 
 def micro_comm(df: pd.DataFrame, out_dir: str) -> list:
@@ -130,10 +132,14 @@ def bars(t: pd.DataFrame, index: list, values: list, fname: str, out_dir: str, t
         errs = [f"{v} ±" for v in values]
         yerr = None
         if all(e in g.columns for e in errs):
-            yerr = g[errs].astype(float).fillna(0).to_numpy().T
+            hi = g[errs].astype(float).fillna(0).to_numpy().T  # (columns, rows)
+            lo = np.minimum(hi, np.nan_to_num(p.to_numpy().T))  # a bar's interval stops at 0
+            yerr = np.stack([lo, hi], axis=1)  # (columns, 2, rows): asymmetric
         p.plot.bar(ax=ax, logy=logy, yerr=yerr, capsize=2)
         if not logy:
             _auto_logy(ax, p)
+            if ax.get_yscale() == "linear":
+                ax.set_ylim(bottom=0)
         ax.set_ylabel(ylabel + (" (log scale)" if ax.get_yscale() == "log" and not logy else ""))
         ax.set_title(f"{title}: {ptitle}" if ptitle else title)
         ax.legend(fontsize=8)
@@ -169,7 +175,10 @@ def lines(t: pd.DataFrame, x: str, values: list, groups: list, fname: str, out_d
                 xs = g[x]
             for v in values:
                 lab = v if not gcols else f"{_label(gcols, k)}: {v}"
-                err = g[f"{v} ±"] if f"{v} ±" in g.columns and g[f"{v} ±"].notna().any() else None
+                err = None
+                if f"{v} ±" in g.columns and g[f"{v} ±"].notna().any():
+                    hi = g[f"{v} ±"].astype(float).fillna(0).to_numpy()
+                    err = [np.minimum(hi, np.nan_to_num(g[v].astype(float).to_numpy())), hi]  # stop at 0
                 ax.errorbar(xs, g[v], yerr=err, marker="o", ms=3, capsize=2, label=lab)
         if xcat:
             ax.set_xticks(range(len(ticks)))
