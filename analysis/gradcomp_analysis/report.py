@@ -314,7 +314,10 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
     if t is not None:
         lab = t["method"].where(t["method"] != "ssgd", "ssgd (" + t["collective"] + ")")
         idx = [c for c in ["network", "model", "world_size", "run"] if c in t.columns]
-        p = t.assign(label=lab).pivot_table(index=idx, columns="label", values="iter_ms", sort=False).reset_index()
+        p = t.assign(label=lab).pivot_table(index=idx, columns="label", values="iter_ms", sort=False)
+        pe = t.assign(label=lab).pivot_table(index=idx, columns="label", values="iter_ms ±", sort=False).reindex(
+            index=p.index, columns=p.columns).add_suffix(" ±")
+        p = p.join(pe).reset_index()
         R.figs(plots.bars(p, idx, ["ssgd (allreduce)", "ssgd (ring)", "signsgd", "marsit"], "marsit.png", out_dir,
                           "Marsit", "ms per iteration"))
 

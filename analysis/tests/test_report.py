@@ -172,6 +172,14 @@ def test_sweep_numbers_come_from_the_csv(sweep, tmp_path):
     best = lambda m: own[(own.method == m) & ((own["rank"] == 4) | ~own.method.isin(["powersgd", "acpsgd"]))].iter_s.min()  # noqa: E731
     assert r.iter_ms == pytest.approx(best("acpsgd") * 1e3)
     assert r["speedup vs ssgd"] == pytest.approx(best("ssgd") / best("acpsgd"))
+    # Marsit against S-SGD over the same ring (like with like) and over MPI's all-reduce.
+    ms = pd.read_csv(out / "marsit.csv")
+    ms = ms[(ms.network == "eth") & (ms.world_size == 2)].set_index(["method", "collective"])
+    ring = raw[(raw.method == "ssgd") & (raw.collective == "ring")].iter_s.min()
+    mars = own[own.method == "marsit"].iter_s.min()
+    assert ms.loc[("ssgd", "ring"), "iter_ms"] == pytest.approx(ring * 1e3)
+    assert ms.loc[("marsit", "ring"), "time reduction vs ssgd ring %"] == pytest.approx(100 * (1 - mars / ring))
+    assert ("ssgd", "allreduce") in ms.index
     dgc = pd.read_csv(out / "dgc_ratio.csv")
     g = raw[raw.method == "dgc"].iloc[0]
     r = dgc[dgc.model == "resnet20"].iloc[0]
