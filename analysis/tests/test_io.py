@@ -106,3 +106,14 @@ def test_plots_panel_per_model_and_buffer_sweep_ticks(tmp_path, monkeypatch):
         assert [t.get_text() for t in ax.get_xticklabels()] == ["none", "1MiB", "25MiB", "single"]
         assert all(len(line.get_xdata()) == 4 for line in ax.get_lines() if len(line.get_xdata()) > 2)
         assert ax.get_xscale() == "linear"
+
+
+def test_cli_help_says_runs_are_found_at_any_depth():
+    import subprocess
+    import sys
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    env = dict(os.environ, PYTHONPATH=os.path.join(root, "analysis"))
+    p = subprocess.run([sys.executable, "-m", "gradcomp_analysis", "report", "--help"], capture_output=True, text=True,
+                       env=env)
+    assert p.returncode == 0
+    assert "at any depth" in " ".join(p.stdout.split())
