@@ -242,9 +242,14 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
     e2e = res.e2e
     has_e2e = e2e is not None and len(e2e) > 0
     if has_e2e:
-        e2e = e2e.copy()
+        e2e = T.collapse_repeats(e2e.copy())
         e2e["pipelining"] = e2e["pipelining"].astype(str)
         e2e["fusion"] = e2e["fusion"].astype(str)
+        rep = e2e["repeats"] if "repeats" in e2e.columns else pd.Series(1, index=e2e.index)
+        if (rep > 1).any():
+            R.add(f"{int((rep > 1).sum())} e2e case(s) were measured more than once in one run (up to "
+                  f"{int(rep.max())} times): each is shown at its median repeat, its ± widened to half the range "
+                  "between the repeats where that is larger.", "")
 
     # ---------------------------------------------------------------- papers
     R.add("## ACP-SGD", "", pub.cite("acpsgd") + " Published: on average "

@@ -297,3 +297,17 @@ def test_sketch_fusion_says_what_each_row_is():
     assert "paper describes" in t.loc["sketch-fusion", "what"]
     assert "per tensor" in t.loc["sketch", "what"] and "not the paper's" in t.loc["sketch", "what"]
     assert t.loc["sketch-fusion", "none ms"] == pytest.approx(500)  # per-tensor sketch without fusion
+
+
+def test_repeated_case_is_its_median_with_the_spread_between_repeats():
+    """Item 1: a config that repeats a case gives its median repeat (not the luckiest one)
+    and an interval at least half the range between the repeats."""
+    rs = [dict(row("ssgd", t, ci=0.00006), case_id="c1", run="a") for t in (0.001615, 0.002714, 0.001650)]
+    e = df(*rs, dict(row("acpsgd", 0.0017, ci=0.00006), case_id="c2", run="a"))
+    c = T.collapse_repeats(e).set_index("method")
+    assert c.loc["ssgd", "iter_s"] == pytest.approx(0.001650)
+    assert c.loc["ssgd", "iter_ci95_s"] == pytest.approx((0.002714 - 0.001615) / 2)
+    assert c.loc["ssgd", "repeats"] == 3 and c.loc["acpsgd", "repeats"] == 1
+    t = T.acpsgd_main(T.collapse_repeats(e)).set_index("method")
+    assert t.loc["acpsgd", "vs ssgd"] == T.NOT_SIGNIFICANT  # 1.70 vs 1.65 ± 0.55 ms
+    assert T.collapse_repeats(df(row("ssgd", 0.1))).equals(df(row("ssgd", 0.1)))  # no case_id: unchanged
