@@ -399,8 +399,8 @@ def acpsgd_buffer_sweep(e2e: pd.DataFrame, methods=pub.ACPSGD_METHODS) -> pd.Dat
     d = d[finite.groupby([d[k] for k in keys]).transform("nunique") >= 2]
     if d.empty:
         raise MissingData("needs e2e rows of one setup with two or more fusion byte thresholds")
-    d = prefer_pipelining_on(d, keys + ["method"])
     d, keys = by_run(d, keys, methods)
+    d = prefer_pipelining_on(d, keys + ["method"])
     b = best(d, keys + ["buffer_bytes", "fusion", "method"])
     t = _flat(_wide(b, keys + ["buffer_bytes", "fusion"], methods))
     t = t.sort_values(keys + ["buffer_bytes"]).reset_index(drop=True)
@@ -417,8 +417,8 @@ def acpsgd_rank_sweep(e2e: pd.DataFrame) -> pd.DataFrame:
         raise MissingData("needs e2e rows of powersgd/acpsgd at two or more ranks")
     keys = setup_keys(d)
     d = d[d.groupby(keys)["rank"].transform("nunique") >= 2]
-    d = prefer_pipelining_on(d, keys + ["method", "rank"])
     d, rkeys = by_run(d, keys, LOW_RANK)
+    d = prefer_pipelining_on(d, rkeys + ["method", "rank"])
     b = best(d, rkeys + ["method", "rank"])
     t = _compare(_flat(_wide(b, rkeys + ["rank"], LOW_RANK)), "acpsgd", "powersgd", "acpsgd speedup vs powersgd")
     ss = defaults(auto(e2e[e2e["method"] == "ssgd"]))
@@ -642,8 +642,8 @@ def sketch_fusion(e2e: pd.DataFrame) -> pd.DataFrame:
     if not (d["fusion"] == "layerfusion").any():
         raise MissingData("needs e2e rows with fusion layerfusion (or method sketch-fusion)")
     keys = setup_keys(d)
-    d = prefer_pipelining_on(d, keys + ["method", "fusion"])
     d, keys = by_run(d, keys)
+    d = prefer_pipelining_on(d, keys + ["method", "fusion"])
     d = d.assign(_ci=ci_s(d))
     rows = []
     for k, g in d.groupby(keys, sort=False):
@@ -684,9 +684,9 @@ def sketch_scaling(e2e: pd.DataFrame) -> pd.DataFrame:
     sk = d[(d["method"] == "sketch") & (d["fusion"] == "none")].assign(method="sketch-fusion")
     d = pd.concat([d, sk], ignore_index=True)
     keys = [k for k in setup_keys(d) if k != "world_size"]
-    d = prefer_pipelining_on(d, keys + ["world_size", "method", "fusion"])
     d, wkeys = by_run(d, keys + ["world_size"])
     keys = [k for k in wkeys if k != "world_size"]
+    d = prefer_pipelining_on(d, keys + ["world_size", "method", "fusion"])
     g = best(d, keys + ["method", "fusion", "world_size"])
     g["samples_per_s"] = g["world_size"] * g["batch"] / g["iter_s"]
     g["_ci"] = ci_s(g)
