@@ -235,8 +235,10 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
           "inside the measurement noise, do not rank it. \"best\" = the fastest fusion/pipelining "
           "configuration present for that method (shown as `fusion/pipelining`); an S-SGD baseline is named "
           "`fusion/pipelining/collective` (`ssgd config`). When several runs are combined, a table compares "
-          "methods within one run wherever one run holds them all; the `run` column says which run, or lists "
-          "every run a comparison had to draw on (`a + b`). Columns marked *(published)* are the papers' "
+          "methods within one run wherever a run holds the comparison (every run is then shown on its own); "
+          "only where no run does are the runs' rows compared together. The `run` column says which run a row "
+          "came from; a comparison drawn from several runs names them all (`a + b`, in long tables in "
+          "`runs compared`). Columns marked *(published)* are the papers' "
           "numbers (their hardware; see each section), not ours.", "")
 
     e2e = res.e2e

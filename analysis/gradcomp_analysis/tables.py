@@ -188,31 +188,39 @@ def collapse_repeats(e2e: pd.DataFrame) -> pd.DataFrame:
     return out.sort_index().reset_index(drop=True)
 
 
-def by_run(d: pd.DataFrame, keys: list, methods=None):
+def by_run(d: pd.DataFrame, keys: list, need=2):
     """The rows to compare per setup when several runs are combined, and the keys to group
     them by. With one run (or no `run` column): D and KEYS unchanged.
 
-    With several: per setup (KEYS), every run holding all the methods of METHODS that the
-    setup has (over all runs) is a comparison of its own (`run` = that run); where no run
-    holds them all, the setup's rows of every run are compared together and `run` names
-    them all (`a + b`). `_run` keeps each row's own run. Returns (rows, KEYS + ["run"])."""
+    With several, per setup (KEYS): a run *holds a comparison* when it has NEED methods
+    (a number: that many distinct methods; a set: all of those). If one or more runs do,
+    every run is a group of its own (`run` = that run): nothing is compared across runs,
+    and a run that holds no comparison shows its rows alone. If none does, the setup's
+    rows of every run are compared together and `run` names them all (`a + b`). `_run`
+    keeps each row's own run. Returns (rows, KEYS + ["run"])."""
     if d.empty or "run" not in d.columns or d["run"].nunique() <= 1:
         return d, keys
+
+    def holds(ms):
+        return len(ms) >= need if isinstance(need, int) else set(need) <= ms
+
     parts = []
     for _, g in d.groupby(keys, sort=False, dropna=False):
-        want = set(g["method"]) if methods is None else set(g["method"]) & set(methods)
-        full = [r for r, gr in g.groupby("run", sort=False) if want <= set(gr["method"])]
-        if full:
-            parts.append(g[g["run"].isin(full)].assign(_run=lambda x: x["run"]))
+        if any(holds(set(gr["method"])) for _, gr in g.groupby("run", sort=False)):
+            parts.append(g.assign(_run=g["run"]))
         else:
             parts.append(g.assign(_run=g["run"], run=" + ".join(sorted(g["run"].astype(str).unique()))))
     return pd.concat(parts), keys + ["run"]
 
 
 def own_run(t: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """Long tables (a row per method): `run` = the run the row's measurement came from."""
+    """Long tables (a row per method): `run` = the run the row's measurement came from;
+    where a comparison had to draw on several runs, `runs compared` names them all."""
     if "_run" in b.columns and "run" in t.columns:
+        group = b["run"].astype(str).values
         t["run"] = b["_run"].values
+        if (t["run"].astype(str).values != group).any():
+            t.insert(list(t.columns).index("run") + 1, "runs compared", group)
     return t
 
 
@@ -227,7 +235,7 @@ def acpsgd_main(e2e: pd.DataFrame, methods=pub.ACPSGD_METHODS) -> pd.DataFrame:
     if not {"ssgd", "acpsgd"} <= set(d["method"]):
         raise MissingData("needs e2e rows of ssgd and acpsgd (own collective)")
     keys = setup_keys(d)
-    d, keys = by_run(d, keys, methods)
+    d, keys = by_run(d, keys)
     b = best(d, keys + ["method"])
     b["iter_ms"] = _ms(b["iter_s"])
     b["_ci"] = ci_s(b)
@@ -259,11 +267,9 @@ def acpsgd_main_wide(main: pd.DataFrame) -> pd.DataFrame:
     """The main table in the paper's layout: a row per setup, a column per method (ms,
     each with its 95% interval)."""
     keys = [c for c in main.columns if c in ("network", "model", "world_size", "batch", "device")]
+    if "runs compared" in main.columns:  # a row per comparison, named by every run it drew on
+        main = main.drop(columns=["run"]).rename(columns={"runs compared": "run"})
     if "run" in main.columns:
-        main = main.copy()
-        for _, g in main.groupby(keys, sort=False, dropna=False):
-            if not g["method"].duplicated().any():  # one comparison, its rows from one or more runs
-                main.loc[g.index, "run"] = " + ".join(sorted(g["run"].astype(str).unique()))
         keys = keys + ["run"]
     ms = main.pivot_table(index=keys, columns="method", values="iter_ms", sort=False)
     ci = main.pivot_table(index=keys, columns="method", values="iter_ms ±", sort=False).reindex(
@@ -319,7 +325,7 @@ def acpsgd_ablation(e2e: pd.DataFrame, methods=pub.ACPSGD_METHODS) -> pd.DataFra
     if set(d["pipelining"]) != {"on", "off"} or "none" not in set(d["fusion"]):
         raise MissingData("needs e2e rows with pipelining off and on, fusion none and a fusion threshold")
     keys = setup_keys(d)
-    d, keys = by_run(d, keys, methods)
+    d, keys = by_run(d, keys, need=1)  # the steps compare a method with itself
     fb = d["fusion"].map(fusion_bytes)
     d = d.assign(_fused=(fb > 0) & fb.notna(), _ci=ci_s(d))
     colls = [c for c in ABLATION_COLLECTIVES if (d["collective"] == c).any()]
@@ -399,8 +405,12 @@ def acpsgd_buffer_sweep(e2e: pd.DataFrame, methods=pub.ACPSGD_METHODS) -> pd.Dat
     d = d[finite.groupby([d[k] for k in keys]).transform("nunique") >= 2]
     if d.empty:
         raise MissingData("needs e2e rows of one setup with two or more fusion byte thresholds")
-    d, keys = by_run(d, keys, methods)
+    d, keys = by_run(d, keys, need=1)  # a sweep compares a method across thresholds
     d = prefer_pipelining_on(d, keys + ["method"])
+    d = d[d["buffer_bytes"].where((d["buffer_bytes"] > 0) & (d["buffer_bytes"] < math.inf))
+          .groupby([d[k] for k in keys]).transform("nunique") >= 2]
+    if d.empty:
+        raise MissingData("needs e2e rows of one setup and run with two or more fusion byte thresholds")
     b = best(d, keys + ["buffer_bytes", "fusion", "method"])
     t = _flat(_wide(b, keys + ["buffer_bytes", "fusion"], methods))
     t = t.sort_values(keys + ["buffer_bytes"]).reset_index(drop=True)
@@ -417,7 +427,7 @@ def acpsgd_rank_sweep(e2e: pd.DataFrame) -> pd.DataFrame:
         raise MissingData("needs e2e rows of powersgd/acpsgd at two or more ranks")
     keys = setup_keys(d)
     d = d[d.groupby(keys)["rank"].transform("nunique") >= 2]
-    d, rkeys = by_run(d, keys, LOW_RANK)
+    d, rkeys = by_run(d, keys, need={"powersgd", "acpsgd"})
     d = prefer_pipelining_on(d, rkeys + ["method", "rank"])
     b = best(d, rkeys + ["method", "rank"])
     t = _compare(_flat(_wide(b, rkeys + ["rank"], LOW_RANK)), "acpsgd", "powersgd", "acpsgd speedup vs powersgd")
@@ -435,7 +445,7 @@ def acpsgd_rank_sweep(e2e: pd.DataFrame) -> pd.DataFrame:
 
 def _per_setup_method(e2e: pd.DataFrame, methods, index: list) -> pd.DataFrame:
     d = defaults(auto(e2e[e2e["method"].isin(methods)]))
-    d, index = by_run(d, index, methods)
+    d, index = by_run(d, index)
     b = best(d, index + ["method"])
     t = _wide(b, index, methods)
     for base in ("ssgd", "powersgd"):
@@ -534,7 +544,7 @@ def omgs(e2e: pd.DataFrame) -> pd.DataFrame:
     methods = ("ssgd", "topk", "omgs")
     d = d[d["method"].isin(methods)]
     keys = setup_keys(d)
-    d, keys = by_run(d, keys, methods)
+    d, keys = by_run(d, keys, need={"topk", "omgs"})
 
     def pick(sel, grp):
         return best(prefer_pipelining_on(sel, grp), grp)
@@ -585,7 +595,7 @@ def marsit(e2e: pd.DataFrame) -> pd.DataFrame:
     if not {"marsit", "ssgd"} <= set(d["method"]):
         raise MissingData("needs e2e rows of marsit and ssgd")
     keys = setup_keys(d)
-    d, keys = by_run(d, keys, methods)
+    d, keys = by_run(d, keys, need={"ssgd", "marsit"})
     b = best(d, keys + ["method", "collective"])
     b["_ci"] = ci_s(b)
     order = {("ssgd", "allreduce"): 0, ("ssgd", "ring"): 1, ("signsgd", "allgather"): 2, ("marsit", "ring"): 3}
@@ -598,6 +608,8 @@ def marsit(e2e: pd.DataFrame) -> pd.DataFrame:
             out = dict(zip(keys, k if isinstance(k, tuple) else (k,)))
             if "_run" in r:
                 out["run"] = r["_run"]
+                if r["_run"] != r["run"]:
+                    out["runs compared"] = r["run"]
             out.update({"method": r["method"], "collective": r["collective"], "config": r["config"],
                         "iter_ms": _ms(r["iter_s"]), "iter_ms ±": _ms(r["_ci"]), "comm_ms": _ms(r["comm_s"]),
                         "wire MiB": r["wire_bytes"] / 2**20, "ratio": r["dense_bytes"] / r["wire_bytes"]})
@@ -642,7 +654,7 @@ def sketch_fusion(e2e: pd.DataFrame) -> pd.DataFrame:
     if not (d["fusion"] == "layerfusion").any():
         raise MissingData("needs e2e rows with fusion layerfusion (or method sketch-fusion)")
     keys = setup_keys(d)
-    d, keys = by_run(d, keys)
+    d, keys = by_run(d, keys, need=1)  # none vs LayerFusion of a method
     d = prefer_pipelining_on(d, keys + ["method", "fusion"])
     d = d.assign(_ci=ci_s(d))
     rows = []
@@ -684,7 +696,7 @@ def sketch_scaling(e2e: pd.DataFrame) -> pd.DataFrame:
     sk = d[(d["method"] == "sketch") & (d["fusion"] == "none")].assign(method="sketch-fusion")
     d = pd.concat([d, sk], ignore_index=True)
     keys = [k for k in setup_keys(d) if k != "world_size"]
-    d, wkeys = by_run(d, keys + ["world_size"])
+    d, wkeys = by_run(d, keys + ["world_size"], need=1)
     keys = [k for k in wkeys if k != "world_size"]
     d = prefer_pipelining_on(d, keys + ["world_size", "method", "fusion"])
     g = best(d, keys + ["method", "fusion", "world_size"])
@@ -874,7 +886,7 @@ def e2e_phases(e2e: pd.DataFrame) -> pd.DataFrame:
     _require(e2e, "no e2e rows")
     d = defaults(auto(e2e))
     keys = setup_keys(d)
-    d, keys = by_run(d, keys)
+    d, keys = by_run(d, keys, need=1)
     b = best(d, keys + ["method"])
     t = b[keys + ["method", "config"]].copy()
     for c in ["compress_s", "pack_s", "comm_s", "decompress_s", "exposed_s", "iter_s"]:

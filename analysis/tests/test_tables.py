@@ -249,8 +249,21 @@ def test_runs_combined_compare_within_one_run():
     e3 = df(row("ssgd", 0.4, run="a"), row("acpsgd", 0.1, run="b"))
     m = T.acpsgd_main(e3).set_index("method")
     assert m.loc["ssgd", "run"] == "a" and m.loc["acpsgd", "run"] == "b"
+    assert m.loc["acpsgd", "runs compared"] == "a + b"
+    assert m.loc["acpsgd", "speedup vs ssgd"] == pytest.approx(4.0)
     assert list(T.acpsgd_main_wide(T.acpsgd_main(e3))["run"]) == ["a + b"]
     assert list(T.omgs(df(row("topk", 0.5, run="a"), row("omgs", 0.4, fusion="omgs", run="b")))["run"]) == ["a + b"]
+    # A run that holds a comparison is never mixed with another run's rows: b's powersgd
+    # stands alone (no speedup over a's ssgd), a's acpsgd has no powersgd to compare with.
+    e4 = df(row("ssgd", 0.4, run="a"), row("acpsgd", 0.1, run="a"), row("powersgd", 0.2, run="b"))
+    m = T.acpsgd_main(e4).set_index("method")
+    assert "runs compared" not in m.columns
+    assert pd.isna(m.loc["powersgd", "speedup vs ssgd"]) and pd.isna(m.loc["acpsgd", "speedup vs powersgd"])
+    assert sorted(T.acpsgd_main_wide(T.acpsgd_main(e4))["run"]) == ["a", "b"]
+    # A sweep in one run is not dropped because another run of the setup has more methods.
+    e5 = df(*[row(m, 0.1, fusion=f, run="sweep") for m in ("ssgd", "acpsgd") for f in ("none", "1MiB", "25MiB")],
+            *[row(m, 0.1, fusion="25MiB", run="main") for m in ("ssgd", "topk", "powersgd", "acpsgd")])
+    assert list(T.acpsgd_buffer_sweep(e5)["run"]) == ["sweep"] * 3
     # One run: no run column (nothing to tell apart).
     assert "run" not in T.acpsgd_main(df(row("ssgd", 0.4, run="a"), row("acpsgd", 0.1, run="a"))).columns
 
