@@ -1,6 +1,7 @@
 """PNG plots; each function writes files into OUT_DIR and returns their names."""
 
 import math
+import numbers
 import os
 
 import matplotlib
@@ -171,7 +172,7 @@ def lines(t: pd.DataFrame, x: str, values: list, groups: list, fname: str, out_d
                 g = g.sort_values(x)
                 xs = g[x].map(pos)
             else:
-                g = g[g[x].map(lambda v: isinstance(v, (int, float)) and math.isfinite(v))].sort_values(x)
+                g = g[g[x].map(lambda v: isinstance(v, numbers.Real) and math.isfinite(v))].sort_values(x)
                 xs = g[x]
             for v in values:
                 lab = v if not gcols else f"{_label(gcols, k)}: {v}"
@@ -184,7 +185,7 @@ def lines(t: pd.DataFrame, x: str, values: list, groups: list, fname: str, out_d
             ax.set_xticks(range(len(ticks)))
             ax.set_xticklabels([str(v) for v in ticks[xcat]], rotation=30)
         elif logx:
-            xv = sorted(v for v in tp[x].unique() if isinstance(v, (int, float)) and math.isfinite(v))
+            xv = sorted(float(v) for v in tp[x].unique() if isinstance(v, numbers.Real) and math.isfinite(v))
             ax.set_xscale("symlog" if xv and xv[0] <= 0 else "log")
             # The values measured as ticks, in plain numbers (not "10^0" with unlabelled minors).
             ax.set_xticks(xv)

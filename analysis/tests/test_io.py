@@ -117,3 +117,16 @@ def test_cli_help_says_runs_are_found_at_any_depth():
                        env=env)
     assert p.returncode == 0
     assert "at any depth" in " ".join(p.stdout.split())
+
+
+def test_log_x_plots_label_the_measured_values(tmp_path, monkeypatch):
+    """Scaling / rank sweeps on a log axis: ticks at the world sizes measured, in plain numbers."""
+    from gradcomp_analysis import plots
+    figs = {}
+    monkeypatch.setattr(plots, "_save", lambda fig, out_dir, fname: figs.setdefault(fname, fig) and fname)
+    t = pd.DataFrame({"model": ["m", "m", "m"], "world_size": pd.array([2, 4, 8], dtype="int64"),
+                      "ssgd ms": [1.0, 2.0, 4.0]})
+    plots.lines(t, "world_size", ["ssgd ms"], ["model"], "s.png", str(tmp_path), "Scaling", "ranks", "ms", logx=True)
+    ax = figs["s.png"].axes[0]
+    assert ax.get_xscale() == "log"
+    assert [x.get_text() for x in ax.get_xticklabels()] == ["2", "4", "8"]
