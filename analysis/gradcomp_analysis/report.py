@@ -303,7 +303,7 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
     if t is not None:
         R.figs(plots.bars(t[t["ratio"].notna() | t["ratio (published)"].notna()], ["model (paper)", "model"],
                           ["ratio", "ratio (published)"], "dgc_ratio.png", out_dir,
-                          "DGC compression ratio", "dense / message", logy=True))
+                          "DGC compression ratio", "dense / message", logy=True, panel=None))  # ratios: one axis
 
     R.add("## OMGS-SGD", "", pub.cite("omgs") + f" Published: up to {pub.OMGS_IMPROVEMENT_PCT:g}% faster than "
           "layer-wise sparsified SGD (16 GPUs, 1 GbE, rho = 0.001); their figure is training throughput.", "")

@@ -97,6 +97,12 @@ def test_plots_panel_per_model_and_buffer_sweep_ticks(tmp_path, monkeypatch):
             rows += [row("ssgd", k * x, fusion=f, model=model), row("acpsgd", k * x / 2, fusion=f, model=model)]
     write_run(tmp_path / "run", rows)
     write_report(str(tmp_path / "run"), str(tmp_path / "rep"))
+    # Ratios (dimensionless, comparable across models) stay on one axis.
+    rows_dgc = [row("dgc", 0.1, model="resnet50", dense=102228128, wire=409600),
+                row("dgc", 0.1, model="resnet20", dense=4000, wire=40)]
+    write_run(tmp_path / "dgc", rows_dgc)
+    write_report(str(tmp_path / "dgc"), str(tmp_path / "rep-dgc"))
+    assert len(figs["dgc_ratio.png"].axes) == 1
     main = figs["acpsgd_main.png"]
     assert len(main.axes) == 2
     assert sorted(a.get_title().split(": ")[-1] for a in main.axes) == ["resnet20", "resnet50"]
