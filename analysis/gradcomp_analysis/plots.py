@@ -144,7 +144,7 @@ def bars(t: pd.DataFrame, index: list, values: list, fname: str, out_dir: str, t
         ax.set_ylabel(ylabel + (" (log scale)" if ax.get_yscale() == "log" and not logy else ""))
         ax.set_title(f"{title}: {ptitle}" if ptitle else title)
         ax.legend(fontsize=8)
-        ax.tick_params(axis="x", labelrotation=30)
+        plt.setp(ax.get_xticklabels(), rotation=30, ha="right")  # each label ends under its group
     return [_save(fig, out_dir, fname)]
 
 
