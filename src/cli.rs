@@ -276,6 +276,9 @@ impl SimulateArgs {
             params: self.params.clone(),
             iters: None,
             warmup: None,
+            min_time_s: None,
+            target_ci: None,
+            max_iters: None,
         }
         .section()?
         .validate(&Origin::Cli)?;
@@ -439,12 +442,25 @@ pub struct E2eArgs {
     pub cost_comm: Option<String>,
     #[command(flatten)]
     pub params: ParamArgs,
-    /// Timed iterations [default: 10]
+    /// Timed iterations [default: 10]; the minimum with --min-time or --target-ci
     #[arg(long, value_name = "N")]
     pub iters: Option<u64>,
     /// Warm-up iterations [default: 2]
     #[arg(long, value_name = "N")]
     pub warmup: Option<u64>,
+    /// Adaptive timing: time each case for at least SECONDS
+    #[arg(
+        long = "min-time",
+        value_name = "SECONDS",
+        allow_negative_numbers = true
+    )]
+    pub min_time_s: Option<f64>,
+    /// Adaptive timing: iterate until the 95% interval of the mean is within this share of the mean (e.g. 0.02)
+    #[arg(long, value_name = "SHARE", allow_negative_numbers = true)]
+    pub target_ci: Option<f64>,
+    /// Adaptive timing: at most N timed iterations per case [default: 1000]
+    #[arg(long, value_name = "N")]
+    pub max_iters: Option<u64>,
 }
 
 impl E2eArgs {
@@ -476,6 +492,9 @@ impl E2eArgs {
             params: self.params.params(),
             iters: self.iters,
             warmup: self.warmup,
+            min_time_s: self.min_time_s,
+            target_ci: self.target_ci,
+            max_iters: self.max_iters,
         })
     }
 }

@@ -45,6 +45,7 @@ impl Origin {
                     "models" => "model",
                     "densities" => "density",
                     "ranks" => "rank",
+                    "min_time_s" => "min_time",
                     k => k,
                 };
                 format!("--{}", flag.replace('_', "-"))
@@ -434,10 +435,21 @@ pub struct E2eSection {
     pub ranks: Option<Vec<usize>>,
     #[serde(default)]
     pub params: crate::compress::MethodParams,
+    /// Timed iterations (the minimum when adaptive timing is on).
     #[serde(default)]
     pub iters: Option<u64>,
     #[serde(default)]
     pub warmup: Option<u64>,
+    /// Adaptive timing: time each case for at least this long (s).
+    #[serde(default)]
+    pub min_time_s: Option<f64>,
+    /// Adaptive timing: iterate until the 95% interval of the mean is within this share
+    /// of the mean (e.g. 0.02).
+    #[serde(default)]
+    pub target_ci: Option<f64>,
+    /// Adaptive timing: never more timed iterations than this (default 1000).
+    #[serde(default)]
+    pub max_iters: Option<u64>,
 }
 
 fn default_fusion() -> Vec<String> {
@@ -519,6 +531,7 @@ pub struct E2eSpec {
     pub params: Vec<crate::compress::MethodParams>,
     pub iters: u64,
     pub warmup: u64,
+    pub timing: crate::bench::stats::Timing,
 }
 
 impl E2eSection {
@@ -649,6 +662,51 @@ impl E2eSection {
             params: cs.params,
             iters: self.iters.unwrap_or(10),
             warmup: self.warmup.unwrap_or(2),
+            timing: self.timing(origin)?,
+        })
+    }
+}
+
+impl E2eSection {
+    /// The stopping rule of each case ([`crate::bench::stats::Timing`]): `iters` timed
+    /// iterations, or adaptive when `min_time_s` or `target_ci` is given.
+    fn timing(&self, origin: &Origin) -> Result<crate::bench::stats::Timing, ConfigError> {
+        let iters = self.iters.unwrap_or(10);
+        if self.min_time_s.is_none() && self.target_ci.is_none() {
+            if self.max_iters.is_some() {
+                return Err(origin.invalid(
+                    "max_iters",
+                    "applies to adaptive timing only: give min_time_s or target_ci too",
+                ));
+            }
+            return Ok(crate::bench::stats::Timing::fixed(iters));
+        }
+        let min_time_s = self.min_time_s.unwrap_or(0.0);
+        if !(min_time_s.is_finite() && (0.0..=3600.0).contains(&min_time_s)) {
+            return Err(origin.invalid(
+                "min_time_s",
+                format!("{min_time_s} is not a time in seconds between 0 and 3600"),
+            ));
+        }
+        let target = self.target_ci.unwrap_or(f64::INFINITY);
+        if self.target_ci.is_some() && !(target > 0.0 && target <= 1.0) {
+            return Err(origin.invalid(
+                "target_ci",
+                format!("{target} is not a share of the mean in (0, 1], e.g. 0.02"),
+            ));
+        }
+        let max_iters = self.max_iters.unwrap_or(1000.max(iters));
+        if max_iters < iters || max_iters > 1_000_000 {
+            return Err(origin.invalid(
+                "max_iters",
+                format!("{max_iters} must be at least iters ({iters}) and at most 1000000"),
+            ));
+        }
+        Ok(crate::bench::stats::Timing {
+            min_iters: iters,
+            min_time_s,
+            target_rel_ci: target,
+            max_iters,
         })
     }
 }
@@ -847,6 +905,7 @@ pub struct E2eCase {
     pub params: crate::compress::MethodParams,
     pub iters: u64,
     pub warmup: u64,
+    pub timing: crate::bench::stats::Timing,
     /// Compress each bucket as one merged tensor (omgs, sketch-fusion).
     pub merge: bool,
 }
@@ -1086,6 +1145,7 @@ impl Config {
                                         params: params.clone(),
                                         iters: s.iters,
                                         warmup: s.warmup,
+                                        timing: s.timing,
                                         merge: alias.is_some(),
                                     }));
                                 }

@@ -77,7 +77,7 @@ pub fn measure(
         cost_comm: models.as_ref(),
     };
     let mut trace = (want_trace && world.is_root()).then(|| engine::trace::Trace::with_capacity(0));
-    let m = engine::run(world, &setup, c.iters, c.warmup, trace.as_mut())?;
+    let m = engine::run(world, &setup, c.timing, c.warmup, trace.as_mut())?;
     Ok((m, trace))
 }
 
@@ -172,6 +172,7 @@ pub fn row(
         ("compute", c.compute.name().to_string()),
         ("iters", c.iters.to_string()),
         ("warmup", c.warmup.to_string()),
+        ("iters_run", m.series.iter_s.len().to_string()),
     ];
     f.extend(params);
     f.extend([

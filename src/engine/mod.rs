@@ -134,11 +134,12 @@ struct Bucket {
     ready_after: usize,
 }
 
-/// Run `warmup + iters` iterations of one e2e case.
+/// Run `warmup` iterations of one e2e case, then timed ones until `timing` has enough
+/// (every rank must agree; the decision is one all-reduce between iterations).
 pub fn run(
     world: &World,
     s: &E2eSetup,
-    iters: u64,
+    timing: crate::bench::stats::Timing,
     warmup: u64,
     mut trace: Option<&mut trace::Trace>,
 ) -> Result<E2eMeasurement> {
@@ -313,12 +314,16 @@ pub fn run(
     if let Some(tr) = trace.as_deref_mut() {
         // Per timed iteration: forward, iteration, a backward span per tensor, compress
         // and decompress per tensor and round, a collective per bucket and round.
-        tr.reserve(iters as usize * (2 + m + all_units.len() * 2 * rounds + max_buckets * rounds));
+        // At least the minimum iterations; a trace that outgrows it counts what it drops.
+        tr.reserve(
+            timing.min_iters as usize
+                * (2 + m + all_units.len() * 2 * rounds + max_buckets * rounds),
+        );
     }
     let device = Device::new(m);
     let mut series = IterSeries::default();
     for v in series.all_mut() {
-        v.reserve(iters as usize);
+        v.reserve(timing.max_iters as usize);
     }
     let mut wire_total = 0u64;
     let fwd_s = s.fwd_s;
@@ -328,7 +333,8 @@ pub fn run(
         let bt = &bwd_times;
         sc.spawn(move || dev.run(fwd_s, bt, compute));
         let r = (|| -> Result<()> {
-            for it in 0..warmup + iters {
+            let mut timed = crate::bench::stats::Running::default();
+            for it in 0.. {
                 comp.begin_step(it);
                 let phase = it as usize % plans.len();
                 let buckets = &plans[phase];
@@ -464,6 +470,11 @@ pub fn run(
                     series.bwd_sync_s.push(t_end - fwd_end);
                     series.iter_s.push(t_end - t0);
                     series.last_bucket_s.push(t_end - last_start);
+                    timed.push(t_end - t0);
+                    // Stop once every rank has enough (outside the timed region).
+                    if world.max_u64(u64::from(!timing.enough(&timed))) == 0 {
+                        break;
+                    }
                 }
             }
             Ok(())
@@ -475,12 +486,15 @@ pub fn run(
     for v in series.all_mut() {
         world.max_in_place(v);
     }
+    let iters_run = series.iter_s.len() as u64;
     // Buckets per step: the mean over the phases, rounded (ACP-SGD's P and Q steps differ).
     let total_buckets: usize = plans.iter().map(Vec::len).sum();
     Ok(E2eMeasurement {
         series,
         buckets: (total_buckets as f64 / plans.len() as f64).round() as usize,
-        wire_bytes: world.max_u64(crate::bench::stats::mean_bytes_per_step(wire_total, iters)),
+        wire_bytes: world.max_u64(crate::bench::stats::mean_bytes_per_step(
+            wire_total, iters_run,
+        )),
         aggregation: comp.aggregation().name(),
         planned_s,
         plan_source,
