@@ -36,9 +36,13 @@ test: setup
 report: setup
 	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis report $(OUT)
 
-## paper: EXP=acpsgd-main (etc.) — the laptop variant of a paper experiment, then its report
+## paper: EXP=acpsgd-main (etc.) — the laptop variant of a paper experiment, then its report;
+## NP=2,4 runs one world size after the other into OUT/np2, OUT/np4 (scaling tables)
 paper: build
-	$(MPIRUN) $(MPIFLAGS) -np $(NP) target/release/gradcomp run bench-configs/$(EXP)-laptop.toml --out $(OUT)
+	@set -e; case "$(NP)" in *,*) for n in $$(echo "$(NP)" | tr , ' '); do \
+	    echo "$(MPIRUN) -np $$n ... --out $(OUT)/np$$n"; \
+	    $(MPIRUN) $(MPIFLAGS) -np $$n target/release/gradcomp run bench-configs/$(EXP)-laptop.toml --out $(OUT)/np$$n; done ;; \
+	  *) $(MPIRUN) $(MPIFLAGS) -np $(NP) target/release/gradcomp run bench-configs/$(EXP)-laptop.toml --out $(OUT) ;; esac
 	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis report $(OUT)
 
 ## sim-accuracy: simulated vs measured iter_s at 2 and 4 ranks, fails outside 15% (issue 5's
