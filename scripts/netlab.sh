@@ -194,6 +194,14 @@ mpi_args() {
     --mca plm_rsh_no_tree_spawn 1
     --mca pml ob1 --mca btl tcp,self
     --mca btl_tcp_if_include "$sub" --mca oob_tcp_if_include "$sub"
+    # Two TCP connections per pair of ranks: with one, a rank's control message for the
+    # peer's incoming message (rendezvous ACK / PUT request) waits behind its own outgoing
+    # bulk "put" (one fragment for the whole message) on the same socket, and the two
+    # directions take turns: the "half duplex" 0.47 of the rate at 2 nodes.
+    --mca btl_tcp_links 2
+    # Ranks yield the CPU while polling: the kernel's TCP and tbf work runs on the same
+    # few cores here (a real node has a NIC and cores of its own).
+    --mca mpi_yield_when_idle 1
     --bind-to none --oversubscribe
     -x PMIX_MCA_gds=hash -x NETLAB_PREFIX
   )
