@@ -247,9 +247,9 @@ cmd_run() {
   [[ -n ${NETLAB_MPI_ARGS:-} ]] && extra=($NETLAB_MPI_ARGS)
   export NETLAB_PREFIX=$PREFIX PMIX_MCA_gds=hash OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   # mpirun itself runs on node 0 (its ranks there are its children); the others are
-  # started through the agent.
+  # started through the agent. exec: a signal to this script reaches mpirun.
   # shellcheck disable=SC2016  # $0 and $@ belong to the inner shell
-  ip netns exec "$PREFIX-n0" unshare --uts -- /bin/sh -c 'hostname "$0" && exec "$@"' "$PREFIX-n0" \
+  exec ip netns exec "$PREFIX-n0" unshare --uts -- /bin/sh -c 'hostname "$0" && exec "$@"' "$PREFIX-n0" \
     "$mpirun" -np "$np" --host "$hosts" --map-by node "${MPI_ARGS[@]}" "${extra[@]}" "$bin" "${args[@]}"
 }
 
