@@ -5,7 +5,8 @@
 # instead of ssh). Bandwidth only: no added latency (netem), no switch contention, no NIC
 # offloads of a real port (see docs/reproduce.md, "A slow network on a laptop").
 #
-#   scripts/netlab.sh check                      # root, ip, tc, unshare, tbf? (exit 1 + why)
+#   scripts/netlab.sh check                      # root, ip, tc, unshare, tbf, Open MPI here?
+# What the machine lacks ends any command with one line and exit 3; other errors exit 1.
 #   scripts/netlab.sh up N --rate RATE [--burst BYTES] [--limit BYTES]
 #   scripts/netlab.sh run [--np N] -- GRADCOMP_ARGS...  # e.g. -- micro-comm --out results/x
 #   scripts/netlab.sh status
@@ -34,6 +35,9 @@ SW=$PREFIX-sw
 BR=$PREFIX-br
 
 die() { echo "netlab: $*" >&2; exit 1; }
+# What this machine lacks (root, iproute2, netns, tbf, Open MPI): exit 3, so that CI can
+# tell "cannot run here" from "netlab is broken".
+die_env() { echo "netlab: $*" >&2; exit 3; }
 say() { echo "netlab: $*"; }
 
 [[ $PREFIX =~ ^gcnl[a-z0-9]{0,3}$ ]] || die "NETLAB_PREFIX must be gcnl plus at most 3 of [a-z0-9] (got '$PREFIX')"
@@ -42,30 +46,30 @@ usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
 
 # ---------------------------------------------------------------- checks
 # One line naming the first thing missing, exit 1. `check` runs all of them.
-need_root() { [[ $(id -u) -eq 0 ]] || die "needs root (creates network namespaces, veth links and tc qdiscs); run it with sudo"; }
+need_root() { [[ $(id -u) -eq 0 ]] || die_env "needs root (creates network namespaces, veth links and tc qdiscs); run it with sudo"; }
 need_tools() {
   local t
   for t in ip tc; do
-    command -v "$t" >/dev/null 2>&1 || die "'$t' not found: install iproute2 (apt-get install iproute2)"
+    command -v "$t" >/dev/null 2>&1 || die_env "'$t' not found: install iproute2 (apt-get install iproute2)"
   done
-  command -v unshare >/dev/null 2>&1 || die "'unshare' not found: install util-linux"
-  ip netns list >/dev/null 2>&1 || die "'ip netns' does not work here (iproute2 without netns support?)"
+  command -v unshare >/dev/null 2>&1 || die_env "'unshare' not found: install util-linux"
+  ip netns list >/dev/null 2>&1 || die_env "'ip netns' does not work here (iproute2 without netns support?)"
 }
 # tbf: try it on the loopback of a throw-away namespace (nothing outside it is touched).
 need_tbf() {
   local probe=$PREFIX-probe err
   ip netns del "$probe" 2>/dev/null || true
-  ip netns add "$probe" 2>/dev/null || die "cannot create a network namespace (ip netns add failed: no CAP_SYS_ADMIN or no netns in this kernel)"
+  ip netns add "$probe" 2>/dev/null || die_env "cannot create a network namespace (ip netns add failed: no CAP_SYS_ADMIN or no netns in this kernel)"
   if ! err=$(ip netns exec "$probe" tc qdisc add dev lo root tbf rate 1gbit burst 64kb limit 1mb 2>&1); then
     ip netns del "$probe" 2>/dev/null || true
-    die "tc tbf is not available (kernel without sch_tbf / CONFIG_NET_SCH_TBF: ${err//$'\n'/ })"
+    die_env "tc tbf is not available (kernel without sch_tbf / CONFIG_NET_SCH_TBF: ${err//$'\n'/ })"
   fi
   ip netns del "$probe"
 }
 need_mpirun() {
   local m=${NETLAB_MPIRUN:-mpirun}
-  command -v "$m" >/dev/null 2>&1 || die "'$m' not found: install Open MPI (apt-get install openmpi-bin)"
-  "$m" --version 2>&1 | grep -q 'Open MPI' || die "'$m' is not Open MPI's mpirun (netlab launches with Open MPI's rsh launcher)"
+  command -v "$m" >/dev/null 2>&1 || die_env "'$m' not found: install Open MPI (apt-get install openmpi-bin)"
+  "$m" --version 2>&1 | grep -q 'Open MPI' || die_env "'$m' is not Open MPI's mpirun (netlab launches with Open MPI's rsh launcher)"
 }
 
 # ---------------------------------------------------------------- state
@@ -82,7 +86,7 @@ rate_bps() {  # tc rate -> bit/s (integer)
 # ---------------------------------------------------------------- down
 cmd_down() {
   need_root
-  command -v ip >/dev/null 2>&1 || die "'ip' not found: install iproute2 (apt-get install iproute2)"
+  command -v ip >/dev/null 2>&1 || die_env "'ip' not found: install iproute2 (apt-get install iproute2)"
   local ns n=0
   # Deleting a namespace deletes its veth ends (and so their peers), the bridge and the qdiscs.
   for ns in $(our_netns); do

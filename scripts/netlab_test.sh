@@ -45,12 +45,13 @@ expect_clean() {
   local l; l=$(leftovers)
   if [[ -z $l ]]; then ok "$1: nothing left behind"; else bad "$1: left behind: $l"; fi
 }
-# expect_one_line NAME REGEX CMD...: CMD exits non-zero and prints exactly one line matching REGEX.
+# expect_one_line NAME REGEX RC CMD...: CMD exits with RC (3: the machine lacks something,
+# 1: other errors) and prints exactly one line matching REGEX.
 expect_one_line() {
-  local name=$1 re=$2 out rc=0; shift 2
+  local name=$1 re=$2 want=$3 out rc=0; shift 3
   out=$("$@" 2>&1) || rc=$?
   local lines; lines=$(printf '%s' "$out" | grep -c '' || true)
-  if ((rc == 0)); then bad "$name: exit 0 (output: $out)"
+  if ((rc != want)); then bad "$name: exit $rc, not $want (output: $out)"
   elif ((lines != 1)); then bad "$name: $lines lines, not 1: $out"
   elif ! grep -Eq "$re" <<<"$out"; then bad "$name: '$out' does not match /$re/"
   else ok "$name: exit $rc, '$out'"; fi
@@ -59,9 +60,9 @@ expect_one_line() {
 # ------------------------------------------------------------ 1. no root
 if [[ $(id -u) -eq 0 ]]; then
   cp "$NL" "$TMP/netlab.sh"; chmod 755 "$TMP/netlab.sh"
-  expect_one_line "no root" "root" setpriv --reuid=65534 --regid=65534 --clear-groups bash "$TMP/netlab.sh" up 2 --rate 1gbit
+  expect_one_line "no root" "root" 3 setpriv --reuid=65534 --regid=65534 --clear-groups bash "$TMP/netlab.sh" up 2 --rate 1gbit
 else
-  expect_one_line "no root" "root" bash "$NL" up 2 --rate 1gbit
+  expect_one_line "no root" "root" 3 bash "$NL" up 2 --rate 1gbit
   echo "[netlab_test] not root: checks 2-6 skipped (they create namespaces)"
   ((fails == 0)) || exit 1
   exit 0
@@ -74,7 +75,7 @@ mkdir -p "$TMP/noip"
 for t in bash env id dirname sed awk grep tr date mkdir rm cat sysctl unshare mpirun sleep; do
   p=$(command -v "$t") && ln -sf "$p" "$TMP/noip/$t"
 done
-expect_one_line "no iproute2" "iproute2" env PATH="$TMP/noip" bash "$NL" up 2 --rate 1gbit
+expect_one_line "no iproute2" "iproute2" 3 env PATH="$TMP/noip" bash "$NL" up 2 --rate 1gbit
 expect_clean "no iproute2"
 
 # ------------------------------------------------------------ 3. no tbf
@@ -87,7 +88,7 @@ for a in "\$@"; do [[ \$a == tbf ]] && { echo "Error: Specified qdisc kind is un
 exec $REAL_TC "\$@"
 EOF
 chmod +x "$TMP/notbf/tc"
-expect_one_line "no tbf" "tbf" env PATH="$TMP/notbf:$PATH" bash "$NL" up 2 --rate 1gbit
+expect_one_line "no tbf" "tbf" 3 env PATH="$TMP/notbf:$PATH" bash "$NL" up 2 --rate 1gbit
 expect_clean "no tbf"
 
 # ------------------------------------------------------------ 4. up fails half-way
@@ -129,7 +130,7 @@ expect_clean "killed up + down"
 if [[ ${NETLAB_TEST_SKIP_RUN:-0} == 1 ]]; then
   echo "[netlab_test] NETLAB_TEST_SKIP_RUN=1: 2-node all-reduce skipped"
 else
-  expect_one_line "run before up" "not up" bash "$NL" run -- micro-comm
+  expect_one_line "run before up" "not up" 1 bash "$NL" run -- micro-comm
   bash "$NL" up 2 --rate 1gbit
   out=$TMP/run
   if ! timeout 150 bash "$NL" run -- micro-comm --collectives ring-allreduce,allreduce --sizes 16MiB \
