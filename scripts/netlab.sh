@@ -22,7 +22,8 @@
 #
 # Env: NETLAB_PREFIX (gcnl, or gcnl + up to 3 [a-z0-9], e.g. gcnlt for tests),
 #      NETLAB_BIN (default target/release/gradcomp), NETLAB_MPIRUN (mpirun),
-#      NETLAB_MPI_ARGS (extra mpirun arguments, appended), NETLAB_STATE (/run/<prefix>-netlab).
+#      NETLAB_MPI_ARGS (extra mpirun arguments, appended), NETLAB_STATE (/run/<prefix>-netlab),
+#      NETLAB_TUNE=0 (launch with Open MPI's defaults instead of the two settings in mpi_args).
 set -euo pipefail
 
 PREFIX=${NETLAB_PREFIX:-gcnl}
@@ -198,6 +199,12 @@ mpi_args() {
     --mca plm_rsh_no_tree_spawn 1
     --mca pml ob1 --mca btl tcp,self
     --mca btl_tcp_if_include "$sub" --mca oob_tcp_if_include "$sub"
+    --bind-to none --oversubscribe
+    -x PMIX_MCA_gds=hash -x NETLAB_PREFIX
+  )
+  # NETLAB_TUNE=0: Open MPI's own defaults (to see the half-duplex behaviour again).
+  [[ ${NETLAB_TUNE:-1} == 0 ]] && return 0
+  MPI_ARGS+=(
     # Two TCP connections per pair of ranks: with one, a rank's control message for the
     # peer's incoming message (rendezvous ACK / PUT request) waits behind its own outgoing
     # bulk "put" (one fragment for the whole message) on the same socket, and the two
@@ -206,8 +213,6 @@ mpi_args() {
     # Ranks yield the CPU while polling: the kernel's TCP and tbf work runs on the same
     # few cores here (a real node has a NIC and cores of its own).
     --mca mpi_yield_when_idle 1
-    --bind-to none --oversubscribe
-    -x PMIX_MCA_gds=hash -x NETLAB_PREFIX
   )
 }
 
