@@ -120,9 +120,11 @@ cmd_up() {
   [[ -n $rate ]] || die "up: --rate RATE is required (e.g. --rate 1gbit)"
   ((n >= 1 && n <= MAX_NODES)) || die "up: N must be 1..$MAX_NODES"
   local bps; bps=$(rate_bps "$rate")
-  # Burst: 4 ms at RATE (512 KiB at 1gbit), at least 64 KiB (> one 64 KiB GSO packet).
-  # Queue limit: 16 ms at RATE, at least 1 MiB (see docs/performance.md, netlab).
-  [[ -n $burst ]] || burst=$((bps / 8 / 250 > 65536 ? bps / 8 / 250 : 65536))
+  # Burst: 1 ms at RATE, at least 128 KiB (131072 B at 1gbit). A message smaller than the
+  # burst passes at memory speed when the bucket is full, so the burst is kept small; with
+  # 64 KiB the shaper no longer sustained 1 Gbit here. Queue limit: 16 ms at RATE, at least
+  # 1 MiB (docs/performance.md, "Emulated network (netlab)").
+  [[ -n $burst ]] || burst=$((bps / 8 / 1000 > 131072 ? bps / 8 / 1000 : 131072))
   [[ -n $limit ]] || limit=$((bps * 16 / 8000 > 1048576 ? bps * 16 / 8000 : 1048576))
   [[ $burst =~ ^[0-9]+$ && $limit =~ ^[0-9]+$ ]] || die "up: --burst and --limit are bytes (integers)"
   need_root; need_tools; need_tbf
