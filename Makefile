@@ -56,7 +56,7 @@ sim-accuracy: build
 ## all-reduce, 1-64 MiB), the ACP-SGD main and OMGS laptop configs, the sim-accuracy config at
 ## 2 and 4 nodes with the simulator's comparison (fitted from that run, 15%), the ACP-SGD main
 ## config once more over shared memory (labelled shm: the report's acpsgd_network table),
-## then the report. About 15 minutes on 2 cores. Exit 1 when a step or the 15% fails.
+## then the report. About 7 minutes on 2 cores after the build. Exit 1 when a step or the 15% fails.
 NETLAB_NODES ?= 4
 NETLAB_RATE ?= 1gbit
 NETLAB := bash scripts/netlab.sh
