@@ -120,11 +120,13 @@ cmd_up() {
   [[ -n $rate ]] || die "up: --rate RATE is required (e.g. --rate 1gbit)"
   ((n >= 1 && n <= MAX_NODES)) || die "up: N must be 1..$MAX_NODES"
   local bps; bps=$(rate_bps "$rate")
-  # Burst: 1 ms at RATE, at least 128 KiB (131072 B at 1gbit). A message smaller than the
-  # burst passes at memory speed when the bucket is full, so the burst is kept small; with
-  # 64 KiB the shaper no longer sustained 1 Gbit here. Queue limit: 16 ms at RATE, at least
-  # 1 MiB (docs/performance.md, "Emulated network (netlab)").
-  [[ -n $burst ]] || burst=$((bps / 8 / 1000 > 131072 ? bps / 8 / 1000 : 131072))
+  # Burst: 2 ms at RATE, at least 256 KiB (262144 B at 1gbit). A message smaller than the
+  # burst passes at memory speed when the bucket is full, so the burst is kept small; but
+  # each time the bucket runs dry the data waits for a timer and a CPU, and on a loaded
+  # machine that costs milliseconds: 128 KiB made 256 KiB-1 MiB all-reduces 2-6x slower
+  # than the wire, 64 KiB no longer sustained 1 Gbit. Queue limit: 16 ms at RATE, at
+  # least 1 MiB (docs/performance.md, "Emulated network (netlab)").
+  [[ -n $burst ]] || burst=$((bps / 8 / 500 > 262144 ? bps / 8 / 500 : 262144))
   [[ -n $limit ]] || limit=$((bps * 16 / 8000 > 1048576 ? bps * 16 / 8000 : 1048576))
   [[ $burst =~ ^[0-9]+$ && $limit =~ ^[0-9]+$ ]] || die "up: --burst and --limit are bytes (integers)"
   need_root; need_tools; need_tbf
