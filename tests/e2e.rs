@@ -472,3 +472,56 @@ fn adaptive_timing_runs_until_enough_and_records_it() {
         );
     }
 }
+
+/// With several e2e cases, `--trace X.json` writes one file per case, named by model,
+/// method, fusion, pipelining, collective and the case's `case_id` in e2e.csv, so every
+/// trace matches one row.
+#[test]
+fn traces_of_several_cases_are_named_by_case() {
+    let dir = tmpdir("traces");
+    let trace = dir.join("t.json");
+    let out = mpirun(
+        2,
+        &[
+            "e2e",
+            "--model",
+            "resnet20",
+            "--methods",
+            "ssgd,topk",
+            "--fusion",
+            "256KiB",
+            "--pipelining",
+            "off,on",
+            "--iters",
+            "1",
+            "--warmup",
+            "0",
+            "--quiet",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    );
+    assert_ok(&out);
+    let (h, rows) = read_csv(&dir.join("e2e.csv"));
+    let col = |n: &str| h.iter().position(|c| c == n).unwrap();
+    assert_eq!(rows.len(), 4);
+    for r in &rows {
+        let name = format!(
+            "t-resnet20-{}-256KiB-pipe_{}-{}-{}.json",
+            r[col("method")],
+            r[col("pipelining")],
+            r[col("collective")],
+            r[col("case_id")]
+        );
+        let p = dir.join(&name);
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&p).unwrap_or_else(|e| panic!("{name}: {e}")))
+                .unwrap();
+        assert!(
+            v["traceEvents"].as_array().is_some_and(|a| !a.is_empty()),
+            "{name}"
+        );
+    }
+}

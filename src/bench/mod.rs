@@ -151,7 +151,6 @@ pub fn run_all(
     // Exposed synchronisation of pipelining-off e2e cases, for the overlap of "on".
     let mut sync_seq: Vec<(crate::config::E2eCase, f64)> = Vec::new();
     let e2e_total = cases.iter().filter(|c| matches!(c, Case::E2e(_))).count();
-    let mut e2e_index = 0usize;
     for case in &cases {
         let id = case.id(config.seed, world.size);
         if o.done.contains(&id) {
@@ -378,7 +377,7 @@ pub fn run_all(
                 }
                 if let (Some(tr), Some(path)) = (tr, trace) {
                     let path = if e2e_total > 1 {
-                        numbered(path, e2e_index)
+                        per_case_trace(path, c, &id)
                     } else {
                         path.to_path_buf()
                     };
@@ -387,7 +386,6 @@ pub fn run_all(
                         .map_err(|e| Error::Runtime(format!("trace JSON: {e}")))?;
                     crate::record::write_atomic(&path, &json)?;
                 }
-                e2e_index += 1;
             }
         }
         if let Some(w) = &watchdog {
@@ -461,8 +459,13 @@ fn micro_comm_row(
     row
 }
 
-/// `trace.json` -> `trace-3.json` for the fourth e2e case.
-fn numbered(path: &std::path::Path, i: usize) -> std::path::PathBuf {
+/// `trace.json` -> `trace-resnet20-topk-256KiB-pipe_on-allreduce-<case_id>.json`: one
+/// file per e2e case, named by what the case is and by its `case_id` in e2e.csv.
+fn per_case_trace(
+    path: &std::path::Path,
+    c: &crate::config::E2eCase,
+    case_id: &str,
+) -> std::path::PathBuf {
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -471,7 +474,26 @@ fn numbered(path: &std::path::Path, i: usize) -> std::path::PathBuf {
         .extension()
         .map(|e| format!(".{}", e.to_string_lossy()))
         .unwrap_or_default();
-    path.with_file_name(format!("{stem}-{i}{ext}"))
+    let safe = |s: &str| -> String {
+        s.chars()
+            .map(|ch| {
+                if ch.is_ascii_alphanumeric() || ch == '.' || ch == '-' {
+                    ch
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    };
+    path.with_file_name(format!(
+        "{stem}-{}-{}-{}-pipe_{}-{}-{case_id}{ext}",
+        safe(&c.model),
+        safe(&c.method),
+        safe(&c.fusion.to_string()),
+        if c.pipelining { "on" } else { "off" },
+        crate::compress::registry::aggregation(c.base_method())
+            .map_or(c.collective.name(), |a| c.collective.effective(a)),
+    ))
 }
 
 /// The hyper-parameter columns written into every compression row.
