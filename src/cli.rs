@@ -279,6 +279,7 @@ impl SimulateArgs {
             min_time_s: None,
             target_ci: None,
             max_iters: None,
+            max_time_s: None,
         }
         .section()?
         .validate(&Origin::Cli)?;
@@ -461,6 +462,13 @@ pub struct E2eArgs {
     /// Adaptive timing: at most N timed iterations per case [default: 1000]
     #[arg(long, value_name = "N")]
     pub max_iters: Option<u64>,
+    /// Adaptive timing: stop a case after SECONDS of timed iterations (once --iters ran)
+    #[arg(
+        long = "max-time",
+        value_name = "SECONDS",
+        allow_negative_numbers = true
+    )]
+    pub max_time_s: Option<f64>,
 }
 
 impl E2eArgs {
@@ -495,6 +503,7 @@ impl E2eArgs {
             min_time_s: self.min_time_s,
             target_ci: self.target_ci,
             max_iters: self.max_iters,
+            max_time_s: self.max_time_s,
         })
     }
 }

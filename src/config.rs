@@ -46,6 +46,7 @@ impl Origin {
                     "densities" => "density",
                     "ranks" => "rank",
                     "min_time_s" => "min_time",
+                    "max_time_s" => "max_time",
                     k => k,
                 };
                 format!("--{}", flag.replace('_', "-"))
@@ -450,6 +451,9 @@ pub struct E2eSection {
     /// Adaptive timing: never more timed iterations than this (default 1000).
     #[serde(default)]
     pub max_iters: Option<u64>,
+    /// Adaptive timing: stop once the timed iterations took this long (s), after `iters`.
+    #[serde(default)]
+    pub max_time_s: Option<f64>,
 }
 
 fn default_fusion() -> Vec<String> {
@@ -673,11 +677,16 @@ impl E2eSection {
     fn timing(&self, origin: &Origin) -> Result<crate::bench::stats::Timing, ConfigError> {
         let iters = self.iters.unwrap_or(10);
         if self.min_time_s.is_none() && self.target_ci.is_none() {
-            if self.max_iters.is_some() {
-                return Err(origin.invalid(
-                    "max_iters",
-                    "applies to adaptive timing only: give min_time_s or target_ci too",
-                ));
+            for (key, given) in [
+                ("max_iters", self.max_iters.is_some()),
+                ("max_time_s", self.max_time_s.is_some()),
+            ] {
+                if given {
+                    return Err(origin.invalid(
+                        key,
+                        "applies to adaptive timing only: give min_time_s or target_ci too",
+                    ));
+                }
             }
             return Ok(crate::bench::stats::Timing::fixed(iters));
         }
@@ -702,11 +711,19 @@ impl E2eSection {
                 format!("{max_iters} must be at least iters ({iters}) and at most 1000000"),
             ));
         }
+        let max_time_s = self.max_time_s.unwrap_or(f64::INFINITY);
+        if !(max_time_s > 0.0 && max_time_s >= min_time_s) {
+            return Err(origin.invalid(
+                "max_time_s",
+                format!("{max_time_s} must be positive and at least min_time_s ({min_time_s})"),
+            ));
+        }
         Ok(crate::bench::stats::Timing {
             min_iters: iters,
             min_time_s,
             target_rel_ci: target,
             max_iters,
+            max_time_s,
         })
     }
 }

@@ -58,13 +58,15 @@ impl Summary {
 /// When a case has been timed enough: adaptive timing as hyperfine and criterion do it.
 /// At least `min_iters` timed iterations and `min_time_s` of timed time, then more until
 /// the 95% confidence half-width of the mean iteration time is at most `target_rel_ci` of
-/// the mean; never more than `max_iters`. [`Timing::fixed`] is the plain `iters` rule.
+/// the mean; never more than `max_iters` iterations nor (once `min_iters` ran) more than
+/// `max_time_s` of timed time. [`Timing::fixed`] is the plain `iters` rule.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Timing {
     pub min_iters: u64,
     pub min_time_s: f64,
     pub target_rel_ci: f64,
     pub max_iters: u64,
+    pub max_time_s: f64,
 }
 
 impl Timing {
@@ -75,12 +77,13 @@ impl Timing {
             min_time_s: 0.0,
             target_rel_ci: f64::INFINITY,
             max_iters: iters,
+            max_time_s: f64::INFINITY,
         }
     }
 
     /// Whether the iterations summarised by `r` are enough.
     pub fn enough(&self, r: &Running) -> bool {
-        if r.n >= self.max_iters {
+        if r.n >= self.max_iters || (r.n >= self.min_iters && r.sum >= self.max_time_s) {
             return true;
         }
         r.n >= self.min_iters
@@ -197,6 +200,7 @@ mod tests {
             min_time_s: 0.01,
             target_rel_ci: 0.02,
             max_iters: 50,
+            max_time_s: f64::INFINITY,
         };
         // Constant 1 ms: narrow at once, but the minimum time needs 10 iterations.
         let mut r = Running::default();
@@ -223,7 +227,19 @@ mod tests {
         }
         assert!(n > 10 && n < 50, "{n}");
         assert!(r.rel_ci95() <= 0.02);
-        // The fixed rule is the plain iteration count.
+        // The time cap stops a noisy case after the minimum iterations.
+        let capped = Timing {
+            max_time_s: 0.0105,
+            ..t
+        };
+        let mut r = Running::default();
+        let mut n = 0;
+        while !capped.enough(&r) {
+            r.push(if n % 2 == 0 { 1e-3 } else { 2e-3 });
+            n += 1;
+        }
+        assert_eq!(n, 8); // 1+2+1+2+1+2+1+2 ms >= 10.5 ms
+                          // The fixed rule is the plain iteration count.
         let f = Timing::fixed(4);
         let mut r = Running::default();
         for _ in 0..3 {
