@@ -72,7 +72,7 @@ pub enum Command {
     MicroComm(MicroCommArgs),
     /// Each method's compress / feedback / decompress kernels on every rank alone
     #[command(after_help = "Examples:
-  gradcomp micro-compress --methods topk,dgc,signsgd,powersgd,acpsgd --shape 5057x5054 --density 0.001 --rank 4
+  gradcomp micro-compress --methods topk,dgc,signsgd,powersgd,acpsgd --shape 5057x5054 --density 0.001 --lowrank-rank 4
   gradcomp micro-compress --methods topk,signsgd,powersgd,acpsgd --model resnet50   # every layer per step")]
     MicroCompress(CompressArgs),
     /// One tensor through compress -> collective -> decompress, per method, under MPI
@@ -334,8 +334,11 @@ pub struct ParamArgs {
     /// Density rho in (0,1] (topk, dgc, sketch); a comma list sweeps [default: 0.001]
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub density: Option<Vec<f64>>,
-    /// Rank (powersgd, acpsgd); a comma list sweeps [default: 4]
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    /// Low-rank rank r (powersgd, acpsgd; not a number of MPI ranks); a comma list sweeps [default: 4]
+    #[arg(long = "lowrank-rank", value_delimiter = ',', value_name = "LIST")]
+    pub lowrank_rank: Option<Vec<usize>>,
+    /// Deprecated name of --lowrank-rank (accepted with a warning)
+    #[arg(long = "rank", value_delimiter = ',', value_name = "LIST", hide = true)]
     pub rank: Option<Vec<usize>>,
     /// Power-SGD: compress only if (rows+cols)*r*rate < rows*cols [default: 2]
     #[arg(long, value_name = "X")]
@@ -496,6 +499,7 @@ impl E2eArgs {
             compute_profile: self.compute_profile.clone(),
             cost_comm: self.cost_comm.clone(),
             densities: self.params.density.clone(),
+            lowrank_ranks: self.params.lowrank_rank.clone(),
             ranks: self.params.rank.clone(),
             params: self.params.params(),
             iters: self.iters,
@@ -515,6 +519,7 @@ impl CompressArgs {
             shapes: self.shapes.iter().chain(&self.numel).cloned().collect(),
             models: self.models.clone(),
             densities: self.params.density.clone(),
+            lowrank_ranks: self.params.lowrank_rank.clone(),
             ranks: self.params.rank.clone(),
             params: self.params.params(),
             iters: self.iters,

@@ -45,6 +45,7 @@ impl Origin {
                     "models" => "model",
                     "densities" => "density",
                     "ranks" => "rank",
+                    "lowrank_ranks" => "lowrank_rank",
                     "min_time_s" => "min_time",
                     "max_time_s" => "max_time",
                     k => k,
@@ -233,7 +234,10 @@ pub struct CompressSection {
     /// Density sweep (overrides params.density).
     #[serde(default)]
     pub densities: Option<Vec<f64>>,
-    /// Rank sweep (overrides params.rank).
+    /// Power-SGD/ACP-SGD rank sweep (overrides params.rank).
+    #[serde(default)]
+    pub lowrank_ranks: Option<Vec<usize>>,
+    /// Deprecated name of `lowrank_ranks` (accepted with a warning).
     #[serde(default)]
     pub ranks: Option<Vec<usize>>,
     /// Method hyper-parameters (see docs/methods.md).
@@ -326,13 +330,14 @@ impl CompressSection {
             .densities
             .clone()
             .unwrap_or_else(|| vec![self.params.density]);
-        let ranks = self.ranks.clone().unwrap_or_else(|| vec![self.params.rank]);
+        let ranks = lowrank_sweep(&self.lowrank_ranks, &self.ranks, origin)?
+            .unwrap_or_else(|| vec![self.params.rank]);
         if densities.is_empty() || ranks.is_empty() {
             return Err(origin.invalid(
                 if densities.is_empty() {
                     "densities"
                 } else {
-                    "ranks"
+                    "lowrank_ranks"
                 },
                 "is empty; give at least one value or leave it out",
             ));
@@ -432,6 +437,10 @@ pub struct E2eSection {
     pub cost_comm: Option<String>,
     #[serde(default)]
     pub densities: Option<Vec<f64>>,
+    /// Power-SGD/ACP-SGD rank sweep (overrides params.rank).
+    #[serde(default)]
+    pub lowrank_ranks: Option<Vec<usize>>,
+    /// Deprecated name of `lowrank_ranks` (accepted with a warning).
     #[serde(default)]
     pub ranks: Option<Vec<usize>>,
     #[serde(default)]
@@ -566,6 +575,7 @@ impl E2eSection {
             shapes: vec!["1".into()],
             models: Vec::new(),
             densities: self.densities.clone(),
+            lowrank_ranks: self.lowrank_ranks.clone(),
             ranks: self.ranks.clone(),
             params: self.params.clone(),
             iters: self.iters,
@@ -1173,6 +1183,60 @@ impl Config {
             }
         }
         out
+    }
+}
+
+static WARNINGS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Record a warning about accepted but deprecated input (printed once by rank 0).
+fn warn(msg: String) {
+    if let Ok(mut w) = WARNINGS.lock() {
+        if !w.contains(&msg) {
+            w.push(msg);
+        }
+    }
+}
+
+/// The warnings recorded while reading configs and flags, emptied.
+pub fn take_warnings() -> Vec<String> {
+    WARNINGS
+        .lock()
+        .map(|mut w| std::mem::take(&mut *w))
+        .unwrap_or_default()
+}
+
+/// The Power-SGD/ACP-SGD rank sweep of a section: `lowrank_ranks` (`--lowrank-rank`), or
+/// the deprecated `ranks` (`--rank`), which an MPI user reads as a process count; the old
+/// key still works, with a warning; both at once are refused.
+fn lowrank_sweep(
+    lowrank_ranks: &Option<Vec<usize>>,
+    ranks: &Option<Vec<usize>>,
+    origin: &Origin,
+) -> Result<Option<Vec<usize>>, ConfigError> {
+    let (old, new) = match origin {
+        Origin::Cli => ("--rank", "--lowrank-rank"),
+        Origin::File { .. } => ("ranks", "lowrank_ranks"),
+    };
+    match (lowrank_ranks, ranks) {
+        (Some(_), Some(_)) => Err(origin.invalid(
+            "ranks",
+            format!("{old} is the deprecated name of {new}: give {new} only"),
+        )),
+        (None, Some(r)) => {
+            let at = match origin {
+                Origin::Cli => String::new(),
+                Origin::File {
+                    file,
+                    section,
+                    index,
+                } => format!("{file}: [[{section}]] #{index}: "),
+            };
+            warn(format!(
+                "{at}{old} is deprecated (it is the Power-SGD/ACP-SGD rank, not a number of MPI ranks): write {new}"
+            ));
+            Ok(Some(r.clone()))
+        }
+        (l, None) => Ok(l.clone()),
     }
 }
 

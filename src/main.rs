@@ -137,6 +137,12 @@ fn run(cli: &Cli, world: &World, provided: Threading) -> anyhow::Result<()> {
         }
         Ok(c)
     }))?;
+    let warnings = gradcomp::config::take_warnings();
+    if world.is_root() {
+        for w in warnings {
+            eprintln!("gradcomp: warning: {w}");
+        }
+    }
     let threads = config.uses_threads(cli.common.case_timeout);
     if threads && (provided as i32) < (Threading::Funneled as i32) {
         return Err(Error::Agreed {
@@ -336,6 +342,9 @@ fn simulate_command(a: &cli::SimulateArgs, out: Option<&Path>) -> ExitCode {
             return ExitCode::from(e.exit_code());
         }
     };
+    for w in gradcomp::config::take_warnings() {
+        eprintln!("gradcomp: warning: {w}");
+    }
     match gradcomp::sim::run::run(&req) {
         Ok(o) if o.outside_tolerance.is_empty() => {
             eprintln!(

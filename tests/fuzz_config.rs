@@ -157,6 +157,7 @@ const KEYS: &[&str] = &[
     "shapes",
     "densities",
     "ranks",
+    "lowrank_ranks",
     "params",
     "models",
     "fusion",
@@ -945,5 +946,31 @@ fn regression_bad_params() {
         "[[micro-compress]]\nmethods = [\"topk\"]\nshapes = [\"10\"]\ncheck = true\n",
         "check",
         &[],
+    );
+}
+
+/// `ranks` (read by MPI users as a process count) is now `lowrank_ranks`; the old key
+/// still sweeps the same ranks, with a warning naming the new key; both at once are
+/// refused.
+#[test]
+fn lowrank_ranks_replaces_ranks_with_a_warning() {
+    let new = parse(&format!("{MICRO}lowrank_ranks = [2, 8]\n"), FILE).unwrap();
+    let _ = gradcomp::config::take_warnings();
+    let old = parse(&format!("{MICRO}ranks = [2, 8]\n"), FILE).unwrap();
+    assert_eq!(
+        new.cases(),
+        old.cases(),
+        "the old key sweeps the same ranks"
+    );
+    let w = gradcomp::config::take_warnings();
+    assert!(
+        w.iter()
+            .any(|m| m.contains("ranks is deprecated") && m.contains("lowrank_ranks")),
+        "{w:?}"
+    );
+    expect_err(
+        &format!("{MICRO}ranks = [2]\nlowrank_ranks = [4]\n"),
+        "ranks",
+        &["lowrank_ranks only"],
     );
 }

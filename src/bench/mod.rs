@@ -633,6 +633,15 @@ fn compress_fields(
     f
 }
 
+/// The header of a printed table: CSV time columns (`compress_s`, seconds) lose their
+/// `_s`, since the printed values carry their own unit (`2.83us`, `1.2ms`).
+fn printed_header(cols: &[&str]) -> String {
+    cols.iter()
+        .map(|c| format!("{:>12}", c.strip_suffix("_s").unwrap_or(c)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Human-readable table on stdout (rank 0), one block per collective.
 struct Table {
     enabled: bool,
@@ -666,14 +675,10 @@ impl Table {
         };
         if self.last != Some(kind) {
             self.last = Some(kind);
-            println!("\n# {kind}  (times: median over iterations of the max over ranks)");
             println!(
-                "{}",
-                cols.iter()
-                    .map(|c| format!("{c:>12}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
+                "\n# {kind}  (times: median over iterations of the max over ranks, each with its unit)"
             );
+            println!("{}", printed_header(cols));
         }
         println!(
             "{}",
@@ -742,6 +747,13 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn printed_time_columns_are_not_named_in_seconds() {
+        let h = printed_header(&["method", "compress_s", "wire_bytes", "iter_s"]);
+        let names: Vec<&str> = h.split_whitespace().collect();
+        assert_eq!(names, ["method", "compress", "wire_bytes", "iter"]);
+    }
 
     #[test]
     fn bandwidth_factors_and_overlap() {
