@@ -51,6 +51,10 @@ pub struct Common {
     /// Run even if the estimated memory need exceeds this node's available memory
     #[arg(long, global = true)]
     pub skip_memory_check: bool,
+    /// Seconds a signalled rank may take to stop in an orderly way before it exits
+    /// [default: 20]
+    #[arg(long, global = true, hide = true, value_name = "SECONDS")]
+    pub stop_grace: Option<u32>,
     /// Test hook: this rank corrupts one element of its result before --check
     #[arg(long, global = true, hide = true, value_name = "RANK")]
     pub inject_fault: Option<usize>,

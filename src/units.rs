@@ -31,7 +31,11 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
                 "'{s}': unit '{}' is ambiguous: write {n}{}iB (binary) or {n}{}B (powers of ten)",
                 suffix.trim(),
                 unit.to_ascii_uppercase(),
-                if unit == "k" { "k".to_string() } else { unit.to_ascii_uppercase() }
+                if unit == "k" {
+                    "k".to_string()
+                } else {
+                    unit.to_ascii_uppercase()
+                }
             ));
         }
         other => {

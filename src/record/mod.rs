@@ -168,6 +168,12 @@ impl CsvSink {
 
 /// Create the output directory (and parents) and prove it is writable.
 pub fn prepare_dir(dir: &Path) -> Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::Input(format!(
+            "--out {}: is not a directory (a file has that name); choose a directory path",
+            dir.display()
+        )));
+    }
     std::fs::create_dir_all(dir).map_err(|e| {
         Error::Input(format!(
             "--out {}: cannot create the output directory ({e}); choose a writable path",
@@ -187,13 +193,74 @@ pub fn prepare_dir(dir: &Path) -> Result<()> {
 
 /// Write `bytes` to `path` atomically (temporary file + rename), so a reader never sees
 /// a half-written file.
+/// On failure (a full disk) the temporary file is removed and `path` is left as it was.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
-    let mut f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    f.write_all(bytes)
-        .and_then(|_| f.sync_data())
-        .map_err(|e| Error::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    let res = File::create(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_data()))
+        .map_err(|e| Error::io(path, e))
+        .and_then(|_| std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e)));
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
+}
+
+/// Name of the lock file in an output directory.
+pub const LOCK_FILE: &str = ".gradcomp.lock";
+
+/// An exclusive lock on an output directory (`flock` on [`LOCK_FILE`]), held while the
+/// value lives. The kernel releases it when the process ends in any way (kill -9
+/// included), so a lock is never stale; the file itself stays and only names the last
+/// holder.
+pub struct DirLock {
+    _file: File,
+}
+
+impl DirLock {
+    /// Take the lock on `dir` (which exists) for this process, recording `holder` (host,
+    /// pid, start time) in the lock file. When another process holds it: an
+    /// [`Error::Input`] naming that holder.
+    pub fn acquire(dir: &Path, holder: &str) -> Result<DirLock> {
+        use std::os::unix::io::AsRawFd;
+        let path = dir.join(LOCK_FILE);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| {
+                Error::Input(format!(
+                    "--out {}: cannot create the lock file {LOCK_FILE} ({e}); choose a writable path",
+                    dir.display()
+                ))
+            })?;
+        // SAFETY: flock on a file descriptor this function owns; it does not touch memory.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                let who = std::fs::read_to_string(&path).unwrap_or_default();
+                let who = who.trim();
+                return Err(Error::Input(format!(
+                    "--out {}: another gradcomp run is writing there ({}); wait for it to end or choose another --out",
+                    dir.display(),
+                    if who.is_empty() { "holder not yet recorded" } else { who }
+                )));
+            }
+            return Err(Error::Input(format!(
+                "--out {}: cannot lock the output directory ({e}); use a local or NFS-locking file system, or another --out",
+                dir.display()
+            )));
+        }
+        let written = file
+            .set_len(0)
+            .and_then(|_| file.write_all(format!("{holder}\n").as_bytes()))
+            .and_then(|_| file.sync_data());
+        written.map_err(|e| Error::io(&path, e))?;
+        Ok(DirLock { _file: file })
+    }
 }
 
 #[cfg(test)]
