@@ -232,9 +232,10 @@ fn run(cli: &Cli, world: &World, provided: Threading) -> anyhow::Result<()> {
     let done: HashSet<String> = done_list.lines().map(String::from).collect();
     if world.is_root() && !cli.common.quiet {
         let skipping = if resume {
-            let n = cases
+            let n = config
+                .case_ids(&cases, world.size)
                 .iter()
-                .filter(|c| done.contains(&c.id(config.seed, world.size)))
+                .filter(|id| done.contains(*id))
                 .count();
             format!(", skipping {n} already done")
         } else {

@@ -151,8 +151,8 @@ pub fn run_all(
     let mut sync_seq: Vec<(crate::config::E2eCase, f64)> = Vec::new();
     let e2e_total = cases.iter().filter(|c| matches!(c, Case::E2e(_))).count();
     let mut e2e_index = 0usize;
-    for case in &cases {
-        let id = case.id(config.seed, world.size);
+    let ids = config.case_ids(&cases, world.size);
+    for (case, id) in cases.iter().zip(ids) {
         if o.done.contains(&id) {
             summary.cases_skipped += 1;
             progress.finish_case();
