@@ -26,10 +26,11 @@ pub enum Error {
     Check(String),
     /// Reading or writing a file failed mid-run (a full disk, a vanished directory):
     /// exit code 1. Unusable input files and output directories are [`Error::Input`].
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}: {cause}")]
     Io {
         path: String,
-        source: std::io::Error,
+        /// Not a `source`: the message already holds it (printed once, not twice).
+        cause: std::io::Error,
     },
     /// Anything else that went wrong while running.
     #[error("{0}")]
@@ -59,7 +60,7 @@ impl Error {
     pub fn io(path: impl AsRef<std::path::Path>, source: std::io::Error) -> Error {
         Error::Io {
             path: path.as_ref().display().to_string(),
-            source,
+            cause: source,
         }
     }
 }

@@ -93,13 +93,19 @@ fn main() -> ExitCode {
     ) {
         eprintln!("gradcomp: warning: cannot handle SIGTERM/SIGINT ({e}); a signal ends the run without a record");
     }
-    match run(&cli, &world, provided) {
+    // Secondary problems (the status could not be recorded) are printed after the run's
+    // own error, which comes first.
+    let mut notes = Vec::new();
+    let outcome = run(&cli, &world, provided, &mut notes);
+    let print_notes = || notes.iter().for_each(|n| eprintln!("{n}"));
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             let code = err.downcast_ref::<Error>().map_or(1, Error::exit_code);
             match err.downcast_ref::<Error>() {
                 Some(Error::Interrupted { .. }) => {
                     // Every rank agreed to stop; rank 0 has said how to continue.
+                    print_notes();
                     world.barrier();
                 }
                 Some(Error::Agreed { message, .. }) => {
@@ -113,6 +119,7 @@ fn main() -> ExitCode {
                     if world.is_root() {
                         eprintln!("gradcomp: error: {err:#}");
                     }
+                    print_notes();
                     world.barrier();
                 }
                 _ => {
@@ -120,6 +127,7 @@ fn main() -> ExitCode {
                         "gradcomp: error on rank {} of {}: {err:#}",
                         world.rank, world.size
                     );
+                    print_notes();
                     if world.size > 1 {
                         eprintln!(
                             "gradcomp: rank {} aborts the whole job (MPI_Abort)",
@@ -136,7 +144,12 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: &Cli, world: &World, provided: Threading) -> anyhow::Result<()> {
+fn run(
+    cli: &Cli,
+    world: &World,
+    provided: Threading,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<()> {
     // Bad input: every rank validates the same way; agree so exactly one rank reports.
     let config = world.agree(cli.config().and_then(|c| {
         cli::check_world_size(&c, world.size)?;
@@ -302,9 +315,9 @@ fn run(cli: &Cli, world: &World, provided: Threading) -> anyhow::Result<()> {
         }
         match (&result, recorded) {
             (Ok(()), Err(e)) => return Err(e.into()),
-            (Err(_), Err(e)) => {
-                eprintln!("gradcomp: warning: could not record the run's status in run.json: {e}")
-            }
+            (Err(_), Err(e)) => notes.push(format!(
+                "gradcomp: warning: could not record the run's status in run.json: {e}"
+            )),
             _ => {}
         }
         if result.is_ok() && !cli.common.quiet {
@@ -417,7 +430,7 @@ fn open_outputs(
 fn write_meta(dir: &Path, meta: &meta::RunMeta) -> gradcomp::Result<()> {
     let json = serde_json::to_vec_pretty(meta)
         .map_err(|e| Error::Runtime(format!("serialising run.json: {e}")))?;
-    record::write_atomic(&dir.join("run.json"), &json)
+    record::write_meta_file(&dir.join("run.json"), &json)
 }
 
 /// `gradcomp models [NAME]`: the zoo, or one model's layers. Needs no MPI; under a
