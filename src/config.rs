@@ -84,6 +84,17 @@ fn no_repeats<T: PartialEq>(
     Ok(())
 }
 
+/// Memory every rank holds whatever it runs (MPI library, code, stacks): ~19 MiB
+/// measured (VmHWM, Open MPI 4.1), bounded with room.
+pub const BASE_RSS_BYTES: u64 = 64 << 20;
+
+/// The buffer micro-compress reads to measure memory bandwidth (bench::tensors).
+pub const MEMORY_PROBE_BYTES: u64 = 256 << 20;
+
+/// Share of the node's available memory a run may plan to use; the rest is a margin
+/// for the OS, page cache and estimate error.
+pub const MEMORY_USABLE_FRACTION: f64 = 0.9;
+
 /// Largest config file read (bytes): far above any real sweep, small enough that a
 /// wrong path (a device, a log file) is refused instead of read.
 pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
@@ -923,35 +934,40 @@ impl Case {
         fnv1a(&serde_json::to_string(&(self, seed, world_size, nth)).unwrap_or_default())
     }
 
-    /// Rough peak memory of one rank for this case (bytes), for the up-front refusal of
-    /// runs that cannot fit: message buffers for micro-comm; gradients, residuals,
-    /// wires and receive buffers for the compression benchmarks (~8 fp32 copies); ~4
-    /// copies of the model's gradient for e2e (3.7x measured, docs/performance.md,
-    /// "End-to-end engine"), plus every rank's dense message when sums travel by
-    /// all-gather.
+    /// Upper bound of the memory one rank adds while this case runs (bytes), beyond
+    /// [`BASE_RSS_BYTES`] and, for micro-comm, beyond the message buffers that persist
+    /// from case to case ([`Config::estimated_peak_bytes`] adds both). Bounds measured
+    /// as peak RSS (VmHWM) at 2-4 ranks under Open MPI 4.1 (docs/reliability.md):
+    /// - micro-comm: the MPI library's temporaries: 2x the message for (i)allreduce
+    ///   (0.5-1x measured), the whole result for allgather (Bruck's temporary: 2x
+    ///   measured at 3 ranks), nothing for our ring;
+    /// - micro: gradients, residuals, wires and receive buffers, 8 fp32 copies (at most
+    ///   5.5 measured); micro-compress adds the 256 MiB memory-bandwidth probe;
+    /// - e2e: 5 copies of the model's gradient (4.7 measured with one fused bucket,
+    ///   whose all-reduce temporary is model-sized), plus every rank's dense message
+    ///   when sums travel by all-gather.
     pub fn estimated_bytes(&self, world_size: usize) -> u64 {
         let n = world_size as u64;
         match self {
             Case::MicroComm {
                 collective, bytes, ..
             } => match collective {
-                Collective::Allgather => bytes * (1 + n),
-                Collective::RingAllreduce => bytes * 3,
+                Collective::Allgather => bytes.saturating_mul(n),
+                Collective::RingAllreduce => 0,
                 _ => bytes * 2,
             },
-            Case::MicroCompress { shape, .. } | Case::Micro { shape, .. } => {
-                32 * shape.numel() as u64
-            }
+            Case::MicroCompress { shape, .. } => 32 * shape.numel() as u64 + MEMORY_PROBE_BYTES,
+            Case::Micro { shape, .. } => 32 * shape.numel() as u64,
             Case::E2e(c) => {
                 let model = crate::models::build(&c.model)
                     .map(|m| m.fp32_bytes() as u64)
                     .unwrap_or(0);
                 let gather = if c.collective == crate::comm::exchange::CollectiveMode::AllGather {
-                    n * model
+                    n.saturating_mul(model)
                 } else {
                     0
                 };
-                4 * model + gather
+                5 * model + gather
             }
         }
     }
@@ -1004,34 +1020,62 @@ impl Config {
         !self.e2e.is_empty() || self.case_timeout_s.is_some() || cli_timeout.is_some()
     }
 
-    /// Refuse up front a run whose largest case cannot fit in this node's memory:
-    /// `ranks_here` ranks share `available_bytes`.
+    /// Upper bound of one rank's peak resident memory over the whole run (bytes), and
+    /// the case that needs the most: [`BASE_RSS_BYTES`], plus micro-comm's message
+    /// buffers (the largest send, receive and ring scratch, kept from case to case),
+    /// plus the largest [`Case::estimated_bytes`].
+    pub fn estimated_peak_bytes(&self, world_size: usize) -> (u64, Option<Case>) {
+        let n = world_size.max(1) as u64;
+        let (mut send, mut recv) = (0u64, 0u64);
+        let mut largest: Option<(Case, u64)> = None;
+        for c in self.cases() {
+            if let Case::MicroComm {
+                collective, bytes, ..
+            } = &c
+            {
+                send = send.max(*bytes);
+                recv = recv.max(if *collective == Collective::Allgather {
+                    bytes.saturating_mul(n)
+                } else {
+                    *bytes
+                });
+            }
+            let b = c.estimated_bytes(world_size);
+            if largest.as_ref().map_or(true, |(_, m)| b > *m) {
+                largest = Some((c, b));
+            }
+        }
+        let buffers = send + recv + send.div_ceil(n);
+        let (case, extra) = largest.map_or((None, 0), |(c, b)| (Some(c), b));
+        (
+            BASE_RSS_BYTES.saturating_add(buffers).saturating_add(extra),
+            case,
+        )
+    }
+
+    /// Refuse up front a run that cannot fit in this node's memory with a margin:
+    /// `ranks_here` ranks of [`Config::estimated_peak_bytes`] each must fit in
+    /// [`MEMORY_USABLE_FRACTION`] of `available_bytes`.
     pub fn check_memory(
         &self,
         world_size: usize,
         ranks_here: usize,
         available_bytes: u64,
     ) -> Result<(), String> {
-        let Some((case, need)) = self
-            .cases()
-            .into_iter()
-            .map(|c| {
-                let b = c.estimated_bytes(world_size);
-                (c, b)
-            })
-            .max_by_key(|(_, b)| *b)
-        else {
+        let (need, Some(case)) = self.estimated_peak_bytes(world_size) else {
             return Ok(());
         };
         let total = need.saturating_mul(ranks_here as u64);
-        if total > available_bytes {
+        let usable = (available_bytes as f64 * MEMORY_USABLE_FRACTION) as u64;
+        if total > usable {
             let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
             return Err(format!(
-                "case '{}' needs about {:.1} GiB per rank, {:.1} GiB for the {ranks_here} rank(s) on this node, but only {:.1} GiB is available; use smaller sizes, fewer ranks per node, or --skip-memory-check",
+                "case '{}' needs up to {:.1} GiB per rank, {:.1} GiB for the {ranks_here} rank(s) on this node, but only {:.1} GiB is available ({:.0}% of it usable, the rest is a safety margin); use smaller sizes, fewer ranks per node, or --skip-memory-check",
                 case.label(),
                 gib(need),
                 gib(total),
-                gib(available_bytes)
+                gib(available_bytes),
+                MEMORY_USABLE_FRACTION * 100.0
             ));
         }
         Ok(())

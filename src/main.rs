@@ -182,11 +182,7 @@ fn run(
         world.all_gather_u64(std::thread::available_parallelism().map_or(0, |n| n.get() as u64));
     let cases = config.cases();
     let cases_total = cases.len();
-    let estimated_peak_bytes = cases
-        .iter()
-        .map(|c| c.estimated_bytes(world.size))
-        .max()
-        .unwrap_or(0);
+    let estimated_peak_bytes = config.estimated_peak_bytes(world.size).0;
     let mut meta = meta::RunMeta {
         schema_version: SCHEMA_VERSION,
         run_id: run_id.clone(),

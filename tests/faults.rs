@@ -128,6 +128,7 @@ fn rank_pids(marker: &str) -> Vec<u32> {
 fn signal(sig: &str, pid: u32) {
     Command::new("kill")
         .args([&format!("-{sig}"), &pid.to_string()])
+        .stderr(Stdio::null())
         .status()
         .unwrap();
 }
@@ -742,4 +743,212 @@ fn small_slips_get_the_real_message() {
         "{}",
         err_text(&sim)
     );
+}
+
+// ---- item 4: the memory estimate is an upper bound --------------------------------------
+
+#[test]
+fn memory_estimate_bounds_the_measured_peak_of_every_benchmark() {
+    let dir = tmpdir("mem-bound");
+    let q = [
+        "--iters",
+        "2",
+        "--warmup",
+        "0",
+        "--quiet",
+        "--skip-memory-check",
+    ];
+    let runs: Vec<(usize, Vec<&str>)> = vec![
+        (
+            3,
+            vec![
+                "micro-comm",
+                "--collectives",
+                "allreduce",
+                "--sizes",
+                "64MiB",
+            ],
+        ),
+        (
+            3,
+            vec![
+                "micro-comm",
+                "--collectives",
+                "allgather",
+                "--sizes",
+                "64MiB",
+            ],
+        ),
+        (
+            4,
+            vec![
+                "micro-comm",
+                "--collectives",
+                "allgather",
+                "--sizes",
+                "32MiB",
+            ],
+        ),
+        (
+            3,
+            vec![
+                "micro-comm",
+                "--collectives",
+                "ring-allreduce",
+                "--sizes",
+                "64MiB",
+            ],
+        ),
+        (
+            3,
+            vec![
+                "micro-comm",
+                "--collectives",
+                "iallreduce-overlap",
+                "--sizes",
+                "64MiB",
+            ],
+        ),
+        (
+            2,
+            vec![
+                "micro-comm",
+                "--collectives",
+                "allreduce,allgather,ring-allreduce",
+                "--sizes",
+                "4,16MiB",
+            ],
+        ),
+        (
+            3,
+            vec![
+                "micro",
+                "--methods",
+                "dgc,topk,powersgd,qsgd",
+                "--shape",
+                "2048x2048",
+            ],
+        ),
+        (
+            1,
+            vec![
+                "micro-compress",
+                "--methods",
+                "dgc,sketch",
+                "--shape",
+                "4096x2048",
+            ],
+        ),
+        (
+            1,
+            vec![
+                "micro-compress",
+                "--methods",
+                "powersgd",
+                "--model",
+                "resnet50",
+            ],
+        ),
+        (
+            3,
+            vec![
+                "e2e",
+                "--model",
+                "resnet50",
+                "--methods",
+                "ssgd",
+                "--fusion",
+                "single",
+                "--compute",
+                "none",
+                "--pipelining",
+                "off",
+            ],
+        ),
+        (
+            3,
+            vec![
+                "e2e",
+                "--model",
+                "resnet50",
+                "--methods",
+                "dgc",
+                "--compute",
+                "none",
+                "--pipelining",
+                "off",
+            ],
+        ),
+        (
+            3,
+            vec![
+                "e2e",
+                "--model",
+                "resnet50",
+                "--methods",
+                "ssgd",
+                "--collective",
+                "allgather",
+                "--compute",
+                "none",
+                "--pipelining",
+                "off",
+            ],
+        ),
+    ];
+    let mut report = Vec::new();
+    for (i, (np, args)) in runs.iter().enumerate() {
+        let out_dir = dir.join(i.to_string());
+        let mut a = args.clone();
+        a.extend(q);
+        a.extend(["--out", out_dir.to_str().unwrap()]);
+        let out = run(*np, &a, 300);
+        assert!(out.status.success(), "{a:?}: {}", err_text(&out));
+        let meta = run_json(&out_dir);
+        let est = meta["estimated_peak_bytes"].as_u64().unwrap();
+        let rss = meta["peak_rss_bytes"].as_u64().expect("peak_rss_bytes");
+        let line = format!(
+            "-np {np} {}: estimate {:.0} MiB, peak RSS {:.0} MiB ({:.2})",
+            args.join(" "),
+            est as f64 / 1048576.0,
+            rss as f64 / 1048576.0,
+            rss as f64 / est as f64
+        );
+        eprintln!("{line}");
+        report.push((rss <= est, line));
+    }
+    let over: Vec<&String> = report
+        .iter()
+        .filter(|(ok, _)| !ok)
+        .map(|(_, l)| l)
+        .collect();
+    assert!(
+        over.is_empty(),
+        "the estimate is below the measured peak: {over:#?}"
+    );
+}
+
+#[test]
+fn the_issues_oversized_job_is_refused_with_a_margin() {
+    // 4 ranks of a 1 GiB all-gather: about 9 GiB each (the issue's node: 22.3 GiB free,
+    // estimated 20 GiB before, and the job drove free memory to 2.9 GiB).
+    let cfg = gradcomp::config::parse(
+        "[[micro-comm]]\ncollectives = [\"allgather\"]\nsizes = [\"1GiB\"]\niters = 2\nwarmup = 1\n",
+        "x.toml",
+    )
+    .unwrap();
+    let (per_rank, _) = cfg.estimated_peak_bytes(4);
+    assert!(per_rank >= 9 << 30, "{per_rank}");
+    let avail = (22.3 * (1u64 << 30) as f64) as u64;
+    let err = cfg.check_memory(4, 4, avail).unwrap_err();
+    assert!(err.contains("safety margin"), "{err}");
+    // A run that fits only without the margin is refused too.
+    let small = gradcomp::config::parse(
+        "[[micro-comm]]\ncollectives = [\"allreduce\"]\nsizes = [\"256MiB\"]\n",
+        "y.toml",
+    )
+    .unwrap();
+    let (need, _) = small.estimated_peak_bytes(2);
+    assert!(small.check_memory(2, 2, need * 2 * 105 / 100).is_err());
+    assert!(small.check_memory(2, 2, need * 2 * 112 / 100).is_ok());
 }
