@@ -10,7 +10,7 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 MPIFLAGS ?= $(shell $(MPIRUN) --version 2>&1 | grep -q 'Open MPI' && echo --oversubscribe --bind-to none)
 
-.PHONY: setup build bench test report paper sim-accuracy ci-slurm ci-mpich clean
+.PHONY: setup build bench test report paper sim-accuracy netlab-bench ci-slurm ci-mpich clean
 
 ## setup: install missing Debian packages (as root or via sudo) and the analysis venv
 setup:
@@ -36,9 +36,13 @@ test: setup
 report: setup
 	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis report $(OUT)
 
-## paper: EXP=acpsgd-main (etc.) — the laptop variant of a paper experiment, then its report
+## paper: EXP=acpsgd-main (etc.) — the laptop variant of a paper experiment, then its report;
+## NP=2,4 runs one world size after the other into OUT/np2, OUT/np4 (scaling tables)
 paper: build
-	$(MPIRUN) $(MPIFLAGS) -np $(NP) target/release/gradcomp run bench-configs/$(EXP)-laptop.toml --out $(OUT)
+	@set -e; case "$(NP)" in *,*) for n in $$(echo "$(NP)" | tr , ' '); do \
+	    echo "$(MPIRUN) -np $$n ... --out $(OUT)/np$$n"; \
+	    $(MPIRUN) $(MPIFLAGS) -np $$n target/release/gradcomp run bench-configs/$(EXP)-laptop.toml --out $(OUT)/np$$n; done ;; \
+	  *) $(MPIRUN) $(MPIFLAGS) -np $(NP) target/release/gradcomp run bench-configs/$(EXP)-laptop.toml --out $(OUT) ;; esac
 	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis report $(OUT)
 
 ## sim-accuracy: simulated vs measured iter_s at 2 and 4 ranks, fails outside 15% (issue 5's
@@ -50,6 +54,34 @@ sim-accuracy: build
 	done; \
 	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis report $(OUT) || rc=1; \
 	echo "report: $(OUT)/report/report.md (section Simulator accuracy)"; exit $$rc
+
+## netlab-bench: an emulated cluster on this machine (scripts/netlab.sh; root, iproute2, tbf):
+## NETLAB_NODES=4 network namespaces at NETLAB_RATE=1gbit. micro-comm (ring and MPI
+## all-reduce, 1-64 MiB), the ACP-SGD main and OMGS laptop configs, the sim-accuracy config at
+## 2 and 4 nodes with the simulator's comparison (fitted from that run, 15%), the ACP-SGD main
+## config once more over shared memory (labelled shm: the report's acpsgd_network table),
+## then the report. About 7 minutes on 2 cores after the build. Exit 1 when a step or the 15% fails.
+NETLAB_NODES ?= 4
+NETLAB_RATE ?= 1gbit
+NETLAB := bash scripts/netlab.sh
+netlab-bench: build
+	$(NETLAB) down >/dev/null
+	$(NETLAB) up $(NETLAB_NODES) --rate $(NETLAB_RATE)
+	@rc=0; \
+	$(NETLAB) run -- micro-comm --collectives ring-allreduce,allreduce --min-bytes 1MiB --max-bytes 64MiB \
+	  --iters 10 --warmup 2 --out $(OUT)/micro-comm || rc=1; \
+	$(NETLAB) run -- run bench-configs/acpsgd-main-laptop.toml --out $(OUT)/acpsgd-main --quiet || rc=1; \
+	$(NETLAB) run -- run bench-configs/omgs-laptop.toml --out $(OUT)/omgs --quiet || rc=1; \
+	for n in 2 $(NETLAB_NODES); do d=$(OUT)/sim-accuracy/np$$n; \
+	  $(NETLAB) run --np $$n -- run bench-configs/sim-accuracy.toml --out $$d --quiet || rc=1; \
+	  target/release/gradcomp simulate --fits $$d --compare $$d/e2e.csv --out $$d/sim --tolerance 0.15 || rc=1; \
+	done; \
+	$(NETLAB) down; \
+	mkdir -p $(OUT)/acpsgd-main-shm && echo shm > $(OUT)/acpsgd-main-shm/network.txt; \
+	$(MPIRUN) $(MPIFLAGS) -np $(NETLAB_NODES) target/release/gradcomp run bench-configs/acpsgd-main-laptop.toml \
+	  --out $(OUT)/acpsgd-main-shm --quiet || rc=1; \
+	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis report $(OUT) || rc=1; \
+	echo "results: $(OUT)  (report: $(OUT)/report/report.md)"; exit $$rc
 
 ## ci-slurm: one-node Slurm cluster, sbatch slurm/gradcomp.sbatch on 2 tasks (root)
 ci-slurm: build

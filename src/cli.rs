@@ -64,6 +64,10 @@ pub struct Common {
     /// Test hook: this rank corrupts one element of its result before --check
     #[arg(long, global = true, hide = true, value_name = "RANK")]
     pub inject_fault: Option<usize>,
+    /// Test hook: this rank moves one element of its micro result by one ulp before
+    /// --check (within every dense reference's tolerance: only cross-rank agreement sees it)
+    #[arg(long, global = true, hide = true, value_name = "RANK")]
+    pub inject_ulp_fault: Option<usize>,
     /// No progress lines on stderr
     #[arg(long, short, global = true)]
     pub quiet: bool,
@@ -232,7 +236,7 @@ pub struct SimulateArgs {
         value_name = "LIST"
     )]
     pub pipelining: Vec<String>,
-    /// Collectives: auto, allreduce, allgather, ps
+    /// Collectives: auto (the method's own), allreduce, allgather, ps, ring (sums over gradcomp's ring)
     #[arg(
         long = "collective",
         value_delimiter = ',',
@@ -297,6 +301,10 @@ impl SimulateArgs {
             params: self.params.clone(),
             iters: None,
             warmup: None,
+            min_time_s: None,
+            target_ci: None,
+            max_iters: None,
+            max_time_s: None,
         }
         .section()?
         .validate(&Origin::Cli)?;
@@ -450,7 +458,7 @@ pub struct E2eArgs {
         value_name = "LIST"
     )]
     pub pipelining: Vec<String>,
-    /// Collectives, comma-separated: auto (the method's own), allreduce, allgather, ps
+    /// Collectives, comma-separated: auto (the method's own), allreduce, allgather, ps, ring (sums over gradcomp's ring)
     #[arg(
         long = "collective",
         value_delimiter = ',',
@@ -475,12 +483,32 @@ pub struct E2eArgs {
     pub cost_comm: Option<String>,
     #[command(flatten)]
     pub params: ParamArgs,
-    /// Timed iterations [default: 10]
+    /// Timed iterations [default: 10]; the minimum with --min-time or --target-ci
     #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub iters: Option<u64>,
     /// Warm-up iterations [default: 2]
     #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub warmup: Option<u64>,
+    /// Adaptive timing: time each case for at least SECONDS
+    #[arg(
+        long = "min-time",
+        value_name = "SECONDS",
+        allow_negative_numbers = true
+    )]
+    pub min_time_s: Option<f64>,
+    /// Adaptive timing: iterate until the 95% interval of the mean is within this share of the mean (e.g. 0.02)
+    #[arg(long, value_name = "SHARE", allow_negative_numbers = true)]
+    pub target_ci: Option<f64>,
+    /// Adaptive timing: at most N timed iterations per case [default: 1000]
+    #[arg(long, value_name = "N")]
+    pub max_iters: Option<u64>,
+    /// Adaptive timing: stop a case after SECONDS of timed iterations (once --iters ran)
+    #[arg(
+        long = "max-time",
+        value_name = "SECONDS",
+        allow_negative_numbers = true
+    )]
+    pub max_time_s: Option<f64>,
 }
 
 impl E2eArgs {
@@ -512,6 +540,10 @@ impl E2eArgs {
             params: self.params.params(),
             iters: self.iters,
             warmup: self.warmup,
+            min_time_s: self.min_time_s,
+            target_ci: self.target_ci,
+            max_iters: self.max_iters,
+            max_time_s: self.max_time_s,
         })
     }
 }

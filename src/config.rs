@@ -45,6 +45,8 @@ impl Origin {
                     "models" => "model",
                     "densities" => "density",
                     "ranks" => "rank",
+                    "min_time_s" => "min_time",
+                    "max_time_s" => "max_time",
                     k => k,
                 };
                 format!("--{}", flag.replace('_', "-"))
@@ -482,10 +484,24 @@ pub struct E2eSection {
     pub ranks: Option<Vec<usize>>,
     #[serde(default)]
     pub params: crate::compress::MethodParams,
+    /// Timed iterations (the minimum when adaptive timing is on).
     #[serde(default)]
     pub iters: Option<u64>,
     #[serde(default)]
     pub warmup: Option<u64>,
+    /// Adaptive timing: time each case for at least this long (s).
+    #[serde(default)]
+    pub min_time_s: Option<f64>,
+    /// Adaptive timing: iterate until the 95% interval of the mean is within this share
+    /// of the mean (e.g. 0.02).
+    #[serde(default)]
+    pub target_ci: Option<f64>,
+    /// Adaptive timing: never more timed iterations than this (default 1000).
+    #[serde(default)]
+    pub max_iters: Option<u64>,
+    /// Adaptive timing: stop once the timed iterations took this long (s), after `iters`.
+    #[serde(default)]
+    pub max_time_s: Option<f64>,
 }
 
 fn default_fusion() -> Vec<String> {
@@ -524,6 +540,25 @@ pub fn implied_fusion(m: &str) -> Option<crate::engine::plan::Fusion> {
         .map(|(_, _, k)| crate::engine::plan::Fusion::Planner(*k))
 }
 
+/// The collective modes that give distinct cases for `method`: modes that run the same
+/// collectives (`auto` and `allreduce` for S-SGD, `auto` and `ring` for Marsit) give one
+/// case, the first listed, not one identical row per mode.
+pub fn distinct_collectives(
+    method: &str,
+    modes: &[crate::comm::exchange::CollectiveMode],
+) -> Vec<crate::comm::exchange::CollectiveMode> {
+    let Ok(agg) = crate::compress::registry::aggregation(base_method(method)) else {
+        return modes.to_vec();
+    };
+    let mut out: Vec<crate::comm::exchange::CollectiveMode> = Vec::with_capacity(modes.len());
+    for &m in modes {
+        if !out.iter().any(|o| o.effective(agg) == m.effective(agg)) {
+            out.push(m);
+        }
+    }
+    out
+}
+
 /// The compressor behind an e2e method name.
 pub fn base_method(m: &str) -> &str {
     E2E_METHODS
@@ -548,6 +583,7 @@ pub struct E2eSpec {
     pub params: Vec<crate::compress::MethodParams>,
     pub iters: u64,
     pub warmup: u64,
+    pub timing: crate::bench::stats::Timing,
 }
 
 impl E2eSection {
@@ -695,6 +731,64 @@ impl E2eSection {
             params: cs.params,
             iters: self.iters.unwrap_or(10),
             warmup: self.warmup.unwrap_or(2),
+            timing: self.timing(origin)?,
+        })
+    }
+}
+
+impl E2eSection {
+    /// The stopping rule of each case ([`crate::bench::stats::Timing`]): `iters` timed
+    /// iterations, or adaptive when `min_time_s` or `target_ci` is given.
+    fn timing(&self, origin: &Origin) -> Result<crate::bench::stats::Timing, ConfigError> {
+        let iters = self.iters.unwrap_or(10);
+        if self.min_time_s.is_none() && self.target_ci.is_none() {
+            for (key, given) in [
+                ("max_iters", self.max_iters.is_some()),
+                ("max_time_s", self.max_time_s.is_some()),
+            ] {
+                if given {
+                    return Err(origin.invalid(
+                        key,
+                        "applies to adaptive timing only: give min_time_s or target_ci too",
+                    ));
+                }
+            }
+            return Ok(crate::bench::stats::Timing::fixed(iters));
+        }
+        let min_time_s = self.min_time_s.unwrap_or(0.0);
+        if !(min_time_s.is_finite() && (0.0..=3600.0).contains(&min_time_s)) {
+            return Err(origin.invalid(
+                "min_time_s",
+                format!("{min_time_s} is not a time in seconds between 0 and 3600"),
+            ));
+        }
+        let target = self.target_ci.unwrap_or(f64::INFINITY);
+        if self.target_ci.is_some() && !(target > 0.0 && target <= 1.0) {
+            return Err(origin.invalid(
+                "target_ci",
+                format!("{target} is not a share of the mean in (0, 1], e.g. 0.02"),
+            ));
+        }
+        let max_iters = self.max_iters.unwrap_or(1000.max(iters));
+        if max_iters < iters || max_iters > 1_000_000 {
+            return Err(origin.invalid(
+                "max_iters",
+                format!("{max_iters} must be at least iters ({iters}) and at most 1000000"),
+            ));
+        }
+        let max_time_s = self.max_time_s.unwrap_or(f64::INFINITY);
+        if !(max_time_s > 0.0 && max_time_s >= min_time_s) {
+            return Err(origin.invalid(
+                "max_time_s",
+                format!("{max_time_s} must be positive and at least min_time_s ({min_time_s})"),
+            ));
+        }
+        Ok(crate::bench::stats::Timing {
+            min_iters: iters,
+            min_time_s,
+            target_rel_ci: target,
+            max_iters,
+            max_time_s,
         })
     }
 }
@@ -900,6 +994,7 @@ pub struct E2eCase {
     pub params: crate::compress::MethodParams,
     pub iters: u64,
     pub warmup: u64,
+    pub timing: crate::bench::stats::Timing,
     /// Compress each bucket as one merged tensor (omgs, sketch-fusion).
     pub merge: bool,
 }
@@ -1224,7 +1319,7 @@ impl Config {
                             Some(f) => vec![f],
                             None => s.fusion.clone(),
                         };
-                        for &collective in &s.collectives {
+                        for collective in distinct_collectives(method, &s.collectives) {
                             for &fusion in &fusions {
                                 for &pipelining in &s.pipelining {
                                     out.push(Case::E2e(E2eCase {
@@ -1241,6 +1336,7 @@ impl Config {
                                         params: params.clone(),
                                         iters: s.iters,
                                         warmup: s.warmup,
+                                        timing: s.timing,
                                         merge: alias.is_some(),
                                     }));
                                 }

@@ -264,7 +264,11 @@ fn run(
         trace: cli.common.trace.as_deref(),
         done: &done,
         case_timeout_s: cli.common.case_timeout.or(config.case_timeout_s),
-        inject_fault: cli.common.inject_fault,
+        inject_fault: cli
+            .common
+            .inject_fault
+            .map(|r| (r, bench::Fault::Gross))
+            .or(cli.common.inject_ulp_fault.map(|r| (r, bench::Fault::Ulp))),
     };
     let mut summary = bench::RunSummary::default();
     let result = bench::run_all(world, &config, &mut sinks, &options, &mut summary);

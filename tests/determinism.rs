@@ -404,7 +404,8 @@ fn per_worker_noise_methods_differ_across_ranks_and_repeat_per_rank() {
 #[test]
 fn marsit_ring_merge_is_per_rank_and_reproducible() {
     let shape = Shape { rows: 64, cols: 48 };
-    let words = (shape.numel() + 31) / 32;
+    // The f32 scale, then the sign bits.
+    let words = 1 + shape.numel().div_ceil(32);
     let merge = |rank: usize, step: u64, aggregated: usize| -> Vec<u32> {
         let ctx = WorkerCtx {
             rank,

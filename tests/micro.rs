@@ -346,3 +346,49 @@ fn bad_method_input_is_refused() {
         &["--model", "resnet21"],
     );
 }
+
+/// `micro --check` compares every rank's decompressed result with rank 0's: one rank's
+/// result moved by a single ulp (inside every dense reference's tolerance) fails the
+/// check for every method, at 3 ranks. Before, ranks were only compared with their own
+/// dense reference, so a rank decoding stale or short ring data could pass.
+#[test]
+fn check_requires_every_rank_to_agree() {
+    if skip_np(3) {
+        return;
+    }
+    for m in gradcomp::compress::registry::METHODS {
+        let dir = tmpdir("ulp-fault");
+        let out = mpirun(
+            3,
+            &[
+                "micro",
+                "--methods",
+                m,
+                "--shape",
+                "64x48",
+                "--check",
+                "--inject-ulp-fault",
+                "2",
+                "--iters",
+                "1",
+                "--warmup",
+                "0",
+                "--quiet",
+                "--out",
+                dir.to_str().unwrap(),
+            ],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{m}: a disagreeing rank passed --check: {err}"
+        );
+        // S-SGD and majority vote have exact references, which see it first.
+        let exact = ["ssgd", "signsgd-mv"].contains(m);
+        assert!(
+            err.contains("rank 2") && (exact || err.contains("do not agree")),
+            "{m}: {err}"
+        );
+    }
+}

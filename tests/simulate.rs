@@ -55,37 +55,83 @@ fn simulates_presets_up_to_1024_workers() {
     assert!(iter("ssgd", "1024", "on") <= iter("ssgd", "1024", "off") + 1e-12);
 }
 
+/// `gradcomp simulate` of resnet20 at 4 workers, pipelining on, with `extra` flags, into a
+/// fresh directory: the process output and the directory.
+fn simulate_resnet20(extra: &[&str]) -> (std::process::Output, std::path::PathBuf) {
+    let dir = tmpdir("sim-rows");
+    let mut args = vec![
+        "simulate",
+        "--model",
+        "resnet20",
+        "--world-sizes",
+        "4",
+        "--pipelining",
+        "on",
+        "--out",
+        dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    (Command::new(BIN).args(&args).output().unwrap(), dir)
+}
+
+/// The `column` of every row of a successful simulate run.
+fn sim_column(extra: &[&str], column: &str) -> Vec<String> {
+    let (out, dir) = simulate_resnet20(extra);
+    assert_ok(&out);
+    let (h, rows) = read_csv(&dir.join("sim.csv"));
+    let c = h.iter().position(|x| x == column).unwrap();
+    let mut v: Vec<String> = rows.iter().map(|r| r[c].clone()).collect();
+    v.sort();
+    v
+}
+
 /// A method that implies its fusion (omgs, sketch-fusion) gives one row per distinct case,
 /// not one per value of the fusion sweep.
 #[test]
 fn implied_fusion_gives_one_row_per_case() {
-    let dir = tmpdir("sim-implied");
-    let out = Command::new(BIN)
-        .args([
-            "simulate",
-            "--model",
-            "resnet20",
+    let methods = sim_column(
+        &[
             "--methods",
             "omgs,sketch-fusion,topk",
-            "--world-sizes",
-            "4",
             "--fusion",
             "none,mgwfbp,omgs",
-            "--pipelining",
-            "on",
-            "--out",
-            dir.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert_ok(&out);
-    let (h, rows) = read_csv(&dir.join("sim.csv"));
-    let col = |n: &str| h.iter().position(|c| c == n).unwrap();
-    let count = |m: &str| rows.iter().filter(|r| r[col("method")] == m).count();
+        ],
+        "method",
+    );
+    let count = |m: &str| methods.iter().filter(|x| *x == m).count();
     assert_eq!(
         (count("omgs"), count("sketch-fusion"), count("topk")),
         (1, 1, 3)
     );
+}
+
+/// Collective modes that run the same collectives for a method give one case: S-SGD
+/// under `auto` and `allreduce`, Marsit under `auto` and `ring`; S-SGD over the ring
+/// (`ring`) is a case of its own, priced on the ring.
+#[test]
+fn equivalent_collectives_give_one_row_per_case() {
+    let collectives_of = |method: &str, collectives: &str| {
+        sim_column(
+            &[
+                "--methods",
+                method,
+                "--collective",
+                collectives,
+                "--network",
+                "1gbe",
+            ],
+            "collective",
+        )
+    };
+    assert_eq!(
+        collectives_of("ssgd", "auto,allreduce,ring"),
+        ["allreduce", "ring"]
+    );
+    assert_eq!(collectives_of("marsit", "auto,ring"), ["ring"]);
+    // Top-k's pairs cannot be summed on a ring: refused, naming the method.
+    let (out, _) = simulate_resnet20(&["--methods", "topk", "--collective", "ring"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("topk cannot use ring"));
 }
 
 #[test]

@@ -12,8 +12,9 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("report", help="write report.md, tables (Markdown + CSV, optionally LaTeX) and PNG plots")
     r.add_argument("results_dir", nargs="+",
-                   help="directory a gradcomp run wrote (CSV files + run.json), or a directory of such runs "
-                        "(a sweep: one subdirectory per job); several are combined")
+                   help="directory a gradcomp run wrote (CSV files + run.json), or a folder holding such runs "
+                        "at any depth (a sweep: EXP/np2, EXP/np4, ...; folders skipped are named on stderr); "
+                        "several are combined, methods compared within one run where it holds them all")
     r.add_argument("--out", help="output directory [default: FIRST_RESULTS_DIR/report]")
     r.add_argument("--latex", action="store_true", help="also write every table as LaTeX (NAME.tex)")
     a = p.parse_args(argv)

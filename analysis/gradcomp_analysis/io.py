@@ -4,7 +4,9 @@ A *run* is a directory gradcomp wrote (CSV files + run.json). Paper sweeps over 
 size or network are several runs (one per job); `load_results` concatenates them and
 adds two columns to every table:
 
-- `run`: the run directory's name (relative to the directory given on the command line);
+- `run`: the run directory's path relative to the directory given on the command line
+  (runs are found at any depth below it, e.g. EXP/np2 and EXP/np4; the folder's own
+  name when it is itself a run);
 - `network`: the contents of `network.txt` in the run directory (written by
   `slurm/submit-acpsgd-network.sh`), else empty.
 """
@@ -79,22 +81,72 @@ def _has_csv(d: str) -> bool:
     return any(os.path.exists(os.path.join(d, f)) for f in CSV_FILES)
 
 
-def find_runs(paths) -> list:
-    """Run directories among PATHS: a path holding CSV files is a run; otherwise its
-    immediate subdirectories that hold CSV files are (a sweep of several jobs)."""
+def _is_report(d: str) -> bool:
+    """A folder `python -m gradcomp_analysis report` wrote (its tables include micro.csv)."""
+    return os.path.exists(os.path.join(d, "manifest.json")) and os.path.exists(os.path.join(d, "report.md"))
+
+
+def discover(root: str):
+    """Runs at any depth under ROOT, and the folders skipped with the reason.
+
+    A folder holding one of CSV_FILES is a run (its own subfolders, e.g. `sim/` or
+    `report/`, belong to it and are not searched). A folder written by the report is
+    skipped, and so is every folder with no run in it or below it. Returns
+    ([(path, label)], [(path, why)]); labels are paths relative to ROOT (the folder's
+    own name when ROOT is itself a run)."""
+    root = os.path.normpath(root)
+    if _has_csv(root):
+        return [(root, os.path.basename(root))], []
+    runs, skipped = [], []
+
+    def walk(d):
+        found = False
+        try:
+            subs = sorted(s for s in os.listdir(d) if os.path.isdir(os.path.join(d, s)))
+        except OSError as e:
+            skipped.append((d, f"cannot be read ({e.strerror})"))
+            return False
+        for s in subs:
+            p = os.path.join(d, s)
+            if os.path.islink(p):
+                skipped.append((p, "a symbolic link (not followed)"))
+                continue
+            if _is_report(p):
+                skipped.append((p, "a report written by gradcomp_analysis, not a run"))
+                continue
+            if _has_csv(p):
+                runs.append((p, os.path.relpath(p, root)))
+                found = True
+                continue
+            n = len(skipped)
+            if walk(p):
+                found = True
+            else:
+                # One line for the topmost folder without runs, not one per folder below it.
+                del skipped[n:]
+                skipped.append((p, f"no {', '.join(CSV_FILES)} in it or below it"))
+        return found
+
+    walk(root)
+    return runs, skipped
+
+
+def find_runs(paths, skipped=None) -> list:
+    """Run directories among PATHS: a path holding CSV files is a run; otherwise every
+    folder below it, at any depth, that holds CSV files is (a sweep of several jobs, e.g.
+    EXP/np2, EXP/np4). Folders skipped are appended to SKIPPED as (path, why)."""
     runs = []
     for p in paths:
         if not os.path.isdir(p):
             raise ReportError(f"{p}: not a directory")
-        if _has_csv(p):
-            runs.append((p, os.path.basename(os.path.normpath(p))))
-            continue
-        subs = sorted(s for s in os.listdir(p) if os.path.isdir(os.path.join(p, s)) and _has_csv(os.path.join(p, s)))
-        runs += [(os.path.join(p, s), s) for s in subs]
+        r, s = discover(p)
+        runs += r
+        if skipped is not None:
+            skipped += s
     if not runs:
         raise ReportError(
             f"{', '.join(paths)}: no gradcomp CSV file with rows (expected micro_comm.csv, micro_compress.csv, "
-            f"micro.csv or e2e.csv, in the directory or its subdirectories)")
+            f"micro.csv or e2e.csv, in the directory or the folders below it)")
     return runs
 
 
@@ -108,6 +160,9 @@ class Results:
     # `gradcomp simulate --compare` output found in RUN/sim/ or RUN/ (not one of CSV_FILES).
     sim_vs_measured: pd.DataFrame | None = None
     meta: list = field(default_factory=list)  # (run label, run.json dict or {})
+    # Folders not read, each (path, why): no run in them, a report folder, a run whose
+    # CSV files have no rows.
+    skipped: list = field(default_factory=list)
 
     def get(self, name: str):
         return getattr(self, name.replace(".csv", ""))
@@ -119,9 +174,9 @@ class Results:
 def load_results(paths) -> Results:
     if isinstance(paths, str):
         paths = [paths]
-    runs = find_runs(paths)
-    frames = {f: [] for f in CSV_FILES}
     res = Results()
+    runs = find_runs(paths, res.skipped)
+    frames = {f: [] for f in CSV_FILES}
     labels = [lab for _, lab in runs]
     for d, lab in runs:
         if labels.count(lab) > 1:
@@ -151,6 +206,7 @@ def load_results(paths) -> Results:
                 sims.append(df.assign(run=lab))
         if sims:
             res.sim_vs_measured = pd.concat([x for x in (res.sim_vs_measured, *sims) if x is not None], ignore_index=True)
+        rows = 0
         for name in CSV_FILES:
             df = load_csv(d, name)
             if df is not None and len(df):
@@ -158,6 +214,9 @@ def load_results(paths) -> Results:
                 df["run"] = lab
                 df["network"] = net
                 frames[name].append(df)
+                rows += len(df)
+        if not rows:
+            res.skipped.append((d, "its CSV files have a header but no rows (a run that did not finish a case?)"))
     for name, fs in frames.items():
         if fs:
             setattr(res, name.replace(".csv", ""), pd.concat(fs, ignore_index=True))

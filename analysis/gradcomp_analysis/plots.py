@@ -1,12 +1,15 @@
 """PNG plots; each function writes files into OUT_DIR and returns their names."""
 
 import math
+import numbers
 import os
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 DPI = 110
@@ -21,7 +24,8 @@ def _save(fig, out_dir, fname):
 
 def _label(keys, k):
     k = k if isinstance(k, tuple) else (k,)
-    return ", ".join(f"{c}={v}" if c in ("world_size", "batch") else str(v) for c, v in zip(keys, k) if str(v) != "")
+    return ", ".join(f"{c}={v}" if c in ("world_size", "batch", "density", "rank") else str(v)
+                     for c, v in zip(keys, k) if str(v) != "")
 
 
 def micro_comm(df: pd.DataFrame, out_dir: str) -> list:
@@ -90,44 +94,109 @@ def e2e_phases(t: pd.DataFrame, out_dir: str) -> list:
     return files
 
 
+def _panels(t: pd.DataFrame, panel):
+    """[(title, rows)]: one panel per value of the PANEL column (own y axis: models differ
+    by orders of magnitude, ResNet-20 in ms, ResNet-50 in hundreds), or one for all."""
+    if panel and panel in t.columns and t[panel].nunique() > 1:
+        return [(f"{v}", g) for v, g in t.groupby(panel, sort=False)]
+    return [("", t)]
+
+
+def _auto_logy(ax, vals: pd.DataFrame, span: float = 30.0):
+    """A log y axis where the values of one panel span more than SPAN x (a linear axis
+    would flatten the small ones to the floor)."""
+    v = pd.to_numeric(vals.stack(), errors="coerce")
+    v = v[(v > 0) & v.map(math.isfinite)]
+    if len(v) and v.max() / v.min() > span:
+        ax.set_yscale("log")
+
+
+def _grid(n: int, w: float, h: float):
+    fig, axes = plt.subplots(1, n, figsize=(w * n, h), squeeze=False)
+    return fig, list(axes[0])
+
+
 def bars(t: pd.DataFrame, index: list, values: list, fname: str, out_dir: str, title: str, ylabel: str,
-         logy: bool = False) -> list:
-    """Grouped bars: one group per row (labelled by INDEX columns), one bar per VALUES column."""
+         logy: bool = False, panel: str | None = "model") -> list:
+    """Grouped bars: one group per row (labelled by INDEX columns), one bar per VALUES
+    column; one panel per value of PANEL (each with its own y axis)."""
     values = [v for v in values if v in t.columns]
     if t.empty or not values:
         return []
-    p = t.set_index([c for c in index if c in t.columns])[values].astype(float)
-    p.index = [_label(list(p.index.names), k) for k in p.index]
-    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(p) * max(1, len(values)) ** 0.5 + 3), 4))
-    p.plot.bar(ax=ax, logy=logy)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    ax.tick_params(axis="x", labelrotation=30)
+    panels = _panels(t, panel)
+    n_max = max(len(g) for _, g in panels)
+    fig, axes = _grid(len(panels), max(4.5, 0.6 * n_max * max(1, len(values)) ** 0.5 + 2.5), 4)
+    for ax, (ptitle, g) in zip(axes, panels):
+        idx = [c for c in index if c in g.columns and not (len(panels) > 1 and c == panel)]
+        p = g.set_index(idx)[values].astype(float)
+        p.index = [_label(list(p.index.names), k) for k in p.index]
+        errs = [f"{v} ±" for v in values]
+        yerr = None
+        if all(e in g.columns for e in errs):
+            hi = g[errs].astype(float).fillna(0).to_numpy().T  # (columns, rows)
+            lo = np.minimum(hi, np.nan_to_num(p.to_numpy().T))  # a bar's interval stops at 0
+            yerr = np.stack([lo, hi], axis=1)  # (columns, 2, rows): asymmetric
+        p.plot.bar(ax=ax, logy=logy, yerr=yerr, capsize=2)
+        if not logy:
+            _auto_logy(ax, p)
+            if ax.get_yscale() == "linear":
+                ax.set_ylim(bottom=0)
+        ax.set_ylabel(ylabel + (" (log scale)" if ax.get_yscale() == "log" and not logy else ""))
+        ax.set_title(f"{title}: {ptitle}" if ptitle else title)
+        ax.legend(fontsize=8)
+        plt.setp(ax.get_xticklabels(), rotation=30, ha="right")  # each label ends under its group
     return [_save(fig, out_dir, fname)]
 
 
 def lines(t: pd.DataFrame, x: str, values: list, groups: list, fname: str, out_dir: str, title: str,
-          xlabel: str, ylabel: str, logx: bool = False) -> list:
-    """A line per (group, value column) against X."""
+          xlabel: str, ylabel: str, logx: bool = False, xcat: str | None = None,
+          panel: str | None = "model") -> list:
+    """A line per (group, value column) against X; one panel per value of PANEL.
+
+    XCAT: a column of tick labels; X is then placed by rank on an evenly spaced axis with
+    those labels (a fusion sweep: none, 256KiB, 25MiB, single; `single` is X = inf, which
+    a numeric axis cannot show and a symlog axis labels as "1.05x10^0")."""
     values = [v for v in values if v in t.columns]
     if t.empty or not values:
         return []
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    groups = [g for g in groups if g in t.columns and t[g].nunique() > 1]
-    grouped = t.groupby(groups, sort=False) if groups else [((), t)]
-    for k, g in grouped:
-        g = g[g[x].map(lambda v: isinstance(v, (int, float)) and math.isfinite(v))].sort_values(x)
-        for v in values:
-            lab = v if not groups else f"{_label(groups, k)}: {v}"
-            ax.plot(g[x], g[v], marker="o", ms=3, label=lab)
-    if logx:
-        ax.set_xscale("symlog" if (t[x] == 0).any() else "log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
+    panels = _panels(t, panel)
+    fig, axes = _grid(len(panels), 6.5 if len(panels) > 1 else 9, 4.5)
+    for ax, (ptitle, tp) in zip(axes, panels):
+        gcols = [g for g in groups if g in tp.columns and tp[g].nunique() > 1 and g != panel]
+        grouped = tp.groupby(gcols, sort=False) if gcols else [((), tp)]
+        if xcat:
+            ticks = tp[[x, xcat]].drop_duplicates().sort_values(x)
+            pos = {v: i for i, v in enumerate(ticks[x])}
+        for k, g in grouped:
+            if xcat:
+                g = g.sort_values(x)
+                xs = g[x].map(pos)
+            else:
+                g = g[g[x].map(lambda v: isinstance(v, numbers.Real) and math.isfinite(v))].sort_values(x)
+                xs = g[x]
+            for v in values:
+                lab = v if not gcols else f"{_label(gcols, k)}: {v}"
+                err = None
+                if f"{v} ±" in g.columns and g[f"{v} ±"].notna().any():
+                    hi = g[f"{v} ±"].astype(float).fillna(0).to_numpy()
+                    err = [np.minimum(hi, np.nan_to_num(g[v].astype(float).to_numpy())), hi]  # stop at 0
+                ax.errorbar(xs, g[v], yerr=err, marker="o", ms=3, capsize=2, label=lab)
+        if xcat:
+            ax.set_xticks(range(len(ticks)))
+            ax.set_xticklabels([str(v) for v in ticks[xcat]], rotation=30)
+        elif logx:
+            xv = sorted(float(v) for v in tp[x].unique() if isinstance(v, numbers.Real) and math.isfinite(v))
+            ax.set_xscale("symlog" if xv and xv[0] <= 0 else "log")
+            # The values measured as ticks, in plain numbers (not "10^0" with unlabelled minors).
+            ax.set_xticks(xv)
+            ax.set_xticklabels([f"{v:g}" for v in xv])
+            ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        _auto_logy(ax, tp[values])
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel + (" (log scale)" if ax.get_yscale() == "log" else ""))
+        ax.set_title(f"{title}: {ptitle}" if ptitle else title)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
     return [_save(fig, out_dir, fname)]
 
 

@@ -7,7 +7,10 @@ produces them.
 """
 
 import json
+import math
+import numbers
 import os
+import sys
 
 import pandas as pd
 
@@ -36,41 +39,101 @@ HOW = {
 }
 
 
-def fmt(v) -> str:
-    if v is None or v is pd.NA or (isinstance(v, float) and pd.isna(v)):
+SIG = 4  # significant digits of a measured number in the printed tables
+SIG_CI = 2  # of a 95% interval's half-width
+
+
+def _missing(v) -> bool:
+    return v is None or v is pd.NA or (isinstance(v, float) and v != v) or (not isinstance(v, str) and pd.isna(v))
+
+
+def _sig(v: float, sig: int) -> str:
+    """V with SIG significant digits in positional notation, trailing zeros kept
+    (1.615, 283.4, 0.05123, 12346)."""
+    if v == 0:
+        return "0"
+    r = float(f"{v:.{sig - 1}e}")  # rounded first: 9.9996 -> 10.00, not 10.000
+    if abs(r) < 1e-4:
+        return f"{r:.{sig - 1}e}"  # 3.328e-07, not 0.0000003328
+    e = math.floor(math.log10(abs(r)))
+    return f"{r:.{max(0, sig - 1 - e)}f}"
+
+
+def fmt(v, sig: int = SIG, exact: bool = False) -> str:
+    """One cell. Floats: SIG significant digits, or (EXACT) their shortest form."""
+    if _missing(v):
         return ""
-    if isinstance(v, float):
-        if v != v:
-            return ""
-        if v == float("inf"):
-            return "inf"
-        a = abs(v)
-        if a == 0 or a >= 100:
-            return f"{v:.1f}"
-        if a >= 1:
-            return f"{v:.3f}"
-        return f"{v:.4g}"
+    if isinstance(v, (bool, str)):
+        return str(v)
+    if isinstance(v, numbers.Integral):
+        return str(int(v))
+    if isinstance(v, numbers.Real):
+        v = float(v)
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        if exact:
+            return f"{v:.12g}" if "e" not in f"{v:.12g}" else _sig(v, SIG)
+        return _sig(v, sig)
     return str(v)
+
+
+def format_column(values, name: str) -> list:
+    """A column's cells with one number format for the whole column: integers as such;
+    columns whose every number is short (parameters like density 0.001, published 31)
+    in their shortest form; measurements with SIG significant digits (SIG_CI for an
+    interval's half-width, columns named `X ±`)."""
+    vals = list(values)
+    nums = [float(v) for v in vals if isinstance(v, numbers.Real) and not isinstance(v, bool) and not _missing(v)
+            and math.isfinite(float(v))]
+    if nums and all(x.is_integer() for x in nums) and all(abs(x) < 1e15 for x in nums):
+        return [fmt(int(v)) if isinstance(v, numbers.Real) and not _missing(v) and math.isfinite(float(v))
+                else fmt(v) for v in vals]
+    sig = SIG_CI if str(name).endswith(" ±") else SIG
+    exact = bool(nums) and ("(published" in str(name) or all(float(f"{x:.{sig}g}") == x for x in nums))
+    return [fmt(v, sig, exact) for v in vals]
+
+
+def _cells(t: pd.DataFrame, pm: str, esc=lambda x: x):
+    """Headers and rows of T for printing: a column `X ±` (a 95% half-width) is shown in
+    X's cell as `x ± e` and not as a column of its own."""
+    cols = [str(c) for c in t.columns]
+    text = {c: format_column(t[c], c) for c in t.columns}
+    shown = [c for c in t.columns if not (str(c).endswith(" ±") and str(c)[:-2] in cols)]
+    rows = []
+    for i in range(len(t)):
+        row = []
+        for c in shown:
+            v = esc(text[c][i])
+            e = text.get(f"{c} ±")
+            if e is not None and v and e[i]:
+                v = f"{v}{pm}{esc(e[i])}"
+            row.append(v)
+        rows.append(row)
+    return [str(c) for c in shown], rows
 
 
 def to_markdown(t: pd.DataFrame) -> str:
     """Markdown table (no tabulate dependency), without the index."""
-    cols = [str(c) for c in t.columns]
+    cols, cells = _cells(t, " ± ")
     rows = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in t.itertuples(index=False):
-        rows.append("| " + " | ".join(fmt(v).replace("|", "\\|") for v in r) + " |")
+    for r in cells:
+        rows.append("| " + " | ".join(v.replace("|", "\\|") for v in r) + " |")
     return "\n".join(rows)
+
+
+def _tex(s) -> str:
+    return str(s).replace("\\", "\\textbackslash{}").replace("&", "\\&").replace("%", "\\%") \
+        .replace("_", "\\_").replace("#", "\\#").replace("≈", "$\\approx$").replace("±", "$\\pm$")
 
 
 def to_latex(t: pd.DataFrame, caption: str) -> str:
     """A booktabs tabular (no jinja2 dependency)."""
-    esc = lambda s: str(s).replace("\\", "\\textbackslash{}").replace("&", "\\&").replace("%", "\\%") \
-        .replace("_", "\\_").replace("#", "\\#")  # noqa: E731
-    lines = ["\\begin{table}[t]", "\\centering", f"\\caption{{{esc(caption)}}}",
-             "\\begin{tabular}{" + "l" * len(t.columns) + "}", "\\toprule",
-             " & ".join(esc(c) for c in t.columns) + " \\\\", "\\midrule"]
-    for r in t.itertuples(index=False):
-        lines.append(" & ".join(esc(fmt(v)) for v in r) + " \\\\")
+    cols, cells = _cells(t, " $\\pm$ ", _tex)
+    lines = ["\\begin{table}[t]", "\\centering", f"\\caption{{{_tex(caption)}}}",
+             "\\begin{tabular}{" + "l" * len(cols) + "}", "\\toprule",
+             " & ".join(_tex(c) for c in cols) + " \\\\", "\\midrule"]
+    for r in cells:
+        lines.append(" & ".join(r) + " \\\\")
     lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}", ""]
     return "\n".join(lines)
 
@@ -85,16 +148,20 @@ class Report:
         self.lines += list(lines)
 
     def table(self, name: str, t: pd.DataFrame, caption: str = ""):
+        notes = list(t.attrs.get("notes", []))
         t = t.reset_index(drop=True)
         t.to_csv(os.path.join(self.out_dir, f"{name}.csv"), index=False)
         md = to_markdown(t)
+        note_md = "".join(f"\n_Note: {n}_\n" for n in notes)
         with open(os.path.join(self.out_dir, f"{name}.md"), "w") as f:
-            f.write((f"{caption}\n\n" if caption else "") + md + "\n")
+            f.write((f"{caption}\n\n" if caption else "") + md + "\n" + note_md)
         if self.latex:
             with open(os.path.join(self.out_dir, f"{name}.tex"), "w") as f:
                 f.write(to_latex(t, caption or name))
         self.tables.append(name)
         self.add(f"Table `{name}` ([csv]({name}.csv)){': ' + caption if caption else ''}", "", md, "")
+        for n in notes:
+            self.add(f"_Note: {n}_", "")
 
     def figs(self, files):
         for f in files:
@@ -157,17 +224,34 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
     R = Report(out_dir, latex)
     R.add("# gradcomp report", "")
     R.add(*_run_lines(res.meta), "")
-    R.add("Times are per iteration, the maximum over ranks, median over timed iterations, in ms. "
-          "\"best\" = the fastest fusion/pipelining configuration present for that method (shown as "
-          "`fusion/pipelining`). Columns marked *(published)* are the papers' numbers (their hardware; "
-          "see each section), not ours.", "")
+    for d, why in res.skipped:
+        print(f"gradcomp_analysis: warning: skipped {d}: {why}", file=sys.stderr)
+    if res.skipped:
+        R.add("Folders skipped:", "", *[f"- `{d}`: {why}" for d, why in res.skipped], "")
+    R.add("Times are per iteration, the maximum over ranks, median over timed iterations, in ms, shown as "
+          "`median ± h` where h is the half-width of the 95% confidence interval of the mean iteration "
+          "(`iter_ci95_s`; in the CSV tables the column `X ±`). A comparison column (`vs ssgd` etc.) says "
+          "`faster` or `slower`, or `≈ not significant` when the two intervals overlap: that difference lies "
+          "inside the measurement noise, do not rank it. \"best\" = the fastest fusion/pipelining "
+          "configuration present for that method (shown as `fusion/pipelining`); an S-SGD baseline is named "
+          "`fusion/pipelining/collective` (`ssgd config`). When several runs are combined, a table compares "
+          "methods within one run wherever a run holds the comparison (every run is then shown on its own); "
+          "only where no run does are the runs' rows compared together. The `run` column says which run a row "
+          "came from; a comparison drawn from several runs names them all (`a + b`, in long tables in "
+          "`runs compared`). Columns marked *(published)* are the papers' "
+          "numbers (their hardware; see each section), not ours.", "")
 
     e2e = res.e2e
     has_e2e = e2e is not None and len(e2e) > 0
     if has_e2e:
-        e2e = e2e.copy()
+        e2e = T.collapse_repeats(e2e.copy())
         e2e["pipelining"] = e2e["pipelining"].astype(str)
         e2e["fusion"] = e2e["fusion"].astype(str)
+        rep = e2e["repeats"] if "repeats" in e2e.columns else pd.Series(1, index=e2e.index)
+        if (rep > 1).any():
+            R.add(f"{int((rep > 1).sum())} e2e case(s) were measured more than once in one run (up to "
+                  f"{int(rep.max())} times): each is shown at its median repeat, its ± widened to half the range "
+                  "between the repeats where that is larger.", "")
 
     # ---------------------------------------------------------------- papers
     R.add("## ACP-SGD", "", pub.cite("acpsgd") + " Published: on average "
@@ -181,23 +265,28 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
         R.table("acpsgd_main_wide", wide, "iteration time (ms), paper layout")
         R.table("acpsgd_speedup_summary", T.acpsgd_speedup_summary(main),
                 "ACP-SGD speedup over S-SGD and Power-SGD, mean over setups, beside the published mean")
-        R.figs(plots.bars(main.assign(ms=main["iter_ms"]).pivot_table(
-            index=[c for c in T.setup_keys(main) if c in main.columns], columns="method", values="ms",
-            sort=False).reset_index(), ["model", "world_size"], pub.ACPSGD_METHODS, "acpsgd_main.png", out_dir,
-            "ACP-SGD main comparison", "ms per iteration"))
-    R.add("### Ablation: all-reduce, pipelining, fusion", "")
+        idx = [c for c in T.setup_keys(main) + ["run"] if c in main.columns]
+        pm = main.pivot_table(index=idx, columns="method", values="iter_ms", sort=False)
+        pe = main.pivot_table(index=idx, columns="method", values="iter_ms ±", sort=False).reindex(
+            index=pm.index, columns=pm.columns).add_suffix(" ±")  # error bars: the 95% intervals
+        R.figs(plots.bars(pm.join(pe).reset_index(), ["model", "world_size", "network", "run"], pub.ACPSGD_METHODS,
+                          "acpsgd_main.png", out_dir, "ACP-SGD", "ms per iteration"))
+    R.add("### Ablation: collective, pipelining, fusion", "")
     R.paper_table("acpsgd_ablation", T.acpsgd_ablation, e2e,
-                  caption="iteration time (ms) adding the system optimisations one by one")
+                  caption="iteration time (ms) adding the system optimisations one by one; the first columns are "
+                  "named by the collective that carried the exchange (`collective` = the method's own, used by "
+                  "the + steps)")
     R.add("### Sweep: fusion buffer size", "")
     t = R.paper_table("acpsgd_buffer_sweep", T.acpsgd_buffer_sweep, e2e, caption="iteration time (ms) per fusion threshold")
     if t is not None:
-        R.figs(plots.lines(t, "buffer_MiB", [f"{m} ms" for m in pub.ACPSGD_METHODS], ["model", "world_size", "network"],
-                           "acpsgd_buffer_sweep.png", out_dir, "Fusion buffer size", "buffer threshold (MiB)",
-                           "ms per iteration", logx=True))
+        R.figs(plots.lines(t, "buffer_MiB", [f"{m} ms" for m in pub.ACPSGD_METHODS],
+                           ["model", "world_size", "network", "run"], "acpsgd_buffer_sweep.png", out_dir,
+                           "Fusion buffer size", "fusion (bucket threshold; none = a bucket per tensor)",
+                           "ms per iteration", xcat="fusion"))
     R.add("### Sweep: Power-SGD / ACP-SGD rank", "")
     t = R.paper_table("acpsgd_rank_sweep", T.acpsgd_rank_sweep, e2e, caption="iteration time (ms) per rank")
     if t is not None:
-        R.figs(plots.lines(t, "rank", ["powersgd ms", "acpsgd ms"], ["model", "world_size", "network"],
+        R.figs(plots.lines(t, "rank", ["powersgd ms", "acpsgd ms"], ["model", "world_size", "network", "run"],
                            "acpsgd_rank_sweep.png", out_dir, "Rank sweep", "rank", "ms per iteration", logx=True))
     R.add("### Sweep: world size", "")
     t = R.paper_table("acpsgd_scaling", T.acpsgd_scaling, e2e, caption="iteration time (ms) per world size")
@@ -214,29 +303,39 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
     if t is not None:
         R.figs(plots.bars(t[t["ratio"].notna() | t["ratio (published)"].notna()], ["model (paper)", "model"],
                           ["ratio", "ratio (published)"], "dgc_ratio.png", out_dir,
-                          "DGC compression ratio", "dense / message", logy=True))
+                          "DGC compression ratio", "dense / message", logy=True, panel=None))  # ratios: one axis
 
     R.add("## OMGS-SGD", "", pub.cite("omgs") + f" Published: up to {pub.OMGS_IMPROVEMENT_PCT:g}% faster than "
           "layer-wise sparsified SGD (16 GPUs, 1 GbE, rho = 0.001); their figure is training throughput.", "")
-    t = R.paper_table("omgs", T.omgs, e2e, caption="S-SGD (MG-WFBP) vs layer-wise Top-k vs OMGS, pipelining on")
+    t = R.paper_table("omgs", T.omgs, e2e, caption="S-SGD (MG-WFBP, the paper's baseline, and S-SGD's best "
+                      "configuration in the same run) vs layer-wise Top-k vs OMGS, pipelining on")
     if t is not None:
-        R.figs(plots.bars(t, ["model", "world_size", "density"], ["ssgd (mgwfbp) ms", "topk (layer-wise) ms", "omgs ms"],
+        R.figs(plots.bars(t, ["model", "world_size", "network", "density", "run"],
+                          ["ssgd (mgwfbp) ms", "ssgd best ms", "topk (layer-wise) ms", "omgs ms"],
                           "omgs.png", out_dir, "OMGS-SGD", "ms per iteration"))
 
     R.add("## Marsit", "", pub.cite("marsit") + f" Published: up to {pub.MARSIT_REDUCTION_PCT:g}% less training "
           "time than without compression at equal accuracy (ours: one iteration).", "")
-    t = R.paper_table("marsit", T.marsit, e2e, caption="Marsit vs S-SGD vs Sign-SGD (all-gather)")
+    t = R.paper_table("marsit", T.marsit, e2e, caption="Marsit (ring) vs S-SGD (over MPI's all-reduce and over "
+                      "gradcomp's ring, where measured) vs Sign-SGD (all-gather)")
     if t is not None:
-        p = t.pivot_table(index=["model", "world_size"], columns="method", values="iter_ms", sort=False).reset_index()
-        R.figs(plots.bars(p, ["model", "world_size"], ["ssgd", "signsgd", "marsit"], "marsit.png", out_dir,
+        lab = t["method"].where(t["method"] != "ssgd", "ssgd (" + t["collective"] + ")")
+        idx = [c for c in ["network", "model", "world_size", "run"] if c in t.columns]
+        p = t.assign(label=lab).pivot_table(index=idx, columns="label", values="iter_ms", sort=False)
+        pe = t.assign(label=lab).pivot_table(index=idx, columns="label", values="iter_ms ±", sort=False).reindex(
+            index=p.index, columns=p.columns).add_suffix(" ±")
+        p = p.join(pe).reset_index()
+        R.figs(plots.bars(p, idx, ["ssgd (allreduce)", "ssgd (ring)", "signsgd", "marsit"], "marsit.png", out_dir,
                           "Marsit", "ms per iteration"))
 
     R.add("## Sketch-Fusion", "", pub.cite("sketch") + f" Published: up to {pub.SKETCH_FASTER_PCT:g}% faster "
           f"training on 16 GPUs; LayerFusion improves other methods' scalability by up to "
           f"{pub.SKETCH_LAYERFUSION_SCALABILITY:g}x.", "")
-    t = R.paper_table("sketch_fusion", T.sketch_fusion, e2e, caption="each compressor without fusion vs LayerFusion")
+    t = R.paper_table("sketch_fusion", T.sketch_fusion, e2e, caption="each compressor without fusion vs LayerFusion; `what` says "
+                      "what each row measures")
     if t is not None:
-        R.figs(plots.bars(t, ["model", "world_size", "method"], ["none ms", "layerfusion ms"], "sketch_fusion.png",
+        R.figs(plots.bars(t, ["model", "world_size", "network", "run", "method"], ["none ms", "layerfusion ms"],
+                          "sketch_fusion.png",
                           out_dir, "LayerFusion", "ms per iteration"))
     t = R.paper_table("sketch_scaling", T.sketch_scaling, e2e, caption="throughput per world size, none vs LayerFusion")
     if t is not None:
@@ -273,13 +372,15 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
     if has_e2e:
         R.add("## Training iterations (e2e)", "",
               "Median iteration time (ms) per method, fusion plan and pipelining (own collective); speedup over "
-              "ssgd with the same fusion and pipelining.", "")
+              "ssgd with the same fusion and pipelining, and each method's best configuration with its speedup "
+              "over ssgd's best (named below each table).", "")
         for (model, n), g in e2e.groupby(["model", "world_size"]):
             R.add(f"### {model}, {n} ranks", "")
             R.table(f"e2e_{model}_np{n}", T.e2e_overview(g))
             on = T.auto(g[g["pipelining"] == "on"])
             if len(on) and "overlap_eff" in on.columns and on["overlap_eff"].notna().any():
-                ov = on.pivot_table(index="method", columns="fusion", values="overlap_eff", sort=False).reset_index()
+                idx = ["run", "method"] if "run" in on.columns and on["run"].nunique() > 1 else ["method"]
+                ov = on.pivot_table(index=idx, columns="fusion", values="overlap_eff", sort=False).reset_index()
                 R.add(f"Overlap efficiency (pipelining on), {model}, {n} ranks:", "")
                 R.table(f"e2e_{model}_np{n}_overlap", ov)
         R.add("### Phase breakdown", "")
@@ -305,7 +406,8 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
           f"{', '.join(sorted(R.missing)) or 'none'}.", "")
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:
         json.dump({"tables": R.tables, "plots": R.plots, "missing": R.missing,
-                   "runs": [lab for lab, _ in res.meta]}, f, indent=1)
+                   "runs": [lab for lab, _ in res.meta],
+                   "skipped": [{"folder": d, "why": why} for d, why in res.skipped]}, f, indent=1)
     path = os.path.join(out_dir, "report.md")
     with open(path, "w") as f:
         f.write("\n".join(R.lines))

@@ -13,6 +13,18 @@ Selection rules used throughout (documented in docs/reproduce.md):
 - Defaults when a run sweeps hyper-parameters: Power-SGD/ACP-SGD use the paper's rank for
   the model (4 for CNNs, 32 for BERT) if present, else the smallest; sparsifiers use
   rho = 0.001 if present, else the smallest density.
+- Several runs combined (`run` column, io.py): a setup's methods are compared within one
+  run wherever one run holds all of the table's methods present for that setup (each such
+  run is its own comparison, and `run` says which); otherwise the rows come from several
+  runs and `run` says which (`by_run`).
+- Noise: every time has its 95% interval beside it, a column `X ±` (the half-width
+  `iter_ci95_s` of the CSV, in the unit of X; Markdown shows `X ± half-width` in one
+  cell). A comparison column (`vs ssgd` etc.) says `faster` / `slower`, or
+  `≈ not significant` when the two intervals overlap (|t_a - t_b| <= ci_a + ci_b): that
+  difference lies inside the measurement noise and is not a ranking.
+- S-SGD baselines are named by their configuration `fusion/pipelining/collective`
+  (`ssgd config`); where a table's baseline is not S-SGD's best configuration, the
+  speedup over the best of the same run is shown too.
 """
 
 import math
@@ -118,109 +130,269 @@ def _flat(t: pd.DataFrame) -> pd.DataFrame:
     return t.reset_index()
 
 
+NOT_SIGNIFICANT = "≈ not significant"
+COLLECTIVE_LABEL = {"allgather": "all-gather", "allreduce": "all-reduce", "ring": "ring", "ps": "ps"}
+
+
+def ci_s(df: pd.DataFrame) -> pd.Series:
+    """Half-width of the 95% interval of `iter_s` per row (NaN where unknown: no column,
+    or one timed iteration, whose ci95 the CSV writes as 0)."""
+    if "iter_ci95_s" not in df.columns:
+        return pd.Series(math.nan, index=df.index)
+    c = pd.to_numeric(df["iter_ci95_s"], errors="coerce")
+    if "iters" in df.columns:
+        c = c.where(pd.to_numeric(df["iters"], errors="coerce").fillna(2) > 1)
+    return c
+
+
+def significance(t_a, ci_a, t_b, ci_b) -> str:
+    """A against B: `faster` / `slower`, or NOT_SIGNIFICANT when the difference lies inside
+    the noise (the two 95% intervals overlap: |t_a - t_b| <= ci_a + ci_b); "" when a time
+    or an interval is unknown."""
+    vals = [t_a, ci_a, t_b, ci_b]
+    if any(v is None or (isinstance(v, float) and math.isnan(v)) or pd.isna(v) for v in vals):
+        return ""
+    if abs(t_a - t_b) <= ci_a + ci_b:
+        return NOT_SIGNIFICANT
+    return "faster" if t_a < t_b else "slower"
+
+
+def config_label(r) -> str:
+    """`fusion/pipelining/collective` of a row (the S-SGD baseline's name in the tables)."""
+    return f"{r['fusion']}/{r['pipelining']}/{r['collective']}"
+
+
+def collapse_repeats(e2e: pd.DataFrame) -> pd.DataFrame:
+    """One row per case of a run where a config repeats a case (rows with the same
+    `case_id` in one run): the repeat with the median `iter_s` (the lower middle one for an
+    even count), its `iter_ci95_s` widened to half the range of the repeats' `iter_s` when
+    that is larger (the spread between repeats, which the within-repeat interval does not
+    see), and `repeats` = how many there were. Without `case_id`: E2E unchanged. Every
+    table's "best" then picks among cases, not the luckiest repeat of one case."""
+    if e2e is None or e2e.empty or "case_id" not in e2e.columns:
+        return e2e
+    keys = ["run", "case_id"] if "run" in e2e.columns else ["case_id"]
+    n = e2e.groupby(keys, dropna=False)["iter_s"].transform("size")
+    if (n <= 1).all():
+        return e2e
+    rows = []
+    for _, g in e2e[n > 1].groupby(keys, dropna=False, sort=False):
+        g = g.sort_values("iter_s")
+        r = g.iloc[(len(g) - 1) // 2].copy()
+        half = (g["iter_s"].max() - g["iter_s"].min()) / 2
+        ci = r["iter_ci95_s"] if "iter_ci95_s" in g.columns else math.nan
+        r["iter_ci95_s"] = half if pd.isna(ci) else max(ci, half)
+        r["repeats"] = len(g)
+        rows.append(r)
+    out = pd.concat([e2e[n <= 1].assign(repeats=1), pd.DataFrame(rows)])
+    return out.sort_index().reset_index(drop=True)
+
+
+def by_run(d: pd.DataFrame, keys: list, need=2):
+    """The rows to compare per setup when several runs are combined, and the keys to group
+    them by. With one run (or no `run` column): D and KEYS unchanged.
+
+    With several, per setup (KEYS): a run *holds a comparison* when it has NEED methods
+    (a number: that many distinct methods; a set: all of those). If one or more runs do,
+    every run is a group of its own (`run` = that run): nothing is compared across runs,
+    and a run that holds no comparison shows its rows alone. If none does, the setup's
+    rows of every run are compared together and `run` names them all (`a + b`). `_run`
+    keeps each row's own run. Returns (rows, KEYS + ["run"])."""
+    if d.empty or "run" not in d.columns or d["run"].nunique() <= 1:
+        return d, keys
+
+    def holds(ms):
+        return len(ms) >= need if isinstance(need, int) else set(need) <= ms
+
+    parts = []
+    for _, g in d.groupby(keys, sort=False, dropna=False):
+        if any(holds(set(gr["method"])) for _, gr in g.groupby("run", sort=False)):
+            parts.append(g.assign(_run=g["run"]))
+        else:
+            parts.append(g.assign(_run=g["run"], run=" + ".join(sorted(g["run"].astype(str).unique()))))
+    return pd.concat(parts), keys + ["run"]
+
+
+def own_run(t: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Long tables (a row per method): `run` = the run the row's measurement came from;
+    where a comparison had to draw on several runs, `runs compared` names them all."""
+    if "_run" in b.columns and "run" in t.columns:
+        group = b["run"].astype(str).values
+        t["run"] = b["_run"].values
+        if (t["run"].astype(str).values != group).any():
+            t.insert(list(t.columns).index("run") + 1, "runs compared", group)
+    return t
+
+
 # ---------------------------------------------------------------- ACP-SGD
 
 def acpsgd_main(e2e: pd.DataFrame, methods=pub.ACPSGD_METHODS) -> pd.DataFrame:
     """Iteration time per setup x method (each at its best fusion/pipelining, own
-    collective), with speedups over ssgd and powersgd of the same setup."""
+    collective) with its 95% interval, and speedups over ssgd's and powersgd's best of
+    the same setup (and run), each marked `≈ not significant` inside the noise."""
     _require(e2e, "no e2e rows")
     d = defaults(auto(e2e[e2e["method"].isin(methods)]))
     if not {"ssgd", "acpsgd"} <= set(d["method"]):
         raise MissingData("needs e2e rows of ssgd and acpsgd (own collective)")
     keys = setup_keys(d)
+    d, keys = by_run(d, keys)
     b = best(d, keys + ["method"])
     b["iter_ms"] = _ms(b["iter_s"])
-    ref = b.set_index(keys + ["method"])["iter_s"]
+    b["_ci"] = ci_s(b)
+    ref = b.set_index(keys + ["method"])
     rows = []
     for _, r in b.iterrows():
         k = tuple(r[c] for c in keys)
         out = {c: r[c] for c in keys}
-        out.update(method=r["method"], config=r["config"], rank=r["rank"] if r["method"] in LOW_RANK else None,
-                   iter_ms=r["iter_ms"])
+        out.update({"method": r["method"], "config": r["config"],
+                    "rank": r["rank"] if r["method"] in LOW_RANK else None,
+                    "iter_ms": r["iter_ms"], "iter_ms ±": _ms(r["_ci"])})
         for base in ("ssgd", "powersgd"):
-            t = ref.get(k + (base,))
-            out[f"speedup vs {base}"] = (t / r["iter_s"]) if t is not None else None
+            x = ref.loc[k + (base,)] if k + (base,) in ref.index else None
+            out[f"speedup vs {base}"] = (x["iter_s"] / r["iter_s"]) if x is not None else None
+            out[f"vs {base}"] = "" if x is None or base == r["method"] else \
+                significance(r["iter_s"], r["_ci"], x["iter_s"], x["_ci"])
+            if base == "ssgd":
+                out["ssgd config"] = config_label(x) if x is not None else None
         rows.append(out)
     t = pd.DataFrame(rows)
     t["rank"] = pd.array(t["rank"], dtype="Int64")
     t["method"] = pd.Categorical(t["method"], [m for m in methods if m in set(t["method"])], ordered=True)
-    return t.sort_values(keys + ["method"]).reset_index(drop=True).assign(method=lambda x: x["method"].astype(str))
+    order = t.sort_values(keys + ["method"]).index
+    t = own_run(t, b)
+    return t.loc[order].reset_index(drop=True).assign(method=lambda x: x["method"].astype(str))
 
 
 def acpsgd_main_wide(main: pd.DataFrame) -> pd.DataFrame:
-    """The main table in the paper's layout: a row per setup, a column per method (ms)."""
+    """The main table in the paper's layout: a row per setup, a column per method (ms,
+    each with its 95% interval)."""
     keys = [c for c in main.columns if c in ("network", "model", "world_size", "batch", "device")]
-    w = main.pivot_table(index=keys, columns="method", values="iter_ms", sort=False)
-    w = w[[m for m in pub.ACPSGD_METHODS if m in w.columns]]
-    w.columns = [f"{m} ms" for m in w.columns]
-    return _flat(w)
+    if "runs compared" in main.columns:  # a row per comparison, named by every run it drew on
+        main = main.drop(columns=["run"]).rename(columns={"runs compared": "run"})
+    if "run" in main.columns:
+        keys = keys + ["run"]
+    ms = main.pivot_table(index=keys, columns="method", values="iter_ms", sort=False)
+    ci = main.pivot_table(index=keys, columns="method", values="iter_ms ±", sort=False).reindex(
+        index=ms.index, columns=ms.columns)
+    cols = {}
+    for m in [m for m in pub.ACPSGD_METHODS if m in ms.columns]:
+        cols[f"{m} ms"] = ms[m]
+        cols[f"{m} ms ±"] = ci[m] if m in ci.columns else math.nan
+    return _flat(pd.DataFrame(cols, index=ms.index))
 
 
 def acpsgd_speedup_summary(main: pd.DataFrame) -> pd.DataFrame:
-    """Mean ACP-SGD speedup over ssgd and powersgd across setups, beside the published one."""
+    """Mean ACP-SGD speedup over ssgd and powersgd across setups, beside the published one;
+    `not significant` counts the setups where the difference lies inside the noise."""
     a = main[main["method"] == "acpsgd"]
     rows = []
     for base in ("ssgd", "powersgd"):
-        s = a[f"speedup vs {base}"].dropna()
+        ok = a[f"speedup vs {base}"].notna()
+        s = a.loc[ok, f"speedup vs {base}"]
         rows.append({"comparison": f"acpsgd over {base}", "setups": len(s),
+                     "not significant": int((a.loc[ok, f"vs {base}"] == NOT_SIGNIFICANT).sum()),
                      "mean speedup": s.mean() if len(s) else None,
                      "min": s.min() if len(s) else None, "max": s.max() if len(s) else None,
                      "mean speedup (published)": pub.ACPSGD_SPEEDUP[base]})
+        if base == "ssgd" and "ssgd config" in a.columns:
+            rows[-1]["over"] = "ssgd's best configuration per setup: " + ", ".join(
+                sorted(set(a.loc[ok, "ssgd config"].dropna().astype(str))))
+        elif base == "powersgd":
+            rows[-1]["over"] = "powersgd's best configuration per setup"
     return pd.DataFrame(rows)
 
 
+# The ablation's steps after the plain exchange: (label, pipelining, fusion), own collective.
 ABLATION_STEPS = [
-    ("all-gather", "allgather", "off", "none"),
-    ("all-reduce", "auto", "off", "none"),
-    ("+ pipelining", "auto", "on", "none"),
-    ("+ fusion", "auto", "off", "fused"),
-    ("+ pipelining + fusion", "auto", "on", "fused"),
+    ("+ pipelining", "on", "none"),
+    ("+ fusion", "off", "fused"),
+    ("+ pipelining + fusion", "on", "fused"),
 ]
+# Plain exchange (pipelining off, fusion none) per collective, in the paper's order.
+ABLATION_COLLECTIVES = ["allgather", "allreduce", "ring"]
 
 
 def acpsgd_ablation(e2e: pd.DataFrame, methods=pub.ACPSGD_METHODS) -> pd.DataFrame:
-    """The three system optimisations per method: all-gather vs all-reduce (allreduce
-    methods only), pipelining, fusion (best byte threshold or single buffer)."""
+    """The three system optimisations per method: the plain exchange (pipelining off,
+    fusion none) over each collective measured, in columns named by the collective that
+    actually carried it (`all-gather ms`: MPI_Allgather, the own collective of signsgd and
+    topk, or forced for an all-reduce method; `all-reduce ms`; `ring ms`); then, over the
+    method's own collective (`collective`), pipelining, fusion (best byte threshold or
+    single buffer) and both. `speedup (first/last)` is the first step present over the
+    last, with its significance."""
     _require(e2e, "no e2e rows")
     d = defaults(e2e[e2e["method"].isin(methods)])
     if set(d["pipelining"]) != {"on", "off"} or "none" not in set(d["fusion"]):
         raise MissingData("needs e2e rows with pipelining off and on, fusion none and a fusion threshold")
     keys = setup_keys(d)
+    d, keys = by_run(d, keys, need=1)  # the steps compare a method with itself
     fb = d["fusion"].map(fusion_bytes)
-    d = d.assign(_fused=(fb > 0) & fb.notna())
+    d = d.assign(_fused=(fb > 0) & fb.notna(), _ci=ci_s(d))
+    colls = [c for c in ABLATION_COLLECTIVES if (d["collective"] == c).any()]
+    labels = [f"{COLLECTIVE_LABEL[c]} ms" for c in colls] + [s[0] + " ms" for s in ABLATION_STEPS]
     rows = []
     for k, g in d.groupby(keys + ["method"], sort=False):
         out = dict(zip(keys + ["method"], k))
-        vals = []
-        for label, coll, pipe, fus in ABLATION_STEPS:
-            sel = g[g["pipelining"] == pipe]
-            if coll == "auto":
-                sel = auto(sel)
-            else:
-                if (g["aggregation"] != "allreduce").all():
-                    out[label + " ms"] = None  # an all-gather method: no all-reduce step
-                    continue
-                sel = sel[sel["collective"] == coll]
+        out["collective"] = g["aggregation"].iloc[0]
+        vals = []  # (ms, ci ms) per step present
+
+        def put(label, sel, plan=False):
+            if not len(sel):
+                out[label] = None
+                return
+            r = sel.loc[sel["iter_s"].idxmin()]
+            out[label], out[label + " ±"] = _ms(r["iter_s"]), _ms(r["_ci"])
+            vals.append((r["iter_s"], r["_ci"]))
+            if plan:
+                out[label.replace(" ms", " plan")] = r["fusion"]
+
+        plain = g[(g["pipelining"] == "off") & (g["fusion"] == "none")]
+        for c in colls:
+            put(f"{COLLECTIVE_LABEL[c]} ms", plain[plain["collective"] == c])
+        own = auto(g)
+        for label, pipe, fus in ABLATION_STEPS:
+            sel = own[own["pipelining"] == pipe]
             sel = sel[sel["_fused"]] if fus == "fused" else sel[sel["fusion"] == fus]
-            v = _ms(sel["iter_s"].min()) if len(sel) else None
-            out[label + " ms"] = v
-            if fus == "fused" and len(sel):
-                out[label + " plan"] = sel.loc[sel["iter_s"].idxmin(), "fusion"]
-            if v is not None:
-                vals.append(v)
+            put(label + " ms", sel, plan=fus == "fused")
         if len(vals) >= 2:
-            out["speedup (first/last)"] = vals[0] / vals[-1]
+            out["speedup (first/last)"] = vals[0][0] / vals[-1][0]
+            out["last vs first"] = significance(vals[-1][0], vals[-1][1], vals[0][0], vals[0][1])
             rows.append(out)
     if not rows:
         raise MissingData("needs e2e rows of one setup in two or more ablation configurations")
     t = pd.DataFrame(rows)
-    order = keys + ["method"] + [s[0] + " ms" for s in ABLATION_STEPS] + ["speedup (first/last)"] + \
-        [s[0] + " plan" for s in ABLATION_STEPS if s[3] == "fused"]
+    order = keys + ["method", "collective"] + [x for lab in labels for x in (lab, lab + " ±")] + \
+        ["speedup (first/last)", "last vs first"] + [s[0] + " plan" for s in ABLATION_STEPS if s[2] == "fused"]
     return t[[c for c in order if c in t.columns]]
 
 
+def _wide(b: pd.DataFrame, index: list, methods) -> pd.DataFrame:
+    """BEST rows (one per INDEX x method) as a column per method: `{m} ms` and its
+    interval `{m} ms ±`."""
+    b = b.assign(_ms=_ms(b["iter_s"]), _cims=_ms(ci_s(b)))
+    ms = b.pivot_table(index=index, columns="method", values="_ms", sort=False)
+    ci = b.pivot_table(index=index, columns="method", values="_cims", sort=False).reindex(
+        index=ms.index, columns=ms.columns)
+    cols = {}
+    for m in [m for m in methods if m in ms.columns]:
+        cols[f"{m} ms"] = ms[m]
+        cols[f"{m} ms ±"] = ci[m] if m in ci.columns else math.nan
+    return pd.DataFrame(cols, index=ms.index)
+
+
+def _compare(t: pd.DataFrame, a: str, base: str, speedup: str) -> pd.DataFrame:
+    """Columns SPEEDUP = t_base / t_a and `{a} vs {base}` (significance) from `{m} ms`
+    and `{m} ms ±` columns of a wide table."""
+    if f"{a} ms" in t.columns and f"{base} ms" in t.columns:
+        t[speedup] = t[f"{base} ms"] / t[f"{a} ms"]
+        t[f"{a} vs {base}"] = [significance(x, cx, y, cy) for x, cx, y, cy in zip(
+            t[f"{a} ms"], t[f"{a} ms ±"], t[f"{base} ms"], t[f"{base} ms ±"])]
+    return t
+
+
 def acpsgd_buffer_sweep(e2e: pd.DataFrame, methods=pub.ACPSGD_METHODS) -> pd.DataFrame:
-    """Iteration time vs fusion buffer threshold (none = 0, byte thresholds, single)."""
+    """Iteration time vs fusion buffer threshold (none = 0, byte thresholds, single), with
+    95% intervals."""
     _require(e2e, "no e2e rows")
     d = defaults(auto(e2e[e2e["method"].isin(methods)]))
     d = d.assign(buffer_bytes=d["fusion"].map(fusion_bytes))
@@ -233,48 +405,57 @@ def acpsgd_buffer_sweep(e2e: pd.DataFrame, methods=pub.ACPSGD_METHODS) -> pd.Dat
     d = d[finite.groupby([d[k] for k in keys]).transform("nunique") >= 2]
     if d.empty:
         raise MissingData("needs e2e rows of one setup with two or more fusion byte thresholds")
+    d, keys = by_run(d, keys, need=1)  # a sweep compares a method across thresholds
     d = prefer_pipelining_on(d, keys + ["method"])
-    t = d.pivot_table(index=keys + ["buffer_bytes", "fusion"], columns="method", values="iter_s", aggfunc="min")
-    t = _ms(t[[m for m in methods if m in t.columns]])
-    t.columns = [f"{m} ms" for m in t.columns]
-    t = _flat(t).sort_values(keys + ["buffer_bytes"]).reset_index(drop=True)
+    d = d[d["buffer_bytes"].where((d["buffer_bytes"] > 0) & (d["buffer_bytes"] < math.inf))
+          .groupby([d[k] for k in keys]).transform("nunique") >= 2]
+    if d.empty:
+        raise MissingData("needs e2e rows of one setup and run with two or more fusion byte thresholds")
+    b = best(d, keys + ["buffer_bytes", "fusion", "method"])
+    t = _flat(_wide(b, keys + ["buffer_bytes", "fusion"], methods))
+    t = t.sort_values(keys + ["buffer_bytes"]).reset_index(drop=True)
     t["buffer_MiB"] = t.pop("buffer_bytes") / 2**20
     return t
 
 
 def acpsgd_rank_sweep(e2e: pd.DataFrame) -> pd.DataFrame:
-    """Power-SGD vs ACP-SGD iteration time per rank (best fusion, pipelining on)."""
+    """Power-SGD vs ACP-SGD iteration time per rank (best fusion, pipelining on), S-SGD's
+    best configuration of the same setup as the reference."""
     _require(e2e, "no e2e rows")
     d = auto(e2e[e2e["method"].isin(LOW_RANK)])
     if d.empty or d.groupby(["model", "method"])["rank"].nunique().max() < 2:
         raise MissingData("needs e2e rows of powersgd/acpsgd at two or more ranks")
     keys = setup_keys(d)
     d = d[d.groupby(keys)["rank"].transform("nunique") >= 2]
-    d = prefer_pipelining_on(d, keys + ["method", "rank"])
-    b = best(d, keys + ["method", "rank"])
-    t = b.pivot_table(index=keys + ["rank"], columns="method", values="iter_s")
-    t = _ms(t[[m for m in LOW_RANK if m in t.columns]])
-    t.columns = [f"{m} ms" for m in t.columns]
-    if {"powersgd ms", "acpsgd ms"} <= set(t.columns):
-        t["acpsgd speedup vs powersgd"] = t["powersgd ms"] / t["acpsgd ms"]
-    ss = best(defaults(auto(e2e[e2e["method"] == "ssgd"])), keys)
-    t = _flat(t)
+    d, rkeys = by_run(d, keys, need={"powersgd", "acpsgd"})
+    d = prefer_pipelining_on(d, rkeys + ["method", "rank"])
+    b = best(d, rkeys + ["method", "rank"])
+    t = _compare(_flat(_wide(b, rkeys + ["rank"], LOW_RANK)), "acpsgd", "powersgd", "acpsgd speedup vs powersgd")
+    ss = defaults(auto(e2e[e2e["method"] == "ssgd"]))
+    if "run" in rkeys and "run" in ss.columns:
+        # S-SGD from the run(s) of each row's comparison.
+        ss = pd.concat([ss[ss["run"].isin(r.split(" + "))].assign(run=r) for r in t["run"].unique()])
+    ss = best(ss, rkeys) if len(ss) else ss
     if len(ss):
-        t = t.merge(ss[keys + ["iter_s"]].rename(columns={"iter_s": "ssgd ms"}), on=keys, how="left")
-        t["ssgd ms"] = _ms(t["ssgd ms"])
+        ss = ss.assign(**{"ssgd ms": _ms(ss["iter_s"]), "ssgd ms ±": _ms(ci_s(ss)),
+                          "ssgd config": [config_label(r) for _, r in ss.iterrows()]})
+        t = t.merge(ss[rkeys + ["ssgd ms", "ssgd ms ±", "ssgd config"]], on=rkeys, how="left")
     return t
 
 
 def _per_setup_method(e2e: pd.DataFrame, methods, index: list) -> pd.DataFrame:
     d = defaults(auto(e2e[e2e["method"].isin(methods)]))
+    d, index = by_run(d, index)
     b = best(d, index + ["method"])
-    t = b.pivot_table(index=index, columns="method", values="iter_s")
-    t = _ms(t[[m for m in methods if m in t.columns]])
-    t.columns = [f"{m} ms" for m in t.columns]
+    t = _wide(b, index, methods)
     for base in ("ssgd", "powersgd"):
-        if f"{base} ms" in t.columns and "acpsgd ms" in t.columns:
-            t[f"acpsgd speedup vs {base}"] = t[f"{base} ms"] / t["acpsgd ms"]
-    return _flat(t)
+        _compare(t, "acpsgd", base, f"acpsgd speedup vs {base}")
+    t = _flat(t)
+    ss = b[b["method"] == "ssgd"]
+    if len(ss):
+        t = t.merge(ss[index].assign(**{"ssgd config": [config_label(r) for _, r in ss.iterrows()]}),
+                    on=index, how="left")
+    return t
 
 
 def acpsgd_scaling(e2e: pd.DataFrame, methods=pub.ACPSGD_METHODS) -> pd.DataFrame:
@@ -337,92 +518,171 @@ def dgc_ratio(e2e: pd.DataFrame) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- OMGS-SGD
 
+def _cols(b: pd.DataFrame, keys: list, name: str, config: bool = False) -> pd.DataFrame:
+    """BEST rows as `{name} ms`, `{name} ms ±` (and `{name} config`) on KEYS."""
+    out = b[keys].copy()
+    out[f"{name} ms"] = _ms(b["iter_s"]).values
+    out[f"{name} ms ±"] = _ms(ci_s(b)).values
+    if config:
+        out[f"{name} config"] = [config_label(r) for _, r in b.iterrows()]
+    return out
+
+
+def _vs(t: pd.DataFrame, a: str, base: str) -> list:
+    return [significance(x, cx, y, cy) for x, cx, y, cy in
+            zip(t[f"{a} ms"], t[f"{a} ms ±"], t[f"{base} ms"], t[f"{base} ms ±"])]
+
+
 def omgs(e2e: pd.DataFrame) -> pd.DataFrame:
-    """Layer-wise Top-k (fusion none) vs OMGS vs S-SGD with MG-WFBP; improvement of OMGS."""
+    """Layer-wise Top-k (fusion none) vs OMGS vs S-SGD with MG-WFBP (the paper's
+    baseline) and S-SGD's best configuration of the same run; OMGS's improvement and
+    speedups, each with its significance."""
     _require(e2e, "no e2e rows")
     d = auto(e2e)
     if not (d["method"] == "omgs").any() or not ((d["method"] == "topk") & (d["fusion"] == "none")).any():
         raise MissingData("needs e2e rows of omgs and of topk with fusion none")
+    methods = ("ssgd", "topk", "omgs")
+    d = d[d["method"].isin(methods)]
     keys = setup_keys(d)
+    d, keys = by_run(d, keys, need={"topk", "omgs"})
 
     def pick(sel, grp):
-        sel = prefer_pipelining_on(sel, grp)
-        return _ms(sel.groupby(grp)["iter_s"].min())
+        return best(prefer_pipelining_on(sel, grp), grp)
 
-    topk = pick(d[(d["method"] == "topk") & (d["fusion"] == "none")], keys + ["density"])
-    om = pick(d[d["method"] == "omgs"], keys + ["density"])
-    t = pd.concat([topk.rename("topk (layer-wise) ms"), om.rename("omgs ms")], axis=1).dropna().reset_index()
+    topk = _cols(pick(d[(d["method"] == "topk") & (d["fusion"] == "none")], keys + ["density"]),
+                 keys + ["density"], "topk (layer-wise)")
+    om = _cols(pick(d[d["method"] == "omgs"], keys + ["density"]), keys + ["density"], "omgs")
+    t = topk.merge(om, on=keys + ["density"])
     if t.empty:
         raise MissingData("needs omgs and layer-wise topk rows of the same setup and density")
-    ss = d[(d["method"] == "ssgd") & (d["fusion"] == "mgwfbp")]
+    ss = d[d["method"] == "ssgd"]
+    mg = ss[ss["fusion"] == "mgwfbp"]
+    if len(mg):
+        t = t.merge(_cols(pick(mg, keys), keys, "ssgd (mgwfbp)", config=True), on=keys, how="left")
     if len(ss):
-        t = t.merge(pick(ss, keys).rename("ssgd (mgwfbp) ms").reset_index(), on=keys, how="left")
-        t = t[keys + ["density", "ssgd (mgwfbp) ms", "topk (layer-wise) ms", "omgs ms"]]
+        t = t.merge(_cols(best(ss, keys), keys, "ssgd best", config=True), on=keys, how="left")
     t["omgs improvement vs topk %"] = 100 * (t["topk (layer-wise) ms"] - t["omgs ms"]) / t["topk (layer-wise) ms"]
-    if "ssgd (mgwfbp) ms" in t.columns:
-        t["omgs speedup vs ssgd"] = t["ssgd (mgwfbp) ms"] / t["omgs ms"]
+    t["omgs vs topk"] = _vs(t, "omgs", "topk (layer-wise)")
+    for base in ("ssgd (mgwfbp)", "ssgd best"):
+        if f"{base} ms" in t.columns:
+            t[f"omgs speedup vs {base}"] = t[f"{base} ms"] / t["omgs ms"]
+            t[f"omgs vs {base}"] = _vs(t, "omgs", base)
     t["improvement vs topk % (published, up to)"] = pub.OMGS_IMPROVEMENT_PCT
-    return t.reset_index(drop=True)
+    first = keys + ["density"] + [c for c in t.columns if c.startswith("ssgd")]
+    return t[first + [c for c in t.columns if c not in first]].reset_index(drop=True)
 
 
 # ---------------------------------------------------------------- Marsit
 
+MARSIT_NOTE_RING = ("S-SGD appears over the MPI library's all-reduce (`collective` allreduce) and over gradcomp's "
+                    "own ring all-reduce (`ring`, the ring Marsit's 1-bit exchange runs on); Marsit's time reduction "
+                    "against the ring row compares like with like.")
+MARSIT_NOTE_NO_RING = ("No S-SGD row over gradcomp's ring all-reduce (e2e method ssgd with collective ring) in these "
+                       "results: Marsit's time reduction is only against S-SGD over the MPI library's all-reduce, a "
+                       "different implementation from the ring Marsit runs on, so it is not like "
+                       "with like.")
+
+
 def marsit(e2e: pd.DataFrame) -> pd.DataFrame:
-    """Marsit (1-bit ring) vs S-SGD vs Sign-SGD (all-gather): time and wire bytes."""
+    """Marsit (1-bit ring) vs S-SGD (over the MPI library's all-reduce and over gradcomp's
+    ring, where measured) vs Sign-SGD (all-gather): time, wire bytes, time reduction
+    against each S-SGD row. `attrs["notes"]` says which S-SGD the reduction is against."""
     _require(e2e, "no e2e rows")
     methods = ["ssgd", "signsgd", "marsit"]
-    d = defaults(auto(e2e[e2e["method"].isin(methods)]))
+    e = e2e[e2e["method"].isin(methods)]
+    ring_ssgd = (e["method"] == "ssgd") & (e["collective"] == "ring")
+    d = defaults(e[(e["collective"] == e["aggregation"]) | ring_ssgd])
     if not {"marsit", "ssgd"} <= set(d["method"]):
         raise MissingData("needs e2e rows of marsit and ssgd")
     keys = setup_keys(d)
-    b = best(d, keys + ["method"])
+    d, keys = by_run(d, keys, need={"ssgd", "marsit"})
+    b = best(d, keys + ["method", "collective"])
+    b["_ci"] = ci_s(b)
+    order = {("ssgd", "allreduce"): 0, ("ssgd", "ring"): 1, ("signsgd", "allgather"): 2, ("marsit", "ring"): 3}
+    b["_o"] = [order.get((m, c), 9) for m, c in zip(b["method"], b["collective"])]
     rows = []
     for k, g in b.groupby(keys, sort=False):
-        g = g.set_index("method")
-        for m in methods:
-            if m not in g.index:
-                continue
-            r = g.loc[m]
+        g = g.sort_values("_o")
+        refs = {c: g[(g["method"] == "ssgd") & (g["collective"] == c)] for c in ("ring", "allreduce")}
+        for _, r in g.iterrows():
             out = dict(zip(keys, k if isinstance(k, tuple) else (k,)))
-            out.update({"method": m, "collective": r["collective"], "config": r["config"],
-                        "iter_ms": _ms(r["iter_s"]), "comm_ms": _ms(r["comm_s"]),
+            if "_run" in r:
+                out["run"] = r["_run"]
+                if r["_run"] != r["run"]:
+                    out["runs compared"] = r["run"]
+            out.update({"method": r["method"], "collective": r["collective"], "config": r["config"],
+                        "iter_ms": _ms(r["iter_s"]), "iter_ms ±": _ms(r["_ci"]), "comm_ms": _ms(r["comm_s"]),
                         "wire MiB": r["wire_bytes"] / 2**20, "ratio": r["dense_bytes"] / r["wire_bytes"]})
-            if "ssgd" in g.index:
-                out["time reduction vs ssgd %"] = 100 * (1 - r["iter_s"] / g.loc["ssgd", "iter_s"])
-            out["reduction % (published, up to)"] = pub.MARSIT_REDUCTION_PCT if m == "marsit" else None
+            for c in ("ring", "allreduce"):
+                ref = refs[c]
+                same = r["method"] == "ssgd" and r["collective"] == c
+                x = ref.iloc[0] if len(ref) and not same else None
+                out[f"time reduction vs ssgd {c} %"] = 100 * (1 - r["iter_s"] / x["iter_s"]) if x is not None else None
+                out[f"vs ssgd {c}"] = significance(r["iter_s"], r["_ci"], x["iter_s"], x["_ci"]) \
+                    if x is not None else ""
+            out["reduction % (published, up to)"] = pub.MARSIT_REDUCTION_PCT if r["method"] == "marsit" else None
             rows.append(out)
-    return pd.DataFrame(rows)
+    t = pd.DataFrame(rows)
+    has_ring = t["time reduction vs ssgd ring %"].notna().any()
+    if not has_ring:
+        t = t.drop(columns=["time reduction vs ssgd ring %", "vs ssgd ring"])
+    t.attrs["notes"] = [MARSIT_NOTE_RING if has_ring else MARSIT_NOTE_NO_RING]
+    return t
 
 
 # ---------------------------------------------------------------- Sketch-Fusion
 
+SKETCH_FUSION_WHAT = {
+    "sketch-fusion": "one Count Sketch per LayerFusion group (the method the Sketch-Fusion paper describes); "
+                     "none = a sketch per tensor",
+    "sketch": "a Count Sketch per tensor, tensors packed into LayerFusion buckets (LayerFusion as plain "
+              "bucketing; not the paper's Sketch-Fusion)",
+}
+SKETCH_FUSION_NOTE = ("`sketch-fusion` sketches each LayerFusion group as one merged tensor: the paper's "
+                      "Sketch-Fusion (its up to 18.6%). `sketch` with fusion layerfusion keeps a sketch per tensor "
+                      "and only sends them in the same buckets; other methods likewise compress per tensor inside "
+                      "the LayerFusion buckets (the paper's claim that LayerFusion helps other methods). "
+                      "docs/methods.md, \"Merged compression\" and \"layerfusion\".")
+
+
 def sketch_fusion(e2e: pd.DataFrame) -> pd.DataFrame:
     """Each compressor with fusion none vs LayerFusion (pipelining on where present);
-    Sketch-Fusion (merged sketches) against per-tensor sketch without fusion."""
+    Sketch-Fusion (one sketch per fused group) against per-tensor sketch without fusion.
+    `what` says what each row is."""
     _require(e2e, "no e2e rows")
     d = defaults(auto(e2e))
     if not (d["fusion"] == "layerfusion").any():
         raise MissingData("needs e2e rows with fusion layerfusion (or method sketch-fusion)")
     keys = setup_keys(d)
+    d, keys = by_run(d, keys, need=1)  # none vs LayerFusion of a method
     d = prefer_pipelining_on(d, keys + ["method", "fusion"])
+    d = d.assign(_ci=ci_s(d))
     rows = []
     for k, g in d.groupby(keys, sort=False):
         kk = dict(zip(keys, k if isinstance(k, tuple) else (k,)))
-        tmin = g.groupby(["method", "fusion"])["iter_s"].min()
+        b = best(g, ["method", "fusion"]).set_index(["method", "fusion"])
         for m in [m for m in g["method"].unique() if m not in ("omgs",)]:
             none_m = "sketch" if m == "sketch-fusion" else m
-            t0 = tmin.get((none_m, "none"))
-            t1 = tmin.get((m, "layerfusion"))
-            if t0 is None and t1 is None:
+            r0 = b.loc[(none_m, "none")] if (none_m, "none") in b.index else None
+            r1 = b.loc[(m, "layerfusion")] if (m, "layerfusion") in b.index else None
+            if r0 is None and r1 is None:
                 continue
-            rows.append({**kk, "method": m, "none ms": _ms(t0) if t0 is not None else None,
+            both = r0 is not None and r1 is not None
+            t0, t1 = (r0["iter_s"] if r0 is not None else None), (r1["iter_s"] if r1 is not None else None)
+            rows.append({**kk, "method": m,
+                         "what": SKETCH_FUSION_WHAT.get(m, f"{m} per tensor, in LayerFusion buckets"),
+                         "none ms": _ms(t0) if t0 is not None else None,
+                         "none ms ±": _ms(r0["_ci"]) if r0 is not None else None,
                          "layerfusion ms": _ms(t1) if t1 is not None else None,
-                         "speedup": t0 / t1 if t0 is not None and t1 is not None else None,
-                         "faster %": 100 * (1 - t1 / t0) if t0 is not None and t1 is not None else None,
+                         "layerfusion ms ±": _ms(r1["_ci"]) if r1 is not None else None,
+                         "speedup": t0 / t1 if both else None,
+                         "faster %": 100 * (1 - t1 / t0) if both else None,
+                         "layerfusion vs none": significance(t1, r1["_ci"], t0, r0["_ci"]) if both else "",
                          "faster % (published, up to)": pub.SKETCH_FASTER_PCT if m == "sketch-fusion" else None})
     t = pd.DataFrame(rows)
     if t.empty or t["layerfusion ms"].isna().all():
         raise MissingData("needs e2e rows with fusion layerfusion (or method sketch-fusion)")
+    t.attrs["notes"] = [SKETCH_FUSION_NOTE]
     return t
 
 
@@ -436,19 +696,28 @@ def sketch_scaling(e2e: pd.DataFrame) -> pd.DataFrame:
     sk = d[(d["method"] == "sketch") & (d["fusion"] == "none")].assign(method="sketch-fusion")
     d = pd.concat([d, sk], ignore_index=True)
     keys = [k for k in setup_keys(d) if k != "world_size"]
+    d, wkeys = by_run(d, keys + ["world_size"], need=1)
+    keys = [k for k in wkeys if k != "world_size"]
     d = prefer_pipelining_on(d, keys + ["world_size", "method", "fusion"])
-    g = d.groupby(keys + ["method", "fusion", "world_size"])["iter_s"].min().reset_index()
+    g = best(d, keys + ["method", "fusion", "world_size"])
     g["samples_per_s"] = g["world_size"] * g["batch"] / g["iter_s"]
+    g["_ci"] = ci_s(g)
     ok = g.groupby(keys + ["method", "world_size"])["fusion"].transform("nunique") == 2
     g = g[ok]
-    g = g[g.groupby(keys + ["method"])["world_size"].transform("nunique") >= 2]
+    g = g[g.groupby([k for k in keys if k != "run"] + ["method"])["world_size"].transform("nunique") >= 2]
     if g.empty:
         raise MissingData("needs e2e rows with fusion none and layerfusion at two or more world sizes")
-    t = g.pivot_table(index=keys + ["method", "world_size"], columns="fusion", values="samples_per_s", sort=False)
+    idx = keys + ["method", "world_size"]
+    t = g.pivot_table(index=idx, columns="fusion", values="samples_per_s", sort=False)
     t = t[["none", "layerfusion"]]
     t.columns = ["none samples/s", "layerfusion samples/s"]
     t = _flat(t)
     t["layerfusion gain"] = t["layerfusion samples/s"] / t["none samples/s"]
+    it = g.set_index(idx + ["fusion"])
+    t["layerfusion vs none"] = [
+        significance(it.loc[k + ("layerfusion",), "iter_s"], it.loc[k + ("layerfusion",), "_ci"],
+                     it.loc[k + ("none",), "iter_s"], it.loc[k + ("none",), "_ci"])
+        for k in t[idx].itertuples(index=False, name=None)]
     return t
 
 
@@ -477,7 +746,14 @@ def micro_comm_tables(df: pd.DataFrame) -> dict:
     for n, g in plain.groupby("world_size"):
         lat = g.pivot_table(index="bytes", columns="collective", values="median_s") * 1e6
         bw = g.pivot_table(index="bytes", columns="collective", values="busbw_gbps")
-        t = lat.add_suffix(" median_us").join(bw.add_suffix(" busbw_GB/s"))
+        cols = {}
+        ci = g.pivot_table(index="bytes", columns="collective", values="ci95_s").reindex(
+            index=lat.index, columns=lat.columns) * 1e6 if "ci95_s" in g.columns else None
+        for c in lat.columns:
+            cols[f"{c} median_us"] = lat[c]
+            if ci is not None:
+                cols[f"{c} median_us ±"] = ci[c]  # 95% half-width of the mean, beside the median
+        t = pd.DataFrame(cols, index=lat.index).join(bw.add_suffix(" busbw_GB/s"))
         t.index = [human_bytes(b) for b in t.index]
         t.index.name = "size"
         out[f"micro_comm_np{n}"] = t.reset_index()
@@ -511,7 +787,7 @@ def acpsgd_vs_powersgd(df: pd.DataFrame) -> pd.DataFrame:
     the exchange in micro), wire bytes and exchange rounds, each also as acpsgd / powersgd.
     Only shapes Power-SGD compresses (ratio > 1); empty when either method is missing."""
     keys = ([c for c in ["model"] if c in df.columns]) + ["rows", "cols", "rank", "world_size"]
-    cols = keys + ["total_s", "wire_bytes", "rounds", "ratio"]
+    cols = keys + ["total_s", "wire_bytes", "rounds", "ratio"] + [c for c in ["total_ci95_s"] if c in df.columns]
     p = df.loc[df.method == "powersgd", cols]
     a = df.loc[df.method == "acpsgd", cols]
     # Model rows have no rows/cols: merge on the model name (filled) instead.
@@ -521,7 +797,13 @@ def acpsgd_vs_powersgd(df: pd.DataFrame) -> pd.DataFrame:
     t[["rows", "cols"]] = t[["rows", "cols"]].astype("Int64")  # empty on model rows
     t["powersgd_step_ms"] = _ms(m.total_s_p)
     t["acpsgd_step_ms"] = _ms(m.total_s_a)
+    ci_p = _ms(m.total_ci95_s_p) if "total_ci95_s_p" in m.columns else pd.Series(math.nan, index=m.index)
+    ci_a = _ms(m.total_ci95_s_a) if "total_ci95_s_a" in m.columns else pd.Series(math.nan, index=m.index)
+    t["powersgd_step_ms ±"] = ci_p.values
+    t["acpsgd_step_ms ±"] = ci_a.values
     t["time_ratio"] = m.total_s_a / m.total_s_p
+    t["acpsgd vs powersgd"] = [significance(a, ca, p, cp) for a, ca, p, cp in
+                               zip(t["acpsgd_step_ms"], ci_a, t["powersgd_step_ms"], ci_p)]
     t["powersgd_wire_bytes"] = m.wire_bytes_p
     t["acpsgd_wire_bytes"] = m.wire_bytes_a
     t["wire_ratio"] = m.wire_bytes_a / m.wire_bytes_p
@@ -537,13 +819,25 @@ def micro_phases(df: pd.DataFrame) -> pd.DataFrame:
             "wire_bytes", "ratio", "check"]].copy()
     for c in ["compress_s", "comm_s", "decompress_s", "total_s"]:
         t[c.replace("_s", "_ms")] = _ms(t.pop(c))
+    if "total_ci95_s" in df.columns:
+        t["total_ms ±"] = _ms(df["total_ci95_s"]).values
     return t.reset_index(drop=True)
 
 
 def e2e_overview(g: pd.DataFrame) -> pd.DataFrame:
-    """One model and world size: iteration ms per method x fusion/pipelining (own
-    collective), and speedup over ssgd with the same fusion and pipelining."""
+    """One model and world size: iteration ms (with its 95% interval) per method x
+    fusion/pipelining (own collective), the speedup over ssgd with the same fusion and
+    pipelining, and each method's best configuration with its speedup over ssgd's best
+    (named in `attrs["notes"]`). Several runs: a block of rows per run (`run`)."""
     g = auto(g)
+    if "run" in g.columns and g["run"].nunique() > 1:
+        parts = [e2e_overview(x.drop(columns=["run"])).assign(run=r) for r, x in g.groupby("run", sort=True)]
+        notes = [n for x in parts for n in x.attrs.get("notes", [])]
+        t = pd.concat(parts, ignore_index=True)
+        t = t[["run"] + [c for c in t.columns if c != "run"]]
+        t.attrs["notes"] = [f"run {r}: {n}" for r, x in zip(sorted(g["run"].unique()), parts)
+                            for n in x.attrs.get("notes", [])] if notes else []
+        return t
     label = g["method"].astype(str)
     for col, name, fmt in [("rank", "r", "{:g}"), ("density", "rho", "{:g}"), ("batch", "b", "{:g}"),
                            ("device", "", "{}"), ("network", "", "{}")]:
@@ -552,14 +846,38 @@ def e2e_overview(g: pd.DataFrame) -> pd.DataFrame:
             if vary.any():
                 m = g["method"].isin(vary[vary].index)
                 label = label.where(~m, label + " " + name + g[col].map(lambda v: fmt.format(v)))
-    g = g.assign(label=label)
-    t = g.pivot_table(index="label", columns=["fusion", "pipelining"], values="iter_s", sort=False) * 1e3
-    t.columns = [f"{f}/{p} ms" for f, p in t.columns]
-    if "ssgd" in t.index:
-        for c in list(t.columns):
-            t[c.replace(" ms", " speedup")] = t.loc["ssgd", c] / t[c]
+    g = g.assign(label=label, _ci=ci_s(g))
+    b = best(g, ["label", "fusion", "pipelining"])
+    ms = b.pivot_table(index="label", columns=["fusion", "pipelining"], values="iter_s", sort=False) * 1e3
+    ci = (b.pivot_table(index="label", columns=["fusion", "pipelining"], values="_ci", sort=False) * 1e3).reindex(
+        index=ms.index, columns=ms.columns)
+    cols = {}
+    for f, p in ms.columns:
+        c = f"{f}/{p}"
+        cols[f"{c} ms"] = ms[(f, p)]
+        cols[f"{c} ms ±"] = ci[(f, p)]
+        if "ssgd" in ms.index:
+            x, cx = ms.loc["ssgd", (f, p)], ci.loc["ssgd", (f, p)]
+            cols[f"{c} speedup"] = x / ms[(f, p)]
+            cols[f"{c} vs ssgd"] = ["" if lab == "ssgd" else significance(v, cv, x, cx)
+                                    for lab, v, cv in zip(ms.index, ms[(f, p)], ci[(f, p)])]
+    t = pd.DataFrame(cols, index=ms.index)
+    bb = best(g, ["label"]).set_index("label").reindex(ms.index)
+    t["best config"] = bb["config"]
+    t["best ms"] = _ms(bb["iter_s"])
+    t["best ms ±"] = _ms(bb["_ci"])
+    if "ssgd" in bb.index:
+        x = bb.loc["ssgd"]
+        t["speedup vs ssgd best"] = x["iter_s"] / bb["iter_s"]
+        t["vs ssgd best"] = ["" if lab == "ssgd" else significance(r["iter_s"], r["_ci"], x["iter_s"], x["_ci"])
+                             for lab, r in bb.iterrows()]
+        t.attrs["notes"] = [f"`speedup` = over ssgd with the same fusion/pipelining; `speedup vs ssgd best` = "
+                            f"over ssgd's best configuration here, {config_label(x)}."]
     t.index.name = "method"
-    return t.reset_index()
+    notes = t.attrs.get("notes", [])
+    t = t.reset_index()
+    t.attrs["notes"] = notes
+    return t
 
 
 def e2e_phases(e2e: pd.DataFrame) -> pd.DataFrame:
@@ -568,12 +886,14 @@ def e2e_phases(e2e: pd.DataFrame) -> pd.DataFrame:
     _require(e2e, "no e2e rows")
     d = defaults(auto(e2e))
     keys = setup_keys(d)
+    d, keys = by_run(d, keys, need=1)
     b = best(d, keys + ["method"])
     t = b[keys + ["method", "config"]].copy()
     for c in ["compress_s", "pack_s", "comm_s", "decompress_s", "exposed_s", "iter_s"]:
         if c in b.columns:
             t[c.replace("_s", "_ms")] = _ms(b[c])
-    return t
+    t["iter_ms ±"] = _ms(ci_s(b))
+    return own_run(t, b)
 
 
 def sim_accuracy(sv: pd.DataFrame) -> pd.DataFrame:

@@ -109,6 +109,9 @@ def test_report_has_every_table_and_plot(results):
     want = raw[(raw.collective == "allreduce") & (raw.bytes == 4)].median_s.iloc[0] * 1e6
     got = t.loc[t["size"] == "4B", "allreduce median_us"].iloc[0]
     assert got == pytest.approx(want)
+    # Its 95% interval beside it (issue 20 item 1).
+    ci = raw[(raw.collective == "allreduce") & (raw.bytes == 4)].ci95_s.iloc[0] * 1e6
+    assert t.loc[t["size"] == "4B", "allreduce median_us ±"].iloc[0] == pytest.approx(ci)
     # A single run has no scaling / network rows: the report names the config instead.
     m = json.load(open(os.path.join(d, "manifest.json")))
     assert set(m["missing"]) == {"acpsgd_scaling", "acpsgd_network", "sketch_scaling"}
@@ -130,6 +133,8 @@ def test_acpsgd_vs_powersgd_is_the_csv(results):
         p, a = row("powersgd"), row("acpsgd")
         assert t.acpsgd_step_ms.iloc[0] == pytest.approx(a.total_s * 1e3)
         assert t.time_ratio.iloc[0] == pytest.approx(a.total_s / p.total_s)
+        assert t["acpsgd_step_ms ±"].iloc[0] == pytest.approx(a.total_ci95_s * 1e3)
+        assert t["acpsgd vs powersgd"].iloc[0] in ("faster", "slower", "≈ not significant")
         # One factor per step (P: 64 x r, Q: 48 x r, alternating; mean over the timed steps)
         # against both: about half.
         assert t.wire_ratio.iloc[0] == pytest.approx(a.wire_bytes / p.wire_bytes)
@@ -167,6 +172,14 @@ def test_sweep_numbers_come_from_the_csv(sweep, tmp_path):
     best = lambda m: own[(own.method == m) & ((own["rank"] == 4) | ~own.method.isin(["powersgd", "acpsgd"]))].iter_s.min()  # noqa: E731
     assert r.iter_ms == pytest.approx(best("acpsgd") * 1e3)
     assert r["speedup vs ssgd"] == pytest.approx(best("ssgd") / best("acpsgd"))
+    # Marsit against S-SGD over the same ring (like with like) and over MPI's all-reduce.
+    ms = pd.read_csv(out / "marsit.csv")
+    ms = ms[(ms.network == "eth") & (ms.world_size == 2)].set_index(["method", "collective"])
+    ring = raw[(raw.method == "ssgd") & (raw.collective == "ring")].iter_s.min()
+    mars = own[own.method == "marsit"].iter_s.min()
+    assert ms.loc[("ssgd", "ring"), "iter_ms"] == pytest.approx(ring * 1e3)
+    assert ms.loc[("marsit", "ring"), "time reduction vs ssgd ring %"] == pytest.approx(100 * (1 - mars / ring))
+    assert ("ssgd", "allreduce") in ms.index
     dgc = pd.read_csv(out / "dgc_ratio.csv")
     g = raw[raw.method == "dgc"].iloc[0]
     r = dgc[dgc.model == "resnet20"].iloc[0]

@@ -14,8 +14,9 @@ AGG = {"ssgd": "allreduce", "powersgd": "allreduce", "acpsgd": "allreduce", "ske
 
 
 def row(method, iter_s, fusion="none", pipelining="on", collective=None, model="m", world_size=2, batch=10,
-        rank=4, density=0.001, dense=4000, wire=None, network=""):
-    return dict(model=model, method=method, fusion=fusion, pipelining=pipelining,
+        rank=4, density=0.001, dense=4000, wire=None, network="", ci=None, run=None):
+    extra = {} if run is None else {"run": run}
+    return dict(**extra, iters=10, iter_ci95_s=iter_s * 0.001 if ci is None else ci, model=model, method=method, fusion=fusion, pipelining=pipelining,
                 collective=collective or AGG[method], aggregation=AGG[method], world_size=world_size, batch=batch,
                 device="v100", density=density, rank=rank, compress_s=0.001, comm_s=iter_s / 2, decompress_s=0.001,
                 pack_s=0.0, exposed_s=iter_s / 4, iter_s=iter_s, dense_bytes=dense,
@@ -48,8 +49,13 @@ def test_acpsgd_main_best_config_and_speedups():
     s = T.acpsgd_speedup_summary(T.acpsgd_main(e)).set_index("comparison")
     assert s.loc["acpsgd over ssgd", "mean speedup"] == pytest.approx(4.0)
     assert s.loc["acpsgd over ssgd", "mean speedup (published)"] == 4.06
+    assert s.loc["acpsgd over ssgd", "over"] == "ssgd's best configuration per setup: 25MiB/on/allreduce"
     w = T.acpsgd_main_wide(T.acpsgd_main(e))
-    assert list(w.columns) == ["model", "world_size", "batch", "device", "ssgd ms", "topk ms", "powersgd ms", "acpsgd ms"]
+    assert list(w.columns) == ["model", "world_size", "batch", "device", "ssgd ms", "ssgd ms ±", "topk ms", "topk ms ±",
+                               "powersgd ms", "powersgd ms ±", "acpsgd ms", "acpsgd ms ±"]
+    assert w["acpsgd ms ±"].iloc[0] == pytest.approx(0.05)  # iter_ci95_s in ms
+    # Item 3: the S-SGD configuration the speedups are over (its best) is named.
+    assert t.loc["acpsgd", "ssgd config"] == "25MiB/on/allreduce"
 
 
 def test_acpsgd_main_prefers_paper_rank():
@@ -71,14 +77,19 @@ def test_acpsgd_ablation_steps():
            row("ssgd", 0.1, pipelining="on", fusion="mgwfbp"),  # planner: not a fusion step
            row("topk", 0.5, pipelining="off"), row("topk", 0.25, pipelining="on", fusion="single"))
     t = T.acpsgd_ablation(e).set_index("method")
+    assert t.loc["ssgd", "collective"] == "allreduce"
     assert t.loc["ssgd", "all-gather ms"] == pytest.approx(800)
     assert t.loc["ssgd", "all-reduce ms"] == pytest.approx(400)
     assert t.loc["ssgd", "+ pipelining ms"] == pytest.approx(300)
     assert t.loc["ssgd", "+ fusion ms"] == pytest.approx(250)
     assert t.loc["ssgd", "+ pipelining + fusion ms"] == pytest.approx(200)
     assert t.loc["ssgd", "speedup (first/last)"] == pytest.approx(4.0)
-    assert pd.isna(t.loc["topk", "all-gather ms"])  # an all-gather method
+    # topk's own collective is MPI_Allgather: its plain time is labelled all-gather, not all-reduce.
+    assert t.loc["topk", "collective"] == "allgather"
+    assert t.loc["topk", "all-gather ms"] == pytest.approx(500)
+    assert pd.isna(t.loc["topk", "all-reduce ms"])
     assert t.loc["topk", "speedup (first/last)"] == pytest.approx(2.0)
+    assert t.loc["topk", "last vs first"] == "faster"
     assert t.loc["topk", "+ pipelining + fusion plan"] == "single"
 
 
@@ -137,7 +148,7 @@ def test_omgs():
     assert r["topk (layer-wise) ms"] == pytest.approx(500)
     assert r["omgs ms"] == pytest.approx(400)  # pipelining on preferred
     assert r["omgs improvement vs topk %"] == pytest.approx(20.0)
-    assert r["omgs speedup vs ssgd"] == pytest.approx(2.0)
+    assert r["omgs speedup vs ssgd (mgwfbp)"] == pytest.approx(2.0)
     assert r["improvement vs topk % (published, up to)"] == 31.0
     with pytest.raises(T.MissingData, match="omgs"):
         T.omgs(df(row("topk", 0.5)))
@@ -146,7 +157,7 @@ def test_omgs():
 def test_marsit():
     e = df(row("ssgd", 0.4, wire=4000), row("signsgd", 0.3, wire=130), row("marsit", 0.3, wire=125))
     t = T.marsit(e).set_index("method")
-    assert t.loc["marsit", "time reduction vs ssgd %"] == pytest.approx(25.0)
+    assert t.loc["marsit", "time reduction vs ssgd allreduce %"] == pytest.approx(25.0)
     assert t.loc["marsit", "ratio"] == pytest.approx(32.0)
     assert t.loc["marsit", "collective"] == "ring"
     assert t.loc["marsit", "reduction % (published, up to)"] == 35.0
@@ -182,3 +193,134 @@ def test_schema_checks():
         check_schema(pd.DataFrame({"a": [1]}), "x/e2e.csv")
     with pytest.raises(ReportError, match="columns \\['method'"):
         check_schema(pd.DataFrame({"schema_version": [1], "model": ["m"]}), "x/e2e.csv")
+
+
+# ---------------------------------------------------------------- issue 20
+
+def test_significance_marks_a_difference_inside_the_noise():
+    """Item 1: a synthetic pair whose difference lies inside the 95% intervals is marked
+    `≈ not significant`; one far outside them is ranked."""
+    assert T.significance(0.0100, 0.0005, 0.0098, 0.0005) == T.NOT_SIGNIFICANT
+    assert T.significance(0.0050, 0.0005, 0.0100, 0.0005) == "faster"
+    assert T.significance(0.0200, 0.0005, 0.0100, 0.0005) == "slower"
+    assert T.significance(0.0200, float("nan"), 0.0100, 0.0005) == ""  # interval unknown: no claim
+    # Through the tables: ssgd 10 ms ± 0.5, acpsgd 9.8 ms ± 0.5 (inside), powersgd 5 ms ± 0.1 (outside).
+    e = df(row("ssgd", 0.010, ci=0.0005), row("acpsgd", 0.0098, ci=0.0005), row("powersgd", 0.005, ci=0.0001))
+    t = T.acpsgd_main(e).set_index("method")
+    assert t.loc["acpsgd", "iter_ms ±"] == pytest.approx(0.5)
+    assert t.loc["acpsgd", "vs ssgd"] == T.NOT_SIGNIFICANT
+    assert t.loc["powersgd", "vs ssgd"] == "faster"
+    assert t.loc["acpsgd", "vs powersgd"] == "slower"
+    assert t.loc["ssgd", "vs ssgd"] == ""
+    s = T.acpsgd_speedup_summary(T.acpsgd_main(e)).set_index("comparison")
+    assert s.loc["acpsgd over ssgd", "not significant"] == 1
+    # One timed iteration: the CSV's ci95 is 0, which is no interval at all.
+    one = df(dict(row("ssgd", 0.010), iters=1, iter_ci95_s=0.0), dict(row("acpsgd", 0.0098), iters=1, iter_ci95_s=0.0))
+    assert T.acpsgd_main(one).set_index("method").loc["acpsgd", "vs ssgd"] == ""
+    # OMGS vs Top-k inside the noise, Marsit vs S-SGD, LayerFusion vs none.
+    o = T.omgs(df(row("topk", 0.0100, ci=0.001), row("omgs", 0.0095, fusion="omgs", ci=0.001))).iloc[0]
+    assert o["omgs vs topk"] == T.NOT_SIGNIFICANT
+    m = T.marsit(df(row("ssgd", 0.010, ci=0.0001), row("marsit", 0.005, ci=0.0001))).set_index("method")
+    assert m.loc["marsit", "vs ssgd allreduce"] == "faster"
+    sk = T.sketch_fusion(df(row("topk", 0.010, ci=0.001), row("topk", 0.0101, fusion="layerfusion", ci=0.001)))
+    assert sk.iloc[0]["layerfusion vs none"] == T.NOT_SIGNIFICANT
+    ov = T.e2e_overview(e).set_index("method")
+    assert ov.loc["acpsgd", "none/on ms ±"] == pytest.approx(0.5)
+    assert ov.loc["acpsgd", "none/on vs ssgd"] == T.NOT_SIGNIFICANT
+    assert ov.loc["powersgd", "vs ssgd best"] == "faster"
+
+
+def test_runs_combined_compare_within_one_run():
+    """Item 2: OMGS from one run is not paired with Top-k from another when a run has both;
+    where none has both, each row says which run it came from."""
+    e = df(row("topk", 0.5, run="a"), row("omgs", 0.4, fusion="omgs", run="a"), row("ssgd", 0.8, fusion="mgwfbp", run="a"),
+           row("omgs", 0.1, fusion="omgs", run="b"))  # faster, but b has no layer-wise topk
+    t = T.omgs(e)
+    assert list(t["run"]) == ["a"]
+    assert t.iloc[0]["omgs ms"] == pytest.approx(400)  # the old code took run b's 100 ms
+    # Two complete runs: two comparisons, one per run (between-run spread visible).
+    e2 = df(row("ssgd", 0.4, run="a"), row("acpsgd", 0.1, run="a"), row("ssgd", 0.2, run="b"), row("acpsgd", 0.15, run="b"))
+    m = T.acpsgd_main(e2)
+    sp = m[m.method == "acpsgd"].set_index("run")["speedup vs ssgd"]
+    assert sp["a"] == pytest.approx(4.0) and sp["b"] == pytest.approx(0.2 / 0.15)  # not 0.2 / 0.1
+    w = T.acpsgd_main_wide(m)
+    assert sorted(w["run"]) == ["a", "b"]
+    # No run holds both: combined, and every row says where it came from.
+    e3 = df(row("ssgd", 0.4, run="a"), row("acpsgd", 0.1, run="b"))
+    m = T.acpsgd_main(e3).set_index("method")
+    assert m.loc["ssgd", "run"] == "a" and m.loc["acpsgd", "run"] == "b"
+    assert m.loc["acpsgd", "runs compared"] == "a + b"
+    assert m.loc["acpsgd", "speedup vs ssgd"] == pytest.approx(4.0)
+    assert list(T.acpsgd_main_wide(T.acpsgd_main(e3))["run"]) == ["a + b"]
+    assert list(T.omgs(df(row("topk", 0.5, run="a"), row("omgs", 0.4, fusion="omgs", run="b")))["run"]) == ["a + b"]
+    # A run that holds a comparison is never mixed with another run's rows: b's powersgd
+    # stands alone (no speedup over a's ssgd), a's acpsgd has no powersgd to compare with.
+    e4 = df(row("ssgd", 0.4, run="a"), row("acpsgd", 0.1, run="a"), row("powersgd", 0.2, run="b"))
+    m = T.acpsgd_main(e4).set_index("method")
+    assert "runs compared" not in m.columns
+    assert pd.isna(m.loc["powersgd", "speedup vs ssgd"]) and pd.isna(m.loc["acpsgd", "speedup vs powersgd"])
+    assert sorted(T.acpsgd_main_wide(T.acpsgd_main(e4))["run"]) == ["a", "b"]
+    # A sweep in one run is not dropped because another run of the setup has more methods.
+    e5 = df(*[row(m, 0.1, fusion=f, run="sweep") for m in ("ssgd", "acpsgd") for f in ("none", "1MiB", "25MiB")],
+            *[row(m, 0.1, fusion="25MiB", run="main") for m in ("ssgd", "topk", "powersgd", "acpsgd")])
+    assert list(T.acpsgd_buffer_sweep(e5)["run"]) == ["sweep"] * 3
+    # One run: no run column (nothing to tell apart).
+    assert "run" not in T.acpsgd_main(df(row("ssgd", 0.4, run="a"), row("acpsgd", 0.1, run="a"))).columns
+
+
+def test_omgs_names_the_ssgd_baseline_and_shows_ssgd_best():
+    """Item 3: the S-SGD configuration behind a speedup is named, and the speedup over
+    S-SGD's best configuration of the same run is shown beside MG-WFBP's."""
+    e = df(row("topk", 0.5), row("omgs", 0.4, fusion="omgs"), row("ssgd", 0.8, fusion="mgwfbp"),
+           row("ssgd", 0.2, fusion="25MiB", pipelining="off"), row("ssgd", 0.6, fusion="none"))
+    r = T.omgs(e).iloc[0]
+    assert r["ssgd (mgwfbp) config"] == "mgwfbp/on/allreduce"
+    assert r["ssgd best config"] == "25MiB/off/allreduce"
+    assert r["omgs speedup vs ssgd (mgwfbp)"] == pytest.approx(2.0)
+    assert r["omgs speedup vs ssgd best"] == pytest.approx(0.5)
+    assert r["omgs vs ssgd best"] == "slower"
+    ov = T.e2e_overview(e)
+    assert "25MiB/off/allreduce" in ov.attrs["notes"][0]
+    assert ov.set_index("method").loc["topk", "speedup vs ssgd best"] == pytest.approx(0.4)
+
+
+def test_marsit_against_ssgd_over_the_same_ring():
+    """Item 4: S-SGD over gradcomp's ring beside S-SGD over MPI's all-reduce; Marsit's
+    reduction like with like against the ring one; a clear note when only MPI's exists."""
+    e = df(row("ssgd", 0.2, wire=4000), row("ssgd", 0.4, collective="ring", wire=4000), row("marsit", 0.3, wire=125),
+           row("signsgd", 0.35, wire=130))
+    t = T.marsit(e)
+    assert list(zip(t["method"], t["collective"])) == [("ssgd", "allreduce"), ("ssgd", "ring"), ("signsgd", "allgather"),
+                                                       ("marsit", "ring")]
+    m = t.set_index(["method", "collective"]).loc[("marsit", "ring")]
+    assert m["time reduction vs ssgd ring %"] == pytest.approx(25.0)
+    assert m["time reduction vs ssgd allreduce %"] == pytest.approx(-50.0)
+    assert "like with like" in t.attrs["notes"][0] and "No S-SGD" not in t.attrs["notes"][0]
+    only = T.marsit(df(row("ssgd", 0.2), row("marsit", 0.3)))
+    assert "time reduction vs ssgd ring %" not in only.columns
+    assert only.attrs["notes"][0].startswith("No S-SGD row over gradcomp's ring")
+
+
+def test_sketch_fusion_says_what_each_row_is():
+    """Item 4: one sketch per fused group (the paper's method) vs per-tensor sketches in
+    fused buckets."""
+    e = df(row("sketch", 0.5), row("sketch", 0.4, fusion="layerfusion"), row("sketch-fusion", 0.45, fusion="layerfusion"))
+    t = T.sketch_fusion(e).set_index("method")
+    assert "one Count Sketch per LayerFusion group" in t.loc["sketch-fusion", "what"]
+    assert "paper describes" in t.loc["sketch-fusion", "what"]
+    assert "per tensor" in t.loc["sketch", "what"] and "not the paper's" in t.loc["sketch", "what"]
+    assert t.loc["sketch-fusion", "none ms"] == pytest.approx(500)  # per-tensor sketch without fusion
+
+
+def test_repeated_case_is_its_median_with_the_spread_between_repeats():
+    """Item 1: a config that repeats a case gives its median repeat (not the luckiest one)
+    and an interval at least half the range between the repeats."""
+    rs = [dict(row("ssgd", t, ci=0.00006), case_id="c1", run="a") for t in (0.001615, 0.002714, 0.001650)]
+    e = df(*rs, dict(row("acpsgd", 0.0017, ci=0.00006), case_id="c2", run="a"))
+    c = T.collapse_repeats(e).set_index("method")
+    assert c.loc["ssgd", "iter_s"] == pytest.approx(0.001650)
+    assert c.loc["ssgd", "iter_ci95_s"] == pytest.approx((0.002714 - 0.001615) / 2)
+    assert c.loc["ssgd", "repeats"] == 3 and c.loc["acpsgd", "repeats"] == 1
+    t = T.acpsgd_main(T.collapse_repeats(e)).set_index("method")
+    assert t.loc["acpsgd", "vs ssgd"] == T.NOT_SIGNIFICANT  # 1.70 vs 1.65 ± 0.55 ms
+    assert T.collapse_repeats(df(row("ssgd", 0.1))).equals(df(row("ssgd", 0.1)))  # no case_id: unchanged

@@ -318,7 +318,7 @@ pub fn measure_collective(
     iters: u64,
     warmup: u64,
     check: bool,
-    inject_fault: Option<usize>,
+    inject_fault: Option<(usize, super::Fault)>,
 ) -> Result<CompressMeasurement> {
     let check = if check {
         Some(check_method(
@@ -327,7 +327,7 @@ pub fn measure_collective(
             shape,
             params,
             seed,
-            inject_fault == Some(world.rank),
+            inject_fault.filter(|f| f.0 == world.rank).map(|f| f.1),
         )?)
     } else {
         None
@@ -388,7 +388,10 @@ fn one_step(
         let t1 = world.time();
         comp.feedback(0, round)?;
         let t2 = world.time();
-        ex.run(world, wire, |agg, off, inc, own| {
+        let exact = comp
+            .wire_capacity(0, round)
+            .exact_gather_of(comp.name(), wire)?;
+        ex.run(world, wire, exact, |agg, off, inc, own| {
             comp.ring_merge(0, agg, off, inc, own).map_err(Error::from)
         })?;
         let t3 = world.time();
@@ -409,23 +412,46 @@ fn flat<'a>(a: &'a ArrayView2<f32>) -> Result<&'a [f32]> {
 }
 
 /// `--check` for micro: run step 0 on fresh state and compare the decompressed result
-/// with a dense reference computed outside any timed region. Agreed across ranks.
-/// `corrupt`: this rank damages one element of its result first (self-test of the check).
+/// with a dense reference computed outside any timed region, and with rank 0's result:
+/// every method gives every worker the same average (each decodes the same exchanged
+/// data), bit for bit, so a rank that disagrees fails the check even where the dense
+/// reference has a tolerance (a ring one step short, a rank decoding stale data).
+/// Agreed across ranks. `corrupt`: this rank damages its result first (self-test).
 fn check_method(
     world: &World,
     method: &str,
     shape: Shape,
     params: &MethodParams,
     seed: u64,
-    corrupt: bool,
+    corrupt: Option<super::Fault>,
 ) -> Result<std::result::Result<(), String>> {
-    let local = check_method_local(world, method, shape, params, seed, corrupt)?;
-    let failed = world.sum_u64(u64::from(local.is_err()));
-    Ok(match (failed, local) {
-        (0, _) => Ok(()),
-        (_, Err(m)) => Err(m),
-        (k, Ok(())) => Err(format!("{k} other rank(s) found a mismatch")),
-    })
+    let (local, out) = check_method_local(world, method, shape, params, seed, corrupt)?;
+    let mut root = out.clone();
+    world.broadcast_f32(&mut root);
+    let local = local.and_then(|()| match out.iter().zip(&root).position(|(a, b)| a.to_bits() != b.to_bits()) {
+        None => Ok(()),
+        Some(i) => Err(format!(
+            "rank {}'s result differs from rank 0's at element {i} ({} vs {}): the workers do not agree",
+            world.rank, out[i], root[i]
+        )),
+    });
+    // Every rank reports the first failing rank's reason.
+    let n = world.size as u64;
+    let first = world.max_u64(if local.is_err() {
+        n - world.rank as u64
+    } else {
+        0
+    });
+    if first == 0 {
+        return Ok(Ok(()));
+    }
+    let from = (n - first) as usize;
+    let msg = world.broadcast_string_from(from, local.err().as_deref().unwrap_or(""));
+    Ok(Err(if from == 0 {
+        msg
+    } else {
+        format!("rank {from}: {msg}")
+    }))
 }
 
 fn check_method_local(
@@ -434,8 +460,8 @@ fn check_method_local(
     shape: Shape,
     params: &MethodParams,
     seed: u64,
-    corrupt: bool,
-) -> Result<std::result::Result<(), String>> {
+    corrupt: Option<super::Fault>,
+) -> Result<(std::result::Result<(), String>, Vec<f32>)> {
     let n = world.size;
     let mut s = setup(world, method, shape, params, seed, n)?;
     let g = if method == "ssgd" {
@@ -457,14 +483,19 @@ fn check_method_local(
         0,
     )?;
     let mut out = flat(&s.out.view())?.to_vec();
-    if corrupt {
-        // Flip the sign of the largest-magnitude element: wrong for every method.
+    if let Some(fault) = corrupt {
         let i = out
             .iter()
             .enumerate()
             .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
             .map_or(0, |(i, _)| i);
-        out[i] = if out[i] == 0.0 { 1.0 } else { -out[i] * 2.0 };
+        out[i] = match fault {
+            // Flip the sign of the largest-magnitude element: wrong for every method.
+            super::Fault::Gross if out[i] == 0.0 => 1.0,
+            super::Fault::Gross => -out[i] * 2.0,
+            // One ulp away from zero: inside every reference tolerance.
+            super::Fault::Ulp => f32::from_bits(out[i].to_bits() + 1),
+        };
     }
     let mut avg = flat(&g.view())?.to_vec();
     world.sum_f32_in_place(&mut avg);
@@ -487,7 +518,7 @@ fn check_method_local(
             }
             Ok(())
         };
-    Ok(match method {
+    let verdict = match method {
         "ssgd" => compare(&out, &avg, 0.0, "dense all-reduce / n (exact)"),
         "powersgd" | "acpsgd" => {
             // Power-SGD: out = P P^T S (column space); ACP-SGD step 0: out = S Q Q^T (row space),
@@ -621,7 +652,8 @@ fn check_method_local(
                 "mean of every worker's own decoded message",
             )
         }
-    })
+    };
+    Ok((verdict, out))
 }
 
 /// `out` must be the orthogonal projection of the dense average `avg` onto the rank-r

@@ -77,7 +77,7 @@ pub fn measure(
         cost_comm: models.as_ref(),
     };
     let mut trace = (want_trace && world.is_root()).then(|| engine::trace::Trace::with_capacity(0));
-    let m = engine::run(world, &setup, c.iters, c.warmup, trace.as_mut())?;
+    let m = engine::run(world, &setup, c.timing, c.warmup, trace.as_mut())?;
     Ok((m, trace))
 }
 
@@ -172,6 +172,7 @@ pub fn row(
         ("compute", c.compute.name().to_string()),
         ("iters", c.iters.to_string()),
         ("warmup", c.warmup.to_string()),
+        ("iters_run", m.series.iter_s.len().to_string()),
     ];
     f.extend(params);
     f.extend([
@@ -193,6 +194,7 @@ pub fn row(
         ("dense_bytes", dense.to_string()),
         ("wire_bytes", m.wire_bytes.to_string()),
         ("planned_s", opt(m.planned_s)),
+        ("plan_source", m.plan_source.clone().unwrap_or_default()),
         ("sync_seq_s", opt(sync_seq)),
         ("overlap_eff", opt(overlap)),
         ("peak_rss_bytes", peak_rss.to_string()),

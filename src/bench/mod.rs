@@ -117,8 +117,18 @@ pub struct RunOptions<'a> {
     pub done: &'a std::collections::HashSet<String>,
     /// Abort the job when one case runs longer (s).
     pub case_timeout_s: Option<f64>,
-    /// Test hook: corrupt one element of this rank's result before `--check`.
-    pub inject_fault: Option<usize>,
+    /// Test hook: this rank damages its result before `--check`, and how.
+    pub inject_fault: Option<(usize, Fault)>,
+}
+
+/// How a test hook damages a rank's result before `--check`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Wrong for every method: the dense reference check must catch it.
+    Gross,
+    /// One element moved by one ulp: inside every reference tolerance, so only the
+    /// cross-rank agreement of `micro --check` catches it.
+    Ulp,
 }
 
 /// Put `case_id` right after `run_id` in a row.
@@ -150,7 +160,6 @@ pub fn run_all(
     // Exposed synchronisation of pipelining-off e2e cases, for the overlap of "on".
     let mut sync_seq: Vec<(crate::config::E2eCase, f64)> = Vec::new();
     let e2e_total = cases.iter().filter(|c| matches!(c, Case::E2e(_))).count();
-    let mut e2e_index = 0usize;
     let ids = config.case_ids(&cases, world.size);
     for (case, id) in cases.iter().zip(ids) {
         if o.done.contains(&id) {
@@ -179,7 +188,7 @@ pub fn run_all(
                     iters,
                     warmup,
                     check,
-                    o.inject_fault,
+                    o.inject_fault.filter(|f| f.1 == Fault::Gross).map(|f| f.0),
                 )?;
                 let mut row = micro_comm_row(world, run_id, collective, bytes, iters, warmup, m);
                 row.case_id = id.clone();
@@ -378,7 +387,7 @@ pub fn run_all(
                 }
                 if let (Some(tr), Some(path)) = (tr, trace) {
                     let path = if e2e_total > 1 {
-                        numbered(path, e2e_index)
+                        per_case_trace(path, c, &id)
                     } else {
                         path.to_path_buf()
                     };
@@ -387,7 +396,6 @@ pub fn run_all(
                         .map_err(|e| Error::Runtime(format!("trace JSON: {e}")))?;
                     crate::record::write_atomic(&path, &json)?;
                 }
-                e2e_index += 1;
             }
         }
         if let Some(w) = &watchdog {
@@ -460,8 +468,13 @@ fn micro_comm_row(
     row
 }
 
-/// `trace.json` -> `trace-3.json` for the fourth e2e case.
-fn numbered(path: &std::path::Path, i: usize) -> std::path::PathBuf {
+/// `trace.json` -> `trace-resnet20-topk-256KiB-pipe_on-allreduce-<case_id>.json`: one
+/// file per e2e case, named by what the case is and by its `case_id` in e2e.csv.
+fn per_case_trace(
+    path: &std::path::Path,
+    c: &crate::config::E2eCase,
+    case_id: &str,
+) -> std::path::PathBuf {
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -470,7 +483,26 @@ fn numbered(path: &std::path::Path, i: usize) -> std::path::PathBuf {
         .extension()
         .map(|e| format!(".{}", e.to_string_lossy()))
         .unwrap_or_default();
-    path.with_file_name(format!("{stem}-{i}{ext}"))
+    let safe = |s: &str| -> String {
+        s.chars()
+            .map(|ch| {
+                if ch.is_ascii_alphanumeric() || ch == '.' || ch == '-' {
+                    ch
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    };
+    path.with_file_name(format!(
+        "{stem}-{}-{}-{}-pipe_{}-{}-{case_id}{ext}",
+        safe(&c.model),
+        safe(&c.method),
+        safe(&c.fusion.to_string()),
+        if c.pipelining { "on" } else { "off" },
+        crate::compress::registry::aggregation(c.base_method())
+            .map_or(c.collective.name(), |a| c.collective.effective(a)),
+    ))
 }
 
 /// The hyper-parameter columns written into every compression row.

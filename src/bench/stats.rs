@@ -55,6 +55,73 @@ impl Summary {
     }
 }
 
+/// When a case has been timed enough: adaptive timing as hyperfine and criterion do it.
+/// At least `min_iters` timed iterations and `min_time_s` of timed time, then more until
+/// the 95% confidence half-width of the mean iteration time is at most `target_rel_ci` of
+/// the mean; never more than `max_iters` iterations nor (once `min_iters` ran) more than
+/// `max_time_s` of timed time. [`Timing::fixed`] is the plain `iters` rule.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Timing {
+    pub min_iters: u64,
+    pub min_time_s: f64,
+    pub target_rel_ci: f64,
+    pub max_iters: u64,
+    pub max_time_s: f64,
+}
+
+impl Timing {
+    /// Exactly `iters` timed iterations.
+    pub fn fixed(iters: u64) -> Timing {
+        Timing {
+            min_iters: iters,
+            min_time_s: 0.0,
+            target_rel_ci: f64::INFINITY,
+            max_iters: iters,
+            max_time_s: f64::INFINITY,
+        }
+    }
+
+    /// Whether the iterations summarised by `r` are enough.
+    pub fn enough(&self, r: &Running) -> bool {
+        if r.n >= self.max_iters || (r.n >= self.min_iters && r.sum >= self.max_time_s) {
+            return true;
+        }
+        r.n >= self.min_iters
+            && r.sum >= self.min_time_s
+            && (self.target_rel_ci.is_infinite() || r.rel_ci95() <= self.target_rel_ci)
+    }
+}
+
+/// Running count, sum, mean and variance of a sample (Welford), without allocation: the
+/// stopping rule of [`Timing`] is evaluated between timed iterations.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Running {
+    pub n: u64,
+    pub sum: f64,
+    mean: f64,
+    m2: f64,
+}
+
+impl Running {
+    pub fn push(&mut self, x: f64) {
+        self.n += 1;
+        self.sum += x;
+        let d = x - self.mean;
+        self.mean += d / self.n as f64;
+        self.m2 += d * (x - self.mean);
+    }
+
+    /// The 95% confidence half-width of the mean over the mean (Student t); infinite
+    /// below two samples or for a zero mean.
+    pub fn rel_ci95(&self) -> f64 {
+        if self.n < 2 || self.mean == 0.0 {
+            return f64::INFINITY;
+        }
+        let sd = (self.m2 / (self.n - 1) as f64).sqrt();
+        t975(self.n as usize - 1) * sd / (self.n as f64).sqrt() / self.mean.abs()
+    }
+}
+
 /// The median of `xs` (sorted in place; [`quantile_sorted`] at 0.5); `None` when empty.
 pub fn median(xs: &mut [f64]) -> Option<f64> {
     if xs.is_empty() {
@@ -124,5 +191,72 @@ mod tests {
         let s = Summary::of(&mut [2.0]);
         assert_eq!((s.median, s.std, s.ci95), (2.0, 0.0, 0.0));
         assert_eq!(Summary::of(&mut []).n, 0);
+    }
+
+    #[test]
+    fn timing_stops_when_the_interval_is_narrow_enough() {
+        let t = Timing {
+            min_iters: 3,
+            min_time_s: 0.01,
+            target_rel_ci: 0.02,
+            max_iters: 50,
+            max_time_s: f64::INFINITY,
+        };
+        // Constant 1 ms: narrow at once, but the minimum time needs 10 iterations.
+        let mut r = Running::default();
+        let mut n = 0;
+        while !t.enough(&r) {
+            r.push(1e-3);
+            n += 1;
+        }
+        assert_eq!(n, 10);
+        // Alternating 1 and 2 ms never gets within 2% in 50: the cap stops it.
+        let mut r = Running::default();
+        let mut n = 0;
+        while !t.enough(&r) {
+            r.push(if n % 2 == 0 { 1e-3 } else { 2e-3 });
+            n += 1;
+        }
+        assert_eq!(n, 50);
+        // Mild noise: stops between the minimum and the cap, when the interval is narrow.
+        let mut r = Running::default();
+        let mut n = 0u64;
+        while !t.enough(&r) {
+            r.push(1e-3 * (1.0 + 0.05 * ((n * 7919 % 13) as f64 / 13.0 - 0.5)));
+            n += 1;
+        }
+        assert!(n > 10 && n < 50, "{n}");
+        assert!(r.rel_ci95() <= 0.02);
+        // The time cap stops a noisy case after the minimum iterations.
+        let capped = Timing {
+            max_time_s: 0.0105,
+            ..t
+        };
+        let mut r = Running::default();
+        let mut n = 0;
+        while !capped.enough(&r) {
+            r.push(if n % 2 == 0 { 1e-3 } else { 2e-3 });
+            n += 1;
+        }
+        assert_eq!(n, 8); // 1+2+1+2+1+2+1+2 ms >= 10.5 ms
+                          // The fixed rule is the plain iteration count.
+        let f = Timing::fixed(4);
+        let mut r = Running::default();
+        for _ in 0..3 {
+            r.push(1.0);
+            assert!(!f.enough(&r));
+        }
+        r.push(100.0);
+        assert!(f.enough(&r));
+    }
+
+    #[test]
+    fn running_matches_summary() {
+        let mut xs = vec![3.0, 1.0, 4.0, 1.5, 9.0, 2.6];
+        let mut r = Running::default();
+        xs.iter().for_each(|&x| r.push(x));
+        let s = Summary::of(&mut xs);
+        assert!((r.rel_ci95() - s.ci95 / s.mean).abs() < 1e-12);
+        assert!((r.sum - s.mean * 6.0).abs() < 1e-12);
     }
 }

@@ -1,13 +1,18 @@
-//! Exchange of a compressor's [`Wire`] over MPI. By default (`Native`) `sum_f32` goes by
-//! MPI_Allreduce, `gather_u32` by MPI_Allgather of the counts then MPI_Allgatherv, and
-//! `ring_u32` by our ring with the method's merge. The e2e collective axis can replace the
-//! all-reduce by an all-gather plus local sum, or either by the parameter-server pattern
-//! (reduce or gather to rank 0, then broadcast). Buffers are sized once from the largest
-//! wire; exchanges allocate nothing.
+//! Exchange of a compressor's [`Wire`] over MPI, as a short [`ExchangePlan`] of
+//! collectives that [`Exchange::run`] executes and the simulator prices (sim/mod.rs,
+//! `exchange_s`): the same plan, so the two cannot disagree on what an exchange costs.
+//! By default (`Native`) `sum_f32` goes by MPI_Allreduce, `gather_u32` by MPI_Allgather
+//! when every worker's section has the same fixed length ([`WireLen::gather_exact`]),
+//! else by an MPI_Allgather of the lengths then MPI_Allgatherv, and `ring_u32` by our ring
+//! with the method's merge. The e2e collective axis can replace the all-reduce by an
+//! all-gather plus local sum, by gradcomp's own ring all-reduce (`ring`: S-SGD over the
+//! same ring as Marsit), or either by the parameter-server pattern (reduce or gather to
+//! rank 0, then broadcast). Buffers are sized once from the largest wire; exchanges
+//! allocate nothing.
 
-use super::ring::{ring_allreduce, ring_scratch_len};
+use super::ring::{ring_allreduce, ring_scratch_len, sum_merge};
 use super::{mpi_count, World};
-use crate::compress::{Received, Wire, WireLen};
+use crate::compress::{Aggregation, Received, Wire, WireLen};
 use crate::error::{Error, Result};
 use mpi::collective::SystemOperation;
 use mpi::datatype::PartitionMut;
@@ -25,10 +30,13 @@ pub enum CollectiveMode {
     /// Parameter server: sums by MPI_Reduce to rank 0 + MPI_Bcast; gathers by
     /// MPI_Gatherv to rank 0 + MPI_Bcast of the concatenation.
     Ps,
+    /// Sums by gradcomp's ring all-reduce over MPI_Sendrecv (comm/ring.rs), the ring
+    /// Marsit's bits travel on: S-SGD over it compares with Marsit like with like.
+    Ring,
 }
 
 impl CollectiveMode {
-    pub const NAMES: &'static str = "auto, allreduce, allgather, ps";
+    pub const NAMES: &'static str = "auto, allreduce, allgather, ps, ring";
 
     pub fn parse(s: &str) -> Option<CollectiveMode> {
         match s {
@@ -36,6 +44,7 @@ impl CollectiveMode {
             "allreduce" => Some(CollectiveMode::AllReduce),
             "allgather" => Some(CollectiveMode::AllGather),
             "ps" => Some(CollectiveMode::Ps),
+            "ring" => Some(CollectiveMode::Ring),
             _ => None,
         }
     }
@@ -47,31 +56,103 @@ impl CollectiveMode {
             CollectiveMode::AllReduce => "allreduce",
             CollectiveMode::AllGather => "allgather",
             CollectiveMode::Ps => "ps",
+            CollectiveMode::Ring => "ring",
         }
     }
 
     /// Whether a method that aggregates by `agg` can use this mode; the reason if not.
-    pub fn supports(
-        self,
-        agg: crate::compress::Aggregation,
-    ) -> std::result::Result<(), &'static str> {
-        use crate::compress::Aggregation as A;
+    pub fn supports(self, agg: Aggregation) -> std::result::Result<(), &'static str> {
+        use Aggregation as A;
         match (self, agg) {
             (CollectiveMode::Native, _) => Ok(()),
-            (CollectiveMode::AllReduce, A::AllGather) => {
+            (CollectiveMode::AllReduce | CollectiveMode::Ring, A::AllGather) => {
                 Err("its messages (indices, signs, codes) cannot be summed in compressed form; use allgather or ps")
             }
-            (_, A::Ring) => Err("its 1-bit messages are merged hop by hop along a ring; use auto"),
+            (CollectiveMode::Ring, A::Ring) => Ok(()),
+            (_, A::Ring) => Err("its 1-bit messages are merged hop by hop along a ring; use auto or ring"),
             _ => Ok(()),
         }
     }
 
     /// The collective that actually carries a method's messages in this mode.
-    pub fn effective(self, agg: crate::compress::Aggregation) -> &'static str {
-        match self {
-            CollectiveMode::Native => agg.name(),
-            m => m.name(),
+    pub fn effective(self, agg: Aggregation) -> &'static str {
+        match (self, agg) {
+            (CollectiveMode::Native, _) | (CollectiveMode::Ring, Aggregation::Ring) => agg.name(),
+            (m, _) => m.name(),
         }
+    }
+}
+
+/// One collective of an exchange.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExchangeOp {
+    /// MPI_Allreduce of the sum section.
+    SumAllReduce,
+    /// MPI_Allgather of the sum section, summed locally (`n - 1` received copies).
+    SumAllGather,
+    /// MPI_Reduce of the sum section to rank 0, then MPI_Bcast of the result.
+    SumReduceBcast,
+    /// gradcomp's ring all-reduce of the sum section (plain f32 sum).
+    SumRing,
+    /// MPI_Allgather of each rank's gather length (one word): variable lengths only.
+    GatherLengths,
+    /// MPI_Allgather (exact lengths) or MPI_Allgatherv of the gather section.
+    Gather,
+    /// MPI_Gather(v) of the gather section to rank 0, then MPI_Bcast of the concatenation.
+    GatherBcast,
+    /// gradcomp's ring all-reduce of the ring section with the method's merge.
+    Ring,
+}
+
+/// The collectives of one exchange, in order, each with the words one rank contributes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExchangePlan {
+    ops: [(ExchangeOp, usize); 4],
+    len: usize,
+}
+
+impl ExchangePlan {
+    /// The plan for a wire with these sections under `mode`. `gather_used`: the method has
+    /// a gather section (it is exchanged, possibly empty, whenever the method declares
+    /// one, so every rank issues the same collectives).
+    pub fn new(mode: CollectiveMode, w: WireLen, gather_used: bool) -> ExchangePlan {
+        let mut p = ExchangePlan {
+            ops: [(ExchangeOp::Ring, 0); 4],
+            len: 0,
+        };
+        let mut push = |op, words| {
+            p.ops[p.len] = (op, words);
+            p.len += 1;
+        };
+        if w.sum_f32 > 0 {
+            let op = match mode {
+                CollectiveMode::Native | CollectiveMode::AllReduce => ExchangeOp::SumAllReduce,
+                CollectiveMode::AllGather => ExchangeOp::SumAllGather,
+                CollectiveMode::Ps => ExchangeOp::SumReduceBcast,
+                CollectiveMode::Ring => ExchangeOp::SumRing,
+            };
+            push(op, w.sum_f32);
+        }
+        if gather_used {
+            if !w.gather_exact {
+                push(ExchangeOp::GatherLengths, 1);
+            }
+            let op = if mode == CollectiveMode::Ps {
+                ExchangeOp::GatherBcast
+            } else {
+                ExchangeOp::Gather
+            };
+            push(op, w.gather_u32);
+        }
+        if w.ring_u32 > 0 {
+            push(ExchangeOp::Ring, w.ring_u32);
+        }
+        p
+    }
+
+    /// The collectives in the order they run, with the words each rank contributes.
+    pub fn ops(&self) -> &[(ExchangeOp, usize)] {
+        &self.ops[..self.len]
     }
 }
 
@@ -80,6 +161,8 @@ pub struct Exchange {
     mode: CollectiveMode,
     /// All-gather of sums: every rank's section, then summed locally.
     sum_gathered: Vec<f32>,
+    /// Ring all-reduce of sums: one chunk.
+    sum_scratch: Vec<f32>,
     n: usize,
     sum: Vec<f32>,
     gathered: Vec<u32>,
@@ -91,6 +174,7 @@ pub struct Exchange {
     gather_used: bool,
     sum_len: usize,
     gather_total: usize,
+    collectives: u64,
 }
 
 impl Exchange {
@@ -110,9 +194,15 @@ impl Exchange {
         } else {
             Vec::new()
         };
+        let sum_scratch = if mode == CollectiveMode::Ring {
+            vec![0.0; ring_scratch_len(cap.sum_f32, n)]
+        } else {
+            Vec::new()
+        };
         Ok(Exchange {
             mode,
             sum_gathered,
+            sum_scratch,
             n,
             sum: vec![0.0; cap.sum_f32],
             gathered: vec![0; cap.gather_u32 * n],
@@ -124,104 +214,157 @@ impl Exchange {
             gather_used: cap.gather_u32 > 0,
             sum_len: 0,
             gather_total: 0,
+            collectives: 0,
         })
     }
 
-    /// Exchange `wire` with every rank. `merge` folds ring chunks (see
-    /// [`ring_allreduce`]); it is only called when the wire has a ring section.
-    /// The sections' presence must agree across ranks (they do: it follows the shapes).
-    pub fn run<F>(&mut self, world: &World, wire: &Wire, merge: F) -> Result<()>
+    /// Exchange `wire` with every rank by the collectives of its [`ExchangePlan`].
+    /// `gather_exact`: every rank's gather section has this rank's length (the method
+    /// declares it, [`WireLen::gather_exact`]), so no lengths are exchanged. `merge` folds
+    /// ring chunks (see [`ring_allreduce`]); it is only called when the wire has a ring
+    /// section. The sections' presence must agree across ranks (they do: it follows the
+    /// shapes).
+    pub fn run<F>(&mut self, world: &World, wire: &Wire, gather_exact: bool, merge: F) -> Result<()>
     where
         F: FnMut(usize, usize, &[u32], &mut [u32]) -> Result<()>,
     {
-        let comm = &world.comm;
-        let ns = wire.sum_f32.len();
+        let (ns, ng, nr) = (
+            wire.sum_f32.len(),
+            wire.gather_u32.len(),
+            wire.ring_u32.len(),
+        );
         if ns > self.sum.len() {
             return Err(overflow("sum_f32", ns, self.sum.len()));
         }
-        if ns > 0 {
-            match self.mode {
-                CollectiveMode::Native | CollectiveMode::AllReduce => comm.all_reduce_into(
-                    &wire.sum_f32[..],
-                    &mut self.sum[..ns],
-                    SystemOperation::sum(),
-                ),
-                CollectiveMode::AllGather => {
-                    let all = &mut self.sum_gathered[..ns * self.n];
-                    comm.all_gather_into(&wire.sum_f32[..], all);
-                    let out = &mut self.sum[..ns];
-                    out.copy_from_slice(&all[..ns]);
-                    for w in 1..self.n {
-                        for (o, x) in out.iter_mut().zip(&all[w * ns..(w + 1) * ns]) {
-                            *o += *x;
-                        }
-                    }
+        if ng * self.n > self.gathered.len() {
+            return Err(overflow("gather_u32", ng, self.gathered.len() / self.n));
+        }
+        if nr > self.ring.capacity() {
+            return Err(overflow("ring_u32", nr, self.ring.capacity()));
+        }
+        let plan = ExchangePlan::new(
+            self.mode,
+            WireLen {
+                sum_f32: ns,
+                gather_u32: ng,
+                ring_u32: nr,
+                gather_exact,
+            },
+            self.gather_used,
+        );
+        self.gather_total = 0;
+        self.counts.iter_mut().for_each(|c| *c = 0);
+        self.ring.clear();
+        let mut merge = merge;
+        for &(op, _) in plan.ops() {
+            self.collectives += 1;
+            match op {
+                ExchangeOp::SumAllReduce
+                | ExchangeOp::SumAllGather
+                | ExchangeOp::SumReduceBcast
+                | ExchangeOp::SumRing => self.sum(world, op, &wire.sum_f32)?,
+                ExchangeOp::GatherLengths => {
+                    world
+                        .comm
+                        .all_gather_into(&(ng as i32), &mut self.counts_i32[..]);
+                    self.set_displacements();
                 }
-                CollectiveMode::Ps => {
-                    let root = comm.process_at_rank(0);
-                    if world.is_root() {
-                        root.reduce_into_root(
-                            &wire.sum_f32[..],
-                            &mut self.sum[..ns],
-                            SystemOperation::sum(),
-                        );
-                    } else {
-                        root.reduce_into(&wire.sum_f32[..], SystemOperation::sum());
+                ExchangeOp::Gather | ExchangeOp::GatherBcast => {
+                    if gather_exact {
+                        self.counts_i32.iter_mut().for_each(|c| *c = ng as i32);
+                        self.set_displacements();
                     }
-                    root.broadcast_into(&mut self.sum[..ns]);
+                    self.gather(world, op, gather_exact, &wire.gather_u32);
+                }
+                ExchangeOp::Ring => {
+                    self.ring.extend_from_slice(&wire.ring_u32);
+                    ring_allreduce(
+                        &world.comm,
+                        &mut self.ring,
+                        &mut self.ring_scratch,
+                        &mut merge,
+                    )?;
                 }
             }
         }
-        self.gather_total = 0;
-        self.counts.iter_mut().for_each(|c| *c = 0);
-        if self.gather_used {
-            let ng = wire.gather_u32.len();
-            if ng * self.n > self.gathered.len() {
-                return Err(overflow("gather_u32", ng, self.gathered.len() / self.n));
+        self.sum_len = ns;
+        Ok(())
+    }
+
+    /// Collectives run so far (each MPI collective or ring all-reduce counts one).
+    pub fn collectives(&self) -> u64 {
+        self.collectives
+    }
+
+    fn set_displacements(&mut self) {
+        let mut off = 0i32;
+        for (i, &c) in self.counts_i32.iter().enumerate() {
+            self.displs_i32[i] = off;
+            self.counts[i] = c as usize;
+            off += c;
+        }
+        self.gather_total = off as usize;
+    }
+
+    fn sum(&mut self, world: &World, op: ExchangeOp, send: &[f32]) -> Result<()> {
+        let comm = &world.comm;
+        let ns = send.len();
+        let out = &mut self.sum[..ns];
+        match op {
+            ExchangeOp::SumAllGather => {
+                let all = &mut self.sum_gathered[..ns * self.n];
+                comm.all_gather_into(send, all);
+                out.copy_from_slice(&all[..ns]);
+                for w in 1..self.n {
+                    for (o, x) in out.iter_mut().zip(&all[w * ns..(w + 1) * ns]) {
+                        *o += *x;
+                    }
+                }
             }
-            let mine = ng as i32;
-            comm.all_gather_into(&mine, &mut self.counts_i32[..]);
-            let mut off = 0i32;
-            for (i, &c) in self.counts_i32.iter().enumerate() {
-                self.displs_i32[i] = off;
-                self.counts[i] = c as usize;
-                off += c;
-            }
-            let total = off as usize;
-            self.gather_total = total;
-            if self.mode == CollectiveMode::Ps {
+            ExchangeOp::SumReduceBcast => {
                 let root = comm.process_at_rank(0);
                 if world.is_root() {
-                    let mut part = PartitionMut::new(
-                        &mut self.gathered[..total],
-                        &self.counts_i32[..],
-                        &self.displs_i32[..],
-                    );
-                    root.gather_varcount_into_root(&wire.gather_u32[..], &mut part);
+                    root.reduce_into_root(send, &mut *out, SystemOperation::sum());
                 } else {
-                    root.gather_varcount_into(&wire.gather_u32[..]);
+                    root.reduce_into(send, SystemOperation::sum());
                 }
-                root.broadcast_into(&mut self.gathered[..total]);
-            } else {
+                root.broadcast_into(out);
+            }
+            ExchangeOp::SumRing => {
+                out.copy_from_slice(send);
+                ring_allreduce(comm, out, &mut self.sum_scratch, sum_merge)?;
+            }
+            _ => comm.all_reduce_into(send, out, SystemOperation::sum()),
+        }
+        Ok(())
+    }
+
+    fn gather(&mut self, world: &World, op: ExchangeOp, exact: bool, send: &[u32]) {
+        let comm = &world.comm;
+        let total = self.gather_total;
+        if op == ExchangeOp::GatherBcast {
+            let root = comm.process_at_rank(0);
+            if world.is_root() {
                 let mut part = PartitionMut::new(
                     &mut self.gathered[..total],
                     &self.counts_i32[..],
                     &self.displs_i32[..],
                 );
-                comm.all_gather_varcount_into(&wire.gather_u32[..], &mut part);
+                root.gather_varcount_into_root(send, &mut part);
+            } else {
+                root.gather_varcount_into(send);
             }
+            root.broadcast_into(&mut self.gathered[..total]);
+        } else if exact {
+            comm.all_gather_into(send, &mut self.gathered[..total]);
+        } else {
+            let mut part = PartitionMut::new(
+                &mut self.gathered[..total],
+                &self.counts_i32[..],
+                &self.displs_i32[..],
+            );
+            comm.all_gather_varcount_into(send, &mut part);
         }
-        let nr = wire.ring_u32.len();
-        self.ring.clear();
-        if nr > 0 {
-            if nr > self.ring.capacity() {
-                return Err(overflow("ring_u32", nr, self.ring.capacity()));
-            }
-            self.ring.extend_from_slice(&wire.ring_u32);
-            ring_allreduce(comm, &mut self.ring, &mut self.ring_scratch, merge)?;
-        }
-        self.sum_len = ns;
-        Ok(())
     }
 }
 
@@ -253,4 +396,104 @@ fn overflow(section: &str, len: usize, cap: usize) -> Error {
     Error::Runtime(format!(
         "wire section {section} has {len} words but the method declared at most {cap} (wire_capacity): a bug in the method"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compress::{registry, MethodParams, WorkerCtx};
+
+    /// Collectives one step of `method` issues for a `rows x cols` tensor (every round).
+    fn collectives_per_step(method: &str, mode: CollectiveMode, rows: usize, cols: usize) -> usize {
+        let ctx = WorkerCtx {
+            rank: 1,
+            world_size: 4,
+            seed: 7,
+        };
+        let mut c = registry::build(method, &MethodParams::default(), ctx).unwrap();
+        c.register(0, rows, cols).unwrap();
+        (0..c.rounds())
+            .map(|r| {
+                let w = c.wire_capacity(0, r);
+                ExchangePlan::new(mode, w, w.gather_u32 > 0).ops().len()
+            })
+            .sum()
+    }
+
+    /// Fixed-length gathers (sign bits, k pairs, fixed-width codes) need no exchange of
+    /// lengths; only DGC's thresholded pairs do (issue: one MPI_Allgather of counts per
+    /// exchange for every all-gather method).
+    #[test]
+    fn collectives_per_step_per_method() {
+        let want = [
+            ("ssgd", 1),
+            ("signsgd", 1),
+            ("signsgd-mv", 1),
+            ("topk", 1),
+            ("dgc", 2),
+            ("powersgd", 2),
+            ("acpsgd", 1),
+            ("marsit", 1),
+            ("sketch", 1),
+            ("qsgd", 1),
+        ];
+        assert_eq!(want.len(), registry::METHODS.len(), "every method listed");
+        for (m, k) in want {
+            assert_eq!(
+                collectives_per_step(m, CollectiveMode::Native, 64, 48),
+                k,
+                "{m}: collectives per step"
+            );
+        }
+        // The parameter-server pattern keeps the same count; a 1-D DGC tensor goes dense.
+        assert_eq!(collectives_per_step("topk", CollectiveMode::Ps, 64, 48), 1);
+        assert_eq!(collectives_per_step("dgc", CollectiveMode::Ps, 64, 48), 2);
+        assert_eq!(
+            collectives_per_step("dgc", CollectiveMode::Native, 1, 3072),
+            1
+        );
+    }
+
+    #[test]
+    fn plans_follow_the_mode() {
+        let sum = WireLen {
+            sum_f32: 10,
+            ..WireLen::default()
+        };
+        let op = |m| ExchangePlan::new(m, sum, false).ops()[0].0;
+        assert_eq!(op(CollectiveMode::Native), ExchangeOp::SumAllReduce);
+        assert_eq!(op(CollectiveMode::AllGather), ExchangeOp::SumAllGather);
+        assert_eq!(op(CollectiveMode::Ps), ExchangeOp::SumReduceBcast);
+        assert_eq!(op(CollectiveMode::Ring), ExchangeOp::SumRing);
+        // A variable gather: lengths first, then the data.
+        let g = WireLen {
+            gather_u32: 8,
+            ..WireLen::default()
+        };
+        assert_eq!(
+            ExchangePlan::new(CollectiveMode::Native, g, true).ops(),
+            &[(ExchangeOp::GatherLengths, 1), (ExchangeOp::Gather, 8)]
+        );
+        let exact = WireLen {
+            gather_exact: true,
+            ..g
+        };
+        assert_eq!(
+            ExchangePlan::new(CollectiveMode::Native, exact, true).ops(),
+            &[(ExchangeOp::Gather, 8)]
+        );
+        // S-SGD over the ring is allowed; gathered messages cannot be summed on it.
+        assert!(CollectiveMode::Ring
+            .supports(Aggregation::AllReduce)
+            .is_ok());
+        assert!(CollectiveMode::Ring
+            .supports(Aggregation::AllGather)
+            .is_err());
+        assert!(CollectiveMode::Ring.supports(Aggregation::Ring).is_ok());
+        assert_eq!(
+            CollectiveMode::Ring.effective(Aggregation::AllReduce),
+            "ring"
+        );
+        assert_eq!(CollectiveMode::parse("ring"), Some(CollectiveMode::Ring));
+    }
 }

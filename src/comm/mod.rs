@@ -69,6 +69,13 @@ impl World {
             .all_reduce_into(&send[..], xs, SystemOperation::sum());
     }
 
+    /// Rank 0's `xs` on every rank, in place (check references; outside timed regions).
+    pub fn broadcast_f32(&self, xs: &mut [f32]) {
+        if self.size > 1 && !xs.is_empty() {
+            self.comm.process_at_rank(0).broadcast_into(xs);
+        }
+    }
+
     /// Sum over ranks of one value.
     pub fn sum_u64(&self, x: u64) -> u64 {
         let mut out = 0u64;
@@ -94,14 +101,19 @@ impl World {
 
     /// Broadcast a string from rank 0.
     pub fn broadcast_string(&self, s: &str) -> String {
-        let root = self.comm.process_at_rank(0);
+        self.broadcast_string_from(0, s)
+    }
+
+    /// Broadcast a string from rank `from`.
+    pub fn broadcast_string_from(&self, from: usize, s: &str) -> String {
+        let root = self.comm.process_at_rank(from as i32);
         let mut len = s.len() as u64;
         root.broadcast_into(&mut len);
         if len == 0 {
             // A zero-length broadcast passes a dangling pointer, which MPI may reject.
             return String::new();
         }
-        let mut buf = if self.is_root() {
+        let mut buf = if self.rank == from {
             s.as_bytes().to_vec()
         } else {
             vec![0u8; len as usize]

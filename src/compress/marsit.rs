@@ -3,11 +3,14 @@
 //! global compensation. **This is our reconstruction from the abstract** (docs/methods.md,
 //! "marsit"; each choice and its reason under "Reconstructed choices"), not the authors'
 //! code:
-//! - compress: `p = g + e`; wire `sum_f32 = [||p||_1 / d]` (all-reduced by the harness),
-//!   wire `ring_u32` = packed sign bits of `p` (layout in [`super::bits`]).
+//! - compress: `p = g + e`; wire `ring_u32 = [scale, signs...]`: word 0 holds the f32
+//!   bits of `||p||_1 / d`, then the packed sign bits of `p` (layout in [`super::bits`]).
+//!   The scale rides in the ring message (summed at each hop) instead of a separate
+//!   all-reduce per bucket, so one exchange is one ring all-reduce.
 //! - ring reduce-scatter: at every hop a worker receives a chunk that already aggregates
 //!   `j` workers and merges its own bits into it, `b' = (b & !mask) | (s & mask)`, every
-//!   mask bit 1 with probability `1/(j+1)` ([`Marsit::ring_merge`]).
+//!   mask bit 1 with probability `1/(j+1)` ([`Marsit::ring_merge`]); the chunk holding
+//!   word 0 adds the scales as f32.
 //!   **Why this is a uniform choice:** by induction, after merging, each bit equals the
 //!   bit of each of the `j` earlier workers with probability `1/j` (induction hypothesis)
 //!   times `j/(j+1)` (mask 0) `= 1/(j+1)`, and the merging worker's bit with probability
@@ -17,8 +20,8 @@
 //!   ([`bits::BernoulliMask`], bias below `2^-24`), seeded by (run seed, step, tensor,
 //!   this rank, chunk offset, `j`): reproducible, and independent across workers.
 //! - decompress (after the ring all-gather): `out = scale_mean * (2b - 1)` with
-//!   `scale_mean = sum_f32[0] / n`; global compensation `e = p - out`, the same global
-//!   result on every worker.
+//!   `scale_mean = ring_u32[0] (as f32) / n`; global compensation `e = p - out`, the same
+//!   global result on every worker.
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 
@@ -31,6 +34,8 @@ use super::{
 const NAME: &str = "marsit";
 /// Stream tag separating Marsit's mask RNG from other methods' streams.
 const STREAM_TAG: u64 = 0x4d41_5253_4954; // "MARSIT"
+/// Ring words before the sign bits: the f32 scale.
+const HEAD: usize = 1;
 
 /// Marsit compressor (CLI `marsit`), one per worker.
 #[derive(Debug, Clone)]
@@ -79,8 +84,7 @@ impl Compressor for Marsit {
     fn wire_capacity(&self, t: TensorId, _round: usize) -> WireLen {
         match self.slots.get(t).and_then(|s| s.as_ref()) {
             Some(sl) => WireLen {
-                sum_f32: 1,
-                ring_u32: bits::words_for(sl.d()),
+                ring_u32: HEAD + bits::words_for(sl.d()),
                 ..WireLen::default()
             },
             None => WireLen::default(),
@@ -102,15 +106,20 @@ impl Compressor for Marsit {
         let g = bits::input_slice(NAME, t, sl, &grad)?;
         let d = g.len();
         wire.clear();
-        wire.ring_u32.resize(bits::words_for(d), 0);
-        let l1 = bits::fused_ef_pack(g, &mut sl.s, 0.0, &mut wire.ring_u32);
-        wire.sum_f32
-            .push(if d == 0 { 0.0 } else { (l1 / d as f64) as f32 });
+        wire.ring_u32.resize(HEAD + bits::words_for(d), 0);
+        let l1 = bits::fused_ef_pack(g, &mut sl.s, 0.0, &mut wire.ring_u32[HEAD..]);
+        wire.ring_u32[0] = if d == 0 {
+            0.0f32
+        } else {
+            (l1 / d as f64) as f32
+        }
+        .to_bits();
         Ok(())
     }
 
     /// `own = (incoming & !mask) | (own & mask)`, mask bits 1 with probability
-    /// `1/(aggregated+1)` (see the module docs for why the result is a uniform choice).
+    /// `1/(aggregated+1)` (see the module docs for why the result is a uniform choice);
+    /// the scale word (offset 0) is summed as f32.
     fn ring_merge(
         &mut self,
         t: TensorId,
@@ -120,7 +129,7 @@ impl Compressor for Marsit {
         own: &mut [u32],
     ) -> Result<()> {
         let sl = bits::slot(NAME, &mut self.slots, t)?;
-        let words = bits::words_for(sl.d());
+        let words = HEAD + bits::words_for(sl.d());
         if incoming.len() != own.len()
             || offset
                 .checked_add(own.len())
@@ -145,6 +154,12 @@ impl Compressor for Marsit {
             mix(offset as u64, aggregated as u64),
         );
         let mut rng = rng_for(self.ctx.seed, self.step, t, stream);
+        let (incoming, own) = if offset == 0 && !own.is_empty() {
+            own[0] = (f32::from_bits(own[0]) + f32::from_bits(incoming[0])).to_bits();
+            (&incoming[HEAD..], &mut own[HEAD..])
+        } else {
+            (incoming, own)
+        };
         bits::merge_masked(incoming, own, &mask, &mut rng);
         Ok(())
     }
@@ -158,25 +173,21 @@ impl Compressor for Marsit {
     ) -> Result<()> {
         let sl = bits::slot(NAME, &mut self.slots, t)?;
         let d = sl.d();
-        if received.world_size == 0
-            || received.sum_f32.len() != 1
-            || received.ring_u32.len() != bits::words_for(d)
-        {
+        if received.world_size == 0 || received.ring_u32.len() != HEAD + bits::words_for(d) {
             return Err(bits::tensor_err(
                 NAME,
                 t,
                 format!(
-                    "received {} scale(s) and {} ring words from {} workers; expected 1 and {}",
-                    received.sum_f32.len(),
+                    "received {} ring words from {} workers; expected {}",
                     received.ring_u32.len(),
                     received.world_size,
-                    bits::words_for(d)
+                    HEAD + bits::words_for(d)
                 ),
             ));
         }
         let out = bits::output_slice(NAME, t, sl, out)?;
-        let scale = received.sum_f32[0] / received.world_size as f32;
-        bits::unpack_signs(received.ring_u32, scale, out);
+        let scale = f32::from_bits(received.ring_u32[0]) / received.world_size as f32;
+        bits::unpack_signs(&received.ring_u32[HEAD..], scale, out);
         for (e, o) in sl.s.iter_mut().zip(out.iter()) {
             *e -= *o;
         }
@@ -265,7 +276,8 @@ mod tests {
                 w.compress(0, 0, g.view(), &mut wire).unwrap();
                 wires.push(wire.ring_u32);
             }
-            let bit = |v: &[u32], i: usize| ((v[i / 32] >> (i % 32)) & 1) as f64;
+            // Sign bits start after the scale word.
+            let bit = |v: &[u32], i: usize| ((v[HEAD + i / 32] >> (i % 32)) & 1) as f64;
             let target: Vec<f64> = (0..d)
                 .map(|i| wires.iter().map(|w| bit(w, i)).sum::<f64>() / n as f64)
                 .collect();
@@ -279,9 +291,14 @@ mod tests {
                 for (i, f) in freq.iter_mut().enumerate() {
                     *f += bit(&fin, i);
                 }
-                for i in d..32 * fin.len() {
+                for i in d..32 * (fin.len() - HEAD) {
                     assert_eq!(bit(&fin, i), 0.0, "padding bits stay 0");
                 }
+                let scales: f32 = wires.iter().map(|w| f32::from_bits(w[0])).sum();
+                assert!(
+                    (f32::from_bits(fin[0]) - scales).abs() <= 1e-5 * scales,
+                    "the scale word is the sum of the workers' scales"
+                );
             }
             let mut z_total = 0.0;
             for i in 0..d {
@@ -329,15 +346,22 @@ mod tests {
                 wire.reserve(w.wire_capacity(0, 0));
                 w.compress(0, 0, g.view(), &mut wire).unwrap();
                 assert_eq!(wire.bytes(), 4 + 4 * (rows * cols).div_ceil(32));
+                assert!(
+                    wire.sum_f32.is_empty(),
+                    "the scale rides in the ring message"
+                );
                 let l1 = p.iter().map(|v| v.abs() as f64).sum::<f64>() / p.len() as f64;
-                assert!((wire.sum_f32[0] as f64 - l1).abs() < 1e-5 * l1);
-                scale_sum += wire.sum_f32[0];
+                let scale = f32::from_bits(wire.ring_u32[0]);
+                assert!((scale as f64 - l1).abs() < 1e-5 * l1);
+                scale_sum += scale;
                 ps.push(p);
                 wires.push(wire.ring_u32);
             }
             let fin = ring(&mut ws, 0, &wires);
+            assert!((f32::from_bits(fin[0]) - scale_sum).abs() <= 1e-5 * scale_sum);
+            let scale_sum = f32::from_bits(fin[0]);
             let r = Received {
-                sum_f32: &[scale_sum],
+                sum_f32: &[],
                 gathered_u32: &[],
                 gather_counts: &[],
                 ring_u32: &fin,
@@ -349,7 +373,7 @@ mod tests {
                 w.decompress(0, 0, &r, out.view_mut()).unwrap();
                 let scale = scale_sum / n as f32;
                 for (i, (&o, &e)) in out.iter().zip(w.residual(0).unwrap()).enumerate() {
-                    let b = (fin[i / 32] >> (i % 32)) & 1;
+                    let b = (fin[HEAD + i / 32] >> (i % 32)) & 1;
                     assert_eq!(o, if b == 1 { scale } else { -scale });
                     assert!(
                         (o + e - p[i]).abs() <= 1e-6 * (1.0 + p[i].abs()),

@@ -171,18 +171,50 @@ pub struct WireLen {
     pub sum_f32: usize,
     pub gather_u32: usize,
     pub ring_u32: usize,
+    /// The gather section always holds exactly `gather_u32` words, on every worker and
+    /// step (sign bits, fixed-k pairs, fixed-width codes): the exchange then gathers with
+    /// MPI_Allgather and skips the all-gather of lengths that variable-length sections
+    /// (DGC's thresholded pairs) need. Default `false`: variable length.
+    pub gather_exact: bool,
 }
 
 impl WireLen {
+    /// Section-wise maximum (buffer sizing); exact only if both are.
     pub fn max(self, o: WireLen) -> WireLen {
         WireLen {
             sum_f32: self.sum_f32.max(o.sum_f32),
             gather_u32: self.gather_u32.max(o.gather_u32),
             ring_u32: self.ring_u32.max(o.ring_u32),
+            gather_exact: self.gather_exact && o.gather_exact,
+        }
+    }
+    /// Section-wise sum (the wires of a bucket's tensors, appended); exact only if both are.
+    pub fn plus(self, o: WireLen) -> WireLen {
+        WireLen {
+            sum_f32: self.sum_f32 + o.sum_f32,
+            gather_u32: self.gather_u32 + o.gather_u32,
+            ring_u32: self.ring_u32 + o.ring_u32,
+            gather_exact: self.gather_exact && o.gather_exact,
         }
     }
     pub fn bytes(self) -> usize {
         4 * (self.sum_f32 + self.gather_u32 + self.ring_u32)
+    }
+    /// Whether `wire` (produced under this declared size) may be gathered without
+    /// exchanging lengths; an error when the method declared an exact gather section but
+    /// produced another length (other ranks would be left in a mismatched MPI_Allgather).
+    pub fn exact_gather_of(self, method: &'static str, wire: &Wire) -> Result<bool> {
+        if self.gather_exact && wire.gather_u32.len() != self.gather_u32 {
+            return Err(CompressError::Unsupported {
+                method,
+                msg: format!(
+                    "declared an exact gather section of {} words but produced {} (a bug in the method)",
+                    self.gather_u32,
+                    wire.gather_u32.len()
+                ),
+            });
+        }
+        Ok(self.gather_exact)
     }
 }
 

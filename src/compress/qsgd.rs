@@ -189,6 +189,8 @@ impl Compressor for Qsgd {
         match self.slots.get(t).and_then(|s| s.as_ref()) {
             Some(sl) => WireLen {
                 gather_u32: wire_words(self.levels, sl.d()),
+                // Fixed-width codes plus the norm: the same length every step.
+                gather_exact: true,
                 ..WireLen::default()
             },
             None => WireLen::default(),

@@ -130,6 +130,8 @@ impl Compressor for SignSgd {
         match self.slots.get(t).and_then(|s| s.as_ref()) {
             Some(sl) => WireLen {
                 gather_u32: self.words_per_worker(sl.d()),
+                // One bit per element plus the scale word: the same length every step.
+                gather_exact: true,
                 ..WireLen::default()
             },
             None => WireLen::default(),

@@ -129,6 +129,8 @@ impl Compressor for TopK {
             .map_or(0, |s| s.k);
         WireLen {
             gather_u32: 2 * k,
+            // Exactly k (index, value) pairs every step.
+            gather_exact: true,
             ..WireLen::default()
         }
     }

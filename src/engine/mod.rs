@@ -115,6 +115,9 @@ pub struct E2eMeasurement {
     /// Planner fusions: the iteration time (backward start to synchronisation end) the
     /// planner's timeline model predicted for its plan.
     pub planned_s: Option<f64>,
+    /// Planner fusions: the plan that ran, the planner's or the simple plan its own model
+    /// rated faster ([`plan_source_of`]).
+    pub plan_source: Option<String>,
     /// The collective that carried the messages (`allreduce`, `allgather`, `ring`, `ps`).
     pub collective: &'static str,
 }
@@ -131,11 +134,12 @@ struct Bucket {
     ready_after: usize,
 }
 
-/// Run `warmup + iters` iterations of one e2e case.
+/// Run `warmup` iterations of one e2e case, then timed ones until `timing` has enough
+/// (every rank must agree; the decision is one all-reduce between iterations).
 pub fn run(
     world: &World,
     s: &E2eSetup,
-    iters: u64,
+    timing: crate::bench::stats::Timing,
     warmup: u64,
     mut trace: Option<&mut trace::Trace>,
 ) -> Result<E2eMeasurement> {
@@ -165,6 +169,7 @@ pub fn run(
         .map(|&t| (s.tensors[t].rows, s.tensors[t].cols))
         .collect();
     // One bucket list per phase of the method's step cycle (ACP-SGD: P and Q steps).
+    let mut plan_source = None;
     let (phase_groups, planned_s) = match s.fusion {
         Fusion::Planner(kind) => {
             // Calibrate on a fresh compressor: the timed one must start without the
@@ -173,9 +178,9 @@ pub fn run(
             for (t, ts) in s.tensors.iter().enumerate() {
                 probe.register(t, ts.rows, ts.cols)?;
             }
-            let (g, pred) =
-                plan_with_costs(world, s, probe.as_mut(), kind, &bwd_order, &bwd_times)?;
-            (vec![g], Some(pred))
+            let c = plan_with_costs(world, s, probe.as_mut(), kind, &bwd_order, &bwd_times)?;
+            plan_source = Some(plan_source_of(kind, &c));
+            (vec![c.groups], Some(c.predicted_s))
         }
         f => (
             plan::phase_buckets(&registry::fusion_sizing(s.method, s.params, &shapes), f),
@@ -241,27 +246,37 @@ pub fn run(
         .flat_map(|&t| (0..rounds).map(move |r| (t, r)))
         .map(|(t, r)| comp.wire_capacity(t, r))
         .fold(WireLen::default(), WireLen::max);
-    let mut bucket_cap = WireLen::default();
-    for b in all_buckets() {
-        for r in 0..rounds {
-            let mut c = WireLen {
-                gather_u32: b.units.len(),
-                ..WireLen::default()
-            };
-            for &t in &b.units {
-                let u = comp.wire_capacity(t, r);
-                c.sum_f32 += u.sum_f32;
-                c.gather_u32 += u.gather_u32;
-                c.ring_u32 += u.ring_u32;
-            }
-            bucket_cap = bucket_cap.max(c);
-        }
-    }
     // Methods without a gather section send no trailer either.
     let gather_used = unit_cap.gather_u32 > 0;
-    if !gather_used {
-        bucket_cap.gather_u32 = 0;
-    }
+    // Declared wire of every bucket per phase and round: its tensors' wires plus the
+    // trailer of their gathered lengths (exact when every tensor's section is).
+    let bucket_wires: Vec<Vec<Vec<WireLen>>> = plans
+        .iter()
+        .map(|plan| {
+            plan.iter()
+                .map(|b| {
+                    (0..rounds)
+                        .map(|r| {
+                            let trailer = WireLen {
+                                gather_u32: if gather_used { b.units.len() } else { 0 },
+                                gather_exact: true,
+                                ..WireLen::default()
+                            };
+                            b.units
+                                .iter()
+                                .map(|&t| comp.wire_capacity(t, r))
+                                .fold(trailer, WireLen::plus)
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let bucket_cap = bucket_wires
+        .iter()
+        .flatten()
+        .flatten()
+        .fold(WireLen::default(), |a, &b| a.max(b));
     let mut unit_wire = Wire::with_touched_capacity(unit_cap);
     let mut bucket_wire = Wire::with_touched_capacity(bucket_cap);
     let mut ex = Exchange::with_mode(world, bucket_cap, s.collective)?;
@@ -299,12 +314,16 @@ pub fn run(
     if let Some(tr) = trace.as_deref_mut() {
         // Per timed iteration: forward, iteration, a backward span per tensor, compress
         // and decompress per tensor and round, a collective per bucket and round.
-        tr.reserve(iters as usize * (2 + m + all_units.len() * 2 * rounds + max_buckets * rounds));
+        // At least the minimum iterations; a trace that outgrows it counts what it drops.
+        tr.reserve(
+            timing.min_iters as usize
+                * (2 + m + all_units.len() * 2 * rounds + max_buckets * rounds),
+        );
     }
     let device = Device::new(m);
     let mut series = IterSeries::default();
     for v in series.all_mut() {
-        v.reserve(iters as usize);
+        v.reserve(timing.max_iters as usize);
     }
     let mut wire_total = 0u64;
     let fwd_s = s.fwd_s;
@@ -314,9 +333,11 @@ pub fn run(
         let bt = &bwd_times;
         sc.spawn(move || dev.run(fwd_s, bt, compute));
         let r = (|| -> Result<()> {
-            for it in 0..warmup + iters {
+            let mut timed = crate::bench::stats::Running::default();
+            for it in 0.. {
                 comp.begin_step(it);
-                let buckets = &plans[it as usize % plans.len()];
+                let phase = it as usize % plans.len();
+                let buckets = &plans[phase];
                 // Only timed iterations are traced.
                 let mut trace = if it >= warmup {
                     trace.as_deref_mut()
@@ -382,7 +403,9 @@ pub fn run(
                         }
                         let ta = device.now_s();
                         let lay = &layout[..b.units.len()];
-                        ex.run(world, &bucket_wire, |agg, off, inc, own| {
+                        let exact = bucket_wires[phase][bi][round]
+                            .exact_gather_of(comp.name(), &bucket_wire)?;
+                        ex.run(world, &bucket_wire, exact, |agg, off, inc, own| {
                             merge_units(comp.as_mut(), &b.units, lay, agg, off, inc, own)
                         })?;
                         let tb = device.now_s();
@@ -447,6 +470,11 @@ pub fn run(
                     series.bwd_sync_s.push(t_end - fwd_end);
                     series.iter_s.push(t_end - t0);
                     series.last_bucket_s.push(t_end - last_start);
+                    timed.push(t_end - t0);
+                    // Stop once every rank has enough (outside the timed region).
+                    if world.max_u64(u64::from(!timing.enough(&timed))) == 0 {
+                        break;
+                    }
                 }
             }
             Ok(())
@@ -458,16 +486,30 @@ pub fn run(
     for v in series.all_mut() {
         world.max_in_place(v);
     }
+    let iters_run = series.iter_s.len() as u64;
     // Buckets per step: the mean over the phases, rounded (ACP-SGD's P and Q steps differ).
     let total_buckets: usize = plans.iter().map(Vec::len).sum();
     Ok(E2eMeasurement {
         series,
         buckets: (total_buckets as f64 / plans.len() as f64).round() as usize,
-        wire_bytes: world.max_u64(crate::bench::stats::mean_bytes_per_step(wire_total, iters)),
+        wire_bytes: world.max_u64(crate::bench::stats::mean_bytes_per_step(
+            wire_total, iters_run,
+        )),
         aggregation: comp.aggregation().name(),
         planned_s,
+        plan_source,
         collective: s.collective.effective(comp.aggregation()),
     })
+}
+
+/// The `plan_source` of a planner's choice: the planner's name when its plan was kept,
+/// else `SIMPLE (PLANNER predicted X s)`, e.g. `single (mgwfbp predicted 0.0123 s)`.
+pub fn plan_source_of(kind: PlannerKind, c: &planner::Choice) -> String {
+    let name = crate::engine::plan::Fusion::Planner(kind).to_string();
+    match &c.replaced {
+        None => name,
+        Some((simple, own_s)) => format!("{simple} ({name} predicted {own_s:.4e} s)"),
+    }
 }
 
 /// Where one tensor's wire sits inside its bucket's wire.
@@ -565,11 +607,14 @@ fn merge_units(
     Ok(())
 }
 
-/// Plan buckets with a cost-model planner. Costs come from `s.cost_comm` (fitted from a
-/// micro-comm CSV) or are calibrated here: the exchange of the method's collective at a
-/// few sizes (alpha-beta fit) and one compress + feedback of every tensor (linear fit
-/// per element). Parameters are max-reduced over ranks so every rank plans the same
-/// buckets. `t_c(e) = rounds * alpha + beta * e * (wire bytes per element)`.
+/// Plan buckets with a cost-model planner ([`planner::choose`]). Costs come from
+/// `s.cost_comm` (fitted from a micro-comm CSV) or are calibrated here: the exchange of
+/// the method's collective at a few sizes (alpha-beta fit), and one real step of every
+/// tensor (every round's compress + feedback, the exchange, then decompress of what every
+/// rank sent: the work the engine does besides communication), fitted as
+/// `fixed_s per call + per_element_s * elements`. Parameters are max-reduced over ranks
+/// so every rank plans the same buckets. `t_c(e) = rounds * alpha + beta * e * (wire
+/// bytes per element)`; `t_s(e, k)` charges `k` calls (one for merged compression).
 fn plan_with_costs(
     world: &World,
     s: &E2eSetup,
@@ -577,17 +622,20 @@ fn plan_with_costs(
     kind: PlannerKind,
     bwd_order: &[usize],
     bwd_times: &[f64],
-) -> Result<(Vec<Vec<usize>>, f64)> {
+) -> Result<planner::Choice> {
     use crate::comm::netmodel::{AlphaBeta, CompressCost};
     let rounds = comp.rounds();
     let agg = comp.aggregation();
     let effective = s.collective.effective(agg);
     // Wire bytes per gradient element, from the declared capacities.
     let (mut wire, mut elems) = (0usize, 0usize);
+    let mut cap = WireLen::default();
     for (t, ts) in s.tensors.iter().enumerate() {
         elems += ts.numel();
         for r in 0..rounds {
-            wire += comp.wire_capacity(t, r).bytes();
+            let c = comp.wire_capacity(t, r);
+            wire += c.bytes();
+            cap = cap.max(c);
         }
     }
     let bytes_per_elem = wire as f64 / elems.max(1) as f64;
@@ -596,14 +644,18 @@ fn plan_with_costs(
         .and_then(|c| c.get(effective, world.size).copied())
     {
         Some(ab) => ab,
-        None => calibrate_comm(world, s.collective, agg)?,
+        None => {
+            let exact = (0..s.tensors.len()).all(|t| comp.wire_capacity(t, 0).gather_exact);
+            calibrate_comm(world, s.collective, agg, exact)?
+        }
     };
-    // Compression cost: one compress + feedback of every tensor (outside timed regions).
+    // Work besides communication: one real step per tensor (outside timed regions).
     let mut points = Vec::with_capacity(s.tensors.len());
-    let mut w = Wire::default();
+    let mut w = Wire::with_touched_capacity(cap);
+    let mut ex = Exchange::with_mode(world, cap, s.collective)?;
+    let mut out = vec![0f32; s.tensors.iter().map(TensorSpec::numel).max().unwrap_or(0)];
+    comp.begin_step(0);
     for (t, ts) in s.tensors.iter().enumerate() {
-        let cap = comp.wire_capacity(t, 0);
-        w.reserve(cap);
         let g = crate::bench::tensors::gradient(
             crate::config::Shape {
                 rows: ts.rows,
@@ -613,11 +665,23 @@ fn plan_with_costs(
             1,
             world.rank,
         );
-        comp.begin_step(0);
-        let t0 = mpi::time();
-        comp.compress(t, 0, g.view(), &mut w)?;
-        comp.feedback(t, 0)?;
-        points.push((ts.numel() as f64, mpi::time() - t0));
+        let mut work_s = 0.0;
+        for r in 0..rounds {
+            let t0 = world.time();
+            comp.compress(t, r, g.view(), &mut w)?;
+            comp.feedback(t, r)?;
+            work_s += world.time() - t0;
+            let exact = comp.wire_capacity(t, r).exact_gather_of(comp.name(), &w)?;
+            ex.run(world, &w, exact, |agg, off, inc, own| {
+                comp.ring_merge(t, agg, off, inc, own).map_err(Error::from)
+            })?;
+            let view = ArrayViewMut2::from_shape((ts.rows, ts.cols), &mut out[..ts.numel()])
+                .map_err(|e| Error::Runtime(e.to_string()))?;
+            let t1 = world.time();
+            comp.decompress(t, r, &ex.received(), view)?;
+            work_s += world.time() - t1;
+        }
+        points.push((ts.numel() as f64, work_s));
     }
     let cc = CompressCost::fit(&points)
         .map(|(c, _)| c)
@@ -628,26 +692,16 @@ fn plan_with_costs(
     let mut params = [ab.alpha_s, ab.beta_s_per_byte, cc.per_element_s, cc.fixed_s];
     world.max_in_place(&mut params);
     let ab = AlphaBeta::new(params[0], params[1]);
-    let cc = CompressCost {
-        per_element_s: params[2],
-        fixed_s: params[3],
-    };
+    let (per_element_s, fixed_s) = (params[2], params[3].max(0.0));
     let p: Vec<usize> = bwd_order.iter().map(|&t| s.tensors[t].numel()).collect();
     let t_c =
         move |e: usize| rounds as f64 * ab.alpha_s + ab.beta_s_per_byte * e as f64 * bytes_per_elem;
-    let t_s = move |e: usize| cc.time_s(e);
-    let groups = match kind {
-        PlannerKind::Mgwfbp => planner::mgwfbp(bwd_times, &p, &t_c),
-        PlannerKind::Omgs => planner::omgs(bwd_times, &p, &t_s, &t_c),
-        PlannerKind::LayerFusion => planner::layerfusion(bwd_times, &p, &t_s, &t_c),
+    let merge = s.merge;
+    let t_s = move |e: usize, k: usize| {
+        let calls = if merge { 1 } else { k };
+        calls as f64 * fixed_s + per_element_s * e as f64
     };
-    let ts_opt: &dyn Fn(usize) -> f64 = if kind == PlannerKind::Mgwfbp {
-        &|_| 0.0
-    } else {
-        &t_s
-    };
-    let predicted = planner::predicted_iteration_s(bwd_times, &p, &groups, ts_opt, &t_c);
-    Ok((groups, predicted))
+    Ok(planner::choose(kind, bwd_times, &p, &t_s, &t_c))
 }
 
 /// Alpha-beta of the exchange a method uses, measured now: 4 KiB to 4 MiB messages,
@@ -656,6 +710,7 @@ fn calibrate_comm(
     world: &World,
     mode: crate::comm::exchange::CollectiveMode,
     agg: crate::compress::Aggregation,
+    gather_exact: bool,
 ) -> Result<crate::comm::netmodel::AlphaBeta> {
     use crate::compress::Aggregation as A;
     const SIZES_WORDS: [usize; 4] = [1 << 10, 1 << 14, 1 << 17, 1 << 20];
@@ -667,6 +722,7 @@ fn calibrate_comm(
         },
         A::AllGather => WireLen {
             gather_u32: cap,
+            gather_exact,
             ..WireLen::default()
         },
         A::Ring => WireLen {
@@ -688,12 +744,17 @@ fn calibrate_comm(
         for x in times.iter_mut() {
             world.barrier();
             let t0 = mpi::time();
-            ex.run(world, &w, |_, _, inc, own| {
-                for (o, i) in own.iter_mut().zip(inc) {
-                    *o ^= *i;
-                }
-                Ok(())
-            })?;
+            ex.run(
+                world,
+                &w,
+                gather_exact,
+                |_, _, inc: &[u32], own: &mut [u32]| {
+                    for (o, i) in own.iter_mut().zip(inc) {
+                        *o ^= *i;
+                    }
+                    Ok(())
+                },
+            )?;
             *x = mpi::time() - t0;
         }
         world.max_in_place(&mut times);

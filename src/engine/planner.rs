@@ -7,8 +7,9 @@
 //! [`super::plan::buckets`] takes them: `t_b[i]` is the backward time of position `i`
 //! (s), `p[i]` its elements. A plan is a `Vec<Vec<usize>>` of positions, contiguous and
 //! in order, covering `0..L` — the same shape `plan::buckets` returns. Costs are given
-//! per group, as functions of the group's total elements: `t_s(d)` the compression
-//! (sparsification, sketching; 0 for dense) time and `t_c(d)` the communication time of
+//! per group: `t_s(d, k)` the work besides communication for a group of `k` tensors with
+//! `d` elements in all (compression, feedback and decompression of every round; `k`
+//! carries per-call fixed costs; 0 for dense) and `t_c(d)` the communication time of
 //! the group's message (e.g. [`crate::comm::netmodel::AlphaBeta`] of the method's wire
 //! bytes).
 //!
@@ -107,7 +108,7 @@ pub fn timeline(
     t_b: &[f64],
     p: &[usize],
     groups: &[Vec<usize>],
-    t_s: &dyn Fn(usize) -> f64,
+    t_s: &dyn Fn(usize, usize) -> f64,
     t_c: &dyn Fn(usize) -> f64,
 ) -> Timeline {
     assert_eq!(
@@ -136,7 +137,7 @@ pub fn timeline(
         let ready = ends[*g.last().unwrap()];
         let d = group_elems(p, g);
         let sc = ready.max(free);
-        let st = sc + t_s(d);
+        let st = sc + t_s(d, g.len());
         let end = st + t_c(d);
         tl.ready_s.push(ready);
         tl.start_compress_s.push(sc);
@@ -153,7 +154,7 @@ pub fn predicted_iteration_s(
     t_b: &[f64],
     p: &[usize],
     groups: &[Vec<usize>],
-    t_s: &dyn Fn(usize) -> f64,
+    t_s: &dyn Fn(usize, usize) -> f64,
     t_c: &dyn Fn(usize) -> f64,
 ) -> f64 {
     timeline(t_b, p, groups, t_s, t_c).iteration_end_s
@@ -162,7 +163,8 @@ pub fn predicted_iteration_s(
 /// OMGS's two sides of merging group `g` with group `g + 1` under `groups`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MergeTerms {
-    /// Waiting time merging adds: `t_b(next) + t_s(a+b) - t_s(a) - t_s(b) - slack`.
+    /// Waiting time merging adds: `t_b(next) + t_s(a+b) - t_s(a) - t_s(b) - slack` (with
+    /// the groups' tensor counts: per-tensor fixed costs do not cancel by merging).
     pub t_wait_s: f64,
     /// Startup time merging saves: `t_c(a) + t_c(b) - t_c(a+b)`.
     pub t_save_s: f64,
@@ -195,16 +197,17 @@ pub fn omgs_terms(
     groups: &[Vec<usize>],
     tl: &Timeline,
     g: usize,
-    t_s: &dyn Fn(usize) -> f64,
+    t_s: &dyn Fn(usize, usize) -> f64,
     t_c: &dyn Fn(usize) -> f64,
 ) -> MergeTerms {
     debug_assert_eq!(t_b.len(), p.len());
     let a = group_elems(p, &groups[g]);
     let b = group_elems(p, &groups[g + 1]);
+    let (ka, kb) = (groups[g].len(), groups[g + 1].len());
     let delay = tl.ready_s[g + 1] - tl.ready_s[g];
     let slack = tl.slack_s(g).min(delay);
     MergeTerms {
-        t_wait_s: delay + t_s(a + b) - t_s(a) - t_s(b) - slack,
+        t_wait_s: delay + t_s(a + b, ka + kb) - t_s(a, ka) - t_s(b, kb) - slack,
         t_save_s: t_c(a) + t_c(b) - t_c(a + b),
     }
 }
@@ -216,7 +219,7 @@ pub fn omgs_terms(
 pub fn omgs(
     t_b: &[f64],
     p: &[usize],
-    t_s: &dyn Fn(usize) -> f64,
+    t_s: &dyn Fn(usize, usize) -> f64,
     t_c: &dyn Fn(usize) -> f64,
 ) -> Vec<Vec<usize>> {
     assert_eq!(
@@ -240,11 +243,87 @@ pub fn omgs(
     groups
 }
 
+/// Fusion thresholds (fp32 gradient bytes) a planner's plan is rated against, with "none"
+/// and "single": 1 and 4 MiB, PyTorch DDP's 25 MiB and Horovod's 64 MiB.
+pub const SIMPLE_THRESHOLDS_BYTES: [u64; 4] = [1 << 20, 4 << 20, 25 << 20, 64 << 20];
+
+/// What [`choose`] returns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Choice {
+    pub groups: Vec<Vec<usize>>,
+    /// The modelled iteration end of `groups` ([`predicted_iteration_s`], full costs).
+    pub predicted_s: f64,
+    /// `None` when the planner's plan was kept, else the simple plan that replaced it
+    /// (`none`, `single`, `25MiB`, ...) and the planner's own prediction.
+    pub replaced: Option<(String, f64)>,
+}
+
+/// Plan with `kind`, then rate its plan and the simple ones (one group per layer, one
+/// group, [`SIMPLE_THRESHOLDS_BYTES`] over the layers' fp32 bytes `4 p`) under the same
+/// full cost model, and keep the planner's plan unless a simple plan is predicted faster
+/// by more than [`TIE_S`]: a planner never returns a plan its own model rates worse than
+/// the plans a user would try by hand. MG-WFBP, the dense planner, decides with no
+/// compression cost (as published) but is rated with `t_s` like the others. Engine and
+/// simulator both plan through this.
+pub fn choose(
+    kind: crate::engine::plan::PlannerKind,
+    t_b: &[f64],
+    p: &[usize],
+    t_s: &dyn Fn(usize, usize) -> f64,
+    t_c: &dyn Fn(usize) -> f64,
+) -> Choice {
+    use crate::engine::plan::{buckets, Fusion, PlannerKind};
+    let groups = match kind {
+        PlannerKind::Mgwfbp => mgwfbp(t_b, p, t_c),
+        PlannerKind::Omgs => omgs(t_b, p, t_s, t_c),
+        PlannerKind::LayerFusion => layerfusion(t_b, p, t_s, t_c),
+    };
+    let own_s = predicted_iteration_s(t_b, p, &groups, t_s, t_c);
+    let bytes: Vec<u64> = p.iter().map(|&d| 4 * d as u64).collect();
+    let rule = crate::compress::CloseRule::AtThreshold;
+    let mut simple = vec![
+        (
+            Fusion::None.to_string(),
+            buckets(&bytes, Fusion::None, 1.0, rule),
+        ),
+        (
+            Fusion::Single.to_string(),
+            buckets(&bytes, Fusion::Single, 1.0, rule),
+        ),
+    ];
+    for t in SIMPLE_THRESHOLDS_BYTES {
+        let f = Fusion::Bytes(t);
+        simple.push((f.to_string(), buckets(&bytes, f, 1.0, rule)));
+    }
+    let mut best: Option<(String, Vec<Vec<usize>>, f64)> = None;
+    for (name, g) in simple {
+        if g.is_empty() {
+            continue;
+        }
+        let t = predicted_iteration_s(t_b, p, &g, t_s, t_c);
+        if t < own_s - TIE_S && best.as_ref().map_or(true, |b| t < b.2 - TIE_S) {
+            best = Some((name, g, t));
+        }
+    }
+    match best {
+        None => Choice {
+            groups,
+            predicted_s: own_s,
+            replaced: None,
+        },
+        Some((name, g, t)) => Choice {
+            groups: g,
+            predicted_s: t,
+            replaced: Some((name, own_s)),
+        },
+    }
+}
+
 /// MG-WFBP's merge plan for dense S-SGD (Shi et al., INFOCOM 2019): the OMGS planner
 /// with no compression (`t_s = 0`) and `t_c` the dense all-reduce of a group's elements
 /// (e.g. [`dense_allreduce_cost`]).
 pub fn mgwfbp(t_b: &[f64], p: &[usize], t_c: &dyn Fn(usize) -> f64) -> Vec<Vec<usize>> {
-    omgs(t_b, p, &|_| 0.0, t_c)
+    omgs(t_b, p, &|_, _| 0.0, t_c)
 }
 
 /// `t_c` of an fp32 dense all-reduce under an alpha-beta model: `alpha + beta * 4 d`.
@@ -260,7 +339,7 @@ pub fn dense_allreduce_cost(ab: crate::comm::netmodel::AlphaBeta) -> impl Fn(usi
 /// hyper-parameter: the plan follows from the costs alone.
 ///
 /// Exact dynamic programme over prefixes, O(L^2) cost evaluations: `E[0] = 0`,
-/// `E[j] = min_{i<j} max(B_{j-1}, E[i]) + t_s(P[i..j]) + t_c(P[i..j])`, where `E[j]` is
+/// `E[j] = min_{i<j} max(B_{j-1}, E[i]) + t_s(P[i..j], j - i) + t_c(P[i..j])`, where `E[j]` is
 /// the earliest end of communication of the first `j` positions and `P[i..j]` the
 /// elements of positions `i..j`. Optimal because a group's end is non-decreasing in the
 /// previous group's end, so an optimal plan's prefixes are optimal. Ties (within
@@ -268,7 +347,7 @@ pub fn dense_allreduce_cost(ab: crate::comm::netmodel::AlphaBeta) -> impl Fn(usi
 pub fn layerfusion(
     t_b: &[f64],
     p: &[usize],
-    t_s: &dyn Fn(usize) -> f64,
+    t_s: &dyn Fn(usize, usize) -> f64,
     t_c: &dyn Fn(usize) -> f64,
 ) -> Vec<Vec<usize>> {
     assert_eq!(
@@ -294,7 +373,7 @@ pub fn layerfusion(
         let ready = ends[j - 1];
         for i in (0..j).rev() {
             let d = pre[j] - pre[i];
-            let e = ready.max(best[i]) + t_s(d) + t_c(d);
+            let e = ready.max(best[i]) + t_s(d, j - i) + t_c(d);
             if e < best[j] - TIE_S {
                 best[j] = e;
                 from[j] = i;
@@ -342,7 +421,7 @@ mod tests {
         //       t_c(40) = 5 -> end 15.9. Iteration end 15.9; slack of g2 = 10.5 - 7 = 3.5.
         let t_b = [1.0, 2.0, 1.0, 3.0];
         let p = [10, 20, 30, 40];
-        let ts = |d: usize| 0.01 * d as f64;
+        let ts = |d: usize, _k: usize| 0.01 * d as f64;
         let tc = |d: usize| 1.0 + 0.1 * d as f64;
         let groups = vec![vec![0], vec![1, 2], vec![3]];
         let tl = timeline(&t_b, &p, &groups, &ts, &tc);
@@ -379,9 +458,13 @@ mod tests {
     #[test]
     #[should_panic(expected = "contiguous")]
     fn timeline_rejects_non_contiguous_groups() {
-        timeline(&[1.0, 1.0], &[1, 1], &[vec![1], vec![0]], &|_| 0.0, &|_| {
-            0.0
-        });
+        timeline(
+            &[1.0, 1.0],
+            &[1, 1],
+            &[vec![1], vec![0]],
+            &|_, _| 0.0,
+            &|_| 0.0,
+        );
     }
 
     #[test]
@@ -395,7 +478,7 @@ mod tests {
     // Two layers, t_b = [1, 1], p = [100, 100], t_s(d) = 0.1 + 0.001 d
     // (t_s(100) = 0.2, t_s(200) = 0.3), t_c(d) = alpha + 0.01 d.
     const TS_FIXED: f64 = 0.1;
-    fn ts2(d: usize) -> f64 {
+    fn ts2(d: usize, _k: usize) -> f64 {
         TS_FIXED + 0.001 * d as f64
     }
 
@@ -467,23 +550,23 @@ mod tests {
         let p = [100, 100, 100];
         let tc = |d: usize| 0.5 + 0.02 * d as f64;
         let groups = per_layer(3);
-        let tl = timeline(&t_b, &p, &groups, &|_| 0.0, &tc);
+        let tl = timeline(&t_b, &p, &groups, &|_, _| 0.0, &tc);
         assert!(close(tl.slack_s(1), 1.5));
-        let m0 = omgs_terms(&t_b, &p, &groups, &tl, 0, &|_| 0.0, &tc);
-        let m1 = omgs_terms(&t_b, &p, &groups, &tl, 1, &|_| 0.0, &tc);
+        let m0 = omgs_terms(&t_b, &p, &groups, &tl, 0, &|_, _| 0.0, &tc);
+        let m1 = omgs_terms(&t_b, &p, &groups, &tl, 1, &|_, _| 0.0, &tc);
         assert!(close(m0.t_wait_s, 1.0) && !m0.merges(), "{m0:?}");
         assert!(
             close(m1.t_wait_s, 0.0) && close(m1.t_save_s, 0.5) && m1.merges(),
             "{m1:?}"
         );
-        let plan = omgs(&t_b, &p, &|_| 0.0, &tc);
+        let plan = omgs(&t_b, &p, &|_, _| 0.0, &tc);
         assert_eq!(plan, vec![vec![0], vec![1, 2]]);
         assert!(close(
-            predicted_iteration_s(&t_b, &p, &plan, &|_| 0.0, &tc),
+            predicted_iteration_s(&t_b, &p, &plan, &|_, _| 0.0, &tc),
             8.0
         ));
         assert!(close(
-            predicted_iteration_s(&t_b, &p, &groups, &|_| 0.0, &tc),
+            predicted_iteration_s(&t_b, &p, &groups, &|_, _| 0.0, &tc),
             8.5
         ));
         // Same plan through MG-WFBP (t_s = 0).
@@ -511,8 +594,8 @@ mod tests {
         let plan = mgwfbp(&t_b, &p, &mid);
         assert!(plan.len() > 1 && plan.len() < p.len(), "{}", plan.len());
         check_groups(&plan, p.len()).unwrap();
-        let pl = predicted_iteration_s(&t_b, &p, &per_layer(p.len()), &|_| 0.0, &mid);
-        assert!(predicted_iteration_s(&t_b, &p, &plan, &|_| 0.0, &mid) <= pl + 1e-12);
+        let pl = predicted_iteration_s(&t_b, &p, &per_layer(p.len()), &|_, _| 0.0, &mid);
+        assert!(predicted_iteration_s(&t_b, &p, &plan, &|_, _| 0.0, &mid) <= pl + 1e-12);
     }
 
     #[test]
@@ -526,7 +609,7 @@ mod tests {
             (1e-6, 1e-11, 5e-5, 5e-9),
             (1e3, 1e-10, 0.0, 0.0),
         ] {
-            let ts = move |d: usize| {
+            let ts = move |d: usize, _k: usize| {
                 if d == 0 {
                     0.0
                 } else {
@@ -572,7 +655,7 @@ mod tests {
             (1.0, 1e-4, 0.0),
             (0.05, 5e-3, 0.2),
         ] {
-            let ts = move |d: usize| ts_fixed + 1e-4 * d as f64;
+            let ts = move |d: usize, _k: usize| ts_fixed + 1e-4 * d as f64;
             let tc = move |d: usize| alpha + beta * d as f64;
             let mut brute = f64::INFINITY;
             for mask in 0u32..(1 << 5) {
@@ -598,10 +681,76 @@ mod tests {
     #[test]
     fn planners_handle_empty_and_single_layer() {
         let tc = |d: usize| 1.0 + d as f64;
-        assert!(omgs(&[], &[], &|_| 0.0, &tc).is_empty());
-        assert!(layerfusion(&[], &[], &|_| 0.0, &tc).is_empty());
-        assert_eq!(omgs(&[1.0], &[5], &|_| 0.0, &tc), vec![vec![0]]);
-        assert_eq!(layerfusion(&[1.0], &[5], &|_| 0.0, &tc), vec![vec![0]]);
+        assert!(omgs(&[], &[], &|_, _| 0.0, &tc).is_empty());
+        assert!(layerfusion(&[], &[], &|_, _| 0.0, &tc).is_empty());
+        assert_eq!(omgs(&[1.0], &[5], &|_, _| 0.0, &tc), vec![vec![0]]);
+        assert_eq!(layerfusion(&[1.0], &[5], &|_, _| 0.0, &tc), vec![vec![0]]);
         assert_eq!(mgwfbp(&[1.0], &[5], &tc), vec![vec![0]]);
+    }
+
+    /// Under its own cost model a planner's choice is never rated worse than its own plan
+    /// or any simple plan (none, single, 1/4/25/64 MiB), and on instances where the
+    /// planner's plan is worse, a simple plan replaces it and says so.
+    #[test]
+    fn choice_is_never_worse_than_the_simple_plans() {
+        use crate::engine::plan::{buckets, Fusion, PlannerKind};
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(5);
+        let mut replaced = 0;
+        for _ in 0..300 {
+            let n = rng.gen_range(1..40);
+            let t_b: Vec<f64> = (0..n).map(|_| rng.gen_range(0.0..2e-3)).collect();
+            let p: Vec<usize> = (0..n).map(|_| rng.gen_range(1..3_000_000)).collect();
+            let (alpha, beta) = (rng.gen_range(0.0..5e-3), rng.gen_range(0.0..4e-9));
+            let (fixed, per) = (rng.gen_range(0.0..1e-3), rng.gen_range(0.0..2e-9));
+            let ts = move |d: usize, k: usize| k as f64 * fixed + per * d as f64;
+            let tc = move |d: usize| alpha + beta * (4 * d) as f64;
+            let bytes: Vec<u64> = p.iter().map(|&d| 4 * d as u64).collect();
+            let rule = crate::compress::CloseRule::AtThreshold;
+            for kind in [
+                PlannerKind::Mgwfbp,
+                PlannerKind::Omgs,
+                PlannerKind::LayerFusion,
+            ] {
+                let c = choose(kind, &t_b, &p, &ts, &tc);
+                check_groups(&c.groups, n).unwrap();
+                assert!(close(
+                    c.predicted_s,
+                    predicted_iteration_s(&t_b, &p, &c.groups, &ts, &tc)
+                ));
+                let own = match kind {
+                    PlannerKind::Mgwfbp => mgwfbp(&t_b, &p, &tc),
+                    PlannerKind::Omgs => omgs(&t_b, &p, &ts, &tc),
+                    PlannerKind::LayerFusion => layerfusion(&t_b, &p, &ts, &tc),
+                };
+                let own_s = predicted_iteration_s(&t_b, &p, &own, &ts, &tc);
+                assert!(c.predicted_s <= own_s + 1e-12);
+                let mut simple = vec![per_layer(n), single(n)];
+                for t in SIMPLE_THRESHOLDS_BYTES {
+                    simple.push(buckets(&bytes, Fusion::Bytes(t), 1.0, rule));
+                }
+                for g in &simple {
+                    let t = predicted_iteration_s(&t_b, &p, g, &ts, &tc);
+                    assert!(
+                        c.predicted_s <= t + TIE_S,
+                        "{kind:?}: chose {} > simple {t}",
+                        c.predicted_s
+                    );
+                }
+                match &c.replaced {
+                    Some((_, s)) => {
+                        replaced += 1;
+                        assert!(close(*s, own_s) && c.predicted_s < own_s);
+                    }
+                    None => assert_eq!(c.groups, own),
+                }
+            }
+        }
+        // MG-WFBP decides without compression costs and OMGS greedily: some instances
+        // must have been replaced, or the comparison is not exercised.
+        assert!(
+            replaced > 0,
+            "no planner plan was ever rated worse than a simple plan"
+        );
     }
 }

@@ -35,10 +35,10 @@ pub mod host;
 pub mod network;
 pub mod run;
 
-use crate::comm::exchange::CollectiveMode;
+use crate::comm::exchange::{CollectiveMode, ExchangeOp, ExchangePlan};
 use crate::comm::netmodel::CompressCost;
 use crate::compress::{registry, Aggregation, MethodParams, WireLen, WorkerCtx};
-use crate::engine::plan::{self, Fusion, PlannerKind};
+use crate::engine::plan::{self, Fusion};
 use crate::engine::{planner, TensorSpec};
 use network::{CollectiveCost, Op};
 use std::collections::HashMap;
@@ -320,6 +320,8 @@ pub struct SimResult {
     pub aggregation: &'static str,
     /// Planner fusions: the planner's own timeline prediction (backward start to end).
     pub planned_s: Option<f64>,
+    /// Planner fusions: the plan that ran (engine::plan_source_of).
+    pub plan_source: Option<String>,
     /// Bucket plan: backward positions per bucket.
     pub plan: Vec<Vec<usize>>,
 }
@@ -401,6 +403,7 @@ impl<'a> WireOracle<'a> {
                             sum_f32: ext(a.sum_f32, b.sum_f32),
                             gather_u32: ext(a.gather_u32, b.gather_u32),
                             ring_u32: ext(a.ring_u32, b.ring_u32),
+                            gather_exact: a.gather_exact && b.gather_exact,
                         })
                         .collect()
                 })
@@ -438,9 +441,8 @@ fn merr(case: &SimCase, e: impl std::fmt::Display) -> SimError {
     }
 }
 
-/// Cost of one bucket exchange of `w` (words per rank) among `n` workers, as
-/// comm/exchange.rs runs it: sum section, then gather section (counts + gather-v), then
-/// the ring section.
+/// Cost of one bucket exchange of `w` (words per rank) among `n` workers: the
+/// collectives of the [`ExchangePlan`] that comm/exchange.rs runs for it.
 pub fn exchange_s(
     net: &dyn CollectiveCost,
     mode: CollectiveMode,
@@ -448,29 +450,23 @@ pub fn exchange_s(
     w: WireLen,
     gather_used: bool,
 ) -> f64 {
-    let mut t = 0.0;
-    if w.sum_f32 > 0 {
-        let m = 4.0 * w.sum_f32 as f64;
-        t += match mode {
-            CollectiveMode::Native | CollectiveMode::AllReduce => net.time_s(Op::AllReduce, n, m),
-            CollectiveMode::AllGather => {
-                net.time_s(Op::AllGather, n, m) + net.reduce_s((n.max(1) - 1) as f64 * m)
+    ExchangePlan::new(mode, w, gather_used)
+        .ops()
+        .iter()
+        .map(|&(op, words)| {
+            let m = 4.0 * words as f64;
+            match op {
+                ExchangeOp::SumAllReduce => net.time_s(Op::AllReduce, n, m),
+                ExchangeOp::SumAllGather => {
+                    net.time_s(Op::AllGather, n, m) + net.reduce_s((n.max(1) - 1) as f64 * m)
+                }
+                ExchangeOp::SumReduceBcast => net.time_s(Op::PsReduceBcast, n, m),
+                ExchangeOp::SumRing | ExchangeOp::Ring => net.time_s(Op::Ring, n, m),
+                ExchangeOp::GatherLengths | ExchangeOp::Gather => net.time_s(Op::AllGather, n, m),
+                ExchangeOp::GatherBcast => net.time_s(Op::PsGatherBcast, n, m),
             }
-            CollectiveMode::Ps => net.time_s(Op::PsReduceBcast, n, m),
-        };
-    }
-    if gather_used {
-        let m = 4.0 * w.gather_u32 as f64;
-        t += net.time_s(Op::AllGather, n, 4.0);
-        t += match mode {
-            CollectiveMode::Ps => net.time_s(Op::PsGatherBcast, n, m),
-            _ => net.time_s(Op::AllGather, n, m),
-        };
-    }
-    if w.ring_u32 > 0 {
-        t += net.time_s(Op::Ring, n, 4.0 * w.ring_u32 as f64);
-    }
-    t
+        })
+        .sum()
 }
 
 /// Simulate one iteration of `case` under `costs` (see the module docs).
@@ -504,7 +500,7 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
         let ts = &wl.tensors[t];
         pos_wire.push(oracle.get(ts.rows, ts.cols)?);
     }
-    let per_round = |c: CompressCost, e: usize| c.time_s(e) / rounds as f64;
+    let mut plan_source = None;
     let (mut phase_groups, planned_s) = match case.fusion {
         Fusion::Planner(kind) => {
             // Planner costs as the engine's plan_with_costs: wire bytes per element over
@@ -518,6 +514,7 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
                 })
                 .collect();
             let mode = case.collective;
+            let exact = pos_wire.iter().all(|w| w[0].iter().all(|l| l.gather_exact));
             let t_c = |e: usize| -> f64 {
                 bpe.iter()
                     .map(|b| {
@@ -529,6 +526,7 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
                             },
                             Aggregation::AllGather => WireLen {
                                 gather_u32: words,
+                                gather_exact: exact,
                                 ..WireLen::default()
                             },
                             Aggregation::Ring => WireLen {
@@ -540,20 +538,28 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
                     })
                     .sum()
             };
-            let t_s = |e: usize| per_round(mc.compress, e) + per_round(mc.feedback, e);
-            let g = match kind {
-                PlannerKind::Mgwfbp => planner::mgwfbp(&bwd_times, &numel, &t_c),
-                PlannerKind::Omgs => planner::omgs(&bwd_times, &numel, &t_s, &t_c),
-                PlannerKind::LayerFusion => planner::layerfusion(&bwd_times, &numel, &t_s, &t_c),
+            // Work besides communication, as the engine calibrates it: every round's
+            // compress, feedback and decompress (of n workers' pieces), one call per
+            // tensor (one per group when compression is merged), at the host's CPU share.
+            let cpu = 1.0 / costs.host.cpu_share;
+            let gather_words_per_elem = pos_wire
+                .iter()
+                .map(|w| w[0].iter().map(|l| l.gather_u32).sum::<usize>())
+                .sum::<usize>() as f64
+                / elems.max(1) as f64;
+            let merge = case.merge;
+            let t_s = |e: usize, k: usize| {
+                let calls = if merge { 1.0 } else { k as f64 };
+                let words = (e as f64 * gather_words_per_elem).round() as usize;
+                cpu * (calls * (mc.compress.fixed_s + mc.feedback.fixed_s + mc.decompress.fixed_s)
+                    + e as f64
+                        * (mc.compress.per_element_s
+                            + mc.feedback.per_element_s
+                            + mc.decompress.per_element_s * gather_scale(n, e, words)))
             };
-            let zero = |_: usize| 0.0;
-            let ts_opt: &dyn Fn(usize) -> f64 = if kind == PlannerKind::Mgwfbp {
-                &zero
-            } else {
-                &t_s
-            };
-            let pred = planner::predicted_iteration_s(&bwd_times, &numel, &g, ts_opt, &t_c);
-            (vec![g], Some(pred))
+            let c = planner::choose(kind, &bwd_times, &numel, &t_s, &t_c);
+            plan_source = Some(crate::engine::plan_source_of(kind, &c));
+            (vec![c.groups], Some(c.predicted_s))
         }
         f => {
             let shapes: Vec<(usize, usize)> = bwd_order
@@ -598,6 +604,7 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
     r.aggregation = agg.name();
     r.collective = case.collective.effective(agg);
     r.planned_s = planned_s;
+    r.plan_source = plan_source;
     r.plan = phase_groups.swap_remove(0);
     Ok(r)
 }
@@ -665,7 +672,10 @@ fn simulate_clock(
                 let e: usize = g.iter().map(|&p| numel[p]).sum();
                 run(&mut clock, &mut r.pack_s, cpu * pb * 4.0 * e as f64);
             }
-            let mut w = WireLen::default();
+            let mut w = WireLen {
+                gather_exact: true,
+                ..WireLen::default()
+            };
             for (e, uw) in units {
                 let c = cpu * (per_round(mc.compress, *e) + per_round(mc.feedback, *e));
                 let l = uw[round];
@@ -675,9 +685,7 @@ fn simulate_clock(
                     &mut r.pack_s,
                     cpu * (costs.pack_fixed_s + pb * l.bytes() as f64),
                 );
-                w.sum_f32 += l.sum_f32;
-                w.gather_u32 += l.gather_u32;
-                w.ring_u32 += l.ring_u32;
+                w = w.plus(l);
             }
             if gather_used {
                 // Trailer: one length word per unit.
@@ -771,6 +779,8 @@ pub struct SimRow {
     pub dense_bytes: u64,
     pub wire_bytes: u64,
     pub planned_s: Option<f64>,
+    /// Planner fusions: the planner's name, or the simple plan its model rated faster.
+    pub plan_source: Option<String>,
     pub cost_source: String,
 }
 
@@ -805,6 +815,7 @@ impl SimRow {
             dense_bytes: wl.tensors.iter().map(|t| 4 * t.numel() as u64).sum(),
             wire_bytes: r.wire_bytes,
             planned_s: r.planned_s,
+            plan_source: r.plan_source.clone(),
             cost_source: costs.describe(),
         }
     }

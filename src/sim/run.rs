@@ -93,7 +93,7 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
                         None => req.fusion.clone(),
                     };
                     for p in &req.params {
-                        for &c in &req.collectives {
+                        for c in crate::config::distinct_collectives(method, &req.collectives) {
                             for &f in &fusions {
                                 for &pipe in &req.pipelining {
                                     let case =

@@ -1,0 +1,138 @@
+"""Report discovery and combination of runs on hand-written CSV files (no binary needed)."""
+
+import json
+import os
+
+import pandas as pd
+import pytest
+
+from gradcomp_analysis.io import find_runs, load_results
+from gradcomp_analysis.report import write_report
+from test_tables import row
+
+
+def write_run(d, rows, network=None):
+    os.makedirs(d, exist_ok=True)
+    e = pd.DataFrame(rows)
+    e.insert(0, "schema_version", 1)
+    e.drop(columns=["network"]).to_csv(os.path.join(d, "e2e.csv"), index=False)
+    if network:
+        with open(os.path.join(d, "network.txt"), "w") as f:
+            f.write(network + "\n")
+
+
+def test_discovers_runs_at_any_depth_and_says_what_it_skipped(tmp_path, capsys):
+    """EXP/np2 and EXP/np4 two levels below the folder given (the old reader looked one
+    level down and skipped them without a word)."""
+    for n in (2, 4):
+        write_run(tmp_path / "EXP" / f"np{n}", [row("ssgd", 0.2 * n, world_size=n), row("acpsgd", 0.1, world_size=n)])
+    (tmp_path / "logs" / "old").mkdir(parents=True)
+    (tmp_path / "logs" / "old" / "slurm.out").write_text("x")
+    runs = find_runs([str(tmp_path)])
+    assert [lab for _, lab in runs] == [os.path.join("EXP", "np2"), os.path.join("EXP", "np4")]
+    res = load_results(str(tmp_path))
+    assert sorted(res.e2e["run"].unique()) == [os.path.join("EXP", "np2"), os.path.join("EXP", "np4")]
+    assert [(os.path.relpath(d, tmp_path), "no " in why) for d, why in res.skipped] == [("logs", True)]
+    # The report of the parent folder has the scaling table (2 and 4 ranks) and warns about logs/.
+    out = tmp_path / "rep"
+    path = write_report(str(tmp_path), str(out))
+    m = json.load(open(out / "manifest.json"))
+    assert "acpsgd_scaling" in m["tables"], m["missing"]
+    assert sorted(pd.read_csv(out / "acpsgd_scaling.csv")["world_size"]) == [2, 4]
+    err = capsys.readouterr().err
+    assert "warning: skipped" in err and os.path.join(str(tmp_path), "logs") in err
+    assert "Folders skipped" in open(path).read()
+    # A second report of the same folder does not read the first report's tables as a run.
+    write_report(str(tmp_path), str(tmp_path / "EXP" / "report"))
+    res = load_results(str(tmp_path))
+    assert len(res.meta) == 2
+    assert any(d.endswith("report") and "report written by" in why for d, why in res.skipped)
+
+
+def test_run_with_header_only_is_reported_as_skipped(tmp_path):
+    write_run(tmp_path / "a", [row("ssgd", 0.2)])
+    write_run(tmp_path / "b", [row("ssgd", 0.2)])
+    e = pd.read_csv(tmp_path / "b" / "e2e.csv")
+    e.iloc[:0].to_csv(tmp_path / "b" / "e2e.csv", index=False)
+    res = load_results(str(tmp_path))
+    assert list(res.e2e["run"].unique()) == ["a"]
+    assert [(os.path.basename(d), "no rows" in why) for d, why in res.skipped] == [("b", True)]
+
+
+def test_printed_numbers_have_consistent_significant_digits():
+    """Item 5: one format per column (4 significant digits for measurements, 2 for an
+    interval's half-width, integers and short parameters as they are); Markdown shows
+    `median ± half-width` in one cell."""
+    from gradcomp_analysis.report import format_column, to_markdown
+    assert format_column([283.4123, 1.6152, 0.051234, float("nan"), float("inf")], "iter_ms") == \
+        ["283.4", "1.615", "0.05123", "", "inf"]
+    assert format_column([25.0, 1.52345], "speedup") == ["25.00", "1.523"]  # was "25.000" beside "1.523"
+    assert format_column([9.99996], "x") == ["10.00"]
+    assert format_column([0.0612, 3.4, 33.7], "iter_ms ±") == ["0.061", "3.4", "34"]
+    assert format_column([0.001, 0.01], "density") == ["0.001", "0.01"]
+    assert format_column([97.49, 232.56], "gradient MiB (published)") == ["97.49", "232.56"]
+    assert format_column([2, 4], "world_size") == ["2", "4"]
+    md = to_markdown(pd.DataFrame({"a ms": [1.61523, 283.41], "a ms ±": [0.0612, float("nan")],
+                                   "vs ssgd": ["faster", "≈ not significant"]}))
+    assert md.splitlines()[0] == "| a ms | vs ssgd |"
+    assert md.splitlines()[2] == "| 1.615 ± 0.061 | faster |"
+    assert md.splitlines()[3] == "| 283.4 | ≈ not significant |"
+
+
+def test_plots_panel_per_model_and_buffer_sweep_ticks(tmp_path, monkeypatch):
+    """Item 5: ResNet-20 (ms) and ResNet-50 (hundreds of ms) get a panel each in
+    acpsgd_main.png; acpsgd_buffer_sweep.png labels its ticks by fusion (none ... single)
+    and keeps the `single` point."""
+    from gradcomp_analysis import plots
+    figs = {}
+
+    def save(fig, out_dir, fname):
+        figs[fname] = fig
+        return fname
+
+    monkeypatch.setattr(plots, "_save", save)
+    rows = []
+    for model, k in [("resnet20", 0.002), ("resnet50", 0.2)]:
+        for f, x in [("none", 1.0), ("1MiB", 0.8), ("25MiB", 0.7), ("single", 0.9)]:
+            rows += [row("ssgd", k * x, fusion=f, model=model), row("acpsgd", k * x / 2, fusion=f, model=model)]
+    write_run(tmp_path / "run", rows)
+    write_report(str(tmp_path / "run"), str(tmp_path / "rep"))
+    # Ratios (dimensionless, comparable across models) stay on one axis.
+    rows_dgc = [row("dgc", 0.1, model="resnet50", dense=102228128, wire=409600),
+                row("dgc", 0.1, model="resnet20", dense=4000, wire=40)]
+    write_run(tmp_path / "dgc", rows_dgc)
+    write_report(str(tmp_path / "dgc"), str(tmp_path / "rep-dgc"))
+    assert len(figs["dgc_ratio.png"].axes) == 1
+    main = figs["acpsgd_main.png"]
+    assert len(main.axes) == 2
+    assert sorted(a.get_title().split(": ")[-1] for a in main.axes) == ["resnet20", "resnet50"]
+    sweep = figs["acpsgd_buffer_sweep.png"]
+    assert len(sweep.axes) == 2
+    for ax in sweep.axes:
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["none", "1MiB", "25MiB", "single"]
+        assert all(len(line.get_xdata()) == 4 for line in ax.get_lines() if len(line.get_xdata()) > 2)
+        assert ax.get_xscale() == "linear"
+
+
+def test_cli_help_says_runs_are_found_at_any_depth():
+    import subprocess
+    import sys
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    env = dict(os.environ, PYTHONPATH=os.path.join(root, "analysis"))
+    p = subprocess.run([sys.executable, "-m", "gradcomp_analysis", "report", "--help"], capture_output=True, text=True,
+                       env=env)
+    assert p.returncode == 0
+    assert "at any depth" in " ".join(p.stdout.split())
+
+
+def test_log_x_plots_label_the_measured_values(tmp_path, monkeypatch):
+    """Scaling / rank sweeps on a log axis: ticks at the world sizes measured, in plain numbers."""
+    from gradcomp_analysis import plots
+    figs = {}
+    monkeypatch.setattr(plots, "_save", lambda fig, out_dir, fname: figs.setdefault(fname, fig) and fname)
+    t = pd.DataFrame({"model": ["m", "m", "m"], "world_size": pd.array([2, 4, 8], dtype="int64"),
+                      "ssgd ms": [1.0, 2.0, 4.0]})
+    plots.lines(t, "world_size", ["ssgd ms"], ["model"], "s.png", str(tmp_path), "Scaling", "ranks", "ms", logx=True)
+    ax = figs["s.png"].axes[0]
+    assert ax.get_xscale() == "log"
+    assert [x.get_text() for x in ax.get_xticklabels()] == ["2", "4", "8"]
