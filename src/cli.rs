@@ -33,10 +33,10 @@ pub struct Common {
     #[arg(long, global = true, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Abort unless the MPI world has exactly N ranks (default: $SLURM_NTASKS when set)
-    #[arg(long, global = true, value_name = "N")]
+    #[arg(long, global = true, allow_negative_numbers = true, value_name = "N")]
     pub expect_ranks: Option<usize>,
     /// Seed of every random number generator (overrides the config's [run] seed)
-    #[arg(long, global = true, value_name = "N")]
+    #[arg(long, global = true, allow_negative_numbers = true, value_name = "N")]
     pub seed: Option<u64>,
     /// e2e: write a Chrome trace (JSON for Perfetto / chrome://tracing) of rank 0's timed
     /// iterations; with several e2e cases FILE-<i>.json per case
@@ -46,11 +46,21 @@ pub struct Common {
     #[arg(long, global = true)]
     pub resume: bool,
     /// End the job when one case runs longer than SECONDS (finished rows are kept)
-    #[arg(long, global = true, value_name = "SECONDS", value_parser = parse_timeout)]
+    #[arg(long, global = true, allow_negative_numbers = true, value_name = "SECONDS", value_parser = parse_timeout)]
     pub case_timeout: Option<f64>,
     /// Run even if the estimated memory need exceeds this node's available memory
     #[arg(long, global = true)]
     pub skip_memory_check: bool,
+    /// Seconds a signalled rank may take to stop in an orderly way before it exits
+    /// [default: 20]
+    #[arg(
+        long,
+        global = true,
+        hide = true,
+        allow_negative_numbers = true,
+        value_name = "SECONDS"
+    )]
+    pub stop_grace: Option<u32>,
     /// Test hook: this rank corrupts one element of its result before --check
     #[arg(long, global = true, hide = true, value_name = "RANK")]
     pub inject_fault: Option<usize>,
@@ -134,10 +144,10 @@ pub struct MicroCommArgs {
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub sizes: Option<Vec<String>>,
     /// Timed iterations per size [default: 1000 up to 8KiB, 200 up to 1MiB, 50 up to 64MiB, then 20]
-    #[arg(long, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub iters: Option<u64>,
     /// Warm-up iterations per size [default: a tenth of the default iterations]
-    #[arg(long, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub warmup: Option<u64>,
     /// Validate every result against exact expected values (inputs make sums exact)
     #[arg(long)]
@@ -168,15 +178,19 @@ pub struct CompressArgs {
     #[command(flatten)]
     pub params: ParamArgs,
     /// Timed iterations [default: 50 up to 1M elements, 20 up to 16M, then 10]
-    #[arg(long, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub iters: Option<u64>,
     /// Warm-up iterations [default: 5, 3, 2 by the same sizes]
-    #[arg(long, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub warmup: Option<u64>,
     /// micro only: validate every method's result against a dense reference
     #[arg(long)]
     pub check: bool,
 }
+
+/// Largest simulated world size: the cost models are fitted on clusters of up to a few
+/// thousand ranks, and beyond this the simulated times are meaningless.
+pub const MAX_SIM_WORLD_SIZE: usize = 1 << 20;
 
 /// The simulator's flags.
 #[derive(Debug, Args)]
@@ -198,7 +212,13 @@ pub struct SimulateArgs {
     )]
     pub methods: Vec<String>,
     /// Simulated world sizes, comma-separated (e.g. 8,64,1024)
-    #[arg(long, value_delimiter = ',', value_name = "LIST", default_value = "8")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        allow_hyphen_values = true,
+        value_name = "LIST",
+        default_value = "8"
+    )]
     pub world_sizes: Vec<usize>,
     /// Fusion plans, comma-separated: none, single, a byte threshold, mgwfbp, omgs, layerfusion
     #[arg(
@@ -225,7 +245,7 @@ pub struct SimulateArgs {
     )]
     pub collectives: Vec<String>,
     /// Per-worker batch [default: the model's]
-    #[arg(long, value_name = "B")]
+    #[arg(long, allow_negative_numbers = true, value_name = "B")]
     pub batch: Option<usize>,
     /// Device preset of the compute model
     #[arg(long, default_value = "v100", value_name = "PRESET")]
@@ -240,7 +260,12 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "E2E_CSV")]
     pub compare: Option<PathBuf>,
     /// Largest accepted |simulated/measured - 1| with --compare
-    #[arg(long, default_value = "0.15", value_name = "X")]
+    #[arg(
+        long,
+        default_value = "0.15",
+        allow_negative_numbers = true,
+        value_name = "X"
+    )]
     pub tolerance: f64,
     #[command(flatten)]
     pub params: ParamArgs,
@@ -288,6 +313,11 @@ impl SimulateArgs {
                 "--world-sizes: give world sizes >= 1, e.g. 8,64,1024".into(),
             ));
         }
+        if let Some(n) = self.world_sizes.iter().find(|&&n| n > MAX_SIM_WORLD_SIZE) {
+            return Err(Error::Input(format!(
+                "--world-sizes: {n} ranks is beyond what the simulator models; give at most {MAX_SIM_WORLD_SIZE}"
+            )));
+        }
         if let Some(n) = &self.network {
             if crate::sim::network::Link::preset(n).is_none() {
                 return Err(Error::Input(format!(
@@ -332,40 +362,56 @@ impl SimulateArgs {
 #[derive(Debug, Args, Clone)]
 pub struct ParamArgs {
     /// Density rho in (0,1] (topk, dgc, sketch); a comma list sweeps [default: 0.001]
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        allow_hyphen_values = true,
+        value_name = "LIST"
+    )]
     pub density: Option<Vec<f64>>,
     /// Low-rank rank r (powersgd, acpsgd; not a number of MPI ranks); a comma list sweeps [default: 4]
-    #[arg(long = "lowrank-rank", value_delimiter = ',', value_name = "LIST")]
+    #[arg(
+        long = "lowrank-rank",
+        value_delimiter = ',',
+        allow_hyphen_values = true,
+        value_name = "LIST"
+    )]
     pub lowrank_rank: Option<Vec<usize>>,
     /// Deprecated name of --lowrank-rank (accepted with a warning)
-    #[arg(long = "rank", value_delimiter = ',', value_name = "LIST", hide = true)]
+    #[arg(
+        long = "rank",
+        value_delimiter = ',',
+        allow_hyphen_values = true,
+        value_name = "LIST",
+        hide = true
+    )]
     pub rank: Option<Vec<usize>>,
     /// Power-SGD: compress only if (rows+cols)*r*rate < rows*cols [default: 2]
-    #[arg(long, value_name = "X")]
+    #[arg(long, allow_negative_numbers = true, value_name = "X")]
     pub min_compression_rate: Option<f64>,
     /// Power-SGD dense warm-up steps [default: 0]
-    #[arg(long, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub start_iter: Option<u64>,
     /// DGC momentum [default: 0.9]
-    #[arg(long, value_name = "M")]
+    #[arg(long, allow_negative_numbers = true, value_name = "M")]
     pub momentum: Option<f32>,
     /// DGC Nesterov momentum
     #[arg(long)]
     pub nesterov: bool,
     /// DGC local clipping norm, 0 = off [default: 0]
-    #[arg(long, value_name = "X")]
+    #[arg(long, allow_negative_numbers = true, value_name = "X")]
     pub clip_norm: Option<f32>,
     /// DGC steps per warm-up epoch, 0 = no warm-up [default: 0]
-    #[arg(long, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub warmup_steps_per_epoch: Option<u64>,
     /// Count Sketch rows [default: 3]
-    #[arg(long, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub sketch_rows: Option<usize>,
     /// Count Sketch columns per kept element [default: 10]
-    #[arg(long, value_name = "X")]
+    #[arg(long, allow_negative_numbers = true, value_name = "X")]
     pub sketch_cols_per_k: Option<f64>,
     /// QSGD levels s [default: 127]
-    #[arg(long, value_name = "S")]
+    #[arg(long, allow_negative_numbers = true, value_name = "S")]
     pub qsgd_levels: Option<u32>,
 }
 
@@ -433,7 +479,7 @@ pub struct E2eArgs {
     #[arg(long, default_value = "v100", value_name = "PRESET")]
     pub device: String,
     /// Per-worker batch size [default: the model's]
-    #[arg(long, value_name = "B")]
+    #[arg(long, allow_negative_numbers = true, value_name = "B")]
     pub batch: Option<usize>,
     /// How the emulated device waits: sleep, spin, none (no compute)
     #[arg(long, default_value = "sleep", value_name = "MODE")]
@@ -447,10 +493,10 @@ pub struct E2eArgs {
     #[command(flatten)]
     pub params: ParamArgs,
     /// Timed iterations [default: 10]; the minimum with --min-time or --target-ci
-    #[arg(long, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub iters: Option<u64>,
     /// Warm-up iterations [default: 2]
-    #[arg(long, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub warmup: Option<u64>,
     /// Adaptive timing: time each case for at least SECONDS
     #[arg(
@@ -603,6 +649,11 @@ impl Cli {
             }
             cfg.expect_ranks = Some(n);
         }
+        let what = match &self.command {
+            Command::Run { config } => config.display().to_string(),
+            _ => "the command line".into(),
+        };
+        cfg.check_cases(&what).map_err(Error::Input)?;
         Ok(cfg)
     }
 }

@@ -65,6 +65,47 @@ impl Origin {
     }
 }
 
+/// Refuse a list that names one value twice: both entries would run the same case under
+/// one case_id (so `--resume` could not tell them apart).
+fn no_repeats<T: PartialEq>(
+    origin: &Origin,
+    key: &str,
+    items: &[T],
+    show: impl Fn(&T) -> String,
+) -> Result<(), ConfigError> {
+    for (i, x) in items.iter().enumerate() {
+        if items[..i].contains(x) {
+            return Err(origin.invalid(
+                key,
+                format!(
+                    "'{}' appears twice; each entry is one case, remove the repeat",
+                    show(x)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Memory every rank holds whatever it runs (MPI library, code, stacks): ~19 MiB
+/// measured (VmHWM, Open MPI 4.1), bounded with room.
+pub const BASE_RSS_BYTES: u64 = 64 << 20;
+
+/// The buffer micro-compress reads to measure memory bandwidth (bench::tensors).
+pub const MEMORY_PROBE_BYTES: u64 = 256 << 20;
+
+/// Share of the node's available memory a run may plan to use; the rest is a margin
+/// for the OS, page cache and estimate error.
+pub const MEMORY_USABLE_FRACTION: f64 = 0.9;
+
+/// Largest config file read (bytes): far above any real sweep, small enough that a
+/// wrong path (a device, a log file) is refused instead of read.
+pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+
+/// Most cases one run may expand to: a sweep beyond it is a mistake or belongs in
+/// several runs (each case is one row and one collective agreement).
+pub const MAX_CASES: u128 = 100_000;
+
 /// A byte size given as an integer or a string with a unit (`"64KiB"`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -278,6 +319,8 @@ impl CompressSection {
                 ),
             ));
         }
+        let trimmed: Vec<&str> = self.methods.iter().map(|m| m.trim()).collect();
+        no_repeats(origin, "methods", &trimmed, |m| m.to_string())?;
         let mut methods: Vec<String> = Vec::new();
         for m in &self.methods {
             let m = m.trim().to_string();
@@ -313,6 +356,8 @@ impl CompressSection {
                 },
             ));
         }
+        let trimmed: Vec<&str> = self.models.iter().map(|m| m.trim()).collect();
+        no_repeats(origin, "models", &trimmed, |m| m.to_string())?;
         let mut models: Vec<String> = Vec::new();
         for m in &self.models {
             let m = m.trim().to_string();
@@ -326,12 +371,15 @@ impl CompressSection {
             .iter()
             .map(|s| Shape::parse(s).map_err(|m| origin.invalid("shapes", m)))
             .collect::<Result<Vec<_>, _>>()?;
+        no_repeats(origin, "shapes", &shapes, |s| s.to_string())?;
         let densities = self
             .densities
             .clone()
             .unwrap_or_else(|| vec![self.params.density]);
         let ranks = lowrank_sweep(&self.lowrank_ranks, &self.ranks, origin)?
             .unwrap_or_else(|| vec![self.params.rank]);
+        no_repeats(origin, "densities", &densities, |d| d.to_string())?;
+        no_repeats(origin, "lowrank_ranks", &ranks, |r| r.to_string())?;
         if densities.is_empty() || ranks.is_empty() {
             return Err(origin.invalid(
                 if densities.is_empty() {
@@ -561,6 +609,9 @@ impl E2eSection {
         for m in &self.models {
             crate::models::build(m).map_err(|e| origin.invalid("models", e))?;
         }
+        no_repeats(origin, "models", &self.models, |m| m.clone())?;
+        let trimmed: Vec<&str> = self.methods.iter().map(|m| m.trim()).collect();
+        no_repeats(origin, "methods", &trimmed, |m| m.to_string())?;
         // Methods and hyper-parameters: the same rules as the micro benchmarks, with the
         // e2e-only names (omgs, sketch-fusion) checked as their base compressors.
         let mut methods: Vec<String> = Vec::new();
@@ -570,8 +621,14 @@ impl E2eSection {
                 methods.push(m);
             }
         }
+        let mut bases: Vec<String> = Vec::new();
+        for m in &methods {
+            if !bases.iter().any(|b| b == base_method(m)) {
+                bases.push(base_method(m).to_string());
+            }
+        }
         let cs = CompressSection {
-            methods: methods.iter().map(|m| base_method(m).to_string()).collect(),
+            methods: bases,
             shapes: vec!["1".into()],
             models: Vec::new(),
             densities: self.densities.clone(),
@@ -594,9 +651,13 @@ impl E2eSection {
             .iter()
             .map(|f| crate::engine::plan::Fusion::parse(f).map_err(|m| origin.invalid("fusion", m)))
             .collect::<Result<Vec<_>, _>>()?;
+        no_repeats(origin, "fusion", &fusion, |f| f.to_string())?;
         if self.pipelining.is_empty() {
             return Err(origin.invalid("pipelining", "is empty; give on, off or both"));
         }
+        no_repeats(origin, "pipelining", &self.pipelining, |p| {
+            if *p { "on" } else { "off" }.to_string()
+        })?;
         let mut pipelining = self.pipelining.clone();
         pipelining.sort(); // off before on: the overlap efficiency of "on" needs "off"
         pipelining.dedup();
@@ -626,9 +687,13 @@ impl E2eSection {
                     origin.invalid("collective", format!("method {m} cannot use {c}: {why}"))
                 })?;
             }
-            if !collectives.contains(&mode) {
-                collectives.push(mode);
+            if collectives.contains(&mode) {
+                return Err(origin.invalid(
+                    "collective",
+                    format!("'{c}' appears twice; each entry is one case, remove the repeat"),
+                ));
             }
+            collectives.push(mode);
         }
         let compute =
             crate::engine::device::ComputeMode::parse(&self.compute).ok_or_else(|| {
@@ -788,9 +853,13 @@ impl MicroCommSection {
                     ),
                 )
             })?;
-            if !collectives.contains(&col) {
-                collectives.push(col);
+            if collectives.contains(&col) {
+                return Err(origin.invalid(
+                    "collectives",
+                    format!("'{c}' appears twice; each entry is one case, remove the repeat"),
+                ));
             }
+            collectives.push(col);
         }
         let check_size = |key: &str, v: u64| {
             if v < 4 || v % 4 != 0 {
@@ -812,12 +881,15 @@ impl MicroCommSection {
                         "is empty; give one or more sizes (e.g. 4, 64KiB) or leave it out",
                     ));
                 }
-                list.iter()
+                let sizes = list
+                    .iter()
                     .map(|s| {
                         s.resolve(origin, "sizes")
                             .and_then(|v| check_size("sizes", v))
                     })
-                    .collect::<Result<Vec<_>, _>>()?
+                    .collect::<Result<Vec<_>, _>>()?;
+                no_repeats(origin, "sizes", &sizes, |b| format!("{b} bytes"))?;
+                sizes
             }
             None => {
                 let min_bytes =
@@ -944,49 +1016,63 @@ impl E2eCase {
     }
 }
 
+/// FNV-1a (64-bit) of `text`, as 16 hex digits.
+fn fnv1a(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
 impl Case {
     /// Stable identity of the case in a run with `seed` on `world_size` ranks: FNV-1a
     /// (64-bit) of its JSON form, so `--resume` recognises rows of the same case and
     /// configuration (any changed parameter gives a new id).
     pub fn id(&self, seed: u64, world_size: usize) -> String {
-        let text = serde_json::to_string(&(self, seed, world_size)).unwrap_or_default();
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in text.bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        format!("{h:016x}")
+        fnv1a(&serde_json::to_string(&(self, seed, world_size)).unwrap_or_default())
     }
 
-    /// Rough peak memory of one rank for this case (bytes), for the up-front refusal of
-    /// runs that cannot fit: message buffers for micro-comm; gradients, residuals,
-    /// wires and receive buffers for the compression benchmarks (~8 fp32 copies); ~4
-    /// copies of the model's gradient for e2e (3.7x measured, docs/performance.md,
-    /// "End-to-end engine"), plus every rank's dense message when sums travel by
-    /// all-gather.
+    /// The id of the `nth` (2, 3, ...) occurrence of this case in one configuration.
+    pub fn repeat_id(&self, seed: u64, world_size: usize, nth: u64) -> String {
+        fnv1a(&serde_json::to_string(&(self, seed, world_size, nth)).unwrap_or_default())
+    }
+
+    /// Upper bound of the memory one rank adds while this case runs (bytes), beyond
+    /// [`BASE_RSS_BYTES`] and, for micro-comm, beyond the message buffers that persist
+    /// from case to case ([`Config::estimated_peak_bytes`] adds both). Bounds measured
+    /// as peak RSS (VmHWM) at 2-4 ranks under Open MPI 4.1 (docs/reliability.md):
+    /// - micro-comm: the MPI library's temporaries: 2x the message for (i)allreduce
+    ///   (0.5-1x measured), the whole result for allgather (Bruck's temporary: 2x
+    ///   measured at 3 ranks), nothing for our ring;
+    /// - micro: gradients, residuals, wires and receive buffers, 8 fp32 copies (at most
+    ///   5.5 measured); micro-compress adds the 256 MiB memory-bandwidth probe;
+    /// - e2e: 5 copies of the model's gradient (4.7 measured with one fused bucket,
+    ///   whose all-reduce temporary is model-sized), plus every rank's dense message
+    ///   when sums travel by all-gather.
     pub fn estimated_bytes(&self, world_size: usize) -> u64 {
         let n = world_size as u64;
         match self {
             Case::MicroComm {
                 collective, bytes, ..
             } => match collective {
-                Collective::Allgather => bytes * (1 + n),
-                Collective::RingAllreduce => bytes * 3,
+                Collective::Allgather => bytes.saturating_mul(n),
+                Collective::RingAllreduce => 0,
                 _ => bytes * 2,
             },
-            Case::MicroCompress { shape, .. } | Case::Micro { shape, .. } => {
-                32 * shape.numel() as u64
-            }
+            Case::MicroCompress { shape, .. } => 32 * shape.numel() as u64 + MEMORY_PROBE_BYTES,
+            Case::Micro { shape, .. } => 32 * shape.numel() as u64,
             Case::E2e(c) => {
                 let model = crate::models::build(&c.model)
                     .map(|m| m.fp32_bytes() as u64)
                     .unwrap_or(0);
                 let gather = if c.collective == crate::comm::exchange::CollectiveMode::AllGather {
-                    n * model
+                    n.saturating_mul(model)
                 } else {
                     0
                 };
-                4 * model + gather
+                5 * model + gather
             }
         }
     }
@@ -1039,37 +1125,125 @@ impl Config {
         !self.e2e.is_empty() || self.case_timeout_s.is_some() || cli_timeout.is_some()
     }
 
-    /// Refuse up front a run whose largest case cannot fit in this node's memory:
-    /// `ranks_here` ranks share `available_bytes`.
+    /// Upper bound of one rank's peak resident memory over the whole run (bytes), and
+    /// the case that needs the most: [`BASE_RSS_BYTES`], plus micro-comm's message
+    /// buffers (the largest send, receive and ring scratch, kept from case to case),
+    /// plus the largest [`Case::estimated_bytes`].
+    pub fn estimated_peak_bytes(&self, world_size: usize) -> (u64, Option<Case>) {
+        let n = world_size.max(1) as u64;
+        let (mut send, mut recv) = (0u64, 0u64);
+        let mut largest: Option<(Case, u64)> = None;
+        for c in self.cases() {
+            if let Case::MicroComm {
+                collective, bytes, ..
+            } = &c
+            {
+                send = send.max(*bytes);
+                recv = recv.max(if *collective == Collective::Allgather {
+                    bytes.saturating_mul(n)
+                } else {
+                    *bytes
+                });
+            }
+            let b = c.estimated_bytes(world_size);
+            if largest.as_ref().map_or(true, |(_, m)| b > *m) {
+                largest = Some((c, b));
+            }
+        }
+        let buffers = send + recv + send.div_ceil(n);
+        let (case, extra) = largest.map_or((None, 0), |(c, b)| (Some(c), b));
+        (
+            BASE_RSS_BYTES.saturating_add(buffers).saturating_add(extra),
+            case,
+        )
+    }
+
+    /// Refuse up front a run that cannot fit in this node's memory with a margin:
+    /// `ranks_here` ranks of [`Config::estimated_peak_bytes`] each must fit in
+    /// [`MEMORY_USABLE_FRACTION`] of `available_bytes`.
     pub fn check_memory(
         &self,
         world_size: usize,
         ranks_here: usize,
         available_bytes: u64,
     ) -> Result<(), String> {
-        let Some((case, need)) = self
-            .cases()
-            .into_iter()
-            .map(|c| {
-                let b = c.estimated_bytes(world_size);
-                (c, b)
-            })
-            .max_by_key(|(_, b)| *b)
-        else {
+        let (need, Some(case)) = self.estimated_peak_bytes(world_size) else {
             return Ok(());
         };
         let total = need.saturating_mul(ranks_here as u64);
-        if total > available_bytes {
+        let usable = (available_bytes as f64 * MEMORY_USABLE_FRACTION) as u64;
+        if total > usable {
             let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
             return Err(format!(
-                "case '{}' needs about {:.1} GiB per rank, {:.1} GiB for the {ranks_here} rank(s) on this node, but only {:.1} GiB is available; use smaller sizes, fewer ranks per node, or --skip-memory-check",
+                "case '{}' needs up to {:.1} GiB per rank, {:.1} GiB for the {ranks_here} rank(s) on this node, but only {:.1} GiB is available ({:.0}% of it usable, the rest is a safety margin); use smaller sizes, fewer ranks per node, or --skip-memory-check",
                 case.label(),
                 gib(need),
                 gib(total),
-                gib(available_bytes)
+                gib(available_bytes),
+                MEMORY_USABLE_FRACTION * 100.0
             ));
         }
         Ok(())
+    }
+
+    /// The number of cases [`Config::cases`] would expand to, without expanding them.
+    pub fn case_count(&self) -> u128 {
+        let n = |x: usize| x as u128;
+        let mut total = 0u128;
+        for s in &self.micro_comm {
+            total += n(s.collectives.len()) * n(s.sizes.len());
+        }
+        for s in self.micro_compress.iter().chain(&self.micro) {
+            total +=
+                n(s.methods.len()) * (n(s.shapes.len()) + n(s.models.len())) * n(s.params.len());
+        }
+        for s in &self.e2e {
+            for method in &s.methods {
+                let fusions = if implied_fusion(method).is_some() {
+                    1
+                } else {
+                    s.fusion.len()
+                };
+                total += n(s.models.len())
+                    * n(s.params.len())
+                    * n(distinct_collectives(method, &s.collectives).len())
+                    * n(fusions)
+                    * n(s.pipelining.len());
+            }
+        }
+        total
+    }
+
+    /// Refuse a configuration that expands to more than [`MAX_CASES`] cases; `what`
+    /// names the config in messages.
+    pub fn check_cases(&self, what: &str) -> Result<(), String> {
+        let count = self.case_count();
+        if count > MAX_CASES {
+            return Err(format!(
+                "{what}: expands to {count} cases; at most {MAX_CASES} per run: shorten its lists or split the sweep into several runs"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The case_id of every case of [`Config::cases`], in order. A case repeated by a
+    /// later section (a deliberate second measurement) gets its own id, so `--resume`
+    /// runs every repeat once.
+    pub fn case_ids(&self, cases: &[Case], world_size: usize) -> Vec<String> {
+        let mut seen: std::collections::HashMap<String, u64> = Default::default();
+        cases
+            .iter()
+            .map(|c| {
+                let first = c.id(self.seed, world_size);
+                let nth = seen.entry(first.clone()).or_insert(0);
+                *nth += 1;
+                if *nth == 1 {
+                    first
+                } else {
+                    c.repeat_id(self.seed, world_size, *nth)
+                }
+            })
+            .collect()
     }
 
     /// Every case of every section, in order: per section, collective-major then size.
@@ -1241,11 +1415,47 @@ fn lowrank_sweep(
 }
 
 /// Read, parse and validate a TOML bench config.
+/// Only a regular file of at most [`MAX_CONFIG_BYTES`] is read: a device (`/dev/zero`)
+/// or a FIFO would never end, a huge file is not a config.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    use std::io::Read;
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    let read_err = |source| ConfigError::Read {
         file: file.clone(),
         source,
+    };
+    let refuse = |msg: String| ConfigError::Invalid {
+        location: file.clone(),
+        msg,
+    };
+    let meta = std::fs::metadata(path).map_err(read_err)?;
+    if !meta.is_file() {
+        return Err(refuse(
+            "is not a regular file (a directory, device or FIFO); give the path of a TOML bench config".into(),
+        ));
+    }
+    let too_big = || {
+        refuse(format!(
+            "is larger than {} MiB, the limit for a bench config; give the TOML config itself (lists expand to cases, so configs stay small)",
+            MAX_CONFIG_BYTES >> 20
+        ))
+    };
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(too_big());
+    }
+    // Bounded even if the file grows after the check.
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(read_err)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(too_big());
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        refuse(format!(
+            "is not UTF-8 text (invalid byte at offset {}); give a TOML file",
+            e.utf8_error().valid_up_to()
+        ))
     })?;
     parse(&text, &file)
 }
@@ -1370,6 +1580,37 @@ min_bytes = "4"
 max_bytes = "16KiB"
 iters = 10
 "#;
+
+    #[test]
+    fn case_count_matches_the_expansion_of_every_shipped_config() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench-configs");
+        let mut n = 0;
+        for e in std::fs::read_dir(dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.extension().is_some_and(|x| x == "toml") {
+                let cfg = load(&path).unwrap();
+                let cases = cfg.cases();
+                assert_eq!(cfg.case_count(), cases.len() as u128, "{}", path.display());
+                let ids = cfg.case_ids(&cases, 4);
+                let unique: std::collections::HashSet<_> = ids.iter().collect();
+                assert_eq!(unique.len(), ids.len(), "{}", path.display());
+                n += 1;
+            }
+        }
+        assert!(n > 3);
+    }
+
+    #[test]
+    fn equivalent_collectives_are_one_case_in_count_and_expansion() {
+        let c = parse(
+            "[[e2e]]\nmodels = [\"resnet20\"]\nmethods = [\"ssgd\", \"signsgd\"]\ncollective = [\"auto\", \"allgather\", \"ps\"]\npipelining = [true]\n",
+            "x.toml",
+        )
+        .unwrap();
+        // ssgd: auto (all-reduce), allgather, ps; signsgd: auto = allgather, ps.
+        assert_eq!(c.cases().len(), 5);
+        assert_eq!(c.case_count(), 5);
+    }
 
     #[test]
     fn parses_and_expands_cartesian_product() {

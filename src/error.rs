@@ -24,15 +24,20 @@ pub enum Error {
     /// A `--check` validation found wrong results.
     #[error("check failed: {0}")]
     Check(String),
-    /// Writing results failed.
-    #[error("cannot write {path}: {source}")]
+    /// Reading or writing a file failed mid-run (a full disk, a vanished directory):
+    /// exit code 1. Unusable input files and output directories are [`Error::Input`].
+    #[error("cannot write {path}: {cause}")]
     Io {
         path: String,
-        source: std::io::Error,
+        /// Not a `source`: the message already holds it (printed once, not twice).
+        cause: std::io::Error,
     },
     /// Anything else that went wrong while running.
     #[error("{0}")]
     Runtime(String),
+    /// A stop signal (SIGTERM, SIGINT) on some rank; every rank agreed to stop.
+    #[error("interrupted by {}", crate::bench::stop::name(*signal))]
+    Interrupted { signal: i32 },
     /// Every rank agreed (collectively) that the job fails with `code`; `message` is
     /// set on exactly one rank, the one that reports it.
     #[error("{}", message.as_deref().unwrap_or("another rank failed"))]
@@ -43,12 +48,11 @@ impl Error {
     /// Process exit code for this error.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Input(_)
-            | Error::Config(_)
-            | Error::Compress(_)
-            | Error::Models(_)
-            | Error::Io { .. } => EXIT_USAGE,
-            Error::Check(_) | Error::Runtime(_) => EXIT_FAILURE,
+            Error::Input(_) | Error::Config(_) | Error::Compress(_) | Error::Models(_) => {
+                EXIT_USAGE
+            }
+            Error::Check(_) | Error::Runtime(_) | Error::Io { .. } => EXIT_FAILURE,
+            Error::Interrupted { signal } => crate::bench::stop::exit_code(*signal),
             Error::Agreed { code, .. } => *code,
         }
     }
@@ -56,7 +60,7 @@ impl Error {
     pub fn io(path: impl AsRef<std::path::Path>, source: std::io::Error) -> Error {
         Error::Io {
             path: path.as_ref().display().to_string(),
-            source,
+            cause: source,
         }
     }
 }

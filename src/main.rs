@@ -86,11 +86,28 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     };
     let world = World::new(universe.world());
-    match run(&cli, &world, provided) {
+    if let Err(e) = bench::stop::install(
+        cli.common
+            .stop_grace
+            .unwrap_or(bench::stop::DEFAULT_GRACE_S),
+    ) {
+        eprintln!("gradcomp: warning: cannot handle SIGTERM/SIGINT ({e}); a signal ends the run without a record");
+    }
+    // Secondary problems (the status could not be recorded) are printed after the run's
+    // own error, which comes first.
+    let mut notes = Vec::new();
+    let outcome = run(&cli, &world, provided, &mut notes);
+    let print_notes = || notes.iter().for_each(|n| eprintln!("{n}"));
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             let code = err.downcast_ref::<Error>().map_or(1, Error::exit_code);
             match err.downcast_ref::<Error>() {
+                Some(Error::Interrupted { .. }) => {
+                    // Every rank agreed to stop; rank 0 has said how to continue.
+                    print_notes();
+                    world.barrier();
+                }
                 Some(Error::Agreed { message, .. }) => {
                     if let Some(m) = message {
                         eprintln!("gradcomp: error: {m}");
@@ -102,6 +119,7 @@ fn main() -> ExitCode {
                     if world.is_root() {
                         eprintln!("gradcomp: error: {err:#}");
                     }
+                    print_notes();
                     world.barrier();
                 }
                 _ => {
@@ -109,6 +127,7 @@ fn main() -> ExitCode {
                         "gradcomp: error on rank {} of {}: {err:#}",
                         world.rank, world.size
                     );
+                    print_notes();
                     if world.size > 1 {
                         eprintln!(
                             "gradcomp: rank {} aborts the whole job (MPI_Abort)",
@@ -125,7 +144,12 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: &Cli, world: &World, provided: Threading) -> anyhow::Result<()> {
+fn run(
+    cli: &Cli,
+    world: &World,
+    provided: Threading,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<()> {
     // Bad input: every rank validates the same way; agree so exactly one rank reports.
     let config = world.agree(cli.config().and_then(|c| {
         cli::check_world_size(&c, world.size)?;
@@ -162,7 +186,9 @@ fn run(cli: &Cli, world: &World, provided: Threading) -> anyhow::Result<()> {
     let hosts = world.host_names();
     let host_cores =
         world.all_gather_u64(std::thread::available_parallelism().map_or(0, |n| n.get() as u64));
-    let cases_total = config.cases().len();
+    let cases = config.cases();
+    let cases_total = cases.len();
+    let estimated_peak_bytes = config.estimated_peak_bytes(world.size).0;
     let mut meta = meta::RunMeta {
         schema_version: SCHEMA_VERSION,
         run_id: run_id.clone(),
@@ -186,27 +212,52 @@ fn run(cli: &Cli, world: &World, provided: Threading) -> anyhow::Result<()> {
         start_time,
         end_time: None,
         status: "running".into(),
+        error: None,
+        last_case: None,
         cases_total,
         cases_done: 0,
         cases_skipped: 0,
         resumed_from: None,
+        previous_run: None,
+        estimated_peak_bytes,
+        peak_rss_bytes: None,
         config: serde_json::to_value(&config).context("serialising the config")?,
     };
 
     // Output: only rank 0 touches files; everyone learns whether that worked, and (with
     // --resume) which cases are already done.
     let resume = cli.common.resume;
+    // The directory lock is held (by rank 0) until this function returns.
     let opened = if world.is_root() {
-        open_outputs(&out_dir, &mut meta, resume).map(Some)
+        let holder = format!(
+            "host {}, pid {}, started {}",
+            meta.hosts.first().map_or("unknown", String::as_str),
+            std::process::id(),
+            meta.start_time
+        );
+        open_outputs(&out_dir, &mut meta, resume, &holder).map(Some)
     } else {
         Ok(None)
     };
-    let (mut sinks, done) = world.agree(opened)?.unwrap_or_default();
+    let (mut sinks, done, _lock) = match world.agree(opened)? {
+        Some((s, d, l)) => (s, d, Some(l)),
+        None => (Sinks::default(), HashSet::new(), None),
+    };
     let done_list = world.broadcast_string(&done.iter().cloned().collect::<Vec<_>>().join("\n"));
-    let done: std::collections::HashSet<String> = done_list.lines().map(String::from).collect();
+    let done: HashSet<String> = done_list.lines().map(String::from).collect();
     if world.is_root() && !cli.common.quiet {
+        let skipping = if resume {
+            let n = config
+                .case_ids(&cases, world.size)
+                .iter()
+                .filter(|id| done.contains(*id))
+                .count();
+            format!(", skipping {n} already done")
+        } else {
+            String::new()
+        };
         eprintln!(
-            "[gradcomp] {} rank(s), {} case(s), results in {}",
+            "[gradcomp] {} rank(s), {} case(s){skipping}, results in {}",
             world.size,
             cases_total,
             out_dir.display()
@@ -225,18 +276,56 @@ fn run(cli: &Cli, world: &World, provided: Threading) -> anyhow::Result<()> {
             .map(|r| (r, bench::Fault::Gross))
             .or(cli.common.inject_ulp_fault.map(|r| (r, bench::Fault::Ulp))),
     };
-    let result = bench::run_all(world, &config, &mut sinks, &options);
+    let mut summary = bench::RunSummary::default();
+    let result = bench::run_all(world, &config, &mut sinks, &options, &mut summary);
+    // Every rank is here together unless one rank alone failed (then it aborts the job).
+    if matches!(result, Ok(()) | Err(Error::Interrupted { .. })) {
+        meta.peak_rss_bytes = Some(world.max_u64(bench::e2e::peak_rss_bytes()));
+    }
     if world.is_root() {
         meta.end_time = Some(gradcomp::units::utc_now().0);
+        meta.cases_done = summary.cases_done;
+        meta.cases_skipped = summary.cases_skipped;
+        meta.last_case = summary.last_case.clone();
         match &result {
-            Ok(s) => {
-                meta.status = "ok".into();
-                meta.cases_done = s.cases_done;
-                meta.cases_skipped = s.cases_skipped;
+            Ok(()) => meta.status = "ok".into(),
+            Err(Error::Interrupted { .. }) => meta.status = "interrupted".into(),
+            Err(e) => {
+                meta.status = "failed".into();
+                meta.error = Some(e.to_string());
             }
-            Err(e) => meta.status = format!("failed: {e}"),
         }
-        write_meta(&out_dir, &meta)?;
+        if let Err(Error::Interrupted { signal }) = &result {
+            meta.error = Some(format!(
+                "stopped by {} at {}",
+                bench::stop::name(*signal),
+                meta.end_time.as_deref().unwrap_or("?")
+            ));
+        }
+        // The run's own error comes first: a failing metadata write (the same full
+        // disk) is reported after it and never replaces it.
+        let recorded = write_meta(&out_dir, &meta);
+        if let Err(Error::Interrupted { signal }) = &result {
+            eprintln!(
+                "gradcomp: interrupted by {}: {} case(s) done by this run{}, rows are in {}; continue with: {}",
+                bench::stop::name(*signal),
+                summary.cases_done,
+                summary
+                    .last_case
+                    .as_deref()
+                    .map(|l| format!(" (last: {l})"))
+                    .unwrap_or_default(),
+                out_dir.display(),
+                resume_command(&out_dir, cli.common.out.is_none(), resume)
+            );
+        }
+        match (&result, recorded) {
+            (Ok(()), Err(e)) => return Err(e.into()),
+            (Err(_), Err(e)) => notes.push(format!(
+                "gradcomp: warning: could not record the run's status in run.json: {e}"
+            )),
+            _ => {}
+        }
         if result.is_ok() && !cli.common.quiet {
             eprintln!("[gradcomp] done: {}", out_dir.display());
         }
@@ -245,15 +334,44 @@ fn run(cli: &Cli, world: &World, provided: Threading) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Create the output directory and the CSV files the config needs. With `resume`, reopen
-/// existing files to append and collect the finished cases; the previous run.json is
-/// kept as `run.<its run_id>.json`.
+/// The command line that continues this run: the same arguments with `--resume` (and
+/// `--out DIR` when the directory was chosen by default).
+fn resume_command(out_dir: &Path, add_out: bool, has_resume: bool) -> String {
+    let mut args: Vec<String> = std::env::args().collect();
+    if add_out {
+        args.push("--out".into());
+        args.push(out_dir.display().to_string());
+    }
+    if !has_resume {
+        args.push("--resume".into());
+    }
+    let quoted: Vec<String> = args
+        .iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=,:@+".contains(c))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect();
+    format!("mpirun -np N {}", quoted.join(" "))
+}
+
+/// Create the output directory, lock it, and create the CSV files the config needs. With
+/// `resume`, reopen existing files to append and collect the finished cases. A previous
+/// run.json (any earlier run) is kept as `run.<its run_id>.json`.
 fn open_outputs(
     dir: &Path,
     meta: &mut meta::RunMeta,
     resume: bool,
-) -> gradcomp::Result<(Sinks, HashSet<String>)> {
+    holder: &str,
+) -> gradcomp::Result<(Sinks, HashSet<String>, record::DirLock)> {
     record::prepare_dir(dir)?;
+    let lock = record::DirLock::acquire(dir, holder)?;
     let mut done = HashSet::new();
     let mut sink = |key: &str, file: &str| -> gradcomp::Result<Option<CsvSink>> {
         if !meta.config[key].as_array().is_some_and(|a| !a.is_empty()) {
@@ -281,24 +399,44 @@ fn open_outputs(
         e2e: sink("e2e", "e2e.csv")?,
     };
     let previous = dir.join("run.json");
-    if resume && previous.exists() {
+    if previous.exists() {
         let old: serde_json::Value = std::fs::read(&previous)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
-        let old_id = old["run_id"].as_str().unwrap_or("previous").to_string();
-        std::fs::rename(&previous, dir.join(format!("run.{old_id}.json")))
-            .map_err(|e| Error::io(&previous, e))?;
-        meta.resumed_from = Some(old_id);
+        let old_id = old["run_id"]
+            .as_str()
+            .filter(|id| {
+                id.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            })
+            .unwrap_or("previous")
+            .to_string();
+        // A free name: two runs may start within the same second.
+        let keep = (0..)
+            .map(|i| {
+                if i == 0 {
+                    format!("run.{old_id}.json")
+                } else {
+                    format!("run.{old_id}.{i}.json")
+                }
+            })
+            .find(|n| !dir.join(n).exists())
+            .unwrap_or_default();
+        std::fs::rename(&previous, dir.join(&keep)).map_err(|e| Error::io(&previous, e))?;
+        if resume {
+            meta.resumed_from = Some(old_id);
+        }
+        meta.previous_run = Some(keep);
     }
     write_meta(dir, meta)?;
-    Ok((sinks, done))
+    Ok((sinks, done, lock))
 }
 
 fn write_meta(dir: &Path, meta: &meta::RunMeta) -> gradcomp::Result<()> {
     let json = serde_json::to_vec_pretty(meta)
         .map_err(|e| Error::Runtime(format!("serialising run.json: {e}")))?;
-    record::write_atomic(&dir.join("run.json"), &json)
+    record::write_meta_file(&dir.join("run.json"), &json)
 }
 
 /// `gradcomp models [NAME]`: the zoo, or one model's layers. Needs no MPI; under a

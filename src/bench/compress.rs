@@ -190,7 +190,7 @@ pub fn measure_kernels(
     for step in 0..warmup + iters {
         let g = s.grads[step as usize % GRADIENT_SETS].view();
         s.comp.begin_step(step);
-        world.barrier();
+        world.sync_or_stop()?;
         let (tc, tf, td, step_bytes) = time_kernels(
             world,
             s.comp.as_mut(),
@@ -273,7 +273,7 @@ pub fn measure_model_kernels(
         comp.begin_step(step);
         let (mut tc, mut tf, mut td) = (0.0, 0.0, 0.0);
         let mut step_bytes = 0u64;
-        world.barrier();
+        world.sync_or_stop()?;
         for t in (0..tensors.len()).rev() {
             let (rows, cols) = (tensors[t].rows, tensors[t].cols);
             let g = grads[t].view();
@@ -381,7 +381,7 @@ fn one_step(
     comp.begin_step(step);
     let (mut tc, mut tf, mut tx, mut td) = (0.0, 0.0, 0.0, 0.0);
     let mut bytes = 0u64;
-    world.barrier();
+    world.sync_or_stop()?;
     for round in 0..comp.rounds() {
         let t0 = world.time();
         comp.compress(0, round, g, wire)?;

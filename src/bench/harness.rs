@@ -1,6 +1,7 @@
 //! The measurement protocol shared by every benchmark: barrier, warm-up, timed
 //! iterations each timed on every rank with MPI_Wtime, then the per-iteration max over
-//! ranks. Nothing is allocated inside the timed region.
+//! ranks. Nothing is allocated inside the timed region. The barrier before each
+//! iteration also agrees whether to stop (a signal, [`super::stop`]).
 
 use crate::comm::World;
 use crate::error::Result;
@@ -20,7 +21,7 @@ pub fn time_iterations<S: ?Sized>(
     let mut times = Vec::with_capacity(iters as usize);
     for i in 0..warmup + iters {
         prep(state);
-        world.barrier();
+        world.sync_or_stop()?;
         let t0 = world.time();
         op(state)?;
         let t1 = world.time();

@@ -303,7 +303,7 @@ fn measure_overlap(
     let mut cpu_s = Vec::with_capacity(iters_total);
     recv.iter_mut().for_each(|x| *x = 0.0);
     for i in 0..warmup + iters {
-        world.barrier();
+        world.sync_or_stop()?;
         let t0 = world.time();
         let mut c0 = 0.0;
         let mut c1 = 0.0;

@@ -7,6 +7,7 @@ pub mod harness;
 pub mod micro_comm;
 pub mod progress;
 pub mod stats;
+pub mod stop;
 pub mod tensors;
 pub mod watchdog;
 
@@ -96,10 +97,15 @@ pub struct Sinks {
     pub e2e: Option<CsvSink>,
 }
 
-/// What a finished run reports back to main.
+/// How far a run got (filled in as cases finish, so it is right after an error too).
+#[derive(Default)]
 pub struct RunSummary {
+    /// Cases run (rows written) by this invocation.
     pub cases_done: usize,
+    /// Cases skipped by `--resume`.
     pub cases_skipped: usize,
+    /// Label and id of the last case this invocation finished.
+    pub last_case: Option<String>,
 }
 
 /// How to run the cases (everything but the config).
@@ -131,19 +137,22 @@ fn with_case_id(mut f: Fields, id: &str) -> Fields {
     f
 }
 
-/// Run every case; rows are written as each case finishes. A failed `--check` is agreed
-/// by every rank and stops the run after its row is written (with `check = fail`).
+/// Run every case; rows are written as each case finishes and `summary` follows along.
+/// A failed `--check` is agreed by every rank and stops the run after its row is written
+/// (with `check = fail`). Before each case (and each timed iteration) the ranks agree
+/// whether a stop signal arrived ([`World::sync_or_stop`]): then every rank returns
+/// `Error::Interrupted` and no row is written for the unfinished case.
 pub fn run_all(
     world: &World,
     config: &Config,
     sinks: &mut Sinks,
     o: &RunOptions,
-) -> Result<RunSummary> {
+    summary: &mut RunSummary,
+) -> Result<()> {
     let (run_id, trace) = (o.run_id, o.trace);
     let cases = config.cases();
     let mut progress = progress::Progress::new(world.is_root() && !o.quiet, cases.len());
     let watchdog = o.case_timeout_s.map(watchdog::Watchdog::start);
-    let mut skipped = 0usize;
     let mut table = Table::new(world.is_root());
     let mut mem_read_gbps: Option<f64> = None;
     let mut comm_bufs = micro_comm::CommBuffers::default();
@@ -151,13 +160,14 @@ pub fn run_all(
     // Exposed synchronisation of pipelining-off e2e cases, for the overlap of "on".
     let mut sync_seq: Vec<(crate::config::E2eCase, f64)> = Vec::new();
     let e2e_total = cases.iter().filter(|c| matches!(c, Case::E2e(_))).count();
-    for case in &cases {
-        let id = case.id(config.seed, world.size);
+    let ids = config.case_ids(&cases, world.size);
+    for (case, id) in cases.iter().zip(ids) {
         if o.done.contains(&id) {
-            skipped += 1;
+            summary.cases_skipped += 1;
             progress.finish_case();
             continue;
         }
+        world.sync_or_stop()?;
         progress.start_case(&case.label());
         if let Some(w) = &watchdog {
             w.arm(&case.label());
@@ -392,11 +402,10 @@ pub fn run_all(
             w.disarm();
         }
         progress.finish_case();
+        summary.cases_done += 1;
+        summary.last_case = Some(format!("{} ({id})", case.label()));
     }
-    Ok(RunSummary {
-        cases_done: progress.done() - skipped,
-        cases_skipped: skipped,
-    })
+    Ok(())
 }
 
 fn micro_comm_row(

@@ -32,6 +32,18 @@ impl World {
         self.comm.barrier();
     }
 
+    /// A barrier that also agrees whether to stop: every rank contributes the stop signal
+    /// it received (0: none; [`crate::bench::stop`]) to an all-reduce (max), which no rank
+    /// leaves before all have entered. All ranks get the same answer, so they stop
+    /// together: `Err(Error::Interrupted)` when any rank was signalled.
+    pub fn sync_or_stop(&self) -> Result<()> {
+        let local = crate::bench::stop::received().max(0) as u64;
+        match self.max_u64(local) {
+            0 => Ok(()),
+            sig => Err(Error::Interrupted { signal: sig as i32 }),
+        }
+    }
+
     /// Wall clock in seconds (MPI_Wtime).
     pub fn time(&self) -> f64 {
         mpi::time()

@@ -344,7 +344,7 @@ pub fn run(
                 } else {
                     None
                 };
-                world.barrier();
+                world.sync_or_stop()?;
                 let t0 = device.now_s();
                 device.start_iteration();
                 let (mut pack, mut compress, mut comm, mut decompress) = (0.0, 0.0, 0.0, 0.0);

@@ -26,7 +26,12 @@ pub struct RunMeta {
     pub slurm_nodelist: Option<String>,
     pub start_time: String,
     pub end_time: Option<String>,
+    /// `running`, `ok`, `failed` or `interrupted`.
     pub status: String,
+    /// Why the run failed or stopped (the first error, naming its file); null otherwise.
+    pub error: Option<String>,
+    /// The last case this invocation finished: label and case_id.
+    pub last_case: Option<String>,
     pub cases_total: usize,
     /// Cases run (and written) by this invocation.
     pub cases_done: usize,
@@ -34,6 +39,12 @@ pub struct RunMeta {
     pub cases_skipped: usize,
     /// `--resume`: the run_id of the run.json this one replaced (kept as run.<id>.json).
     pub resumed_from: Option<String>,
+    /// The run.json this run found in the output directory, kept as this file name.
+    pub previous_run: Option<String>,
+    /// Memory estimate of the largest case per rank (the up-front check; bytes).
+    pub estimated_peak_bytes: u64,
+    /// Measured peak resident memory (VmHWM), the max over ranks (bytes); set at the end.
+    pub peak_rss_bytes: Option<u64>,
     pub config: serde_json::Value,
 }
 

@@ -18,6 +18,9 @@ pub struct CsvSink {
     path: PathBuf,
     writer: csv::Writer<File>,
     header: Option<Vec<String>>,
+    /// File length after the last complete, synced row: a failed write (a full disk)
+    /// is cut back to it, so the file never ends in a partial row.
+    committed_bytes: u64,
 }
 
 /// A row as (column, value) pairs, for layouts assembled from parts.
@@ -41,6 +44,7 @@ impl CsvSink {
             path: path.to_path_buf(),
             writer: csv::Writer::from_writer(file),
             header: None,
+            committed_bytes: 0,
         })
     }
 
@@ -111,6 +115,7 @@ impl CsvSink {
                 path: path.to_path_buf(),
                 writer,
                 header,
+                committed_bytes: keep as u64,
             },
             done,
         ))
@@ -118,8 +123,12 @@ impl CsvSink {
 
     /// Serialize one row (the header precedes the first), flush and sync.
     pub fn write<R: Serialize>(&mut self, row: &R) -> Result<()> {
-        self.writer.serialize(row).map_err(|e| self.row_error(e))?;
-        self.sync()
+        let res = self
+            .writer
+            .serialize(row)
+            .map_err(|e| self.row_error(e))
+            .and_then(|_| self.sync());
+        self.rollback_on_error(res)
     }
 
     /// The header found when resuming, to compare against the rows written now.
@@ -130,6 +139,11 @@ impl CsvSink {
     /// Write one row given as (column, value) pairs; the first row's columns become the
     /// header and every later row must have the same columns.
     pub fn write_fields(&mut self, fields: &Fields) -> Result<()> {
+        let res = self.write_fields_inner(fields);
+        self.rollback_on_error(res)
+    }
+
+    fn write_fields_inner(&mut self, fields: &Fields) -> Result<()> {
         let cols: Vec<&'static str> = fields.iter().map(|(c, _)| *c).collect();
         match &self.header {
             None => {
@@ -150,6 +164,28 @@ impl CsvSink {
         self.sync()
     }
 
+    /// After a failed write: drop what the writer still buffers and cut the file back to
+    /// its last complete row (truncating needs no free space).
+    fn rollback_on_error(&mut self, res: Result<()>) -> Result<()> {
+        if res.is_err() {
+            use std::io::{Seek, SeekFrom};
+            if let Ok(file) = self.writer.get_ref().try_clone() {
+                // The old writer is dropped first: its final flush may write part of
+                // the buffered row, which the truncation then removes.
+                drop(std::mem::replace(
+                    &mut self.writer,
+                    csv::WriterBuilder::new()
+                        .has_headers(false)
+                        .from_writer(file),
+                ));
+                let f = self.writer.get_ref();
+                let _ = f.set_len(self.committed_bytes);
+                let _ = (&*f).seek(SeekFrom::Start(self.committed_bytes));
+            }
+        }
+        res
+    }
+
     fn row_error(&self, e: csv::Error) -> Error {
         Error::Runtime(format!(
             "cannot write a row to {}: {e}",
@@ -159,15 +195,21 @@ impl CsvSink {
 
     fn sync(&mut self) -> Result<()> {
         self.writer.flush().map_err(|e| Error::io(&self.path, e))?;
-        self.writer
-            .get_ref()
-            .sync_data()
-            .map_err(|e| Error::io(&self.path, e))
+        let f = self.writer.get_ref();
+        f.sync_data().map_err(|e| Error::io(&self.path, e))?;
+        self.committed_bytes = f.metadata().map_err(|e| Error::io(&self.path, e))?.len();
+        Ok(())
     }
 }
 
 /// Create the output directory (and parents) and prove it is writable.
 pub fn prepare_dir(dir: &Path) -> Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::Input(format!(
+            "--out {}: is not a directory (a file has that name); choose a directory path",
+            dir.display()
+        )));
+    }
     std::fs::create_dir_all(dir).map_err(|e| {
         Error::Input(format!(
             "--out {}: cannot create the output directory ({e}); choose a writable path",
@@ -187,13 +229,101 @@ pub fn prepare_dir(dir: &Path) -> Result<()> {
 
 /// Write `bytes` to `path` atomically (temporary file + rename), so a reader never sees
 /// a half-written file.
+/// On failure (a full disk) the temporary file is removed and `path` is left as it was.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
-    let mut f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    f.write_all(bytes)
-        .and_then(|_| f.sync_data())
-        .map_err(|e| Error::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    let res = File::create(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_data()))
+        .map_err(|e| Error::io(path, e))
+        .and_then(|_| std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e)));
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
+}
+
+/// Rewrite the small metadata file `path` with `bytes`: atomically when possible; when
+/// that fails for lack of space, in place if `bytes` fit in the blocks `path` already
+/// holds (a full disk still records the run's end; not atomic, so only as a fallback).
+/// The error returned is the atomic write's.
+pub fn write_meta_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let atomic = write_atomic(path, bytes);
+    let Err(Error::Io { cause, .. }) = &atomic else {
+        return atomic;
+    };
+    if cause.raw_os_error() != Some(libc::ENOSPC) {
+        return atomic;
+    }
+    let fits = std::fs::metadata(path).is_ok_and(|m| bytes.len() as u64 <= m.blocks() * 512);
+    if fits {
+        let rewritten = OpenOptions::new().write(true).open(path).and_then(|mut f| {
+            f.write_all(bytes)?;
+            f.set_len(bytes.len() as u64)?;
+            f.sync_data()
+        });
+        if rewritten.is_ok() {
+            return Ok(());
+        }
+    }
+    atomic
+}
+
+/// Name of the lock file in an output directory.
+pub const LOCK_FILE: &str = ".gradcomp.lock";
+
+/// An exclusive lock on an output directory (`flock` on [`LOCK_FILE`]), held while the
+/// value lives. The kernel releases it when the process ends in any way (kill -9
+/// included), so a lock is never stale; the file itself stays and only names the last
+/// holder.
+pub struct DirLock {
+    _file: File,
+}
+
+impl DirLock {
+    /// Take the lock on `dir` (which exists) for this process, recording `holder` (host,
+    /// pid, start time) in the lock file. When another process holds it: an
+    /// [`Error::Input`] naming that holder.
+    pub fn acquire(dir: &Path, holder: &str) -> Result<DirLock> {
+        use std::os::unix::io::AsRawFd;
+        let path = dir.join(LOCK_FILE);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| {
+                Error::Input(format!(
+                    "--out {}: cannot create the lock file {LOCK_FILE} ({e}); choose a writable path",
+                    dir.display()
+                ))
+            })?;
+        // SAFETY: flock on a file descriptor this function owns; it does not touch memory.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                let who = std::fs::read_to_string(&path).unwrap_or_default();
+                let who = who.trim();
+                return Err(Error::Input(format!(
+                    "--out {}: another gradcomp run is writing there ({}); wait for it to end or choose another --out",
+                    dir.display(),
+                    if who.is_empty() { "holder not yet recorded" } else { who }
+                )));
+            }
+            return Err(Error::Input(format!(
+                "--out {}: cannot lock the output directory ({e}); use a local or NFS-locking file system, or another --out",
+                dir.display()
+            )));
+        }
+        let written = file
+            .set_len(0)
+            .and_then(|_| file.write_all(format!("{holder}\n").as_bytes()))
+            .and_then(|_| file.sync_data());
+        written.map_err(|e| Error::io(&path, e))?;
+        Ok(DirLock { _file: file })
+    }
 }
 
 #[cfg(test)]

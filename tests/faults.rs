@@ -1,0 +1,968 @@
+//! The faults a cluster user meets (issue 19): two jobs writing into one `--out`, a
+//! later run into an existing directory, SIGTERM/SIGINT from scancel or Ctrl-C, a job
+//! whose memory the node lacks, config files that are not files, a full disk, and small
+//! command-line slips. Every test runs the release binary under mpirun.
+//!
+//! `GRADCOMP_TEST_BIN=/path/to/gradcomp` runs these tests against another build (to see
+//! them fail on an older revision).
+
+mod common;
+use common::{mpirun_cmd, read_csv, tmpdir};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> String {
+    std::env::var("GRADCOMP_TEST_BIN").unwrap_or_else(|_| common::BIN.to_string())
+}
+
+/// Taken by the tests whose timing matters (signals): they run one at a time, not
+/// beside the other tests of this file on a small machine.
+static TIMED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn timed() -> std::sync::MutexGuard<'static, ()> {
+    TIMED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn launcher(np: usize) -> Command {
+    let mut cmd = Command::new(mpirun_cmd());
+    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env_remove("SLURM_NTASKS")
+        .args(["--oversubscribe", "--bind-to", "none", "-np"])
+        .arg(np.to_string())
+        .arg(bin());
+    cmd
+}
+
+/// Start `gradcomp ARGS` on `np` ranks in the background (stderr captured).
+fn spawn(np: usize, args: &[&str]) -> Child {
+    launcher(np)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpirun")
+}
+
+/// Run `gradcomp ARGS` on `np` ranks; killed (and the test failed) after `limit_s`.
+fn run(np: usize, args: &[&str], limit_s: u64) -> Output {
+    let child = launcher(np)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpirun");
+    wait_bounded(child, limit_s, &format!("{args:?}"))
+}
+
+/// Wait for `child`; kill it and fail when it runs longer than `limit_s`.
+fn wait_bounded(mut child: Child, limit_s: u64, what: &str) -> Output {
+    let t0 = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > Duration::from_secs(limit_s) {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{what}: still running after {limit_s}s (hang); stderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn err_text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The lines gradcomp printed (`gradcomp: ...`), not the launcher's.
+fn our_lines(o: &Output) -> Vec<String> {
+    err_text(o)
+        .lines()
+        .filter(|l| l.starts_with("gradcomp:"))
+        .map(String::from)
+        .collect()
+}
+
+fn rows_in(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().count().saturating_sub(1))
+        .unwrap_or(0)
+}
+
+/// Wait (bounded) until `path` has at least `n` rows while `child` runs.
+fn wait_rows(path: &Path, n: usize, child: &mut Child) {
+    let t0 = Instant::now();
+    while rows_in(path) < n {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before writing {n} rows"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "no {n} rows after 2 minutes"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// PIDs of the gradcomp ranks whose command line mentions `marker`, in rank order.
+fn rank_pids(marker: &str) -> Vec<u32> {
+    let out = Command::new("pgrep")
+        .args(["-f", &format!("^{} .*{marker}", bin())])
+        .output()
+        .expect("pgrep");
+    let mut ranked: Vec<(usize, u32)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().parse::<u32>().ok())
+        .map(|pid| {
+            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let rank = env
+                .split(|&b| b == 0)
+                .filter_map(|kv| std::str::from_utf8(kv).ok())
+                .find_map(|kv| kv.strip_prefix("OMPI_COMM_WORLD_RANK="))
+                .and_then(|r| r.parse().ok())
+                .unwrap_or(usize::MAX);
+            (rank, pid)
+        })
+        .collect();
+    ranked.sort();
+    ranked.into_iter().map(|(_, p)| p).collect()
+}
+
+fn signal(sig: &str, pid: u32) {
+    Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+}
+
+fn case_ids(path: &Path) -> Vec<String> {
+    let (h, rows) = read_csv(path);
+    let c = h.iter().position(|x| x == "case_id").unwrap();
+    assert!(
+        rows.iter().all(|r| r.len() == h.len()),
+        "{}: a torn row",
+        path.display()
+    );
+    rows.iter().map(|r| r[c].clone()).collect()
+}
+
+fn run_json(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap()
+}
+
+/// A micro-comm sweep of 40 cases that takes a few seconds on 2 oversubscribed cores.
+fn sweep(out: &str) -> Vec<String> {
+    [
+        "micro-comm",
+        "--collectives",
+        "allreduce,ring-allreduce",
+        "--min-bytes",
+        "4",
+        "--max-bytes",
+        "2MiB",
+        "--iters",
+        "200",
+        "--warmup",
+        "2",
+        "--quiet",
+        "--out",
+        out,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// The case ids of the sweep run uninterrupted on `np` ranks.
+fn full_sweep_ids(np: usize) -> BTreeSet<String> {
+    let dir = tmpdir(&format!("full-{np}"));
+    let args = sweep(dir.to_str().unwrap());
+    let out = run(np, &strs(&args), 300);
+    assert!(out.status.success(), "{}", err_text(&out));
+    case_ids(&dir.join("micro_comm.csv")).into_iter().collect()
+}
+
+// ---- item 1: one run per output directory -------------------------------------------
+
+#[test]
+fn two_runs_into_one_out_never_mix_their_rows() {
+    let _serial = timed();
+    // The issue's repro: two jobs started together into one directory with --resume.
+    let dir = tmpdir("lock-race");
+    let args = sweep(dir.to_str().unwrap());
+    let mut a = strs(&args);
+    a.push("--resume");
+    let c1 = spawn(2, &a);
+    let c2 = spawn(3, &a);
+    let o1 = wait_bounded(c1, 300, "first run");
+    let o2 = wait_bounded(c2, 300, "second run");
+    let codes = [o1.status.code(), o2.status.code()];
+    assert!(
+        codes.contains(&Some(0)),
+        "neither run succeeded: {codes:?}\n{}\n{}",
+        err_text(&o1),
+        err_text(&o2)
+    );
+    let ids = case_ids(&dir.join("micro_comm.csv"));
+    let unique: BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "duplicated case ids: {codes:?}");
+    for o in [&o1, &o2] {
+        if o.status.code() != Some(0) {
+            assert_eq!(o.status.code(), Some(2), "{}", err_text(o));
+            let lines = our_lines(o);
+            assert_eq!(lines.len(), 1, "{lines:?}");
+            for w in ["another gradcomp run", "host", "pid", "started"] {
+                assert!(lines[0].contains(w), "'{w}' missing: {}", lines[0]);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_locked_out_is_refused_and_a_killed_holder_leaves_no_stale_lock() {
+    let _serial = timed();
+    let dir = tmpdir("lock");
+    let d = dir.to_str().unwrap().to_string();
+    let args = sweep(&d);
+    let mut first = spawn(3, &strs(&args));
+    let csv = dir.join("micro_comm.csv");
+    wait_rows(&csv, 2, &mut first);
+    let holder = rank_pids(&d)[0];
+    // A different benchmark into the same directory, without --resume: refused too.
+    let second = run(
+        2,
+        &[
+            "micro",
+            "--methods",
+            "topk",
+            "--shape",
+            "100",
+            "--quiet",
+            "--out",
+            &d,
+        ],
+        60,
+    );
+    assert_eq!(second.status.code(), Some(2), "{}", err_text(&second));
+    let line = our_lines(&second).join("\n");
+    assert!(
+        line.contains(&format!("pid {holder}")),
+        "the holder's pid {holder} is not named: {line}"
+    );
+    assert!(
+        !dir.join("micro.csv").exists(),
+        "the refused run wrote rows"
+    );
+    // kill -9 every rank: the kernel drops the lock, --resume continues.
+    for p in rank_pids(&d) {
+        signal("KILL", p);
+    }
+    let _ = wait_bounded(first, 60, "killed run");
+    let mut a = strs(&args);
+    a.push("--resume");
+    let again = run(2, &a, 300);
+    assert!(again.status.success(), "{}", err_text(&again));
+    let ids = case_ids(&csv);
+    assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), ids.len());
+}
+
+// ---- item 2: run.json is never overwritten -------------------------------------------
+
+#[test]
+fn every_runs_metadata_is_kept() {
+    let dir = tmpdir("meta");
+    let d = dir.to_str().unwrap();
+    let a = run(
+        2,
+        &[
+            "micro-comm",
+            "--collectives",
+            "allreduce",
+            "--max-bytes",
+            "64",
+            "--quiet",
+            "--out",
+            d,
+        ],
+        120,
+    );
+    assert!(a.status.success(), "{}", err_text(&a));
+    let b = run(
+        2,
+        &[
+            "micro",
+            "--methods",
+            "topk",
+            "--shape",
+            "100",
+            "--quiet",
+            "--out",
+            d,
+        ],
+        120,
+    );
+    assert!(b.status.success(), "{}", err_text(&b));
+    let latest = run_json(&dir);
+    assert!(latest["command_line"].to_string().contains("\"micro\""));
+    let kept = latest["previous_run"].as_str().expect("previous_run");
+    let old: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join(kept)).unwrap()).unwrap();
+    assert!(
+        old["command_line"].to_string().contains("micro-comm"),
+        "{old}"
+    );
+    assert_eq!(old["status"], "ok");
+}
+
+// ---- item 3: SIGTERM / SIGINT --------------------------------------------------------
+
+/// Where a stop signal goes.
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    Mpirun,
+    Rank(usize),
+    AllRanks,
+}
+
+/// Start the sweep on `np` ranks, send `sig` to `target` once 3 rows exist, and check
+/// the record: status interrupted, the rows intact, one line naming `--resume`, and a
+/// `--resume` that ends with exactly the uninterrupted sweep's cases.
+fn interrupt_and_resume(np: usize, sig: &str, target: Target, want: &BTreeSet<String>) {
+    let name = format!("sig-{np}-{sig}-{target:?}").replace(['(', ')'], "");
+    let dir = tmpdir(&name);
+    let d = dir.to_str().unwrap().to_string();
+    let args = sweep(&d);
+    let mut child = spawn(np, &strs(&args));
+    let csv = dir.join("micro_comm.csv");
+    wait_rows(&csv, 3, &mut child);
+    let pids = rank_pids(&d);
+    assert_eq!(pids.len(), np, "ranks found: {pids:?}");
+    match target {
+        Target::Mpirun => signal(sig, child.id()),
+        Target::Rank(r) => signal(sig, pids[r]),
+        Target::AllRanks => pids.iter().for_each(|&p| signal(sig, p)),
+    }
+    let t0 = Instant::now();
+    let out = wait_bounded(child, 60, &format!("{sig} to {target:?} at -np {np}"));
+    let secs = t0.elapsed().as_secs_f64();
+    let what = format!("{sig} to {target:?} at -np {np}");
+    assert!(!out.status.success(), "{what}: exit 0");
+    assert!(secs < 10.0, "{what}: took {secs:.1}s to stop");
+    let meta = run_json(&dir);
+    assert_eq!(meta["status"], "interrupted", "{what}: {meta}");
+    assert!(meta["end_time"].is_string(), "{what}");
+    assert!(
+        meta["error"].as_str().unwrap_or("").contains(sig),
+        "{what}: {meta}"
+    );
+    let before = case_ids(&csv);
+    assert_eq!(meta["cases_done"], before.len(), "{what}");
+    assert!(
+        meta["last_case"]
+            .as_str()
+            .is_some_and(|l| l.contains(&before[before.len() - 1])),
+        "{what}: last_case is not the last row: {meta}"
+    );
+    assert!(
+        before.len() < want.len(),
+        "{what}: finished before the signal"
+    );
+    let err = err_text(&out);
+    let resume_lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("gradcomp: interrupted") && l.contains("--resume"))
+        .collect();
+    assert_eq!(resume_lines.len(), 1, "{what}: {err}");
+    // Without --quiet: the start line says how many cases are skipped.
+    let mut a: Vec<&str> = strs(&args)
+        .into_iter()
+        .filter(|x| *x != "--quiet")
+        .collect();
+    a.push("--resume");
+    let again = run(np, &a, 300);
+    assert!(
+        again.status.success(),
+        "{what}: --resume exited {:?}: {}{}",
+        again.status,
+        String::from_utf8_lossy(&again.stdout),
+        err_text(&again)
+    );
+    assert!(
+        err_text(&again).contains(&format!("skipping {} already done", before.len())),
+        "{what}: {}",
+        err_text(&again)
+    );
+    let after = case_ids(&csv);
+    assert_eq!(after.len(), want.len(), "{what}: duplicate or missing rows");
+    assert_eq!(&after.into_iter().collect::<BTreeSet<_>>(), want, "{what}");
+}
+
+#[test]
+fn sigterm_stops_cleanly_at_2_ranks() {
+    let _serial = timed();
+    let want = full_sweep_ids(2);
+    interrupt_and_resume(2, "TERM", Target::Mpirun, &want);
+    interrupt_and_resume(2, "TERM", Target::Rank(1), &want);
+    interrupt_and_resume(2, "INT", Target::AllRanks, &want);
+}
+
+#[test]
+fn sigterm_stops_cleanly_at_4_ranks() {
+    let _serial = timed();
+    let want = full_sweep_ids(4);
+    interrupt_and_resume(4, "TERM", Target::Mpirun, &want);
+    interrupt_and_resume(4, "TERM", Target::Rank(0), &want);
+    interrupt_and_resume(4, "TERM", Target::Rank(2), &want);
+    interrupt_and_resume(4, "TERM", Target::AllRanks, &want);
+}
+
+#[test]
+fn a_rank_that_cannot_stop_ends_the_job_with_a_message() {
+    let _serial = timed();
+    // Rank 2 is frozen (SIGSTOP), so rank 1, signalled, can never agree with it.
+    let dir = tmpdir("stuck");
+    let d = dir.to_str().unwrap().to_string();
+    let mut args = sweep(&d);
+    args.extend(["--stop-grace".into(), "2".into()]);
+    let mut child = spawn(3, &strs(&args));
+    wait_rows(&dir.join("micro_comm.csv"), 2, &mut child);
+    let pids = rank_pids(&d);
+    signal("STOP", pids[2]);
+    signal("TERM", pids[1]);
+    let t0 = Instant::now();
+    let out = wait_bounded(child, 60, "stuck rank");
+    for p in pids {
+        signal("CONT", p);
+    }
+    assert!(!out.status.success());
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        t0.elapsed()
+    );
+    assert!(
+        err_text(&out).contains("could not reach an agreed stop point"),
+        "{}",
+        err_text(&out)
+    );
+}
+
+#[test]
+fn a_second_signal_ends_the_rank_at_once() {
+    let _serial = timed();
+    let dir = tmpdir("twice");
+    let d = dir.to_str().unwrap().to_string();
+    let mut child = spawn(3, &strs(&sweep(&d)));
+    wait_rows(&dir.join("micro_comm.csv"), 2, &mut child);
+    let pids = rank_pids(&d);
+    signal("STOP", pids[2]);
+    signal("INT", pids[1]);
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = Instant::now();
+    signal("INT", pids[1]);
+    let out = wait_bounded(child, 60, "second signal");
+    for p in pids {
+        signal("CONT", p);
+    }
+    assert!(!out.status.success());
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    assert!(
+        err_text(&out).contains("second stop signal"),
+        "{}",
+        err_text(&out)
+    );
+}
+
+// ---- item 5: config files that are not files, huge configs, repeated entries --------
+
+/// `gradcomp ARGS` on `np` ranks exits 2 with one `gradcomp:` line holding every word.
+fn refused(np: usize, args: &[&str], words: &[&str]) {
+    let out = run(np, args, 60);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", err_text(&out));
+    let lines = our_lines(&out);
+    assert_eq!(lines.len(), 1, "{args:?}: {}", err_text(&out));
+    for w in words {
+        assert!(
+            lines[0].contains(w),
+            "{args:?}: '{w}' missing: {}",
+            lines[0]
+        );
+    }
+}
+
+#[test]
+fn config_files_that_are_not_regular_or_too_big_are_refused() {
+    let dir = tmpdir("cfg");
+    refused(
+        1,
+        &["run", "/dev/zero"],
+        &["/dev/zero", "not a regular file"],
+    );
+    let fifo = dir.join("fifo.toml");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let f = fifo.to_str().unwrap();
+    refused(2, &["run", f], &[f, "not a regular file"]);
+    let big = dir.join("big.toml");
+    let mut text = String::from("[[micro-comm]]\ncollectives = [\"allreduce\"]\n");
+    text.push_str(&format!("# {}\n", "x".repeat(5 << 20)));
+    std::fs::write(&big, text).unwrap();
+    let b = big.to_str().unwrap();
+    refused(3, &["run", b], &[b, "MiB"]);
+    // A directory is not a config either.
+    let d = dir.to_str().unwrap();
+    refused(1, &["run", d], &[d, "not a regular file"]);
+}
+
+#[test]
+fn case_count_is_capped_and_repeated_entries_are_refused() {
+    let dir = tmpdir("cases");
+    // 400 shapes x 300 densities = 120000 cases.
+    let shapes: Vec<String> = (1..=400).map(|i| format!("\"{i}\"")).collect();
+    let dens: Vec<String> = (1..=300)
+        .map(|i| format!("{}", i as f64 / 1000.0))
+        .collect();
+    let cfg = dir.join("many.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[micro]]\nmethods = [\"topk\"]\nshapes = [{}]\ndensities = [{}]\n",
+            shapes.join(","),
+            dens.join(",")
+        ),
+    )
+    .unwrap();
+    let c = cfg.to_str().unwrap();
+    refused(
+        2,
+        &["run", c, "--out", d(&dir, "o1")],
+        &["120000 cases", "at most"],
+    );
+    let rep = dir.join("rep.toml");
+    std::fs::write(
+        &rep,
+        "[[micro]]\nmethods = [\"topk\"]\nshapes = [\"100\", \"64\", \"100\"]\n",
+    )
+    .unwrap();
+    let r = rep.to_str().unwrap();
+    refused(3, &["run", r, "--out", d(&dir, "o2")], &[r, "100", "twice"]);
+    refused(
+        2,
+        &["micro-comm", "--sizes", "4,8,4", "--out", d(&dir, "o3")],
+        &["--sizes", "twice"],
+    );
+    refused(
+        2,
+        &[
+            "micro-comm",
+            "--collectives",
+            "allreduce,allgather,allreduce",
+            "--max-bytes",
+            "64",
+            "--out",
+            d(&dir, "o4"),
+        ],
+        &["--collectives", "allreduce", "twice"],
+    );
+}
+
+#[test]
+fn a_section_repeated_on_purpose_gets_distinct_case_ids() {
+    let dir = tmpdir("repeat");
+    let cfg = dir.join("twice.toml");
+    let section =
+        "[[micro-comm]]\ncollectives = [\"allreduce\"]\nsizes = [4, 64]\niters = 5\nwarmup = 1\n";
+    std::fs::write(&cfg, format!("{section}{section}")).unwrap();
+    let c = cfg.to_str().unwrap();
+    let out_dir = d(&dir, "o");
+    let args = ["run", c, "--quiet", "--out", out_dir];
+    let first = run(3, &args, 120);
+    assert!(first.status.success(), "{}", err_text(&first));
+    let ids = case_ids(&Path::new(out_dir).join("micro_comm.csv"));
+    assert_eq!(ids.len(), 4);
+    assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), 4, "{ids:?}");
+    let mut again = args.to_vec();
+    again.push("--resume");
+    let second = run(3, &again, 120);
+    assert!(second.status.success(), "{}", err_text(&second));
+    assert_eq!(
+        case_ids(&Path::new(out_dir).join("micro_comm.csv")).len(),
+        4
+    );
+}
+
+fn d(dir: &Path, name: &str) -> &'static str {
+    Box::leak(
+        dir.join(name)
+            .to_string_lossy()
+            .into_owned()
+            .into_boxed_str(),
+    )
+}
+
+// ---- item 6: a full disk ---------------------------------------------------------------
+
+/// Mount a 16 KiB tmpfs at `dir` (root only); `None` (with the reason) when impossible.
+fn tiny_tmpfs(dir: &Path) -> Option<()> {
+    match Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=16k", "tmpfs"])
+        .arg(dir)
+        .output()
+    {
+        Ok(o) if o.status.success() => Some(()),
+        Ok(o) => {
+            eprintln!(
+                "skipping the full-disk test: cannot mount a tmpfs ({})",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+            None
+        }
+        Err(e) => {
+            eprintln!("skipping the full-disk test: no mount command ({e})");
+            None
+        }
+    }
+}
+
+struct Unmount(PathBuf);
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_reports_the_first_error_keeps_rows_and_exits_1() {
+    for np in [1, 3] {
+        let dir = tmpdir(&format!("full-disk-{np}"));
+        if tiny_tmpfs(&dir).is_none() {
+            return;
+        }
+        let _guard = Unmount(dir.clone());
+        let d = dir.to_str().unwrap();
+        let out = run(
+            np,
+            &[
+                "micro-comm",
+                "--collectives",
+                "allreduce,allgather,ring-allreduce",
+                "--min-bytes",
+                "4",
+                "--max-bytes",
+                "1MiB",
+                "--iters",
+                "2",
+                "--warmup",
+                "0",
+                "--quiet",
+                "--out",
+                d,
+            ],
+            120,
+        );
+        let err = err_text(&out);
+        assert_eq!(out.status.code(), Some(1), "-np {np}: {err}");
+        let lines = our_lines(&out);
+        let first = lines.first().cloned().unwrap_or_default();
+        assert!(
+            first.contains("micro_comm.csv") && first.contains("No space left"),
+            "-np {np}: the first message is not the CSV file's error: {err}"
+        );
+        assert!(
+            !dir.join("run.tmp").exists(),
+            "-np {np}: run.tmp left behind"
+        );
+        let ids = case_ids(&dir.join("micro_comm.csv"));
+        assert!(!ids.is_empty(), "-np {np}: no rows kept");
+        // The status is recorded in the blocks run.json already holds.
+        let meta = run_json(&dir);
+        assert_eq!(meta["status"], "failed", "-np {np}: {meta}");
+        assert!(meta["error"].as_str().unwrap().contains("micro_comm.csv"));
+        assert!(
+            !err.contains("(os error 28): No space"),
+            "-np {np}: the cause is printed twice: {err}"
+        );
+    }
+}
+
+// ---- item 7: small slips -------------------------------------------------------------
+
+#[test]
+fn small_slips_get_the_real_message() {
+    let dir = tmpdir("slips");
+    refused(
+        2,
+        &[
+            "micro",
+            "--methods",
+            "topk",
+            "--shape",
+            "100",
+            "--density",
+            "-1",
+        ],
+        &["--density", "-1", "(0, 1]"],
+    );
+    refused(
+        1,
+        &[
+            "micro-compress",
+            "--methods",
+            "topk",
+            "--shape",
+            "100",
+            "--density",
+            "-0.5,0.1",
+        ],
+        &["--density", "-0.5"],
+    );
+    let file = dir.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let f = file.to_str().unwrap();
+    refused(
+        3,
+        &["micro-comm", "--max-bytes", "64", "--out", f],
+        &[f, "is not a directory"],
+    );
+    let sim = Command::new(bin())
+        .args([
+            "simulate",
+            "--model",
+            "resnet20",
+            "--methods",
+            "ssgd",
+            "--world-sizes",
+            "18446744073709551615",
+            "--out",
+            d(&dir, "sim"),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(sim.status.code(), Some(2), "{}", err_text(&sim));
+    assert!(
+        err_text(&sim).contains("--world-sizes") && err_text(&sim).contains("at most"),
+        "{}",
+        err_text(&sim)
+    );
+}
+
+// ---- item 4: the memory estimate is an upper bound --------------------------------------
+
+#[test]
+fn memory_estimate_bounds_the_measured_peak_of_every_benchmark() {
+    let dir = tmpdir("mem-bound");
+    let q = [
+        "--iters",
+        "2",
+        "--warmup",
+        "0",
+        "--quiet",
+        "--skip-memory-check",
+    ];
+    let runs: Vec<(usize, Vec<&str>)> = vec![
+        (
+            3,
+            vec![
+                "micro-comm",
+                "--collectives",
+                "allreduce",
+                "--sizes",
+                "64MiB",
+            ],
+        ),
+        (
+            3,
+            vec![
+                "micro-comm",
+                "--collectives",
+                "allgather",
+                "--sizes",
+                "64MiB",
+            ],
+        ),
+        (
+            4,
+            vec![
+                "micro-comm",
+                "--collectives",
+                "allgather",
+                "--sizes",
+                "32MiB",
+            ],
+        ),
+        (
+            3,
+            vec![
+                "micro-comm",
+                "--collectives",
+                "ring-allreduce",
+                "--sizes",
+                "64MiB",
+            ],
+        ),
+        (
+            3,
+            vec![
+                "micro-comm",
+                "--collectives",
+                "iallreduce-overlap",
+                "--sizes",
+                "64MiB",
+            ],
+        ),
+        (
+            2,
+            vec![
+                "micro-comm",
+                "--collectives",
+                "allreduce,allgather,ring-allreduce",
+                "--sizes",
+                "4,16MiB",
+            ],
+        ),
+        (
+            3,
+            vec![
+                "micro",
+                "--methods",
+                "dgc,topk,powersgd,qsgd",
+                "--shape",
+                "2048x2048",
+            ],
+        ),
+        (
+            1,
+            vec![
+                "micro-compress",
+                "--methods",
+                "dgc,sketch",
+                "--shape",
+                "4096x2048",
+            ],
+        ),
+        (
+            1,
+            vec![
+                "micro-compress",
+                "--methods",
+                "powersgd",
+                "--model",
+                "resnet50",
+            ],
+        ),
+        (
+            3,
+            vec![
+                "e2e",
+                "--model",
+                "resnet50",
+                "--methods",
+                "ssgd",
+                "--fusion",
+                "single",
+                "--compute",
+                "none",
+                "--pipelining",
+                "off",
+            ],
+        ),
+        (
+            3,
+            vec![
+                "e2e",
+                "--model",
+                "resnet50",
+                "--methods",
+                "dgc",
+                "--compute",
+                "none",
+                "--pipelining",
+                "off",
+            ],
+        ),
+        (
+            3,
+            vec![
+                "e2e",
+                "--model",
+                "resnet50",
+                "--methods",
+                "ssgd",
+                "--collective",
+                "allgather",
+                "--compute",
+                "none",
+                "--pipelining",
+                "off",
+            ],
+        ),
+    ];
+    let mut report = Vec::new();
+    for (i, (np, args)) in runs.iter().enumerate() {
+        let out_dir = dir.join(i.to_string());
+        let mut a = args.clone();
+        a.extend(q);
+        a.extend(["--out", out_dir.to_str().unwrap()]);
+        let out = run(*np, &a, 300);
+        assert!(out.status.success(), "{a:?}: {}", err_text(&out));
+        let meta = run_json(&out_dir);
+        let est = meta["estimated_peak_bytes"].as_u64().unwrap();
+        let rss = meta["peak_rss_bytes"].as_u64().expect("peak_rss_bytes");
+        let line = format!(
+            "-np {np} {}: estimate {:.0} MiB, peak RSS {:.0} MiB ({:.2})",
+            args.join(" "),
+            est as f64 / 1048576.0,
+            rss as f64 / 1048576.0,
+            rss as f64 / est as f64
+        );
+        eprintln!("{line}");
+        report.push((rss <= est, line));
+    }
+    let over: Vec<&String> = report
+        .iter()
+        .filter(|(ok, _)| !ok)
+        .map(|(_, l)| l)
+        .collect();
+    assert!(
+        over.is_empty(),
+        "the estimate is below the measured peak: {over:#?}"
+    );
+}
+
+#[test]
+fn the_issues_oversized_job_is_refused_with_a_margin() {
+    // 4 ranks of a 1 GiB all-gather: about 9 GiB each (the issue's node: 22.3 GiB free,
+    // estimated 20 GiB before, and the job drove free memory to 2.9 GiB).
+    let cfg = gradcomp::config::parse(
+        "[[micro-comm]]\ncollectives = [\"allgather\"]\nsizes = [\"1GiB\"]\niters = 2\nwarmup = 1\n",
+        "x.toml",
+    )
+    .unwrap();
+    let (per_rank, _) = cfg.estimated_peak_bytes(4);
+    assert!(per_rank >= 9 << 30, "{per_rank}");
+    let avail = (22.3 * (1u64 << 30) as f64) as u64;
+    let err = cfg.check_memory(4, 4, avail).unwrap_err();
+    assert!(err.contains("safety margin"), "{err}");
+    // A run that fits only without the margin is refused too.
+    let small = gradcomp::config::parse(
+        "[[micro-comm]]\ncollectives = [\"allreduce\"]\nsizes = [\"256MiB\"]\n",
+        "y.toml",
+    )
+    .unwrap();
+    let (need, _) = small.estimated_peak_bytes(2);
+    assert!(small.check_memory(2, 2, need * 2 * 105 / 100).is_err());
+    assert!(small.check_memory(2, 2, need * 2 * 112 / 100).is_ok());
+}
