@@ -203,7 +203,7 @@ pub struct SimulateArgs {
         required_unless_present = "compare"
     )]
     pub models: Vec<String>,
-    /// Methods, comma-separated (as for e2e, including omgs and sketch-fusion)
+    /// Methods, comma-separated: ssgd, signsgd, signsgd-mv, topk, dgc, powersgd, acpsgd, marsit, sketch, qsgd, omgs (top-k over OMGS groups), sketch-fusion (Count Sketch over LayerFusion groups)
     #[arg(
         long,
         value_delimiter = ',',
@@ -447,7 +447,7 @@ pub struct E2eArgs {
         value_name = "LIST"
     )]
     pub models: Vec<String>,
-    /// Methods, comma-separated (as for micro)
+    /// Methods, comma-separated: ssgd, signsgd, signsgd-mv, topk, dgc, powersgd, acpsgd, marsit, sketch, qsgd, omgs (top-k over OMGS groups), sketch-fusion (Count Sketch over LayerFusion groups)
     #[arg(long, value_delimiter = ',', required = true, value_name = "LIST")]
     pub methods: Vec<String>,
     /// Fusion plans, comma-separated: none, single, a byte threshold (25MiB), or a planner:

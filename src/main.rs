@@ -166,6 +166,13 @@ fn run(
         for w in warnings {
             eprintln!("gradcomp: warning: {w}");
         }
+        let communicates =
+            !(config.micro_comm.is_empty() && config.micro.is_empty() && config.e2e.is_empty());
+        if world.size == 1 && communicates {
+            eprintln!(
+                "gradcomp: warning: running on 1 MPI rank, so collectives and exchanges communicate nothing; start it with mpirun -np N (or srun) to measure communication"
+            );
+        }
     }
     let threads = config.uses_threads(cli.common.case_timeout);
     if threads && (provided as i32) < (Threading::Funneled as i32) {

@@ -525,3 +525,24 @@ fn traces_of_several_cases_are_named_by_case() {
         );
     }
 }
+
+/// Every subcommand's --help lists the methods and fusions it takes, by name (it said
+/// "as for micro" and left out the planners).
+#[test]
+fn help_lists_every_method_and_fusion() {
+    for sub in ["micro", "micro-compress", "e2e", "simulate"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gradcomp"))
+            .args([sub, "--help"])
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        for m in gradcomp::compress::registry::METHODS {
+            assert!(help.contains(m), "{sub} --help does not list {m}");
+        }
+        if sub == "e2e" || sub == "simulate" {
+            for f in ["omgs", "sketch-fusion", "mgwfbp", "layerfusion", "single"] {
+                assert!(help.contains(f), "{sub} --help does not list {f}");
+            }
+        }
+    }
+}
