@@ -79,10 +79,11 @@ fn err_text(o: &Output) -> String {
 }
 
 /// The lines gradcomp printed (`gradcomp: ...`), not the launcher's.
+/// gradcomp's own stderr lines, warnings (e.g. the one-rank warning) left out.
 fn our_lines(o: &Output) -> Vec<String> {
     err_text(o)
         .lines()
-        .filter(|l| l.starts_with("gradcomp:"))
+        .filter(|l| l.starts_with("gradcomp:") && !l.starts_with("gradcomp: warning:"))
         .map(String::from)
         .collect()
 }
