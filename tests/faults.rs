@@ -7,7 +7,7 @@
 //! them fail on an older revision).
 
 mod common;
-use common::{mpirun_cmd, read_csv, tmpdir};
+use common::{mpirun_cmd, read_csv, tmpdir, wait_rows};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -86,28 +86,6 @@ fn our_lines(o: &Output) -> Vec<String> {
         .filter(|l| l.starts_with("gradcomp:") && !l.starts_with("gradcomp: warning:"))
         .map(String::from)
         .collect()
-}
-
-fn rows_in(path: &Path) -> usize {
-    std::fs::read_to_string(path)
-        .map(|s| s.lines().count().saturating_sub(1))
-        .unwrap_or(0)
-}
-
-/// Wait (bounded) until `path` has at least `n` rows while `child` runs.
-fn wait_rows(path: &Path, n: usize, child: &mut Child) {
-    let t0 = Instant::now();
-    while rows_in(path) < n {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the run ended before writing {n} rows"
-        );
-        assert!(
-            t0.elapsed() < Duration::from_secs(120),
-            "no {n} rows after 2 minutes"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// PIDs of the gradcomp ranks whose command line mentions `marker`, in rank order.

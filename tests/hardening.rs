@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Start `gradcomp ARGS` under mpirun in the background.
 fn spawn(np: usize, args: &[&str]) -> Child {
@@ -31,13 +31,6 @@ fn spawn(np: usize, args: &[&str]) -> Child {
         .expect("mpirun")
 }
 
-/// Data rows (complete lines) in a CSV file so far.
-fn rows_in(path: &std::path::Path) -> usize {
-    std::fs::read_to_string(path)
-        .map(|s| s.lines().count().saturating_sub(1))
-        .unwrap_or(0)
-}
-
 /// PIDs of the gradcomp ranks whose command line mentions `marker`.
 fn rank_pids(marker: &str) -> Vec<u32> {
     let out = Command::new("pgrep")
@@ -48,22 +41,6 @@ fn rank_pids(marker: &str) -> Vec<u32> {
         .lines()
         .filter_map(|l| l.trim().parse().ok())
         .collect()
-}
-
-/// Wait (bounded) until `path` has at least `n` rows.
-fn wait_rows(path: &std::path::Path, n: usize, child: &mut Child) {
-    let t0 = Instant::now();
-    while rows_in(path) < n {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the run ended before writing {n} rows"
-        );
-        assert!(
-            t0.elapsed() < Duration::from_secs(120),
-            "no {n} rows after 2 minutes"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Kill one rank with SIGKILL; return (seconds until mpirun exited, exit status, stderr).

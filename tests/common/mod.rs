@@ -143,3 +143,26 @@ pub fn assert_refused(np: usize, args: &[&str], words: &[&str]) -> String {
     }
     ours[0].to_string()
 }
+
+/// Data rows (complete lines) in a CSV file so far.
+pub fn rows_in(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().count().saturating_sub(1))
+        .unwrap_or(0)
+}
+
+/// Wait (bounded: 2 minutes) until `path` has at least `n` rows while `child` runs.
+pub fn wait_rows(path: &Path, n: usize, child: &mut std::process::Child) {
+    let t0 = std::time::Instant::now();
+    while rows_in(path) < n {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before writing {n} rows"
+        );
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(120),
+            "no {n} rows after 2 minutes"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
