@@ -72,9 +72,10 @@ fn main() -> ExitCode {
     // collective (docs/performance.md, "MPI library effects"). Errors in the config are
     // reported after MPI starts (by every rank, agreed); here they just mean "assume
     // threads".
-    let threads = match cli.config() {
-        Ok(c) => c.uses_threads(cli.common.case_timeout),
-        Err(_) => true,
+    let threads = match (&cli.command, cli.config()) {
+        (cli::Command::Converge(_), _) => false,
+        (_, Ok(c)) => c.uses_threads(cli.common.case_timeout),
+        (_, Err(_)) => true,
     };
     let level = if threads {
         Threading::Funneled
@@ -86,7 +87,11 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     };
     let world = World::new(universe.world());
-    match run(&cli, &world, provided) {
+    let result = match &cli.command {
+        cli::Command::Converge(a) => converge_command(&cli, a, &world),
+        _ => run(&cli, &world, provided),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             let code = err.downcast_ref::<Error>().map_or(1, Error::exit_code);
@@ -236,6 +241,20 @@ fn run(cli: &Cli, world: &World, provided: Threading) -> anyhow::Result<()> {
         }
     }
     result?;
+    Ok(())
+}
+
+/// `gradcomp converge` (src/converge/mod.rs): training runs, converge.csv.
+fn converge_command(cli: &Cli, a: &cli::ConvergeArgs, world: &World) -> anyhow::Result<()> {
+    let req = a
+        .sections(cli.common.seed)
+        .map(|(seed, sections)| gradcomp::converge::Request {
+            sections,
+            seed,
+            out: cli.common.out.clone(),
+            quiet: cli.common.quiet,
+        });
+    gradcomp::converge::command(world, req)?;
     Ok(())
 }
 
