@@ -683,7 +683,7 @@ pub struct ConvergeArgs {
     /// Evaluate on the held-out set every N steps and after the last [default: 50]
     #[arg(long, value_name = "N")]
     pub eval_every: Option<u64>,
-    /// Fusion plan: none, single, a byte threshold (25MiB), or a planner [default: none]
+    /// Fusion plan: none, single, a byte threshold (25MiB), or a planner [default: single]
     #[arg(long, value_name = "PLAN")]
     pub fusion: Option<String>,
     /// Collective: auto, allreduce, allgather, ps, ring [default: auto]

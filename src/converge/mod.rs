@@ -39,7 +39,8 @@ pub fn within_tolerance(final_eval_loss: f64, dense_eval_loss: f64) -> bool {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConvergeSection {
-    /// Methods (the registry's, `omgs`, `sketch-fusion`, and the control `topk-noef`).
+    /// Methods (the registry's, `omgs`, `sketch-fusion`, and the controls of
+    /// [`noef::CONTROLS`]).
     pub methods: Vec<String>,
     /// Training steps per method.
     #[serde(default = "d_steps")]
@@ -99,7 +100,7 @@ fn d_eval_every() -> u64 {
     50
 }
 fn d_fusion() -> String {
-    "none".into()
+    "single".into()
 }
 fn d_collective() -> String {
     "auto".into()
@@ -165,11 +166,7 @@ pub struct ConvergeCase {
 impl ConvergeCase {
     /// The registry compressor that runs.
     pub fn base_method(&self) -> &str {
-        if self.method == noef::NAME {
-            noef::BASE
-        } else {
-            crate::config::base_method(&self.method)
-        }
+        noef::base_of(&self.method).unwrap_or_else(|| crate::config::base_method(&self.method))
     }
     /// Merged compression of each bucket (omgs, sketch-fusion).
     pub fn merge(&self) -> bool {
@@ -201,11 +198,9 @@ impl ConvergeSection {
             }
         }
         let base = |m: &str| -> String {
-            if m == noef::NAME {
-                noef::BASE.into()
-            } else {
-                crate::config::base_method(m).into()
-            }
+            noef::base_of(m)
+                .unwrap_or_else(|| crate::config::base_method(m))
+                .into()
         };
         let cs = CompressSection {
             methods: methods.iter().map(|m| base(m)).collect(),
@@ -452,14 +447,14 @@ impl Sync {
             pack_len,
             ..
         } = engine::layout(world, &setup)?;
-        if c.method == noef::NAME {
+        if noef::base_of(&c.method).is_some() {
             // The control: the same buckets, the same compressor without its residual.
             let ctx = WorkerCtx {
                 rank: world.rank,
                 world_size: world.size,
                 seed,
             };
-            let mut nr = noef::NoResidual::new(&c.params, ctx)?;
+            let mut nr = noef::NoResidual::new(&c.method, &c.params, ctx)?;
             for u in plans.iter().flatten().flat_map(|b| b.units.iter().copied()) {
                 let (r, cols) = engine::unit_shape(&tensors, &plans, setup.merge, u);
                 nr.register(u, r, cols)?;
@@ -702,7 +697,7 @@ pub fn run_case(
     let mut grads: Vec<Array2<f32>> = mlp.params.iter().map(|p| Array2::zeros(p.dim())).collect();
     let mut outs = grads.clone();
     let mut velocity = grads.clone();
-    let mut dense: Vec<f32> = vec![0.0; mlp.numel()];
+    let mut dense: Vec<f32> = vec![0.0; mlp.numel() + 1];
     let mut xb = Array2::<f32>::zeros((c.batch, input));
     let mut yb = vec![0usize; c.batch];
     let mut idx = vec![0usize; c.batch];
@@ -793,8 +788,8 @@ pub fn run_case(
             }
         }
         let te = world.time();
-        // Outside the timed part: the dense average of the same gradients, the mean loss,
-        // the max times over ranks.
+        // Outside the timed part, two collectives: the dense average of the same
+        // gradients with the loss in one sum; the times and wire bytes in one max.
         let mut off = 0;
         for g in &grads {
             for &x in g.iter() {
@@ -802,6 +797,7 @@ pub fn run_case(
                 off += 1;
             }
         }
+        dense[off] = loss as f32;
         world.sum_f32_in_place(&mut dense);
         let (mut num, mut den) = (0f64, 0f64);
         let mut off = 0;
@@ -813,9 +809,7 @@ pub fn run_case(
                 off += 1;
             }
         }
-        let mut l = [loss as f32];
-        world.sum_f32_in_place(&mut l);
-        let train_loss = f64::from(l[0]) / n as f64;
+        let train_loss = f64::from(dense[off]) / n as f64;
         let mut times = [
             te - ts,
             tc - ts,
@@ -824,9 +818,10 @@ pub fn run_case(
             st.decompress_s,
             st.pack_s,
             te - tu,
+            bytes as f64,
         ];
         world.max_in_place(&mut times);
-        let wire = world.max_u64(bytes);
+        let wire = times[7] as u64;
         let last = step + 1 == c.steps;
         let diverged = !train_loss.is_finite();
         let (mut eval_loss, mut eval_acc) = (None, None);

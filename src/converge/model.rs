@@ -138,16 +138,25 @@ impl Mlp {
     }
 }
 
-/// Row-wise softmax of `logits` and the mean cross-entropy against `labels` (f64 sum).
+/// Row-wise softmax of `logits` and the mean cross-entropy against `labels` (f64 sum),
+/// as `logsumexp(z) - z_y`: a NaN or infinite logit makes the loss NaN or infinite (a
+/// diverged run is never hidden by a clamp).
 pub fn softmax_xent(logits: &Array2<f32>, labels: &[usize]) -> (Array2<f32>, f64) {
     let mut p = logits.clone();
     let mut loss = 0f64;
     for (i, mut row) in p.outer_iter_mut().enumerate() {
-        let m = row.fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+        let m = row.iter().copied().fold(f32::NEG_INFINITY, |a, b| {
+            if a.is_nan() || b.is_nan() {
+                f32::NAN
+            } else {
+                a.max(b)
+            }
+        });
+        let zy = f64::from(row[labels[i]]);
         row.mapv_inplace(|v| (v - m).exp());
         let z: f32 = row.sum();
+        loss += f64::from(m) + f64::from(z).ln() - zy;
         row.mapv_inplace(|v| v / z);
-        loss -= f64::from(row[labels[i]].max(f32::MIN_POSITIVE)).ln();
     }
     (p, loss / labels.len().max(1) as f64)
 }
@@ -181,6 +190,17 @@ pub fn gather_rows(x: ArrayView2<f32>, idx: &[usize], out: &mut Array2<f32>) {
 mod tests {
     use super::*;
     use rand::SeedableRng;
+
+    #[test]
+    fn loss_is_nan_or_infinite_when_logits_are() {
+        let y = [1usize];
+        let nan = Array2::from_shape_vec((1, 3), vec![0.0, f32::NAN, 1.0]).unwrap();
+        assert!(softmax_xent(&nan, &y).1.is_nan());
+        let inf = Array2::from_shape_vec((1, 3), vec![f32::INFINITY, 0.0, 1.0]).unwrap();
+        assert!(!softmax_xent(&inf, &y).1.is_finite());
+        let ok = Array2::from_shape_vec((1, 2), vec![0.0, 0.0]).unwrap();
+        assert!((softmax_xent(&ok, &y).1 - std::f64::consts::LN_2).abs() < 1e-6);
+    }
 
     /// Backward agrees with central finite differences of the loss (f64 check on a tiny net).
     #[test]

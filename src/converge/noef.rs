@@ -1,8 +1,9 @@
-//! The negative control of `gradcomp converge` (docs/methods.md, "Convergence check"):
-//! `topk-noef`, the registry's Top-k with its residual dropped every step. It is the real
-//! `topk` compressor, rebuilt and re-registered (residual 0) at each `begin_step`, so
-//! only the error feedback is missing; it is not a method and is accepted by `converge`
-//! only, to show that the tolerance check fails for a compressor that loses its residual.
+//! The negative controls of `gradcomp converge` (docs/methods.md, "Convergence check"):
+//! `topk-noef`, `powersgd-noef` and `signsgd-noef`, the registry's compressor with its
+//! state dropped every step. Each is the real compressor, rebuilt and re-registered
+//! (residual 0; Power-SGD also loses its warm start) at each `begin_step`, so only the
+//! error feedback is missing. They are not methods and are accepted by `converge` only,
+//! to show that the tolerance check fails for a compressor that loses its residual.
 
 use crate::compress::{
     registry, Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen,
@@ -10,13 +11,22 @@ use crate::compress::{
 };
 use ndarray::{ArrayView2, ArrayViewMut2};
 
-/// Name of the negative control.
-pub const NAME: &str = "topk-noef";
-/// The compressor it wraps.
-pub const BASE: &str = "topk";
+/// The negative controls: (name, the registry compressor it wraps).
+pub const CONTROLS: &[(&str, &str)] = &[
+    ("topk-noef", "topk"),
+    ("powersgd-noef", "powersgd"),
+    ("signsgd-noef", "signsgd"),
+];
 
-/// Top-k without error feedback.
+/// The wrapped compressor of a control name, `None` for any other name.
+pub fn base_of(name: &str) -> Option<&'static str> {
+    CONTROLS.iter().find(|(n, _)| *n == name).map(|(_, b)| *b)
+}
+
+/// A registry compressor without error feedback.
 pub struct NoResidual {
+    name: &'static str,
+    base: &'static str,
     inner: Box<dyn Compressor>,
     params: MethodParams,
     ctx: WorkerCtx,
@@ -24,9 +34,17 @@ pub struct NoResidual {
 }
 
 impl NoResidual {
-    pub fn new(p: &MethodParams, ctx: WorkerCtx) -> Result<NoResidual> {
+    /// The control `name` (one of [`CONTROLS`]).
+    pub fn new(name: &str, p: &MethodParams, ctx: WorkerCtx) -> Result<NoResidual> {
+        let (name, base) = CONTROLS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .copied()
+            .ok_or_else(|| registry::unknown(name))?;
         Ok(NoResidual {
-            inner: registry::build(BASE, p, ctx)?,
+            name,
+            base,
+            inner: registry::build(base, p, ctx)?,
             params: p.clone(),
             ctx,
             shapes: Vec::new(),
@@ -36,7 +54,26 @@ impl NoResidual {
 
 impl Compressor for NoResidual {
     fn name(&self) -> &'static str {
-        NAME
+        self.name
+    }
+    fn rounds(&self) -> usize {
+        self.inner.rounds()
+    }
+    fn phases(&self) -> usize {
+        self.inner.phases()
+    }
+    fn phase_wire(&self, t: TensorId, round: usize, phase: usize) -> WireLen {
+        self.inner.phase_wire(t, round, phase)
+    }
+    fn ring_merge(
+        &mut self,
+        t: TensorId,
+        aggregated: usize,
+        offset: usize,
+        incoming: &[u32],
+        own: &mut [u32],
+    ) -> Result<()> {
+        self.inner.ring_merge(t, aggregated, offset, incoming, own)
     }
     fn aggregation(&self) -> Aggregation {
         self.inner.aggregation()
@@ -52,7 +89,7 @@ impl Compressor for NoResidual {
         // Drop every residual: a fresh compressor (allocates; a test control, not timed
         // against anything).
         if step > 0 {
-            if let Ok(mut c) = registry::build(BASE, &self.params, self.ctx) {
+            if let Ok(mut c) = registry::build(self.base, &self.params, self.ctx) {
                 if self
                     .shapes
                     .iter()
