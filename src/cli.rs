@@ -107,7 +107,7 @@ pub enum Command {
     },
     /// Train a real MLP under MPI with every method; loss curves beside the timings
     #[command(after_help = "Example:
-  mpirun -np 2 gradcomp converge --methods ssgd,topk,powersgd,acpsgd --steps 300 --batch 32 \\
+  mpirun -np 2 gradcomp converge --methods ssgd,topk,powersgd,acpsgd --steps 200 --batch 32 \\
       --lr 0.05 --seed 1 --out results/converge")]
     Converge(ConvergeArgs),
     /// Run every section of a bench config (TOML)
@@ -523,68 +523,67 @@ impl CompressArgs {
 impl Cli {
     /// The configuration this command line asks for.
     pub fn config(&self) -> Result<Config> {
-        let mut cfg = match &self.command {
-            Command::Run { config } => config::load(config)?,
-            Command::MicroComm(a) => {
-                let section = MicroCommSection {
-                    collectives: a.collectives.clone(),
-                    min_bytes: SizeSpec::Text(a.min_bytes.clone()),
-                    max_bytes: SizeSpec::Text(a.max_bytes.clone()),
-                    sizes: a
-                        .sizes
-                        .as_ref()
-                        .map(|v| v.iter().cloned().map(SizeSpec::Text).collect()),
-                    iters: a.iters,
-                    warmup: a.warmup,
-                    check: a.check,
-                };
-                Config {
+        let mut cfg =
+            match &self.command {
+                Command::Run { config } => config::load(config)?,
+                Command::MicroComm(a) => {
+                    let section = MicroCommSection {
+                        collectives: a.collectives.clone(),
+                        min_bytes: SizeSpec::Text(a.min_bytes.clone()),
+                        max_bytes: SizeSpec::Text(a.max_bytes.clone()),
+                        sizes: a
+                            .sizes
+                            .as_ref()
+                            .map(|v| v.iter().cloned().map(SizeSpec::Text).collect()),
+                        iters: a.iters,
+                        warmup: a.warmup,
+                        check: a.check,
+                    };
+                    Config {
+                        seed: 1,
+                        expect_ranks: None,
+                        case_timeout_s: None,
+                        micro_comm: vec![section.validate(&Origin::Cli)?],
+                        micro_compress: vec![],
+                        micro: vec![],
+                        e2e: vec![],
+                    }
+                }
+                Command::MicroCompress(a) => Config {
                     seed: 1,
                     expect_ranks: None,
                     case_timeout_s: None,
-                    micro_comm: vec![section.validate(&Origin::Cli)?],
-                    micro_compress: vec![],
+                    micro_comm: vec![],
+                    micro_compress: vec![a.section().validate(&Origin::Cli, false)?],
                     micro: vec![],
                     e2e: vec![],
-                }
-            }
-            Command::MicroCompress(a) => Config {
-                seed: 1,
-                expect_ranks: None,
-                case_timeout_s: None,
-                micro_comm: vec![],
-                micro_compress: vec![a.section().validate(&Origin::Cli, false)?],
-                micro: vec![],
-                e2e: vec![],
-            },
-            Command::E2e(a) => Config {
-                seed: 1,
-                expect_ranks: None,
-                case_timeout_s: None,
-                micro_comm: vec![],
-                micro_compress: vec![],
-                micro: vec![],
-                e2e: vec![a.section()?.validate(&Origin::Cli)?],
-            },
-            Command::Models { .. }
-            | Command::Simulate(_)
-            | Command::Fit { .. }
-            | Command::Converge(_) => {
-                return Err(Error::Input(
+                },
+                Command::E2e(a) => Config {
+                    seed: 1,
+                    expect_ranks: None,
+                    case_timeout_s: None,
+                    micro_comm: vec![],
+                    micro_compress: vec![],
+                    micro: vec![],
+                    e2e: vec![a.section()?.validate(&Origin::Cli)?],
+                },
+                Command::Models { .. }
+                | Command::Simulate(_)
+                | Command::Fit { .. }
+                | Command::Converge(_) => return Err(Error::Input(
                     "this command needs no MPI configuration (a bug: handled before MPI starts)"
                         .into(),
-                ))
-            }
-            Command::Micro(a) => Config {
-                seed: 1,
-                expect_ranks: None,
-                case_timeout_s: None,
-                micro_comm: vec![],
-                micro_compress: vec![],
-                micro: vec![a.section().validate(&Origin::Cli, true)?],
-                e2e: vec![],
-            },
-        };
+                )),
+                Command::Micro(a) => Config {
+                    seed: 1,
+                    expect_ranks: None,
+                    case_timeout_s: None,
+                    micro_comm: vec![],
+                    micro_compress: vec![],
+                    micro: vec![a.section().validate(&Origin::Cli, true)?],
+                    e2e: vec![],
+                },
+            };
         if let Some(seed) = self.common.seed {
             cfg.seed = seed;
         }
@@ -663,12 +662,17 @@ pub fn node_memory(world_size: usize) -> (usize, Option<u64>) {
 #[derive(Debug, Args)]
 pub struct ConvergeArgs {
     /// Methods, comma-separated (as for e2e, plus the negative control topk-noef)
-    #[arg(long, value_delimiter = ',', value_name = "LIST", required_unless_present = "config")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LIST",
+        required_unless_present = "config"
+    )]
     pub methods: Vec<String>,
     /// Run the [[converge]] sections of this bench config instead of the flags
     #[arg(long, value_name = "FILE", conflicts_with = "methods")]
     pub config: Option<PathBuf>,
-    /// Training steps per method [default: 300]
+    /// Training steps per method [default: 200]
     #[arg(long, value_name = "N")]
     pub steps: Option<u64>,
     /// Samples per worker per step [default: 32]

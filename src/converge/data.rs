@@ -91,7 +91,10 @@ mod tests {
         assert_eq!(a.x, b.x);
         assert_eq!(a.y, b.y);
         for c in 0..4 {
-            assert!(a.y.iter().filter(|&&y| y == c).count() > 20, "class {c} too rare");
+            assert!(
+                a.y.iter().filter(|&&y| y == c).count() > 20,
+                "class {c} too rare"
+            );
         }
         let s = a.strided(1, 3);
         assert_eq!(s.len(), 133);

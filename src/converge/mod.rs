@@ -85,7 +85,7 @@ pub struct ConvergeSection {
 }
 
 fn d_steps() -> u64 {
-    300
+    200
 }
 fn d_batch() -> usize {
     32
@@ -251,7 +251,10 @@ impl ConvergeSection {
             return Err(inv("input", format!("{} is not in 1..=65536", self.input)));
         }
         if self.classes < 2 || self.classes > 1 << 16 {
-            return Err(inv("classes", format!("{} is not in 2..=65536", self.classes)));
+            return Err(inv(
+                "classes",
+                format!("{} is not in 2..=65536", self.classes),
+            ));
         }
         if self.eval_samples < world_size || self.eval_samples > 1 << 24 {
             return Err(inv(
@@ -336,9 +339,8 @@ pub fn sections_from_file(path: &std::path::Path) -> Result<(u64, Vec<ConvergeSe
         #[serde(default)]
         converge: Vec<ConvergeSection>,
     }
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::Input(format!("--config {}: cannot read it ({e})", path.display()))
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::Input(format!("--config {}: cannot read it ({e})", path.display())))?;
     let only: Only = toml::from_str(&text)
         .map_err(|e| Error::Input(format!("{}: {}", path.display(), one_line(&e.to_string()))))?;
     if only.converge.is_empty() {
@@ -426,7 +428,14 @@ struct Sync {
 }
 
 impl Sync {
-    fn new(world: &World, c: &ConvergeCase, seed: u64, tensors: Vec<TensorSpec>, bwd_s: &[f64], fwd_s: f64) -> Result<Sync> {
+    fn new(
+        world: &World,
+        c: &ConvergeCase,
+        seed: u64,
+        tensors: Vec<TensorSpec>,
+        bwd_s: &[f64],
+        fwd_s: f64,
+    ) -> Result<Sync> {
         let setup = E2eSetup {
             tensors: &tensors,
             bwd_s,
@@ -464,7 +473,12 @@ impl Sync {
         let rounds = comp.rounds();
         let caps = engine::capacities(comp.as_ref(), &plans, rounds);
         let ex = Exchange::with_mode(world, caps.bucket_cap, c.collective)?;
-        let max_units = plans.iter().flatten().map(|b| b.units.len()).max().unwrap_or(0);
+        let max_units = plans
+            .iter()
+            .flatten()
+            .map(|b| b.units.len())
+            .max()
+            .unwrap_or(0);
         Ok(Sync {
             unit_wire: Wire::with_touched_capacity(caps.unit_cap),
             bucket_wire: Wire::with_touched_capacity(caps.bucket_cap),
@@ -705,7 +719,11 @@ pub fn run_case(
     // Backward times per tensor for the planners: one measured forward + backward,
     // split by each layer's multiply-adds (max over ranks, so every rank plans alike).
     let t0 = world.time();
-    let _ = mlp.loss_and_grad(shard.x.slice(ndarray::s![..c.batch, ..]), &shard.y[..c.batch], &mut grads);
+    let _ = mlp.loss_and_grad(
+        shard.x.slice(ndarray::s![..c.batch, ..]),
+        &shard.y[..c.batch],
+        &mut grads,
+    );
     let mut fb = [world.time() - t0];
     world.max_in_place(&mut fb);
     let macs: Vec<f64> = c.widths.windows(2).map(|w| (w[0] * w[1]) as f64).collect();
@@ -781,7 +799,9 @@ pub fn run_case(
         let tu = world.time();
         for ((w, v), o) in mlp.params.iter_mut().zip(velocity.iter_mut()).zip(&outs) {
             if momentum > 0.0 {
-                ndarray::Zip::from(&mut *v).and(o).for_each(|v, &o| *v = momentum * *v + o);
+                ndarray::Zip::from(&mut *v)
+                    .and(o)
+                    .for_each(|v, &o| *v = momentum * *v + o);
                 w.scaled_add(-lr, v);
             } else {
                 w.scaled_add(-lr, o);
@@ -845,7 +865,11 @@ pub fn run_case(
                 train_loss,
                 eval_loss,
                 eval_accuracy: eval_acc,
-                update_rel_err: if den > 0.0 { (num / den).sqrt() } else { num.sqrt() },
+                update_rel_err: if den > 0.0 {
+                    (num / den).sqrt()
+                } else {
+                    num.sqrt()
+                },
                 wire_bytes: wire,
                 step_s: times[0],
                 compute_s: times[1],

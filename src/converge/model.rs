@@ -114,16 +114,8 @@ impl Mlp {
         for l in (0..layers).rev() {
             let a_in = &c.inputs[l];
             // dW = delta^T a_in (out x in); db = column sums of delta.
-            ndarray::linalg::general_mat_mul(
-                1.0,
-                &delta.t(),
-                a_in,
-                0.0,
-                &mut grads[2 * l],
-            );
-            grads[2 * l + 1]
-                .row_mut(0)
-                .assign(&delta.sum_axis(Axis(0)));
+            ndarray::linalg::general_mat_mul(1.0, &delta.t(), a_in, 0.0, &mut grads[2 * l]);
+            grads[2 * l + 1].row_mut(0).assign(&delta.sum_axis(Axis(0)));
             if l > 0 {
                 // Through W and the ReLU of the layer below (a_in > 0 iff its z > 0).
                 let mut d = delta.dot(&self.params[2 * l]);

@@ -501,7 +501,14 @@ pub(crate) fn unit_shape(
     u: usize,
 ) -> (usize, usize) {
     if merge {
-        (1, plans[0][u].tensors.iter().map(|&t| tensors[t].numel()).sum())
+        (
+            1,
+            plans[0][u]
+                .tensors
+                .iter()
+                .map(|&t| tensors[t].numel())
+                .sum(),
+        )
     } else {
         (tensors[u].rows, tensors[u].cols)
     }
