@@ -711,7 +711,7 @@ pub fn run_case(
     let mut grads: Vec<Array2<f32>> = mlp.params.iter().map(|p| Array2::zeros(p.dim())).collect();
     let mut outs = grads.clone();
     let mut velocity = grads.clone();
-    let mut dense: Vec<f32> = vec![0.0; mlp.numel() + 1];
+    let mut dense: Vec<f32> = vec![0.0; mlp.numel() + 9];
     let mut xb = Array2::<f32>::zeros((c.batch, input));
     let mut yb = vec![0usize; c.batch];
     let mut idx = vec![0usize; c.batch];
@@ -808,8 +808,8 @@ pub fn run_case(
             }
         }
         let te = world.time();
-        // Outside the timed part, two collectives: the dense average of the same
-        // gradients with the loss in one sum; the times and wire bytes in one max.
+        // Outside the timed part, one collective: the dense sum of the same gradients,
+        // with the loss, the times and the wire bytes riding along (means over ranks).
         let mut off = 0;
         for g in &grads {
             for &x in g.iter() {
@@ -817,7 +817,20 @@ pub fn run_case(
                 off += 1;
             }
         }
-        dense[off] = loss as f32;
+        let extras = [
+            loss,
+            te - ts,
+            tc - ts,
+            st.compress_s,
+            st.comm_s,
+            st.decompress_s,
+            st.pack_s,
+            te - tu,
+            bytes as f64,
+        ];
+        for (d, &x) in dense[off..].iter_mut().zip(&extras) {
+            *d = x as f32;
+        }
         world.sum_f32_in_place(&mut dense);
         let (mut num, mut den) = (0f64, 0f64);
         let mut off = 0;
@@ -829,19 +842,10 @@ pub fn run_case(
                 off += 1;
             }
         }
-        let train_loss = f64::from(dense[off]) / n as f64;
-        let mut times = [
-            te - ts,
-            tc - ts,
-            st.compress_s,
-            st.comm_s,
-            st.decompress_s,
-            st.pack_s,
-            te - tu,
-            bytes as f64,
-        ];
-        world.max_in_place(&mut times);
-        let wire = times[7] as u64;
+        let mean = |i: usize| f64::from(dense[off + i]) / n as f64;
+        let train_loss = mean(0);
+        let times: Vec<f64> = (1..8).map(mean).collect();
+        let wire = mean(8).round() as u64;
         let last = step + 1 == c.steps;
         let diverged = !train_loss.is_finite();
         let (mut eval_loss, mut eval_acc) = (None, None);
