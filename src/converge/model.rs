@@ -196,6 +196,7 @@ mod tests {
 
     /// Backward agrees with central finite differences of the loss (f64 check on a tiny net).
     #[test]
+    #[allow(clippy::needless_range_loop)] // perturbs m.params[t] while reading g[t]
     fn gradients_match_finite_differences() {
         let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(3);
         let mut m = Mlp::new(&[5, 7, 6, 3], &mut rng);
