@@ -780,6 +780,7 @@ pub fn run_case(
         final_eval_accuracy: f64::NAN,
         status: "done".into(),
     };
+    let mut pending: Vec<ConvergeRow> = Vec::with_capacity(c.eval_every.min(c.steps) as usize);
     world.barrier();
     for step in 0..c.steps {
         // The minibatch: uniform draws from this rank's shard, seeded by (seed, step, rank).
@@ -863,8 +864,8 @@ pub fn run_case(
         } else {
             "ok"
         };
-        if let Some(s) = sink.as_deref_mut() {
-            s.write(&ConvergeRow {
+        if sink.is_some() {
+            pending.push(ConvergeRow {
                 step,
                 train_loss,
                 eval_loss,
@@ -884,7 +885,15 @@ pub fn run_case(
                 update_s: times[6],
                 status: status.into(),
                 ..row_base.clone()
-            })?;
+            });
+        }
+        // Rows reach the file (flushed and synced) at each evaluation, at the end and
+        // when the case diverges.
+        if let Some(s) = sink.as_deref_mut() {
+            if eval_loss.is_some() || diverged || last {
+                s.write_all(&pending)?;
+                pending.clear();
+            }
         }
         if diverged {
             outcome.status = format!("diverged at step {step}: train loss {train_loss}");
