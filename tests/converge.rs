@@ -282,3 +282,37 @@ fn bad_input_exits_2_naming_the_flag() {
         &["--collective", "topk"],
     );
 }
+
+#[test]
+fn config_sections_run_and_bad_keys_are_refused() {
+    let dir = tmpdir("conv-cfg");
+    let cfg = dir.join("c.toml");
+    std::fs::write(
+        &cfg,
+        "[run]\nseed = 3\n\n[[converge]]\nmethods = [\"ssgd\"]\nsteps = 5\neval_every = 5\n",
+    )
+    .unwrap();
+    let out_dir = dir.join("out");
+    let out = converge(
+        1,
+        &[
+            "--config",
+            cfg.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert_ok(&out);
+    let rs = rows(&out_dir);
+    assert_eq!(rs.len(), 5);
+    assert!(rs.iter().all(|r| r["seed"] == "3"));
+    assert_eq!(rs[4]["status"], "done");
+    // A bad value in the file names the section and key.
+    std::fs::write(&cfg, "[[converge]]\nmethods = [\"ssgd\"]\nlr = -0.5\n").unwrap();
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    assert_refused(
+        1,
+        &["converge", "--config", cfg.to_str().unwrap()],
+        &["converge", "lr"],
+    );
+}
