@@ -661,13 +661,9 @@ pub fn node_memory(world_size: usize) -> (usize, Option<u64>) {
 /// `gradcomp converge` flags (the `[[converge]]` keys, src/converge/mod.rs).
 #[derive(Debug, Args)]
 pub struct ConvergeArgs {
-    /// Methods, comma-separated (as for e2e, plus the negative control topk-noef)
-    #[arg(
-        long,
-        value_delimiter = ',',
-        value_name = "LIST",
-        required_unless_present = "config"
-    )]
+    /// Methods, comma-separated (as for e2e, plus the negative controls topk-noef,
+    /// powersgd-noef, signsgd-noef); required unless --config
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub methods: Vec<String>,
     /// Run the [[converge]] sections of this bench config instead of the flags
     #[arg(long, value_name = "FILE", conflicts_with = "methods")]

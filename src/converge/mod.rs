@@ -188,7 +188,11 @@ impl ConvergeSection {
     pub fn validate(&self, origin: &Origin, world_size: usize) -> Result<Vec<ConvergeCase>> {
         let inv = |k: &str, m: String| Error::Config(origin.invalid(k, m));
         if self.methods.is_empty() {
-            return Err(inv("methods", "is empty; give one or more methods".into()));
+            return Err(inv(
+                "methods",
+                "is empty; give one or more methods (or --config FILE with [[converge]] sections)"
+                    .into(),
+            ));
         }
         let mut methods: Vec<String> = Vec::new();
         for m in &self.methods {
