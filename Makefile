@@ -23,6 +23,8 @@ build: setup
 ## bench: build, run the quick suite on $(NP) ranks, write CSV + report under results/
 bench: build
 	$(MPIRUN) $(MPIFLAGS) -np $(NP) target/release/gradcomp run $(CONFIG) --out $(OUT)
+	if grep -q '^\[\[converge\]\]' $(CONFIG); then OPENBLAS_NUM_THREADS=1 $(MPIRUN) $(MPIFLAGS) -np $(NP) \
+	  target/release/gradcomp converge --config $(CONFIG) --out $(OUT); fi
 	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis report $(OUT)
 	@echo "results: $(OUT)  (report: $(OUT)/report/report.md)"
 

@@ -115,6 +115,11 @@ pub enum Command {
         /// Model to print layer by layer (registration and backward order)
         name: Option<String>,
     },
+    /// Train a real MLP under MPI with every method; loss curves beside the timings
+    #[command(after_help = "Example:
+  mpirun -np 2 gradcomp converge --methods ssgd,topk,powersgd,acpsgd --steps 200 --batch 32 \\
+      --lr 0.05 --seed 1 --out results/converge")]
+    Converge(ConvergeArgs),
     /// Run every section of a bench config (TOML)
     #[command(after_help = "Example:
   mpirun --oversubscribe -np 4 gradcomp run bench-configs/laptop.toml --out results/laptop")]
@@ -578,65 +583,67 @@ impl CompressArgs {
 impl Cli {
     /// The configuration this command line asks for.
     pub fn config(&self) -> Result<Config> {
-        let mut cfg = match &self.command {
-            Command::Run { config } => config::load(config)?,
-            Command::MicroComm(a) => {
-                let section = MicroCommSection {
-                    collectives: a.collectives.clone(),
-                    min_bytes: SizeSpec::Text(a.min_bytes.clone()),
-                    max_bytes: SizeSpec::Text(a.max_bytes.clone()),
-                    sizes: a
-                        .sizes
-                        .as_ref()
-                        .map(|v| v.iter().cloned().map(SizeSpec::Text).collect()),
-                    iters: a.iters,
-                    warmup: a.warmup,
-                    check: a.check,
-                };
-                Config {
+        let mut cfg =
+            match &self.command {
+                Command::Run { config } => config::load(config)?,
+                Command::MicroComm(a) => {
+                    let section = MicroCommSection {
+                        collectives: a.collectives.clone(),
+                        min_bytes: SizeSpec::Text(a.min_bytes.clone()),
+                        max_bytes: SizeSpec::Text(a.max_bytes.clone()),
+                        sizes: a
+                            .sizes
+                            .as_ref()
+                            .map(|v| v.iter().cloned().map(SizeSpec::Text).collect()),
+                        iters: a.iters,
+                        warmup: a.warmup,
+                        check: a.check,
+                    };
+                    Config {
+                        seed: 1,
+                        expect_ranks: None,
+                        case_timeout_s: None,
+                        micro_comm: vec![section.validate(&Origin::Cli)?],
+                        micro_compress: vec![],
+                        micro: vec![],
+                        e2e: vec![],
+                    }
+                }
+                Command::MicroCompress(a) => Config {
                     seed: 1,
                     expect_ranks: None,
                     case_timeout_s: None,
-                    micro_comm: vec![section.validate(&Origin::Cli)?],
-                    micro_compress: vec![],
+                    micro_comm: vec![],
+                    micro_compress: vec![a.section().validate(&Origin::Cli, false)?],
                     micro: vec![],
                     e2e: vec![],
-                }
-            }
-            Command::MicroCompress(a) => Config {
-                seed: 1,
-                expect_ranks: None,
-                case_timeout_s: None,
-                micro_comm: vec![],
-                micro_compress: vec![a.section().validate(&Origin::Cli, false)?],
-                micro: vec![],
-                e2e: vec![],
-            },
-            Command::E2e(a) => Config {
-                seed: 1,
-                expect_ranks: None,
-                case_timeout_s: None,
-                micro_comm: vec![],
-                micro_compress: vec![],
-                micro: vec![],
-                e2e: vec![a.section()?.validate(&Origin::Cli)?],
-            },
-            Command::Models { .. } | Command::Simulate(_) | Command::Fit { .. } => {
-                return Err(Error::Input(
+                },
+                Command::E2e(a) => Config {
+                    seed: 1,
+                    expect_ranks: None,
+                    case_timeout_s: None,
+                    micro_comm: vec![],
+                    micro_compress: vec![],
+                    micro: vec![],
+                    e2e: vec![a.section()?.validate(&Origin::Cli)?],
+                },
+                Command::Models { .. }
+                | Command::Simulate(_)
+                | Command::Fit { .. }
+                | Command::Converge(_) => return Err(Error::Input(
                     "this command needs no MPI configuration (a bug: handled before MPI starts)"
                         .into(),
-                ))
-            }
-            Command::Micro(a) => Config {
-                seed: 1,
-                expect_ranks: None,
-                case_timeout_s: None,
-                micro_comm: vec![],
-                micro_compress: vec![],
-                micro: vec![a.section().validate(&Origin::Cli, true)?],
-                e2e: vec![],
-            },
-        };
+                )),
+                Command::Micro(a) => Config {
+                    seed: 1,
+                    expect_ranks: None,
+                    case_timeout_s: None,
+                    micro_comm: vec![],
+                    micro_compress: vec![],
+                    micro: vec![a.section().validate(&Origin::Cli, true)?],
+                    e2e: vec![],
+                },
+            };
         if let Some(seed) = self.common.seed {
             cfg.seed = seed;
         }
@@ -714,4 +721,113 @@ pub fn node_memory(world_size: usize) -> (usize, Option<u64>) {
             .map(|kib| kib * 1024)
     });
     (here, avail)
+}
+
+/// `gradcomp converge` flags (the `[[converge]]` keys, src/converge/mod.rs).
+#[derive(Debug, Args)]
+pub struct ConvergeArgs {
+    /// Methods, comma-separated (as for e2e, plus the negative controls topk-noef,
+    /// powersgd-noef, signsgd-noef); required unless --config
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub methods: Vec<String>,
+    /// Run the [[converge]] sections of this bench config instead of the flags
+    #[arg(long, value_name = "FILE", conflicts_with = "methods")]
+    pub config: Option<PathBuf>,
+    /// Training steps per method [default: 200]
+    #[arg(long, value_name = "N")]
+    pub steps: Option<u64>,
+    /// Samples per worker per step [default: 32]
+    #[arg(long, value_name = "B")]
+    pub batch: Option<usize>,
+    /// Learning rate [default: 0.05]
+    #[arg(long, value_name = "X", allow_negative_numbers = true)]
+    pub lr: Option<f64>,
+    /// Momentum of the SGD step (DGC runs plain SGD on its own velocity) [default: 0.9]
+    #[arg(long, value_name = "M", allow_negative_numbers = true)]
+    pub sgd_momentum: Option<f64>,
+    /// Evaluate on the held-out set every N steps and after the last [default: 50]
+    #[arg(long, value_name = "N")]
+    pub eval_every: Option<u64>,
+    /// Fusion plan: none, single, a byte threshold (25MiB), or a planner [default: single]
+    #[arg(long, value_name = "PLAN")]
+    pub fusion: Option<String>,
+    /// Collective: auto, allreduce, allgather, ps, ring [default: auto]
+    #[arg(long, value_name = "MODE")]
+    pub collective: Option<String>,
+    /// Hidden layer widths, comma-separated [default: 384,384]
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub hidden: Option<Vec<usize>>,
+    /// Train samples over all ranks [default: 16384]
+    #[arg(long, value_name = "N")]
+    pub train_samples: Option<usize>,
+    /// Held-out samples [default: 2048]
+    #[arg(long, value_name = "N")]
+    pub eval_samples: Option<usize>,
+    #[command(flatten)]
+    pub params: ParamArgs,
+}
+
+impl ConvergeArgs {
+    /// The sections to run with their origins, and the seed (`--seed`, else the
+    /// config's `[run] seed`, else 1).
+    pub fn sections(
+        &self,
+        seed: Option<u64>,
+    ) -> Result<(u64, Vec<(Origin, crate::converge::ConvergeSection)>)> {
+        if let Some(path) = &self.config {
+            let (run_seed, secs) = crate::converge::sections_from_file(path)?;
+            let file = path.display().to_string();
+            let sections = secs
+                .into_iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    (
+                        Origin::File {
+                            file: file.clone(),
+                            section: "converge",
+                            index: i + 1,
+                        },
+                        s,
+                    )
+                })
+                .collect();
+            return Ok((seed.unwrap_or(run_seed), sections));
+        }
+        let mut s = crate::converge::ConvergeSection::with_methods(self.methods.clone());
+        if let Some(v) = self.steps {
+            s.steps = v;
+        }
+        if let Some(v) = self.batch {
+            s.batch = v;
+        }
+        if let Some(v) = self.lr {
+            s.lr = v;
+        }
+        if let Some(v) = self.sgd_momentum {
+            s.sgd_momentum = v;
+        }
+        if let Some(v) = self.eval_every {
+            s.eval_every = v;
+        }
+        if let Some(v) = &self.fusion {
+            s.fusion = v.clone();
+        }
+        if let Some(v) = &self.collective {
+            s.collective = v.clone();
+        }
+        if let Some(v) = &self.hidden {
+            s.hidden = v.clone();
+        }
+        if let Some(v) = self.train_samples {
+            s.train_samples = v;
+        }
+        if let Some(v) = self.eval_samples {
+            s.eval_samples = v;
+        }
+        s.densities = self.params.density.clone();
+        s.lowrank_ranks = self.params.lowrank_rank.clone();
+        s.ranks = self.params.rank.clone();
+        s.params = self.params.params();
+        Ok((seed.unwrap_or(1), vec![(Origin::Cli, s)]))
+    }
 }

@@ -817,6 +817,10 @@ pub struct FileConfig {
     pub micro: Vec<CompressSection>,
     #[serde(default)]
     pub e2e: Vec<E2eSection>,
+    /// `[[converge]]`: run by `gradcomp converge --config FILE` (src/converge/), not by
+    /// `gradcomp run`.
+    #[serde(default)]
+    pub converge: Vec<crate::converge::ConvergeSection>,
 }
 
 /// Largest message a sweep accepts (1 GiB per rank: MPI counts are i32 and this

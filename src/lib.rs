@@ -6,6 +6,7 @@ pub mod cli;
 pub mod comm;
 pub mod compress;
 pub mod config;
+pub mod converge;
 pub mod engine;
 pub mod error;
 pub mod models;

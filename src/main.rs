@@ -72,9 +72,10 @@ fn main() -> ExitCode {
     // collective (docs/performance.md, "MPI library effects"). Errors in the config are
     // reported after MPI starts (by every rank, agreed); here they just mean "assume
     // threads".
-    let threads = match cli.config() {
-        Ok(c) => c.uses_threads(cli.common.case_timeout),
-        Err(_) => true,
+    let threads = match (&cli.command, cli.config()) {
+        (cli::Command::Converge(_), _) => false,
+        (_, Ok(c)) => c.uses_threads(cli.common.case_timeout),
+        (_, Err(_)) => true,
     };
     let level = if threads {
         Threading::Funneled
@@ -96,7 +97,10 @@ fn main() -> ExitCode {
     // Secondary problems (the status could not be recorded) are printed after the run's
     // own error, which comes first.
     let mut notes = Vec::new();
-    let outcome = run(&cli, &world, provided, &mut notes);
+    let outcome = match &cli.command {
+        cli::Command::Converge(a) => converge_command(&cli, a, &world),
+        _ => run(&cli, &world, provided, &mut notes),
+    };
     let print_notes = || notes.iter().for_each(|n| eprintln!("{n}"));
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -338,6 +342,20 @@ fn run(
         }
     }
     result?;
+    Ok(())
+}
+
+/// `gradcomp converge` (src/converge/mod.rs): training runs, converge.csv.
+fn converge_command(cli: &Cli, a: &cli::ConvergeArgs, world: &World) -> anyhow::Result<()> {
+    let req = a
+        .sections(cli.common.seed)
+        .map(|(seed, sections)| gradcomp::converge::Request {
+            sections,
+            seed,
+            out: cli.common.out.clone(),
+            quiet: cli.common.quiet,
+        });
+    gradcomp::converge::command(world, req)?;
     Ok(())
 }
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from . import SUPPORTED_SCHEMA_VERSIONS
 
-CSV_FILES = ("micro_comm.csv", "micro_compress.csv", "micro.csv", "e2e.csv")
+CSV_FILES = ("micro_comm.csv", "micro_compress.csv", "micro.csv", "e2e.csv", "converge.csv")
 
 SIM_VS_MEASURED = "sim_vs_measured.csv"
 
@@ -32,6 +32,8 @@ REQUIRED_COLUMNS = {
     "e2e.csv": ["model", "method", "fusion", "pipelining", "collective", "aggregation", "world_size",
                 "batch", "device", "density", "rank", "compress_s", "comm_s", "decompress_s",
                 "exposed_s", "iter_s", "dense_bytes", "wire_bytes"],
+    "converge.csv": ["method", "world_size", "step", "train_loss", "eval_loss", "eval_accuracy", "update_rel_err",
+                     "status"],
     SIM_VS_MEASURED: ["case", "method", "world_size", "measured_iter_s", "simulated_iter_s", "rel_err", "tolerance",
                       "role"],
 }
@@ -157,6 +159,8 @@ class Results:
     micro_compress: pd.DataFrame | None = None
     micro: pd.DataFrame | None = None
     e2e: pd.DataFrame | None = None
+    # `gradcomp converge` (one row per training step).
+    converge: pd.DataFrame | None = None
     # `gradcomp simulate --compare` output found in RUN/sim/ or RUN/ (not one of CSV_FILES).
     sim_vs_measured: pd.DataFrame | None = None
     meta: list = field(default_factory=list)  # (run label, run.json dict or {})

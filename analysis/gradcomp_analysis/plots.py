@@ -218,3 +218,28 @@ def sim_accuracy(t: pd.DataFrame, out_dir: str, tol: float) -> list:
     ax.set_title("Simulator accuracy")
     ax.legend()
     return [_save(fig, out_dir, "sim_accuracy.png")]
+
+
+def converge_curves(df: pd.DataFrame, out_dir: str) -> list:
+    """Training loss per step (rolling mean over 10 steps) and held-out loss per method, one
+    figure per world size (and run); the y axis stops at 1.5x the first step's loss."""
+    files = []
+    for (run, ws), g in df.groupby(["run", "world_size"], sort=True):
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        for i, (m, gm) in enumerate(g.groupby("method", sort=False)):
+            gm = gm.sort_values("step")
+            color = plt.get_cmap("tab20")(i % 20)
+            ax.plot(gm["step"], gm["train_loss"].rolling(10, min_periods=1).mean(), color=color, lw=1, label=m)
+            ev = gm.dropna(subset=["eval_loss"])
+            ax.plot(ev["step"], ev["eval_loss"], "o--", color=color, ms=3, lw=0.8)
+        # Diverged cases leave the axis at the top (their rows say `diverged`).
+        first = g[g["step"] == 0]["train_loss"]
+        top = 1.5 * float(first.median()) if len(first) and np.isfinite(first.median()) else 5.0
+        ax.set_ylim(0, top)
+        ax.set_xlabel("step")
+        ax.set_ylabel("cross-entropy (line: train, 10-step mean; dots: held-out)")
+        ax.set_title(f"gradcomp converge, {ws} ranks")
+        ax.legend(fontsize=7, ncol=2)
+        safe = "".join(ch if ch.isalnum() else "_" for ch in str(run))
+        files.append(_save(fig, out_dir, f"converge_np{ws}_{safe}.png"))
+    return files

@@ -401,6 +401,17 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
         R.table("sim_accuracy", t)
         R.figs(plots.sim_accuracy(t, out_dir, min(tol)))
 
+    if res.converge is not None and len(res.converge):
+        R.add("## Convergence (`gradcomp converge`)", "",
+              "An MLP trained through every method's compressor, buckets and exchange (docs/methods.md, "
+              "\"Convergence check\"). `within_tolerance`: final held-out loss at most "
+              f"{1 + T.CONVERGE_TOLERANCE_REL:g}x dense S-SGD's of the same run and world size; "
+              "`steps_to_1.1x_dense`: first evaluated step at or below 1.1x dense's final held-out loss "
+              "(empty: never).", "")
+        R.table("converge_summary", T.converge_summary(res.converge),
+                "final held-out loss and accuracy per method beside dense S-SGD")
+        R.figs(plots.converge_curves(res.converge, out_dir))
+
     R.add("## Files", "", f"{len(R.tables)} tables (Markdown + CSV{' + LaTeX' if latex else ''}), "
           f"{len(R.plots)} plots; paper tables without rows here: "
           f"{', '.join(sorted(R.missing)) or 'none'}.", "")

@@ -917,3 +917,38 @@ def sim_accuracy(sv: pd.DataFrame) -> pd.DataFrame:
     if 7 in parts.columns and parts[7].notna().any():
         t.insert(4, "variant", parts[7].fillna(""))
     return t.sort_values(["ranks", "method", "pipelining"]).reset_index(drop=True)
+
+
+CONVERGE_TOLERANCE_REL = 0.25  # src/converge/mod.rs, TOLERANCE_REL (docs/methods.md, "Convergence check")
+
+
+def converge_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Per run, world size and method: final held-out loss and accuracy beside dense S-SGD's (`ssgd` of
+    the same run and world size), the ratio, the documented check, and the first evaluated step whose
+    held-out loss is within 1.1x of dense's final loss."""
+    if df is None or len(df) == 0:
+        raise MissingData("no converge.csv rows")
+    out = []
+    for (run, ws), g in df.groupby(["run", "world_size"], sort=True):
+        ev = g.dropna(subset=["eval_loss"])
+        dense = ev[ev["method"] == "ssgd"].sort_values("step")
+        dense_final = float(dense["eval_loss"].iloc[-1]) if len(dense) else float("nan")
+        for m, gm in g.groupby("method", sort=False):
+            gm = gm.sort_values("step")
+            last = gm.iloc[-1]
+            em = ev[ev["method"] == m].sort_values("step")
+            diverged = last["status"] == "diverged"
+            final = float("nan") if diverged or not len(em) else float(em["eval_loss"].iloc[-1])
+            acc = float("nan") if diverged or not len(em) else float(em["eval_accuracy"].iloc[-1])
+            reach = em[em["eval_loss"] <= 1.1 * dense_final]["step"]
+            out.append({
+                "run": run, "world_size": ws, "method": m, "steps_run": int(last["step"]) + 1,
+                "final_eval_loss": final, "final_eval_accuracy": acc,
+                "x_dense": final / dense_final if dense_final == dense_final else float("nan"),
+                "within_tolerance": bool(final == final and final <= dense_final * (1 + CONVERGE_TOLERANCE_REL)),
+                "steps_to_1.1x_dense": int(reach.iloc[0]) + 1 if len(reach) else float("nan"),
+                "median_step_ms": float(gm["step_s"].median() * 1e3),
+                "wire_bytes": float(gm["wire_bytes"].median()),
+                "status": last["status"],
+            })
+    return pd.DataFrame(out)

@@ -123,15 +123,15 @@ pub struct E2eMeasurement {
 }
 
 /// Buffers of one bucket's wire layout.
-struct Bucket {
+pub(crate) struct Bucket {
     /// Model tensors (registration indices) in backward order.
-    tensors: Vec<usize>,
+    pub(crate) tensors: Vec<usize>,
     /// Compression units (compressor tensor ids): the tensors themselves, or one merged
     /// unit (id = bucket index) when the bucket is compressed as a whole.
-    units: Vec<usize>,
+    pub(crate) units: Vec<usize>,
     /// Highest backward position in the bucket + 1: the bucket is complete once this many
     /// gradients are ready.
-    ready_after: usize,
+    pub(crate) ready_after: usize,
 }
 
 /// Run `warmup` iterations of one e2e case, then timed ones until `timing` has enough
@@ -151,132 +151,28 @@ pub fn run(
             s.bwd_s.len()
         )));
     }
-    let ctx = WorkerCtx {
-        rank: world.rank,
-        world_size: world.size,
-        seed: s.seed,
-    };
-    let mut comp = registry::build(s.method, s.params, ctx)?;
-    for (t, ts) in s.tensors.iter().enumerate() {
-        comp.register(t, ts.rows, ts.cols)?;
-    }
+    let Layout {
+        mut comp,
+        plans,
+        pack_len,
+        planned_s,
+        plan_source,
+    } = layout(world, s)?;
     let rounds = comp.rounds();
     // Backward order = reverse registration order.
     let bwd_order: Vec<usize> = (0..m).rev().collect();
     let bwd_times: Vec<f64> = bwd_order.iter().map(|&t| s.bwd_s[t]).collect();
-    let shapes: Vec<(usize, usize)> = bwd_order
-        .iter()
-        .map(|&t| (s.tensors[t].rows, s.tensors[t].cols))
-        .collect();
-    // One bucket list per phase of the method's step cycle (ACP-SGD: P and Q steps).
-    let mut plan_source = None;
-    let (phase_groups, planned_s) = match s.fusion {
-        Fusion::Planner(kind) => {
-            // Calibrate on a fresh compressor: the timed one must start without the
-            // calibration gradients in its residuals, momenta or warm-start factors.
-            let mut probe = registry::build(s.method, s.params, ctx)?;
-            for (t, ts) in s.tensors.iter().enumerate() {
-                probe.register(t, ts.rows, ts.cols)?;
-            }
-            let c = plan_with_costs(world, s, probe.as_mut(), kind, &bwd_order, &bwd_times)?;
-            plan_source = Some(plan_source_of(kind, &c));
-            (vec![c.groups], Some(c.predicted_s))
-        }
-        f => (
-            plan::phase_buckets(&registry::fusion_sizing(s.method, s.params, &shapes), f),
-            None,
-        ),
-    };
-    let mut plans: Vec<Vec<Bucket>> = phase_groups
-        .into_iter()
-        .map(|groups| {
-            groups
-                .into_iter()
-                .map(|pos| {
-                    let tensors: Vec<usize> = pos.iter().map(|&p| bwd_order[p]).collect();
-                    Bucket {
-                        ready_after: pos.iter().max().map_or(0, |p| p + 1),
-                        units: tensors.clone(),
-                        tensors,
-                    }
-                })
-                .collect()
-        })
-        .collect();
-    // Merged compression: a fresh compressor with one tensor per bucket.
-    let mut pack_len = 0usize;
-    if s.merge {
-        if plans.len() != 1 {
-            return Err(Error::Runtime(format!(
-                "e2e: {} buckets differ between steps; merged compression needs one plan",
-                s.method
-            )));
-        }
-        comp = registry::build(s.method, s.params, ctx)?;
-        for (bi, b) in plans[0].iter_mut().enumerate() {
-            let n: usize = b.tensors.iter().map(|&t| s.tensors[t].numel()).sum();
-            comp.register(bi, 1, n)?;
-            b.units = vec![bi];
-            pack_len = pack_len.max(n);
-        }
-    }
-    let merged = &plans[0];
-    let unit_shape = |u: usize| -> (usize, usize) {
-        if s.merge {
-            (
-                1,
-                merged[u]
-                    .tensors
-                    .iter()
-                    .map(|&t| s.tensors[t].numel())
-                    .sum(),
-            )
-        } else {
-            (s.tensors[u].rows, s.tensors[u].cols)
-        }
-    };
+    let unit_shape = |u: usize| unit_shape(s.tensors, &plans, s.merge, u);
     let all_buckets = || plans.iter().flatten();
     let all_units: Vec<usize> = all_buckets()
         .flat_map(|b| b.units.iter().copied())
         .collect();
-
-    // Capacities: one unit wire (largest tensor), one bucket wire (largest bucket).
-    let unit_cap = all_units
-        .iter()
-        .flat_map(|&t| (0..rounds).map(move |r| (t, r)))
-        .map(|(t, r)| comp.wire_capacity(t, r))
-        .fold(WireLen::default(), WireLen::max);
-    // Methods without a gather section send no trailer either.
-    let gather_used = unit_cap.gather_u32 > 0;
-    // Declared wire of every bucket per phase and round: its tensors' wires plus the
-    // trailer of their gathered lengths (exact when every tensor's section is).
-    let bucket_wires: Vec<Vec<Vec<WireLen>>> = plans
-        .iter()
-        .map(|plan| {
-            plan.iter()
-                .map(|b| {
-                    (0..rounds)
-                        .map(|r| {
-                            let trailer = WireLen {
-                                gather_u32: if gather_used { b.units.len() } else { 0 },
-                                gather_exact: true,
-                                ..WireLen::default()
-                            };
-                            b.units
-                                .iter()
-                                .map(|&t| comp.wire_capacity(t, r))
-                                .fold(trailer, WireLen::plus)
-                        })
-                        .collect()
-                })
-                .collect()
-        })
-        .collect();
-    let bucket_cap = bucket_wires
-        .iter()
-        .flatten()
-        .flatten()
-        .fold(WireLen::default(), |a, &b| a.max(b));
+    let Capacities {
+        unit_cap,
+        gather_used,
+        bucket_wires,
+        bucket_cap,
+    } = capacities(comp.as_ref(), &plans, rounds);
     let mut unit_wire = Wire::with_touched_capacity(unit_cap);
     let mut bucket_wire = Wire::with_touched_capacity(bucket_cap);
     let mut ex = Exchange::with_mode(world, bucket_cap, s.collective)?;
@@ -502,6 +398,188 @@ pub fn run(
     })
 }
 
+/// A case's compressor and buckets: the compressor built and registered (for merged
+/// compression, one unit per bucket), one bucket list per phase of its step cycle, and
+/// for planner fusions the planner's prediction and choice. Shared by e2e and
+/// `gradcomp converge` (src/converge/), so both bucket the same way.
+pub(crate) struct Layout {
+    pub(crate) comp: Box<dyn crate::compress::Compressor>,
+    pub(crate) plans: Vec<Vec<Bucket>>,
+    /// Largest merged unit (elements); 0 without merged compression.
+    pub(crate) pack_len: usize,
+    pub(crate) planned_s: Option<f64>,
+    pub(crate) plan_source: Option<String>,
+}
+
+/// Build the [`Layout`] of case `s` on this rank (planner fusions calibrate with
+/// collectives: every rank must call it).
+pub(crate) fn layout(world: &World, s: &E2eSetup) -> Result<Layout> {
+    let m = s.tensors.len();
+    let ctx = WorkerCtx {
+        rank: world.rank,
+        world_size: world.size,
+        seed: s.seed,
+    };
+    let mut comp = registry::build(s.method, s.params, ctx)?;
+    for (t, ts) in s.tensors.iter().enumerate() {
+        comp.register(t, ts.rows, ts.cols)?;
+    }
+    // Backward order = reverse registration order.
+    let bwd_order: Vec<usize> = (0..m).rev().collect();
+    let bwd_times: Vec<f64> = bwd_order.iter().map(|&t| s.bwd_s[t]).collect();
+    let shapes: Vec<(usize, usize)> = bwd_order
+        .iter()
+        .map(|&t| (s.tensors[t].rows, s.tensors[t].cols))
+        .collect();
+    // One bucket list per phase of the method's step cycle (ACP-SGD: P and Q steps).
+    let mut plan_source = None;
+    let (phase_groups, planned_s) = match s.fusion {
+        Fusion::Planner(kind) => {
+            // Calibrate on a fresh compressor: the timed one must start without the
+            // calibration gradients in its residuals, momenta or warm-start factors.
+            let mut probe = registry::build(s.method, s.params, ctx)?;
+            for (t, ts) in s.tensors.iter().enumerate() {
+                probe.register(t, ts.rows, ts.cols)?;
+            }
+            let c = plan_with_costs(world, s, probe.as_mut(), kind, &bwd_order, &bwd_times)?;
+            plan_source = Some(plan_source_of(kind, &c));
+            (vec![c.groups], Some(c.predicted_s))
+        }
+        f => (
+            plan::phase_buckets(&registry::fusion_sizing(s.method, s.params, &shapes), f),
+            None,
+        ),
+    };
+    let mut plans: Vec<Vec<Bucket>> = phase_groups
+        .into_iter()
+        .map(|groups| {
+            groups
+                .into_iter()
+                .map(|pos| {
+                    let tensors: Vec<usize> = pos.iter().map(|&p| bwd_order[p]).collect();
+                    Bucket {
+                        ready_after: pos.iter().max().map_or(0, |p| p + 1),
+                        units: tensors.clone(),
+                        tensors,
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    // Merged compression: a fresh compressor with one tensor per bucket.
+    let mut pack_len = 0usize;
+    if s.merge {
+        if plans.len() != 1 {
+            return Err(Error::Runtime(format!(
+                "e2e: {} buckets differ between steps; merged compression needs one plan",
+                s.method
+            )));
+        }
+        comp = registry::build(s.method, s.params, ctx)?;
+        for (bi, b) in plans[0].iter_mut().enumerate() {
+            let n: usize = b.tensors.iter().map(|&t| s.tensors[t].numel()).sum();
+            comp.register(bi, 1, n)?;
+            b.units = vec![bi];
+            pack_len = pack_len.max(n);
+        }
+    }
+    Ok(Layout {
+        comp,
+        plans,
+        pack_len,
+        planned_s,
+        plan_source,
+    })
+}
+
+/// Shape of compression unit `u`: the tensor itself, or (merged compression) the
+/// bucket `u` packed into one `1 x n` tensor.
+pub(crate) fn unit_shape(
+    tensors: &[TensorSpec],
+    plans: &[Vec<Bucket>],
+    merge: bool,
+    u: usize,
+) -> (usize, usize) {
+    if merge {
+        (
+            1,
+            plans[0][u]
+                .tensors
+                .iter()
+                .map(|&t| tensors[t].numel())
+                .sum(),
+        )
+    } else {
+        (tensors[u].rows, tensors[u].cols)
+    }
+}
+
+/// Wire sizes of a layout: the largest unit wire, whether the gather section (and its
+/// trailer of lengths) is used, every bucket's declared wire per phase and round, and
+/// the largest bucket wire.
+pub(crate) struct Capacities {
+    pub(crate) unit_cap: WireLen,
+    pub(crate) gather_used: bool,
+    pub(crate) bucket_wires: Vec<Vec<Vec<WireLen>>>,
+    pub(crate) bucket_cap: WireLen,
+}
+
+/// The [`Capacities`] of `plans` for compressor `comp` with `rounds` rounds.
+pub(crate) fn capacities(
+    comp: &dyn crate::compress::Compressor,
+    plans: &[Vec<Bucket>],
+    rounds: usize,
+) -> Capacities {
+    let all_units: Vec<usize> = plans
+        .iter()
+        .flatten()
+        .flat_map(|b| b.units.iter().copied())
+        .collect();
+    // Capacities: one unit wire (largest tensor), one bucket wire (largest bucket).
+    let unit_cap = all_units
+        .iter()
+        .flat_map(|&t| (0..rounds).map(move |r| (t, r)))
+        .map(|(t, r)| comp.wire_capacity(t, r))
+        .fold(WireLen::default(), WireLen::max);
+    // Methods without a gather section send no trailer either.
+    let gather_used = unit_cap.gather_u32 > 0;
+    // Declared wire of every bucket per phase and round: its tensors' wires plus the
+    // trailer of their gathered lengths (exact when every tensor's section is).
+    let bucket_wires: Vec<Vec<Vec<WireLen>>> = plans
+        .iter()
+        .map(|plan| {
+            plan.iter()
+                .map(|b| {
+                    (0..rounds)
+                        .map(|r| {
+                            let trailer = WireLen {
+                                gather_u32: if gather_used { b.units.len() } else { 0 },
+                                gather_exact: true,
+                                ..WireLen::default()
+                            };
+                            b.units
+                                .iter()
+                                .map(|&t| comp.wire_capacity(t, r))
+                                .fold(trailer, WireLen::plus)
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let bucket_cap = bucket_wires
+        .iter()
+        .flatten()
+        .flatten()
+        .fold(WireLen::default(), |a, &b| a.max(b));
+    Capacities {
+        unit_cap,
+        gather_used,
+        bucket_wires,
+        bucket_cap,
+    }
+}
+
 /// The `plan_source` of a planner's choice: the planner's name when its plan was kept,
 /// else `SIMPLE (PLANNER predicted X s)`, e.g. `single (mgwfbp predicted 0.0123 s)`.
 pub fn plan_source_of(kind: PlannerKind, c: &planner::Choice) -> String {
@@ -514,16 +592,16 @@ pub fn plan_source_of(kind: PlannerKind, c: &planner::Choice) -> String {
 
 /// Where one tensor's wire sits inside its bucket's wire.
 #[derive(Clone, Copy, Debug, Default)]
-struct UnitLayout {
+pub(crate) struct UnitLayout {
     sum_off: usize,
     sum_len: usize,
-    gather_len: usize,
+    pub(crate) gather_len: usize,
     ring_off: usize,
     ring_len: usize,
 }
 
 /// Append a tensor's wire to the bucket's (within reserved capacity: no allocation).
-fn append(bucket: &mut Wire, unit: &Wire) -> UnitLayout {
+pub(crate) fn append(bucket: &mut Wire, unit: &Wire) -> UnitLayout {
     let l = UnitLayout {
         sum_off: bucket.sum_f32.len(),
         sum_len: unit.sum_f32.len(),
@@ -540,7 +618,7 @@ fn append(bucket: &mut Wire, unit: &Wire) -> UnitLayout {
 /// The part of a bucket's exchange that belongs to unit `u` of `units`: slices of the
 /// summed and ring sections, and every worker's gathered piece copied into `scratch`
 /// (worker w's section ends with `units` lengths, one per unit).
-fn unit_received<'a>(
+pub(crate) fn unit_received<'a>(
     rec: &Received<'a>,
     l: &UnitLayout,
     u: usize,
@@ -582,7 +660,7 @@ fn unit_received<'a>(
 
 /// Ring merge of a chunk of a bucket's concatenated ring section: each tensor's part of
 /// the chunk goes to that tensor's `ring_merge` with its own offset.
-fn merge_units(
+pub(crate) fn merge_units(
     comp: &mut dyn crate::compress::Compressor,
     units: &[usize],
     layout: &[UnitLayout],

@@ -131,6 +131,15 @@ impl CsvSink {
         self.rollback_on_error(res)
     }
 
+    /// Serialize several rows, then flush and sync once (`gradcomp converge` writes a
+    /// row per training step and syncs at each evaluation, not at each step).
+    pub fn write_all<R: Serialize>(&mut self, rows: &[R]) -> Result<()> {
+        for row in rows {
+            self.writer.serialize(row).map_err(|e| self.row_error(e))?;
+        }
+        self.sync()
+    }
+
     /// The header found when resuming, to compare against the rows written now.
     pub fn existing_header(&self) -> Option<&[String]> {
         self.header.as_deref()
