@@ -137,6 +137,15 @@ fn run_json(dir: &Path) -> serde_json::Value {
 
 /// A micro-comm sweep of 40 cases that takes a few seconds on 2 oversubscribed cores.
 fn sweep(out: &str) -> Vec<String> {
+    sweep_iters(out, 200)
+}
+
+/// The sweep with `iters` timed iterations per case. A signal test needs a tail that
+/// outlasts the signal's delivery: at 2 ranks (not oversubscribed) 200 iterations run
+/// the whole sweep in well under a second on a fast machine (a CI run finished all 40
+/// cases before the signal arrived), so those tests use more.
+fn sweep_iters(out: &str, iters: u32) -> Vec<String> {
+    let iters = iters.to_string();
     [
         "micro-comm",
         "--collectives",
@@ -146,7 +155,7 @@ fn sweep(out: &str) -> Vec<String> {
         "--max-bytes",
         "2MiB",
         "--iters",
-        "200",
+        &iters,
         "--warmup",
         "2",
         "--quiet",
@@ -165,7 +174,7 @@ fn strs(v: &[String]) -> Vec<&str> {
 /// The case ids of the sweep run uninterrupted on `np` ranks.
 fn full_sweep_ids(np: usize) -> BTreeSet<String> {
     let dir = tmpdir(&format!("full-{np}"));
-    let args = sweep(dir.to_str().unwrap());
+    let args = sweep_iters(dir.to_str().unwrap(), signal_iters(np));
     let out = run(np, &strs(&args), 300);
     assert!(out.status.success(), "{}", err_text(&out));
     case_ids(&dir.join("micro_comm.csv")).into_iter().collect()
@@ -305,6 +314,15 @@ fn every_runs_metadata_is_kept() {
 
 // ---- item 3: SIGTERM / SIGINT --------------------------------------------------------
 
+/// Timed iterations per case of the signal tests' sweep (see [`sweep_iters`]).
+fn signal_iters(np: usize) -> u32 {
+    if np <= 2 {
+        2000
+    } else {
+        200
+    }
+}
+
 /// Where a stop signal goes.
 #[derive(Clone, Copy, Debug)]
 enum Target {
@@ -320,7 +338,7 @@ fn interrupt_and_resume(np: usize, sig: &str, target: Target, want: &BTreeSet<St
     let name = format!("sig-{np}-{sig}-{target:?}").replace(['(', ')'], "");
     let dir = tmpdir(&name);
     let d = dir.to_str().unwrap().to_string();
-    let args = sweep(&d);
+    let args = sweep_iters(&d, signal_iters(np));
     let mut child = spawn(np, &strs(&args));
     let csv = dir.join("micro_comm.csv");
     wait_rows(&csv, 3, &mut child);
