@@ -8,7 +8,7 @@ use gradcomp::bench::{self, Sinks};
 use gradcomp::cli::{self, Cli};
 use gradcomp::comm::World;
 use gradcomp::error::{Error, EXIT_USAGE};
-use gradcomp::record::{self, meta, CsvSink, SCHEMA_VERSION};
+use gradcomp::record::{self, meta, CsvSink};
 use mpi::Threading;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -98,7 +98,7 @@ fn main() -> ExitCode {
     // own error, which comes first.
     let mut notes = Vec::new();
     let outcome = match &cli.command {
-        cli::Command::Converge(a) => converge_command(&cli, a, &world),
+        cli::Command::Converge(a) => converge_command(&cli, a, &world, provided),
         _ => run(&cli, &world, provided, &mut notes),
     };
     let print_notes = || notes.iter().for_each(|n| eprintln!("{n}"));
@@ -194,46 +194,17 @@ fn run(
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("results").join(&run_id));
-    let hosts = world.host_names();
-    let host_cores =
-        world.all_gather_u64(std::thread::available_parallelism().map_or(0, |n| n.get() as u64));
     let cases = config.cases();
-    let cases_total = cases.len();
-    let estimated_peak_bytes = config.estimated_peak_bytes(world.size).0;
-    let mut meta = meta::RunMeta {
-        schema_version: SCHEMA_VERSION,
-        run_id: run_id.clone(),
-        command_line: std::env::args().collect(),
-        gradcomp_version: env!("CARGO_PKG_VERSION"),
-        git_revision: meta::GIT_REVISION,
-        rustc_version: meta::RUSTC_VERSION,
-        mpi_library: meta::mpi_library_version(),
-        mpi_standard: format!(
-            "{}.{}",
-            mpi::environment::version().0,
-            mpi::environment::version().1
-        ),
-        mpi_thread_level: format!("{provided:?}"),
-        world_size: world.size,
-        hosts,
-        host_cores,
-        slurm_job_id: std::env::var("SLURM_JOB_ID").ok(),
-        slurm_ntasks: std::env::var("SLURM_NTASKS").ok(),
-        slurm_nodelist: std::env::var("SLURM_JOB_NODELIST").ok(),
+    let mut meta = meta::RunMeta::begin(
+        &world,
+        &run_id,
         start_time,
-        end_time: None,
-        status: "running".into(),
-        error: None,
-        last_case: None,
-        cases_total,
-        cases_done: 0,
-        cases_skipped: 0,
-        resumed_from: None,
-        previous_run: None,
-        estimated_peak_bytes,
-        peak_rss_bytes: None,
-        config: serde_json::to_value(&config).context("serialising the config")?,
-    };
+        format!("{provided:?}"),
+        serde_json::to_value(&config).context("serialising the config")?,
+        cases.len(),
+        Some(config.estimated_peak_bytes(world.size).0),
+    );
+    let cases_total = cases.len();
 
     // Output: only rank 0 touches files; everyone learns whether that worked, and (with
     // --resume) which cases are already done.
@@ -315,7 +286,7 @@ fn run(
         }
         // The run's own error comes first: a failing metadata write (the same full
         // disk) is reported after it and never replaces it.
-        let recorded = write_meta(&out_dir, &meta);
+        let recorded = meta.write(&out_dir);
         if let Err(Error::Interrupted { signal }) = &result {
             eprintln!(
                 "gradcomp: interrupted by {}: {} case(s) done by this run{}, rows are in {}; continue with: {}",
@@ -346,7 +317,12 @@ fn run(
 }
 
 /// `gradcomp converge` (src/converge/mod.rs): training runs, converge.csv.
-fn converge_command(cli: &Cli, a: &cli::ConvergeArgs, world: &World) -> anyhow::Result<()> {
+fn converge_command(
+    cli: &Cli,
+    a: &cli::ConvergeArgs,
+    world: &World,
+    provided: Threading,
+) -> anyhow::Result<()> {
     let req = a
         .sections(cli.common.seed)
         .map(|(seed, sections)| gradcomp::converge::Request {
@@ -354,6 +330,7 @@ fn converge_command(cli: &Cli, a: &cli::ConvergeArgs, world: &World) -> anyhow::
             seed,
             out: cli.common.out.clone(),
             quiet: cli.common.quiet,
+            thread_level: format!("{provided:?}"),
         });
     gradcomp::converge::command(world, req)?;
     Ok(())
@@ -423,45 +400,9 @@ fn open_outputs(
         micro: sink("micro", "micro.csv")?,
         e2e: sink("e2e", "e2e.csv")?,
     };
-    let previous = dir.join("run.json");
-    if previous.exists() {
-        let old: serde_json::Value = std::fs::read(&previous)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
-        let old_id = old["run_id"]
-            .as_str()
-            .filter(|id| {
-                id.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-            })
-            .unwrap_or("previous")
-            .to_string();
-        // A free name: two runs may start within the same second.
-        let keep = (0..)
-            .map(|i| {
-                if i == 0 {
-                    format!("run.{old_id}.json")
-                } else {
-                    format!("run.{old_id}.{i}.json")
-                }
-            })
-            .find(|n| !dir.join(n).exists())
-            .unwrap_or_default();
-        std::fs::rename(&previous, dir.join(&keep)).map_err(|e| Error::io(&previous, e))?;
-        if resume {
-            meta.resumed_from = Some(old_id);
-        }
-        meta.previous_run = Some(keep);
-    }
-    write_meta(dir, meta)?;
+    meta.keep_previous(dir, resume)?;
+    meta.write(dir)?;
     Ok((sinks, done, lock))
-}
-
-fn write_meta(dir: &Path, meta: &meta::RunMeta) -> gradcomp::Result<()> {
-    let json = serde_json::to_vec_pretty(meta)
-        .map_err(|e| Error::Runtime(format!("serialising run.json: {e}")))?;
-    record::write_meta_file(&dir.join("run.json"), &json)
 }
 
 /// `gradcomp models [NAME]`: the zoo, or one model's layers. Needs no MPI; under a

@@ -176,6 +176,25 @@ fn same_seed_and_world_size_give_bit_identical_curves() {
             ],
         );
         assert_ok(&out);
+        // Every run records its metadata (docs/csv-schema.md, "run.json").
+        let meta: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+        assert_eq!(meta["status"], "ok", "{meta}");
+        assert_eq!(meta["world_size"], np, "{meta}");
+        assert_eq!(meta["cases_done"], 3, "{meta}");
+        assert_eq!(
+            meta["config"]["seed"],
+            seed.parse::<u64>().unwrap(),
+            "{meta}"
+        );
+        assert!(
+            meta["end_time"].is_string() && meta["peak_rss_bytes"].is_u64(),
+            "{meta}"
+        );
+        assert!(
+            meta["command_line"].to_string().contains("converge"),
+            "{meta}"
+        );
         rows(&dir)
             .iter()
             .map(|r| {

@@ -21,7 +21,8 @@ use crate::config::{CompressSection, Origin};
 use crate::engine::plan::Fusion;
 use crate::engine::{self, Bucket, Capacities, E2eSetup, TensorSpec, UnitLayout};
 use crate::error::{Error, Result};
-use crate::record::{CsvSink, SCHEMA_VERSION};
+use crate::record::meta::RunMeta;
+use crate::record::{CsvSink, DirLock, SCHEMA_VERSION};
 use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -945,6 +946,8 @@ pub struct Request {
     pub seed: u64,
     pub out: Option<std::path::PathBuf>,
     pub quiet: bool,
+    /// The MPI thread level granted (for run.json).
+    pub thread_level: String,
 }
 
 /// `gradcomp converge`: validate (every rank agrees; bad input exits 2 with one
@@ -963,20 +966,47 @@ pub fn command(world: &World, req: Result<Request>) -> Result<Vec<CaseOutcome>> 
             eprintln!("gradcomp: warning: {w}");
         }
     }
-    let (_, stamp) = crate::units::utc_now();
+    let (start_time, stamp) = crate::units::utc_now();
     let run_id = world.broadcast_string(&stamp);
     let out = req
         .out
         .clone()
         .unwrap_or_else(|| std::path::PathBuf::from("results").join(format!("{run_id}-converge")));
-    let sink = if world.is_root() {
-        crate::record::prepare_dir(&out)
-            .and_then(|()| CsvSink::create(&out.join("converge.csv")))
-            .map(Some)
+    let sections: Vec<&ConvergeSection> = req.sections.iter().map(|(_, s)| s).collect();
+    let config = serde_json::json!({ "seed": req.seed, "converge": sections });
+    let mut meta = RunMeta::begin(
+        world,
+        &run_id,
+        start_time,
+        req.thread_level.clone(),
+        config,
+        cases.len(),
+        None,
+    );
+    // Rank 0 alone touches files, under the directory lock (held until we return);
+    // an earlier run's run.json is kept, never overwritten.
+    let opened = if world.is_root() {
+        let holder = format!(
+            "host {}, pid {}, started {}",
+            meta.hosts.first().map_or("unknown", String::as_str),
+            std::process::id(),
+            meta.start_time
+        );
+        (|| {
+            crate::record::prepare_dir(&out)?;
+            let lock = DirLock::acquire(&out, &holder)?;
+            let sink = CsvSink::create(&out.join("converge.csv"))?;
+            meta.keep_previous(&out, false)?;
+            meta.write(&out)?;
+            Ok(Some((sink, lock)))
+        })()
     } else {
         Ok(None)
     };
-    let mut sink = world.agree(sink)?;
+    let (mut sink, _lock) = match world.agree(opened)? {
+        Some((s, l)) => (Some(s), Some(l)),
+        None => (None, None),
+    };
     if world.is_root() && !req.quiet {
         eprintln!(
             "[gradcomp] converge: {} rank(s), {} case(s), results in {}",
@@ -990,7 +1020,33 @@ pub fn command(world: &World, req: Result<Request>) -> Result<Vec<CaseOutcome>> 
         run_id: &run_id,
         quiet: req.quiet,
     };
-    let outcomes = run_all(world, &cases, &ctx, sink.as_mut())?;
+    let result = run_all(world, &cases, &ctx, sink.as_mut());
+    // Every rank is here together unless one rank alone failed (then it aborts the job).
+    if result.is_ok() {
+        meta.peak_rss_bytes = Some(world.max_u64(crate::bench::e2e::peak_rss_bytes()));
+    }
+    if world.is_root() {
+        meta.end_time = Some(crate::units::utc_now().0);
+        match &result {
+            Ok(outcomes) => {
+                meta.status = "ok".into();
+                meta.cases_done = outcomes.len();
+                meta.last_case = outcomes.last().map(|o| o.method.clone());
+            }
+            Err(e) => {
+                meta.status = "failed".into();
+                meta.error = Some(e.to_string());
+            }
+        }
+        // The run's own error comes first; a failing metadata write only replaces success.
+        let recorded = meta.write(&out);
+        if result.is_ok() {
+            recorded?;
+        } else if let Err(e) = recorded {
+            eprintln!("gradcomp: warning: could not record the run's status in run.json: {e}");
+        }
+    }
+    let outcomes = result?;
     if world.is_root() {
         print!("{}", summary_table(&outcomes));
     }

@@ -1,6 +1,10 @@
 //! `run.json`: everything needed to reproduce and identify a run.
 
+use std::path::Path;
+
 use serde::Serialize;
+
+use crate::error::{Error, Result};
 
 /// Metadata of one invocation, written at start (with `end_time: null`) and again at
 /// the end.
@@ -41,11 +45,107 @@ pub struct RunMeta {
     pub resumed_from: Option<String>,
     /// The run.json this run found in the output directory, kept as this file name.
     pub previous_run: Option<String>,
-    /// Memory estimate of the largest case per rank (the up-front check; bytes).
-    pub estimated_peak_bytes: u64,
+    /// Memory estimate of the largest case per rank (the up-front check; bytes); null
+    /// for commands without the check (`converge`).
+    pub estimated_peak_bytes: Option<u64>,
     /// Measured peak resident memory (VmHWM), the max over ranks (bytes); set at the end.
     pub peak_rss_bytes: Option<u64>,
     pub config: serde_json::Value,
+}
+
+impl RunMeta {
+    /// The metadata of a run starting now on `world` (every rank calls it: the hosts and
+    /// cores are gathered), `status: running`.
+    pub fn begin(
+        world: &crate::comm::World,
+        run_id: &str,
+        start_time: String,
+        thread_level: String,
+        config: serde_json::Value,
+        cases_total: usize,
+        estimated_peak_bytes: Option<u64>,
+    ) -> RunMeta {
+        let hosts = world.host_names();
+        let host_cores = world
+            .all_gather_u64(std::thread::available_parallelism().map_or(0, |n| n.get() as u64));
+        let (major, minor) = mpi::environment::version();
+        RunMeta {
+            schema_version: super::SCHEMA_VERSION,
+            run_id: run_id.to_string(),
+            command_line: std::env::args().collect(),
+            gradcomp_version: env!("CARGO_PKG_VERSION"),
+            git_revision: GIT_REVISION,
+            rustc_version: RUSTC_VERSION,
+            mpi_library: mpi_library_version(),
+            mpi_standard: format!("{major}.{minor}"),
+            mpi_thread_level: thread_level,
+            world_size: world.size,
+            hosts,
+            host_cores,
+            slurm_job_id: std::env::var("SLURM_JOB_ID").ok(),
+            slurm_ntasks: std::env::var("SLURM_NTASKS").ok(),
+            slurm_nodelist: std::env::var("SLURM_JOB_NODELIST").ok(),
+            start_time,
+            end_time: None,
+            status: "running".into(),
+            error: None,
+            last_case: None,
+            cases_total,
+            cases_done: 0,
+            cases_skipped: 0,
+            resumed_from: None,
+            previous_run: None,
+            estimated_peak_bytes,
+            peak_rss_bytes: None,
+            config,
+        }
+    }
+
+    /// Write `dir/run.json` atomically.
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let json = serde_json::to_vec_pretty(self)
+            .map_err(|e| Error::Runtime(format!("serialising run.json: {e}")))?;
+        super::write_meta_file(&dir.join("run.json"), &json)
+    }
+
+    /// Keep the run.json an earlier run left in `dir` as `run.<its run_id>.json` (a free
+    /// name), recording it in `previous_run` (and, with `resume`, `resumed_from`), so no
+    /// run's record is ever overwritten.
+    pub fn keep_previous(&mut self, dir: &Path, resume: bool) -> Result<()> {
+        let previous = dir.join("run.json");
+        if !previous.exists() {
+            return Ok(());
+        }
+        let old: serde_json::Value = std::fs::read(&previous)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        let old_id = old["run_id"]
+            .as_str()
+            .filter(|id| {
+                id.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            })
+            .unwrap_or("previous")
+            .to_string();
+        // A free name: two runs may start within the same second.
+        let keep = (0..)
+            .map(|i| {
+                if i == 0 {
+                    format!("run.{old_id}.json")
+                } else {
+                    format!("run.{old_id}.{i}.json")
+                }
+            })
+            .find(|n| !dir.join(n).exists())
+            .unwrap_or_default();
+        std::fs::rename(&previous, dir.join(&keep)).map_err(|e| Error::io(&previous, e))?;
+        if resume {
+            self.resumed_from = Some(old_id);
+        }
+        self.previous_run = Some(keep);
+        Ok(())
+    }
 }
 
 /// Git revision and rustc version baked in by build.rs.
