@@ -407,7 +407,8 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
               "\"Convergence check\"). `within_tolerance`: final held-out loss at most "
               f"{1 + T.CONVERGE_TOLERANCE_REL:g}x dense S-SGD's of the same run and world size; "
               "`steps_to_1.1x_dense`: first evaluated step at or below 1.1x dense's final held-out loss "
-              "(empty: never).", "")
+              "(empty: never); `why_not`: the documented reason a method misses the check at the "
+              "documented run (docs/methods.md, \"Convergence check\"), not a diagnosis of this run.", "")
         R.table("converge_summary", T.converge_summary(res.converge),
                 "final held-out loss and accuracy per method beside dense S-SGD")
         R.figs(plots.converge_curves(res.converge, out_dir))

@@ -324,3 +324,31 @@ def test_repeated_case_is_its_median_with_the_spread_between_repeats():
     t = T.acpsgd_main(T.collapse_repeats(e)).set_index("method")
     assert t.loc["acpsgd", "vs ssgd"] == T.NOT_SIGNIFICANT  # 1.70 vs 1.65 ± 0.55 ms
     assert T.collapse_repeats(df(row("ssgd", 0.1))).equals(df(row("ssgd", 0.1)))  # no case_id: unchanged
+
+
+def conv_rows(method, losses, status="done", run="r", ws=2):
+    """converge.csv rows: one per step, the held-out loss evaluated at the listed steps."""
+    out = []
+    for step, loss in enumerate(losses):
+        out.append(dict(run=run, world_size=ws, method=method, step=step, eval_loss=loss,
+                        eval_accuracy=0.5 if loss == loss else float("nan"), step_s=0.01, wire_bytes=100,
+                        status=status if step == len(losses) - 1 else "running"))
+    return out
+
+
+def test_converge_summary_checks_tolerance_and_says_why_not():
+    nan = float("nan")
+    rows = (conv_rows("ssgd", [2.3, 1.5, 1.0]) + conv_rows("powersgd", [2.3, 1.6, 1.2])
+            + conv_rows("topk", [2.3, 2.0, 1.26]) + conv_rows("sketch", [2.3, nan], status="diverged")
+            + conv_rows("mystery", [2.3, 2.2, 2.1]))
+    t = T.converge_summary(pd.DataFrame(rows)).set_index("method")
+    assert t.loc["powersgd", "within_tolerance"] and t.loc["powersgd", "why_not"] == ""
+    assert t.loc["powersgd", "x_dense"] == pytest.approx(1.2)
+    assert t.loc["powersgd", "steps_to_1.1x_dense"] != t.loc["powersgd", "steps_to_1.1x_dense"]  # never
+    assert t.loc["ssgd", "steps_to_1.1x_dense"] == 3
+    # 1.26x: just outside 1.25x, with the documented reason.
+    assert not t.loc["topk", "within_tolerance"]
+    assert "d/k" in t.loc["topk", "why_not"]
+    assert not t.loc["sketch", "within_tolerance"] and t.loc["sketch", "status"] == "diverged"
+    assert math.isnan(t.loc["sketch", "final_eval_loss"])
+    assert t.loc["mystery", "why_not"] == "see docs/methods.md"
