@@ -11,6 +11,7 @@ adds two columns to every table:
   `slurm/submit-acpsgd-network.sh`), else empty.
 """
 
+import glob
 import json
 import os
 from dataclasses import dataclass, field
@@ -164,6 +165,9 @@ class Results:
     # `gradcomp simulate --compare` output found in RUN/sim/ or RUN/ (not one of CSV_FILES).
     sim_vs_measured: pd.DataFrame | None = None
     meta: list = field(default_factory=list)  # (run label, run.json dict or {})
+    # Earlier invocations into the same directory (run.<run_id>.json, kept by gradcomp; e.g.
+    # `make bench` runs `gradcomp run` then `gradcomp converge` into one folder): (run label, dict).
+    history: list = field(default_factory=list)
     # Folders not read, each (path, why): no run in them, a report folder, a run whose
     # CSV files have no rows.
     skipped: list = field(default_factory=list)
@@ -197,6 +201,12 @@ def load_results(paths) -> Results:
             if sv is not None and sv not in SUPPORTED_SCHEMA_VERSIONS:
                 raise ReportError(f"{mp}: schema_version {sv} is unknown to this analysis (it reads "
                                   f"{sorted(SUPPORTED_SCHEMA_VERSIONS)}); use the analysis/ of the gradcomp that wrote it")
+        for kept in sorted(glob.glob(os.path.join(glob.escape(d), "run.*.json"))):
+            try:
+                with open(kept) as f:
+                    res.history.append((lab, json.load(f)))
+            except json.JSONDecodeError as e:
+                raise ReportError(f"{kept}: not valid JSON ({e})") from None
         net = ""
         np_ = os.path.join(d, "network.txt")
         if os.path.exists(np_):

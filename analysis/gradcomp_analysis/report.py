@@ -185,17 +185,23 @@ class Report:
         return t
 
 
-def _run_lines(meta):
-    lines = []
-    for label, m in meta:
-        if not m:
-            lines.append(f"- run `{label}`: no run.json")
-            continue
-        lines.append(
-            f"- run `{label}` (`{m.get('run_id')}`): status `{m.get('status')}`, {m.get('world_size')} ranks on "
+def _record_line(m):
+    cmd = m.get("command_line") or []
+    sub = next((a for a in cmd[1:] if not a.startswith("-")), "?")
+    return (f"(`{m.get('run_id')}`, `{sub}`): status `{m.get('status')}`, {m.get('world_size')} ranks on "
             f"{', '.join(sorted(set(m.get('hosts') or [])))}; gradcomp {m.get('gradcomp_version')} "
             f"({m.get('git_revision')}); MPI: {m.get('mpi_library')}; {m.get('start_time')} to {m.get('end_time')}; "
             + (f"Slurm job {m['slurm_job_id']}" if m.get("slurm_job_id") else "not under Slurm"))
+
+
+def _run_lines(meta, history=()):
+    """One line per run directory (its run.json), then one per earlier invocation whose record gradcomp
+    kept there (run.<run_id>.json), oldest first."""
+    lines = []
+    for label, m in meta:
+        lines.append(f"- run `{label}` {_record_line(m)}" if m else f"- run `{label}`: no run.json")
+        earlier = sorted((h for lab, h in history if lab == label), key=lambda h: str(h.get("start_time")))
+        lines.extend(f"  - earlier invocation into it {_record_line(h)}" for h in earlier)
     return lines
 
 
@@ -223,7 +229,7 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
     os.makedirs(out_dir, exist_ok=True)
     R = Report(out_dir, latex)
     R.add("# gradcomp report", "")
-    R.add(*_run_lines(res.meta), "")
+    R.add(*_run_lines(res.meta, res.history), "")
     for d, why in res.skipped:
         print(f"gradcomp_analysis: warning: skipped {d}: {why}", file=sys.stderr)
     if res.skipped:

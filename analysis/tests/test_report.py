@@ -219,3 +219,22 @@ def test_unknown_schema_version_is_refused(results, tmp_path):
 def test_empty_directory_is_refused(tmp_path):
     with pytest.raises(ReportError, match="no gradcomp CSV"):
         write_report(str(tmp_path))
+
+
+def test_run_then_converge_into_one_folder_keeps_both_records(results, tmp_path):
+    """`make bench` writes `gradcomp run` and `gradcomp converge` into one --out: the report names both
+    invocations (converge keeps run's run.json as run.<run_id>.json) and has the convergence section."""
+    both = tmp_path / "both"
+    shutil.copytree(results, both)
+    first = json.loads((both / "run.json").read_text())
+    p = mpirun(2, ["converge", "--methods", "ssgd,topk", "--steps", "4", "--eval-every", "2", "--quiet",
+                   "--out", str(both)])
+    assert p.returncode == 0, p.stderr
+    kept = both / f"run.{first['run_id']}.json"
+    assert json.loads(kept.read_text())["command_line"] == first["command_line"]
+    now = json.loads((both / "run.json").read_text())
+    assert "converge" in now["command_line"] and now["status"] == "ok" and now["previous_run"] == kept.name
+    text = open(write_report(str(both), str(tmp_path / "rep"))).read()
+    assert f"(`{now['run_id']}`, `converge`)" in text
+    assert f"earlier invocation into it (`{first['run_id']}`, `run`)" in text
+    assert "## Convergence" in text
