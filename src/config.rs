@@ -1539,7 +1539,7 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
 /// A TOML error as one line: `line L, column C[, key 'K']: message`. The key is read
 /// from the line the error points at, so type errors (`iters = -1`) name it too.
 fn one_line(e: &toml::de::Error, text: &str) -> String {
-    let msg = e.message().trim().replace('\r', " ").replace('\n', " ");
+    let msg = e.message().trim().replace(['\r', '\n'], " ");
     match e.span() {
         Some(span) => {
             let start = span.start.min(text.len());

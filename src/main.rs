@@ -196,7 +196,7 @@ fn run(
         .unwrap_or_else(|| PathBuf::from("results").join(&run_id));
     let cases = config.cases();
     let mut meta = meta::RunMeta::begin(
-        &world,
+        world,
         &run_id,
         start_time,
         format!("{provided:?}"),

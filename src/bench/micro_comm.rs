@@ -160,7 +160,7 @@ fn count_errors(
 /// iterations, then (optionally) validate the last result.
 /// `inject_fault`: test hook proving `--check` catches errors — that rank corrupts the
 /// first element of its result before the check.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // the fields of one `[[micro-comm]]` case plus its buffers
 pub fn measure(
     world: &World,
     bufs: &mut CommBuffers,

@@ -514,11 +514,9 @@ mod tests {
             ..WireLen::default()
         });
         let mut sums = vec![0.0f32; rows.max(cols) * r];
-        let mut s = 0u64;
         let (mut c0, mut d0, mut c1, mut d1) = (0.0, 0.0, 0.0, 0.0);
         for it in 0..=reps {
-            ps.begin_step(s);
-            s += 1;
+            ps.begin_step(it as u64);
             let t0 = Instant::now();
             ps.compress(0, 0, g.view(), &mut wire).unwrap();
             let t1 = Instant::now();

@@ -231,7 +231,7 @@ fn check_args(
     q_len: usize,
     pending: Option<(&[f32], &[f32])>,
 ) -> usize {
-    let rows = if cols == 0 { 0 } else { e.len() / cols };
+    let rows = e.len().checked_div(cols).unwrap_or(0);
     assert!(r >= 1 && q_len == cols * r && p_len == rows * r && e.len() == rows * cols);
     if let Some(g) = g {
         assert_eq!(g.len(), e.len());
@@ -253,7 +253,7 @@ fn check_args(
 /// row first applies a deferred residual `e_i -= P_old[i, :] Q_old^T` in the same sweep
 /// as the product (per 8-lane chunk: subtract, add `g`, accumulate): the same arithmetic
 /// as the eager pass it replaces, done while the chunk is in registers.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // a fused kernel: every slice and flag is an operand of the one pass
 pub fn add_project_rows(
     e: &mut [f32],
     g: Option<&[f32]>,
@@ -501,6 +501,7 @@ fn row_sub<V: V8, const R: usize>(e: &mut [f32], c: &[f32; R], qs: &[&[f32]; R])
 ///
 /// With `pending = Some((P_old, Q_old))`, each block of rows first applies a deferred
 /// residual `e_i -= P_old[i, :] Q_old^T` in the same sweep, as in [`add_project_rows`].
+#[allow(clippy::too_many_arguments)] // a fused kernel: every slice and flag is an operand of the one pass
 pub fn add_project_t(
     e: &mut [f32],
     g: Option<&[f32]>,
@@ -521,7 +522,7 @@ pub fn add_project_t(
 }
 
 /// [`add_project_t`] with an explicit band width (>= 1).
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // a fused kernel: every slice and flag is an operand of the one pass
 fn add_project_t_width(
     e: &mut [f32],
     g: Option<&[f32]>,
@@ -548,6 +549,7 @@ fn add_project_t_width(
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)] // a fused kernel: every slice and flag is an operand of the one pass
 unsafe fn cols_avx2<const R: usize>(
     e: &mut [f32],
     g: Option<&[f32]>,
@@ -562,7 +564,7 @@ unsafe fn cols_avx2<const R: usize>(
 }
 
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // a fused kernel: every slice and flag is an operand of the one pass
 fn cols_body<V: V8, const R: usize>(
     e: &mut [f32],
     g: Option<&[f32]>,
@@ -642,7 +644,7 @@ fn cols_body<V: V8, const R: usize>(
 /// column k), then `e += g` (when `g` is given) and
 /// `q_k[j] += sum_b e[i+b, j] coef[b][k]` (`qb[k]` is the band `j0..j1` of column k).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // a fused kernel: every slice and flag is an operand of the one pass
 fn band_accumulate<V: V8, const R: usize, const NB: usize, const PEND: bool>(
     e: &mut [f32],
     g: Option<&[f32]>,
@@ -757,7 +759,7 @@ pub fn reconstruct(
     out: &mut [f32],
     e: Option<&mut [f32]>,
 ) {
-    let rows = if cols == 0 { 0 } else { out.len() / cols };
+    let rows = out.len().checked_div(cols).unwrap_or(0);
     assert!(r >= 1 && q.len() == cols * r && p.len() == rows * r && out.len() == rows * cols);
     if let Some(e) = &e {
         assert_eq!(e.len(), out.len());

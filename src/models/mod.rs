@@ -323,7 +323,7 @@ pub(crate) fn window_out(hw: Hw, k: usize, stride: usize, pad: usize) -> Hw {
 /// `Conv2d(cin, cout, k, stride, pad, groups, bias)` on an `hw` input; returns the
 /// output size. FLOPs: 2 · out_h · out_w · cout · (cin/groups) · k² for the weight,
 /// out_h · out_w · cout for the bias.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // PyTorch's Conv2d signature, so layer tables read like the model code
 pub(crate) fn conv2d(
     t: &mut Vec<Tensor>,
     name: &str,

@@ -157,7 +157,7 @@ pub const RUSTC_VERSION: &str = env!("GRADCOMP_RUSTC_VERSION");
 pub fn mpi_library_version() -> String {
     let raw = mpi::environment::library_version().unwrap_or_else(|_| "unknown".into());
     raw.trim_matches(|c: char| c == '\0' || c.is_whitespace())
-        .split(|c: char| c == '\n' || c == '\0')
+        .split(['\n', '\0'])
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .collect::<Vec<_>>()

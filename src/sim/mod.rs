@@ -971,12 +971,12 @@ pub struct MeasuredRow {
     pub compute_none: bool,
 }
 
-/// Every simulable row of an e2e.csv: its case, its measurements and its case key (every
+/// One simulable row of an e2e.csv: its case, its measurements and its case key (every
 /// non-measurement column as `(name, value)`).
-#[allow(clippy::type_complexity)]
-pub fn e2e_rows(
-    path: &std::path::Path,
-) -> Result<Vec<(SimCase, MeasuredRow, Vec<(String, String)>)>> {
+pub type E2eRow = (SimCase, MeasuredRow, Vec<(String, String)>);
+
+/// Every simulable row of an e2e.csv ([`E2eRow`]).
+pub fn e2e_rows(path: &std::path::Path) -> Result<Vec<E2eRow>> {
     use crate::engine::device::ComputeMode;
     let p = path.display().to_string();
     let rerr = |msg: String| SimError::Read {

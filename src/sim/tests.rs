@@ -341,17 +341,17 @@ fn rows_and_comparison() {
         label: "tiny/ssgd".into(),
         rows: vec![m(1.6), m(1.8)],
     };
-    let c = compare(&[measured.clone()], &[row.clone()]).unwrap();
+    let c = compare(std::slice::from_ref(&measured), std::slice::from_ref(&row)).unwrap();
     assert_eq!(c.len(), 1);
     assert!(close(c[0].measured_s, 1.7) && close(c[0].simulated_s, 1.672));
     assert!(close(c[0].rel_err, (1.672 - 1.7) / 1.7));
     assert_eq!(c[0].key, "tiny/ssgd");
     assert!(
-        compare(&[measured.clone(), measured], &[row.clone()]).is_err(),
+        compare(&[measured.clone(), measured], std::slice::from_ref(&row)).is_err(),
         "one row per case"
     );
     let sim = d.join("sim.csv");
-    write_rows(&sim, &[row.clone()]).unwrap();
+    write_rows(&sim, std::slice::from_ref(&row)).unwrap();
     write_rows(&sim, &[row]).unwrap();
     let text = std::fs::read_to_string(&sim).unwrap();
     assert_eq!(text.lines().count(), 3);
