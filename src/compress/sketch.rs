@@ -122,6 +122,9 @@ fn sign_bits_scalar(s0: u64, sa: u64, out: &mut [u32]) {
 /// [`sign_bits_scalar`] with four 64-bit states per AVX2 register; the high 32-bit halves
 /// of two registers are packed into one (`0xDD` gives a0 a1 b0 b1 | a2 a3 b2 b3, `0xD8`
 /// restores a0..a3 b0..b3).
+///
+/// # Safety
+/// The CPU must support AVX2. Nothing more: `out` is written through `chunks_exact_mut`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn sign_bits_avx2(s0: u64, sa: u64, out: &mut [u32]) {
@@ -139,7 +142,9 @@ unsafe fn sign_bits_avx2(s0: u64, sa: u64, out: &mut [u32]) {
             _mm256_castsi256_ps(vb),
         ));
         let hi = _mm256_and_si256(_mm256_permute4x64_epi64::<0xD8>(hi), sign);
-        _mm256_storeu_si256(o.as_mut_ptr() as *mut __m256i, hi);
+        // SAFETY: AVX2 is present (this function's contract); `o` is a chunk of exactly 8
+        // u32 = 32 bytes, and storeu needs no alignment.
+        unsafe { _mm256_storeu_si256(o.as_mut_ptr() as *mut __m256i, hi) };
         va = _mm256_add_epi64(va, inc);
         vb = _mm256_add_epi64(vb, inc);
     }
@@ -201,6 +206,10 @@ fn compress_impl<const AVX2: bool>(
     }
 }
 
+/// [`compress_impl`] compiled with AVX2 (8 sign masks per step).
+///
+/// # Safety
+/// The CPU must support AVX2. Nothing more: the body is safe code.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn compress_avx2(
@@ -260,6 +269,10 @@ fn estimate_impl<const AVX2: bool>(
     }
 }
 
+/// [`estimate_impl`] compiled with AVX2 (8 sign masks per step).
+///
+/// # Safety
+/// The CPU must support AVX2. Nothing more: the body is safe code.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn estimate_avx2(
@@ -688,6 +701,7 @@ mod tests {
                 let mut out = vec![0.0f32; cols];
                 if avx2 && s.avx2 {
                     #[cfg(target_arch = "x86_64")]
+                    // SAFETY: `s.avx2` is true only when the CPU has AVX2 (`new`, `set_avx2`).
                     unsafe {
                         estimate_avx2(&s.hs, &table, &mut out, &mut est, &mut mask, &mut med)
                     };
