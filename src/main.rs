@@ -469,7 +469,7 @@ fn simulate_command(a: &cli::SimulateArgs, out: Option<&Path>) -> ExitCode {
         }
         Err(e) => {
             eprintln!("gradcomp: error: {e}");
-            ExitCode::from(EXIT_USAGE)
+            ExitCode::from(e.exit_code())
         }
     }
 }
@@ -491,7 +491,7 @@ fn fit_command(dir: &Path) -> ExitCode {
         }
         Err(e) => {
             eprintln!("gradcomp: error: {e}");
-            ExitCode::from(EXIT_USAGE)
+            ExitCode::from(e.exit_code())
         }
     }
 }

@@ -52,10 +52,26 @@ pub enum SimError {
     Method { method: String, msg: String },
     #[error(transparent)]
     Net(#[from] crate::comm::netmodel::NetModelError),
+    /// An input file (`--fits`, `--compare`, a network model) is missing or unreadable.
     #[error("cannot read {path}: {msg}")]
     Read { path: String, msg: String },
+    /// Writing a result file failed mid-run (a full disk): a failed run, not bad input.
     #[error("cannot write {path}: {msg}")]
     Write { path: String, msg: String },
+}
+
+impl SimError {
+    /// Process exit code, as for [`crate::Error::exit_code`]: 1 for a failed write, 2 for
+    /// bad input (flags, input files, an output directory that cannot be created).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            SimError::Write { .. } => crate::error::EXIT_FAILURE,
+            SimError::Input(_)
+            | SimError::Method { .. }
+            | SimError::Net(_)
+            | SimError::Read { .. } => crate::error::EXIT_USAGE,
+        }
+    }
 }
 
 pub type Result<T> = std::result::Result<T, SimError>;

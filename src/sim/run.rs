@@ -55,9 +55,12 @@ fn costs_for(
 /// e2e.csv (`--compare`), writing `OUT/sim.csv` (source=simulated) and, when comparing,
 /// `OUT/sim_vs_measured.csv`.
 pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
-    std::fs::create_dir_all(&req.out).map_err(|e| SimError::Write {
-        path: req.out.display().to_string(),
-        msg: e.to_string(),
+    // An output directory that cannot be created is bad input (exit 2), as for `run`.
+    std::fs::create_dir_all(&req.out).map_err(|e| {
+        SimError::Input(format!(
+            "--out {}: cannot create the output directory ({e}); choose a writable path",
+            req.out.display()
+        ))
     })?;
     let sim_csv = req.out.join("sim.csv");
     if sim_csv.exists() {
