@@ -1081,16 +1081,6 @@ impl Case {
         }
     }
 
-    /// The CSV file this case writes to.
-    pub fn csv_file(&self) -> &'static str {
-        match self {
-            Case::MicroComm { .. } => "micro_comm.csv",
-            Case::MicroCompress { .. } => "micro_compress.csv",
-            Case::Micro { .. } => "micro.csv",
-            Case::E2e(_) => "e2e.csv",
-        }
-    }
-
     /// Short description for progress lines.
     pub fn label(&self) -> String {
         match self {

@@ -337,7 +337,8 @@ impl BernoulliMask {
     }
 
     /// The exact probability of a mask bit being 1.
-    pub fn prob(&self) -> f64 {
+    #[cfg(test)]
+    fn prob(&self) -> f64 {
         if self.len == u32::MAX {
             1.0
         } else {

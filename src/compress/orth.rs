@@ -455,8 +455,9 @@ impl LowRank {
         }
     }
 
-    /// The residual `e`, with a deferred update applied (a copy; for tests and checks).
-    pub fn residual(&self) -> Array2<f32> {
+    /// The residual `e`, with a deferred update applied (a copy; tests only).
+    #[cfg(test)]
+    pub(crate) fn residual(&self) -> Array2<f32> {
         let mut e = self.resid.clone();
         if self.pending {
             sub_deferred(&self.p_old, &self.q_old, &mut e);

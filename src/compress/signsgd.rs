@@ -14,7 +14,7 @@
 //! `feedback`, the residual buffer holds `p` and the pending `scale`, and the next
 //! `compress` computes `g + (p - scale * sgn(p))` in the same single pass that forms the
 //! new `p`, its L1 norm and its sign bits ([`bits::fused_ef_pack`]). The arithmetic is
-//! the same as an eager update; [`SignSgd::residual_into`] materialises `e`.
+//! the same as an eager update (the tests materialise `e` to check it).
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 
@@ -60,8 +60,9 @@ impl SignSgd {
     }
 
     /// Current error-feedback residual `e` of tensor `t` (all zeros for `signsgd-mv`)
-    /// into `out` (length `d`). Not for timed regions.
-    pub fn residual_into(&self, t: TensorId, out: &mut [f32]) -> Result<()> {
+    /// into `out` (length `d`). Tests only.
+    #[cfg(test)]
+    fn residual_into(&self, t: TensorId, out: &mut [f32]) -> Result<()> {
         let sl = self
             .slots
             .get(t)

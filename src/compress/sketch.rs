@@ -361,7 +361,8 @@ impl Sketch {
     }
 
     /// Residual `e` of tensor `t` (holds `p` between compress and decompress).
-    pub fn residual(&self, t: TensorId) -> Option<&[f32]> {
+    #[cfg(test)]
+    fn residual(&self, t: TensorId) -> Option<&[f32]> {
         self.slots
             .get(t)
             .and_then(|s| s.as_ref())
@@ -369,7 +370,8 @@ impl Sketch {
     }
 
     /// Sketch columns `c` used for tensor `t`.
-    pub fn cols_of(&self, t: TensorId) -> Option<usize> {
+    #[cfg(test)]
+    fn cols_of(&self, t: TensorId) -> Option<usize> {
         self.slots.get(t).and_then(|s| s.as_ref()).map(|s| s.s.c)
     }
 

@@ -74,13 +74,6 @@ pub enum ModelError {
     /// The device preset name is not known.
     #[error("unknown device preset '{name}'; choose one of: {allowed} (or give measured per-layer times with --compute-profile FILE.csv)")]
     UnknownPreset { name: String, allowed: String },
-    /// A throughput or batch that cannot be used.
-    #[error("{what} = {value} is invalid: {allowed}")]
-    BadValue {
-        what: &'static str,
-        value: String,
-        allowed: &'static str,
-    },
     /// A compute profile could not be read.
     #[error("cannot read compute profile {path}: {source}")]
     ProfileIo {
@@ -182,7 +175,8 @@ impl Model {
     }
 
     /// Parameters in tensors with 2 or more dimensions (what low-rank methods compress).
-    pub fn params_in_matrices(&self) -> usize {
+    #[cfg(test)]
+    fn params_in_matrices(&self) -> usize {
         self.tensors
             .iter()
             .filter(|t| t.shape.len() >= 2)

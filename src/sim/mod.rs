@@ -172,24 +172,6 @@ pub struct MethodCosts {
 }
 
 impl MethodCosts {
-    /// Per-element costs in ns and a fixed cost in us per phase call.
-    pub fn from_ns(
-        compress_ns: f64,
-        feedback_ns: f64,
-        decompress_ns: f64,
-        fixed_us: f64,
-    ) -> MethodCosts {
-        let c = |ns: f64| CompressCost {
-            per_element_s: ns * 1e-9,
-            fixed_s: fixed_us * 1e-6,
-        };
-        MethodCosts {
-            compress: c(compress_ns),
-            feedback: c(feedback_ns),
-            decompress: c(decompress_ns),
-        }
-    }
-
     /// The default costs of `method`: the committed reference fit
     /// ([`REFERENCE_COSTS`], written by scripts/reference_costs.sh from a documented run;
     /// docs/performance.md, "Reference compression costs"). `None` for a method the file
