@@ -1116,43 +1116,4 @@ mod tests {
         let mut out = Array2::<f32>::zeros((2, 10));
         assert!(s.decompress(0, 0, &rec, out.view_mut()).is_err());
     }
-
-    /// `cargo test --release --lib sketch::tests::bench -- --ignored --nocapture`
-    #[test]
-    #[ignore]
-    fn bench_compress() {
-        let d = 25_557_032usize;
-        let g = randn(3, 1, d);
-        let mut s = make(&MethodParams::default(), 0, 1, 1, d);
-        let mut wire = Wire::default();
-        wire.reserve(s.wire_capacity(0, 0));
-        let mut best = f64::MAX;
-        for _ in 0..5 {
-            let t0 = std::time::Instant::now();
-            s.compress(0, 0, g.view(), &mut wire).unwrap();
-            best = best.min(t0.elapsed().as_secs_f64());
-        }
-        println!(
-            "sketch compress (3 rows, c = {}): {:.2} ms, {:.2} GB/s of input",
-            s.cols_of(0).unwrap(),
-            best * 1e3,
-            4.0 * d as f64 / best / 1e9
-        );
-        let rec = Received {
-            sum_f32: &wire.sum_f32,
-            gathered_u32: &[],
-            gather_counts: &[],
-            ring_u32: &[],
-            world_size: 1,
-        };
-        let mut out = Array2::<f32>::zeros((1, d));
-        let t0 = std::time::Instant::now();
-        s.decompress(0, 0, &rec, out.view_mut()).unwrap();
-        let dt = t0.elapsed().as_secs_f64();
-        println!(
-            "sketch decompress: {:.2} ms, {:.2} GB/s of output",
-            dt * 1e3,
-            4.0 * d as f64 / dt / 1e9
-        );
-    }
 }
