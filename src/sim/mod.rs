@@ -359,23 +359,47 @@ type UnitWire = Vec<WireLen>;
 /// [`UnitWire`] per phase of the method's step cycle (`Compressor::phases`).
 type PhaseWire = Vec<UnitWire>;
 
+/// What a registered shape's wire depends on: the method, its parameters (their `Debug`
+/// text: every field, floats exactly), the world size and seed of its [`WorkerCtx`], and
+/// the shape.
+type WireKey = (String, String, usize, u64, usize, usize);
+
+/// Wire capacities of the shapes registered so far, shared by the cases of a sweep
+/// ([`simulate_with`]): a case's wire for a shape is a function of its [`WireKey`], and
+/// registering a shape allocates and touches the method's per-element state, which made
+/// most of a large sweep's time (system time in page faults) when every case registered
+/// every shape again.
+#[derive(Debug, Default)]
+pub struct WireCache {
+    map: HashMap<WireKey, PhaseWire>,
+}
+
 /// Wire capacity per round of a `rows x cols` tensor for this method and world size,
-/// registering the shape in a fresh compressor (so memory holds one tensor's state).
-struct WireOracle<'a> {
+/// registering the shape in a fresh compressor (so memory holds one tensor's state)
+/// unless the [`WireCache`] already holds it.
+struct WireOracle<'a, 'c> {
     case: &'a SimCase,
-    cache: HashMap<(usize, usize), PhaseWire>,
+    cache: &'c mut WireCache,
+    /// `WireKey` without the shape.
+    key: (String, String, usize, u64),
     rounds: usize,
     phases: usize,
     aggregation: Aggregation,
 }
 
-impl<'a> WireOracle<'a> {
-    fn new(case: &'a SimCase) -> Result<WireOracle<'a>> {
-        let c = registry::build(&case.base_method, &case.params, ctx(case))
-            .map_err(|e| merr(case, e))?;
+impl<'a, 'c> WireOracle<'a, 'c> {
+    fn new(case: &'a SimCase, cache: &'c mut WireCache) -> Result<WireOracle<'a, 'c>> {
+        let ctx = ctx(case);
+        let c = registry::build(&case.base_method, &case.params, ctx).map_err(|e| merr(case, e))?;
         Ok(WireOracle {
             case,
-            cache: HashMap::new(),
+            cache,
+            key: (
+                case.base_method.clone(),
+                format!("{:?}", case.params),
+                ctx.world_size,
+                ctx.seed,
+            ),
             rounds: c.rounds(),
             phases: c.phases(),
             aggregation: c.aggregation(),
@@ -411,16 +435,19 @@ impl<'a> WireOracle<'a> {
     }
 
     fn exact(&mut self, rows: usize, cols: usize) -> Result<PhaseWire> {
-        if !self.cache.contains_key(&(rows, cols)) {
-            let mut c = registry::build(&self.case.base_method, &self.case.params, ctx(self.case))
-                .map_err(|e| merr(self.case, e))?;
-            c.register(0, rows, cols).map_err(|e| merr(self.case, e))?;
-            let w: PhaseWire = (0..self.phases)
-                .map(|ph| (0..self.rounds).map(|r| c.phase_wire(0, r, ph)).collect())
-                .collect();
-            self.cache.insert((rows, cols), w);
+        let (method, params, n, seed) = &self.key;
+        let key = (method.clone(), params.clone(), *n, *seed, rows, cols);
+        if let Some(w) = self.cache.map.get(&key) {
+            return Ok(w.clone());
         }
-        Ok(self.cache[&(rows, cols)].clone())
+        let mut c = registry::build(&self.case.base_method, &self.case.params, ctx(self.case))
+            .map_err(|e| merr(self.case, e))?;
+        c.register(0, rows, cols).map_err(|e| merr(self.case, e))?;
+        let w: PhaseWire = (0..self.phases)
+            .map(|ph| (0..self.rounds).map(|r| c.phase_wire(0, r, ph)).collect())
+            .collect();
+        self.cache.map.insert(key, w.clone());
+        Ok(w)
     }
 }
 
@@ -469,6 +496,15 @@ pub fn exchange_s(
 
 /// Simulate one iteration of `case` under `costs` (see the module docs).
 pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
+    simulate_with(case, costs, &mut WireCache::default())
+}
+
+/// [`simulate`] with a [`WireCache`] shared by the cases of a sweep (the same result).
+pub fn simulate_with(
+    case: &SimCase,
+    costs: &CostModel,
+    wires: &mut WireCache,
+) -> Result<SimResult> {
     let wl = &case.workload;
     let m = wl.tensors.len();
     if m == 0 || wl.bwd_s.len() != m {
@@ -479,7 +515,7 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
         )));
     }
     let n = case.world_size.max(1);
-    let mut oracle = WireOracle::new(case)?;
+    let mut oracle = WireOracle::new(case, wires)?;
     let rounds = oracle.rounds;
     let agg = oracle.aggregation;
     case.collective

@@ -384,7 +384,8 @@ fn large_1d_capacity_extrapolation_matches_registration() {
             8,
             MethodParams::default(),
         );
-        let mut o = WireOracle::new(&case).unwrap();
+        let mut wires = WireCache::default();
+        let mut o = WireOracle::new(&case, &mut wires).unwrap();
         let (ext, exact) = (o.get(1, d).unwrap(), o.exact(1, d).unwrap());
         for (a, b) in ext.iter().flatten().zip(exact.iter().flatten()) {
             let (a, b) = (a.bytes() as f64, b.bytes() as f64);
@@ -767,4 +768,41 @@ fn reference_costs_cover_every_method() {
         costs.method("topk"),
         MethodCosts::reference("topk").unwrap()
     );
+}
+
+/// A sweep's shared [`WireCache`] gives every case the result a fresh one gives, across
+/// methods, parameters, world sizes, fusion and pipelining (the cache keys on all that
+/// shapes a wire).
+#[test]
+fn a_shared_wire_cache_changes_no_result() {
+    let costs = CostModel::preset("10gbe").unwrap();
+    let mut shared = WireCache::default();
+    for method in ["ssgd", "topk", "powersgd", "signsgd"] {
+        for density in [0.01, 0.1] {
+            let params = MethodParams {
+                density,
+                ..MethodParams::default()
+            };
+            for n in [2, 8] {
+                for fusion in [Fusion::None, Fusion::Bytes(1 << 10)] {
+                    for pipelining in [false, true] {
+                        let case = SimCase::new(
+                            tiny(),
+                            method,
+                            fusion,
+                            pipelining,
+                            CollectiveMode::Native,
+                            n,
+                            params.clone(),
+                        );
+                        assert_eq!(
+                            simulate_with(&case, &costs, &mut shared).unwrap(),
+                            simulate(&case, &costs).unwrap(),
+                            "{method} density {density} n {n} {fusion:?} pipelining {pipelining}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
