@@ -821,7 +821,7 @@ fn calibrate_comm(
         let mut times = [0f64; 6];
         for x in times.iter_mut() {
             world.barrier();
-            let t0 = mpi::time();
+            let t0 = crate::comm::wtime();
             ex.run(
                 world,
                 &w,
@@ -833,7 +833,7 @@ fn calibrate_comm(
                     Ok(())
                 },
             )?;
-            *x = mpi::time() - t0;
+            *x = crate::comm::wtime() - t0;
         }
         world.max_in_place(&mut times);
         let mut t = times[1..].to_vec();
