@@ -10,7 +10,7 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 MPIFLAGS ?= $(shell $(MPIRUN) --version 2>&1 | grep -q 'Open MPI' && echo --oversubscribe --bind-to none)
 
-.PHONY: setup build bench test report paper sim-accuracy netlab-bench ci-slurm ci-mpich clean
+.PHONY: setup build bench lint test report paper sim-accuracy netlab-bench ci-slurm ci-mpich clean
 
 ## setup: install missing Debian packages (as root or via sudo) and the analysis venv
 setup:
@@ -28,8 +28,13 @@ bench: build
 	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis report $(OUT)
 	@echo "results: $(OUT)  (report: $(OUT)/report/report.md)"
 
-## test: unit tests, MPI integration tests (-np 2 and -np 3), analysis tests
-test: setup
+## lint: the formatting and clippy gate (lint levels in Cargo.toml's [lints]); `make test` runs it first
+lint: setup
+	cargo fmt --check
+	cargo clippy --all-targets -- -D warnings
+
+## test: the lint gate, unit tests, MPI integration tests (-np 2 and -np 3), analysis tests
+test: lint
 	cargo test --release
 	cargo build --release
 	.venv/bin/python -m pytest -q analysis/tests

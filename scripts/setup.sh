@@ -35,6 +35,11 @@ if ! command -v cargo >/dev/null; then
   echo "[setup] cargo not found: install the Rust toolchain (https://rustup.rs, stable) and re-run" >&2
   exit 1
 fi
+# `make test` starts with `cargo fmt --check` and `cargo clippy` (make lint).
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  echo "[setup] cargo fmt or cargo clippy is missing: run  rustup component add rustfmt clippy" >&2
+  exit 1
+fi
 
 # Python venv for analysis/ (re-installed when requirements change).
 if [[ ! -x .venv/bin/python ]]; then

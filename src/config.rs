@@ -1081,16 +1081,6 @@ impl Case {
         }
     }
 
-    /// The CSV file this case writes to.
-    pub fn csv_file(&self) -> &'static str {
-        match self {
-            Case::MicroComm { .. } => "micro_comm.csv",
-            Case::MicroCompress { .. } => "micro_compress.csv",
-            Case::Micro { .. } => "micro.csv",
-            Case::E2e(_) => "e2e.csv",
-        }
-    }
-
     /// Short description for progress lines.
     pub fn label(&self) -> String {
         match self {
@@ -1539,7 +1529,7 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
 /// A TOML error as one line: `line L, column C[, key 'K']: message`. The key is read
 /// from the line the error points at, so type errors (`iters = -1`) name it too.
 fn one_line(e: &toml::de::Error, text: &str) -> String {
-    let msg = e.message().trim().replace('\r', " ").replace('\n', " ");
+    let msg = e.message().trim().replace(['\r', '\n'], " ");
     match e.span() {
         Some(span) => {
             let start = span.start.min(text.len());

@@ -66,3 +66,28 @@ impl Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_follow_the_docs() {
+        // docs/reliability.md, "Exit codes": 1 a failed run (an I/O error mid-run), 2 bad input.
+        let io = Error::io("x.csv", std::io::Error::other("disk full"));
+        assert_eq!(io.exit_code(), EXIT_FAILURE);
+        assert_eq!(Error::Runtime("x".into()).exit_code(), EXIT_FAILURE);
+        assert_eq!(Error::Check("x".into()).exit_code(), EXIT_FAILURE);
+        assert_eq!(Error::Input("x".into()).exit_code(), EXIT_USAGE);
+        let sim_write = crate::sim::SimError::Write {
+            path: "sim.csv".into(),
+            msg: "disk full".into(),
+        };
+        assert_eq!(sim_write.exit_code(), EXIT_FAILURE);
+        let sim_read = crate::sim::SimError::Read {
+            path: "e2e.csv".into(),
+            msg: "missing".into(),
+        };
+        assert_eq!(sim_read.exit_code(), EXIT_USAGE);
+    }
+}

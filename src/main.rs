@@ -6,10 +6,9 @@ use anyhow::Context;
 use clap::Parser;
 use gradcomp::bench::{self, Sinks};
 use gradcomp::cli::{self, Cli};
-use gradcomp::comm::World;
+use gradcomp::comm::{Mpi, ThreadLevel, World};
 use gradcomp::error::{Error, EXIT_USAGE};
 use gradcomp::record::{self, meta, CsvSink};
-use mpi::Threading;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -78,15 +77,16 @@ fn main() -> ExitCode {
         (_, Err(_)) => true,
     };
     let level = if threads {
-        Threading::Funneled
+        ThreadLevel::Funneled
     } else {
-        Threading::Single
+        ThreadLevel::Single
     };
-    let Some((universe, provided)) = mpi::initialize_with_threading(level) else {
+    let Some(mpi_env) = Mpi::init(level) else {
         eprintln!("gradcomp: error: MPI could not be initialised (is it already initialised, or is the launcher broken?)");
         return ExitCode::FAILURE;
     };
-    let world = World::new(universe.world());
+    let provided = mpi_env.thread_level();
+    let world = mpi_env.world();
     if let Err(e) = bench::stop::install(
         cli.common
             .stop_grace
@@ -142,7 +142,7 @@ fn main() -> ExitCode {
                 }
             }
             drop(world);
-            drop(universe);
+            drop(mpi_env);
             ExitCode::from(code)
         }
     }
@@ -151,7 +151,7 @@ fn main() -> ExitCode {
 fn run(
     cli: &Cli,
     world: &World,
-    provided: Threading,
+    provided: ThreadLevel,
     notes: &mut Vec<String>,
 ) -> anyhow::Result<()> {
     // Bad input: every rank validates the same way; agree so exactly one rank reports.
@@ -179,7 +179,7 @@ fn run(
         }
     }
     let threads = config.uses_threads(cli.common.case_timeout);
-    if threads && (provided as i32) < (Threading::Funneled as i32) {
+    if threads && provided < ThreadLevel::Funneled {
         return Err(Error::Agreed {
             code: 1,
             message: world.is_root().then(|| format!("the MPI library granted thread level {provided:?}; e2e and --case-timeout need FUNNELED (rebuild MPI with thread support)")),
@@ -196,7 +196,7 @@ fn run(
         .unwrap_or_else(|| PathBuf::from("results").join(&run_id));
     let cases = config.cases();
     let mut meta = meta::RunMeta::begin(
-        &world,
+        world,
         &run_id,
         start_time,
         format!("{provided:?}"),
@@ -321,7 +321,7 @@ fn converge_command(
     cli: &Cli,
     a: &cli::ConvergeArgs,
     world: &World,
-    provided: Threading,
+    provided: ThreadLevel,
 ) -> anyhow::Result<()> {
     let req = a
         .sections(cli.common.seed)
@@ -469,7 +469,7 @@ fn simulate_command(a: &cli::SimulateArgs, out: Option<&Path>) -> ExitCode {
         }
         Err(e) => {
             eprintln!("gradcomp: error: {e}");
-            ExitCode::from(EXIT_USAGE)
+            ExitCode::from(e.exit_code())
         }
     }
 }
@@ -491,7 +491,7 @@ fn fit_command(dir: &Path) -> ExitCode {
         }
         Err(e) => {
             eprintln!("gradcomp: error: {e}");
-            ExitCode::from(EXIT_USAGE)
+            ExitCode::from(e.exit_code())
         }
     }
 }

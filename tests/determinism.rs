@@ -126,12 +126,11 @@ fn run(
     for step in 0..STEPS {
         let g = gradient(shape, SEED, step as usize, input_rank);
         c.begin_step(step);
-        for round in 0..c.rounds() {
+        for (round, &cap) in caps.iter().enumerate() {
             c.compress(0, round, g.view(), &mut wire)
                 .unwrap_or_else(|e| panic!("{label}: step {step} round {round}: compress: {e}"));
             c.feedback(0, round)
                 .unwrap_or_else(|e| panic!("{label}: step {step} round {round}: feedback: {e}"));
-            let cap = caps[round];
             assert!(
                 wire.sum_f32.len() <= cap.sum_f32 && wire.gather_u32.len() <= cap.gather_u32 && wire.ring_u32.len() <= cap.ring_u32,
                 "{label}: step {step} round {round}: wire ({}, {}, {}) exceeds wire_capacity {cap:?}",
@@ -257,7 +256,7 @@ fn interleaved_instances_do_not_interfere() {
         let mut cs: Vec<Box<dyn Compressor>> = (0..2)
             .map(|_| registry::build(method, &p, ctx).unwrap())
             .collect();
-        let mut wires = vec![Wire::default(), Wire::default()];
+        let mut wires = [Wire::default(), Wire::default()];
         let mut outs = vec![Array2::<f32>::zeros((shape.rows, shape.cols)); 2];
         for c in cs.iter_mut() {
             c.register(0, shape.rows, shape.cols).unwrap();
@@ -269,11 +268,11 @@ fn interleaved_instances_do_not_interfere() {
                 c.begin_step(step);
             }
             for round in 0..cs[0].rounds() {
-                for i in 0..2 {
-                    cs[i].compress(0, round, g.view(), &mut wires[i]).unwrap();
+                for (c, wire) in cs.iter_mut().zip(wires.iter_mut()) {
+                    c.compress(0, round, g.view(), wire).unwrap();
                 }
-                for i in 0..2 {
-                    cs[i].feedback(0, round).unwrap();
+                for c in cs.iter_mut() {
+                    c.feedback(0, round).unwrap();
                 }
                 let (a, b) = (WireBits::of(&wires[0]), WireBits::of(&wires[1]));
                 assert!(a == b, "method {method}: interleaved instances: step {step} round {round}: wires differ");
@@ -363,7 +362,7 @@ fn per_worker_noise_methods_differ_across_ranks_and_repeat_per_rank() {
                         )
                     })
                     .collect();
-                for rank in 0..WORLD {
+                for (rank, trace) in traces.iter().enumerate() {
                     let again = run(
                         method,
                         pname,
@@ -377,7 +376,7 @@ fn per_worker_noise_methods_differ_across_ranks_and_repeat_per_rank() {
                         0,
                     );
                     assert_same(
-                        &traces[rank],
+                        trace,
                         &again,
                         &format!("method {method}: rank {rank} repeated"),
                     );

@@ -448,7 +448,7 @@ fn adaptive_timing_runs_until_enough_and_records_it() {
     };
     let (n, iter_s) = runs(&dir);
     // At least 0.1 s of iterations of about iter_s each, within the cap.
-    assert!(n >= 3 && n <= 400, "{n}");
+    assert!((3..=400).contains(&n), "{n}");
     assert!(
         n as f64 >= 0.05 / iter_s || n == 400,
         "{n} iterations of {iter_s} s"

@@ -222,3 +222,38 @@ fn bad_simulate_input_is_refused() {
         assert!(stderr(&out).contains(word), "{args:?}: {}", stderr(&out));
     }
 }
+
+/// A write that fails mid-run (here: a file-size limit of 0, so every write gets EFBIG,
+/// as a full disk would) is a failed run, exit 1; exit 2 is reserved for bad input such
+/// as an output directory that cannot be created (docs/reliability.md, "Exit codes").
+#[test]
+fn a_failed_write_exits_1_and_an_unusable_out_exits_2() {
+    let dir = tmpdir("sim-io");
+    let out = dir.join("out");
+    // SIGXFSZ ignored: the write returns EFBIG instead of killing the process.
+    let limited = Command::new("sh")
+        .args(["-c", "trap '' XFSZ; ulimit -f 0; exec \"$0\" \"$@\"", BIN])
+        .args(["simulate", "--model", "resnet20", "--methods", "ssgd"])
+        .args(["--world-sizes", "4", "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = stderr(&limited);
+    assert_eq!(limited.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot write") && err.contains("sim.csv"),
+        "{err}"
+    );
+
+    let file = dir.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let under_file = file.join("out");
+    let refused = Command::new(BIN)
+        .args(["simulate", "--model", "resnet20", "--methods", "ssgd"])
+        .args(["--world-sizes", "4", "--out", under_file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(err.contains(under_file.to_str().unwrap()), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -113,7 +113,7 @@ pub struct E2eMedians {
 
 /// One row of e2e.csv (docs/csv-schema.md). `sync_seq_s`: the same configuration's
 /// exposed synchronisation with pipelining off, measured in this run.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // the case, its measurement and each run-level column it reports
 pub fn row(
     world: &World,
     run_id: &str,

@@ -49,9 +49,9 @@ impl Compute {
         };
         // Grow until a trial is long enough to time reliably, then scale.
         loop {
-            let t0 = mpi::time();
+            let t0 = crate::comm::wtime();
             c.run();
-            let dt = mpi::time() - t0;
+            let dt = crate::comm::wtime() - t0;
             if dt > 2e-3 || c.steps >= 1 << 40 {
                 let per_step = dt / c.steps as f64;
                 c.steps = ((target_s / per_step).round() as u64).max(1);

@@ -3,12 +3,10 @@
 //! outcome; statistics and output live elsewhere.
 
 use super::harness::{time_iterations, Compute};
-use crate::comm::ring::{ring_allreduce, ring_scratch_len, sum_merge};
+use crate::comm::ring::{ring_scratch_len, sum_merge};
 use crate::comm::{mpi_count, World};
 use crate::config::Collective;
 use crate::error::{Error, Result};
-use mpi::collective::SystemOperation;
-use mpi::traits::*;
 
 /// Raw measurements of one case.
 pub struct CommMeasurement {
@@ -160,7 +158,7 @@ fn count_errors(
 /// iterations, then (optionally) validate the last result.
 /// `inject_fault`: test hook proving `--check` catches errors — that rank corrupts the
 /// first element of its result before the check.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // the fields of one `[[micro-comm]]` case plus its buffers
 pub fn measure(
     world: &World,
     bufs: &mut CommBuffers,
@@ -197,7 +195,6 @@ pub fn measure(
     let send = &*send;
     let recv = &mut recv_all[..recv_len];
     recv.iter_mut().for_each(|x| *x = 0.0);
-    let comm = &world.comm;
     match collective {
         Collective::Allreduce => {
             let times_s = time_iterations(
@@ -207,7 +204,7 @@ pub fn measure(
                 recv,
                 |_| {},
                 |recv| {
-                    comm.all_reduce_into(send, &mut recv[..], SystemOperation::sum());
+                    world.allreduce_sum_f32(send, &mut recv[..]);
                     Ok(())
                 },
             )?;
@@ -227,7 +224,7 @@ pub fn measure(
                 recv,
                 |_| {},
                 |recv| {
-                    comm.all_gather_into(send, &mut recv[..]);
+                    world.allgather_f32(send, &mut recv[..]);
                     Ok(())
                 },
             )?;
@@ -248,7 +245,7 @@ pub fn measure(
                 warmup,
                 &mut state,
                 |(data, _)| data.copy_from_slice(send),
-                |(data, scratch)| ring_allreduce(comm, data, scratch, sum_merge),
+                |(data, scratch)| world.ring_allreduce(data, scratch, sum_merge),
             )?;
             let check_errors =
                 check.then(|| count_errors(world, state.0, corrupt, |i| expected_sum(i, n)));
@@ -277,7 +274,6 @@ fn measure_overlap(
     check: bool,
     corrupt: bool,
 ) -> Result<CommMeasurement> {
-    let comm = &world.comm;
     let n = world.size;
     let pure_s = time_iterations(
         world,
@@ -286,10 +282,7 @@ fn measure_overlap(
         recv,
         |_| {},
         |recv| {
-            mpi::request::scope(|scope| {
-                comm.immediate_all_reduce_into(scope, send, &mut recv[..], SystemOperation::sum())
-                    .wait_without_status();
-            });
+            world.iallreduce_sum_f32_during(send, &mut recv[..], || {});
             Ok(())
         },
     )?;
@@ -305,15 +298,10 @@ fn measure_overlap(
     for i in 0..warmup + iters {
         world.sync_or_stop()?;
         let t0 = world.time();
-        let mut c0 = 0.0;
-        let mut c1 = 0.0;
-        mpi::request::scope(|scope| {
-            let req =
-                comm.immediate_all_reduce_into(scope, send, &mut recv[..], SystemOperation::sum());
-            c0 = world.time();
+        let (c0, c1) = world.iallreduce_sum_f32_during(send, &mut recv[..], || {
+            let c0 = world.time();
             compute.run();
-            c1 = world.time();
-            req.wait_without_status();
+            (c0, world.time())
         });
         let t1 = world.time();
         if i >= warmup {

@@ -249,11 +249,13 @@ pub fn run_all(
                     compress_fields(
                         world,
                         run_id,
-                        method,
-                        target,
-                        params,
-                        iters,
-                        warmup,
+                        &CompressCase {
+                            method,
+                            target,
+                            params,
+                            iters,
+                            warmup,
+                        },
                         m,
                         Some(bw),
                     ),
@@ -307,11 +309,13 @@ pub fn run_all(
                     compress_fields(
                         world,
                         run_id,
-                        method,
-                        Target::Tensor(shape),
-                        params,
-                        iters,
-                        warmup,
+                        &CompressCase {
+                            method,
+                            target: Target::Tensor(shape),
+                            params,
+                            iters,
+                            warmup,
+                        },
                         m,
                         None,
                     ),
@@ -529,8 +533,6 @@ fn opt(x: Option<f64>) -> String {
     x.map(|v| v.to_string()).unwrap_or_default()
 }
 
-/// One row of micro_compress.csv (`mem_gbps` set) or micro.csv (docs/csv-schema.md).
-#[allow(clippy::too_many_arguments)]
 /// What a compression row measured: one tensor, or every layer of a zoo model
 /// (name, tensors, elements).
 #[derive(Clone, Copy)]
@@ -539,17 +541,30 @@ enum Target<'a> {
     Model(&'a str, usize, usize),
 }
 
+/// The case a compression row describes (its columns before the measurements).
+struct CompressCase<'a> {
+    method: &'a str,
+    target: Target<'a>,
+    params: &'a MethodParams,
+    iters: u64,
+    warmup: u64,
+}
+
+/// One row of micro_compress.csv (`mem_gbps` set) or micro.csv (docs/csv-schema.md).
 fn compress_fields(
     world: &World,
     run_id: &str,
-    method: &str,
-    target: Target,
-    params: &MethodParams,
-    iters: u64,
-    warmup: u64,
+    case: &CompressCase,
     mut m: compress::CompressMeasurement,
     mem_gbps: Option<f64>,
 ) -> Fields {
+    let &CompressCase {
+        method,
+        target,
+        params,
+        iters,
+        warmup,
+    } = case;
     let kernels = mem_gbps.is_some();
     let (rows, cols, numel) = match target {
         Target::Tensor(s) => (s.rows.to_string(), s.cols.to_string(), s.numel()),

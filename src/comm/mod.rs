@@ -1,5 +1,8 @@
-//! The only code that touches MPI: a thin wrapper around the world communicator, the
-//! collectives the benchmarks time, and our own ring over point-to-point ([`ring`]).
+//! The only code that touches MPI (no file outside `src/comm/` names the `mpi` crate):
+//! initialisation ([`Mpi`]), a thin wrapper around the world communicator ([`World`]),
+//! the collectives the benchmarks time, the clock and the library's identity
+//! ([`wtime`], [`library_version`], [`mpi_standard`]), and our own ring over
+//! point-to-point ([`ring`]).
 
 pub mod exchange;
 pub mod netmodel;
@@ -10,9 +13,93 @@ use mpi::collective::SystemOperation;
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::*;
 
+/// MPI's thread support level (MPI_THREAD_*), as requested and as granted. Ordered as
+/// MPI orders them (SINGLE < FUNNELED < SERIALIZED < MULTIPLE); `Debug` prints the
+/// names run.json records (`Single`, `Funneled`, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ThreadLevel {
+    Single,
+    Funneled,
+    Serialized,
+    Multiple,
+}
+
+impl ThreadLevel {
+    fn to_mpi(self) -> mpi::Threading {
+        match self {
+            ThreadLevel::Single => mpi::Threading::Single,
+            ThreadLevel::Funneled => mpi::Threading::Funneled,
+            ThreadLevel::Serialized => mpi::Threading::Serialized,
+            ThreadLevel::Multiple => mpi::Threading::Multiple,
+        }
+    }
+
+    fn from_mpi(t: mpi::Threading) -> ThreadLevel {
+        match t {
+            mpi::Threading::Single => ThreadLevel::Single,
+            mpi::Threading::Funneled => ThreadLevel::Funneled,
+            mpi::Threading::Serialized => ThreadLevel::Serialized,
+            mpi::Threading::Multiple => ThreadLevel::Multiple,
+        }
+    }
+}
+
+/// MPI, initialised (MPI_Init_thread); finalised (MPI_Finalize) when dropped, which must
+/// happen after every [`World`] taken from it is gone.
+pub struct Mpi {
+    universe: mpi::environment::Universe,
+    granted: ThreadLevel,
+}
+
+impl Mpi {
+    /// Initialise MPI, asking for thread support `level`. `None` when MPI is already
+    /// initialised or could not be (a broken launcher).
+    pub fn init(level: ThreadLevel) -> Option<Mpi> {
+        let (universe, granted) = mpi::initialize_with_threading(level.to_mpi())?;
+        Some(Mpi {
+            universe,
+            granted: ThreadLevel::from_mpi(granted),
+        })
+    }
+
+    /// The thread support level the library granted (may be below the one asked for).
+    pub fn thread_level(&self) -> ThreadLevel {
+        self.granted
+    }
+
+    /// The world communicator.
+    pub fn world(&self) -> World {
+        World::new(self.universe.world())
+    }
+}
+
+/// Wall clock in seconds (MPI_Wtime), for code without a [`World`] at hand; the same
+/// clock as [`World::time`].
+pub fn wtime() -> f64 {
+    mpi::time()
+}
+
+/// The version of the MPI standard the library implements, e.g. `3.1`.
+pub fn mpi_standard() -> String {
+    let (major, minor) = mpi::environment::version();
+    format!("{major}.{minor}")
+}
+
+/// The MPI library's version string, trimmed (Open MPI and MPICH end it with NUL and
+/// newlines) and folded to one line.
+pub fn library_version() -> String {
+    let raw = mpi::environment::library_version().unwrap_or_else(|_| "unknown".into());
+    raw.trim_matches(|c: char| c == '\0' || c.is_whitespace())
+        .split(['\n', '\0'])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// The world communicator plus the facts every benchmark needs.
 pub struct World {
-    pub comm: SimpleCommunicator,
+    comm: SimpleCommunicator,
     pub rank: usize,
     pub size: usize,
 }
@@ -47,6 +134,46 @@ impl World {
     /// Wall clock in seconds (MPI_Wtime).
     pub fn time(&self) -> f64 {
         mpi::time()
+    }
+
+    /// `recv = sum over ranks of send` (MPI_Allreduce), called as is on every rank (one
+    /// rank included): the collective micro-comm times.
+    pub fn allreduce_sum_f32(&self, send: &[f32], recv: &mut [f32]) {
+        self.comm
+            .all_reduce_into(send, recv, SystemOperation::sum());
+    }
+
+    /// `recv` = every rank's `send`, in rank order (MPI_Allgather), called as is on every
+    /// rank (one rank included): the collective micro-comm times.
+    pub fn allgather_f32(&self, send: &[f32], recv: &mut [f32]) {
+        self.comm.all_gather_into(send, recv);
+    }
+
+    /// Post `recv = sum over ranks of send` (MPI_Iallreduce), run `during` while it is in
+    /// flight, then wait for it; returns what `during` returned (micro-comm's overlap test).
+    pub fn iallreduce_sum_f32_during<R>(
+        &self,
+        send: &[f32],
+        recv: &mut [f32],
+        during: impl FnOnce() -> R,
+    ) -> R {
+        mpi::request::scope(|scope| {
+            let req =
+                self.comm
+                    .immediate_all_reduce_into(scope, send, recv, SystemOperation::sum());
+            let r = during();
+            req.wait_without_status();
+            r
+        })
+    }
+
+    /// [`ring::ring_allreduce`] over this world's communicator.
+    pub fn ring_allreduce<T, F>(&self, data: &mut [T], scratch: &mut [T], merge: F) -> Result<()>
+    where
+        T: mpi::datatype::Equivalence + Copy,
+        F: FnMut(usize, usize, &[T], &mut [T]) -> Result<()>,
+    {
+        ring::ring_allreduce(&self.comm, data, scratch, merge)
     }
 
     /// Element-wise max over ranks, in place (used for per-iteration times).

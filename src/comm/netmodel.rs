@@ -224,8 +224,6 @@ fn fit_linear(points: &[(f64, f64)], what: &str) -> Result<(f64, f64, FitQuality
 #[derive(Clone, Debug, Default)]
 pub struct CommModels {
     models: HashMap<(String, usize), (AlphaBeta, Option<FitQuality>)>,
-    /// Used for any (collective, n) without its own model (see [`CommModels::from_flags`]).
-    fallback: Option<AlphaBeta>,
 }
 
 impl CommModels {
@@ -234,37 +232,20 @@ impl CommModels {
         CommModels::default()
     }
 
-    /// One model for every collective and world size (no CSV: `--alpha` / `--beta`).
-    pub fn from_flags(alpha_s: f64, beta_s_per_byte: f64) -> CommModels {
-        CommModels {
-            models: HashMap::new(),
-            fallback: Some(AlphaBeta::new(alpha_s, beta_s_per_byte)),
-        }
-    }
-
-    /// One model for every collective and world size, from a startup time and GB/s.
-    pub fn from_alpha_gbps(alpha_s: f64, gbps: f64) -> CommModels {
-        CommModels {
-            models: HashMap::new(),
-            fallback: Some(AlphaBeta::from_gbps(alpha_s, gbps)),
-        }
-    }
-
     /// Set (or replace) the model of one collective at one world size.
     pub fn insert(&mut self, collective: &str, world_size: usize, model: AlphaBeta) {
         self.models
             .insert((collective.to_string(), world_size), (model, None));
     }
 
-    /// The model of `collective` at `world_size`, else the fallback, else `None`.
+    /// The model of `collective` at `world_size`, if there is one.
     pub fn get(&self, collective: &str, world_size: usize) -> Option<&AlphaBeta> {
         self.models
             .get(&(collective.to_string(), world_size))
             .map(|m| &m.0)
-            .or(self.fallback.as_ref())
     }
 
-    /// Fit quality of a model read from CSV (`None` for given or fallback models).
+    /// Fit quality of a model read from CSV (`None` for given models).
     pub fn quality(&self, collective: &str, world_size: usize) -> Option<FitQuality> {
         self.models
             .get(&(collective.to_string(), world_size))
@@ -358,60 +339,6 @@ impl CompressCost {
             q,
         ))
     }
-}
-
-/// Read micro_compress.csv (docs/csv-schema.md) and fit one [`CompressCost`] per
-/// `method` over its rows' `numel`, on `compress_s + feedback_s` (an empty `feedback_s`
-/// counts as 0): on our engine's single communication thread both run on the critical
-/// path of a bucket. Rows of one method with different parameters (density, rank) are
-/// fitted together; write one file per configuration when that matters.
-pub fn compress_costs_from_csv(
-    path: impl AsRef<Path>,
-) -> Result<HashMap<String, CompressCost>, NetModelError> {
-    let t = Table::open(path.as_ref())?;
-    let fix =
-        "expected micro_compress.csv as written by `gradcomp micro-compress` (docs/csv-schema.md)";
-    let c_m = t.col("method", fix)?;
-    let c_numel = t.col("numel", fix)?;
-    let c_comp = t.col("compress_s", fix)?;
-    let c_fb = t.col("feedback_s", fix)?;
-    // Rows over a model's layers (`tensors` > 1; the column is absent in older files)
-    // count as their mean layer: exact for a linear model.
-    let c_tensors = t.opt_col("tensors");
-    let mut groups: HashMap<String, Vec<(f64, f64)>> = HashMap::new();
-    for r in &t.rows {
-        let numel = r.f64(&t, c_numel, "numel")?;
-        let comp = r.f64(&t, c_comp, "compress_s")?;
-        let fb = if r.get(c_fb).trim().is_empty() {
-            0.0
-        } else {
-            r.f64(&t, c_fb, "feedback_s")?
-        };
-        let tensors = match c_tensors {
-            Some(c) => r.usize(&t, c, "tensors")?.max(1) as f64,
-            None => 1.0,
-        };
-        groups
-            .entry(r.get(c_m).trim().to_string())
-            .or_default()
-            .push((numel / tensors, (comp + fb) / tensors));
-    }
-    let mut out = HashMap::new();
-    for (m, pts) in groups {
-        let (c, _) = fit_linear(&pts, &format!("compression cost of {m} from {}", t.path)).map(
-            |(a, b, q)| {
-                (
-                    CompressCost {
-                        per_element_s: b,
-                        fixed_s: a,
-                    },
-                    q,
-                )
-            },
-        )?;
-        out.insert(m, c);
-    }
-    Ok(out)
 }
 
 /// A CSV file read whole, with `schema_version` checked on every row.
@@ -658,11 +585,6 @@ mod tests {
         }
         let m2 = CommModels::from_micro_comm_csv(tmp("comm-total.csv", &body2)).unwrap();
         assert!((m2.get("allgather", 2).unwrap().beta_s_per_byte - 2e-9).abs() < 1e-18);
-
-        // Flags: one model for everything.
-        let f = CommModels::from_flags(1e-5, 1e-9);
-        assert_eq!(f.get("allreduce", 64), Some(&AlphaBeta::new(1e-5, 1e-9)));
-        assert_eq!(f.get("anything", 1), Some(&AlphaBeta::new(1e-5, 1e-9)));
     }
 
     #[test]
@@ -731,48 +653,5 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("/nonexistent/micro_comm.csv"), "{e}");
-    }
-
-    #[test]
-    fn reads_micro_compress_csv() {
-        let mut body =
-            "schema_version,run_id,method,rows,cols,numel,compress_s,feedback_s,decompress_s\n"
-                .to_string();
-        for numel in [1000u64, 100_000, 1_000_000] {
-            body += &format!(
-                "1,r,topk,1,{numel},{numel},{},{},0.1\n",
-                2e-5 + 3e-9 * numel as f64,
-                1e-9 * numel as f64
-            );
-            body += &format!("1,r,none,1,{numel},{numel},0,,0\n");
-        }
-        let p = tmp("compress-good.csv", &body);
-        let c = compress_costs_from_csv(&p).unwrap();
-        let t = c["topk"];
-        assert!(
-            (t.fixed_s - 2e-5).abs() < 1e-12 && (t.per_element_s - 4e-9).abs() < 1e-17,
-            "{t:?}"
-        );
-        assert!((t.time_s(10) - (2e-5 + 4e-8)).abs() < 1e-15);
-        assert_eq!(c["none"], CompressCost::default());
-
-        let p = tmp(
-            "compress-nocol.csv",
-            "schema_version,method,numel,compress_s\n1,topk,10,1e-5\n",
-        );
-        let e = compress_costs_from_csv(&p).unwrap_err().to_string();
-        assert!(
-            e.contains("compress-nocol.csv") && e.contains("`feedback_s`"),
-            "{e}"
-        );
-        let p = tmp(
-            "compress-v0.csv",
-            "schema_version,method,numel,compress_s,feedback_s\n0,topk,10,1e-5,0\n",
-        );
-        let e = compress_costs_from_csv(&p).unwrap_err().to_string();
-        assert!(
-            e.contains("compress-v0.csv line 2") && e.contains("schema_version"),
-            "{e}"
-        );
     }
 }

@@ -50,7 +50,7 @@ mod simd {
     pub fn sign_word(x: &[f32; 32]) -> u32 {
         let mut w = 0u32;
         for k in 0..8 {
-            // SAFETY: SSE2 is part of x86-64; 4*k + 3 < 32 = x.len(); unaligned loads.
+            // SAFETY: SSE2 is part of x86-64; 4*k + 3 < 32 = x.len(); unaligned loads allowed.
             w |= unsafe { _mm_movemask_ps(_mm_loadu_ps(x.as_ptr().add(4 * k))) as u32 } << (4 * k);
         }
         !w
@@ -67,31 +67,36 @@ mod simd {
     /// summed in 8 lanes instead of 4 (f32 rounding differs).
     ///
     /// # Safety
-    /// The CPU must support AVX2 ([`has_avx2`]).
+    /// The CPU must support AVX2 ([`has_avx2`]). The slices need no further contract:
+    /// their lengths are checked (a mismatch panics).
     #[target_feature(enable = "avx2")]
     pub unsafe fn ef_block_avx2(g: &[f32], e: &mut [f32], lag_bits: u32, words: &mut [u32]) -> f64 {
         assert!(g.len() == e.len() && g.len() % 32 == 0 && words.len() >= g.len() / 32);
-        let sign = _mm256_castsi256_ps(_mm256_set1_epi32(i32::MIN));
-        let lag = _mm256_castsi256_ps(_mm256_set1_epi32(lag_bits as i32));
-        let mut acc = [_mm256_setzero_ps(); 2];
-        for (c, w) in words[..g.len() / 32].iter_mut().enumerate() {
-            let mut m = 0u32;
-            for k in 0..4 {
-                let at = 32 * c + 8 * k;
-                // at + 7 < g.len() == e.len() (asserted above); unaligned access.
-                let gv = _mm256_loadu_ps(g.as_ptr().add(at));
-                let ev = _mm256_loadu_ps(e.as_ptr().add(at));
-                let corr = _mm256_or_ps(_mm256_and_ps(ev, sign), lag);
-                let p = _mm256_add_ps(gv, _mm256_sub_ps(ev, corr));
-                _mm256_storeu_ps(e.as_mut_ptr().add(at), p);
-                acc[k & 1] = _mm256_add_ps(acc[k & 1], _mm256_andnot_ps(sign, p));
-                m |= (_mm256_movemask_ps(p) as u32) << (8 * k);
+        // SAFETY: the AVX2 intrinsics run on a CPU with AVX2 (this function's contract);
+        // every load and store touches elements at..at + 7 with at + 7 < g.len() ==
+        // e.len() (asserted above) or the 8-element `lanes`, unaligned access allowed.
+        unsafe {
+            let sign = _mm256_castsi256_ps(_mm256_set1_epi32(i32::MIN));
+            let lag = _mm256_castsi256_ps(_mm256_set1_epi32(lag_bits as i32));
+            let mut acc = [_mm256_setzero_ps(); 2];
+            for (c, w) in words[..g.len() / 32].iter_mut().enumerate() {
+                let mut m = 0u32;
+                for k in 0..4 {
+                    let at = 32 * c + 8 * k;
+                    let gv = _mm256_loadu_ps(g.as_ptr().add(at));
+                    let ev = _mm256_loadu_ps(e.as_ptr().add(at));
+                    let corr = _mm256_or_ps(_mm256_and_ps(ev, sign), lag);
+                    let p = _mm256_add_ps(gv, _mm256_sub_ps(ev, corr));
+                    _mm256_storeu_ps(e.as_mut_ptr().add(at), p);
+                    acc[k & 1] = _mm256_add_ps(acc[k & 1], _mm256_andnot_ps(sign, p));
+                    m |= (_mm256_movemask_ps(p) as u32) << (8 * k);
+                }
+                *w = !m;
             }
-            *w = !m;
+            let mut lanes = [0.0f32; 8];
+            _mm256_storeu_ps(lanes.as_mut_ptr(), _mm256_add_ps(acc[0], acc[1]));
+            lanes.iter().map(|&a| a as f64).sum()
         }
-        let mut lanes = [0.0f32; 8];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), _mm256_add_ps(acc[0], acc[1]));
-        lanes.iter().map(|&a| a as f64).sum()
     }
 
     /// [`super::fused_ef_pack`] on a block of at most 1024 elements (a multiple of 32):
@@ -99,15 +104,18 @@ mod simd {
     #[inline]
     pub fn ef_block(g: &[f32], e: &mut [f32], lag_bits: u32, words: &mut [u32]) -> f64 {
         assert!(g.len() == e.len() && g.len() % 32 == 0 && words.len() >= g.len() / 32);
-        // SAFETY (all intrinsics here): SSE2 is part of the x86-64 baseline.
+        // SAFETY: SSE2 (all intrinsics here) is part of the x86-64 baseline; no memory access.
         let sign = unsafe { _mm_castsi128_ps(_mm_set1_epi32(i32::MIN)) };
+        // SAFETY: as for `sign`.
         let lag = unsafe { _mm_castsi128_ps(_mm_set1_epi32(lag_bits as i32)) };
+        // SAFETY: as for `sign`.
         let mut acc = unsafe { [_mm_setzero_ps(); 2] };
         for (c, w) in words[..g.len() / 32].iter_mut().enumerate() {
             let mut m = 0u32;
             for k in 0..8 {
                 let at = 32 * c + 4 * k;
-                // SAFETY: at + 3 < g.len() == e.len() (asserted above); unaligned access.
+                // SAFETY: SSE2 is baseline; at + 3 < g.len() == e.len() (asserted above), so
+                // the loads and the store stay in bounds (unaligned access allowed).
                 unsafe {
                     let gv = _mm_loadu_ps(g.as_ptr().add(at));
                     let ev = _mm_loadu_ps(e.as_ptr().add(at));
@@ -121,7 +129,7 @@ mod simd {
             *w = !m;
         }
         let mut lanes = [0.0f32; 4];
-        // SAFETY: 4 lanes into a 4-element array.
+        // SAFETY: SSE2 is baseline; 4 lanes stored into a 4-element array.
         unsafe { _mm_storeu_ps(lanes.as_mut_ptr(), _mm_add_ps(acc[0], acc[1])) };
         lanes.iter().map(|&a| a as f64).sum()
     }
@@ -329,7 +337,8 @@ impl BernoulliMask {
     }
 
     /// The exact probability of a mask bit being 1.
-    pub fn prob(&self) -> f64 {
+    #[cfg(test)]
+    fn prob(&self) -> f64 {
         if self.len == u32::MAX {
             1.0
         } else {
@@ -566,7 +575,9 @@ pub(crate) fn check_gathered(
 pub(crate) fn touched_zeros<T: Copy + Default>(len: usize) -> Vec<T> {
     let mut v = vec![T::default(); len];
     for x in v.iter_mut() {
-        // write through a volatile store so the touch is not elided
+        // A volatile store so the touch is not elided.
+        // SAFETY: `x` comes from a `&mut T` into the initialised vector: valid for writes
+        // and aligned; `T: Copy` has no destructor to skip.
         unsafe { std::ptr::write_volatile(x, T::default()) };
     }
     v

@@ -1227,31 +1227,4 @@ mod tests {
             .compress(2, 1, grad(2, 2, 0).view(), &mut Wire::default())
             .is_err());
     }
-
-    /// Compress throughput on ResNet-50's gradient size (`-- --ignored --nocapture`).
-    #[test]
-    #[ignore]
-    fn speed_resnet50() {
-        let d = 25_557_032;
-        let rows = 2;
-        let mut m = Dgc::new(&MethodParams::default(), ctx(0, 1)).expect("new");
-        m.register(0, rows, d / rows).expect("register");
-        let mut wire = Wire::default();
-        wire.reserve(m.wire_capacity(0, 0));
-        let g = grad(rows, d / rows, 3);
-        for s in 0..5 {
-            m.begin_step(s);
-            let t = std::time::Instant::now();
-            m.compress(0, 0, g.view(), &mut wire).expect("compress");
-            m.feedback(0, 0).expect("feedback");
-            let el_s = t.elapsed().as_secs_f64();
-            println!(
-                "dgc compress+feedback: {:.3} ms, {:.2} GB/s, {:?}, sent {}",
-                el_s * 1e3,
-                4.0 * d as f64 / el_s / 1e9,
-                m.last_stats(),
-                wire.gather_u32.len() / 2
-            );
-        }
-    }
 }

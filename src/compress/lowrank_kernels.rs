@@ -46,10 +46,22 @@ const RB: usize = 4;
 /// Eight f32 lanes: `__m256` under AVX2 + FMA, `[f32; 8]` otherwise. The loads and
 /// stores take raw pointers; callers guarantee `L` readable (writable) elements.
 trait V8: Copy {
+    /// Load `L` lanes from `p` (no alignment needed).
+    ///
+    /// # Safety
+    /// `p` must be valid for reads of `L` consecutive `f32` (any alignment).
     unsafe fn load(p: *const f32) -> Self;
+    /// Store the `L` lanes to `p` (no alignment needed).
+    ///
+    /// # Safety
+    /// `p` must be valid for writes of `L` consecutive `f32` (any alignment), and no
+    /// reference to those elements may be live.
     unsafe fn store(self, p: *mut f32);
-    /// Store bypassing the caches where the lanes support it (`p` 32-byte aligned);
-    /// callers issue [`V8::fence`] after the last one.
+    /// Store bypassing the caches where the lanes support it; callers issue
+    /// [`V8::fence`] after the last one.
+    ///
+    /// # Safety
+    /// As [`V8::store`], and `p` must be 32-byte aligned.
     unsafe fn stream(self, p: *mut f32);
     /// Order streamed stores before later stores (`sfence`).
     fn fence();
@@ -67,17 +79,28 @@ trait V8: Copy {
 struct Lanes([f32; L]);
 
 impl V8 for Lanes {
+    /// # Safety
+    /// As [`V8::load`].
     #[inline(always)]
     unsafe fn load(p: *const f32) -> Self {
-        Lanes(std::ptr::read_unaligned(p as *const [f32; L]))
+        // SAFETY: the caller guarantees `L` readable f32 at `p`; read_unaligned needs no
+        // alignment.
+        Lanes(unsafe { std::ptr::read_unaligned(p as *const [f32; L]) })
     }
+    /// # Safety
+    /// As [`V8::store`].
     #[inline(always)]
     unsafe fn store(self, p: *mut f32) {
-        std::ptr::write_unaligned(p as *mut [f32; L], self.0)
+        // SAFETY: the caller guarantees `L` writable f32 at `p`; write_unaligned needs no
+        // alignment.
+        unsafe { std::ptr::write_unaligned(p as *mut [f32; L], self.0) }
     }
+    /// # Safety
+    /// As [`V8::stream`].
     #[inline(always)]
     unsafe fn stream(self, p: *mut f32) {
-        self.store(p)
+        // SAFETY: the caller's contract for `stream` includes `store`'s.
+        unsafe { self.store(p) }
     }
     #[inline(always)]
     fn fence() {}
@@ -114,50 +137,74 @@ mod avx {
     use std::arch::x86_64::*;
 
     /// AVX2 lanes; only used inside `#[target_feature(enable = "avx2,fma")]` functions.
+    ///
+    /// Invariant (what makes the safe methods below sound): `V = Avx` is instantiated only
+    /// by `dispatch!`, inside the `*_avx2` wrappers, which it calls only after
+    /// `use_avx2()` found AVX2 and FMA on the running CPU. So the AVX intrinsics in these
+    /// methods only ever execute on a CPU that has them.
     #[derive(Clone, Copy)]
     pub(super) struct Avx(__m256);
 
     impl V8 for Avx {
+        /// # Safety
+        /// As [`V8::load`], and the CPU must have AVX (the type's invariant).
         #[inline(always)]
         unsafe fn load(p: *const f32) -> Self {
-            Avx(_mm256_loadu_ps(p))
+            // SAFETY: AVX is present (type invariant); `L` readable f32 at `p` (caller);
+            // loadu needs no alignment.
+            Avx(unsafe { _mm256_loadu_ps(p) })
         }
+        /// # Safety
+        /// As [`V8::store`], and the CPU must have AVX (the type's invariant).
         #[inline(always)]
         unsafe fn store(self, p: *mut f32) {
-            _mm256_storeu_ps(p, self.0)
+            // SAFETY: AVX is present (type invariant); `L` writable f32 at `p` (caller);
+            // storeu needs no alignment.
+            unsafe { _mm256_storeu_ps(p, self.0) }
         }
+        /// # Safety
+        /// As [`V8::stream`], and the CPU must have AVX (the type's invariant).
         #[inline(always)]
         unsafe fn stream(self, p: *mut f32) {
-            _mm256_stream_ps(p, self.0)
+            // SAFETY: AVX is present (type invariant); `L` writable f32 at `p`, 32-byte
+            // aligned as the non-temporal store requires (caller).
+            unsafe { _mm256_stream_ps(p, self.0) }
         }
         #[inline(always)]
         fn fence() {
+            // SAFETY: sfence is SSE (x86-64 baseline) and touches no memory.
             unsafe { _mm_sfence() }
         }
         #[inline(always)]
         fn zero() -> Self {
+            // SAFETY: AVX is present (type invariant); register-only.
             unsafe { Avx(_mm256_setzero_ps()) }
         }
         #[inline(always)]
         fn splat(x: f32) -> Self {
+            // SAFETY: AVX is present (type invariant); register-only.
             unsafe { Avx(_mm256_set1_ps(x)) }
         }
         #[inline(always)]
         fn add(self, o: Self) -> Self {
+            // SAFETY: AVX is present (type invariant); register-only.
             unsafe { Avx(_mm256_add_ps(self.0, o.0)) }
         }
         #[inline(always)]
         fn sub(self, o: Self) -> Self {
+            // SAFETY: AVX is present (type invariant); register-only.
             unsafe { Avx(_mm256_sub_ps(self.0, o.0)) }
         }
         #[inline(always)]
         fn mul(self, o: Self) -> Self {
+            // SAFETY: AVX is present (type invariant); register-only.
             unsafe { Avx(_mm256_mul_ps(self.0, o.0)) }
         }
         #[inline(always)]
         fn hsum(self) -> f32 {
             // (a0+a4, a1+a5, a2+a6, a3+a7), then (x0+x2, x1+x3), then the two: the same
             // order as `Lanes::hsum`.
+            // SAFETY: AVX is present (type invariant); register-only.
             unsafe {
                 let x = _mm_add_ps(
                     _mm256_castps256_ps128(self.0),
@@ -192,7 +239,8 @@ macro_rules! dispatch {
                 #[cfg(target_arch = "x86_64")]
                 {
                     if use_avx2() {
-                        // SAFETY: the CPU supports avx2 and fma (checked at runtime).
+                        // SAFETY: the CPU supports avx2 and fma (checked at runtime), the
+                        // `$avx` wrappers' only contract.
                         return unsafe { $avx::<$R>($($arg),*) };
                     }
                 }
@@ -231,7 +279,7 @@ fn check_args(
     q_len: usize,
     pending: Option<(&[f32], &[f32])>,
 ) -> usize {
-    let rows = if cols == 0 { 0 } else { e.len() / cols };
+    let rows = e.len().checked_div(cols).unwrap_or(0);
     assert!(r >= 1 && q_len == cols * r && p_len == rows * r && e.len() == rows * cols);
     if let Some(g) = g {
         assert_eq!(g.len(), e.len());
@@ -253,7 +301,7 @@ fn check_args(
 /// row first applies a deferred residual `e_i -= P_old[i, :] Q_old^T` in the same sweep
 /// as the product (per 8-lane chunk: subtract, add `g`, accumulate): the same arithmetic
 /// as the eager pass it replaces, done while the chunk is in registers.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // a fused kernel: every slice and flag is an operand of the one pass
 pub fn add_project_rows(
     e: &mut [f32],
     g: Option<&[f32]>,
@@ -276,6 +324,11 @@ pub fn add_project_rows(
     )
 }
 
+/// [`rows_body`] compiled with AVX2 + FMA, lanes [`avx::Avx`].
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA ([`use_avx2`]). Nothing more: the body's raw
+/// accesses are guarded by its own length assertions.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn rows_avx2<const R: usize>(
@@ -501,6 +554,7 @@ fn row_sub<V: V8, const R: usize>(e: &mut [f32], c: &[f32; R], qs: &[&[f32]; R])
 ///
 /// With `pending = Some((P_old, Q_old))`, each block of rows first applies a deferred
 /// residual `e_i -= P_old[i, :] Q_old^T` in the same sweep, as in [`add_project_rows`].
+#[allow(clippy::too_many_arguments)] // a fused kernel: every slice and flag is an operand of the one pass
 pub fn add_project_t(
     e: &mut [f32],
     g: Option<&[f32]>,
@@ -521,7 +575,7 @@ pub fn add_project_t(
 }
 
 /// [`add_project_t`] with an explicit band width (>= 1).
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // a fused kernel: every slice and flag is an operand of the one pass
 fn add_project_t_width(
     e: &mut [f32],
     g: Option<&[f32]>,
@@ -546,8 +600,14 @@ fn add_project_t_width(
     )
 }
 
+/// [`cols_body`] compiled with AVX2 + FMA, lanes [`avx::Avx`].
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA ([`use_avx2`]). Nothing more: the body's raw
+/// accesses are guarded by its own length assertions.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)] // a fused kernel: every slice and flag is an operand of the one pass
 unsafe fn cols_avx2<const R: usize>(
     e: &mut [f32],
     g: Option<&[f32]>,
@@ -562,7 +622,7 @@ unsafe fn cols_avx2<const R: usize>(
 }
 
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // a fused kernel: every slice and flag is an operand of the one pass
 fn cols_body<V: V8, const R: usize>(
     e: &mut [f32],
     g: Option<&[f32]>,
@@ -642,7 +702,7 @@ fn cols_body<V: V8, const R: usize>(
 /// column k), then `e += g` (when `g` is given) and
 /// `q_k[j] += sum_b e[i+b, j] coef[b][k]` (`qb[k]` is the band `j0..j1` of column k).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // a fused kernel: every slice and flag is an operand of the one pass
 fn band_accumulate<V: V8, const R: usize, const NB: usize, const PEND: bool>(
     e: &mut [f32],
     g: Option<&[f32]>,
@@ -672,13 +732,19 @@ fn band_accumulate<V: V8, const R: usize, const NB: usize, const PEND: bool>(
     let cv: [[V; R]; NB] = std::array::from_fn(|b| std::array::from_fn(|k| V::splat(coef[b][k])));
     let pendv: [[V; R]; NB] =
         std::array::from_fn(|b| std::array::from_fn(|k| V::splat(pend[b][k])));
-    // SAFETY (all raw accesses below): rows i..i+NB, columns j0..j1 lie inside e and g
-    // (asserted), the bands have w elements, and j + L <= w for the vector loop.
+    // Raw accesses below: rows i..i+NB, columns j0..j1 lie inside e and g (asserted),
+    // the bands have w elements, and j + L <= w in the vector loop.
+    // SAFETY: base = i * cols + j0 <= e.len() (asserted), in bounds or one past the end.
     let ep = unsafe { e.as_mut_ptr().add(base) };
+    // SAFETY: g.len() == e.len() (asserted), so as for `ep`.
     let gp = g.map(|g| unsafe { g.as_ptr().add(base) });
     let nc = w / L * L;
     let mut j = 0;
     while j < nc {
+        // SAFETY: for b < NB, ep + b * cols + j .. + L lies in row i + b, columns
+        // j0 + j .. j0 + j + L <= j1 of e (and likewise gp in g); qob[k] and qb[k] have w
+        // >= j + L elements (asserted). `e`'s rows are written only through `ep`, and
+        // qb's bands are distinct slices, so no reference aliases a write.
         unsafe {
             // Plain loops, not closures: a closure body would not inherit the caller's
             // AVX2 target feature if it were not inlined.
@@ -719,6 +785,8 @@ fn band_accumulate<V: V8, const R: usize, const NB: usize, const PEND: bool>(
         j += L;
     }
     for j in nc..w {
+        // SAFETY: j < w, so ep + b * cols + j (and gp's) lies in row i + b, columns
+        // j0..j1, of e (g): in bounds by the assertions above.
         let pv: [f32; NB] = std::array::from_fn(|b| unsafe {
             let ptr = ep.add(b * cols + j);
             if PEND {
@@ -757,7 +825,7 @@ pub fn reconstruct(
     out: &mut [f32],
     e: Option<&mut [f32]>,
 ) {
-    let rows = if cols == 0 { 0 } else { out.len() / cols };
+    let rows = out.len().checked_div(cols).unwrap_or(0);
     assert!(r >= 1 && q.len() == cols * r && p.len() == rows * r && out.len() == rows * cols);
     if let Some(e) = &e {
         assert_eq!(e.len(), out.len());
@@ -768,6 +836,11 @@ pub fn reconstruct(
     dispatch!(r, recon_body, recon_avx2, (alpha, p, q, cols, out, e))
 }
 
+/// [`recon_body`] compiled with AVX2 + FMA, lanes [`avx::Avx`].
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA ([`use_avx2`]). Nothing more: the body's raw
+/// accesses are guarded by its own length assertions.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn recon_avx2<const R: usize>(

@@ -58,7 +58,8 @@ impl Marsit {
     }
 
     /// Global compensation `e` of tensor `t` (holds `p` between compress and decompress).
-    pub fn residual(&self, t: TensorId) -> Option<&[f32]> {
+    #[cfg(test)]
+    fn residual(&self, t: TensorId) -> Option<&[f32]> {
         self.slots
             .get(t)
             .and_then(|s| s.as_ref())

@@ -455,8 +455,9 @@ impl LowRank {
         }
     }
 
-    /// The residual `e`, with a deferred update applied (a copy; for tests and checks).
-    pub fn residual(&self) -> Array2<f32> {
+    /// The residual `e`, with a deferred update applied (a copy; tests only).
+    #[cfg(test)]
+    pub(crate) fn residual(&self) -> Array2<f32> {
         let mut e = self.resid.clone();
         if self.pending {
             sub_deferred(&self.p_old, &self.q_old, &mut e);
@@ -544,11 +545,11 @@ fn sub_deferred(p: &Array2<f32>, q_old: &Array2<f32>, e: &mut Array2<f32>) {
 }
 
 /// A registered tensor of a low-rank method: raw (1-D or not worth compressing) or
-/// factorised.
+/// factorised (boxed: the factors' state is large, a raw slot two words).
 #[derive(Debug)]
 pub enum Slot {
     Raw { rows: usize, cols: usize },
-    LowRank(LowRank),
+    LowRank(Box<LowRank>),
 }
 
 impl Slot {
@@ -556,7 +557,7 @@ impl Slot {
     /// and allocate the state for tensor `t`.
     pub fn new(rows: usize, cols: usize, p: &MethodParams, seed: u64, t: usize) -> Slot {
         match compressed_rank(rows, cols, p.rank, p.min_compression_rate) {
-            Some(r) => Slot::LowRank(LowRank::new(rows, cols, r, seed, t)),
+            Some(r) => Slot::LowRank(Box::new(LowRank::new(rows, cols, r, seed, t))),
             None => Slot::Raw { rows, cols },
         }
     }

@@ -77,13 +77,8 @@ impl Compressor for PowerSgd {
     fn wire_capacity(&self, t: TensorId, round: usize) -> WireLen {
         let sum_f32 = match self.slots.get(t).and_then(|s| s.as_ref()) {
             None => 0,
-            Some(Slot::Raw { rows, cols }) => {
-                if round == 0 {
-                    rows * cols
-                } else {
-                    0
-                }
-            }
+            Some(Slot::Raw { rows, cols }) if round == 0 => rows * cols,
+            Some(Slot::Raw { .. }) => 0,
             Some(Slot::LowRank(lr)) => match round {
                 0 if self.params.start_iter > 0 => (lr.rows * lr.rank).max(lr.rows * lr.cols),
                 0 => lr.rows * lr.rank,
@@ -206,7 +201,7 @@ mod tests {
         let mut w = workers(1, &p, &[(60, 40)]);
         for s in 0..3 {
             let g = rank_r(60, 40, 4, 100 + s);
-            let (outs, lens) = step(&mut w, s, 0, &[g.clone()]);
+            let (outs, lens) = step(&mut w, s, 0, std::slice::from_ref(&g));
             assert_eq!(lens, vec![60 * 4, 40 * 4]);
             // Later steps warm-start from the previous input's Q, so P = M Q can be
             // ill-conditioned: f32 accuracy is then ~1e-4 rather than ~1e-6.
@@ -269,7 +264,7 @@ mod tests {
         let mut e_prev = Array2::<f32>::zeros((30, 20));
         for s in 0..4 {
             let g = randn(30, 20, 40 + s).as_standard_layout().to_owned();
-            let (outs, _) = step(&mut w, s, 0, &[g.clone()]);
+            let (outs, _) = step(&mut w, s, 0, std::slice::from_ref(&g));
             let e = resid(&w[0], 0);
             assert!(
                 e.iter().map(|v| v.abs()).sum::<f32>() > 1.0,

@@ -58,25 +58,6 @@ pub fn unknown(name: &str) -> CompressError {
     }
 }
 
-/// The hyper-parameters (MethodParams keys) a method reads; the others do not apply.
-pub fn params_used(name: &str) -> &'static [&'static str] {
-    match name {
-        "topk" => &["density"],
-        "dgc" => &[
-            "density",
-            "momentum",
-            "nesterov",
-            "clip_norm",
-            "warmup_steps_per_epoch",
-        ],
-        "powersgd" => &["rank", "min_compression_rate", "start_iter"],
-        "acpsgd" => &["rank", "min_compression_rate"],
-        "sketch" => &["density", "sketch_rows", "sketch_cols_per_k"],
-        "qsgd" => &["qsgd_levels"],
-        _ => &[],
-    }
-}
-
 /// Aggregation of a method without building it (for up-front validation).
 pub fn aggregation(name: &str) -> Result<Aggregation> {
     build(

@@ -14,7 +14,7 @@
 //! `feedback`, the residual buffer holds `p` and the pending `scale`, and the next
 //! `compress` computes `g + (p - scale * sgn(p))` in the same single pass that forms the
 //! new `p`, its L1 norm and its sign bits ([`bits::fused_ef_pack`]). The arithmetic is
-//! the same as an eager update; [`SignSgd::residual_into`] materialises `e`.
+//! the same as an eager update (the tests materialise `e` to check it).
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 
@@ -60,8 +60,9 @@ impl SignSgd {
     }
 
     /// Current error-feedback residual `e` of tensor `t` (all zeros for `signsgd-mv`)
-    /// into `out` (length `d`). Not for timed regions.
-    pub fn residual_into(&self, t: TensorId, out: &mut [f32]) -> Result<()> {
+    /// into `out` (length `d`). Tests only.
+    #[cfg(test)]
+    fn residual_into(&self, t: TensorId, out: &mut [f32]) -> Result<()> {
         let sl = self
             .slots
             .get(t)
@@ -477,51 +478,5 @@ mod tests {
         };
         let mut out = Array2::zeros((2, 2));
         assert!(s.decompress(0, 0, &r, out.view_mut()).is_err());
-    }
-
-    /// `cargo test --release --lib signsgd::tests::bench -- --ignored --nocapture`
-    #[test]
-    #[ignore]
-    fn bench_compress_feedback() {
-        for d in [65_536usize, 25_557_032] {
-            bench_one(d);
-        }
-    }
-
-    fn bench_one(d: usize) {
-        let g = randn(3, 1, d);
-        let mut s = SignSgd::new(&MethodParams::default(), ctx(0, 1), false).unwrap();
-        s.register(0, 1, d).unwrap();
-        let mut wire = Wire::default();
-        wire.reserve(s.wire_capacity(0, 0));
-        let mut best = f64::MAX;
-        for _ in 0..(1 << 28) / d + 5 {
-            let t0 = std::time::Instant::now();
-            s.compress(0, 0, g.view(), &mut wire).unwrap();
-            s.feedback(0, 0).unwrap();
-            best = best.min(t0.elapsed().as_secs_f64());
-        }
-        let gs = g.as_slice().unwrap();
-        let mut read = f64::MAX;
-        for _ in 0..(1 << 28) / d + 5 {
-            let t0 = std::time::Instant::now();
-            let mut acc = [0.0f32; 16];
-            for c in gs.chunks_exact(16) {
-                for i in 0..16 {
-                    acc[i] += c[i];
-                }
-            }
-            std::hint::black_box(acc);
-            read = read.min(t0.elapsed().as_secs_f64());
-        }
-        println!(
-            "memory read (sum) d={d}: {:.2} GB/s",
-            4.0 * d as f64 / read / 1e9
-        );
-        println!(
-            "signsgd compress+feedback d={d}: {:.3} ms, {:.2} GB/s of input",
-            best * 1e3,
-            4.0 * d as f64 / best / 1e9
-        );
     }
 }

@@ -122,6 +122,9 @@ fn sign_bits_scalar(s0: u64, sa: u64, out: &mut [u32]) {
 /// [`sign_bits_scalar`] with four 64-bit states per AVX2 register; the high 32-bit halves
 /// of two registers are packed into one (`0xDD` gives a0 a1 b0 b1 | a2 a3 b2 b3, `0xD8`
 /// restores a0..a3 b0..b3).
+///
+/// # Safety
+/// The CPU must support AVX2. Nothing more: `out` is written through `chunks_exact_mut`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn sign_bits_avx2(s0: u64, sa: u64, out: &mut [u32]) {
@@ -139,7 +142,9 @@ unsafe fn sign_bits_avx2(s0: u64, sa: u64, out: &mut [u32]) {
             _mm256_castsi256_ps(vb),
         ));
         let hi = _mm256_and_si256(_mm256_permute4x64_epi64::<0xD8>(hi), sign);
-        _mm256_storeu_si256(o.as_mut_ptr() as *mut __m256i, hi);
+        // SAFETY: AVX2 is present (this function's contract); `o` is a chunk of exactly 8
+        // u32 = 32 bytes, and storeu needs no alignment.
+        unsafe { _mm256_storeu_si256(o.as_mut_ptr() as *mut __m256i, hi) };
         va = _mm256_add_epi64(va, inc);
         vb = _mm256_add_epi64(vb, inc);
     }
@@ -201,6 +206,10 @@ fn compress_impl<const AVX2: bool>(
     }
 }
 
+/// [`compress_impl`] compiled with AVX2 (8 sign masks per step).
+///
+/// # Safety
+/// The CPU must support AVX2. Nothing more: the body is safe code.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn compress_avx2(
@@ -260,6 +269,10 @@ fn estimate_impl<const AVX2: bool>(
     }
 }
 
+/// [`estimate_impl`] compiled with AVX2 (8 sign masks per step).
+///
+/// # Safety
+/// The CPU must support AVX2. Nothing more: the body is safe code.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn estimate_avx2(
@@ -348,7 +361,8 @@ impl Sketch {
     }
 
     /// Residual `e` of tensor `t` (holds `p` between compress and decompress).
-    pub fn residual(&self, t: TensorId) -> Option<&[f32]> {
+    #[cfg(test)]
+    fn residual(&self, t: TensorId) -> Option<&[f32]> {
         self.slots
             .get(t)
             .and_then(|s| s.as_ref())
@@ -356,7 +370,8 @@ impl Sketch {
     }
 
     /// Sketch columns `c` used for tensor `t`.
-    pub fn cols_of(&self, t: TensorId) -> Option<usize> {
+    #[cfg(test)]
+    fn cols_of(&self, t: TensorId) -> Option<usize> {
         self.slots.get(t).and_then(|s| s.as_ref()).map(|s| s.s.c)
     }
 
@@ -688,6 +703,7 @@ mod tests {
                 let mut out = vec![0.0f32; cols];
                 if avx2 && s.avx2 {
                     #[cfg(target_arch = "x86_64")]
+                    // SAFETY: `s.avx2` is true only when the CPU has AVX2 (`new`, `set_avx2`).
                     unsafe {
                         estimate_avx2(&s.hs, &table, &mut out, &mut est, &mut mask, &mut med)
                     };
@@ -1099,44 +1115,5 @@ mod tests {
         };
         let mut out = Array2::<f32>::zeros((2, 10));
         assert!(s.decompress(0, 0, &rec, out.view_mut()).is_err());
-    }
-
-    /// `cargo test --release --lib sketch::tests::bench -- --ignored --nocapture`
-    #[test]
-    #[ignore]
-    fn bench_compress() {
-        let d = 25_557_032usize;
-        let g = randn(3, 1, d);
-        let mut s = make(&MethodParams::default(), 0, 1, 1, d);
-        let mut wire = Wire::default();
-        wire.reserve(s.wire_capacity(0, 0));
-        let mut best = f64::MAX;
-        for _ in 0..5 {
-            let t0 = std::time::Instant::now();
-            s.compress(0, 0, g.view(), &mut wire).unwrap();
-            best = best.min(t0.elapsed().as_secs_f64());
-        }
-        println!(
-            "sketch compress (3 rows, c = {}): {:.2} ms, {:.2} GB/s of input",
-            s.cols_of(0).unwrap(),
-            best * 1e3,
-            4.0 * d as f64 / best / 1e9
-        );
-        let rec = Received {
-            sum_f32: &wire.sum_f32,
-            gathered_u32: &[],
-            gather_counts: &[],
-            ring_u32: &[],
-            world_size: 1,
-        };
-        let mut out = Array2::<f32>::zeros((1, d));
-        let t0 = std::time::Instant::now();
-        s.decompress(0, 0, &rec, out.view_mut()).unwrap();
-        let dt = t0.elapsed().as_secs_f64();
-        println!(
-            "sketch decompress: {:.2} ms, {:.2} GB/s of output",
-            dt * 1e3,
-            4.0 * d as f64 / dt / 1e9
-        );
     }
 }

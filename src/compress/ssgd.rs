@@ -107,7 +107,7 @@ mod tests {
             .map(|w| Array2::from_shape_fn((2, 3), |(i, j)| (w * 10 + i * 3 + j) as f32 - 4.5))
             .collect();
         let mut sum = vec![0f32; 6];
-        for w in 0..n {
+        for (w, g) in grads.iter().enumerate() {
             let mut m = Ssgd::new(
                 &MethodParams::default(),
                 WorkerCtx {
@@ -120,8 +120,7 @@ mod tests {
             m.register(0, 2, 3).expect("register");
             assert_eq!(m.wire_capacity(0, 0).sum_f32, 6);
             let mut wire = Wire::default();
-            m.compress(0, 0, grads[w].view(), &mut wire)
-                .expect("compress");
+            m.compress(0, 0, g.view(), &mut wire).expect("compress");
             assert_eq!(wire.bytes(), 24);
             sum.iter_mut().zip(&wire.sum_f32).for_each(|(s, v)| *s += v);
         }

@@ -297,28 +297,4 @@ mod tests {
             .compress(0, 0, grad(2, 3, 0).view(), &mut Wire::default())
             .is_err());
     }
-
-    /// Compress throughput on ResNet-50's gradient size (`-- --ignored --nocapture`).
-    #[test]
-    #[ignore]
-    fn speed_resnet50() {
-        let d = 25_557_032;
-        let mut m = TopK::new(&MethodParams::default(), ctx(0, 1)).expect("new");
-        m.register(0, 1, d).expect("register");
-        let mut wire = Wire::default();
-        wire.reserve(m.wire_capacity(0, 0));
-        let g = grad(1, d, 3);
-        for step in 0..5 {
-            m.begin_step(step);
-            let t = std::time::Instant::now();
-            m.compress(0, 0, g.view(), &mut wire).expect("compress");
-            m.feedback(0, 0).expect("feedback");
-            let el_s = t.elapsed().as_secs_f64();
-            println!(
-                "topk compress+feedback: {:.3} ms, {:.2} GB/s",
-                el_s * 1e3,
-                4.0 * d as f64 / el_s / 1e9
-            );
-        }
-    }
 }

@@ -351,7 +351,7 @@ pub fn run(
                     let st = device.lock();
                     (st.fwd_end_s, st.bwd_end_s)
                 };
-                if let Some(tr) = trace.as_deref_mut() {
+                if let Some(tr) = trace {
                     tr.iteration(&device, t0, fwd_end, t_end, &bwd_order);
                 }
                 if it >= warmup {
@@ -628,7 +628,7 @@ pub(crate) fn unit_received<'a>(
 ) -> Result<Received<'a>> {
     let mut filled = 0usize;
     if !rec.gathered_u32.is_empty() || rec.gather_counts.iter().any(|&c| c > 0) {
-        for w in 0..rec.world_size {
+        for (w, count) in counts[..rec.world_size].iter_mut().enumerate() {
             let sec = rec.gathered(w);
             if sec.len() < units {
                 return Err(Error::Runtime(format!("bucket exchange: worker {w} sent {} words, fewer than its {units}-word trailer", sec.len())));
@@ -642,7 +642,7 @@ pub(crate) fn unit_received<'a>(
                 )));
             }
             scratch[filled..filled + len].copy_from_slice(&data[start..start + len]);
-            counts[w] = len;
+            *count = len;
             filled += len;
         }
     } else {
@@ -821,7 +821,7 @@ fn calibrate_comm(
         let mut times = [0f64; 6];
         for x in times.iter_mut() {
             world.barrier();
-            let t0 = mpi::time();
+            let t0 = crate::comm::wtime();
             ex.run(
                 world,
                 &w,
@@ -833,7 +833,7 @@ fn calibrate_comm(
                     Ok(())
                 },
             )?;
-            *x = mpi::time() - t0;
+            *x = crate::comm::wtime() - t0;
         }
         world.max_in_place(&mut times);
         let mut t = times[1..].to_vec();

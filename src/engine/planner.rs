@@ -320,14 +320,14 @@ pub fn choose(
 }
 
 /// MG-WFBP's merge plan for dense S-SGD (Shi et al., INFOCOM 2019): the OMGS planner
-/// with no compression (`t_s = 0`) and `t_c` the dense all-reduce of a group's elements
-/// (e.g. [`dense_allreduce_cost`]).
+/// with no compression (`t_s = 0`) and `t_c` the dense all-reduce of a group's elements.
 pub fn mgwfbp(t_b: &[f64], p: &[usize], t_c: &dyn Fn(usize) -> f64) -> Vec<Vec<usize>> {
     omgs(t_b, p, &|_, _| 0.0, t_c)
 }
 
 /// `t_c` of an fp32 dense all-reduce under an alpha-beta model: `alpha + beta * 4 d`.
-pub fn dense_allreduce_cost(ab: crate::comm::netmodel::AlphaBeta) -> impl Fn(usize) -> f64 {
+#[cfg(test)]
+fn dense_allreduce_cost(ab: crate::comm::netmodel::AlphaBeta) -> impl Fn(usize) -> f64 {
     move |d| ab.time_elements_s(d, 4.0)
 }
 

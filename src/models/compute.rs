@@ -130,23 +130,6 @@ impl ComputeModel {
         }
     }
 
-    /// FLOPs-based times at an explicit effective throughput in TFLOP/s.
-    pub fn from_tflops(tflops: f64) -> Result<ComputeModel, ModelError> {
-        if !(tflops.is_finite() && tflops > 0.0) {
-            return Err(ModelError::BadValue {
-                what: "effective throughput (TFLOP/s)",
-                value: tflops.to_string(),
-                allowed: "a positive number of TFLOP/s, e.g. 37.5",
-            });
-        }
-        Ok(ComputeModel {
-            source: Source::Throughput {
-                tflops,
-                label: format!("{tflops} TFLOP/s"),
-            },
-        })
-    }
-
     /// Measured per-layer times.
     pub fn from_profile(p: Profile) -> ComputeModel {
         ComputeModel {
@@ -475,9 +458,11 @@ mod tests {
         assert!(fwd > 0.0135 && fwd < 0.0145, "{fwd}");
         assert!(c.describe().contains("v100"));
         assert_eq!(c.effective_tflops(), Some(37.5));
-        assert!(ComputeModel::from_tflops(0.0).is_err());
-        assert!(ComputeModel::from_tflops(f64::NAN).is_err());
-        let c2 = ComputeModel::from_tflops(75.0).unwrap();
+        // Twice the throughput, half the time.
+        let c2 = ComputeModel::from_preset(&DevicePreset {
+            effective_tflops: 75.0,
+            ..p
+        });
         assert!((c2.forward_time_s(&m, 64) * 2.0 - fwd).abs() < 1e-12);
     }
 

@@ -74,13 +74,6 @@ pub enum ModelError {
     /// The device preset name is not known.
     #[error("unknown device preset '{name}'; choose one of: {allowed} (or give measured per-layer times with --compute-profile FILE.csv)")]
     UnknownPreset { name: String, allowed: String },
-    /// A throughput or batch that cannot be used.
-    #[error("{what} = {value} is invalid: {allowed}")]
-    BadValue {
-        what: &'static str,
-        value: String,
-        allowed: &'static str,
-    },
     /// A compute profile could not be read.
     #[error("cannot read compute profile {path}: {source}")]
     ProfileIo {
@@ -182,7 +175,8 @@ impl Model {
     }
 
     /// Parameters in tensors with 2 or more dimensions (what low-rank methods compress).
-    pub fn params_in_matrices(&self) -> usize {
+    #[cfg(test)]
+    fn params_in_matrices(&self) -> usize {
         self.tensors
             .iter()
             .filter(|t| t.shape.len() >= 2)
@@ -323,7 +317,7 @@ pub(crate) fn window_out(hw: Hw, k: usize, stride: usize, pad: usize) -> Hw {
 /// `Conv2d(cin, cout, k, stride, pad, groups, bias)` on an `hw` input; returns the
 /// output size. FLOPs: 2 · out_h · out_w · cout · (cin/groups) · k² for the weight,
 /// out_h · out_w · cout for the bias.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // PyTorch's Conv2d signature, so layer tables read like the model code
 pub(crate) fn conv2d(
     t: &mut Vec<Tensor>,
     name: &str,

@@ -68,7 +68,6 @@ impl RunMeta {
         let hosts = world.host_names();
         let host_cores = world
             .all_gather_u64(std::thread::available_parallelism().map_or(0, |n| n.get() as u64));
-        let (major, minor) = mpi::environment::version();
         RunMeta {
             schema_version: super::SCHEMA_VERSION,
             run_id: run_id.to_string(),
@@ -76,8 +75,8 @@ impl RunMeta {
             gradcomp_version: env!("CARGO_PKG_VERSION"),
             git_revision: GIT_REVISION,
             rustc_version: RUSTC_VERSION,
-            mpi_library: mpi_library_version(),
-            mpi_standard: format!("{major}.{minor}"),
+            mpi_library: crate::comm::library_version(),
+            mpi_standard: crate::comm::mpi_standard(),
             mpi_thread_level: thread_level,
             world_size: world.size,
             hosts,
@@ -151,15 +150,3 @@ impl RunMeta {
 /// Git revision and rustc version baked in by build.rs.
 pub const GIT_REVISION: &str = env!("GRADCOMP_GIT_REVISION");
 pub const RUSTC_VERSION: &str = env!("GRADCOMP_RUSTC_VERSION");
-
-/// The MPI library's version string, trimmed (Open MPI and MPICH end it with NUL and
-/// newlines) and folded to one line.
-pub fn mpi_library_version() -> String {
-    let raw = mpi::environment::library_version().unwrap_or_else(|_| "unknown".into());
-    raw.trim_matches(|c: char| c == '\0' || c.is_whitespace())
-        .split(|c: char| c == '\n' || c == '\0')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect::<Vec<_>>()
-        .join("; ")
-}

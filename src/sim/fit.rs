@@ -5,9 +5,9 @@
 //!   world size), via [`CommModels::from_micro_comm_csv`] (weighted least squares on
 //!   relative error, see comm/netmodel.rs).
 //! - micro_compress.csv → per method, one linear model `t = fixed + per_element * numel`
-//!   for **each phase**: `compress_s`, `feedback_s` (empty = 0) and `decompress_s` (the
-//!   same fit as netmodel's compress-only [`crate::comm::netmodel::compress_costs_from_csv`],
-//!   phase by phase). Rows of one method with different parameters are fitted together.
+//!   for **each phase**: `compress_s`, `feedback_s` (empty = 0) and `decompress_s`
+//!   ([`crate::comm::netmodel::CompressCost::fit`], phase by phase). Rows of one method
+//!   with different parameters are fitted together.
 //!   Rows over a model's layers (`micro-compress --model`, `tensors` > 1) do not enter
 //!   that fit: they scale it by `model_factor`, the median of measured / predicted over
 //!   them (a layer inside a sweep over the model costs more than the same tensor timed

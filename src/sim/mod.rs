@@ -52,10 +52,26 @@ pub enum SimError {
     Method { method: String, msg: String },
     #[error(transparent)]
     Net(#[from] crate::comm::netmodel::NetModelError),
+    /// An input file (`--fits`, `--compare`, a network model) is missing or unreadable.
     #[error("cannot read {path}: {msg}")]
     Read { path: String, msg: String },
+    /// Writing a result file failed mid-run (a full disk): a failed run, not bad input.
     #[error("cannot write {path}: {msg}")]
     Write { path: String, msg: String },
+}
+
+impl SimError {
+    /// Process exit code, as for [`crate::Error::exit_code`]: 1 for a failed write, 2 for
+    /// bad input (flags, input files, an output directory that cannot be created).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            SimError::Write { .. } => crate::error::EXIT_FAILURE,
+            SimError::Input(_)
+            | SimError::Method { .. }
+            | SimError::Net(_)
+            | SimError::Read { .. } => crate::error::EXIT_USAGE,
+        }
+    }
 }
 
 pub type Result<T> = std::result::Result<T, SimError>;
@@ -156,24 +172,6 @@ pub struct MethodCosts {
 }
 
 impl MethodCosts {
-    /// Per-element costs in ns and a fixed cost in us per phase call.
-    pub fn from_ns(
-        compress_ns: f64,
-        feedback_ns: f64,
-        decompress_ns: f64,
-        fixed_us: f64,
-    ) -> MethodCosts {
-        let c = |ns: f64| CompressCost {
-            per_element_s: ns * 1e-9,
-            fixed_s: fixed_us * 1e-6,
-        };
-        MethodCosts {
-            compress: c(compress_ns),
-            feedback: c(feedback_ns),
-            decompress: c(decompress_ns),
-        }
-    }
-
     /// The default costs of `method`: the committed reference fit
     /// ([`REFERENCE_COSTS`], written by scripts/reference_costs.sh from a documented run;
     /// docs/performance.md, "Reference compression costs"). `None` for a method the file
@@ -361,23 +359,47 @@ type UnitWire = Vec<WireLen>;
 /// [`UnitWire`] per phase of the method's step cycle (`Compressor::phases`).
 type PhaseWire = Vec<UnitWire>;
 
+/// What a registered shape's wire depends on: the method, its parameters (their `Debug`
+/// text: every field, floats exactly), the world size and seed of its [`WorkerCtx`], and
+/// the shape.
+type WireKey = (String, String, usize, u64, usize, usize);
+
+/// Wire capacities of the shapes registered so far, shared by the cases of a sweep
+/// ([`simulate_with`]): a case's wire for a shape is a function of its [`WireKey`], and
+/// registering a shape allocates and touches the method's per-element state, which made
+/// most of a large sweep's time (system time in page faults) when every case registered
+/// every shape again.
+#[derive(Debug, Default)]
+pub struct WireCache {
+    map: HashMap<WireKey, PhaseWire>,
+}
+
 /// Wire capacity per round of a `rows x cols` tensor for this method and world size,
-/// registering the shape in a fresh compressor (so memory holds one tensor's state).
-struct WireOracle<'a> {
+/// registering the shape in a fresh compressor (so memory holds one tensor's state)
+/// unless the [`WireCache`] already holds it.
+struct WireOracle<'a, 'c> {
     case: &'a SimCase,
-    cache: HashMap<(usize, usize), PhaseWire>,
+    cache: &'c mut WireCache,
+    /// `WireKey` without the shape.
+    key: (String, String, usize, u64),
     rounds: usize,
     phases: usize,
     aggregation: Aggregation,
 }
 
-impl<'a> WireOracle<'a> {
-    fn new(case: &'a SimCase) -> Result<WireOracle<'a>> {
-        let c = registry::build(&case.base_method, &case.params, ctx(case))
-            .map_err(|e| merr(case, e))?;
+impl<'a, 'c> WireOracle<'a, 'c> {
+    fn new(case: &'a SimCase, cache: &'c mut WireCache) -> Result<WireOracle<'a, 'c>> {
+        let ctx = ctx(case);
+        let c = registry::build(&case.base_method, &case.params, ctx).map_err(|e| merr(case, e))?;
         Ok(WireOracle {
             case,
-            cache: HashMap::new(),
+            cache,
+            key: (
+                case.base_method.clone(),
+                format!("{:?}", case.params),
+                ctx.world_size,
+                ctx.seed,
+            ),
             rounds: c.rounds(),
             phases: c.phases(),
             aggregation: c.aggregation(),
@@ -413,16 +435,19 @@ impl<'a> WireOracle<'a> {
     }
 
     fn exact(&mut self, rows: usize, cols: usize) -> Result<PhaseWire> {
-        if !self.cache.contains_key(&(rows, cols)) {
-            let mut c = registry::build(&self.case.base_method, &self.case.params, ctx(self.case))
-                .map_err(|e| merr(self.case, e))?;
-            c.register(0, rows, cols).map_err(|e| merr(self.case, e))?;
-            let w: PhaseWire = (0..self.phases)
-                .map(|ph| (0..self.rounds).map(|r| c.phase_wire(0, r, ph)).collect())
-                .collect();
-            self.cache.insert((rows, cols), w);
+        let (method, params, n, seed) = &self.key;
+        let key = (method.clone(), params.clone(), *n, *seed, rows, cols);
+        if let Some(w) = self.cache.map.get(&key) {
+            return Ok(w.clone());
         }
-        Ok(self.cache[&(rows, cols)].clone())
+        let mut c = registry::build(&self.case.base_method, &self.case.params, ctx(self.case))
+            .map_err(|e| merr(self.case, e))?;
+        c.register(0, rows, cols).map_err(|e| merr(self.case, e))?;
+        let w: PhaseWire = (0..self.phases)
+            .map(|ph| (0..self.rounds).map(|r| c.phase_wire(0, r, ph)).collect())
+            .collect();
+        self.cache.map.insert(key, w.clone());
+        Ok(w)
     }
 }
 
@@ -471,6 +496,15 @@ pub fn exchange_s(
 
 /// Simulate one iteration of `case` under `costs` (see the module docs).
 pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
+    simulate_with(case, costs, &mut WireCache::default())
+}
+
+/// [`simulate`] with a [`WireCache`] shared by the cases of a sweep (the same result).
+pub fn simulate_with(
+    case: &SimCase,
+    costs: &CostModel,
+    wires: &mut WireCache,
+) -> Result<SimResult> {
     let wl = &case.workload;
     let m = wl.tensors.len();
     if m == 0 || wl.bwd_s.len() != m {
@@ -481,7 +515,7 @@ pub fn simulate(case: &SimCase, costs: &CostModel) -> Result<SimResult> {
         )));
     }
     let n = case.world_size.max(1);
-    let mut oracle = WireOracle::new(case)?;
+    let mut oracle = WireOracle::new(case, wires)?;
     let rounds = oracle.rounds;
     let agg = oracle.aggregation;
     case.collective
@@ -971,12 +1005,12 @@ pub struct MeasuredRow {
     pub compute_none: bool,
 }
 
-/// Every simulable row of an e2e.csv: its case, its measurements and its case key (every
+/// One simulable row of an e2e.csv: its case, its measurements and its case key (every
 /// non-measurement column as `(name, value)`).
-#[allow(clippy::type_complexity)]
-pub fn e2e_rows(
-    path: &std::path::Path,
-) -> Result<Vec<(SimCase, MeasuredRow, Vec<(String, String)>)>> {
+pub type E2eRow = (SimCase, MeasuredRow, Vec<(String, String)>);
+
+/// Every simulable row of an e2e.csv ([`E2eRow`]).
+pub fn e2e_rows(path: &std::path::Path) -> Result<Vec<E2eRow>> {
     use crate::engine::device::ComputeMode;
     let p = path.display().to_string();
     let rerr = |msg: String| SimError::Read {

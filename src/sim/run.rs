@@ -2,8 +2,8 @@
 //! (no MPI: both run before, and without, MPI_Init).
 
 use super::{
-    compare, fit, measured_cases, simulate, write_rows, CostModel, Result, SimCase, SimError,
-    SimRow, SimWorkload,
+    compare, fit, measured_cases, simulate_with, write_rows, CostModel, Result, SimCase, SimError,
+    SimRow, SimWorkload, WireCache,
 };
 use crate::comm::exchange::CollectiveMode;
 use crate::compress::MethodParams;
@@ -55,9 +55,12 @@ fn costs_for(
 /// e2e.csv (`--compare`), writing `OUT/sim.csv` (source=simulated) and, when comparing,
 /// `OUT/sim_vs_measured.csv`.
 pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
-    std::fs::create_dir_all(&req.out).map_err(|e| SimError::Write {
-        path: req.out.display().to_string(),
-        msg: e.to_string(),
+    // An output directory that cannot be created is bad input (exit 2), as for `run`.
+    std::fs::create_dir_all(&req.out).map_err(|e| {
+        SimError::Input(format!(
+            "--out {}: cannot create the output directory ({e}); choose a writable path",
+            req.out.display()
+        ))
     })?;
     let sim_csv = req.out.join("sim.csv");
     if sim_csv.exists() {
@@ -71,11 +74,13 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         None => None,
     };
     let mut rows = Vec::new();
+    // Registered shapes' wires, shared by every case of the sweep.
+    let mut wires = WireCache::default();
     let measured = req.compare.as_deref().map(measured_cases).transpose()?;
     if let Some(measured) = &measured {
         for m in measured {
             let costs = costs_for(req, m.case.world_size, report.as_ref())?;
-            let r = simulate(&m.case, &costs)?;
+            let r = simulate_with(&m.case, &costs, &mut wires)?;
             rows.push(SimRow::new(&m.case, &r, &costs));
         }
     } else {
@@ -98,7 +103,7 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
                                 for &pipe in &req.pipelining {
                                     let case =
                                         SimCase::new(wl.clone(), method, f, pipe, c, n, p.clone());
-                                    let r = simulate(&case, &costs)?;
+                                    let r = simulate_with(&case, &costs, &mut wires)?;
                                     rows.push(SimRow::new(&case, &r, &costs));
                                 }
                             }

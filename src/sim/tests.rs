@@ -341,17 +341,17 @@ fn rows_and_comparison() {
         label: "tiny/ssgd".into(),
         rows: vec![m(1.6), m(1.8)],
     };
-    let c = compare(&[measured.clone()], &[row.clone()]).unwrap();
+    let c = compare(std::slice::from_ref(&measured), std::slice::from_ref(&row)).unwrap();
     assert_eq!(c.len(), 1);
     assert!(close(c[0].measured_s, 1.7) && close(c[0].simulated_s, 1.672));
     assert!(close(c[0].rel_err, (1.672 - 1.7) / 1.7));
     assert_eq!(c[0].key, "tiny/ssgd");
     assert!(
-        compare(&[measured.clone(), measured], &[row.clone()]).is_err(),
+        compare(&[measured.clone(), measured], std::slice::from_ref(&row)).is_err(),
         "one row per case"
     );
     let sim = d.join("sim.csv");
-    write_rows(&sim, &[row.clone()]).unwrap();
+    write_rows(&sim, std::slice::from_ref(&row)).unwrap();
     write_rows(&sim, &[row]).unwrap();
     let text = std::fs::read_to_string(&sim).unwrap();
     assert_eq!(text.lines().count(), 3);
@@ -384,7 +384,8 @@ fn large_1d_capacity_extrapolation_matches_registration() {
             8,
             MethodParams::default(),
         );
-        let mut o = WireOracle::new(&case).unwrap();
+        let mut wires = WireCache::default();
+        let mut o = WireOracle::new(&case, &mut wires).unwrap();
         let (ext, exact) = (o.get(1, d).unwrap(), o.exact(1, d).unwrap());
         for (a, b) in ext.iter().flatten().zip(exact.iter().flatten()) {
             let (a, b) = (a.bytes() as f64, b.bytes() as f64);
@@ -767,4 +768,41 @@ fn reference_costs_cover_every_method() {
         costs.method("topk"),
         MethodCosts::reference("topk").unwrap()
     );
+}
+
+/// A sweep's shared [`WireCache`] gives every case the result a fresh one gives, across
+/// methods, parameters, world sizes, fusion and pipelining (the cache keys on all that
+/// shapes a wire).
+#[test]
+fn a_shared_wire_cache_changes_no_result() {
+    let costs = CostModel::preset("10gbe").unwrap();
+    let mut shared = WireCache::default();
+    for method in ["ssgd", "topk", "powersgd", "signsgd"] {
+        for density in [0.01, 0.1] {
+            let params = MethodParams {
+                density,
+                ..MethodParams::default()
+            };
+            for n in [2, 8] {
+                for fusion in [Fusion::None, Fusion::Bytes(1 << 10)] {
+                    for pipelining in [false, true] {
+                        let case = SimCase::new(
+                            tiny(),
+                            method,
+                            fusion,
+                            pipelining,
+                            CollectiveMode::Native,
+                            n,
+                            params.clone(),
+                        );
+                        assert_eq!(
+                            simulate_with(&case, &costs, &mut shared).unwrap(),
+                            simulate(&case, &costs).unwrap(),
+                            "{method} density {density} n {n} {fusion:?} pipelining {pipelining}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
