@@ -19,58 +19,92 @@ const MAIN_EXAMPLES: &str = "Examples:
 /// writes CSV files and run.json into the output directory.
 #[derive(Debug, Parser)]
 #[command(name = "gradcomp", version, after_help = MAIN_EXAMPLES, propagate_version = true)]
-pub struct Cli {
+struct Parsed {
     #[command(subcommand)]
+    command: Command,
+}
+
+/// The parsed command line: the subcommand, and the job flags of the subcommands that
+/// take them (defaults for the others), so `--help` of each subcommand lists only the
+/// flags it honours.
+#[derive(Debug)]
+pub struct Cli {
     pub command: Command,
-    #[command(flatten)]
     pub common: Common,
 }
 
-/// Flags every subcommand accepts.
-#[derive(Debug, Args, Clone)]
-pub struct Common {
+impl Cli {
+    pub fn try_parse() -> std::result::Result<Cli, clap::Error> {
+        let Parsed { command } = Parsed::try_parse()?;
+        let common = match &command {
+            Command::MicroComm(MicroCommArgs { common, .. })
+            | Command::MicroCompress(CompressArgs { common, .. })
+            | Command::Micro(CompressArgs { common, .. })
+            | Command::E2e(E2eArgs { common, .. })
+            | Command::Run { common, .. } => common.clone(),
+            Command::Converge(a) => Common {
+                job: a.job.clone(),
+                ..Common::default()
+            },
+            Command::Simulate(_) | Command::Fit { .. } | Command::Models { .. } => {
+                Common::default()
+            }
+        };
+        Ok(Cli { command, common })
+    }
+}
+
+/// Flags of every command that starts MPI ranks and writes results.
+#[derive(Debug, Args, Clone, Default)]
+pub struct JobFlags {
     /// Output directory (created if missing) [default: results/<UTC timestamp>]
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Abort unless the MPI world has exactly N ranks (default: $SLURM_NTASKS when set)
-    #[arg(long, global = true, allow_negative_numbers = true, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub expect_ranks: Option<usize>,
     /// Seed of every random number generator (overrides the config's [run] seed)
-    #[arg(long, global = true, allow_negative_numbers = true, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub seed: Option<u64>,
+    /// No progress lines on stderr
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Flags of the benchmark commands (micro-comm, micro-compress, micro, e2e, run).
+#[derive(Debug, Args, Clone, Default)]
+pub struct Common {
+    #[command(flatten)]
+    pub job: JobFlags,
     /// e2e: write a Chrome trace (JSON for Perfetto / chrome://tracing) of rank 0's timed
     /// iterations; with several e2e cases FILE-<i>.json per case
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
     /// Skip cases whose rows are already in --out's CSV files (same case and configuration)
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub resume: bool,
     /// End the job when one case runs longer than SECONDS (finished rows are kept)
-    #[arg(long, global = true, allow_negative_numbers = true, value_name = "SECONDS", value_parser = parse_timeout)]
+    #[arg(long, allow_negative_numbers = true, value_name = "SECONDS", value_parser = parse_timeout)]
     pub case_timeout: Option<f64>,
     /// Run even if the estimated memory need exceeds this node's available memory
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub skip_memory_check: bool,
     /// Seconds a signalled rank may take to stop in an orderly way before it exits
     /// [default: 20]
     #[arg(
         long,
-        global = true,
         hide = true,
         allow_negative_numbers = true,
         value_name = "SECONDS"
     )]
     pub stop_grace: Option<u32>,
     /// Test hook: this rank corrupts one element of its result before --check
-    #[arg(long, global = true, hide = true, value_name = "RANK")]
+    #[arg(long, hide = true, value_name = "RANK")]
     pub inject_fault: Option<usize>,
     /// Test hook: this rank moves one element of its micro result by one ulp before
     /// --check (within every dense reference's tolerance: only cross-rank agreement sees it)
-    #[arg(long, global = true, hide = true, value_name = "RANK")]
+    #[arg(long, hide = true, value_name = "RANK")]
     pub inject_ulp_fault: Option<usize>,
-    /// No progress lines on stderr
-    #[arg(long, short, global = true)]
-    pub quiet: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -126,11 +160,15 @@ pub enum Command {
     Run {
         /// Bench config file (TOML; see bench-configs/)
         config: PathBuf,
+        #[command(flatten)]
+        common: Common,
     },
 }
 
 #[derive(Debug, Args)]
 pub struct MicroCommArgs {
+    #[command(flatten)]
+    pub common: Common,
     /// Collectives, comma-separated: allreduce, allgather, ring-allreduce, iallreduce-overlap
     #[arg(
         long,
@@ -162,6 +200,8 @@ pub struct MicroCommArgs {
 /// Methods, tensors and hyper-parameters of micro-compress and micro.
 #[derive(Debug, Args)]
 pub struct CompressArgs {
+    #[command(flatten)]
+    pub common: Common,
     /// Methods, comma-separated: ssgd, signsgd, signsgd-mv, topk, dgc, powersgd, acpsgd, marsit, sketch, qsgd
     #[arg(long, value_delimiter = ',', required = true, value_name = "LIST")]
     pub methods: Vec<String>,
@@ -200,6 +240,9 @@ pub const MAX_SIM_WORLD_SIZE: usize = 1 << 20;
 /// The simulator's flags.
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
+    /// Output directory (created if missing) [default: results/sim-<UTC timestamp>]
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
     /// Models, comma-separated (see `gradcomp models`)
     #[arg(
         long = "model",
@@ -310,6 +353,7 @@ impl SimulateArgs {
             target_ci: None,
             max_iters: None,
             max_time_s: None,
+            common: Common::default(),
         }
         .section()?
         .validate(&Origin::Cli)?;
@@ -444,6 +488,8 @@ impl ParamArgs {
 /// The e2e benchmark's flags.
 #[derive(Debug, Args)]
 pub struct E2eArgs {
+    #[command(flatten)]
+    pub common: Common,
     /// Models, comma-separated (see `gradcomp models`)
     #[arg(
         long = "model",
@@ -585,7 +631,7 @@ impl Cli {
     pub fn config(&self) -> Result<Config> {
         let mut cfg =
             match &self.command {
-                Command::Run { config } => config::load(config)?,
+                Command::Run { config, .. } => config::load(config)?,
                 Command::MicroComm(a) => {
                     let section = MicroCommSection {
                         collectives: a.collectives.clone(),
@@ -644,10 +690,10 @@ impl Cli {
                     e2e: vec![],
                 },
             };
-        if let Some(seed) = self.common.seed {
+        if let Some(seed) = self.common.job.seed {
             cfg.seed = seed;
         }
-        if let Some(n) = self.common.expect_ranks {
+        if let Some(n) = self.common.job.expect_ranks {
             if n == 0 {
                 return Err(Error::Input(
                     "--expect-ranks: 0 is not a world size; give the number of MPI ranks (>= 1)"
@@ -657,7 +703,7 @@ impl Cli {
             cfg.expect_ranks = Some(n);
         }
         let what = match &self.command {
-            Command::Run { config } => config.display().to_string(),
+            Command::Run { config, .. } => config.display().to_string(),
             _ => "the command line".into(),
         };
         cfg.check_cases(&what).map_err(Error::Input)?;
@@ -666,8 +712,8 @@ impl Cli {
 }
 
 /// Check the world size against `--expect-ranks` / the config, then `$SLURM_NTASKS`.
-pub fn check_world_size(cfg: &Config, world_size: usize) -> Result<()> {
-    if let Some(n) = cfg.expect_ranks {
+pub fn check_world_size(expect_ranks: Option<usize>, world_size: usize) -> Result<()> {
+    if let Some(n) = expect_ranks {
         if n != world_size {
             return Err(Error::Input(format!(
                 "--expect-ranks {n}: the MPI world has {world_size} rank(s); launch with mpirun -np {n} (or srun -n {n}), or change --expect-ranks"
@@ -726,6 +772,8 @@ pub fn node_memory(world_size: usize) -> (usize, Option<u64>) {
 /// `gradcomp converge` flags (the `[[converge]]` keys, src/converge/mod.rs).
 #[derive(Debug, Args)]
 pub struct ConvergeArgs {
+    #[command(flatten)]
+    pub job: JobFlags,
     /// Methods, comma-separated (as for e2e, plus the negative controls topk-noef,
     /// powersgd-noef, signsgd-noef); required unless --config
     #[arg(long, value_delimiter = ',', value_name = "LIST")]

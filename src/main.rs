@@ -3,7 +3,6 @@
 //! on one rank alone aborts the whole job (MPI_Abort) so no rank is left waiting.
 
 use anyhow::Context;
-use clap::Parser;
 use gradcomp::bench::{self, Sinks};
 use gradcomp::cli::{self, Cli};
 use gradcomp::comm::{Mpi, ThreadLevel, World};
@@ -62,7 +61,7 @@ fn main() -> ExitCode {
 
     match &cli.command {
         cli::Command::Models { name } => return models_command(name.as_deref()),
-        cli::Command::Simulate(a) => return simulate_command(a, cli.common.out.as_deref()),
+        cli::Command::Simulate(a) => return simulate_command(a, a.out.as_deref()),
         cli::Command::Fit { dir } => return fit_command(dir),
         _ => {}
     }
@@ -156,7 +155,7 @@ fn run(
 ) -> anyhow::Result<()> {
     // Bad input: every rank validates the same way; agree so exactly one rank reports.
     let config = world.agree(cli.config().and_then(|c| {
-        cli::check_world_size(&c, world.size)?;
+        cli::check_world_size(c.expect_ranks, world.size)?;
         if !cli.common.skip_memory_check {
             if let (here, Some(avail)) = cli::node_memory(world.size) {
                 c.check_memory(world.size, here, avail)
@@ -191,6 +190,7 @@ fn run(
     let run_id = world.broadcast_string(&stamp);
     let out_dir = cli
         .common
+        .job
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("results").join(&run_id));
@@ -227,7 +227,7 @@ fn run(
     };
     let done_list = world.broadcast_string(&done.iter().cloned().collect::<Vec<_>>().join("\n"));
     let done: HashSet<String> = done_list.lines().map(String::from).collect();
-    if world.is_root() && !cli.common.quiet {
+    if world.is_root() && !cli.common.job.quiet {
         let skipping = if resume {
             let n = config
                 .case_ids(&cases, world.size)
@@ -248,7 +248,7 @@ fn run(
 
     let options = bench::RunOptions {
         run_id: &run_id,
-        quiet: cli.common.quiet,
+        quiet: cli.common.job.quiet,
         trace: cli.common.trace.as_deref(),
         done: &done,
         case_timeout_s: cli.common.case_timeout.or(config.case_timeout_s),
@@ -298,7 +298,7 @@ fn run(
                     .map(|l| format!(" (last: {l})"))
                     .unwrap_or_default(),
                 out_dir.display(),
-                resume_command(&out_dir, cli.common.out.is_none(), resume)
+                resume_command(&out_dir, cli.common.job.out.is_none(), resume)
             );
         }
         match (&result, recorded) {
@@ -308,7 +308,7 @@ fn run(
             )),
             _ => {}
         }
-        if result.is_ok() && !cli.common.quiet {
+        if result.is_ok() && !cli.common.job.quiet {
             eprintln!("[gradcomp] done: {}", out_dir.display());
         }
     }
@@ -323,13 +323,13 @@ fn converge_command(
     world: &World,
     provided: ThreadLevel,
 ) -> anyhow::Result<()> {
-    let req = a
-        .sections(cli.common.seed)
+    let req = cli::check_world_size(a.job.expect_ranks, world.size)
+        .and_then(|()| a.sections(cli.common.job.seed))
         .map(|(seed, sections)| gradcomp::converge::Request {
             sections,
             seed,
-            out: cli.common.out.clone(),
-            quiet: cli.common.quiet,
+            out: cli.common.job.out.clone(),
+            quiet: cli.common.job.quiet,
             thread_level: format!("{provided:?}"),
         });
     gradcomp::converge::command(world, req)?;

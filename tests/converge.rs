@@ -269,6 +269,11 @@ fn bad_input_exits_2_naming_the_flag() {
     );
     assert_refused(
         1,
+        &["converge", "--methods", "ssgd", "--expect-ranks", "3"],
+        &["--expect-ranks 3"],
+    );
+    assert_refused(
+        1,
         &["converge", "--methods", "ssgd", "--lr", "-1"],
         &["--lr"],
     );

@@ -546,3 +546,55 @@ fn help_lists_every_method_and_fusion() {
         }
     }
 }
+
+#[test]
+fn help_lists_only_the_flags_a_command_honours() {
+    let help = |sub: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gradcomp"))
+            .args([sub, "--help"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let run_only = [
+        "--resume",
+        "--trace",
+        "--case-timeout",
+        "--skip-memory-check",
+    ];
+    for sub in ["micro-comm", "micro-compress", "micro", "e2e", "run"] {
+        let h = help(sub);
+        for f in run_only
+            .iter()
+            .chain(&["--out", "--seed", "--expect-ranks", "--quiet"])
+        {
+            assert!(h.contains(f), "{sub} --help does not list {f}");
+        }
+    }
+    let (sim, conv) = (help("simulate"), help("converge"));
+    for f in run_only.iter().chain(&["--expect-ranks", "--seed"]) {
+        assert!(!sim.contains(&format!("{f} ")), "simulate --help lists {f}");
+    }
+    for f in run_only {
+        assert!(
+            !conv.contains(&format!("{f} ")),
+            "converge --help lists {f}"
+        );
+    }
+    assert!(sim.contains("--out ") && conv.contains("--expect-ranks "));
+    // A flag a command does not honour is refused, not silently ignored.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gradcomp"))
+        .args([
+            "simulate",
+            "--model",
+            "resnet20",
+            "--methods",
+            "ssgd",
+            "--resume",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--resume"));
+}

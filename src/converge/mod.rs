@@ -971,7 +971,7 @@ pub fn command(world: &World, req: Result<Request>) -> Result<Vec<CaseOutcome>> 
     let out = req
         .out
         .clone()
-        .unwrap_or_else(|| std::path::PathBuf::from("results").join(format!("{run_id}-converge")));
+        .unwrap_or_else(|| std::path::PathBuf::from("results").join(&run_id));
     let sections: Vec<&ConvergeSection> = req.sections.iter().map(|(_, s)| s).collect();
     let config = serde_json::json!({ "seed": req.seed, "converge": sections });
     let mut meta = RunMeta::begin(
