@@ -11,12 +11,9 @@
 //! allocate nothing.
 
 use super::ring::{ring_allreduce, ring_scratch_len, sum_merge};
-use super::{mpi_count, World};
+use super::{mpi_count, ReduceOp, World};
 use crate::compress::{Aggregation, Received, Wire, WireLen};
 use crate::error::{Error, Result};
-use mpi::collective::SystemOperation;
-use mpi::datatype::PartitionMut;
-use mpi::traits::*;
 
 /// Which collectives carry the wire sections.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -264,9 +261,7 @@ impl Exchange {
                 | ExchangeOp::SumReduceBcast
                 | ExchangeOp::SumRing => self.sum(world, op, &wire.sum_f32)?,
                 ExchangeOp::GatherLengths => {
-                    world
-                        .comm
-                        .all_gather_into(&(ng as i32), &mut self.counts_i32[..]);
+                    world.all_gather(&[ng as i32], &mut self.counts_i32[..]);
                     self.set_displacements();
                 }
                 ExchangeOp::Gather | ExchangeOp::GatherBcast => {
@@ -278,12 +273,7 @@ impl Exchange {
                 }
                 ExchangeOp::Ring => {
                     self.ring.extend_from_slice(&wire.ring_u32);
-                    ring_allreduce(
-                        &world.comm,
-                        &mut self.ring,
-                        &mut self.ring_scratch,
-                        &mut merge,
-                    )?;
+                    ring_allreduce(world, &mut self.ring, &mut self.ring_scratch, &mut merge)?;
                 }
             }
         }
@@ -307,13 +297,12 @@ impl Exchange {
     }
 
     fn sum(&mut self, world: &World, op: ExchangeOp, send: &[f32]) -> Result<()> {
-        let comm = &world.comm;
         let ns = send.len();
         let out = &mut self.sum[..ns];
         match op {
             ExchangeOp::SumAllGather => {
                 let all = &mut self.sum_gathered[..ns * self.n];
-                comm.all_gather_into(send, all);
+                world.all_gather(send, all);
                 out.copy_from_slice(&all[..ns]);
                 for w in 1..self.n {
                     for (o, x) in out.iter_mut().zip(&all[w * ns..(w + 1) * ns]) {
@@ -322,48 +311,28 @@ impl Exchange {
                 }
             }
             ExchangeOp::SumReduceBcast => {
-                let root = comm.process_at_rank(0);
-                if world.is_root() {
-                    root.reduce_into_root(send, &mut *out, SystemOperation::sum());
-                } else {
-                    root.reduce_into(send, SystemOperation::sum());
-                }
-                root.broadcast_into(out);
+                world.reduce_sum_to(0, send, out);
+                world.broadcast(0, out);
             }
             ExchangeOp::SumRing => {
                 out.copy_from_slice(send);
-                ring_allreduce(comm, out, &mut self.sum_scratch, sum_merge)?;
+                ring_allreduce(world, out, &mut self.sum_scratch, sum_merge)?;
             }
-            _ => comm.all_reduce_into(send, out, SystemOperation::sum()),
+            _ => world.all_reduce(send, out, ReduceOp::Sum),
         }
         Ok(())
     }
 
     fn gather(&mut self, world: &World, op: ExchangeOp, exact: bool, send: &[u32]) {
-        let comm = &world.comm;
         let total = self.gather_total;
+        let recv = &mut self.gathered[..total];
         if op == ExchangeOp::GatherBcast {
-            let root = comm.process_at_rank(0);
-            if world.is_root() {
-                let mut part = PartitionMut::new(
-                    &mut self.gathered[..total],
-                    &self.counts_i32[..],
-                    &self.displs_i32[..],
-                );
-                root.gather_varcount_into_root(send, &mut part);
-            } else {
-                root.gather_varcount_into(send);
-            }
-            root.broadcast_into(&mut self.gathered[..total]);
+            world.gather_v_to(0, send, recv, &self.counts_i32, &self.displs_i32);
+            world.broadcast(0, recv);
         } else if exact {
-            comm.all_gather_into(send, &mut self.gathered[..total]);
+            world.all_gather(send, recv);
         } else {
-            let mut part = PartitionMut::new(
-                &mut self.gathered[..total],
-                &self.counts_i32[..],
-                &self.displs_i32[..],
-            );
-            comm.all_gather_varcount_into(send, &mut part);
+            world.all_gather_v(send, recv, &self.counts_i32, &self.displs_i32);
         }
     }
 }

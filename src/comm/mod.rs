@@ -1,113 +1,33 @@
-//! The only code that touches MPI (no file outside `src/comm/` names the `mpi` crate):
-//! initialisation ([`Mpi`]), a thin wrapper around the world communicator ([`World`]),
-//! the collectives the benchmarks time, the clock and the library's identity
-//! ([`wtime`], [`library_version`], [`mpi_standard`]), and our own ring over
-//! point-to-point ([`ring`]).
+//! Communication: the [`Collective`] trait ([`collective`]) with its MPI backend
+//! ([`mpi`], the only file that names the `mpi` crate) and its in-process loopback backend
+//! ([`loopback`], ranks as threads: tests without `mpirun`), the [`World`] every
+//! benchmark talks through, the exchange of compressed wires ([`exchange`]), our own
+//! ring over point-to-point ([`ring`]) and the fitted network models ([`netmodel`]).
 
+pub mod collective;
 pub mod exchange;
+pub mod loopback;
+pub mod mpi;
 pub mod netmodel;
 pub mod ring;
 
 use crate::error::{Error, Result};
-use mpi::collective::SystemOperation;
-use mpi::topology::{Communicator, SimpleCommunicator};
-use mpi::traits::*;
+pub use collective::{Collective, Elem, ReduceOp};
+pub use mpi::{library_version, mpi_standard, wtime, Mpi, ThreadLevel};
 
-/// MPI's thread support level (MPI_THREAD_*), as requested and as granted. Ordered as
-/// MPI orders them (SINGLE < FUNNELED < SERIALIZED < MULTIPLE); `Debug` prints the
-/// names run.json records (`Single`, `Funneled`, ...).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum ThreadLevel {
-    Single,
-    Funneled,
-    Serialized,
-    Multiple,
-}
-
-impl ThreadLevel {
-    fn to_mpi(self) -> mpi::Threading {
-        match self {
-            ThreadLevel::Single => mpi::Threading::Single,
-            ThreadLevel::Funneled => mpi::Threading::Funneled,
-            ThreadLevel::Serialized => mpi::Threading::Serialized,
-            ThreadLevel::Multiple => mpi::Threading::Multiple,
-        }
-    }
-
-    fn from_mpi(t: mpi::Threading) -> ThreadLevel {
-        match t {
-            mpi::Threading::Single => ThreadLevel::Single,
-            mpi::Threading::Funneled => ThreadLevel::Funneled,
-            mpi::Threading::Serialized => ThreadLevel::Serialized,
-            mpi::Threading::Multiple => ThreadLevel::Multiple,
-        }
-    }
-}
-
-/// MPI, initialised (MPI_Init_thread); finalised (MPI_Finalize) when dropped, which must
-/// happen after every [`World`] taken from it is gone.
-pub struct Mpi {
-    universe: mpi::environment::Universe,
-    granted: ThreadLevel,
-}
-
-impl Mpi {
-    /// Initialise MPI, asking for thread support `level`. `None` when MPI is already
-    /// initialised or could not be (a broken launcher).
-    pub fn init(level: ThreadLevel) -> Option<Mpi> {
-        let (universe, granted) = mpi::initialize_with_threading(level.to_mpi())?;
-        Some(Mpi {
-            universe,
-            granted: ThreadLevel::from_mpi(granted),
-        })
-    }
-
-    /// The thread support level the library granted (may be below the one asked for).
-    pub fn thread_level(&self) -> ThreadLevel {
-        self.granted
-    }
-
-    /// The world communicator.
-    pub fn world(&self) -> World {
-        World::new(self.universe.world())
-    }
-}
-
-/// Wall clock in seconds (MPI_Wtime), for code without a [`World`] at hand; the same
-/// clock as [`World::time`].
-pub fn wtime() -> f64 {
-    mpi::time()
-}
-
-/// The version of the MPI standard the library implements, e.g. `3.1`.
-pub fn mpi_standard() -> String {
-    let (major, minor) = mpi::environment::version();
-    format!("{major}.{minor}")
-}
-
-/// The MPI library's version string, trimmed (Open MPI and MPICH end it with NUL and
-/// newlines) and folded to one line.
-pub fn library_version() -> String {
-    let raw = mpi::environment::library_version().unwrap_or_else(|_| "unknown".into());
-    raw.trim_matches(|c: char| c == '\0' || c.is_whitespace())
-        .split(['\n', '\0'])
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-/// The world communicator plus the facts every benchmark needs.
+/// One rank's view of the job: its communicator ([`Collective`], MPI or loopback) plus
+/// the facts every benchmark needs, with typed collectives and the agreements built on
+/// them (stop, failure).
 pub struct World {
-    comm: SimpleCommunicator,
+    comm: Box<dyn Collective>,
     pub rank: usize,
     pub size: usize,
 }
 
 impl World {
-    pub fn new(comm: SimpleCommunicator) -> World {
-        let rank = comm.rank() as usize;
-        let size = comm.size() as usize;
+    pub fn new(comm: Box<dyn Collective>) -> World {
+        let rank = comm.rank();
+        let size = comm.size();
         World { comm, rank, size }
     }
 
@@ -131,22 +51,75 @@ impl World {
         }
     }
 
-    /// Wall clock in seconds (MPI_Wtime).
+    /// Wall clock in seconds (MPI_Wtime under MPI).
     pub fn time(&self) -> f64 {
-        mpi::time()
+        self.comm.time_s()
+    }
+
+    /// `recv = op over ranks of send`, element-wise (MPI_Allreduce).
+    pub fn all_reduce<T: Elem>(&self, send: &[T], recv: &mut [T], op: ReduceOp) {
+        self.comm.all_reduce(T::buf(send), T::buf_mut(recv), op);
+    }
+
+    /// Every rank's `send` (same length on all), in rank order (MPI_Allgather).
+    pub fn all_gather<T: Elem>(&self, send: &[T], recv: &mut [T]) {
+        self.comm.all_gather(T::buf(send), T::buf_mut(recv));
+    }
+
+    /// Rank `r`'s `send` (`counts[r]` elements) at `displs[r]` of `recv` (MPI_Allgatherv).
+    pub fn all_gather_v<T: Elem>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        counts: &[i32],
+        displs: &[i32],
+    ) {
+        self.comm
+            .all_gather_v(T::buf(send), T::buf_mut(recv), counts, displs);
+    }
+
+    /// Sum over ranks into `recv` on rank `root` (MPI_Reduce); `recv` is ignored elsewhere.
+    pub fn reduce_sum_to<T: Elem>(&self, root: usize, send: &[T], recv: &mut [T]) {
+        let recv = (self.rank == root).then(|| T::buf_mut(recv));
+        self.comm.reduce_to(root, T::buf(send), recv, ReduceOp::Sum);
+    }
+
+    /// Every rank's `send` at `displs[r]` of `recv` on rank `root` (MPI_Gatherv); `recv`
+    /// is ignored elsewhere.
+    pub fn gather_v_to<T: Elem>(
+        &self,
+        root: usize,
+        send: &[T],
+        recv: &mut [T],
+        counts: &[i32],
+        displs: &[i32],
+    ) {
+        let recv = (self.rank == root).then(|| T::buf_mut(recv));
+        self.comm
+            .gather_v_to(root, T::buf(send), recv, counts, displs);
+    }
+
+    /// Rank `root`'s `buf` on every rank (MPI_Bcast).
+    pub fn broadcast<T: Elem>(&self, root: usize, buf: &mut [T]) {
+        self.comm.broadcast(root, T::buf_mut(buf));
+    }
+
+    /// Send to `dest` while receiving from `src` (MPI_Sendrecv; a ring step).
+    pub fn send_receive<T: Elem>(&self, send: &[T], dest: usize, recv: &mut [T], src: usize) {
+        self.comm
+            .send_receive(T::buf(send), dest, T::buf_mut(recv), src);
     }
 
     /// `recv = sum over ranks of send` (MPI_Allreduce), called as is on every rank (one
     /// rank included): the collective micro-comm times.
     pub fn allreduce_sum_f32(&self, send: &[f32], recv: &mut [f32]) {
-        self.comm
-            .all_reduce_into(send, recv, SystemOperation::sum());
+        self.all_reduce(send, recv, ReduceOp::Sum);
     }
 
     /// `recv` = every rank's `send`, in rank order (MPI_Allgather), called as is on every
     /// rank (one rank included): the collective micro-comm times.
     pub fn allgather_f32(&self, send: &[f32], recv: &mut [f32]) {
-        self.comm.all_gather_into(send, recv);
+        self.all_gather(send, recv);
     }
 
     /// Post `recv = sum over ranks of send` (MPI_Iallreduce), run `during` while it is in
@@ -157,23 +130,24 @@ impl World {
         recv: &mut [f32],
         during: impl FnOnce() -> R,
     ) -> R {
-        mpi::request::scope(|scope| {
-            let req =
-                self.comm
-                    .immediate_all_reduce_into(scope, send, recv, SystemOperation::sum());
-            let r = during();
-            req.wait_without_status();
-            r
-        })
+        let mut during = Some(during);
+        let mut out = None;
+        self.comm.all_reduce_sum_during(send, recv, &mut || {
+            if let Some(f) = during.take() {
+                out = Some(f());
+            }
+        });
+        // Both backends call `during` exactly once.
+        out.unwrap_or_else(|| unreachable!("the backend did not run `during`"))
     }
 
-    /// [`ring::ring_allreduce`] over this world's communicator.
+    /// [`ring::ring_allreduce`] over this world.
     pub fn ring_allreduce<T, F>(&self, data: &mut [T], scratch: &mut [T], merge: F) -> Result<()>
     where
-        T: mpi::datatype::Equivalence + Copy,
+        T: Elem,
         F: FnMut(usize, usize, &[T], &mut [T]) -> Result<()>,
     {
-        ring::ring_allreduce(&self.comm, data, scratch, merge)
+        ring::ring_allreduce(self, data, scratch, merge)
     }
 
     /// Element-wise max over ranks, in place (used for per-iteration times).
@@ -182,8 +156,7 @@ impl World {
             return;
         }
         let send = xs.to_vec();
-        self.comm
-            .all_reduce_into(&send[..], xs, SystemOperation::max());
+        self.all_reduce(&send, xs, ReduceOp::Max);
     }
 
     /// Element-wise sum over ranks, in place (check references; outside timed regions).
@@ -192,37 +165,34 @@ impl World {
             return;
         }
         let send = xs.to_vec();
-        self.comm
-            .all_reduce_into(&send[..], xs, SystemOperation::sum());
+        self.all_reduce(&send, xs, ReduceOp::Sum);
     }
 
     /// Rank 0's `xs` on every rank, in place (check references; outside timed regions).
     pub fn broadcast_f32(&self, xs: &mut [f32]) {
         if self.size > 1 && !xs.is_empty() {
-            self.comm.process_at_rank(0).broadcast_into(xs);
+            self.broadcast(0, xs);
         }
     }
 
     /// Sum over ranks of one value.
     pub fn sum_u64(&self, x: u64) -> u64 {
-        let mut out = 0u64;
-        self.comm
-            .all_reduce_into(&x, &mut out, SystemOperation::sum());
-        out
+        let mut out = [0u64];
+        self.all_reduce(&[x], &mut out, ReduceOp::Sum);
+        out[0]
     }
 
     /// Max over ranks of one value.
     pub fn max_u64(&self, x: u64) -> u64 {
-        let mut out = 0u64;
-        self.comm
-            .all_reduce_into(&x, &mut out, SystemOperation::max());
-        out
+        let mut out = [0u64];
+        self.all_reduce(&[x], &mut out, ReduceOp::Max);
+        out[0]
     }
 
     /// Every rank's `x`, in rank order.
     pub fn all_gather_u64(&self, x: u64) -> Vec<u64> {
         let mut all = vec![0u64; self.size];
-        self.comm.all_gather_into(&x, &mut all[..]);
+        self.all_gather(&[x], &mut all);
         all
     }
 
@@ -233,32 +203,31 @@ impl World {
 
     /// Broadcast a string from rank `from`.
     pub fn broadcast_string_from(&self, from: usize, s: &str) -> String {
-        let root = self.comm.process_at_rank(from as i32);
-        let mut len = s.len() as u64;
-        root.broadcast_into(&mut len);
-        if len == 0 {
+        let mut len = [s.len() as u64];
+        self.broadcast(from, &mut len);
+        if len[0] == 0 {
             // A zero-length broadcast passes a dangling pointer, which MPI may reject.
             return String::new();
         }
         let mut buf = if self.rank == from {
             s.as_bytes().to_vec()
         } else {
-            vec![0u8; len as usize]
+            vec![0u8; len[0] as usize]
         };
-        root.broadcast_into(&mut buf[..]);
+        self.broadcast(from, &mut buf);
         String::from_utf8_lossy(&buf).into_owned()
     }
 
     /// Every rank's host name, in rank order.
     pub fn host_names(&self) -> Vec<String> {
         const W: usize = 256;
-        let name = mpi::environment::processor_name().unwrap_or_else(|_| "unknown".into());
+        let name = self.comm.processor_name();
         let mut mine = [0u8; W];
         let b = name.as_bytes();
         let n = b.len().min(W);
         mine[..n].copy_from_slice(&b[..n]);
         let mut all = vec![0u8; W * self.size];
-        self.comm.all_gather_into(&mine[..], &mut all[..]);
+        self.all_gather(&mine, &mut all);
         all.chunks(W)
             .map(|c| {
                 let end = c.iter().position(|&x| x == 0).unwrap_or(W);
@@ -279,17 +248,14 @@ impl World {
         if code == 0 {
             return local;
         }
-        // i32 with a large sentinel: a u64::MAX sentinel came back as the minimum under
-        // MPICH (its unsigned 64-bit MIN compared as signed), so nobody reported.
-        let my_rank_if_failed: i32 = if my_code > 0 {
-            self.rank as i32
+        // The lowest failing rank as a max of `size - rank` (0 for ranks that did not
+        // fail): no unsigned MIN reduction, which MPICH once got wrong for u64.
+        let mine = if my_code > 0 {
+            (self.size - self.rank) as u64
         } else {
-            i32::MAX
+            0
         };
-        let mut reporter = 0i32;
-        self.comm
-            .all_reduce_into(&my_rank_if_failed, &mut reporter, SystemOperation::min());
-        let reporter = reporter as u64;
+        let reporter = self.size as u64 - self.max_u64(mine);
         let message = match local {
             Err(e) if reporter == self.rank as u64 => Some(if self.size > 1 && self.rank != 0 {
                 format!("rank {}: {e}", self.rank)

@@ -3,11 +3,8 @@
 //! merge at each reduce-scatter hop is a closure, so the same ring serves a plain sum
 //! and Marsit's bit-wise merge of sign bits.
 
+use super::{Elem, World};
 use crate::error::{Error, Result};
-use mpi::datatype::Equivalence;
-use mpi::point_to_point as p2p;
-use mpi::topology::SimpleCommunicator;
-use mpi::traits::*;
 use std::ops::Range;
 
 /// Chunk `c` of `n` over `len` elements: balanced, the first `len % n` chunks one longer.
@@ -37,20 +34,20 @@ fn split_pair<T>(data: &mut [T], a: Range<usize>, b: Range<usize>) -> (&[T], &mu
 /// Rank r sends chunk (r - s) mod n at reduce-scatter step s and ends owning chunk
 /// (r + 1) mod n; the all-gather then circulates the finished chunks.
 pub fn ring_allreduce<T, F>(
-    comm: &SimpleCommunicator,
+    world: &World,
     data: &mut [T],
     scratch: &mut [T],
     mut merge: F,
 ) -> Result<()>
 where
-    T: Equivalence + Copy,
+    T: Elem,
     F: FnMut(usize, usize, &[T], &mut [T]) -> Result<()>,
 {
-    let n = comm.size() as usize;
+    let n = world.size;
     if n == 1 {
         return Ok(());
     }
-    let r = comm.rank() as usize;
+    let r = world.rank;
     let len = data.len();
     if scratch.len() < ring_scratch_len(len, n) {
         return Err(Error::Runtime(format!(
@@ -60,13 +57,12 @@ where
         )));
     }
     super::mpi_count(len, "ring all-reduce")?;
-    let right = comm.process_at_rank(((r + 1) % n) as i32);
-    let left = comm.process_at_rank(((r + n - 1) % n) as i32);
+    let (right, left) = ((r + 1) % n, (r + n - 1) % n);
     for s in 0..n - 1 {
         let send_c = chunk(len, n, (r + n - s) % n);
         let recv_c = chunk(len, n, (r + 2 * n - s - 1) % n);
         let inc = &mut scratch[..recv_c.len()];
-        p2p::send_receive_into(&data[send_c], &right, inc, &left);
+        world.send_receive(&data[send_c], right, inc, left);
         let off = recv_c.start;
         merge(s + 1, off, inc, &mut data[recv_c])?;
     }
@@ -74,7 +70,7 @@ where
         let send_c = chunk(len, n, (r + 1 + n - s) % n);
         let recv_c = chunk(len, n, (r + n - s) % n);
         let (out, inc) = split_pair(data, send_c, recv_c);
-        p2p::send_receive_into(out, &right, inc, &left);
+        world.send_receive(out, right, inc, left);
     }
     Ok(())
 }

@@ -821,7 +821,7 @@ fn calibrate_comm(
         let mut times = [0f64; 6];
         for x in times.iter_mut() {
             world.barrier();
-            let t0 = crate::comm::wtime();
+            let t0 = world.time();
             ex.run(
                 world,
                 &w,
@@ -833,7 +833,7 @@ fn calibrate_comm(
                     Ok(())
                 },
             )?;
-            *x = crate::comm::wtime() - t0;
+            *x = world.time() - t0;
         }
         world.max_in_place(&mut times);
         let mut t = times[1..].to_vec();
