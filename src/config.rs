@@ -531,22 +531,22 @@ fn default_compute() -> String {
 
 /// e2e-only methods: (name, base compressor, planner). They compress each bucket as one
 /// merged tensor with buckets from their own planner (their `fusion` is fixed).
-pub const E2E_METHODS: &[(&str, &str, crate::engine::plan::PlannerKind)] = &[
-    ("omgs", "topk", crate::engine::plan::PlannerKind::Omgs),
+pub const E2E_METHODS: &[(&str, &str, crate::schedule::plan::PlannerKind)] = &[
+    ("omgs", "topk", crate::schedule::plan::PlannerKind::Omgs),
     (
         "sketch-fusion",
         "sketch",
-        crate::engine::plan::PlannerKind::LayerFusion,
+        crate::schedule::plan::PlannerKind::LayerFusion,
     ),
 ];
 
 /// The fusion an e2e method implies (its planner), or `None` when the case's fusion
 /// applies. Sweeps over fusion produce one case for such a method, not one per value.
-pub fn implied_fusion(m: &str) -> Option<crate::engine::plan::Fusion> {
+pub fn implied_fusion(m: &str) -> Option<crate::schedule::plan::Fusion> {
     E2E_METHODS
         .iter()
         .find(|(a, _, _)| *a == m)
-        .map(|(_, _, k)| crate::engine::plan::Fusion::Planner(*k))
+        .map(|(_, _, k)| crate::schedule::plan::Fusion::Planner(*k))
 }
 
 /// The collective modes that give distinct cases for `method`: modes that run the same
@@ -581,7 +581,7 @@ pub fn base_method(m: &str) -> &str {
 pub struct E2eSpec {
     pub models: Vec<String>,
     pub methods: Vec<String>,
-    pub fusion: Vec<crate::engine::plan::Fusion>,
+    pub fusion: Vec<crate::schedule::plan::Fusion>,
     pub pipelining: Vec<bool>,
     pub collectives: Vec<crate::comm::exchange::CollectiveMode>,
     pub device: String,
@@ -649,7 +649,9 @@ impl E2eSection {
         let fusion = self
             .fusion
             .iter()
-            .map(|f| crate::engine::plan::Fusion::parse(f).map_err(|m| origin.invalid("fusion", m)))
+            .map(|f| {
+                crate::schedule::plan::Fusion::parse(f).map_err(|m| origin.invalid("fusion", m))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         no_repeats(origin, "fusion", &fusion, |f| f.to_string())?;
         if self.pipelining.is_empty() {
@@ -997,7 +999,7 @@ pub enum Case {
 pub struct E2eCase {
     pub model: String,
     pub method: String,
-    pub fusion: crate::engine::plan::Fusion,
+    pub fusion: crate::schedule::plan::Fusion,
     pub pipelining: bool,
     pub collective: crate::comm::exchange::CollectiveMode,
     pub device: String,

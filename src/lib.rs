@@ -11,6 +11,7 @@ pub mod engine;
 pub mod error;
 pub mod models;
 pub mod record;
+pub mod schedule;
 pub mod sim;
 pub mod units;
 

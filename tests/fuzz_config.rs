@@ -2,7 +2,7 @@
 //!
 //! Contract under test: `gradcomp::config::parse` never panics; it returns `Ok`, or an
 //! `Err` whose `Display` is one non-empty line. The string parsers (`units::parse_bytes`,
-//! `config::Shape::parse`, `engine::plan::Fusion::parse`) never panic and name the
+//! `config::Shape::parse`, `schedule::plan::Fusion::parse`) never panic and name the
 //! offending input in their errors. Inputs: arbitrary text, structured mutations of the
 //! shipped configs in `bench-configs/`, and targeted generators; plus deterministic
 //! regression cases whose errors must name the offending key.
@@ -11,7 +11,7 @@
 //! (a failure prints its minimal input instead).
 
 use gradcomp::config::{parse, Shape, MAX_TENSOR_ELEMENTS};
-use gradcomp::engine::plan::Fusion;
+use gradcomp::schedule::plan::Fusion;
 use gradcomp::units::parse_bytes;
 use proptest::prelude::*;
 use proptest::test_runner::Config as PtConfig;

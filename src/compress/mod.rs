@@ -145,6 +145,16 @@ impl Wire {
         w
     }
 
+    /// The section lengths (words); `gather_exact` is a property of the method, false here.
+    pub fn lens(&self) -> WireLen {
+        WireLen {
+            sum_f32: self.sum_f32.len(),
+            gather_u32: self.gather_u32.len(),
+            ring_u32: self.ring_u32.len(),
+            gather_exact: false,
+        }
+    }
+
     /// Bytes this worker sends for this wire (the sections' sizes; 4 bytes per word).
     pub fn bytes(&self) -> usize {
         4 * (self.sum_f32.len() + self.gather_u32.len() + self.ring_u32.len())

@@ -26,7 +26,7 @@ pub const METHODS: &[&str] = &[
 /// What method `name` sizes its fusion buckets on for tensors of `shapes` (given in the
 /// order buckets are filled, backward order in e2e): ACP-SGD its compressed factors
 /// ([`super::acpsgd::fusion_sizing`]), every other method its fp32 gradient bytes.
-/// The engine and the simulator both plan with this, through `engine::plan::phase_buckets`.
+/// The engine and the simulator both plan with this, through `schedule::plan::phase_buckets`.
 pub fn fusion_sizing(name: &str, p: &MethodParams, shapes: &[(usize, usize)]) -> FusionSizing {
     match name {
         "acpsgd" => super::acpsgd::fusion_sizing(p, shapes),

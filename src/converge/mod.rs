@@ -14,16 +14,17 @@ pub mod data;
 pub mod model;
 pub mod noef;
 
-use crate::comm::exchange::{CollectiveMode, Exchange};
+use crate::comm::exchange::CollectiveMode;
 use crate::comm::World;
-use crate::compress::{Compressor, MethodParams, Wire, WorkerCtx};
+use crate::compress::{Compressor, MethodParams, WorkerCtx};
 use crate::config::{CompressSection, Origin};
-use crate::engine::plan::Fusion;
-use crate::engine::{self, Bucket, Capacities, E2eSetup, TensorSpec, UnitLayout};
+use crate::engine::exec::{Executor, OpTimes};
+use crate::engine::{self, E2eSetup, TensorSpec};
 use crate::error::{Error, Result};
 use crate::record::meta::RunMeta;
 use crate::record::{CsvSink, DirLock, SCHEMA_VERSION};
-use ndarray::{Array2, ArrayView2, ArrayViewMut2};
+use crate::schedule::plan::Fusion;
+use ndarray::Array2;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -418,31 +419,10 @@ pub struct CaseOutcome {
     pub status: String,
 }
 
-/// Per-step times of the synchronisation (s, this rank).
-#[derive(Default, Clone, Copy)]
-struct SyncTimes {
-    compress_s: f64,
-    comm_s: f64,
-    decompress_s: f64,
-    pack_s: f64,
-}
-
-/// The e2e path for one case: compressor, buckets and buffers from `engine::layout`.
+/// The e2e path for one case: the layout of `engine::layout` run by the engine's
+/// [`Executor`] (the same schedule and buffers as e2e, without the emulated device).
 struct Sync {
-    comp: Box<dyn Compressor>,
-    plans: Vec<Vec<Bucket>>,
-    merge: bool,
-    tensors: Vec<TensorSpec>,
-    caps: Capacities,
-    rounds: usize,
-    unit_wire: Wire,
-    bucket_wire: Wire,
-    ex: Exchange,
-    layout: Vec<UnitLayout>,
-    gather_scratch: Vec<u32>,
-    gather_counts: Vec<usize>,
-    packed: Vec<f32>,
-    unit_out: Vec<f32>,
+    exec: Executor,
 }
 
 impl Sync {
@@ -468,12 +448,7 @@ impl Sync {
             merge: c.merge(),
             cost_comm: None,
         };
-        let engine::Layout {
-            mut comp,
-            plans,
-            pack_len,
-            ..
-        } = engine::layout(world, &setup)?;
+        let mut lay = engine::layout(world, &setup)?;
         if noef::base_of(&c.method).is_some() {
             // The control: the same buckets, the same compressor without its residual.
             let ctx = WorkerCtx {
@@ -482,42 +457,24 @@ impl Sync {
                 seed,
             };
             let mut nr = noef::NoResidual::new(&c.method, &c.params, ctx)?;
-            for u in plans.iter().flatten().flat_map(|b| b.units.iter().copied()) {
-                let (r, cols) = engine::unit_shape(&tensors, &plans, setup.merge, u);
+            for u in lay
+                .plans
+                .iter()
+                .flatten()
+                .flat_map(|b| b.units.iter().copied())
+            {
+                let (r, cols) = engine::unit_shape(&tensors, &lay.plans, setup.merge, u);
                 nr.register(u, r, cols)?;
             }
-            comp = Box::new(nr);
+            lay.comp = Box::new(nr);
         }
-        let rounds = comp.rounds();
-        let caps = engine::capacities(comp.as_ref(), &plans, rounds);
-        let ex = Exchange::with_mode(world, caps.bucket_cap, c.collective)?;
-        let max_units = plans
-            .iter()
-            .flatten()
-            .map(|b| b.units.len())
-            .max()
-            .unwrap_or(0);
         Ok(Sync {
-            unit_wire: Wire::with_touched_capacity(caps.unit_cap),
-            bucket_wire: Wire::with_touched_capacity(caps.bucket_cap),
-            gather_scratch: vec![0u32; caps.unit_cap.gather_u32 * world.size],
-            gather_counts: vec![0usize; world.size],
-            layout: vec![UnitLayout::default(); max_units],
-            packed: vec![0f32; pack_len],
-            unit_out: vec![0f32; pack_len],
-            comp,
-            merge: setup.merge,
-            tensors,
-            caps,
-            rounds,
-            ex,
-            plans,
+            exec: Executor::new(world, &setup, lay, false)?,
         })
     }
 
     fn buckets_per_step(&self) -> usize {
-        let total: usize = self.plans.iter().map(Vec::len).sum();
-        (total as f64 / self.plans.len().max(1) as f64).round() as usize
+        self.exec.buckets_per_step()
     }
 
     /// Synchronise one step's gradients: `outs` receives the worker average each
@@ -528,112 +485,13 @@ impl Sync {
         step: u64,
         grads: &[Array2<f32>],
         outs: &mut [Array2<f32>],
-        t: &mut SyncTimes,
+        t: &mut OpTimes,
     ) -> Result<u64> {
-        let Sync {
-            comp,
-            plans,
-            merge,
-            tensors,
-            caps,
-            rounds,
-            unit_wire,
-            bucket_wire,
-            ex,
-            layout,
-            gather_scratch,
-            gather_counts,
-            packed,
-            unit_out,
-        } = self;
-        let merge = *merge;
-        comp.begin_step(step);
-        let phase = step as usize % plans.len();
-        let mut bytes = 0u64;
-        for (bi, b) in plans[phase].iter().enumerate() {
-            for round in 0..*rounds {
-                bucket_wire.clear();
-                let ta = world.time();
-                if merge && round == 0 {
-                    let mut off = 0;
-                    for &tn in &b.tensors {
-                        let g = grads[tn]
-                            .as_slice()
-                            .ok_or_else(|| Error::Runtime("gradient not contiguous".into()))?;
-                        packed[off..off + g.len()].copy_from_slice(g);
-                        off += g.len();
-                    }
-                }
-                t.pack_s += world.time() - ta;
-                for (u, &unit) in b.units.iter().enumerate() {
-                    let ta = world.time();
-                    let (rows, cols) = engine::unit_shape(tensors, plans, merge, unit);
-                    let g = if merge {
-                        ArrayView2::from_shape((rows, cols), &packed[..rows * cols])
-                            .map_err(|e| Error::Runtime(e.to_string()))?
-                    } else {
-                        grads[unit].view()
-                    };
-                    comp.compress(unit, round, g, unit_wire)?;
-                    comp.feedback(unit, round)?;
-                    let tb = world.time();
-                    layout[u] = engine::append(bucket_wire, unit_wire);
-                    t.compress_s += tb - ta;
-                    t.pack_s += world.time() - tb;
-                }
-                if caps.gather_used {
-                    for l in &layout[..b.units.len()] {
-                        bucket_wire.gather_u32.push(l.gather_len as u32);
-                    }
-                }
-                let ta = world.time();
-                let lay = &layout[..b.units.len()];
-                let exact = caps.bucket_wires[phase][bi][round]
-                    .exact_gather_of(comp.name(), bucket_wire)?;
-                ex.run(world, bucket_wire, exact, |agg, off, inc, own| {
-                    engine::merge_units(comp.as_mut(), &b.units, lay, agg, off, inc, own)
-                })?;
-                t.comm_s += world.time() - ta;
-                bytes += bucket_wire.bytes() as u64;
-                let rec = ex.received();
-                for (u, &unit) in b.units.iter().enumerate() {
-                    let tc = world.time();
-                    let (rows, cols) = engine::unit_shape(tensors, plans, merge, unit);
-                    let unit_rec = engine::unit_received(
-                        &rec,
-                        &layout[u],
-                        u,
-                        b.units.len(),
-                        gather_scratch,
-                        gather_counts,
-                    )?;
-                    let td = world.time();
-                    let view = if merge {
-                        ArrayViewMut2::from_shape((rows, cols), &mut unit_out[..rows * cols])
-                            .map_err(|e| Error::Runtime(e.to_string()))?
-                    } else {
-                        outs[unit].view_mut()
-                    };
-                    comp.decompress(unit, round, &unit_rec, view)?;
-                    t.pack_s += td - tc;
-                    t.decompress_s += world.time() - td;
-                }
-                if merge && round + 1 == *rounds {
-                    let ta = world.time();
-                    let mut off = 0;
-                    for &tn in &b.tensors {
-                        let o = outs[tn]
-                            .as_slice_mut()
-                            .ok_or_else(|| Error::Runtime("output not contiguous".into()))?;
-                        let n = o.len();
-                        o.copy_from_slice(&unit_out[off..off + n]);
-                        off += n;
-                    }
-                    t.pack_s += world.time() - ta;
-                }
-            }
-        }
-        Ok(bytes)
+        *t = OpTimes::default();
+        let now = || world.time();
+        self.exec
+            .iteration(world, step, grads, Some(outs), &now, &mut |_| {}, t, None)?;
+        Ok(t.wire_bytes)
     }
 }
 
@@ -813,7 +671,7 @@ pub fn run_case(
         }
         let loss = mlp.loss_and_grad(xb.view(), &yb, &mut grads);
         let tc = world.time();
-        let mut st = SyncTimes::default();
+        let mut st = OpTimes::default();
         let bytes = sync.step(world, step, &grads, &mut outs, &mut st)?;
         let tu = world.time();
         for ((w, v), o) in mlp.params.iter_mut().zip(velocity.iter_mut()).zip(&outs) {

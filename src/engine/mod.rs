@@ -9,17 +9,19 @@
 //! like one NCCL stream: the overlap is between communication and the emulated backward.
 
 pub mod device;
-pub mod plan;
-pub mod planner;
+pub mod exec;
 pub mod trace;
 
 use crate::comm::exchange::Exchange;
 use crate::comm::World;
-use crate::compress::{registry, MethodParams, Received, Wire, WireLen, WorkerCtx};
+use crate::compress::{registry, MethodParams, Wire, WireLen, WorkerCtx};
 use crate::error::{Error, Result};
+use crate::schedule::plan::{self, Fusion, PlannerKind};
+use crate::schedule::{planner, Bucket, Executed};
 use device::{ComputeMode, Device};
-use ndarray::{ArrayView2, ArrayViewMut2};
-use plan::{Fusion, PlannerKind};
+pub(crate) use exec::unit_shape;
+use exec::{Executor, OpTimes};
+use ndarray::ArrayViewMut2;
 
 /// One gradient tensor as the engine sees it (registration order).
 #[derive(Clone, Debug)]
@@ -120,18 +122,10 @@ pub struct E2eMeasurement {
     pub plan_source: Option<String>,
     /// The collective that carried the messages (`allreduce`, `allgather`, `ring`, `ps`).
     pub collective: &'static str,
-}
-
-/// Buffers of one bucket's wire layout.
-pub(crate) struct Bucket {
-    /// Model tensors (registration indices) in backward order.
-    pub(crate) tensors: Vec<usize>,
-    /// Compression units (compressor tensor ids): the tensors themselves, or one merged
-    /// unit (id = bucket index) when the bucket is compressed as a whole.
-    pub(crate) units: Vec<usize>,
-    /// Highest backward position in the bucket + 1: the bucket is complete once this many
-    /// gradients are ready.
-    pub(crate) ready_after: usize,
+    /// The operations the last iteration of each phase ran, with the wires sent.
+    pub executed: Vec<Vec<Executed>>,
+    /// The buckets of phase 0 as backward positions (a planner's choice included).
+    pub plan: Vec<Vec<usize>>,
 }
 
 /// Run `warmup` iterations of one e2e case, then timed ones until `timing` has enough
@@ -151,45 +145,12 @@ pub fn run(
             s.bwd_s.len()
         )));
     }
-    let Layout {
-        mut comp,
-        plans,
-        pack_len,
-        planned_s,
-        plan_source,
-    } = layout(world, s)?;
-    let rounds = comp.rounds();
+    let lay = layout(world, s)?;
+    let (planned_s, plan_source) = (lay.planned_s, lay.plan_source.clone());
+    let mut ex = Executor::new(world, s, lay, s.pipelining)?;
     // Backward order = reverse registration order.
     let bwd_order: Vec<usize> = (0..m).rev().collect();
     let bwd_times: Vec<f64> = bwd_order.iter().map(|&t| s.bwd_s[t]).collect();
-    let unit_shape = |u: usize| unit_shape(s.tensors, &plans, s.merge, u);
-    let all_buckets = || plans.iter().flatten();
-    let all_units: Vec<usize> = all_buckets()
-        .flat_map(|b| b.units.iter().copied())
-        .collect();
-    let Capacities {
-        unit_cap,
-        gather_used,
-        bucket_wires,
-        bucket_cap,
-    } = capacities(comp.as_ref(), &plans, rounds);
-    let mut unit_wire = Wire::with_touched_capacity(unit_cap);
-    let mut bucket_wire = Wire::with_touched_capacity(bucket_cap);
-    let mut ex = Exchange::with_mode(world, bucket_cap, s.collective)?;
-    let max_numel = s
-        .tensors
-        .iter()
-        .map(TensorSpec::numel)
-        .max()
-        .unwrap_or(0)
-        .max(pack_len);
-    let mut out = vec![0f32; max_numel];
-    let mut packed = vec![0f32; pack_len];
-    let mut gather_scratch = vec![0u32; unit_cap.gather_u32 * world.size];
-    let mut gather_counts = vec![0usize; world.size];
-    let mut layout =
-        vec![UnitLayout::default(); all_buckets().map(|b| b.units.len()).max().unwrap_or(0)];
-    let max_buckets = plans.iter().map(Vec::len).max().unwrap_or(0);
     let grads: Vec<ndarray::Array2<f32>> = s
         .tensors
         .iter()
@@ -206,15 +167,11 @@ pub fn run(
             )
         })
         .collect();
-
     if let Some(tr) = trace.as_deref_mut() {
-        // Per timed iteration: forward, iteration, a backward span per tensor, compress
-        // and decompress per tensor and round, a collective per bucket and round.
-        // At least the minimum iterations; a trace that outgrows it counts what it drops.
-        tr.reserve(
-            timing.min_iters as usize
-                * (2 + m + all_units.len() * 2 * rounds + max_buckets * rounds),
-        );
+        // Per timed iteration: forward, iteration, a backward span per tensor, and at most
+        // one span per operation. At least the minimum iterations; a trace that outgrows
+        // it counts what it drops.
+        tr.reserve(timing.min_iters as usize * (2 + m + ex.max_ops()));
     }
     let device = Device::new(m);
     let mut series = IterSeries::default();
@@ -230,10 +187,8 @@ pub fn run(
         sc.spawn(move || dev.run(fwd_s, bt, compute));
         let r = (|| -> Result<()> {
             let mut timed = crate::bench::stats::Running::default();
+            let now = || device.now_s();
             for it in 0.. {
-                comp.begin_step(it);
-                let phase = it as usize % plans.len();
-                let buckets = &plans[phase];
                 // Only timed iterations are traced.
                 let mut trace = if it >= warmup {
                     trace.as_deref_mut()
@@ -243,109 +198,22 @@ pub fn run(
                 world.sync_or_stop()?;
                 let t0 = device.now_s();
                 device.start_iteration();
-                let (mut pack, mut compress, mut comm, mut decompress) = (0.0, 0.0, 0.0, 0.0);
-                let mut bytes = 0u64;
-                if !s.pipelining {
-                    device.wait_ready(m);
-                }
                 let mut last_start = t0;
-                for (bi, b) in buckets.iter().enumerate() {
-                    if s.pipelining {
-                        device.wait_ready(b.ready_after);
-                    }
+                let mut wait = |ready: usize| {
+                    device.wait_ready(ready);
                     last_start = device.now_s();
-                    for round in 0..rounds {
-                        // Compress every tensor of the bucket and append its wire.
-                        bucket_wire.clear();
-                        if s.merge && round == 0 {
-                            // Pack the bucket's gradients into one flat tensor.
-                            let ta = device.now_s();
-                            let mut off = 0;
-                            for &t in &b.tensors {
-                                let g = grads[t].as_slice().ok_or_else(|| {
-                                    Error::Runtime("gradient not contiguous".into())
-                                })?;
-                                packed[off..off + g.len()].copy_from_slice(g);
-                                off += g.len();
-                            }
-                            pack += device.now_s() - ta;
-                        }
-                        for (u, &t) in b.units.iter().enumerate() {
-                            let ta = device.now_s();
-                            let (rows, cols) = unit_shape(t);
-                            let g = if s.merge {
-                                ArrayView2::from_shape((rows, cols), &packed[..rows * cols])
-                                    .map_err(|e| Error::Runtime(e.to_string()))?
-                            } else {
-                                grads[t].view()
-                            };
-                            comp.compress(t, round, g, &mut unit_wire)?;
-                            comp.feedback(t, round)?;
-                            let tb = device.now_s();
-                            layout[u] = append(&mut bucket_wire, &unit_wire);
-                            pack += device.now_s() - tb;
-                            compress += tb - ta;
-                            if let Some(tr) = trace.as_deref_mut() {
-                                tr.span("compress", trace::COMM, t as i64, ta, tb);
-                            }
-                        }
-                        if gather_used {
-                            // Trailer: each unit's gathered length, so receivers can split.
-                            let ta = device.now_s();
-                            for l in &layout[..b.units.len()] {
-                                bucket_wire.gather_u32.push(l.gather_len as u32);
-                            }
-                            pack += device.now_s() - ta;
-                        }
-                        let ta = device.now_s();
-                        let lay = &layout[..b.units.len()];
-                        let exact = bucket_wires[phase][bi][round]
-                            .exact_gather_of(comp.name(), &bucket_wire)?;
-                        ex.run(world, &bucket_wire, exact, |agg, off, inc, own| {
-                            merge_units(comp.as_mut(), &b.units, lay, agg, off, inc, own)
-                        })?;
-                        let tb = device.now_s();
-                        comm += tb - ta;
-                        bytes += bucket_wire.bytes() as u64;
-                        if let Some(tr) = trace.as_deref_mut() {
-                            tr.span(
-                                if rounds > 1 {
-                                    ["collective r0", "collective r1"][round.min(1)]
-                                } else {
-                                    "collective"
-                                },
-                                trace::COMM,
-                                bi as i64,
-                                ta,
-                                tb,
-                            );
-                        }
-                        let rec = ex.received();
-                        for (u, &t) in b.units.iter().enumerate() {
-                            let tc = device.now_s();
-                            let (rows, cols) = unit_shape(t);
-                            let unit_rec = unit_received(
-                                &rec,
-                                &layout[u],
-                                u,
-                                b.units.len(),
-                                &mut gather_scratch,
-                                &mut gather_counts,
-                            )?;
-                            let td = device.now_s();
-                            let view =
-                                ArrayViewMut2::from_shape((rows, cols), &mut out[..rows * cols])
-                                    .map_err(|e| Error::Runtime(e.to_string()))?;
-                            comp.decompress(t, round, &unit_rec, view)?;
-                            let te = device.now_s();
-                            pack += td - tc;
-                            decompress += te - td;
-                            if let Some(tr) = trace.as_deref_mut() {
-                                tr.span("decompress", trace::COMM, t as i64, td, te);
-                            }
-                        }
-                    }
-                }
+                };
+                let mut t = OpTimes::default();
+                ex.iteration(
+                    world,
+                    it,
+                    &grads,
+                    None,
+                    &now,
+                    &mut wait,
+                    &mut t,
+                    trace.as_deref_mut(),
+                )?;
                 let t_end = device.now_s();
                 let (fwd_end, bwd_end) = {
                     let st = device.lock();
@@ -355,13 +223,13 @@ pub fn run(
                     tr.iteration(&device, t0, fwd_end, t_end, &bwd_order);
                 }
                 if it >= warmup {
-                    wire_total += bytes;
+                    wire_total += t.wire_bytes;
                     series.fwd_s.push(fwd_end - t0);
                     series.bwd_s.push(bwd_end - fwd_end);
-                    series.pack_s.push(pack);
-                    series.compress_s.push(compress);
-                    series.comm_s.push(comm);
-                    series.decompress_s.push(decompress);
+                    series.pack_s.push(t.pack_s);
+                    series.compress_s.push(t.compress_s);
+                    series.comm_s.push(t.comm_s);
+                    series.decompress_s.push(t.decompress_s);
                     series.exposed_s.push((t_end - bwd_end).max(0.0));
                     series.bwd_sync_s.push(t_end - fwd_end);
                     series.iter_s.push(t_end - t0);
@@ -383,18 +251,21 @@ pub fn run(
         world.max_in_place(v);
     }
     let iters_run = series.iter_s.len() as u64;
-    // Buckets per step: the mean over the phases, rounded (ACP-SGD's P and Q steps differ).
-    let total_buckets: usize = plans.iter().map(Vec::len).sum();
     Ok(E2eMeasurement {
         series,
-        buckets: (total_buckets as f64 / plans.len() as f64).round() as usize,
+        buckets: ex.buckets_per_step(),
         wire_bytes: world.max_u64(crate::bench::stats::mean_bytes_per_step(
             wire_total, iters_run,
         )),
-        aggregation: comp.aggregation().name(),
+        aggregation: ex.comp.aggregation().name(),
         planned_s,
         plan_source,
-        collective: s.collective.effective(comp.aggregation()),
+        collective: s.collective.effective(ex.comp.aggregation()),
+        executed: ex.executed().to_vec(),
+        plan: ex.plans[0]
+            .iter()
+            .map(|b| b.tensors.iter().map(|&t| m - 1 - t).collect())
+            .collect(),
     })
 }
 
@@ -450,21 +321,9 @@ pub(crate) fn layout(world: &World, s: &E2eSetup) -> Result<Layout> {
             None,
         ),
     };
-    let mut plans: Vec<Vec<Bucket>> = phase_groups
-        .into_iter()
-        .map(|groups| {
-            groups
-                .into_iter()
-                .map(|pos| {
-                    let tensors: Vec<usize> = pos.iter().map(|&p| bwd_order[p]).collect();
-                    Bucket {
-                        ready_after: pos.iter().max().map_or(0, |p| p + 1),
-                        units: tensors.clone(),
-                        tensors,
-                    }
-                })
-                .collect()
-        })
+    let plans: Vec<Vec<Bucket>> = phase_groups
+        .iter()
+        .map(|g| crate::schedule::buckets(g, m, s.merge))
         .collect();
     // Merged compression: a fresh compressor with one tensor per bucket.
     let mut pack_len = 0usize;
@@ -476,10 +335,9 @@ pub(crate) fn layout(world: &World, s: &E2eSetup) -> Result<Layout> {
             )));
         }
         comp = registry::build(s.method, s.params, ctx)?;
-        for (bi, b) in plans[0].iter_mut().enumerate() {
+        for (bi, b) in plans[0].iter().enumerate() {
             let n: usize = b.tensors.iter().map(|&t| s.tensors[t].numel()).sum();
             comp.register(bi, 1, n)?;
-            b.units = vec![bi];
             pack_len = pack_len.max(n);
         }
     }
@@ -492,197 +350,14 @@ pub(crate) fn layout(world: &World, s: &E2eSetup) -> Result<Layout> {
     })
 }
 
-/// Shape of compression unit `u`: the tensor itself, or (merged compression) the
-/// bucket `u` packed into one `1 x n` tensor.
-pub(crate) fn unit_shape(
-    tensors: &[TensorSpec],
-    plans: &[Vec<Bucket>],
-    merge: bool,
-    u: usize,
-) -> (usize, usize) {
-    if merge {
-        (
-            1,
-            plans[0][u]
-                .tensors
-                .iter()
-                .map(|&t| tensors[t].numel())
-                .sum(),
-        )
-    } else {
-        (tensors[u].rows, tensors[u].cols)
-    }
-}
-
-/// Wire sizes of a layout: the largest unit wire, whether the gather section (and its
-/// trailer of lengths) is used, every bucket's declared wire per phase and round, and
-/// the largest bucket wire.
-pub(crate) struct Capacities {
-    pub(crate) unit_cap: WireLen,
-    pub(crate) gather_used: bool,
-    pub(crate) bucket_wires: Vec<Vec<Vec<WireLen>>>,
-    pub(crate) bucket_cap: WireLen,
-}
-
-/// The [`Capacities`] of `plans` for compressor `comp` with `rounds` rounds.
-pub(crate) fn capacities(
-    comp: &dyn crate::compress::Compressor,
-    plans: &[Vec<Bucket>],
-    rounds: usize,
-) -> Capacities {
-    let all_units: Vec<usize> = plans
-        .iter()
-        .flatten()
-        .flat_map(|b| b.units.iter().copied())
-        .collect();
-    // Capacities: one unit wire (largest tensor), one bucket wire (largest bucket).
-    let unit_cap = all_units
-        .iter()
-        .flat_map(|&t| (0..rounds).map(move |r| (t, r)))
-        .map(|(t, r)| comp.wire_capacity(t, r))
-        .fold(WireLen::default(), WireLen::max);
-    // Methods without a gather section send no trailer either.
-    let gather_used = unit_cap.gather_u32 > 0;
-    // Declared wire of every bucket per phase and round: its tensors' wires plus the
-    // trailer of their gathered lengths (exact when every tensor's section is).
-    let bucket_wires: Vec<Vec<Vec<WireLen>>> = plans
-        .iter()
-        .map(|plan| {
-            plan.iter()
-                .map(|b| {
-                    (0..rounds)
-                        .map(|r| {
-                            let trailer = WireLen {
-                                gather_u32: if gather_used { b.units.len() } else { 0 },
-                                gather_exact: true,
-                                ..WireLen::default()
-                            };
-                            b.units
-                                .iter()
-                                .map(|&t| comp.wire_capacity(t, r))
-                                .fold(trailer, WireLen::plus)
-                        })
-                        .collect()
-                })
-                .collect()
-        })
-        .collect();
-    let bucket_cap = bucket_wires
-        .iter()
-        .flatten()
-        .flatten()
-        .fold(WireLen::default(), |a, &b| a.max(b));
-    Capacities {
-        unit_cap,
-        gather_used,
-        bucket_wires,
-        bucket_cap,
-    }
-}
-
 /// The `plan_source` of a planner's choice: the planner's name when its plan was kept,
 /// else `SIMPLE (PLANNER predicted X s)`, e.g. `single (mgwfbp predicted 0.0123 s)`.
 pub fn plan_source_of(kind: PlannerKind, c: &planner::Choice) -> String {
-    let name = crate::engine::plan::Fusion::Planner(kind).to_string();
+    let name = crate::schedule::plan::Fusion::Planner(kind).to_string();
     match &c.replaced {
         None => name,
         Some((simple, own_s)) => format!("{simple} ({name} predicted {own_s:.4e} s)"),
     }
-}
-
-/// Where one tensor's wire sits inside its bucket's wire.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct UnitLayout {
-    sum_off: usize,
-    sum_len: usize,
-    pub(crate) gather_len: usize,
-    ring_off: usize,
-    ring_len: usize,
-}
-
-/// Append a tensor's wire to the bucket's (within reserved capacity: no allocation).
-pub(crate) fn append(bucket: &mut Wire, unit: &Wire) -> UnitLayout {
-    let l = UnitLayout {
-        sum_off: bucket.sum_f32.len(),
-        sum_len: unit.sum_f32.len(),
-        gather_len: unit.gather_u32.len(),
-        ring_off: bucket.ring_u32.len(),
-        ring_len: unit.ring_u32.len(),
-    };
-    bucket.sum_f32.extend_from_slice(&unit.sum_f32);
-    bucket.gather_u32.extend_from_slice(&unit.gather_u32);
-    bucket.ring_u32.extend_from_slice(&unit.ring_u32);
-    l
-}
-
-/// The part of a bucket's exchange that belongs to unit `u` of `units`: slices of the
-/// summed and ring sections, and every worker's gathered piece copied into `scratch`
-/// (worker w's section ends with `units` lengths, one per unit).
-pub(crate) fn unit_received<'a>(
-    rec: &Received<'a>,
-    l: &UnitLayout,
-    u: usize,
-    units: usize,
-    scratch: &'a mut [u32],
-    counts: &'a mut [usize],
-) -> Result<Received<'a>> {
-    let mut filled = 0usize;
-    if !rec.gathered_u32.is_empty() || rec.gather_counts.iter().any(|&c| c > 0) {
-        for (w, count) in counts[..rec.world_size].iter_mut().enumerate() {
-            let sec = rec.gathered(w);
-            if sec.len() < units {
-                return Err(Error::Runtime(format!("bucket exchange: worker {w} sent {} words, fewer than its {units}-word trailer", sec.len())));
-            }
-            let (data, lens) = sec.split_at(sec.len() - units);
-            let start: usize = lens[..u].iter().map(|&x| x as usize).sum();
-            let len = lens[u] as usize;
-            if start + len > data.len() || filled + len > scratch.len() {
-                return Err(Error::Runtime(format!(
-                    "bucket exchange: worker {w}'s trailer is inconsistent with its data"
-                )));
-            }
-            scratch[filled..filled + len].copy_from_slice(&data[start..start + len]);
-            *count = len;
-            filled += len;
-        }
-    } else {
-        counts.iter_mut().for_each(|c| *c = 0);
-    }
-    let gathered: &'a [u32] = &scratch[..filled];
-    Ok(Received {
-        sum_f32: &rec.sum_f32[l.sum_off..l.sum_off + l.sum_len],
-        gathered_u32: gathered,
-        gather_counts: counts,
-        ring_u32: &rec.ring_u32[l.ring_off..l.ring_off + l.ring_len],
-        world_size: rec.world_size,
-    })
-}
-
-/// Ring merge of a chunk of a bucket's concatenated ring section: each tensor's part of
-/// the chunk goes to that tensor's `ring_merge` with its own offset.
-pub(crate) fn merge_units(
-    comp: &mut dyn crate::compress::Compressor,
-    units: &[usize],
-    layout: &[UnitLayout],
-    aggregated: usize,
-    off: usize,
-    incoming: &[u32],
-    own: &mut [u32],
-) -> Result<()> {
-    let end = off + own.len();
-    for (&t, l) in units.iter().zip(layout) {
-        let (a, b) = (off.max(l.ring_off), end.min(l.ring_off + l.ring_len));
-        if a < b {
-            comp.ring_merge(
-                t,
-                aggregated,
-                a - l.ring_off,
-                &incoming[a - off..b - off],
-                &mut own[a - off..b - off],
-            )?;
-        }
-    }
-    Ok(())
 }
 
 /// Plan buckets with a cost-model planner ([`planner::choose`]). Costs come from

@@ -38,8 +38,9 @@ pub mod run;
 use crate::comm::exchange::{CollectiveMode, ExchangeOp, ExchangePlan};
 use crate::comm::netmodel::CompressCost;
 use crate::compress::{registry, Aggregation, MethodParams, WireLen, WorkerCtx};
-use crate::engine::plan::{self, Fusion};
-use crate::engine::{planner, TensorSpec};
+use crate::engine::TensorSpec;
+use crate::schedule::plan::{self, Fusion};
+use crate::schedule::{self, planner, Executed, Op as SchedOp};
 use network::{CollectiveCost, Op};
 use std::collections::HashMap;
 use thiserror::Error;
@@ -322,6 +323,8 @@ pub struct SimResult {
     pub plan_source: Option<String>,
     /// Bucket plan: backward positions per bucket.
     pub plan: Vec<Vec<usize>>,
+    /// The operations of one iteration per phase, each with the wire it priced.
+    pub executed: Vec<Vec<Executed>>,
 }
 
 impl SimResult {
@@ -635,6 +638,7 @@ pub fn simulate_with(
         ));
     }
     let mut r = SimResult::mean(&per_phase);
+    r.executed = per_phase.into_iter().flat_map(|p| p.executed).collect();
     r.aggregation = agg.name();
     r.collective = case.collective.effective(agg);
     r.planned_s = planned_s;
@@ -644,7 +648,9 @@ pub fn simulate_with(
 }
 
 /// One iteration of `groups` (positions in backward order) with their units' wires on
-/// the virtual clock ([`simulate`]).
+/// the virtual clock ([`simulate`]): the operations of [`schedule::iteration`], the list
+/// the engine runs, each charged by the cost model.
+#[allow(clippy::too_many_arguments)]
 fn simulate_clock(
     case: &SimCase,
     costs: &CostModel,
@@ -685,7 +691,6 @@ fn simulate_clock(
         buckets: groups.len(),
         ..SimResult::default()
     };
-    let mut clock = if case.pipelining { 0.0 } else { bwd_end };
     let pb = costs.pack_s_per_byte;
     // Advance the clock by `work` (s at full speed) and add the elapsed time to `phase`.
     let run = |clock: &mut f64, phase: &mut f64, work: f64| {
@@ -693,26 +698,44 @@ fn simulate_clock(
         *clock = advance(t0, work, bwd_end, host.bwd_slowdown);
         *phase += *clock - t0;
     };
-    for (bi, (g, units)) in groups.iter().zip(bucket_units).enumerate() {
-        // Did the communication thread wait for the device before this bucket?
-        let mut waited = bi == 0;
-        if case.pipelining {
-            let last = g.iter().copied().max().unwrap_or(0);
-            waited = ready[last] > clock;
-            clock = clock.max(ready[last]);
-        }
-        for round in 0..rounds {
-            if case.merge && round == 0 {
-                let e: usize = g.iter().map(|&p| numel[p]).sum();
+    let buckets = schedule::buckets(groups, m, case.merge);
+    let ops = schedule::iteration(&buckets, rounds, case.merge, case.pipelining, m);
+    let bucket_elems = |bi: usize| -> usize { groups[bi].iter().map(|&p| numel[p]).sum() };
+    let mut clock = 0.0;
+    // Did the communication thread wait for the device before this bucket?
+    let mut waited = false;
+    let mut w = WireLen::default();
+    let mut executed = Vec::with_capacity(ops.len());
+    for op in ops {
+        let mut wire = WireLen::default();
+        match op {
+            SchedOp::Wait { bucket, ready: k } => {
+                let t = if k == 0 { fwd_end } else { ready[k - 1] };
+                waited = if case.pipelining {
+                    t > clock
+                } else {
+                    bucket == 0
+                };
+                clock = f64::max(clock, t);
+            }
+            SchedOp::Pack { bucket } | SchedOp::Unpack { bucket } => {
+                let e = bucket_elems(bucket);
                 run(&mut clock, &mut r.pack_s, cpu * pb * 4.0 * e as f64);
             }
-            let mut w = WireLen {
-                gather_exact: true,
-                ..WireLen::default()
-            };
-            for (e, uw) in units {
-                let c = cpu * (per_round(mc.compress, *e) + per_round(mc.feedback, *e));
+            SchedOp::Compress {
+                bucket,
+                slot,
+                round,
+            } => {
+                if slot == 0 {
+                    w = WireLen {
+                        gather_exact: true,
+                        ..WireLen::default()
+                    };
+                }
+                let (e, uw) = &bucket_units[bucket][slot];
                 let l = uw[round];
+                let c = cpu * (per_round(mc.compress, *e) + per_round(mc.feedback, *e));
                 run(&mut clock, &mut r.compress_s, c);
                 run(
                     &mut clock,
@@ -720,20 +743,29 @@ fn simulate_clock(
                     cpu * (costs.pack_fixed_s + pb * l.bytes() as f64),
                 );
                 w = w.plus(l);
+                wire = l;
             }
-            if gather_used {
-                // Trailer: one length word per unit.
-                w.gather_u32 += units.len();
+            SchedOp::Exchange { bucket, round } => {
+                if gather_used {
+                    // Trailer: one length word per unit.
+                    w.gather_u32 += bucket_units[bucket].len();
+                }
+                let t = exchange_s(net, case.collective, n, w, gather_used)
+                    + if waited && round == 0 {
+                        host.sync_s
+                    } else {
+                        0.0
+                    };
+                run(&mut clock, &mut r.comm_s, t);
+                r.wire_bytes += w.bytes() as u64;
+                wire = w;
             }
-            let t = exchange_s(net, case.collective, n, w, gather_used)
-                + if waited && round == 0 {
-                    host.sync_s
-                } else {
-                    0.0
-                };
-            run(&mut clock, &mut r.comm_s, t);
-            r.wire_bytes += w.bytes() as u64;
-            for (e, uw) in units {
+            SchedOp::Decompress {
+                bucket,
+                slot,
+                round,
+            } => {
+                let (e, uw) = &bucket_units[bucket][slot];
                 let l = uw[round];
                 // Splitting copies every worker's gathered piece of this unit.
                 let split = cpu * (costs.pack_fixed_s + pb * 4.0 * (n * l.gather_u32) as f64);
@@ -747,12 +779,14 @@ fn simulate_clock(
                 run(&mut clock, &mut r.decompress_s, d);
             }
         }
+        executed.push(Executed { op, wire });
     }
     // The last bucket holds the last gradient, so the clock is past the end of backward.
     let t_end = clock;
     r.exposed_s = (t_end - bwd_end).max(0.0);
     r.bwd_sync_s = t_end - fwd_end;
     r.iter_s = t_end;
+    r.executed = vec![executed];
     r
 }
 

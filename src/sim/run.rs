@@ -7,7 +7,7 @@ use super::{
 };
 use crate::comm::exchange::CollectiveMode;
 use crate::compress::MethodParams;
-use crate::engine::plan::Fusion;
+use crate::schedule::plan::Fusion;
 use std::path::{Path, PathBuf};
 
 /// What `gradcomp simulate` asks for (validated from the flags).

@@ -1,6 +1,6 @@
 use super::network::{Analytic, CollectiveCost, Op};
 use super::*;
-use crate::engine::plan::PlannerKind;
+use crate::schedule::plan::PlannerKind;
 
 /// `t = a + b * bytes` for every collective; no reduction cost.
 struct Lin {

@@ -266,13 +266,13 @@ pub struct Choice {
 /// compression cost (as published) but is rated with `t_s` like the others. Engine and
 /// simulator both plan through this.
 pub fn choose(
-    kind: crate::engine::plan::PlannerKind,
+    kind: crate::schedule::plan::PlannerKind,
     t_b: &[f64],
     p: &[usize],
     t_s: &dyn Fn(usize, usize) -> f64,
     t_c: &dyn Fn(usize) -> f64,
 ) -> Choice {
-    use crate::engine::plan::{buckets, Fusion, PlannerKind};
+    use crate::schedule::plan::{buckets, Fusion, PlannerKind};
     let groups = match kind {
         PlannerKind::Mgwfbp => mgwfbp(t_b, p, t_c),
         PlannerKind::Omgs => omgs(t_b, p, t_s, t_c),
@@ -395,7 +395,7 @@ pub fn layerfusion(
 mod tests {
     use super::*;
     use crate::comm::netmodel::AlphaBeta;
-    use crate::engine::plan::{buckets, Fusion};
+    use crate::schedule::plan::{buckets, Fusion};
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-9
@@ -693,7 +693,7 @@ mod tests {
     /// planner's plan is worse, a simple plan replaces it and says so.
     #[test]
     fn choice_is_never_worse_than_the_simple_plans() {
-        use crate::engine::plan::{buckets, Fusion, PlannerKind};
+        use crate::schedule::plan::{buckets, Fusion, PlannerKind};
         use rand::{Rng, SeedableRng};
         let mut rng = rand_pcg::Pcg64::seed_from_u64(5);
         let mut replaced = 0;

@@ -1,0 +1,499 @@
+//! The executor of the iteration schedule on real data (src/schedule/): one rank's
+//! compressor, buckets, wire buffers and exchange, running [`Op`]s in order. The e2e
+//! engine drives it with synthetic gradients on the device thread's clock; `gradcomp
+//! converge` (src/converge/) with a model's real gradients, keeping the averaged
+//! outputs. The simulator walks the same [`Op`] lists on its virtual clock
+//! (src/sim/mod.rs). Buffers are sized once from the method's declared capacities:
+//! executing an operation allocates nothing.
+
+use super::trace::{self, Trace};
+use super::{Layout, TensorSpec};
+use crate::comm::exchange::Exchange;
+use crate::comm::World;
+use crate::compress::{Compressor, Received, Wire, WireLen};
+use crate::error::{Error, Result};
+use crate::schedule::{self, Bucket, Executed, Op};
+use ndarray::{Array2, ArrayView2, ArrayViewMut2};
+
+/// Time spent per kind of work in one iteration (s) and the bytes sent.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OpTimes {
+    pub pack_s: f64,
+    pub compress_s: f64,
+    pub comm_s: f64,
+    pub decompress_s: f64,
+    pub wire_bytes: u64,
+}
+
+/// One rank's state for running a case's schedule.
+pub struct Executor {
+    pub(crate) comp: Box<dyn Compressor>,
+    /// Buckets per phase of the method's step cycle.
+    pub(crate) plans: Vec<Vec<Bucket>>,
+    /// The schedule of one iteration per phase ([`schedule::iteration`]).
+    ops: Vec<Vec<Op>>,
+    merge: bool,
+    tensors: Vec<TensorSpec>,
+    pub(crate) caps: Capacities,
+    rounds: usize,
+    unit_wire: Wire,
+    bucket_wire: Wire,
+    ex: Exchange,
+    layout: Vec<UnitLayout>,
+    gather_scratch: Vec<u32>,
+    gather_counts: Vec<usize>,
+    /// Merged compression: the bucket packed into one tensor (and, after the last round,
+    /// the unpack target when there are no outputs to write).
+    packed: Vec<f32>,
+    /// Decompress target: a merged unit, or a tensor when the caller keeps no outputs.
+    unit_out: Vec<f32>,
+    /// What the last iteration of each phase ran ([`Executed`]).
+    executed: Vec<Vec<Executed>>,
+}
+
+impl Executor {
+    /// Buffers and schedule for `layout` (built by [`super::layout`]; a caller may have
+    /// replaced its compressor, as converge's no-feedback control does) of case `s`.
+    pub(crate) fn new(
+        world: &World,
+        s: &super::E2eSetup,
+        layout: Layout,
+        pipelining: bool,
+    ) -> Result<Executor> {
+        let Layout {
+            comp,
+            plans,
+            pack_len,
+            ..
+        } = layout;
+        let m = s.tensors.len();
+        let rounds = comp.rounds();
+        let caps = capacities(comp.as_ref(), &plans, rounds);
+        let ex = Exchange::with_mode(world, caps.bucket_cap, s.collective)?;
+        let max_units = plans
+            .iter()
+            .flatten()
+            .map(|b| b.units.len())
+            .max()
+            .unwrap_or(0);
+        let max_numel = s
+            .tensors
+            .iter()
+            .map(TensorSpec::numel)
+            .max()
+            .unwrap_or(0)
+            .max(pack_len);
+        let ops: Vec<Vec<Op>> = plans
+            .iter()
+            .map(|b| schedule::iteration(b, rounds, s.merge, pipelining, m))
+            .collect();
+        Ok(Executor {
+            unit_wire: Wire::with_touched_capacity(caps.unit_cap),
+            bucket_wire: Wire::with_touched_capacity(caps.bucket_cap),
+            gather_scratch: vec![0u32; caps.unit_cap.gather_u32 * world.size],
+            gather_counts: vec![0usize; world.size],
+            layout: vec![UnitLayout::default(); max_units],
+            packed: vec![0f32; pack_len],
+            unit_out: vec![0f32; max_numel],
+            executed: ops.iter().map(|o| Vec::with_capacity(o.len())).collect(),
+            ops,
+            comp,
+            merge: s.merge,
+            tensors: s.tensors.to_vec(),
+            caps,
+            rounds,
+            ex,
+            plans,
+        })
+    }
+
+    /// Operations in the largest phase's iteration (trace sizing).
+    pub fn max_ops(&self) -> usize {
+        self.ops.iter().map(Vec::len).max().unwrap_or(0)
+    }
+
+    /// Buckets per step: the mean over the phases, rounded (ACP-SGD's P and Q steps differ).
+    pub fn buckets_per_step(&self) -> usize {
+        let total: usize = self.plans.iter().map(Vec::len).sum();
+        (total as f64 / self.plans.len().max(1) as f64).round() as usize
+    }
+
+    /// What the last iteration of each phase ran, phase by phase.
+    pub fn executed(&self) -> &[Vec<Executed>] {
+        &self.executed
+    }
+
+    /// Run step `step`'s iteration: its phase's operations in order. `grads` are the
+    /// model's gradients (registration order); `outs`, when given, receive the averaged
+    /// update each method's `decompress` writes (else a scratch buffer does). `wait(n)`
+    /// blocks until the first `n` gradients (backward order) are ready; `now` is the
+    /// clock the times in `t` and the trace's spans are taken on.
+    #[allow(clippy::too_many_arguments)]
+    pub fn iteration(
+        &mut self,
+        world: &World,
+        step: u64,
+        grads: &[Array2<f32>],
+        mut outs: Option<&mut [Array2<f32>]>,
+        now: &dyn Fn() -> f64,
+        wait: &mut dyn FnMut(usize),
+        t: &mut OpTimes,
+        mut trace: Option<&mut Trace>,
+    ) -> Result<()> {
+        self.comp.begin_step(step);
+        let phase = step as usize % self.plans.len();
+        let ops = std::mem::take(&mut self.ops);
+        self.executed[phase].clear();
+        let mut r = Ok(());
+        for &op in &ops[phase] {
+            r = self.run_op(
+                world,
+                phase,
+                op,
+                grads,
+                outs.as_deref_mut(),
+                now,
+                wait,
+                t,
+                trace.as_deref_mut(),
+            );
+            if r.is_err() {
+                break;
+            }
+        }
+        self.ops = ops;
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_op(
+        &mut self,
+        world: &World,
+        phase: usize,
+        op: Op,
+        grads: &[Array2<f32>],
+        mut outs: Option<&mut [Array2<f32>]>,
+        now: &dyn Fn() -> f64,
+        wait: &mut dyn FnMut(usize),
+        t: &mut OpTimes,
+        trace: Option<&mut Trace>,
+    ) -> Result<()> {
+        let mut wire = WireLen::default();
+        match op {
+            Op::Wait { ready, .. } => wait(ready),
+            Op::Pack { bucket } => {
+                let ta = now();
+                let mut off = 0;
+                for &tn in &self.plans[phase][bucket].tensors {
+                    let g = grads[tn]
+                        .as_slice()
+                        .ok_or_else(|| Error::Runtime("gradient not contiguous".into()))?;
+                    self.packed[off..off + g.len()].copy_from_slice(g);
+                    off += g.len();
+                }
+                t.pack_s += now() - ta;
+            }
+            Op::Compress {
+                bucket,
+                slot,
+                round,
+            } => {
+                let b = &self.plans[phase][bucket];
+                let unit = b.units[slot];
+                if slot == 0 {
+                    self.bucket_wire.clear();
+                }
+                let ta = now();
+                let (rows, cols) = unit_shape(&self.tensors, &self.plans, self.merge, unit);
+                let g = if self.merge {
+                    ArrayView2::from_shape((rows, cols), &self.packed[..rows * cols])
+                        .map_err(|e| Error::Runtime(e.to_string()))?
+                } else {
+                    grads[unit].view()
+                };
+                self.comp.compress(unit, round, g, &mut self.unit_wire)?;
+                self.comp.feedback(unit, round)?;
+                let tb = now();
+                self.layout[slot] = append(&mut self.bucket_wire, &self.unit_wire);
+                t.pack_s += now() - tb;
+                t.compress_s += tb - ta;
+                wire = self.unit_wire.lens();
+                if let Some(tr) = trace {
+                    tr.span("compress", trace::COMM, unit as i64, ta, tb);
+                }
+            }
+            Op::Exchange { bucket, round } => {
+                let b = &self.plans[phase][bucket];
+                let units = b.units.len();
+                if self.caps.gather_used {
+                    // Trailer: each unit's gathered length, so receivers can split.
+                    let ta = now();
+                    for l in &self.layout[..units] {
+                        self.bucket_wire.gather_u32.push(l.gather_len as u32);
+                    }
+                    t.pack_s += now() - ta;
+                }
+                let ta = now();
+                let lay = &self.layout[..units];
+                let declared = self.caps.bucket_wires[phase][bucket][round];
+                let exact = declared.exact_gather_of(self.comp.name(), &self.bucket_wire)?;
+                let comp = self.comp.as_mut();
+                self.ex
+                    .run(world, &self.bucket_wire, exact, |agg, off, inc, own| {
+                        merge_units(comp, &b.units, lay, agg, off, inc, own)
+                    })?;
+                let tb = now();
+                t.comm_s += tb - ta;
+                t.wire_bytes += self.bucket_wire.bytes() as u64;
+                wire = WireLen {
+                    gather_exact: declared.gather_exact,
+                    ..self.bucket_wire.lens()
+                };
+                if let Some(tr) = trace {
+                    let name = if self.rounds > 1 {
+                        ["collective r0", "collective r1"][round.min(1)]
+                    } else {
+                        "collective"
+                    };
+                    tr.span(name, trace::COMM, bucket as i64, ta, tb);
+                }
+            }
+            Op::Decompress {
+                bucket,
+                slot,
+                round,
+            } => {
+                let b = &self.plans[phase][bucket];
+                let unit = b.units[slot];
+                let tc = now();
+                let (rows, cols) = unit_shape(&self.tensors, &self.plans, self.merge, unit);
+                let rec = self.ex.received();
+                let unit_rec = unit_received(
+                    &rec,
+                    &self.layout[slot],
+                    slot,
+                    b.units.len(),
+                    &mut self.gather_scratch,
+                    &mut self.gather_counts,
+                )?;
+                let td = now();
+                let view = match outs.as_deref_mut() {
+                    Some(o) if !self.merge => o[unit].view_mut(),
+                    _ => ArrayViewMut2::from_shape((rows, cols), &mut self.unit_out[..rows * cols])
+                        .map_err(|e| Error::Runtime(e.to_string()))?,
+                };
+                self.comp.decompress(unit, round, &unit_rec, view)?;
+                let te = now();
+                t.pack_s += td - tc;
+                t.decompress_s += te - td;
+                if let Some(tr) = trace {
+                    tr.span("decompress", trace::COMM, unit as i64, td, te);
+                }
+            }
+            Op::Unpack { bucket } => {
+                // The merged result back into the bucket's tensors (or, without outputs,
+                // into the pack buffer: the same copy).
+                let ta = now();
+                let mut off = 0;
+                for &tn in &self.plans[phase][bucket].tensors {
+                    let n = self.tensors[tn].numel();
+                    let src = &self.unit_out[off..off + n];
+                    match outs.as_deref_mut() {
+                        Some(o) => o[tn]
+                            .as_slice_mut()
+                            .ok_or_else(|| Error::Runtime("output not contiguous".into()))?
+                            .copy_from_slice(src),
+                        None => self.packed[off..off + n].copy_from_slice(src),
+                    }
+                    off += n;
+                }
+                t.pack_s += now() - ta;
+            }
+        }
+        self.executed[phase].push(Executed { op, wire });
+        Ok(())
+    }
+}
+
+/// Shape of compression unit `u`: the tensor itself, or (merged compression) the
+/// bucket `u` packed into one `1 x n` tensor.
+pub(crate) fn unit_shape(
+    tensors: &[TensorSpec],
+    plans: &[Vec<Bucket>],
+    merge: bool,
+    u: usize,
+) -> (usize, usize) {
+    if merge {
+        (
+            1,
+            plans[0][u]
+                .tensors
+                .iter()
+                .map(|&t| tensors[t].numel())
+                .sum(),
+        )
+    } else {
+        (tensors[u].rows, tensors[u].cols)
+    }
+}
+
+/// Wire sizes of a layout: the largest unit wire, whether the gather section (and its
+/// trailer of lengths) is used, every bucket's declared wire per phase and round, and
+/// the largest bucket wire.
+pub(crate) struct Capacities {
+    pub(crate) unit_cap: WireLen,
+    pub(crate) gather_used: bool,
+    pub(crate) bucket_wires: Vec<Vec<Vec<WireLen>>>,
+    pub(crate) bucket_cap: WireLen,
+}
+
+/// The [`Capacities`] of `plans` for compressor `comp` with `rounds` rounds.
+pub(crate) fn capacities(
+    comp: &dyn crate::compress::Compressor,
+    plans: &[Vec<Bucket>],
+    rounds: usize,
+) -> Capacities {
+    let all_units: Vec<usize> = plans
+        .iter()
+        .flatten()
+        .flat_map(|b| b.units.iter().copied())
+        .collect();
+    // Capacities: one unit wire (largest tensor), one bucket wire (largest bucket).
+    let unit_cap = all_units
+        .iter()
+        .flat_map(|&t| (0..rounds).map(move |r| (t, r)))
+        .map(|(t, r)| comp.wire_capacity(t, r))
+        .fold(WireLen::default(), WireLen::max);
+    // Methods without a gather section send no trailer either.
+    let gather_used = unit_cap.gather_u32 > 0;
+    // Declared wire of every bucket per phase and round: its tensors' wires plus the
+    // trailer of their gathered lengths (exact when every tensor's section is).
+    let bucket_wires: Vec<Vec<Vec<WireLen>>> = plans
+        .iter()
+        .map(|plan| {
+            plan.iter()
+                .map(|b| {
+                    (0..rounds)
+                        .map(|r| {
+                            let trailer = WireLen {
+                                gather_u32: if gather_used { b.units.len() } else { 0 },
+                                gather_exact: true,
+                                ..WireLen::default()
+                            };
+                            b.units
+                                .iter()
+                                .map(|&t| comp.wire_capacity(t, r))
+                                .fold(trailer, WireLen::plus)
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let bucket_cap = bucket_wires
+        .iter()
+        .flatten()
+        .flatten()
+        .fold(WireLen::default(), |a, &b| a.max(b));
+    Capacities {
+        unit_cap,
+        gather_used,
+        bucket_wires,
+        bucket_cap,
+    }
+}
+
+/// Where one tensor's wire sits inside its bucket's wire.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct UnitLayout {
+    sum_off: usize,
+    sum_len: usize,
+    pub(crate) gather_len: usize,
+    ring_off: usize,
+    ring_len: usize,
+}
+
+/// Append a tensor's wire to the bucket's (within reserved capacity: no allocation).
+pub(crate) fn append(bucket: &mut Wire, unit: &Wire) -> UnitLayout {
+    let l = UnitLayout {
+        sum_off: bucket.sum_f32.len(),
+        sum_len: unit.sum_f32.len(),
+        gather_len: unit.gather_u32.len(),
+        ring_off: bucket.ring_u32.len(),
+        ring_len: unit.ring_u32.len(),
+    };
+    bucket.sum_f32.extend_from_slice(&unit.sum_f32);
+    bucket.gather_u32.extend_from_slice(&unit.gather_u32);
+    bucket.ring_u32.extend_from_slice(&unit.ring_u32);
+    l
+}
+
+/// The part of a bucket's exchange that belongs to unit `u` of `units`: slices of the
+/// summed and ring sections, and every worker's gathered piece copied into `scratch`
+/// (worker w's section ends with `units` lengths, one per unit).
+pub(crate) fn unit_received<'a>(
+    rec: &Received<'a>,
+    l: &UnitLayout,
+    u: usize,
+    units: usize,
+    scratch: &'a mut [u32],
+    counts: &'a mut [usize],
+) -> Result<Received<'a>> {
+    let mut filled = 0usize;
+    if !rec.gathered_u32.is_empty() || rec.gather_counts.iter().any(|&c| c > 0) {
+        for (w, count) in counts[..rec.world_size].iter_mut().enumerate() {
+            let sec = rec.gathered(w);
+            if sec.len() < units {
+                return Err(Error::Runtime(format!("bucket exchange: worker {w} sent {} words, fewer than its {units}-word trailer", sec.len())));
+            }
+            let (data, lens) = sec.split_at(sec.len() - units);
+            let start: usize = lens[..u].iter().map(|&x| x as usize).sum();
+            let len = lens[u] as usize;
+            if start + len > data.len() || filled + len > scratch.len() {
+                return Err(Error::Runtime(format!(
+                    "bucket exchange: worker {w}'s trailer is inconsistent with its data"
+                )));
+            }
+            scratch[filled..filled + len].copy_from_slice(&data[start..start + len]);
+            *count = len;
+            filled += len;
+        }
+    } else {
+        counts.iter_mut().for_each(|c| *c = 0);
+    }
+    let gathered: &'a [u32] = &scratch[..filled];
+    Ok(Received {
+        sum_f32: &rec.sum_f32[l.sum_off..l.sum_off + l.sum_len],
+        gathered_u32: gathered,
+        gather_counts: counts,
+        ring_u32: &rec.ring_u32[l.ring_off..l.ring_off + l.ring_len],
+        world_size: rec.world_size,
+    })
+}
+
+/// Ring merge of a chunk of a bucket's concatenated ring section: each tensor's part of
+/// the chunk goes to that tensor's `ring_merge` with its own offset.
+pub(crate) fn merge_units(
+    comp: &mut dyn crate::compress::Compressor,
+    units: &[usize],
+    layout: &[UnitLayout],
+    aggregated: usize,
+    off: usize,
+    incoming: &[u32],
+    own: &mut [u32],
+) -> Result<()> {
+    let end = off + own.len();
+    for (&t, l) in units.iter().zip(layout) {
+        let (a, b) = (off.max(l.ring_off), end.min(l.ring_off + l.ring_len));
+        if a < b {
+            comp.ring_merge(
+                t,
+                aggregated,
+                a - l.ring_off,
+                &incoming[a - off..b - off],
+                &mut own[a - off..b - off],
+            )?;
+        }
+    }
+    Ok(())
+}
