@@ -128,6 +128,9 @@ pub struct SimCase {
     pub world_size: usize,
     pub params: MethodParams,
     pub seed: u64,
+    /// Run these buckets (backward positions, one plan for every phase) instead of the
+    /// fusion's: replays a plan a real run chose (tests compare the engine's schedule).
+    pub fixed_plan: Option<Vec<Vec<usize>>>,
 }
 
 impl SimCase {
@@ -160,6 +163,7 @@ impl SimCase {
             world_size,
             params,
             seed: 1,
+            fixed_plan: None,
         }
     }
 }
@@ -539,6 +543,7 @@ pub fn simulate_with(
     }
     let mut plan_source = None;
     let (mut phase_groups, planned_s) = match case.fusion {
+        _ if case.fixed_plan.is_some() => (vec![case.fixed_plan.clone().unwrap_or_default()], None),
         Fusion::Planner(kind) => {
             // Planner costs as the engine's plan_with_costs: wire bytes per element over
             // the model, the network's cost of that message per round, compress+feedback
