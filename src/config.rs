@@ -67,7 +67,7 @@ impl Origin {
 
 /// Refuse a list that names one value twice: both entries would run the same case under
 /// one case_id (so `--resume` could not tell them apart).
-fn no_repeats<T: PartialEq>(
+pub(crate) fn no_repeats<T: PartialEq>(
     origin: &Origin,
     key: &str,
     items: &[T],

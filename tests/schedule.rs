@@ -114,6 +114,7 @@ fn check(
             compute: ComputeMode::None,
             merge,
             cost_comm: None,
+            planner_costs: None,
         };
         // 3 iterations: both phases of a two-phase method (ACP-SGD) run.
         engine::run(&world, &setup, Timing::fixed(2), 1, None)

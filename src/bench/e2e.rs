@@ -75,6 +75,7 @@ pub fn measure(
         compute: c.compute,
         merge: c.merge,
         cost_comm: models.as_ref(),
+        planner_costs: None,
     };
     let mut trace = (want_trace && world.is_root()).then(|| engine::trace::Trace::with_capacity(0));
     let m = engine::run(world, &setup, c.timing, c.warmup, trace.as_mut())?;

@@ -200,13 +200,9 @@ impl ConvergeSection {
                     .into(),
             ));
         }
-        let mut methods: Vec<String> = Vec::new();
-        for m in &self.methods {
-            let m = m.trim().to_string();
-            if !methods.contains(&m) {
-                methods.push(m);
-            }
-        }
+        let methods: Vec<String> = self.methods.iter().map(|m| m.trim().to_string()).collect();
+        crate::config::no_repeats(origin, "methods", &methods, |m| m.clone())
+            .map_err(Error::Config)?;
         let base = |m: &str| -> String {
             noef::base_of(m)
                 .unwrap_or_else(|| crate::config::base_method(m))
@@ -419,6 +415,64 @@ pub struct CaseOutcome {
     pub status: String,
 }
 
+/// Planner costs of a converge case, fixed so that a planner fusion's plan (and with it
+/// the training: OMGS and Sketch-Fusion compress whole buckets) is the same run to run:
+/// the committed reference compression costs (src/sim/reference_costs.csv) and the
+/// `10gbe` network preset's cost of the method's exchange at this world size, as a line
+/// through 4 B and 4 MiB messages (docs/methods.md, "Convergence check").
+fn fixed_planner_costs(
+    c: &ConvergeCase,
+    world_size: usize,
+    seed: u64,
+) -> Result<crate::schedule::planner::FixedCosts> {
+    use crate::compress::{Aggregation, WireLen};
+    let ctx = WorkerCtx {
+        rank: 0,
+        world_size,
+        seed,
+    };
+    let agg = crate::compress::registry::build(c.base_method(), &c.params, ctx)?.aggregation();
+    let mc = crate::sim::MethodCosts::reference(c.base_method())
+        .or_else(|| crate::sim::MethodCosts::reference("ssgd"))
+        .unwrap_or_default();
+    let net = crate::sim::network::Analytic::preset("10gbe")
+        .ok_or_else(|| Error::Runtime("the 10gbe network preset is missing".into()))?;
+    let exchange_s = |words: usize| {
+        let w = match agg {
+            Aggregation::AllReduce => WireLen {
+                sum_f32: words,
+                ..WireLen::default()
+            },
+            Aggregation::AllGather => WireLen {
+                gather_u32: words,
+                gather_exact: true,
+                ..WireLen::default()
+            },
+            Aggregation::Ring => WireLen {
+                ring_u32: words,
+                ..WireLen::default()
+            },
+        };
+        crate::sim::exchange_s(
+            &net,
+            c.collective,
+            world_size,
+            w,
+            agg == Aggregation::AllGather,
+        )
+    };
+    let (small, large) = (1usize, 1usize << 20);
+    let beta_s_per_byte = (exchange_s(large) - exchange_s(small)) / (4 * (large - small)) as f64;
+    Ok(crate::schedule::planner::FixedCosts {
+        alpha_s: exchange_s(small) - 4.0 * beta_s_per_byte,
+        beta_s_per_byte,
+        per_element_s: mc.compress.per_element_s
+            + mc.feedback.per_element_s
+            + mc.decompress.per_element_s,
+        fixed_s: mc.compress.fixed_s + mc.feedback.fixed_s + mc.decompress.fixed_s,
+    })
+}
+
 /// The e2e path for one case: the layout of `engine::layout` run by the engine's
 /// [`Executor`] (the same schedule and buffers as e2e, without the emulated device).
 struct Sync {
@@ -447,6 +501,7 @@ impl Sync {
             compute: crate::engine::device::ComputeMode::None,
             merge: c.merge(),
             cost_comm: None,
+            planner_costs: Some(fixed_planner_costs(c, world.size, seed)?),
         };
         let mut lay = engine::layout(world, &setup)?;
         if noef::base_of(&c.method).is_some() {

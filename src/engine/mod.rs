@@ -71,6 +71,9 @@ pub struct E2eSetup<'a> {
     pub merge: bool,
     /// Fitted collective models for the planners; `None`: calibrate in this run.
     pub cost_comm: Option<&'a crate::comm::netmodel::CommModels>,
+    /// Planner costs given in full (no calibration, so the plan is the same run to run:
+    /// `gradcomp converge`); overrides `cost_comm`.
+    pub planner_costs: Option<planner::FixedCosts>,
 }
 
 /// Per-iteration measurements (s), each the max over ranks.
@@ -360,8 +363,9 @@ pub fn plan_source_of(kind: PlannerKind, c: &planner::Choice) -> String {
     }
 }
 
-/// Plan buckets with a cost-model planner ([`planner::choose`]). Costs come from
-/// `s.cost_comm` (fitted from a micro-comm CSV) or are calibrated here: the exchange of
+/// Plan buckets with a cost-model planner ([`planner::choose`]). Costs are given in full
+/// (`s.planner_costs`), or come from `s.cost_comm` (fitted from a micro-comm CSV) or are
+/// calibrated here ([`calibrate`]): the exchange of
 /// the method's collective at a few sizes (alpha-beta fit), and one real step of every
 /// tensor (every round's compress + feedback, the exchange, then decompress of what every
 /// rank sent: the work the engine does besides communication), fitted as
@@ -376,10 +380,8 @@ fn plan_with_costs(
     bwd_order: &[usize],
     bwd_times: &[f64],
 ) -> Result<planner::Choice> {
-    use crate::comm::netmodel::{AlphaBeta, CompressCost};
+    use crate::comm::netmodel::AlphaBeta;
     let rounds = comp.rounds();
-    let agg = comp.aggregation();
-    let effective = s.collective.effective(agg);
     // Wire bytes per gradient element, from the declared capacities.
     let (mut wire, mut elems) = (0usize, 0usize);
     let mut cap = WireLen::default();
@@ -392,6 +394,38 @@ fn plan_with_costs(
         }
     }
     let bytes_per_elem = wire as f64 / elems.max(1) as f64;
+    let (ab, per_element_s, fixed_s) = match s.planner_costs {
+        Some(fc) => (
+            AlphaBeta::new(fc.alpha_s, fc.beta_s_per_byte),
+            fc.per_element_s,
+            fc.fixed_s,
+        ),
+        None => calibrate(world, s, comp, cap)?,
+    };
+    let p: Vec<usize> = bwd_order.iter().map(|&t| s.tensors[t].numel()).collect();
+    let t_c =
+        move |e: usize| rounds as f64 * ab.alpha_s + ab.beta_s_per_byte * e as f64 * bytes_per_elem;
+    let merge = s.merge;
+    let t_s = move |e: usize, k: usize| {
+        let calls = if merge { 1 } else { k };
+        calls as f64 * fixed_s + per_element_s * e as f64
+    };
+    Ok(planner::choose(kind, bwd_times, &p, &t_s, &t_c))
+}
+
+/// Planner costs measured now (see [`plan_with_costs`]): the exchange's alpha-beta
+/// (from `s.cost_comm` or calibrated) and `(per_element_s, fixed_s)` of one real step of
+/// every tensor, max-reduced over ranks so every rank plans alike.
+fn calibrate(
+    world: &World,
+    s: &E2eSetup,
+    comp: &mut dyn crate::compress::Compressor,
+    cap: WireLen,
+) -> Result<(crate::comm::netmodel::AlphaBeta, f64, f64)> {
+    use crate::comm::netmodel::{AlphaBeta, CompressCost};
+    let rounds = comp.rounds();
+    let agg = comp.aggregation();
+    let effective = s.collective.effective(agg);
     let ab = match s
         .cost_comm
         .and_then(|c| c.get(effective, world.size).copied())
@@ -444,17 +478,11 @@ fn plan_with_costs(
         });
     let mut params = [ab.alpha_s, ab.beta_s_per_byte, cc.per_element_s, cc.fixed_s];
     world.max_in_place(&mut params);
-    let ab = AlphaBeta::new(params[0], params[1]);
-    let (per_element_s, fixed_s) = (params[2], params[3].max(0.0));
-    let p: Vec<usize> = bwd_order.iter().map(|&t| s.tensors[t].numel()).collect();
-    let t_c =
-        move |e: usize| rounds as f64 * ab.alpha_s + ab.beta_s_per_byte * e as f64 * bytes_per_elem;
-    let merge = s.merge;
-    let t_s = move |e: usize, k: usize| {
-        let calls = if merge { 1 } else { k };
-        calls as f64 * fixed_s + per_element_s * e as f64
-    };
-    Ok(planner::choose(kind, bwd_times, &p, &t_s, &t_c))
+    Ok((
+        AlphaBeta::new(params[0], params[1]),
+        params[2],
+        params[3].max(0.0),
+    ))
 }
 
 /// Alpha-beta of the exchange a method uses, measured now: 4 KiB to 4 MiB messages,

@@ -32,6 +32,17 @@
 //! communication; the merge test ([`omgs_terms`]) is OMGS's, evaluated on this timeline
 //! (docs/methods.md, "omgs").
 
+/// Planner costs given in full, for a plan that is the same run to run: the exchange of a
+/// group of `e` elements costs `rounds * alpha_s + beta_s_per_byte * e * wire bytes per
+/// element`, its other work `calls * fixed_s + per_element_s * e`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FixedCosts {
+    pub alpha_s: f64,
+    pub beta_s_per_byte: f64,
+    pub per_element_s: f64,
+    pub fixed_s: f64,
+}
+
 /// Differences below this (s) are ties: merges and DP improvements must gain more.
 pub const TIE_S: f64 = 1e-12;
 

@@ -1,0 +1,142 @@
+//! What the simulator charges: per-method compression costs (the committed reference
+//! fit or `gradcomp fit`'s), copy costs, the network and the host model ([`CostModel`]).
+
+use super::{fit, host, network, Result, SimError};
+use crate::comm::netmodel::CompressCost;
+use network::CollectiveCost;
+use std::collections::HashMap;
+
+/// Cost of one method's phases, each for all rounds of one tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct MethodCosts {
+    pub compress: CompressCost,
+    pub feedback: CompressCost,
+    pub decompress: CompressCost,
+}
+
+impl MethodCosts {
+    /// The default costs of `method`: the committed reference fit
+    /// ([`REFERENCE_COSTS`], written by scripts/reference_costs.sh from a documented run;
+    /// docs/performance.md, "Reference compression costs"). `None` for a method the file
+    /// lacks (a unit test keeps every registry method in it).
+    pub fn reference(method: &str) -> Option<MethodCosts> {
+        let mut found = false;
+        let mut m = MethodCosts::default();
+        for line in REFERENCE_COSTS
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .skip(1)
+        {
+            let f: Vec<&str> = line.split(',').map(str::trim).collect();
+            if f.len() != 4 || f[0] != method {
+                continue;
+            }
+            let (fixed_s, per_element_s) = (f[2].parse().ok()?, f[3].parse().ok()?);
+            let c = CompressCost {
+                per_element_s,
+                fixed_s,
+            };
+            match f[1] {
+                "compress" => m.compress = c,
+                "feedback" => m.feedback = c,
+                "decompress" => m.decompress = c,
+                _ => continue,
+            }
+            found = true;
+        }
+        found.then_some(m)
+    }
+}
+
+/// The simulator's default compression costs: compression rows of `gradcomp fit` over a
+/// reference run, with their provenance on the first line (`# source: ...`).
+pub const REFERENCE_COSTS: &str = include_str!("reference_costs.csv");
+
+/// The provenance line of [`REFERENCE_COSTS`] (machine, date, revision, command).
+pub fn reference_source() -> &'static str {
+    REFERENCE_COSTS
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("# source: "))
+        .unwrap_or("reference fit (no provenance line)")
+}
+
+/// Every cost the simulator needs.
+pub struct CostModel {
+    pub network: Box<dyn CollectiveCost>,
+    /// Per (base) method; missing methods use [`MethodCosts::reference`].
+    pub methods: HashMap<String, MethodCosts>,
+    /// Copy cost of pack/split per byte (s/B); default 0.1 ns/B (10 GB/s memcpy).
+    pub pack_s_per_byte: f64,
+    /// Fixed cost per unit append / split (s); default 0.2 us.
+    pub pack_fixed_s: f64,
+    /// Where the compression costs come from (the reference fit's provenance, `fitted DIR/micro_compress.csv`).
+    pub compress_source: String,
+    /// CPU share and host latencies ([`host::HostModel`]; ideal unless calibrated).
+    pub host: host::HostModel,
+}
+
+impl CostModel {
+    /// A network with the built-in `cpu` compression defaults.
+    pub fn with_network(network: Box<dyn CollectiveCost>) -> CostModel {
+        CostModel {
+            network,
+            methods: HashMap::new(),
+            pack_s_per_byte: 0.1e-9,
+            pack_fixed_s: 0.2e-6,
+            compress_source: reference_source().into(),
+            host: host::HostModel::default(),
+        }
+    }
+
+    /// A network preset name (`10gbe`, ...) with the `cpu` defaults.
+    pub fn preset(name: &str) -> Result<CostModel> {
+        let a = network::Analytic::preset(name).ok_or_else(|| {
+            SimError::Input(format!(
+                "unknown network preset '{name}'; allowed: {}",
+                network::PRESETS
+                    .iter()
+                    .map(|p| p.0)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+        Ok(CostModel::with_network(Box::new(a)))
+    }
+
+    /// Compression costs fitted by [`fit::fit_results`] (replace the defaults).
+    pub fn with_compress_fits(mut self, report: &fit::FitReport) -> CostModel {
+        for (m, c) in report.method_costs() {
+            self.methods.insert(m, c);
+        }
+        self.compress_source = format!(
+            "fitted {}",
+            report
+                .compress_source
+                .as_deref()
+                .unwrap_or("micro_compress.csv")
+        );
+        self
+    }
+
+    /// Costs of method `m`: fitted, else the reference fit, else S-SGD's reference
+    /// costs (never reached for a registry method; tested).
+    pub fn method(&self, m: &str) -> MethodCosts {
+        self.methods
+            .get(m)
+            .copied()
+            .or_else(|| MethodCosts::reference(m))
+            .or_else(|| MethodCosts::reference("ssgd"))
+            .unwrap_or_default()
+    }
+
+    /// `network; compress` for the CSV's `cost_source`.
+    pub fn describe(&self) -> String {
+        format!(
+            "network {}; compression {}; {}",
+            self.network.describe(),
+            self.compress_source,
+            self.host.describe()
+        )
+    }
+}

@@ -1,0 +1,265 @@
+//! Measured e2e.csv rows as simulator cases, and the measured-vs-simulated comparison
+//! of `gradcomp simulate --compare` (docs/performance.md, "Simulator accuracy").
+
+use super::{Result, SimCase, SimError, SimRow, SimWorkload};
+use crate::comm::exchange::CollectiveMode;
+use crate::compress::MethodParams;
+use crate::schedule::plan::Fusion;
+use std::collections::HashMap;
+
+/// Measured vs simulated `iter_s` of one case.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Comparison {
+    pub key: String,
+    pub method: String,
+    pub world_size: usize,
+    pub measured_s: f64,
+    pub simulated_s: f64,
+    /// `(simulated - measured) / measured`.
+    pub rel_err: f64,
+    /// The case ran with `compute = none` (never a host calibration row).
+    pub compute_none: bool,
+}
+
+/// Pair each measured case (all repeats of one e2e.csv case, [`measured_cases`]) with
+/// its simulated row (`sim[i]` simulates `measured[i].case`); of the repeats the median
+/// `iter_s` counts (a slow spell of a shared machine does not move it). Sorted by label.
+pub fn compare(measured: &[MeasuredCase], sim: &[SimRow]) -> Result<Vec<Comparison>> {
+    if measured.len() != sim.len() {
+        return Err(SimError::Input(format!(
+            "{} measured cases but {} simulated rows to compare",
+            measured.len(),
+            sim.len()
+        )));
+    }
+    let mut out: Vec<Comparison> = measured
+        .iter()
+        .zip(sim)
+        .filter_map(|(m, s)| {
+            let mut v: Vec<f64> = m.rows.iter().map(|r| r.iter_s).collect();
+            crate::bench::stats::median(&mut v).map(|meas| Comparison {
+                key: m.label.clone(),
+                method: s.method.clone(),
+                world_size: s.world_size,
+                measured_s: meas,
+                simulated_s: s.iter_s,
+                rel_err: (s.iter_s - meas) / meas,
+                compute_none: m.rows.iter().any(|r| r.compute_none),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(out)
+}
+
+/// One case of a measured e2e.csv: every non-measurement column equal (method
+/// parameters, compute mode and device included), with all its rows (repeat runs).
+#[derive(Clone, Debug)]
+pub struct MeasuredCase {
+    pub case: SimCase,
+    /// `model/method/fusion/pipelining/collective/n/batch`, plus `/column=value` for the
+    /// columns that tell it apart from other cases with that prefix.
+    pub label: String,
+    pub rows: Vec<MeasuredRow>,
+}
+
+/// The cases of a measured e2e.csv as simulator cases (same model, method, parameters,
+/// fusion, pipelining, collective, world size, batch and device preset), in first-seen
+/// order, each with its rows, for the accuracy comparison. Rows with a measured compute
+/// profile (`device = profile`) are skipped (their backward times are not in the CSV);
+/// `compute = none` rows get zero compute.
+pub fn measured_cases(path: &std::path::Path) -> Result<Vec<MeasuredCase>> {
+    let mut out: Vec<(MeasuredCase, Vec<(String, String)>)> = Vec::new();
+    let mut index: HashMap<Vec<(String, String)>, usize> = HashMap::new();
+    for (case, m, key) in e2e_rows(path)? {
+        match index.get(&key) {
+            Some(&i) => out[i].0.rows.push(m),
+            None => {
+                index.insert(key.clone(), out.len());
+                let v = |name: &str| {
+                    key.iter()
+                        .find(|(k, _)| k == name)
+                        .map_or("", |(_, v)| v.as_str())
+                };
+                let label = format!(
+                    "{}/{}/{}/pipelining={}/{}/n={}/batch={}",
+                    v("model"),
+                    v("method"),
+                    v("fusion"),
+                    v("pipelining"),
+                    v("collective"),
+                    v("world_size"),
+                    v("batch")
+                );
+                out.push((
+                    MeasuredCase {
+                        case,
+                        label,
+                        rows: vec![m],
+                    },
+                    key,
+                ));
+            }
+        }
+    }
+    // Cases sharing a label: append the columns whose values differ among them.
+    let mut by_label: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, (m, _)) in out.iter().enumerate() {
+        by_label.entry(m.label.clone()).or_default().push(i);
+    }
+    for ids in by_label.values().filter(|ids| ids.len() > 1) {
+        let keys: Vec<&Vec<(String, String)>> = ids.iter().map(|&i| &out[i].1).collect();
+        let differing: Vec<usize> = (0..keys[0].len())
+            .filter(|&c| keys.iter().any(|k| k[c].1 != keys[0][c].1))
+            .collect();
+        for &i in ids {
+            let extra: String = differing
+                .iter()
+                .map(|&c| format!("/{}={}", out[i].1[c].0, out[i].1[c].1))
+                .collect();
+            out[i].0.label.push_str(&extra);
+        }
+    }
+    Ok(out.into_iter().map(|(m, _)| m).collect())
+}
+
+/// What a measured e2e.csv row says beyond its case (host calibration, sim/host.rs).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MeasuredRow {
+    pub fwd_s: f64,
+    pub iter_s: f64,
+    /// `compute = none`: the emulated device never slept.
+    pub compute_none: bool,
+}
+
+/// One simulable row of an e2e.csv: its case, its measurements and its case key (every
+/// non-measurement column as `(name, value)`).
+pub type E2eRow = (SimCase, MeasuredRow, Vec<(String, String)>);
+
+/// Every simulable row of an e2e.csv ([`E2eRow`]).
+pub fn e2e_rows(path: &std::path::Path) -> Result<Vec<E2eRow>> {
+    use crate::engine::device::ComputeMode;
+    let p = path.display().to_string();
+    let rerr = |msg: String| SimError::Read {
+        path: p.clone(),
+        msg,
+    };
+    let mut rdr = csv::Reader::from_path(path).map_err(|e| rerr(e.to_string()))?;
+    let header: Vec<String> = rdr
+        .headers()
+        .map_err(|e| rerr(e.to_string()))?
+        .iter()
+        .map(|h| h.trim().to_string())
+        .collect();
+    let pos = |name: &str| header.iter().position(|h| h == name);
+    let need = |name: &str| {
+        pos(name).ok_or_else(|| {
+            rerr(format!(
+                "missing column `{name}` (expected e2e.csv, docs/csv-schema.md)"
+            ))
+        })
+    };
+    let (c_model, c_method, c_fusion, c_pipe, c_coll, c_agg, c_n, c_batch, c_dev) = (
+        need("model")?,
+        need("method")?,
+        need("fusion")?,
+        need("pipelining")?,
+        need("collective")?,
+        need("aggregation")?,
+        need("world_size")?,
+        need("batch")?,
+        need("device")?,
+    );
+    let c_compute = pos("compute");
+    let (c_fwd, c_iter) = (need("fwd_s")?, need("iter_s")?);
+    let mut out = Vec::new();
+    for (i, rec) in rdr.records().enumerate() {
+        let rec = rec.map_err(|e| rerr(e.to_string()))?;
+        let line = i + 2;
+        let g = |c: usize| rec.get(c).unwrap_or("").trim().to_string();
+        let bad =
+            |col: &str, v: &str| rerr(format!("line {line}, column `{col}`: bad value `{v}`"));
+        let device = g(c_dev);
+        if device == "profile" {
+            continue;
+        }
+        let key: Vec<(String, String)> = (0..header.len())
+            .filter(|&c| !is_measurement(&header[c]))
+            .map(|c| (header[c].clone(), g(c)))
+            .collect();
+        let mut params = MethodParams::default();
+        let num = |name: &str| pos(name).map(&g).filter(|v| !v.is_empty());
+        macro_rules! param {
+            ($field:ident, $col:expr) => {
+                if let Some(v) = num($col) {
+                    params.$field = v.parse().map_err(|_| bad($col, &v))?;
+                }
+            };
+        }
+        param!(density, "density");
+        param!(rank, "rank");
+        param!(min_compression_rate, "min_compression_rate");
+        param!(start_iter, "start_iter");
+        param!(momentum, "momentum");
+        param!(nesterov, "nesterov");
+        param!(clip_norm, "clip_norm");
+        param!(warmup_steps_per_epoch, "warmup_steps_per_epoch");
+        param!(sketch_rows, "sketch_rows");
+        param!(sketch_cols_per_k, "sketch_cols_per_k");
+        param!(qsgd_levels, "qsgd_levels");
+        let fusion = Fusion::parse(&g(c_fusion)).map_err(|_| bad("fusion", &g(c_fusion)))?;
+        let coll = g(c_coll);
+        // The CSV names the collective that ran; the method's own is `auto`.
+        let mode = if coll == g(c_agg) {
+            CollectiveMode::Native
+        } else {
+            CollectiveMode::parse(&coll).ok_or_else(|| bad("collective", &coll))?
+        };
+        let n: usize = g(c_n).parse().map_err(|_| bad("world_size", &g(c_n)))?;
+        let batch: usize = g(c_batch).parse().map_err(|_| bad("batch", &g(c_batch)))?;
+        let compute = crate::models::ComputeModel::from_preset(
+            &crate::models::preset(&device).map_err(|e| rerr(format!("line {line}: {e}")))?,
+        );
+        let mut wl = SimWorkload::zoo(&g(c_model), Some(batch), &compute, &device)?;
+        let compute_none =
+            c_compute.map(|c| ComputeMode::parse(&g(c))) == Some(Some(ComputeMode::None));
+        if compute_none {
+            wl.bwd_s.iter_mut().for_each(|b| *b = 0.0);
+            wl.fwd_s = 0.0;
+        }
+        let time = |c: usize, col: &str| {
+            g(c).parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| bad(col, &g(c)))
+        };
+        let measured = MeasuredRow {
+            fwd_s: time(c_fwd, "fwd_s")?,
+            iter_s: time(c_iter, "iter_s")?,
+            compute_none,
+        };
+        out.push((
+            SimCase::new(wl, &g(c_method), fusion, g(c_pipe) == "on", mode, n, params),
+            measured,
+            key,
+        ));
+    }
+    Ok(out)
+}
+
+/// e2e.csv columns that are measurements or run bookkeeping, not case axes.
+fn is_measurement(col: &str) -> bool {
+    col.ends_with("_s")
+        || col.ends_with("_bytes")
+        || matches!(
+            col,
+            "run_id"
+                | "case_id"
+                | "iters"
+                | "warmup"
+                | "buckets"
+                | "overlap_eff"
+                | "compute_source"
+                | "tensors"
+        )
+}

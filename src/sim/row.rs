@@ -1,0 +1,101 @@
+//! sim.csv rows ([`SimRow`]) and their writer.
+
+use super::{CostModel, Result, SimCase, SimError, SimResult};
+
+/// One sim.csv row: e2e.csv's columns where they mean the same, plus `source` and
+/// `cost_source`. Written by [`write_rows`].
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SimRow {
+    pub schema_version: u32,
+    pub source: &'static str,
+    pub model: String,
+    pub method: String,
+    pub fusion: String,
+    pub pipelining: &'static str,
+    pub collective: &'static str,
+    pub aggregation: &'static str,
+    pub world_size: usize,
+    pub batch: usize,
+    pub device: String,
+    pub density: f64,
+    pub rank: usize,
+    pub tensors: usize,
+    pub buckets: usize,
+    pub fwd_s: f64,
+    pub bwd_s: f64,
+    pub pack_s: f64,
+    pub compress_s: f64,
+    pub comm_s: f64,
+    pub decompress_s: f64,
+    pub exposed_s: f64,
+    pub bwd_sync_s: f64,
+    pub iter_s: f64,
+    pub dense_bytes: u64,
+    pub wire_bytes: u64,
+    pub planned_s: Option<f64>,
+    /// Planner fusions: the planner's name, or the simple plan its model rated faster.
+    pub plan_source: Option<String>,
+    pub cost_source: String,
+}
+
+impl SimRow {
+    pub fn new(case: &SimCase, r: &SimResult, costs: &CostModel) -> SimRow {
+        let wl = &case.workload;
+        SimRow {
+            schema_version: crate::record::SCHEMA_VERSION,
+            source: "simulated",
+            model: wl.model.clone(),
+            method: case.method.clone(),
+            fusion: case.fusion.to_string(),
+            pipelining: if case.pipelining { "on" } else { "off" },
+            collective: r.collective,
+            aggregation: r.aggregation,
+            world_size: case.world_size,
+            batch: wl.batch,
+            device: wl.device.clone(),
+            density: case.params.density,
+            rank: case.params.rank,
+            tensors: wl.tensors.len(),
+            buckets: r.buckets,
+            fwd_s: r.fwd_s,
+            bwd_s: r.bwd_s,
+            pack_s: r.pack_s,
+            compress_s: r.compress_s,
+            comm_s: r.comm_s,
+            decompress_s: r.decompress_s,
+            exposed_s: r.exposed_s,
+            bwd_sync_s: r.bwd_sync_s,
+            iter_s: r.iter_s,
+            dense_bytes: wl.tensors.iter().map(|t| 4 * t.numel() as u64).sum(),
+            wire_bytes: r.wire_bytes,
+            planned_s: r.planned_s,
+            plan_source: r.plan_source.clone(),
+            cost_source: costs.describe(),
+        }
+    }
+}
+
+/// Write `rows` to `path` (a new sim.csv with header, or appended without one).
+pub fn write_rows(path: &std::path::Path, rows: &[SimRow]) -> Result<()> {
+    let werr = |e: &dyn std::fmt::Display| SimError::Write {
+        path: path.display().to_string(),
+        msg: e.to_string(),
+    };
+    let exists = path.exists()
+        && std::fs::metadata(path)
+            .map(|m| m.len() > 0)
+            .unwrap_or(false);
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| werr(&e))?;
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(!exists)
+        .from_writer(f);
+    for r in rows {
+        w.serialize(r).map_err(|e| werr(&e))?;
+    }
+    w.flush().map_err(|e| werr(&e))?;
+    Ok(())
+}

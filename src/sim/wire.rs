@@ -1,0 +1,119 @@
+//! Wire capacities of the simulated compressors, registered shape by shape and cached
+//! across a sweep ([`WireCache`]).
+
+use super::{merr, Result, SimCase};
+use crate::compress::{registry, Aggregation, WireLen, WorkerCtx};
+use std::collections::HashMap;
+
+/// 1-row tensors longer than this (merged buckets) get their wire capacity by affine
+/// extrapolation from exact probes at `LARGE_1D / 2` and `LARGE_1D` elements instead of
+/// registering them (registration allocates and touches the method's per-element state,
+/// about a second for BERT-Large's 340 M elements). Every method's capacity is affine
+/// in the length up to rounding (`ceil(density d)` values, `ceil(d / 32)` sign words,
+/// fixed headers), so the error is a few words (a unit test checks 1e-4 relative).
+pub const LARGE_1D: usize = 1 << 22;
+
+/// Wire words per round of one compression unit.
+pub(super) type UnitWire = Vec<WireLen>;
+/// [`UnitWire`] per phase of the method's step cycle (`Compressor::phases`).
+pub(super) type PhaseWire = Vec<UnitWire>;
+
+/// What a registered shape's wire depends on: the method, its parameters (their `Debug`
+/// text: every field, floats exactly), the world size and seed of its [`WorkerCtx`], and
+/// the shape.
+type WireKey = (String, String, usize, u64, usize, usize);
+
+/// Wire capacities of the shapes registered so far, shared by the cases of a sweep
+/// ([`simulate_with`]): a case's wire for a shape is a function of its [`WireKey`], and
+/// registering a shape allocates and touches the method's per-element state, which made
+/// most of a large sweep's time (system time in page faults) when every case registered
+/// every shape again.
+#[derive(Debug, Default)]
+pub struct WireCache {
+    map: HashMap<WireKey, PhaseWire>,
+}
+
+/// Wire capacity per round of a `rows x cols` tensor for this method and world size,
+/// registering the shape in a fresh compressor (so memory holds one tensor's state)
+/// unless the [`WireCache`] already holds it.
+pub(super) struct WireOracle<'a, 'c> {
+    case: &'a SimCase,
+    cache: &'c mut WireCache,
+    /// `WireKey` without the shape.
+    key: (String, String, usize, u64),
+    pub(super) rounds: usize,
+    pub(super) phases: usize,
+    pub(super) aggregation: Aggregation,
+}
+
+impl<'a, 'c> WireOracle<'a, 'c> {
+    pub(super) fn new(case: &'a SimCase, cache: &'c mut WireCache) -> Result<WireOracle<'a, 'c>> {
+        let ctx = ctx(case);
+        let c = registry::build(&case.base_method, &case.params, ctx).map_err(|e| merr(case, e))?;
+        Ok(WireOracle {
+            case,
+            cache,
+            key: (
+                case.base_method.clone(),
+                format!("{:?}", case.params),
+                ctx.world_size,
+                ctx.seed,
+            ),
+            rounds: c.rounds(),
+            phases: c.phases(),
+            aggregation: c.aggregation(),
+        })
+    }
+
+    pub(super) fn get(&mut self, rows: usize, cols: usize) -> Result<PhaseWire> {
+        if rows == 1 && cols > LARGE_1D {
+            // Affine in the length between two exact probes (see [`LARGE_1D`]).
+            let (d1, d2) = (LARGE_1D / 2, LARGE_1D);
+            let (a, b) = (self.exact(1, d1)?, self.exact(1, d2)?);
+            let x = (cols - d1) as f64 / (d2 - d1) as f64;
+            let ext = |u: usize, v: usize| {
+                (u as f64 + (v as f64 - u as f64) * x).round().max(0.0) as usize
+            };
+            return Ok(a
+                .iter()
+                .zip(&b)
+                .map(|(a, b)| {
+                    a.iter()
+                        .zip(b)
+                        .map(|(a, b)| WireLen {
+                            sum_f32: ext(a.sum_f32, b.sum_f32),
+                            gather_u32: ext(a.gather_u32, b.gather_u32),
+                            ring_u32: ext(a.ring_u32, b.ring_u32),
+                            gather_exact: a.gather_exact && b.gather_exact,
+                        })
+                        .collect()
+                })
+                .collect());
+        }
+        self.exact(rows, cols)
+    }
+
+    pub(super) fn exact(&mut self, rows: usize, cols: usize) -> Result<PhaseWire> {
+        let (method, params, n, seed) = &self.key;
+        let key = (method.clone(), params.clone(), *n, *seed, rows, cols);
+        if let Some(w) = self.cache.map.get(&key) {
+            return Ok(w.clone());
+        }
+        let mut c = registry::build(&self.case.base_method, &self.case.params, ctx(self.case))
+            .map_err(|e| merr(self.case, e))?;
+        c.register(0, rows, cols).map_err(|e| merr(self.case, e))?;
+        let w: PhaseWire = (0..self.phases)
+            .map(|ph| (0..self.rounds).map(|r| c.phase_wire(0, r, ph)).collect())
+            .collect();
+        self.cache.map.insert(key, w.clone());
+        Ok(w)
+    }
+}
+
+fn ctx(case: &SimCase) -> WorkerCtx {
+    WorkerCtx {
+        rank: 0,
+        world_size: case.world_size.max(1),
+        seed: case.seed,
+    }
+}
