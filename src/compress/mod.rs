@@ -189,6 +189,26 @@ pub struct WireLen {
 }
 
 impl WireLen {
+    /// A wire of `words` in the one section a method aggregating by `agg` uses (the
+    /// planners' and calibration's model of a group's message).
+    pub fn of(agg: Aggregation, words: usize, gather_exact: bool) -> WireLen {
+        match agg {
+            Aggregation::AllReduce => WireLen {
+                sum_f32: words,
+                ..WireLen::default()
+            },
+            Aggregation::AllGather => WireLen {
+                gather_u32: words,
+                gather_exact,
+                ..WireLen::default()
+            },
+            Aggregation::Ring => WireLen {
+                ring_u32: words,
+                ..WireLen::default()
+            },
+        }
+    }
+
     /// Section-wise maximum (buffer sizing); exact only if both are.
     pub fn max(self, o: WireLen) -> WireLen {
         WireLen {

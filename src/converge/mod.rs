@@ -438,21 +438,7 @@ fn fixed_planner_costs(
     let net = crate::sim::network::Analytic::preset("10gbe")
         .ok_or_else(|| Error::Runtime("the 10gbe network preset is missing".into()))?;
     let exchange_s = |words: usize| {
-        let w = match agg {
-            Aggregation::AllReduce => WireLen {
-                sum_f32: words,
-                ..WireLen::default()
-            },
-            Aggregation::AllGather => WireLen {
-                gather_u32: words,
-                gather_exact: true,
-                ..WireLen::default()
-            },
-            Aggregation::Ring => WireLen {
-                ring_u32: words,
-                ..WireLen::default()
-            },
-        };
+        let w = WireLen::of(agg, words, true);
         crate::sim::exchange_s(
             &net,
             c.collective,

@@ -496,21 +496,7 @@ fn calibrate_comm(
     use crate::compress::Aggregation as A;
     const SIZES_WORDS: [usize; 4] = [1 << 10, 1 << 14, 1 << 17, 1 << 20];
     let cap = *SIZES_WORDS.last().unwrap_or(&1);
-    let wl = match agg {
-        A::AllReduce => WireLen {
-            sum_f32: cap,
-            ..WireLen::default()
-        },
-        A::AllGather => WireLen {
-            gather_u32: cap,
-            gather_exact,
-            ..WireLen::default()
-        },
-        A::Ring => WireLen {
-            ring_u32: cap,
-            ..WireLen::default()
-        },
-    };
+    let wl = WireLen::of(agg, cap, gather_exact);
     let mut ex = Exchange::with_mode(world, wl, mode)?;
     let mut w = Wire::with_touched_capacity(wl);
     let mut points = Vec::new();

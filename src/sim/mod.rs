@@ -325,21 +325,7 @@ pub fn simulate_with(
                 bpe.iter()
                     .map(|b| {
                         let words = (e as f64 * b / 4.0).round() as usize;
-                        let w = match agg {
-                            Aggregation::AllReduce => WireLen {
-                                sum_f32: words,
-                                ..WireLen::default()
-                            },
-                            Aggregation::AllGather => WireLen {
-                                gather_u32: words,
-                                gather_exact: exact,
-                                ..WireLen::default()
-                            },
-                            Aggregation::Ring => WireLen {
-                                ring_u32: words,
-                                ..WireLen::default()
-                            },
-                        };
+                        let w = WireLen::of(agg, words, exact);
                         exchange_s(net, mode, n, w, agg == Aggregation::AllGather)
                     })
                     .sum()
