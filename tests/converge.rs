@@ -214,7 +214,14 @@ fn same_seed_and_world_size_give_bit_identical_curves() {
     };
     let a = run("conv-det-a", "7");
     let b = run("conv-det-b", "7");
-    assert_eq!(a.len(), 200);
+    // 40 steps per method; sketch-fusion may diverge earlier (its row ends the case).
+    for m in ["ssgd", "marsit", "dgc", "omgs", "sketch-fusion"] {
+        assert!(
+            a.iter().any(|r| r.starts_with(&format!("{m} "))),
+            "no rows for {m}"
+        );
+    }
+    assert!(a.len() >= 4 * 40, "{} rows", a.len());
     assert_eq!(a, b, "same seed and world size must give the same curves");
     let c = run("conv-det-c", "8");
     assert_ne!(a, c, "another seed must give another curve");
