@@ -1,0 +1,393 @@
+//! The e2e section: models, methods (with the merged aliases), fusion, pipelining,
+//! collectives and method parameters, validated into an [`E2eSpec`].
+
+use super::*;
+
+/// `[[e2e]]`: training iterations of models, per method x fusion x pipelining.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct E2eSection {
+    pub models: Vec<String>,
+    pub methods: Vec<String>,
+    /// Fusion plans: `none`, a byte threshold (`25MiB`), `single`, or a planner: `mgwfbp`,
+    /// `omgs`, `layerfusion`.
+    #[serde(default = "default_fusion")]
+    pub fusion: Vec<String>,
+    /// Pipelining (wait-free backprop) on and/or off.
+    #[serde(default = "default_pipelining")]
+    pub pipelining: Vec<bool>,
+    /// Collectives: `auto` (the method's own), `allreduce`, `allgather`, `ps`.
+    #[serde(default = "default_collectives")]
+    pub collective: Vec<String>,
+    /// Device preset for the compute model (`v100`, `rtx2080ti`, `a100`, `h100`).
+    #[serde(default = "default_device")]
+    pub device: String,
+    /// Per-worker batch size [default: the model's].
+    #[serde(default)]
+    pub batch: Option<usize>,
+    /// How the device waits: `sleep` (default), `spin`, `none` (no compute).
+    #[serde(default = "default_compute")]
+    pub compute: String,
+    /// Measured per-layer backward times (CSV) instead of the device preset.
+    #[serde(default)]
+    pub compute_profile: Option<String>,
+    /// Planner fusions: collective cost models fitted from this micro_comm.csv instead
+    /// of a calibration at the start of each case.
+    #[serde(default)]
+    pub cost_comm: Option<String>,
+    #[serde(default)]
+    pub densities: Option<Vec<f64>>,
+    /// Power-SGD/ACP-SGD rank sweep (overrides params.rank).
+    #[serde(default)]
+    pub lowrank_ranks: Option<Vec<usize>>,
+    /// Deprecated name of `lowrank_ranks` (accepted with a warning).
+    #[serde(default)]
+    pub ranks: Option<Vec<usize>>,
+    #[serde(default)]
+    pub params: crate::compress::MethodParams,
+    /// Timed iterations (the minimum when adaptive timing is on).
+    #[serde(default)]
+    pub iters: Option<u64>,
+    #[serde(default)]
+    pub warmup: Option<u64>,
+    /// Adaptive timing: time each case for at least this long (s).
+    #[serde(default)]
+    pub min_time_s: Option<f64>,
+    /// Adaptive timing: iterate until the 95% interval of the mean is within this share
+    /// of the mean (e.g. 0.02).
+    #[serde(default)]
+    pub target_ci: Option<f64>,
+    /// Adaptive timing: never more timed iterations than this (default 1000).
+    #[serde(default)]
+    pub max_iters: Option<u64>,
+    /// Adaptive timing: stop once the timed iterations took this long (s), after `iters`.
+    #[serde(default)]
+    pub max_time_s: Option<f64>,
+}
+
+fn default_fusion() -> Vec<String> {
+    vec!["none".into()]
+}
+fn default_pipelining() -> Vec<bool> {
+    vec![false, true]
+}
+fn default_collectives() -> Vec<String> {
+    vec!["auto".into()]
+}
+fn default_device() -> String {
+    "v100".into()
+}
+fn default_compute() -> String {
+    "sleep".into()
+}
+
+/// e2e-only methods: (name, base compressor, planner). They compress each bucket as one
+/// merged tensor with buckets from their own planner (their `fusion` is fixed).
+pub const E2E_METHODS: &[(&str, &str, crate::schedule::plan::PlannerKind)] = &[
+    ("omgs", "topk", crate::schedule::plan::PlannerKind::Omgs),
+    (
+        "sketch-fusion",
+        "sketch",
+        crate::schedule::plan::PlannerKind::LayerFusion,
+    ),
+];
+
+/// The fusion an e2e method implies (its planner), or `None` when the case's fusion
+/// applies. Sweeps over fusion produce one case for such a method, not one per value.
+pub fn implied_fusion(m: &str) -> Option<crate::schedule::plan::Fusion> {
+    E2E_METHODS
+        .iter()
+        .find(|(a, _, _)| *a == m)
+        .map(|(_, _, k)| crate::schedule::plan::Fusion::Planner(*k))
+}
+
+/// The collective modes that give distinct cases for `method`: modes that run the same
+/// collectives (`auto` and `allreduce` for S-SGD, `auto` and `ring` for Marsit) give one
+/// case, the first listed, not one identical row per mode.
+pub fn distinct_collectives(
+    method: &str,
+    modes: &[crate::comm::exchange::CollectiveMode],
+) -> Vec<crate::comm::exchange::CollectiveMode> {
+    let Ok(agg) = crate::compress::registry::aggregation(base_method(method)) else {
+        return modes.to_vec();
+    };
+    let mut out: Vec<crate::comm::exchange::CollectiveMode> = Vec::with_capacity(modes.len());
+    for &m in modes {
+        if !out.iter().any(|o| o.effective(agg) == m.effective(agg)) {
+            out.push(m);
+        }
+    }
+    out
+}
+
+/// The compressor behind an e2e method name.
+pub fn base_method(m: &str) -> &str {
+    E2E_METHODS
+        .iter()
+        .find(|(a, _, _)| *a == m)
+        .map_or(m, |(_, b, _)| b)
+}
+
+/// A validated e2e section.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct E2eSpec {
+    pub models: Vec<String>,
+    pub methods: Vec<String>,
+    pub fusion: Vec<crate::schedule::plan::Fusion>,
+    pub pipelining: Vec<bool>,
+    pub collectives: Vec<crate::comm::exchange::CollectiveMode>,
+    pub device: String,
+    pub batch: Option<usize>,
+    pub compute: crate::engine::device::ComputeMode,
+    pub compute_profile: Option<String>,
+    pub cost_comm: Option<String>,
+    pub params: Vec<crate::compress::MethodParams>,
+    pub iters: u64,
+    pub warmup: u64,
+    pub timing: crate::bench::stats::Timing,
+}
+
+impl E2eSection {
+    pub fn validate(&self, origin: &Origin) -> Result<E2eSpec, ConfigError> {
+        if self.models.is_empty() {
+            return Err(origin.invalid(
+                "models",
+                format!(
+                    "is empty; give one or more of {}",
+                    crate::models::names().join(", ")
+                ),
+            ));
+        }
+        for m in &self.models {
+            crate::models::build(m).map_err(|e| origin.invalid("models", e))?;
+        }
+        no_repeats(origin, "models", &self.models, |m| m.clone())?;
+        let trimmed: Vec<&str> = self.methods.iter().map(|m| m.trim()).collect();
+        no_repeats(origin, "methods", &trimmed, |m| m.to_string())?;
+        // Methods and hyper-parameters: the same rules as the micro benchmarks, with the
+        // e2e-only names (omgs, sketch-fusion) checked as their base compressors.
+        let mut methods: Vec<String> = Vec::new();
+        for m in &self.methods {
+            let m = m.trim().to_string();
+            if !methods.contains(&m) {
+                methods.push(m);
+            }
+        }
+        let mut bases: Vec<String> = Vec::new();
+        for m in &methods {
+            if !bases.iter().any(|b| b == base_method(m)) {
+                bases.push(base_method(m).to_string());
+            }
+        }
+        let cs = CompressSection {
+            methods: bases,
+            shapes: vec!["1".into()],
+            models: Vec::new(),
+            densities: self.densities.clone(),
+            lowrank_ranks: self.lowrank_ranks.clone(),
+            ranks: self.ranks.clone(),
+            params: self.params.clone(),
+            iters: self.iters,
+            warmup: self.warmup,
+            check: false,
+        }
+        .validate(origin, false)?;
+        if self.fusion.is_empty() {
+            return Err(origin.invalid(
+                "fusion",
+                "is empty; give none, single or a byte threshold such as 25MiB",
+            ));
+        }
+        let fusion = self
+            .fusion
+            .iter()
+            .map(|f| {
+                crate::schedule::plan::Fusion::parse(f).map_err(|m| origin.invalid("fusion", m))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        no_repeats(origin, "fusion", &fusion, |f| f.to_string())?;
+        if self.pipelining.is_empty() {
+            return Err(origin.invalid("pipelining", "is empty; give on, off or both"));
+        }
+        no_repeats(origin, "pipelining", &self.pipelining, |p| {
+            if *p { "on" } else { "off" }.to_string()
+        })?;
+        let mut pipelining = self.pipelining.clone();
+        pipelining.sort(); // off before on: the overlap efficiency of "on" needs "off"
+        pipelining.dedup();
+        use crate::comm::exchange::CollectiveMode;
+        if self.collective.is_empty() {
+            return Err(origin.invalid(
+                "collective",
+                format!("is empty; give one or more of {}", CollectiveMode::NAMES),
+            ));
+        }
+        let mut collectives = Vec::new();
+        for c in &self.collective {
+            let mode = CollectiveMode::parse(c.trim()).ok_or_else(|| {
+                origin.invalid(
+                    "collective",
+                    format!(
+                        "unknown collective '{c}'; allowed: {}",
+                        CollectiveMode::NAMES
+                    ),
+                )
+            })?;
+            // Incompatible method/collective pairs are rejected here, before anything runs.
+            for m in &methods {
+                let agg = crate::compress::registry::aggregation(base_method(m))
+                    .map_err(|e| origin.invalid("methods", e))?;
+                mode.supports(agg).map_err(|why| {
+                    origin.invalid("collective", format!("method {m} cannot use {c}: {why}"))
+                })?;
+            }
+            if collectives.contains(&mode) {
+                return Err(origin.invalid(
+                    "collective",
+                    format!("'{c}' appears twice; each entry is one case, remove the repeat"),
+                ));
+            }
+            collectives.push(mode);
+        }
+        let compute =
+            crate::engine::device::ComputeMode::parse(&self.compute).ok_or_else(|| {
+                origin.invalid(
+                    "compute",
+                    format!(
+                        "unknown compute mode '{}'; allowed: sleep, spin, none",
+                        self.compute
+                    ),
+                )
+            })?;
+        match &self.compute_profile {
+            None => {
+                crate::models::preset(&self.device).map_err(|e| origin.invalid("device", e))?;
+            }
+            Some(path) => {
+                for m in &self.models {
+                    let model = crate::models::build(m).map_err(|e| origin.invalid("models", e))?;
+                    crate::models::compute::read_profile(path, &model)
+                        .map_err(|e| origin.invalid("compute_profile", e))?;
+                }
+            }
+        }
+        if let Some(path) = &self.cost_comm {
+            crate::comm::netmodel::CommModels::from_micro_comm_csv(path)
+                .map_err(|e| origin.invalid("cost_comm", e))?;
+        }
+        if self.batch == Some(0) {
+            return Err(origin.invalid(
+                "batch",
+                "0 samples: give a batch size >= 1 (or leave it out for the model's default)",
+            ));
+        }
+        Ok(E2eSpec {
+            models: self.models.clone(),
+            methods,
+            fusion,
+            pipelining,
+            collectives,
+            device: self.device.clone(),
+            batch: self.batch,
+            compute,
+            compute_profile: self.compute_profile.clone(),
+            cost_comm: self.cost_comm.clone(),
+            params: cs.params,
+            iters: self.iters.unwrap_or(10),
+            warmup: self.warmup.unwrap_or(2),
+            timing: self.timing(origin)?,
+        })
+    }
+}
+
+impl E2eSection {
+    /// The stopping rule of each case ([`crate::bench::stats::Timing`]): `iters` timed
+    /// iterations, or adaptive when `min_time_s` or `target_ci` is given.
+    fn timing(&self, origin: &Origin) -> Result<crate::bench::stats::Timing, ConfigError> {
+        let iters = self.iters.unwrap_or(10);
+        if self.min_time_s.is_none() && self.target_ci.is_none() {
+            for (key, given) in [
+                ("max_iters", self.max_iters.is_some()),
+                ("max_time_s", self.max_time_s.is_some()),
+            ] {
+                if given {
+                    return Err(origin.invalid(
+                        key,
+                        "applies to adaptive timing only: give min_time_s or target_ci too",
+                    ));
+                }
+            }
+            return Ok(crate::bench::stats::Timing::fixed(iters));
+        }
+        let min_time_s = self.min_time_s.unwrap_or(0.0);
+        if !(min_time_s.is_finite() && (0.0..=3600.0).contains(&min_time_s)) {
+            return Err(origin.invalid(
+                "min_time_s",
+                format!("{min_time_s} is not a time in seconds between 0 and 3600"),
+            ));
+        }
+        let target = self.target_ci.unwrap_or(f64::INFINITY);
+        if self.target_ci.is_some() && !(target > 0.0 && target <= 1.0) {
+            return Err(origin.invalid(
+                "target_ci",
+                format!("{target} is not a share of the mean in (0, 1], e.g. 0.02"),
+            ));
+        }
+        let max_iters = self.max_iters.unwrap_or(1000.max(iters));
+        if max_iters < iters || max_iters > 1_000_000 {
+            return Err(origin.invalid(
+                "max_iters",
+                format!("{max_iters} must be at least iters ({iters}) and at most 1000000"),
+            ));
+        }
+        let max_time_s = self.max_time_s.unwrap_or(f64::INFINITY);
+        if !(max_time_s > 0.0 && max_time_s >= min_time_s) {
+            return Err(origin.invalid(
+                "max_time_s",
+                format!("{max_time_s} must be positive and at least min_time_s ({min_time_s})"),
+            ));
+        }
+        Ok(crate::bench::stats::Timing {
+            min_iters: iters,
+            min_time_s,
+            target_rel_ci: target,
+            max_iters,
+            max_time_s,
+        })
+    }
+}
+
+/// The Power-SGD/ACP-SGD rank sweep of a section: `lowrank_ranks` (`--lowrank-rank`), or
+/// the deprecated `ranks` (`--rank`), which an MPI user reads as a process count; the old
+/// key still works, with a warning; both at once are refused.
+pub(super) fn lowrank_sweep(
+    lowrank_ranks: &Option<Vec<usize>>,
+    ranks: &Option<Vec<usize>>,
+    origin: &Origin,
+) -> Result<Option<Vec<usize>>, ConfigError> {
+    let (old, new) = match origin {
+        Origin::Cli => ("--rank", "--lowrank-rank"),
+        Origin::File { .. } => ("ranks", "lowrank_ranks"),
+    };
+    match (lowrank_ranks, ranks) {
+        (Some(_), Some(_)) => Err(origin.invalid(
+            "ranks",
+            format!("{old} is the deprecated name of {new}: give {new} only"),
+        )),
+        (None, Some(r)) => {
+            let at = match origin {
+                Origin::Cli => String::new(),
+                Origin::File {
+                    file,
+                    section,
+                    index,
+                } => format!("{file}: [[{section}]] #{index}: "),
+            };
+            warn(format!(
+                "{at}{old} is deprecated (it is the Power-SGD/ACP-SGD rank, not a number of MPI ranks): write {new}"
+            ));
+            Ok(Some(r.clone()))
+        }
+        (l, None) => Ok(l.clone()),
+    }
+}

@@ -1,0 +1,431 @@
+//! Bench configuration: the TOML schema (unknown keys are errors), its validation into
+//! a [`Config`], and the expansion of every section into a list of [`Case`]s (lists
+//! expand to the cartesian product). The CLI subcommands build the same sections.
+
+use crate::units::parse_bytes;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::Path;
+use thiserror::Error;
+
+mod cases;
+mod e2e;
+mod micro;
+pub use cases::*;
+pub use e2e::*;
+pub use micro::*;
+
+/// A configuration problem, located by where the value came from.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("{file}: {msg}")]
+    Syntax { file: String, msg: String },
+    #[error("{location}: {msg}")]
+    Invalid { location: String, msg: String },
+    #[error("cannot read config file {file}: {source}")]
+    Read {
+        file: String,
+        source: std::io::Error,
+    },
+}
+
+/// Where a value came from, for error messages: a CLI flag or a key of a TOML section.
+#[derive(Clone, Debug)]
+pub enum Origin {
+    Cli,
+    File {
+        file: String,
+        section: &'static str,
+        index: usize,
+    },
+}
+
+impl Origin {
+    /// An error for `key` (TOML spelling; the CLI flag is derived from it).
+    pub fn invalid(&self, key: &str, msg: impl fmt::Display) -> ConfigError {
+        // One line whatever the user typed (a value may hold a newline).
+        let msg = msg.to_string().replace('\r', "\\r").replace('\n', "\\n");
+        let location = match self {
+            Origin::Cli => {
+                let flag = match key {
+                    "shapes" => "shape",
+                    "models" => "model",
+                    "densities" => "density",
+                    "ranks" => "rank",
+                    "lowrank_ranks" => "lowrank_rank",
+                    "min_time_s" => "min_time",
+                    "max_time_s" => "max_time",
+                    k => k,
+                };
+                format!("--{}", flag.replace('_', "-"))
+            }
+            Origin::File {
+                file,
+                section,
+                index,
+            } => format!("{file}: [[{section}]] #{index}, key '{key}'"),
+        };
+        ConfigError::Invalid {
+            location,
+            msg: msg.to_string(),
+        }
+    }
+}
+
+/// Refuse a list that names one value twice: both entries would run the same case under
+/// one case_id (so `--resume` could not tell them apart).
+pub(crate) fn no_repeats<T: PartialEq>(
+    origin: &Origin,
+    key: &str,
+    items: &[T],
+    show: impl Fn(&T) -> String,
+) -> Result<(), ConfigError> {
+    for (i, x) in items.iter().enumerate() {
+        if items[..i].contains(x) {
+            return Err(origin.invalid(
+                key,
+                format!(
+                    "'{}' appears twice; each entry is one case, remove the repeat",
+                    show(x)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Memory every rank holds whatever it runs (MPI library, code, stacks): ~19 MiB
+/// measured (VmHWM, Open MPI 4.1), bounded with room.
+pub const BASE_RSS_BYTES: u64 = 64 << 20;
+
+/// The buffer micro-compress reads to measure memory bandwidth (bench::tensors).
+pub const MEMORY_PROBE_BYTES: u64 = 256 << 20;
+
+/// Share of the node's available memory a run may plan to use; the rest is a margin
+/// for the OS, page cache and estimate error.
+pub const MEMORY_USABLE_FRACTION: f64 = 0.9;
+
+/// Largest config file read (bytes): far above any real sweep, small enough that a
+/// wrong path (a device, a log file) is refused instead of read.
+pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+
+/// Most cases one run may expand to: a sweep beyond it is a mistake or belongs in
+/// several runs (each case is one row and one collective agreement).
+pub const MAX_CASES: u128 = 100_000;
+
+/// The whole TOML file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    #[serde(default)]
+    pub run: RunSection,
+    #[serde(default, rename = "micro-comm")]
+    pub micro_comm: Vec<MicroCommSection>,
+    #[serde(default, rename = "micro-compress")]
+    pub micro_compress: Vec<CompressSection>,
+    #[serde(default)]
+    pub micro: Vec<CompressSection>,
+    #[serde(default)]
+    pub e2e: Vec<E2eSection>,
+    /// `[[converge]]`: run by `gradcomp converge --config FILE` (src/converge/), not by
+    /// `gradcomp run`.
+    #[serde(default)]
+    pub converge: Vec<crate::converge::ConvergeSection>,
+}
+
+/// A resolved configuration: what one invocation will run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Config {
+    pub seed: u64,
+    pub expect_ranks: Option<usize>,
+    pub case_timeout_s: Option<f64>,
+    pub micro_comm: Vec<MicroCommSpec>,
+    pub micro_compress: Vec<CompressSpec>,
+    pub micro: Vec<CompressSpec>,
+    pub e2e: Vec<E2eSpec>,
+}
+
+static WARNINGS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Record a warning about accepted but deprecated input (printed once by rank 0).
+fn warn(msg: String) {
+    if let Ok(mut w) = WARNINGS.lock() {
+        if !w.contains(&msg) {
+            w.push(msg);
+        }
+    }
+}
+
+/// The warnings recorded while reading configs and flags, emptied.
+pub fn take_warnings() -> Vec<String> {
+    WARNINGS
+        .lock()
+        .map(|mut w| std::mem::take(&mut *w))
+        .unwrap_or_default()
+}
+
+/// Read, parse and validate a TOML bench config.
+/// Only a regular file of at most [`MAX_CONFIG_BYTES`] is read: a device (`/dev/zero`)
+/// or a FIFO would never end, a huge file is not a config.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    use std::io::Read;
+    let file = path.display().to_string();
+    let read_err = |source| ConfigError::Read {
+        file: file.clone(),
+        source,
+    };
+    let refuse = |msg: String| ConfigError::Invalid {
+        location: file.clone(),
+        msg,
+    };
+    let meta = std::fs::metadata(path).map_err(read_err)?;
+    if !meta.is_file() {
+        return Err(refuse(
+            "is not a regular file (a directory, device or FIFO); give the path of a TOML bench config".into(),
+        ));
+    }
+    let too_big = || {
+        refuse(format!(
+            "is larger than {} MiB, the limit for a bench config; give the TOML config itself (lists expand to cases, so configs stay small)",
+            MAX_CONFIG_BYTES >> 20
+        ))
+    };
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(too_big());
+    }
+    // Bounded even if the file grows after the check.
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(read_err)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(too_big());
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        refuse(format!(
+            "is not UTF-8 text (invalid byte at offset {}); give a TOML file",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    parse(&text, &file)
+}
+
+/// Parse and validate TOML text; `file` names it in messages.
+pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+    let raw: FileConfig = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+        file: file.to_string(),
+        msg: one_line(&e, text),
+    })?;
+    let mut micro_comm = Vec::new();
+    for (i, s) in raw.micro_comm.iter().enumerate() {
+        micro_comm.push(s.validate(&Origin::File {
+            file: file.to_string(),
+            section: "micro-comm",
+            index: i + 1,
+        })?);
+    }
+    let section = |name: &'static str, i: usize| Origin::File {
+        file: file.to_string(),
+        section: name,
+        index: i + 1,
+    };
+    let mut micro_compress = Vec::new();
+    for (i, s) in raw.micro_compress.iter().enumerate() {
+        micro_compress.push(s.validate(&section("micro-compress", i), false)?);
+    }
+    let mut micro = Vec::new();
+    for (i, s) in raw.micro.iter().enumerate() {
+        micro.push(s.validate(&section("micro", i), true)?);
+    }
+    let mut e2e = Vec::new();
+    for (i, s) in raw.e2e.iter().enumerate() {
+        e2e.push(s.validate(&section("e2e", i))?);
+    }
+    if micro_comm.is_empty() && micro_compress.is_empty() && micro.is_empty() && e2e.is_empty() {
+        return Err(ConfigError::Syntax {
+            file: file.to_string(),
+            msg: "defines no benchmark section; add at least one [[micro-comm]], [[micro-compress]], [[micro]] or [[e2e]] table".into(),
+        });
+    }
+    if raw.run.expect_ranks == Some(0) {
+        return Err(Origin::File {
+            file: file.to_string(),
+            section: "run",
+            index: 1,
+        }
+        .invalid(
+            "expect_ranks",
+            "0 ranks: give the number of MPI ranks the job must have (>= 1)",
+        ));
+    }
+    if let Some(t) = raw.run.case_timeout_s {
+        if !(t.is_finite() && t > 0.0) {
+            return Err(Origin::File {
+                file: file.to_string(),
+                section: "run",
+                index: 1,
+            }
+            .invalid(
+                "case_timeout_s",
+                format!("{t} is not a positive number of seconds (e.g. 600)"),
+            ));
+        }
+    }
+    Ok(Config {
+        seed: raw.run.seed,
+        expect_ranks: raw.run.expect_ranks,
+        case_timeout_s: raw.run.case_timeout_s,
+        micro_comm,
+        micro_compress,
+        micro,
+        e2e,
+    })
+}
+
+/// A TOML error as one line: `line L, column C[, key 'K']: message`. The key is read
+/// from the line the error points at, so type errors (`iters = -1`) name it too.
+fn one_line(e: &toml::de::Error, text: &str) -> String {
+    let msg = e.message().trim().replace(['\r', '\n'], " ");
+    match e.span() {
+        Some(span) => {
+            let start = span.start.min(text.len());
+            let start = (0..=start)
+                .rev()
+                .find(|&i| text.is_char_boundary(i))
+                .unwrap_or(0);
+            let before = &text[..start];
+            let line = before.matches('\n').count() + 1;
+            let col = before.len() - before.rfind('\n').map_or(0, |p| p + 1) + 1;
+            let line_text = text[before.rfind('\n').map_or(0, |p| p + 1)..]
+                .lines()
+                .next()
+                .unwrap_or("");
+            let key = line_text
+                .split_once('=')
+                .map(|(k, _)| k.trim())
+                .filter(|k| {
+                    !k.is_empty()
+                        && k.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+                })
+                .map(|k| format!(", key '{k}'"))
+                .unwrap_or_default();
+            format!("line {line}, column {col}{key}: {msg}")
+        }
+        None => msg,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[run]
+seed = 7
+
+[[micro-comm]]
+collectives = ["allreduce", "ring-allreduce"]
+min_bytes = "4"
+max_bytes = "16KiB"
+iters = 10
+"#;
+
+    #[test]
+    fn case_count_matches_the_expansion_of_every_shipped_config() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench-configs");
+        let mut n = 0;
+        for e in std::fs::read_dir(dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.extension().is_some_and(|x| x == "toml") {
+                let cfg = load(&path).unwrap();
+                let cases = cfg.cases();
+                assert_eq!(cfg.case_count(), cases.len() as u128, "{}", path.display());
+                let ids = cfg.case_ids(&cases, 4);
+                let unique: std::collections::HashSet<_> = ids.iter().collect();
+                assert_eq!(unique.len(), ids.len(), "{}", path.display());
+                n += 1;
+            }
+        }
+        assert!(n > 3);
+    }
+
+    #[test]
+    fn equivalent_collectives_are_one_case_in_count_and_expansion() {
+        let c = parse(
+            "[[e2e]]\nmodels = [\"resnet20\"]\nmethods = [\"ssgd\", \"signsgd\"]\ncollective = [\"auto\", \"allgather\", \"ps\"]\npipelining = [true]\n",
+            "x.toml",
+        )
+        .unwrap();
+        // ssgd: auto (all-reduce), allgather, ps; signsgd: auto = allgather, ps.
+        assert_eq!(c.cases().len(), 5);
+        assert_eq!(c.case_count(), 5);
+    }
+
+    #[test]
+    fn parses_and_expands_cartesian_product() {
+        let c = parse(GOOD, "x.toml").unwrap();
+        assert_eq!(c.seed, 7);
+        let cases = c.cases();
+        // 4, 8, ..., 16384: 13 sizes x 2 collectives
+        assert_eq!(cases.len(), 26);
+        assert_eq!(
+            cases[0],
+            Case::MicroComm {
+                collective: Collective::Allreduce,
+                bytes: 4,
+                iters: 10,
+                warmup: 100,
+                check: false
+            }
+        );
+    }
+
+    #[test]
+    fn sizes_end_at_max_even_if_not_power_of_two() {
+        let s = MicroCommSection {
+            collectives: vec!["allreduce".into()],
+            min_bytes: SizeSpec::Bytes(4),
+            max_bytes: SizeSpec::Bytes(20),
+            sizes: None,
+            iters: None,
+            warmup: None,
+            check: false,
+        };
+        assert_eq!(s.validate(&Origin::Cli).unwrap().sizes, vec![4, 8, 16, 20]);
+    }
+
+    fn err(text: &str) -> String {
+        parse(text, "bad.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn rejects_bad_input_with_location() {
+        let e = err("[[micro-comm]]\ncollectives = [\"allreduce\"]\nfoo = 1\n");
+        assert!(
+            e.contains("bad.toml: line 3") && e.contains("unknown field `foo`"),
+            "{e}"
+        );
+        let e = err("[[micro-comm]\n");
+        assert!(e.contains("line 1"), "{e}");
+        let e = err("[[micro-comm]]\ncollectives = [\"bcast\"]\n");
+        assert!(
+            e.contains("key 'collectives'") && e.contains("'bcast'") && e.contains("allreduce"),
+            "{e}"
+        );
+        let e = err("[[micro-comm]]\ncollectives = [\"allreduce\"]\nmin_bytes = \"1MiB\"\nmax_bytes = \"4KiB\"\n");
+        assert!(e.contains("min_bytes") && e.contains("greater than"), "{e}");
+        let e = err("[[micro-comm]]\ncollectives = [\"allreduce\"]\niters = 0\n");
+        assert!(e.contains("iters"), "{e}");
+        let e = err("[[micro-comm]]\ncollectives = [\"allreduce\"]\nmax_bytes = \"12QB\"\n");
+        assert!(e.contains("max_bytes") && e.contains("12QB"), "{e}");
+        let e = err("[run]\nseed = 1\n");
+        assert!(e.contains("no benchmark section"), "{e}");
+        for e in [
+            err("[[micro-comm]]\ncollectives = [\"allreduce\"]\nmin_bytes = 6\n"),
+            err("[[micro-comm]]\ncollectives = []\n"),
+        ] {
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+}
