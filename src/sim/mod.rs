@@ -147,7 +147,7 @@ pub struct SimCase {
 
 impl SimCase {
     /// A case for an e2e method name; `omgs` / `sketch-fusion` set their compressor,
-    /// merging and planner (as config.rs does for e2e).
+    /// merging and planner (as config/e2e.rs does for e2e).
     pub fn new(
         workload: SimWorkload,
         method: &str,
