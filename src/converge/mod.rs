@@ -18,7 +18,7 @@ use crate::comm::exchange::CollectiveMode;
 use crate::comm::World;
 use crate::compress::{Compressor, MethodParams, WorkerCtx};
 use crate::config::{CompressSection, Origin};
-use crate::engine::exec::{Executor, OpTimes};
+use crate::engine::exec::{Executor, Hooks, OpTimes};
 use crate::engine::{self, E2eSetup, TensorSpec};
 use crate::error::{Error, Result};
 use crate::record::meta::RunMeta;
@@ -530,8 +530,13 @@ impl Sync {
     ) -> Result<u64> {
         *t = OpTimes::default();
         let now = || world.time();
+        let mut hooks = Hooks {
+            now: &now,
+            wait: &mut |_| {},
+            trace: None,
+        };
         self.exec
-            .iteration(world, step, grads, Some(outs), &now, &mut |_| {}, t, None)?;
+            .iteration(world, step, grads, Some(outs), &mut hooks, t)?;
         Ok(t.wire_bytes)
     }
 }

@@ -25,6 +25,15 @@ pub struct OpTimes {
     pub wire_bytes: u64,
 }
 
+/// The caller's side of an iteration: the clock times are taken on, how to wait for
+/// gradients (`wait(n)`: until the first `n` in backward order are ready), and an
+/// optional trace of the spans.
+pub struct Hooks<'a> {
+    pub now: &'a dyn Fn() -> f64,
+    pub wait: &'a mut dyn FnMut(usize),
+    pub trace: Option<&'a mut Trace>,
+}
+
 /// One rank's state for running a case's schedule.
 pub struct Executor {
     pub(crate) comp: Box<dyn Compressor>,
@@ -123,22 +132,18 @@ impl Executor {
         &self.executed
     }
 
-    /// Run step `step`'s iteration: its phase's operations in order. `grads` are the
-    /// model's gradients (registration order); `outs`, when given, receive the averaged
-    /// update each method's `decompress` writes (else a scratch buffer does). `wait(n)`
-    /// blocks until the first `n` gradients (backward order) are ready; `now` is the
-    /// clock the times in `t` and the trace's spans are taken on.
-    #[allow(clippy::too_many_arguments)]
+    /// Run step `step`'s iteration: its phase's operations in order, adding their times
+    /// to `t`. `grads` are the model's gradients (registration order); `outs`, when
+    /// given, receive the averaged update each method's `decompress` writes (else a
+    /// scratch buffer does).
     pub fn iteration(
         &mut self,
         world: &World,
         step: u64,
         grads: &[Array2<f32>],
         mut outs: Option<&mut [Array2<f32>]>,
-        now: &dyn Fn() -> f64,
-        wait: &mut dyn FnMut(usize),
+        hooks: &mut Hooks,
         t: &mut OpTimes,
-        mut trace: Option<&mut Trace>,
     ) -> Result<()> {
         self.comp.begin_step(step);
         let phase = step as usize % self.plans.len();
@@ -146,17 +151,7 @@ impl Executor {
         self.executed[phase].clear();
         let mut r = Ok(());
         for &op in &ops[phase] {
-            r = self.run_op(
-                world,
-                phase,
-                op,
-                grads,
-                outs.as_deref_mut(),
-                now,
-                wait,
-                t,
-                trace.as_deref_mut(),
-            );
+            r = self.run_op(world, phase, op, grads, outs.as_deref_mut(), hooks, t);
             if r.is_err() {
                 break;
             }
@@ -165,7 +160,7 @@ impl Executor {
         r
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)] // `iteration`'s arguments plus the operation
     fn run_op(
         &mut self,
         world: &World,
@@ -173,14 +168,14 @@ impl Executor {
         op: Op,
         grads: &[Array2<f32>],
         mut outs: Option<&mut [Array2<f32>]>,
-        now: &dyn Fn() -> f64,
-        wait: &mut dyn FnMut(usize),
+        hooks: &mut Hooks,
         t: &mut OpTimes,
-        trace: Option<&mut Trace>,
     ) -> Result<()> {
+        let now = hooks.now;
+        let trace = hooks.trace.as_deref_mut();
         let mut wire = WireLen::default();
         match op {
-            Op::Wait { ready, .. } => wait(ready),
+            Op::Wait { ready, .. } => (hooks.wait)(ready),
             Op::Pack { bucket } => {
                 let ta = now();
                 let mut off = 0;

@@ -20,7 +20,7 @@ use crate::schedule::plan::{self, Fusion, PlannerKind};
 use crate::schedule::{planner, Bucket, Executed};
 use device::{ComputeMode, Device};
 pub(crate) use exec::unit_shape;
-use exec::{Executor, OpTimes};
+use exec::{Executor, Hooks, OpTimes};
 use ndarray::ArrayViewMut2;
 
 /// One gradient tensor as the engine sees it (registration order).
@@ -207,16 +207,12 @@ pub fn run(
                     last_start = device.now_s();
                 };
                 let mut t = OpTimes::default();
-                ex.iteration(
-                    world,
-                    it,
-                    &grads,
-                    None,
-                    &now,
-                    &mut wait,
-                    &mut t,
-                    trace.as_deref_mut(),
-                )?;
+                let mut hooks = Hooks {
+                    now: &now,
+                    wait: &mut wait,
+                    trace: trace.as_deref_mut(),
+                };
+                ex.iteration(world, it, &grads, None, &mut hooks, &mut t)?;
                 let t_end = device.now_s();
                 let (fwd_end, bwd_end) = {
                     let st = device.lock();
