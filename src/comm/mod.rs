@@ -13,7 +13,7 @@ pub mod ring;
 
 use crate::error::{Error, Result};
 pub use collective::{Collective, Elem, ReduceOp};
-pub use mpi::{library_version, mpi_standard, wtime, Mpi, ThreadLevel};
+pub use self::mpi::{library_version, mpi_standard, wtime, Mpi, ThreadLevel};
 
 /// One rank's view of the job: its communicator ([`Collective`], MPI or loopback) plus
 /// the facts every benchmark needs, with typed collectives and the agreements built on
