@@ -415,6 +415,10 @@ pub struct CaseOutcome {
     pub status: String,
 }
 
+/// The compute rate the planners assume for the model's layers in `converge` (flop/s):
+/// nominal (one host core with BLAS), fixed so that a plan repeats run to run.
+pub const NOMINAL_FLOPS_PER_S: f64 = 1e10;
+
 /// Planner costs of a converge case, fixed so that a planner fusion's plan (and with it
 /// the training: OMGS and Sketch-Fusion compress whole buckets) is the same run to run:
 /// the committed reference compression costs (src/sim/reference_costs.csv) and the
@@ -638,28 +642,23 @@ pub fn run_case(
     let mut yb = vec![0usize; c.batch];
     let mut idx = vec![0usize; c.batch];
 
-    // Backward times per tensor for the planners: one measured forward + backward,
-    // split by each layer's multiply-adds (max over ranks, so every rank plans alike).
-    let t0 = world.time();
-    let _ = mlp.loss_and_grad(
-        shard.x.slice(ndarray::s![..c.batch, ..]),
-        &shard.y[..c.batch],
-        &mut grads,
-    );
-    let mut fb = [world.time() - t0];
-    world.max_in_place(&mut fb);
+    // Backward times per tensor for the planners, from each layer's multiply-adds at
+    // a nominal rate rather than measured (a measured time moves run to run, and with it
+    // a planner's buckets and so omgs / sketch-fusion's curves): forward 2 flops per
+    // multiply-add per sample, backward twice that; biases are free.
     let macs: Vec<f64> = c.widths.windows(2).map(|w| (w[0] * w[1]) as f64).collect();
-    let total: f64 = macs.iter().sum();
+    let flop_s = c.batch as f64 / NOMINAL_FLOPS_PER_S;
     let bwd_s: Vec<f64> = (0..tensors.len())
         .map(|t| {
             if t % 2 == 0 {
-                fb[0] * 2.0 / 3.0 * macs[t / 2] / total
+                4.0 * macs[t / 2] * flop_s
             } else {
                 0.0
             }
         })
         .collect();
-    let mut sync = Sync::new(world, c, seed, tensors, &bwd_s, fb[0] / 3.0)?;
+    let fwd_s = 2.0 * macs.iter().sum::<f64>() * flop_s;
+    let mut sync = Sync::new(world, c, seed, tensors, &bwd_s, fwd_s)?;
     let buckets = sync.buckets_per_step();
     let momentum = c.step_momentum() as f32;
     let lr = c.lr as f32;
