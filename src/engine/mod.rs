@@ -691,8 +691,10 @@ pub(crate) fn merge_units(
 /// tensor (every round's compress + feedback, the exchange, then decompress of what every
 /// rank sent: the work the engine does besides communication), fitted as
 /// `fixed_s per call + per_element_s * elements`. Parameters are max-reduced over ranks
-/// so every rank plans the same buckets. `t_c(e) = rounds * alpha + beta * e * (wire
-/// bytes per element)`; `t_s(e, k)` charges `k` calls (one for merged compression).
+/// so every rank plans the same buckets. `t_c(e) = rounds * t(e * (wire bytes per
+/// element) / rounds)`, `t` the collective's [`crate::comm::netmodel::CommFit`] (one
+/// alpha-beta line, or two regimes from a CSV); `t_s(e, k)` charges `k` calls (one for
+/// merged compression).
 fn plan_with_costs(
     world: &World,
     s: &E2eSetup,
@@ -701,7 +703,7 @@ fn plan_with_costs(
     bwd_order: &[usize],
     bwd_times: &[f64],
 ) -> Result<planner::Choice> {
-    use crate::comm::netmodel::{AlphaBeta, CompressCost};
+    use crate::comm::netmodel::{CommFit, CompressCost};
     let rounds = comp.rounds();
     let agg = comp.aggregation();
     let effective = s.collective.effective(agg);
@@ -717,14 +719,14 @@ fn plan_with_costs(
         }
     }
     let bytes_per_elem = wire as f64 / elems.max(1) as f64;
-    let ab = match s
+    let fit = match s
         .cost_comm
         .and_then(|c| c.get(effective, world.size).copied())
     {
-        Some(ab) => ab,
+        Some(fit) => fit,
         None => {
             let exact = (0..s.tensors.len()).all(|t| comp.wire_capacity(t, 0).gather_exact);
-            calibrate_comm(world, s.collective, agg, exact)?
+            CommFit::line(calibrate_comm(world, s.collective, agg, exact)?)
         }
     };
     // Work besides communication: one real step per tensor (outside timed regions).
@@ -767,13 +769,15 @@ fn plan_with_costs(
             per_element_s: 0.0,
             fixed_s: 0.0,
         });
-    let mut params = [ab.alpha_s, ab.beta_s_per_byte, cc.per_element_s, cc.fixed_s];
+    let mut comm = fit.to_params();
+    world.max_in_place(&mut comm);
+    let fit = CommFit::from_params(comm);
+    let mut params = [cc.per_element_s, cc.fixed_s];
     world.max_in_place(&mut params);
-    let ab = AlphaBeta::new(params[0], params[1]);
-    let (per_element_s, fixed_s) = (params[2], params[3].max(0.0));
+    let (per_element_s, fixed_s) = (params[0], params[1].max(0.0));
     let p: Vec<usize> = bwd_order.iter().map(|&t| s.tensors[t].numel()).collect();
-    let t_c =
-        move |e: usize| rounds as f64 * ab.alpha_s + ab.beta_s_per_byte * e as f64 * bytes_per_elem;
+    let per_round = rounds.max(1) as f64;
+    let t_c = move |e: usize| per_round * fit.time_s(e as f64 * bytes_per_elem / per_round);
     let merge = s.merge;
     let t_s = move |e: usize, k: usize| {
         let calls = if merge { 1 } else { k };
