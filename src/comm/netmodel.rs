@@ -325,15 +325,9 @@ impl CommFit {
     }
 
     /// Least-squares fit of one or two regimes to `(bytes, seconds)` points (module
-    /// docs); the quality is over all points. Needs at least two distinct sizes.
-    pub fn fit(points: &[(f64, f64)]) -> Result<(CommFit, FitQuality), NetModelError> {
-        CommFit::fit_named(points, "collective cost model")
-    }
-
-    fn fit_named(
-        points: &[(f64, f64)],
-        what: &str,
-    ) -> Result<(CommFit, FitQuality), NetModelError> {
+    /// docs); the quality is over all points. Needs at least two distinct sizes; `what`
+    /// names the data in an error.
+    pub fn fit(points: &[(f64, f64)], what: &str) -> Result<(CommFit, FitQuality), NetModelError> {
         let (a, b, q) = fit_linear(points, what)?;
         let mut sizes: Vec<f64> = points.iter().map(|p| p.0).collect();
         sizes.sort_by(f64::total_cmp);
@@ -454,13 +448,10 @@ impl CommModels {
 
     /// Set (or replace) the model of one collective at one world size: one line.
     pub fn insert(&mut self, collective: &str, world_size: usize, model: AlphaBeta) {
-        self.insert_fit(collective, world_size, CommFit::line(model));
-    }
-
-    /// Set (or replace) the model of one collective at one world size.
-    pub fn insert_fit(&mut self, collective: &str, world_size: usize, fit: CommFit) {
-        self.models
-            .insert((collective.to_string(), world_size), (fit, None));
+        self.models.insert(
+            (collective.to_string(), world_size),
+            (CommFit::line(model), None),
+        );
     }
 
     /// The model of `collective` at `world_size`, if there is one.
@@ -485,9 +476,9 @@ impl CommModels {
     }
 
     /// Read micro_comm.csv (docs/csv-schema.md) and fit one model per (collective,
-    /// world_size) group ([`CommFit::fit`]: one line or two regimes). Columns used: `schema_version` (must be 1), `collective`,
-    /// `world_size`, `bytes` (or, in its absence, `total_bytes`, divided by `world_size`
-    /// for all-gather rows), `median_s`. Overlap rows (`iallreduce-overlap`) are fitted
+    /// world_size) group ([`CommFit::fit`]: one line or two regimes). Columns used:
+    /// `schema_version` (must be 1), `collective`, `world_size`, `bytes` (or, in its
+    /// absence, `total_bytes`, divided by `world_size` for all-gather rows), `median_s`. Overlap rows (`iallreduce-overlap`) are fitted
     /// on `t_pure_s` (the collective alone) when that column holds a value, since their
     /// `median_s` includes the overlapped compute.
     pub fn from_micro_comm_csv(path: impl AsRef<Path>) -> Result<CommModels, NetModelError> {
@@ -529,7 +520,7 @@ impl CommModels {
         }
         let mut models = CommModels::new();
         for (key, pts) in groups {
-            let (fit, q) = CommFit::fit_named(
+            let (fit, q) = CommFit::fit(
                 &pts,
                 &format!("{} at world_size {} from {}", key.0, key.1, t.path),
             )?;
@@ -862,7 +853,7 @@ mod tests {
                     (b, tbf_like(b) * f)
                 })
                 .collect();
-            let (fit, q) = CommFit::fit(&pts).unwrap();
+            let (fit, q) = CommFit::fit(&pts, "test").unwrap();
             let up = fit.upper.expect("two regimes");
             let (lo, ul) = (fit.lower.line, up.line);
             let tol = 2.0 * noise + 1e-9;
@@ -917,7 +908,7 @@ mod tests {
                     (b, (alpha + beta * b) * f)
                 })
                 .collect();
-            let (fit, _) = CommFit::fit(&pts).unwrap();
+            let (fit, _) = CommFit::fit(&pts, "test").unwrap();
             assert!(fit.upper.is_none(), "{what}: {fit:?}");
             let (a, b, _) = fit_linear(&pts, "x").unwrap();
             assert_eq!(fit.lower.line, AlphaBeta::new(a, b), "{what}");
@@ -926,7 +917,7 @@ mod tests {
         let pts: Vec<(f64, f64)> = [4.0, 8.0, 16.0, 1e6, 2e6]
             .map(|b| (b, tbf_like(b)))
             .to_vec();
-        assert!(CommFit::fit(&pts).unwrap().0.upper.is_none());
+        assert!(CommFit::fit(&pts, "test").unwrap().0.upper.is_none());
     }
 
     #[test]
