@@ -465,6 +465,20 @@ mod tests {
                 );
             }
         }
+        // The PS link comes from the regime at the message's size: the lower one's startup
+        // for small messages, the link rate (alpha clamped at 0) for large ones.
+        let small = f.derived_link(2048.0);
+        assert!(
+            (small.alpha_s - 15e-6 / 2.0).abs() < 0.02 * 15e-6,
+            "{small:?}"
+        );
+        let large = f.derived_link(1e6);
+        assert!(large.alpha_s >= 0.0, "{large:?}");
+        assert!(
+            (large.beta_s_per_byte - 8e-9).abs() < 0.02 * 8e-9,
+            "{large:?}"
+        );
+        assert!(f.time_s(Op::PsReduceBcast, 2, 1e6) > f.time_s(Op::PsReduceBcast, 2, 2048.0));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
