@@ -157,6 +157,7 @@ fn fits_and_compares_a_real_run() {
         .unwrap();
     assert_ok(&out);
     let (h, rows) = read_csv(&dir.join("fits.csv"));
+    assert_eq!(h, documented_columns("fits.csv"));
     let kind = h.iter().position(|c| c == "kind").unwrap();
     assert!(rows.iter().any(|r| r[kind].contains("comm")), "{rows:?}");
     assert!(

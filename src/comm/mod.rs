@@ -11,9 +11,9 @@ pub mod mpi;
 pub mod netmodel;
 pub mod ring;
 
+pub use self::mpi::{library_version, mpi_standard, wtime, Mpi, ThreadLevel};
 use crate::error::{Error, Result};
 pub use collective::{Collective, Elem, ReduceOp};
-pub use self::mpi::{library_version, mpi_standard, wtime, Mpi, ThreadLevel};
 
 /// One rank's view of the job: its communicator ([`Collective`], MPI or loopback) plus
 /// the facts every benchmark needs, with typed collectives and the agreements built on

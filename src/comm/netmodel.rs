@@ -15,6 +15,21 @@
 //! alone (the constrained least-squares optimum of a 2-parameter model).
 //! [`FitQuality::r2`] is the weighted coefficient of determination (the same weights
 //! as the fit, so it measures what the fit minimises).
+//!
+//! **Two regimes.** A collective's fit ([`CommFit`]) may instead be two such lines split
+//! at a fitted breakpoint: a network whose cost per byte changes with the message size
+//! (a token-bucket shaper that passes a sweep's small messages at memory speed and
+//! large ones at the link rate; docs/performance.md, "Emulated network (netlab)") is
+//! not one line, and one line fitted by relative error to both regimes gets both wrong.
+//! Every split between consecutive measured sizes with at least [`MIN_REGIME_SIZES`]
+//! sizes on each side is fitted (lower line as above; the upper one with its time at
+//! its first size and its slope non-negative, so its intercept may be negative, as a
+//! shaper's burst credit makes it), the split with the least squared relative error is
+//! taken, and it is kept only when Schwarz's Bayesian information criterion prefers it
+//! to one line: `n ln(SSR/n) + k ln n` with `k` = 2 for a line and 5 for two lines and
+//! their breakpoint (docs/architecture.md, "The simulator"). Data of one regime thus
+//! stays one line. Between the lower regime's largest size and the upper one's smallest
+//! the cost is interpolated linearly.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -161,7 +176,7 @@ fn fit_linear(points: &[(f64, f64)], what: &str) -> Result<(f64, f64, FitQuality
             },
         ));
     }
-    let w = |y: f64| 1.0 / y.max(TIME_FLOOR_S).powi(2);
+    let w = rel_weight;
     // Center x for numerical stability of the normal equations.
     let (mut sw, mut swx, mut swy) = (0.0, 0.0, 0.0);
     for &(x, y) in points {
@@ -193,12 +208,32 @@ fn fit_linear(points: &[(f64, f64)], what: &str) -> Result<(f64, f64, FitQuality
         a = 0.0;
         b = if den > 0.0 { (num / den).max(0.0) } else { 0.0 };
     }
+    Ok((a, b, quality_of(points, |x| a + b * x)))
+}
+
+/// Weight of a point in the relative-error fits: `1 / max(t, floor)^2`.
+fn rel_weight(y: f64) -> f64 {
+    1.0 / y.max(TIME_FLOOR_S).powi(2)
+}
+
+/// Sum of squared relative errors of `pred` over `points` (what the fits minimise).
+fn rel_ssr(points: &[(f64, f64)], pred: impl Fn(f64) -> f64) -> f64 {
+    points
+        .iter()
+        .map(|&(x, y)| rel_weight(y) * (pred(x) - y).powi(2))
+        .sum()
+}
+
+/// [`FitQuality`] of the predictions `pred` on `points` (weighted as the fits).
+fn quality_of(points: &[(f64, f64)], pred: impl Fn(f64) -> f64) -> FitQuality {
+    let sw: f64 = points.iter().map(|p| rel_weight(p.1)).sum();
+    let ym = points.iter().map(|p| rel_weight(p.1) * p.1).sum::<f64>() / sw;
     let (mut ss_res, mut ss_tot, mut max_rel) = (0.0, 0.0, 0.0f64);
     for &(x, y) in points {
-        let pred = a + b * x;
-        ss_res += w(y) * (pred - y).powi(2);
-        ss_tot += w(y) * (y - ym).powi(2);
-        max_rel = max_rel.max((pred - y).abs() / y.max(TIME_FLOOR_S));
+        let p = pred(x);
+        ss_res += rel_weight(y) * (p - y).powi(2);
+        ss_tot += rel_weight(y) * (y - ym).powi(2);
+        max_rel = max_rel.max((p - y).abs() / y.max(TIME_FLOOR_S));
     }
     let r2 = if ss_tot > 0.0 {
         1.0 - ss_res / ss_tot
@@ -207,23 +242,202 @@ fn fit_linear(points: &[(f64, f64)], what: &str) -> Result<(f64, f64, FitQuality
     } else {
         0.0
     };
-    Ok((
-        a,
-        b,
-        FitQuality {
-            r2,
-            max_rel_err: max_rel,
-            n,
-        },
-    ))
+    FitQuality {
+        r2,
+        max_rel_err: max_rel,
+        n: points.len(),
+    }
 }
 
-/// Alpha-beta models per (collective, world size), e.g. `("allreduce", 8)`. Sizes are
-/// **bytes per rank** (micro_comm.csv's `bytes`: the vector all-reduced, or each rank's
-/// all-gather contribution).
+/// Distinct message sizes each regime of a two-regime [`CommFit`] must span: two fix
+/// its line, a third checks it.
+pub const MIN_REGIME_SIZES: usize = 3;
+
+/// A mean squared relative error below the square of this (1e-6: far below any timed
+/// measurement's noise) is numerical, not a misfit; the model choice floors it there
+/// so that exact data stays one line.
+const REL_RESIDUAL_FLOOR: f64 = 1e-6;
+
+/// One size range of a [`CommFit`]: a line and the message sizes it was fitted on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Regime {
+    /// `alpha + beta * bytes`; in an upper regime `alpha` may be negative (only sizes from
+    /// `from_bytes` up are priced with it, and those are >= 0).
+    pub line: AlphaBeta,
+    /// Smallest and largest fitted message size (bytes per rank); for a given model, the
+    /// whole range `0..inf`.
+    pub from_bytes: f64,
+    pub to_bytes: f64,
+    /// Fit quality on the regime's own points (`None` for a given model).
+    pub quality: Option<FitQuality>,
+}
+
+/// The fitted cost of one collective: one alpha-beta line, or two regimes split between
+/// two measured sizes (module docs). [`CommFit::time_s`] prices a message.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CommFit {
+    /// The small messages' regime; with one regime, every message's.
+    pub lower: Regime,
+    /// The large messages' regime, when the data has two.
+    pub upper: Option<Regime>,
+}
+
+impl CommFit {
+    /// One line for every size (a given model, or a fit without a second regime).
+    pub fn line(line: AlphaBeta) -> CommFit {
+        CommFit {
+            lower: Regime {
+                line,
+                from_bytes: 0.0,
+                to_bytes: f64::INFINITY,
+                quality: None,
+            },
+            upper: None,
+        }
+    }
+
+    /// The regimes, small messages first (one or two).
+    pub fn regimes(&self) -> Vec<Regime> {
+        std::iter::once(self.lower).chain(self.upper).collect()
+    }
+
+    /// Time of one message of `bytes` per rank: the lower line up to its largest fitted
+    /// size, the upper from its smallest, linear interpolation between the two.
+    pub fn time_s(&self, bytes: f64) -> f64 {
+        self.local_line(bytes).time_s(bytes)
+    }
+
+    /// The line that prices `bytes`: its regime's, or between the regimes the secant
+    /// through the lower line's last and the upper line's first fitted size.
+    pub fn local_line(&self, bytes: f64) -> AlphaBeta {
+        let lo = &self.lower;
+        match &self.upper {
+            None => lo.line,
+            Some(up) if bytes >= up.from_bytes => up.line,
+            Some(_) if bytes <= lo.to_bytes => lo.line,
+            Some(up) => {
+                let (x0, x1) = (lo.to_bytes, up.from_bytes);
+                let (y0, y1) = (lo.line.time_s(x0), up.line.time_s(x1));
+                let beta = (y1 - y0) / (x1 - x0);
+                AlphaBeta::new(y0 - beta * x0, beta)
+            }
+        }
+    }
+
+    /// Least-squares fit of one or two regimes to `(bytes, seconds)` points (module
+    /// docs); the quality is over all points. Needs at least two distinct sizes; `what`
+    /// names the data in an error.
+    pub fn fit(points: &[(f64, f64)], what: &str) -> Result<(CommFit, FitQuality), NetModelError> {
+        let (a, b, q) = fit_linear(points, what)?;
+        let mut sizes: Vec<f64> = points.iter().map(|p| p.0).collect();
+        sizes.sort_by(f64::total_cmp);
+        sizes.dedup();
+        let range = |lo: f64, hi: f64| -> Vec<(f64, f64)> {
+            points
+                .iter()
+                .filter(|p| p.0 >= lo && p.0 <= hi)
+                .copied()
+                .collect()
+        };
+        let one = CommFit {
+            lower: Regime {
+                line: AlphaBeta::new(a, b),
+                from_bytes: sizes[0],
+                to_bytes: sizes[sizes.len() - 1],
+                quality: Some(q),
+            },
+            upper: None,
+        };
+        let mut best = (rel_ssr(points, |x| one.time_s(x)), one);
+        let ssr_one = best.0;
+        for k in MIN_REGIME_SIZES..=sizes.len().saturating_sub(MIN_REGIME_SIZES) {
+            let (lo_to, up_from, up_to) = (sizes[k - 1], sizes[k], sizes[sizes.len() - 1]);
+            let lo_pts = range(sizes[0], lo_to);
+            let (la, lb, lq) = fit_linear(&lo_pts, what)?;
+            // The upper line with x measured from its first size: `a >= 0` there is a
+            // non-negative time at that size, whatever the intercept at 0 bytes.
+            let up_pts: Vec<(f64, f64)> = range(up_from, up_to)
+                .iter()
+                .map(|&(x, y)| (x - up_from, y))
+                .collect();
+            let (ua, ub, uq) = fit_linear(&up_pts, what)?;
+            let cand = CommFit {
+                lower: Regime {
+                    line: AlphaBeta::new(la, lb),
+                    from_bytes: sizes[0],
+                    to_bytes: lo_to,
+                    quality: Some(lq),
+                },
+                upper: Some(Regime {
+                    line: AlphaBeta::new(ua - ub * up_from, ub),
+                    from_bytes: up_from,
+                    to_bytes: up_to,
+                    quality: Some(uq),
+                }),
+            };
+            let ssr = rel_ssr(points, |x| cand.time_s(x));
+            if ssr < best.0 {
+                best = (ssr, cand);
+            }
+        }
+        let n = points.len() as f64;
+        let bic = |ssr: f64, k: f64| {
+            n * (ssr / n).max(REL_RESIDUAL_FLOOR * REL_RESIDUAL_FLOOR).ln() + k * n.ln()
+        };
+        let fit = if best.1.upper.is_some() && bic(best.0, 5.0) < bic(ssr_one, 2.0) {
+            best.1
+        } else {
+            one
+        };
+        Ok((fit, quality_of(points, |x| fit.time_s(x))))
+    }
+
+    /// The fit as 8 numbers, lower then upper regime's `alpha, beta, from_bytes,
+    /// to_bytes` (the upper four infinite without an upper regime), e.g. to reduce over
+    /// ranks; [`CommFit::from_params`] is the inverse (qualities are not kept).
+    pub fn to_params(&self) -> [f64; 8] {
+        let lo = &self.lower;
+        let up = self.upper.map_or([f64::INFINITY; 4], |u| {
+            [
+                u.line.alpha_s,
+                u.line.beta_s_per_byte,
+                u.from_bytes,
+                u.to_bytes,
+            ]
+        });
+        [
+            lo.line.alpha_s,
+            lo.line.beta_s_per_byte,
+            lo.from_bytes,
+            lo.to_bytes,
+            up[0],
+            up[1],
+            up[2],
+            up[3],
+        ]
+    }
+
+    /// See [`CommFit::to_params`]. An upper regime with an infinite `from_bytes`, or one
+    /// starting below the lower regime's end, is dropped.
+    pub fn from_params(p: [f64; 8]) -> CommFit {
+        let regime = |q: &[f64]| Regime {
+            line: AlphaBeta::new(q[0], q[1]),
+            from_bytes: q[2],
+            to_bytes: q[3],
+            quality: None,
+        };
+        let lower = regime(&p[..4]);
+        let upper = (p[6].is_finite() && p[6] > lower.to_bytes).then(|| regime(&p[4..]));
+        CommFit { lower, upper }
+    }
+}
+
+/// Collective cost models ([`CommFit`]: one or two alpha-beta regimes) per (collective,
+/// world size), e.g. `("allreduce", 8)`. Sizes are **bytes per rank** (micro_comm.csv's
+/// `bytes`: the vector all-reduced, or each rank's all-gather contribution).
 #[derive(Clone, Debug, Default)]
 pub struct CommModels {
-    models: HashMap<(String, usize), (AlphaBeta, Option<FitQuality>)>,
+    models: HashMap<(String, usize), (CommFit, Option<FitQuality>)>,
 }
 
 impl CommModels {
@@ -232,20 +446,22 @@ impl CommModels {
         CommModels::default()
     }
 
-    /// Set (or replace) the model of one collective at one world size.
+    /// Set (or replace) the model of one collective at one world size: one line.
     pub fn insert(&mut self, collective: &str, world_size: usize, model: AlphaBeta) {
-        self.models
-            .insert((collective.to_string(), world_size), (model, None));
+        self.models.insert(
+            (collective.to_string(), world_size),
+            (CommFit::line(model), None),
+        );
     }
 
     /// The model of `collective` at `world_size`, if there is one.
-    pub fn get(&self, collective: &str, world_size: usize) -> Option<&AlphaBeta> {
+    pub fn get(&self, collective: &str, world_size: usize) -> Option<&CommFit> {
         self.models
             .get(&(collective.to_string(), world_size))
             .map(|m| &m.0)
     }
 
-    /// Fit quality of a model read from CSV (`None` for given models).
+    /// Fit quality of a model read from CSV over all its points (`None` for given models).
     pub fn quality(&self, collective: &str, world_size: usize) -> Option<FitQuality> {
         self.models
             .get(&(collective.to_string(), world_size))
@@ -260,9 +476,9 @@ impl CommModels {
     }
 
     /// Read micro_comm.csv (docs/csv-schema.md) and fit one model per (collective,
-    /// world_size) group. Columns used: `schema_version` (must be 1), `collective`,
-    /// `world_size`, `bytes` (or, in its absence, `total_bytes`, divided by `world_size`
-    /// for all-gather rows), `median_s`. Overlap rows (`iallreduce-overlap`) are fitted
+    /// world_size) group ([`CommFit::fit`]: one line or two regimes). Columns used:
+    /// `schema_version` (must be 1), `collective`, `world_size`, `bytes` (or, in its
+    /// absence, `total_bytes`, divided by `world_size` for all-gather rows), `median_s`. Overlap rows (`iallreduce-overlap`) are fitted
     /// on `t_pure_s` (the collective alone) when that column holds a value, since their
     /// `median_s` includes the overlapped compute.
     pub fn from_micro_comm_csv(path: impl AsRef<Path>) -> Result<CommModels, NetModelError> {
@@ -304,12 +520,11 @@ impl CommModels {
         }
         let mut models = CommModels::new();
         for (key, pts) in groups {
-            let (ab, q) = fit_linear(
+            let (fit, q) = CommFit::fit(
                 &pts,
                 &format!("{} at world_size {} from {}", key.0, key.1, t.path),
-            )
-            .map(|(a, b, q)| (AlphaBeta::new(a, b), q))?;
-            models.models.insert(key, (ab, Some(q)));
+            )?;
+            models.models.insert(key, (fit, Some(q)));
         }
         Ok(models)
     }
@@ -558,17 +773,19 @@ mod tests {
         }
         let p = tmp("comm-good.csv", &body);
         let m = CommModels::from_micro_comm_csv(&p).unwrap();
-        let ab = m.get("allreduce", 4).unwrap();
+        let fit = m.get("allreduce", 4).unwrap();
+        assert!(fit.upper.is_none(), "{fit:?}");
+        let ab = fit.lower.line;
         assert!(
             (ab.alpha_s - 30e-6).abs() < 1e-12 && (ab.beta_s_per_byte - 3e-9).abs() < 1e-18,
             "{ab:?}"
         );
-        let ag = m.get("allgather", 2).unwrap();
+        let ag = m.get("allgather", 2).unwrap().lower.line;
         assert!(
             (ag.alpha_s - 20e-6).abs() < 1e-12 && (ag.beta_s_per_byte - 2e-9).abs() < 1e-18,
             "{ag:?}"
         );
-        let ov = m.get("iallreduce-overlap", 2).unwrap();
+        let ov = m.get("iallreduce-overlap", 2).unwrap().lower.line;
         assert!((ov.alpha_s - 1e-6).abs() < 1e-12, "{ov:?}");
         assert!(m.get("allreduce", 8).is_none());
         assert!((m.quality("allreduce", 2).unwrap().r2 - 1.0).abs() < 1e-9);
@@ -584,7 +801,123 @@ mod tests {
             );
         }
         let m2 = CommModels::from_micro_comm_csv(tmp("comm-total.csv", &body2)).unwrap();
-        assert!((m2.get("allgather", 2).unwrap().beta_s_per_byte - 2e-9).abs() < 1e-18);
+        let ag2 = m2.get("allgather", 2).unwrap().lower.line;
+        assert!((ag2.beta_s_per_byte - 2e-9).abs() < 1e-18, "{ag2:?}");
+    }
+
+    /// micro_comm.csv rows of `coll` at world size 2 over 4 B-4 MiB (powers of two), time
+    /// `t(bytes)`.
+    fn comm_csv(coll: &str, t: impl Fn(f64) -> f64) -> String {
+        let mut body = "schema_version,collective,world_size,bytes,median_s\n".to_string();
+        for i in 0..21 {
+            let b = (4u64 << i) as f64;
+            body += &format!("1,{coll},2,{b},{}\n", t(b));
+        }
+        body
+    }
+
+    /// Two regimes as a tbf-shaped link shows them in a micro-comm sweep (docs/performance.md,
+    /// "Emulated network"): up to 16 KiB 15 us + 0.2 ns/B (the token bucket passes them
+    /// at memory speed), from 32 KiB the link's 8 ns/B (1 Gbit/s) and no startup.
+    fn tbf_like(b: f64) -> f64 {
+        if b <= 16384.0 {
+            15e-6 + 0.2e-9 * b
+        } else {
+            8e-9 * b
+        }
+    }
+
+    #[test]
+    fn two_regime_data_is_priced_right_in_both_regimes() {
+        let p = tmp("comm-two-regimes.csv", &comm_csv("allreduce", tbf_like));
+        let m = CommModels::from_micro_comm_csv(&p).unwrap();
+        let fit = m.get("allreduce", 2).unwrap();
+        for i in 0..21 {
+            let b = (4u64 << i) as f64;
+            let (got, want) = (fit.time_s(b), tbf_like(b));
+            assert!(
+                (got - want).abs() / want < 0.02,
+                "{b} B: predicted {got:.3e} s, measured {want:.3e} s ({fit:?})"
+            );
+        }
+    }
+
+    #[test]
+    fn two_regime_fit_recovers_both_lines_and_the_break() {
+        // Exact, and with +-1 % multiplicative noise (deterministic pattern).
+        for noise in [0.0, 0.01] {
+            let pts: Vec<(f64, f64)> = (0..21)
+                .map(|i| {
+                    let b = (4u64 << i) as f64;
+                    let f = if i % 2 == 0 { 1.0 + noise } else { 1.0 - noise };
+                    (b, tbf_like(b) * f)
+                })
+                .collect();
+            let (fit, q) = CommFit::fit(&pts, "test").unwrap();
+            let up = fit.upper.expect("two regimes");
+            let (lo, ul) = (fit.lower.line, up.line);
+            let tol = 2.0 * noise + 1e-9;
+            assert!(
+                (lo.alpha_s - 15e-6).abs() / 15e-6 < tol + 0.01
+                    && (lo.beta_s_per_byte - 0.2e-9).abs() / 0.2e-9 < 0.2,
+                "{noise}: {fit:?}"
+            );
+            assert!(
+                (ul.beta_s_per_byte - 8e-9).abs() / 8e-9 < tol
+                    && ul.alpha_s.abs() < tol * 8e-9 * 32768.0,
+                "{noise}: {fit:?}"
+            );
+            assert_eq!((fit.lower.to_bytes, up.from_bytes), (16384.0, 32768.0));
+            assert_eq!((fit.lower.from_bytes, up.to_bytes), (4.0, 4194304.0));
+            let (lq, uq) = (fit.lower.quality.unwrap(), up.quality.unwrap());
+            assert_eq!((lq.n, uq.n, q.n), (13, 8, 21));
+            assert!(q.max_rel_err < tol + 0.01 && q.r2 > 0.99, "{q:?}");
+            // Between the two fitted sizes: linear from one line's end to the other's start.
+            let mid = fit.time_s(24576.0);
+            let ends = (lo.time_s(16384.0), ul.time_s(32768.0));
+            assert!(
+                (mid - (ends.0 + ends.1) / 2.0).abs() < 1e-15,
+                "{mid} {ends:?}"
+            );
+            // The line that prices a size: its regime's, or the secant in the gap.
+            assert_eq!(fit.local_line(1e6), ul);
+            assert_eq!(fit.local_line(100.0), lo);
+            assert!((fit.local_line(24576.0).time_s(24576.0) - mid).abs() < 1e-15);
+            // Parameters survive a round trip (e.g. a max over ranks).
+            let back = CommFit::from_params(fit.to_params());
+            assert_eq!((back.lower.line, back.upper.unwrap().line), (lo, ul));
+        }
+    }
+
+    #[test]
+    fn one_regime_data_stays_one_line() {
+        // Exact lines (latency-bound, bandwidth-bound, both) and two noisy ones (+-1 %,
+        // +-5 %, deterministic pattern): the same line as the single-line fit.
+        let cases: [(&str, f64, f64, f64); 5] = [
+            ("exact", 25e-6, 1e-10, 0.0),
+            ("bandwidth only", 0.0, 8e-9, 0.0),
+            ("latency only", 30e-6, 0.0, 0.0),
+            ("noise", 5e-6, 0.8e-10, 0.01),
+            ("noise 5%", 20e-6, 8e-9, 0.05),
+        ];
+        for (what, alpha, beta, noise) in cases {
+            let pts: Vec<(f64, f64)> = (0..21)
+                .map(|i| {
+                    let b = (4u64 << i) as f64;
+                    let f = if i % 2 == 0 { 1.0 + noise } else { 1.0 - noise };
+                    (b, (alpha + beta * b) * f)
+                })
+                .collect();
+            let (fit, _) = CommFit::fit(&pts, "test").unwrap();
+            assert!(fit.upper.is_none(), "{what}: {fit:?}");
+            let (a, b, _) = fit_linear(&pts, "x").unwrap();
+            assert_eq!(fit.lower.line, AlphaBeta::new(a, b), "{what}");
+        }
+        // Too few sizes for two regimes of three: always one line.
+        let pts: Vec<(f64, f64)> = [4.0, 8.0, 16.0, 1e6, 2e6]
+            .map(|b| (b, tbf_like(b)))
+            .to_vec();
+        assert!(CommFit::fit(&pts, "test").unwrap().0.upper.is_none());
     }
 
     #[test]

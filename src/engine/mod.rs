@@ -366,8 +366,10 @@ pub fn plan_source_of(kind: PlannerKind, c: &planner::Choice) -> String {
 /// tensor (every round's compress + feedback, the exchange, then decompress of what every
 /// rank sent: the work the engine does besides communication), fitted as
 /// `fixed_s per call + per_element_s * elements`. Parameters are max-reduced over ranks
-/// so every rank plans the same buckets. `t_c(e) = rounds * alpha + beta * e * (wire
-/// bytes per element)`; `t_s(e, k)` charges `k` calls (one for merged compression).
+/// so every rank plans the same buckets. `t_c(e) = rounds * t(e * (wire bytes per
+/// element) / rounds)`, `t` the collective's [`crate::comm::netmodel::CommFit`] (one
+/// alpha-beta line, or two regimes from a CSV); `t_s(e, k)` charges `k` calls (one for
+/// merged compression).
 fn plan_with_costs(
     world: &World,
     s: &E2eSetup,
@@ -376,7 +378,7 @@ fn plan_with_costs(
     bwd_order: &[usize],
     bwd_times: &[f64],
 ) -> Result<planner::Choice> {
-    use crate::comm::netmodel::AlphaBeta;
+    use crate::comm::netmodel::{AlphaBeta, CommFit};
     let rounds = comp.rounds();
     // Wire bytes per gradient element, from the declared capacities.
     let (mut wire, mut elems) = (0usize, 0usize);
@@ -390,17 +392,17 @@ fn plan_with_costs(
         }
     }
     let bytes_per_elem = wire as f64 / elems.max(1) as f64;
-    let (ab, per_element_s, fixed_s) = match s.planner_costs {
+    let (fit, per_element_s, fixed_s) = match s.planner_costs {
         Some(fc) => (
-            AlphaBeta::new(fc.alpha_s, fc.beta_s_per_byte),
+            CommFit::line(AlphaBeta::new(fc.alpha_s, fc.beta_s_per_byte)),
             fc.per_element_s,
             fc.fixed_s,
         ),
         None => calibrate(world, s, comp, cap)?,
     };
     let p: Vec<usize> = bwd_order.iter().map(|&t| s.tensors[t].numel()).collect();
-    let t_c =
-        move |e: usize| rounds as f64 * ab.alpha_s + ab.beta_s_per_byte * e as f64 * bytes_per_elem;
+    let per_round = rounds.max(1) as f64;
+    let t_c = move |e: usize| per_round * fit.time_s(e as f64 * bytes_per_elem / per_round);
     let merge = s.merge;
     let t_s = move |e: usize, k: usize| {
         let calls = if merge { 1 } else { k };
@@ -409,27 +411,27 @@ fn plan_with_costs(
     Ok(planner::choose(kind, bwd_times, &p, &t_s, &t_c))
 }
 
-/// Planner costs measured now (see [`plan_with_costs`]): the exchange's alpha-beta
-/// (from `s.cost_comm` or calibrated) and `(per_element_s, fixed_s)` of one real step of
-/// every tensor, max-reduced over ranks so every rank plans alike.
+/// Planner costs measured now (see [`plan_with_costs`]): the exchange's fit (from
+/// `s.cost_comm` or calibrated) and `(per_element_s, fixed_s)` of one real step of every
+/// tensor, max-reduced over ranks so every rank plans alike.
 fn calibrate(
     world: &World,
     s: &E2eSetup,
     comp: &mut dyn crate::compress::Compressor,
     cap: WireLen,
-) -> Result<(crate::comm::netmodel::AlphaBeta, f64, f64)> {
-    use crate::comm::netmodel::{AlphaBeta, CompressCost};
+) -> Result<(crate::comm::netmodel::CommFit, f64, f64)> {
+    use crate::comm::netmodel::{CommFit, CompressCost};
     let rounds = comp.rounds();
     let agg = comp.aggregation();
     let effective = s.collective.effective(agg);
-    let ab = match s
+    let fit = match s
         .cost_comm
         .and_then(|c| c.get(effective, world.size).copied())
     {
-        Some(ab) => ab,
+        Some(fit) => fit,
         None => {
             let exact = (0..s.tensors.len()).all(|t| comp.wire_capacity(t, 0).gather_exact);
-            calibrate_comm(world, s.collective, agg, exact)?
+            CommFit::line(calibrate_comm(world, s.collective, agg, exact)?)
         }
     };
     // Work besides communication: one real step per tensor (outside timed regions).
@@ -472,13 +474,12 @@ fn calibrate(
             per_element_s: 0.0,
             fixed_s: 0.0,
         });
-    let mut params = [ab.alpha_s, ab.beta_s_per_byte, cc.per_element_s, cc.fixed_s];
+    let mut comm = fit.to_params();
+    world.max_in_place(&mut comm);
+    let fit = CommFit::from_params(comm);
+    let mut params = [cc.per_element_s, cc.fixed_s];
     world.max_in_place(&mut params);
-    Ok((
-        AlphaBeta::new(params[0], params[1]),
-        params[2],
-        params[3].max(0.0),
-    ))
+    Ok((fit, params[0], params[1].max(0.0)))
 }
 
 /// Alpha-beta of the exchange a method uses, measured now: 4 KiB to 4 MiB messages,

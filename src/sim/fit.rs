@@ -1,9 +1,10 @@
 //! `gradcomp fit RESULTS_DIR`: fit the simulator's cost models from a results
 //! directory and write them with their fit error.
 //!
-//! - micro_comm.csv → one alpha-beta model `t = alpha + beta * bytes` per (collective,
-//!   world size), via [`CommModels::from_micro_comm_csv`] (weighted least squares on
-//!   relative error, see comm/netmodel.rs).
+//! - micro_comm.csv → per (collective, world size) one alpha-beta model `t = alpha +
+//!   beta * bytes`, or two (small and large messages) split at a fitted breakpoint, via
+//!   [`CommModels::from_micro_comm_csv`] (weighted least squares on relative error, see
+//!   comm/netmodel.rs): one `comm` row per regime, with the sizes it was fitted on.
 //! - micro_compress.csv → per method, one linear model `t = fixed + per_element * numel`
 //!   for **each phase**: `compress_s`, `feedback_s` (empty = 0) and `decompress_s`
 //!   ([`crate::comm::netmodel::CompressCost::fit`], phase by phase). Rows of one method
@@ -25,7 +26,8 @@
 //! method), `phase` (`-` for comm; `compress`, `feedback`, `decompress`), `world_size`
 //! (comm; empty for compress), `fixed_s` (alpha), `per_unit_s` (beta per byte, or per
 //! element), `unit` (`byte` / `element`), `r2`, `max_rel_err`, `points`, `model_factor`
-//! (compression rows with model rows; else empty).
+//! (compression rows with model rows; else empty), `from_bytes` and `to_bytes` (comm
+//! rows: the regime's smallest and largest fitted size; else empty).
 
 use super::host::{self, HostModel};
 use super::{CostModel, MethodCosts, Result, SimError};
@@ -49,6 +51,10 @@ pub struct FitRow {
     /// Compression rows: the in-model level applied to `fixed_s` and `per_unit_s`
     /// ([`model_factor`]; empty without `micro-compress --model` rows).
     pub model_factor: Option<f64>,
+    /// Comm rows: the smallest and largest message size (bytes per rank) of the regime's
+    /// points; a collective with two regimes has two rows (comm/netmodel.rs, `CommFit`).
+    pub from_bytes: Option<f64>,
+    pub to_bytes: Option<f64>,
 }
 
 /// What [`fit_results`] found.
@@ -148,25 +154,29 @@ pub fn fit_dir(dir: &Path) -> Result<FitReport> {
     if comm.exists() {
         let models = CommModels::from_micro_comm_csv(&comm)?;
         for (c, n) in models.keys() {
-            let ab = *models.get(&c, n).expect("listed key");
-            let q = models.quality(&c, n).unwrap_or(FitQuality {
-                r2: f64::NAN,
-                max_rel_err: f64::NAN,
-                n: 0,
-            });
-            rep.rows.push(FitRow {
-                kind: "comm",
-                name: c,
-                phase: "-".into(),
-                world_size: Some(n),
-                fixed_s: ab.alpha_s,
-                per_unit_s: ab.beta_s_per_byte,
-                unit: "byte",
-                r2: q.r2,
-                max_rel_err: q.max_rel_err,
-                points: q.n,
-                model_factor: None,
-            });
+            let fit = *models.get(&c, n).expect("listed key");
+            for reg in fit.regimes() {
+                let q = reg.quality.unwrap_or(FitQuality {
+                    r2: f64::NAN,
+                    max_rel_err: f64::NAN,
+                    n: 0,
+                });
+                rep.rows.push(FitRow {
+                    kind: "comm",
+                    name: c.clone(),
+                    phase: "-".into(),
+                    world_size: Some(n),
+                    fixed_s: reg.line.alpha_s,
+                    per_unit_s: reg.line.beta_s_per_byte,
+                    unit: "byte",
+                    r2: q.r2,
+                    max_rel_err: q.max_rel_err,
+                    points: q.n,
+                    model_factor: None,
+                    from_bytes: Some(reg.from_bytes),
+                    to_bytes: Some(reg.to_bytes),
+                });
+            }
         }
         rep.comm = models;
         rep.comm_source = Some(comm.display().to_string());
@@ -201,6 +211,8 @@ pub fn fit_dir(dir: &Path) -> Result<FitReport> {
                     max_rel_err: f64::NAN,
                     points,
                     model_factor: None,
+                    from_bytes: None,
+                    to_bytes: None,
                 });
             }
         }
@@ -333,6 +345,8 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
                 max_rel_err: q.max_rel_err,
                 points: q.n,
                 model_factor: factor,
+                from_bytes: None,
+                to_bytes: None,
             });
         }
     }

@@ -6,9 +6,10 @@
 //!   Rabenseifner & Gropp, "Optimization of Collective Communication Operations in
 //!   MPICH", IJHPCA 2005, §2 and §4), choosing the cheapest algorithm like MPICH's
 //!   size-based switch does. It works for any `n` (1024 simulated workers).
-//! - [`Fitted`]: one alpha-beta model per collective fitted from micro_comm.csv
-//!   ([`crate::comm::netmodel::CommModels`]); valid only at the world size that was
-//!   measured.
+//! - [`Fitted`]: one cost model per collective fitted from micro_comm.csv
+//!   ([`crate::comm::netmodel::CommModels`]: one alpha-beta line, or two regimes where the
+//!   network's cost per byte changes with the message size); valid only at the world size
+//!   that was measured.
 //!
 //! All sizes are **bytes per rank**: the vector each rank all-reduces, or each rank's
 //! own contribution to an all-gather (as micro_comm.csv's `bytes`).
@@ -26,7 +27,7 @@
 //! per worker to a non-blocking switch (no contention: the ring and recursive-doubling
 //! formulas below hold as written).
 
-use crate::comm::netmodel::{AlphaBeta, CommModels};
+use crate::comm::netmodel::{AlphaBeta, CommFit, CommModels};
 use std::fmt;
 
 /// A collective operation the engine's exchange issues (comm/exchange.rs).
@@ -264,10 +265,13 @@ impl CollectiveCost for Analytic {
     }
 }
 
-/// Fitted backend: the alpha-beta model micro_comm.csv gives for each collective at the
-/// measured world size. Operations without a measurement there (the PS patterns) use an
-/// analytic link derived from the fitted all-reduce by inverting the ring formula:
-/// `alpha_link = alpha / (2(n-1))`, `beta_link = beta / (2(n-1)/n)`.
+/// Fitted backend: the cost model micro_comm.csv gives for each collective at the
+/// measured world size ([`CommFit`]: one or two alpha-beta regimes). Operations without a
+/// measurement there (the PS patterns), and other world sizes, use an analytic link
+/// derived from the fitted all-reduce's line at the message's size
+/// ([`CommFit::local_line`]) by inverting the ring formula: `alpha_link = alpha /
+/// (2(n-1))` (at least 0: an upper regime's intercept can be negative),
+/// `beta_link = beta / (2(n-1)/n)`.
 #[derive(Clone, Debug)]
 pub struct Fitted {
     pub models: CommModels,
@@ -315,19 +319,20 @@ impl Fitted {
         })
     }
 
-    fn model(&self, name: &str) -> Option<AlphaBeta> {
+    fn model(&self, name: &str) -> Option<CommFit> {
         self.models.get(name, self.world_size).copied()
     }
 
-    /// The link implied by the fitted all-reduce (for operations never measured).
-    pub fn derived_link(&self) -> Link {
+    /// The link implied by the fitted all-reduce at messages of `m_bytes` per rank (for
+    /// operations never measured and other world sizes).
+    pub fn derived_link(&self, m_bytes: f64) -> Link {
         let n = self.world_size.max(2) as f64;
         let ab = self
             .model("allreduce")
             .or_else(|| self.model("ring-allreduce"))
-            .unwrap_or(AlphaBeta::new(0.0, 0.0));
+            .map_or(AlphaBeta::new(0.0, 0.0), |f| f.local_line(m_bytes));
         Link {
-            alpha_s: ab.alpha_s / (2.0 * (n - 1.0)),
+            alpha_s: (ab.alpha_s / (2.0 * (n - 1.0))).max(0.0),
             beta_s_per_byte: ab.beta_s_per_byte / (2.0 * (n - 1.0) / n),
             gamma_s_per_byte: self.gamma_s_per_byte,
         }
@@ -341,11 +346,11 @@ impl CollectiveCost for Fitted {
         }
         // Fits hold at the measured size only; other sizes go through the derived link.
         if n == self.world_size {
-            if let Some(ab) = op.micro_comm_name().and_then(|c| self.model(c)) {
-                return ab.time_s(m);
+            if let Some(fit) = op.micro_comm_name().and_then(|c| self.model(c)) {
+                return fit.time_s(m);
             }
         }
-        Analytic::new("derived", self.derived_link()).time_s(op, n, m)
+        Analytic::new("derived", self.derived_link(m)).time_s(op, n, m)
     }
     fn reduce_s(&self, bytes: f64) -> f64 {
         bytes * self.gamma_s_per_byte
@@ -428,6 +433,56 @@ mod tests {
     }
 
     #[test]
+    fn fitted_network_prices_both_regimes_of_a_shaped_link() {
+        // A micro-comm sweep over a tbf-shaped 1 Gbit link (docs/performance.md, "Emulated
+        // network"): up to 16 KiB 15 us + 0.2 ns/B, from 32 KiB 8 ns/B.
+        let t = |b: f64| {
+            if b <= 16384.0 {
+                15e-6 + 0.2e-9 * b
+            } else {
+                8e-9 * b
+            }
+        };
+        let dir = std::env::temp_dir().join(format!("gradcomp-net-two-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("micro_comm.csv");
+        let mut body = "schema_version,collective,world_size,bytes,median_s\n".to_string();
+        for i in 0..21 {
+            let b = (4u64 << i) as f64;
+            for coll in ["allreduce", "ring-allreduce"] {
+                body += &format!("1,{coll},2,{b},{}\n", t(b));
+            }
+        }
+        std::fs::write(&p, body).unwrap();
+        let f = Fitted::new(CommModels::from_micro_comm_csv(&p).unwrap(), 2, "x").unwrap();
+        // A compressed method's few KB and a dense 256 KiB bucket, as e2e sends them.
+        for op in [Op::AllReduce, Op::Ring] {
+            for b in [2048.0, 262144.0] {
+                let got = f.time_s(op, 2, b);
+                assert!(
+                    (got - t(b)).abs() / t(b) < 0.02,
+                    "{op:?} {b} B: {got:.3e} s"
+                );
+            }
+        }
+        // The PS link comes from the regime at the message's size: the lower one's startup
+        // for small messages, the link rate (alpha clamped at 0) for large ones.
+        let small = f.derived_link(2048.0);
+        assert!(
+            (small.alpha_s - 15e-6 / 2.0).abs() < 0.02 * 15e-6,
+            "{small:?}"
+        );
+        let large = f.derived_link(1e6);
+        assert!(large.alpha_s >= 0.0, "{large:?}");
+        assert!(
+            (large.beta_s_per_byte - 8e-9).abs() < 0.02 * 8e-9,
+            "{large:?}"
+        );
+        assert!(f.time_s(Op::PsReduceBcast, 2, 1e6) > f.time_s(Op::PsReduceBcast, 2, 2048.0));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn fitted_uses_models_at_measured_size_only() {
         let mut m = CommModels::new();
         m.insert("allreduce", 4, AlphaBeta::new(6e-5, 1.5e-9));
@@ -436,7 +491,7 @@ mod tests {
         assert!(close(f.time_s(Op::AllReduce, 4, 1e6), 6e-5 + 1.5e-3));
         assert!(close(f.time_s(Op::AllGather, 4, 1e3), 3e-5 + 3e-6));
         // Derived link: alpha 1e-5, beta 1e-9: ring at 4 workers reproduces the fit.
-        let l = f.derived_link();
+        let l = f.derived_link(1e6);
         assert!(close(l.alpha_s, 1e-5) && close(l.beta_s_per_byte, 1e-9));
         assert!(f.time_s(Op::PsReduceBcast, 4, 1e6) > 0.0);
         assert!(Fitted::new(m, 8, "x").is_err());
