@@ -176,13 +176,20 @@ impl Loopback {
     /// Deposit `send`, wait for every rank, run `read` over all deposits, wait again (so
     /// no rank overwrites its slot before every rank has read it).
     fn exchange<T: Elem>(&self, send: Option<&[T]>, dest: usize, read: impl FnOnce(&[Slot])) {
-        {
-            let mut slots = self.hub.slots();
-            slots[self.rank] = Slot {
-                data: send.map(|s| Box::new(s.to_vec()) as Box<dyn Any + Send>),
-                dest,
-            };
-        }
+        self.deposit(send, dest);
+        self.finish(read);
+    }
+
+    /// Copy `send` (if any) into this rank's slot.
+    fn deposit<T: Elem>(&self, send: Option<&[T]>, dest: usize) {
+        self.hub.slots()[self.rank] = Slot {
+            data: send.map(|s| Box::new(s.to_vec()) as Box<dyn Any + Send>),
+            dest,
+        };
+    }
+
+    /// Wait for every rank's deposit, run `read` over them, wait again.
+    fn finish(&self, read: impl FnOnce(&[Slot])) {
         self.hub.wait();
         read(&self.hub.slots());
         self.hub.wait();
@@ -230,8 +237,8 @@ impl Loopback {
     }
 
     fn broadcast_t<T: Elem>(&self, root: usize, buf: &mut [T]) {
-        let send = (self.rank == root).then_some(&*buf).map(<[T]>::to_vec);
-        self.exchange(send.as_deref(), 0, |s| {
+        self.deposit((self.rank == root).then_some(&*buf), 0);
+        self.finish(|s| {
             if self.rank != root {
                 buf.copy_from_slice(deposit_of::<T>(s, root));
             }
