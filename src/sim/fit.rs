@@ -228,13 +228,7 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
         path: p.clone(),
         msg,
     };
-    let mut rdr = csv::Reader::from_path(path).map_err(|e| rerr(e.to_string()))?;
-    let header: Vec<String> = rdr
-        .headers()
-        .map_err(|e| rerr(e.to_string()))?
-        .iter()
-        .map(|h| h.trim().to_string())
-        .collect();
+    let (mut rdr, header) = super::open_csv(path)?;
     let col = |name: &str| {
         header.iter().position(|h| h == name).ok_or_else(|| rerr(format!("missing column `{name}`; expected micro_compress.csv as written by `gradcomp micro-compress` (docs/csv-schema.md)")))
     };

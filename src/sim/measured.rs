@@ -144,13 +144,7 @@ pub fn e2e_rows(path: &std::path::Path) -> Result<Vec<E2eRow>> {
         path: p.clone(),
         msg,
     };
-    let mut rdr = csv::Reader::from_path(path).map_err(|e| rerr(e.to_string()))?;
-    let header: Vec<String> = rdr
-        .headers()
-        .map_err(|e| rerr(e.to_string()))?
-        .iter()
-        .map(|h| h.trim().to_string())
-        .collect();
+    let (mut rdr, header) = super::open_csv(path)?;
     let pos = |name: &str| header.iter().position(|h| h == name);
     let need = |name: &str| {
         pos(name).ok_or_else(|| {

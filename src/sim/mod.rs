@@ -237,6 +237,24 @@ pub(crate) fn merr(case: &SimCase, e: impl std::fmt::Display) -> SimError {
     }
 }
 
+/// A CSV opened for reading, with its header trimmed; errors name the file.
+pub(crate) fn open_csv(
+    path: &std::path::Path,
+) -> Result<(csv::Reader<std::fs::File>, Vec<String>)> {
+    let rerr = |e: csv::Error| SimError::Read {
+        path: path.display().to_string(),
+        msg: e.to_string(),
+    };
+    let mut rdr = csv::Reader::from_path(path).map_err(rerr)?;
+    let header = rdr
+        .headers()
+        .map_err(rerr)?
+        .iter()
+        .map(|h| h.trim().to_string())
+        .collect();
+    Ok((rdr, header))
+}
+
 /// Cost of one bucket exchange of `w` (words per rank) among `n` workers: the
 /// collectives of the [`ExchangePlan`] that comm/exchange.rs runs for it.
 pub fn exchange_s(
@@ -306,9 +324,9 @@ pub fn simulate_with(
         pos_wire.push(oracle.get(ts.rows, ts.cols)?);
     }
     let mut plan_source = None;
-    let (mut phase_groups, planned_s) = match case.fusion {
-        _ if case.fixed_plan.is_some() => (vec![case.fixed_plan.clone().unwrap_or_default()], None),
-        Fusion::Planner(kind) => {
+    let (mut phase_groups, planned_s) = match (&case.fixed_plan, case.fusion) {
+        (Some(plan), _) => (vec![plan.clone()], None),
+        (None, Fusion::Planner(kind)) => {
             // Planner costs as the engine's plan_with_costs: wire bytes per element over
             // the model, the network's cost of that message per round, compress+feedback
             // of round 0.
@@ -353,7 +371,7 @@ pub fn simulate_with(
             plan_source = Some(crate::engine::plan_source_of(kind, &c));
             (vec![c.groups], Some(c.predicted_s))
         }
-        f => {
+        (None, f) => {
             let shapes: Vec<(usize, usize)> = bwd_order
                 .iter()
                 .map(|&t| (wl.tensors[t].rows, wl.tensors[t].cols))
