@@ -7,6 +7,7 @@ pub mod comm;
 pub mod compress;
 pub mod config;
 pub mod converge;
+pub mod devcost;
 pub mod engine;
 pub mod error;
 pub mod models;

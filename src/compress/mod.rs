@@ -344,6 +344,20 @@ pub trait Compressor: Send {
             msg: "does not aggregate along a ring".into(),
         })
     }
+    /// The device kernels of `stage` of tensor `t`'s `round` in steps of `phase`, as the
+    /// method's reference implementation launches them on a GPU (docs/methods.md,
+    /// "Device kernels"), for the device cost model (src/devcost/). Setup only.
+    // TODO(issue 18): every method lists its own kernels; this default goes.
+    fn device_kernels(
+        &self,
+        t: TensorId,
+        round: usize,
+        phase: usize,
+        stage: crate::devcost::Stage,
+        out: &mut dyn FnMut(crate::devcost::Kernel),
+    ) {
+        let _ = (t, round, phase, stage, out);
+    }
     /// Consume the exchange of `round`; after the last round write the worker-average
     /// gradient into `out` (same shape as the registered tensor).
     fn decompress(
