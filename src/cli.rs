@@ -316,7 +316,26 @@ pub struct SimulateArgs {
     )]
     pub tolerance: f64,
     #[command(flatten)]
+    pub placement: PlacementArgs,
+    #[command(flatten)]
     pub params: ParamArgs,
+}
+
+/// Where compression is charged (e2e and simulate).
+#[derive(Debug, Args, Clone)]
+pub struct PlacementArgs {
+    /// Where compression, packing and reduction arithmetic are charged: host (measured on
+    /// this CPU), device (a GPU cost model; kernels still run here), or host,device
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "host",
+        value_name = "LIST"
+    )]
+    pub compress_on: Vec<String>,
+    /// Device cost preset for --compress-on device: v100, rtx2080ti, a100, h100 [default: --device]
+    #[arg(long, value_name = "PRESET")]
+    pub compress_device: Option<String>,
 }
 
 impl SimulateArgs {
@@ -346,6 +365,7 @@ impl SimulateArgs {
             compute: "sleep".into(),
             compute_profile: None,
             cost_comm: None,
+            placement: self.placement.clone(),
             params: self.params.clone(),
             iters: None,
             warmup: None,
@@ -396,6 +416,8 @@ impl SimulateArgs {
             batch: spec.batch,
             device: spec.device,
             params: spec.params,
+            compress_on: spec.compress_on,
+            compress_device: spec.compress_device,
             network: self.network.clone(),
             fits: self.fits.clone(),
             compare: self.compare.clone(),
@@ -542,6 +564,8 @@ pub struct E2eArgs {
     #[arg(long, value_name = "FILE")]
     pub cost_comm: Option<String>,
     #[command(flatten)]
+    pub placement: PlacementArgs,
+    #[command(flatten)]
     pub params: ParamArgs,
     /// Timed iterations [default: 10]; the minimum with --min-time or --target-ci
     #[arg(long, allow_negative_numbers = true, value_name = "N")]
@@ -595,6 +619,8 @@ impl E2eArgs {
             compute: self.compute.clone(),
             compute_profile: self.compute_profile.clone(),
             cost_comm: self.cost_comm.clone(),
+            compress_on: self.placement.compress_on.clone(),
+            compress_device: self.placement.compress_device.clone(),
             densities: self.params.density.clone(),
             lowrank_ranks: self.params.lowrank_rank.clone(),
             ranks: self.params.rank.clone(),

@@ -62,6 +62,10 @@ pub fn measure(
         ),
         None => None,
     };
+    let device_costs = match &c.compress_device {
+        Some(d) => Some(crate::devcost::DeviceCosts::preset(d).map_err(Error::Input)?),
+        None => None,
+    };
     let setup = E2eSetup {
         tensors: &w.tensors,
         bwd_s: &w.bwd_s,
@@ -76,6 +80,8 @@ pub fn measure(
         merge: c.merge,
         cost_comm: models.as_ref(),
         planner_costs: None,
+        compress_on: c.compress_on,
+        device_costs: device_costs.as_ref(),
     };
     let mut trace = (want_trace && world.is_root()).then(|| engine::trace::Trace::with_capacity(0));
     let m = engine::run(world, &setup, c.timing, c.warmup, trace.as_mut())?;
@@ -136,6 +142,8 @@ pub fn row(
     let exposed = med(&mut s.exposed_s);
     let bwd_sync = med(&mut s.bwd_sync_s);
     let last_bucket = med(&mut s.last_bucket_s);
+    let host_compress = med(&mut s.host_compress_s);
+    let host_decompress = med(&mut s.host_decompress_s);
     let it = Summary::of(&mut s.iter_s);
     let dense: u64 = w.tensors.iter().map(|t| 4 * t.numel() as u64).sum();
     let sync_seq = if c.pipelining {
@@ -171,6 +179,8 @@ pub fn row(
             },
         ),
         ("compute", c.compute.name().to_string()),
+        ("compress_on", c.compress_on.name().to_string()),
+        ("compress_device", c.compress_device.clone().unwrap_or_default()),
         ("iters", c.iters.to_string()),
         ("warmup", c.warmup.to_string()),
         ("iters_run", m.series.iter_s.len().to_string()),
@@ -188,6 +198,8 @@ pub fn row(
         ("exposed_s", exposed.to_string()),
         ("bwd_sync_s", bwd_sync.to_string()),
         ("last_bucket_s", last_bucket.to_string()),
+        ("host_compress_s", host_compress.to_string()),
+        ("host_decompress_s", host_decompress.to_string()),
         ("iter_s", it.median.to_string()),
         ("iter_min_s", it.min.to_string()),
         ("iter_p95_s", it.p95.to_string()),

@@ -49,6 +49,13 @@ pub struct E2eCase {
     pub compute: crate::engine::device::ComputeMode,
     pub compute_profile: Option<String>,
     pub cost_comm: Option<String>,
+    /// Where compression is charged (not in the case id when `host`: ids of runs
+    /// before the axis existed stay valid for `--resume`).
+    #[serde(skip_serializing_if = "crate::devcost::CompressOn::is_host")]
+    pub compress_on: crate::devcost::CompressOn,
+    /// Device cost preset for `compress_on = device`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compress_device: Option<String>,
     pub params: crate::compress::MethodParams,
     pub iters: u64,
     pub warmup: u64,
@@ -369,7 +376,9 @@ impl Config {
                         };
                         for collective in distinct_collectives(method, &s.collectives) {
                             for &fusion in &fusions {
-                                for &pipelining in &s.pipelining {
+                                for (&pipelining, &compress_on) in
+                                    cartesian(&s.pipelining, &s.compress_on)
+                                {
                                     out.push(Case::E2e(E2eCase {
                                         model: model.clone(),
                                         method: method.clone(),
@@ -381,6 +390,13 @@ impl Config {
                                         compute: s.compute,
                                         compute_profile: s.compute_profile.clone(),
                                         cost_comm: s.cost_comm.clone(),
+                                        compress_on,
+                                        compress_device: match compress_on {
+                                            crate::devcost::CompressOn::Host => None,
+                                            crate::devcost::CompressOn::Device => {
+                                                s.compress_device.clone()
+                                            }
+                                        },
                                         params: params.clone(),
                                         iters: s.iters,
                                         warmup: s.warmup,
@@ -396,4 +412,9 @@ impl Config {
         }
         out
     }
+}
+
+/// Every pair of `a` and `b`, `a` outer.
+fn cartesian<'x, A, B>(a: &'x [A], b: &'x [B]) -> impl Iterator<Item = (&'x A, &'x B)> {
+    a.iter().flat_map(move |x| b.iter().map(move |y| (x, y)))
 }

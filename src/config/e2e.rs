@@ -35,6 +35,14 @@ pub struct E2eSection {
     /// of a calibration at the start of each case.
     #[serde(default)]
     pub cost_comm: Option<String>,
+    /// Where compression is charged: `host` (default) and/or `device` (the device cost
+    /// model; docs/reproduce.md, "Host or device compression").
+    #[serde(default = "default_compress_on")]
+    pub compress_on: Vec<String>,
+    /// Device cost preset for `compress_on = device` (`v100`, `rtx2080ti`, `a100`,
+    /// `h100`) [default: `device`].
+    #[serde(default)]
+    pub compress_device: Option<String>,
     #[serde(default)]
     pub densities: Option<Vec<f64>>,
     /// Power-SGD/ACP-SGD rank sweep (overrides params.rank).
@@ -79,6 +87,9 @@ fn default_device() -> String {
 }
 fn default_compute() -> String {
     "sleep".into()
+}
+fn default_compress_on() -> Vec<String> {
+    vec!["host".into()]
 }
 
 /// e2e-only methods: (name, base compressor, planner). They compress each bucket as one
@@ -138,6 +149,9 @@ pub struct E2eSpec {
     pub collectives: Vec<crate::comm::exchange::CollectiveMode>,
     pub device: String,
     pub batch: Option<usize>,
+    pub compress_on: Vec<crate::devcost::CompressOn>,
+    /// The device cost preset, when `compress_on` has `device`.
+    pub compress_device: Option<String>,
     pub compute: crate::engine::device::ComputeMode,
     pub compute_profile: Option<String>,
     pub cost_comm: Option<String>,
@@ -148,6 +162,51 @@ pub struct E2eSpec {
 }
 
 impl E2eSection {
+    /// `compress_on` and the device preset it needs (`compress_device`, else `device`).
+    fn compress_on(
+        &self,
+        origin: &Origin,
+    ) -> Result<(Vec<crate::devcost::CompressOn>, Option<String>), ConfigError> {
+        use crate::devcost::{CompressOn, DeviceSpec};
+        let mut out = Vec::with_capacity(self.compress_on.len());
+        for c in &self.compress_on {
+            let on = CompressOn::parse(c.trim()).ok_or_else(|| {
+                origin.invalid(
+                    "compress_on",
+                    format!("unknown value '{c}'; allowed: host, device"),
+                )
+            })?;
+            if out.contains(&on) {
+                return Err(origin.invalid(
+                    "compress_on",
+                    format!("'{c}' appears twice; each entry is one case, remove the repeat"),
+                ));
+            }
+            out.push(on);
+        }
+        if out.is_empty() {
+            return Err(origin.invalid("compress_on", "empty: give host, device or both"));
+        }
+        if !out.contains(&CompressOn::Device) {
+            return Ok((out, None));
+        }
+        let (key, name) = match &self.compress_device {
+            Some(d) => ("compress_device", d.clone()),
+            None => ("device", self.device.clone()),
+        };
+        if DeviceSpec::preset(&name).is_none() {
+            return Err(origin.invalid(
+                key,
+                format!(
+                    "'{name}' has no device compression cost preset; compress_on = device \
+                     needs one of {}: set compress_device",
+                    DeviceSpec::preset_names().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+        Ok((out, Some(name)))
+    }
+
     pub fn validate(&self, origin: &Origin) -> Result<E2eSpec, ConfigError> {
         if self.models.is_empty() {
             return Err(origin.invalid(
@@ -275,6 +334,7 @@ impl E2eSection {
             crate::comm::netmodel::CommModels::from_micro_comm_csv(path)
                 .map_err(|e| origin.invalid("cost_comm", e))?;
         }
+        let (compress_on, compress_device) = self.compress_on(origin)?;
         if self.batch == Some(0) {
             return Err(origin.invalid(
                 "batch",
@@ -289,6 +349,8 @@ impl E2eSection {
             collectives,
             device: self.device.clone(),
             batch: self.batch,
+            compress_on,
+            compress_device,
             compute,
             compute_profile: self.compute_profile.clone(),
             cost_comm: self.cost_comm.clone(),

@@ -492,6 +492,8 @@ impl Sync {
             merge: c.merge(),
             cost_comm: None,
             planner_costs: Some(fixed_planner_costs(c, world.size, seed)?),
+            compress_on: crate::devcost::CompressOn::Host,
+            device_costs: None,
         };
         let mut lay = engine::layout(world, &setup)?;
         if noef::base_of(&c.method).is_some() {
@@ -538,6 +540,7 @@ impl Sync {
             now: &now,
             wait: &mut |_| {},
             trace: None,
+            device: None,
         };
         self.exec
             .iteration(world, step, grads, Some(outs), &mut hooks, t)?;

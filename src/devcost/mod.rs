@@ -32,6 +32,11 @@ impl CompressOn {
         }
     }
 
+    /// For serde's `skip_serializing_if`.
+    pub fn is_host(&self) -> bool {
+        *self == CompressOn::Host
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             CompressOn::Host => "host",
@@ -192,6 +197,62 @@ impl DeviceSpec {
     /// device (the simulator's `gamma`).
     pub fn reduce_s_per_byte(&self) -> f64 {
         3.0 / self.mem_bytes_per_s
+    }
+}
+
+/// The device compression costs a run charges: a [`DeviceSpec`] (preset) pricing each
+/// method's kernels.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceCosts {
+    pub spec: DeviceSpec,
+}
+
+impl DeviceCosts {
+    /// Costs from preset `name`; the error lists the presets.
+    pub fn preset(name: &str) -> Result<DeviceCosts, String> {
+        DeviceSpec::preset(name)
+            .map(|spec| DeviceCosts { spec })
+            .ok_or_else(|| {
+                format!(
+                    "unknown compression device '{name}'; allowed: {}",
+                    DeviceSpec::preset_names().collect::<Vec<_>>().join(", ")
+                )
+            })
+    }
+
+    /// Time of one operation's kernels (s).
+    pub fn kernels_s(&self, list: &[Kernel]) -> f64 {
+        list.iter().map(|k| self.spec.kernel_s(k)).sum()
+    }
+
+    /// Device time of unit `t`'s compress and decompress over all `rounds` of steps of
+    /// `phase` (what the planners charge per unit).
+    pub fn unit_s(
+        &self,
+        comp: &dyn crate::compress::Compressor,
+        t: usize,
+        rounds: usize,
+        phase: usize,
+    ) -> f64 {
+        let mut total = 0.0;
+        for r in 0..rounds {
+            for st in [Stage::Compress, Stage::Decompress] {
+                comp.device_kernels(t, r, phase, st, &mut |k| total += self.spec.kernel_s(&k));
+            }
+        }
+        total
+    }
+
+    /// For `cost_source`: `device v100 (roofline: 720 GB/s, 11.0 TFLOP/s, 5 us/launch)`.
+    pub fn describe(&self) -> String {
+        let s = &self.spec;
+        format!(
+            "device {} (roofline: {:.0} GB/s, {:.1} TFLOP/s, {:.0} us/launch)",
+            s.name,
+            s.mem_bytes_per_s / 1e9,
+            s.flops_per_s / 1e12,
+            s.launch_s * 1e6
+        )
     }
 }
 

@@ -15,14 +15,108 @@ use crate::error::{Error, Result};
 use crate::schedule::{self, Bucket, Executed, Op};
 use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 
-/// Time spent per kind of work in one iteration (s) and the bytes sent.
+/// Time spent per kind of work in one iteration (s) and the bytes sent. With device
+/// compression, `pack_s`, `compress_s` and `decompress_s` are the device kernels'
+/// charged times and the `host_` fields the real host work's; on the host they agree.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct OpTimes {
     pub pack_s: f64,
     pub compress_s: f64,
     pub comm_s: f64,
     pub decompress_s: f64,
+    pub host_compress_s: f64,
+    pub host_decompress_s: f64,
     pub wire_bytes: u64,
+}
+
+/// The emulated device's stream as device compression uses it
+/// ([`super::device::Device`]): pause its clock while the host does work the device is
+/// charged for, queue a kernel of the charged length (returns its end), wait for a time.
+pub trait DeviceStream {
+    fn pause(&self);
+    fn resume(&self);
+    fn enqueue(&self, seconds: f64, at_s: f64) -> f64;
+    fn wait_clock(&self, t_s: f64);
+    fn ready_at(&self, k: usize) -> f64;
+}
+
+impl DeviceStream for super::device::Device {
+    fn pause(&self) {
+        super::device::Device::pause(self)
+    }
+    fn resume(&self) {
+        super::device::Device::resume(self)
+    }
+    fn enqueue(&self, seconds: f64, at_s: f64) -> f64 {
+        super::device::Device::enqueue(self, seconds, at_s)
+    }
+    fn ready_at(&self, k: usize) -> f64 {
+        super::device::Device::ready_at(self, k)
+    }
+    fn wait_clock(&self, t_s: f64) {
+        super::device::Device::wait_clock(self, t_s)
+    }
+}
+
+/// Device seconds charged per operation with device compression (src/devcost/): per
+/// phase and bucket the pack (= unpack) copy, per phase, bucket, slot and round the
+/// unit's [compress, decompress] kernels.
+struct DeviceCharges {
+    pack_s: Vec<Vec<f64>>,
+    unit_s: Vec<Vec<Vec<Vec<[f64; 2]>>>>,
+}
+
+impl DeviceCharges {
+    fn new(
+        comp: &dyn Compressor,
+        plans: &[Vec<Bucket>],
+        tensors: &[TensorSpec],
+        rounds: usize,
+        d: &crate::devcost::DeviceCosts,
+    ) -> DeviceCharges {
+        use crate::devcost::{Kernel, Stage};
+        let list = |u: usize, r: usize, ph: usize, st: Stage| {
+            let mut v: Vec<Kernel> = Vec::new();
+            comp.device_kernels(u, r, ph, st, &mut |k| v.push(k));
+            d.kernels_s(&v)
+        };
+        DeviceCharges {
+            pack_s: plans
+                .iter()
+                .map(|plan| {
+                    plan.iter()
+                        .map(|b| {
+                            let e: usize = b.tensors.iter().map(|&t| tensors[t].numel()).sum();
+                            d.spec.copy_s(4.0 * e as f64, b.tensors.len())
+                        })
+                        .collect()
+                })
+                .collect(),
+            unit_s: plans
+                .iter()
+                .enumerate()
+                .map(|(ph, plan)| {
+                    plan.iter()
+                        .map(|b| {
+                            b.units
+                                .iter()
+                                .map(|&u| {
+                                    (0..rounds)
+                                        .map(|r| {
+                                            [
+                                                list(u, r, ph, Stage::Compress),
+                                                list(u, r, ph, Stage::Decompress),
+                                            ]
+                                        })
+                                        .collect()
+                                })
+                                .collect()
+                        })
+                        .collect()
+                })
+                .collect(),
+        }
+    }
 }
 
 /// The caller's side of an iteration: the clock times are taken on, how to wait for
@@ -32,6 +126,9 @@ pub struct Hooks<'a> {
     pub now: &'a dyn Fn() -> f64,
     pub wait: &'a mut dyn FnMut(usize),
     pub trace: Option<&'a mut Trace>,
+    /// The device stream, for device compression (the executor was built with device
+    /// costs); `None` charges everything on the host.
+    pub device: Option<&'a dyn DeviceStream>,
 }
 
 /// One rank's state for running a case's schedule.
@@ -58,6 +155,14 @@ pub struct Executor {
     unit_out: Vec<f32>,
     /// What the last iteration of each phase ran ([`Executed`]).
     executed: Vec<Vec<Executed>>,
+    /// Device compression: what each operation is charged on the device stream.
+    device: Option<DeviceCharges>,
+    /// Device compression: end of the last kernel queued (device clock).
+    queue_end_s: f64,
+    /// Device compression: when the communication thread launches its next kernel on
+    /// the device clock, as the simulator's clock has it (the bucket's gradients ready,
+    /// or the previous collective's end), free of this thread's wake-up latency.
+    launch_s: f64,
 }
 
 impl Executor {
@@ -96,7 +201,26 @@ impl Executor {
             .iter()
             .map(|b| schedule::iteration(b, rounds, s.merge, pipelining, m))
             .collect();
+        let device = match (s.compress_on, s.device_costs) {
+            (crate::devcost::CompressOn::Host, _) => None,
+            (crate::devcost::CompressOn::Device, Some(d)) => Some(DeviceCharges::new(
+                comp.as_ref(),
+                &plans,
+                s.tensors,
+                rounds,
+                d,
+            )),
+            (crate::devcost::CompressOn::Device, None) => {
+                return Err(Error::Input(
+                    "e2e: compress_on = device needs a device cost model (compress_device)"
+                        .into(),
+                ))
+            }
+        };
         Ok(Executor {
+            device,
+            queue_end_s: 0.0,
+            launch_s: 0.0,
             unit_wire: Wire::with_touched_capacity(caps.unit_cap),
             bucket_wire: Wire::with_touched_capacity(caps.bucket_cap),
             gather_scratch: vec![0u32; caps.unit_cap.gather_u32 * world.size],
@@ -146,6 +270,7 @@ impl Executor {
         t: &mut OpTimes,
     ) -> Result<()> {
         self.comp.begin_step(step);
+        self.launch_s = 0.0;
         let phase = step as usize % self.plans.len();
         let ops = std::mem::take(&mut self.ops);
         self.executed[phase].clear();
@@ -157,6 +282,10 @@ impl Executor {
             }
         }
         self.ops = ops;
+        if let (Some(d), Some(_)) = (hooks.device, &self.device) {
+            // The step ends when the device has run the last decompression.
+            d.wait_clock(self.queue_end_s);
+        }
         r
     }
 
@@ -173,9 +302,24 @@ impl Executor {
     ) -> Result<()> {
         let now = hooks.now;
         let trace = hooks.trace.as_deref_mut();
+        // Device compression: the host work below runs with the device clock paused, and
+        // the operation's charged kernel then runs on the device stream.
+        let dev = match (&self.device, hooks.device) {
+            (Some(c), Some(d)) => Some((c, d)),
+            _ => None,
+        };
+        let host_work = !matches!(op, Op::Wait { .. });
+        if let (Some((_, d)), true) = (dev, host_work) {
+            d.pause();
+        }
         let mut wire = WireLen::default();
         match op {
-            Op::Wait { ready, .. } => (hooks.wait)(ready),
+            Op::Wait { ready, .. } => {
+                (hooks.wait)(ready);
+                if let Some((_, d)) = dev {
+                    self.launch_s = self.launch_s.max(d.ready_at(ready));
+                }
+            }
             Op::Pack { bucket } => {
                 let ta = now();
                 let mut off = 0;
@@ -198,7 +342,7 @@ impl Executor {
                 if slot == 0 {
                     self.bucket_wire.clear();
                 }
-                let ta = now();
+                let (ta, wa) = (now(), world.time());
                 let (rows, cols) = unit_shape(&self.tensors, &self.plans, self.merge, unit);
                 let g = if self.merge {
                     ArrayView2::from_shape((rows, cols), &self.packed[..rows * cols])
@@ -208,6 +352,7 @@ impl Executor {
                 };
                 self.comp.compress(unit, round, g, &mut self.unit_wire)?;
                 self.comp.feedback(unit, round)?;
+                t.host_compress_s += world.time() - wa;
                 let tb = now();
                 self.layout[slot] = append(&mut self.bucket_wire, &self.unit_wire);
                 t.pack_s += now() - tb;
@@ -228,6 +373,15 @@ impl Executor {
                     }
                     t.pack_s += now() - ta;
                 }
+                if let Some((_, d)) = dev {
+                    // Ranks leave their paused host work at different wall times: align
+                    // them while paused, so the exchange does not time that skew. Then
+                    // the collective waits for the bucket's compression kernels (NCCL's
+                    // stream waits on their event).
+                    world.barrier();
+                    d.resume();
+                    d.wait_clock(self.queue_end_s);
+                }
                 let ta = now();
                 let lay = &self.layout[..units];
                 let declared = self.caps.bucket_wires[phase][bucket][round];
@@ -239,6 +393,7 @@ impl Executor {
                     })?;
                 let tb = now();
                 t.comm_s += tb - ta;
+                self.launch_s = tb;
                 t.wire_bytes += self.bucket_wire.bytes() as u64;
                 wire = WireLen {
                     gather_exact: declared.gather_exact,
@@ -271,13 +426,14 @@ impl Executor {
                     &mut self.gather_scratch,
                     &mut self.gather_counts,
                 )?;
-                let td = now();
+                let (td, wd) = (now(), world.time());
                 let view = match outs.as_deref_mut() {
                     Some(o) if !self.merge => o[unit].view_mut(),
                     _ => ArrayViewMut2::from_shape((rows, cols), &mut self.unit_out[..rows * cols])
                         .map_err(|e| Error::Runtime(e.to_string()))?,
                 };
                 self.comp.decompress(unit, round, &unit_rec, view)?;
+                t.host_decompress_s += world.time() - wd;
                 let te = now();
                 t.pack_s += td - tc;
                 t.decompress_s += te - td;
@@ -303,6 +459,36 @@ impl Executor {
                     off += n;
                 }
                 t.pack_s += now() - ta;
+            }
+        }
+        if let (Some((c, d)), true) = (dev, host_work) {
+            // The host work's times above read a paused clock (zero); the device is
+            // charged instead.
+            d.resume();
+            let (charged, into) = match op {
+                Op::Pack { bucket } | Op::Unpack { bucket } => {
+                    (c.pack_s[phase][bucket], &mut t.pack_s)
+                }
+                Op::Compress {
+                    bucket,
+                    slot,
+                    round,
+                } => (c.unit_s[phase][bucket][slot][round][0], &mut t.compress_s),
+                Op::Decompress {
+                    bucket,
+                    slot,
+                    round,
+                } => (c.unit_s[phase][bucket][slot][round][1], &mut t.decompress_s),
+                Op::Wait { .. } | Op::Exchange { .. } => (0.0, &mut t.comm_s),
+            };
+            if charged > 0.0 {
+                // Queued, not waited for: the communication thread goes on launching.
+                let end = d.enqueue(charged, self.launch_s);
+                self.queue_end_s = self.queue_end_s.max(end);
+                if let Some(tr) = hooks.trace.as_deref_mut() {
+                    tr.span("device kernel", trace::DEVICE, -1, end - charged, end);
+                }
+                *into += charged;
             }
         }
         self.executed[phase].push(Executed { op, wire });

@@ -74,6 +74,9 @@ pub struct E2eSetup<'a> {
     /// Planner costs given in full (no calibration, so the plan is the same run to run:
     /// `gradcomp converge`); overrides `cost_comm`.
     pub planner_costs: Option<planner::FixedCosts>,
+    /// Where compression is charged; `device` needs `device_costs`.
+    pub compress_on: crate::devcost::CompressOn,
+    pub device_costs: Option<&'a crate::devcost::DeviceCosts>,
 }
 
 /// Per-iteration measurements (s), each the max over ranks.
@@ -92,10 +95,14 @@ pub struct IterSeries {
     pub iter_s: Vec<f64>,
     /// Synchronisation of the last bucket alone (its gradients ready to its decompress end).
     pub last_bucket_s: Vec<f64>,
+    /// The real host time of compress + feedback and of decompress (with device
+    /// compression, not on the timeline).
+    pub host_compress_s: Vec<f64>,
+    pub host_decompress_s: Vec<f64>,
 }
 
 impl IterSeries {
-    fn all_mut(&mut self) -> [&mut Vec<f64>; 10] {
+    fn all_mut(&mut self) -> [&mut Vec<f64>; 12] {
         [
             &mut self.fwd_s,
             &mut self.bwd_s,
@@ -107,6 +114,8 @@ impl IterSeries {
             &mut self.bwd_sync_s,
             &mut self.iter_s,
             &mut self.last_bucket_s,
+            &mut self.host_compress_s,
+            &mut self.host_decompress_s,
         ]
     }
 }
@@ -211,6 +220,10 @@ pub fn run(
                     now: &now,
                     wait: &mut wait,
                     trace: trace.as_deref_mut(),
+                    device: match s.compress_on {
+                        crate::devcost::CompressOn::Device => Some(&device),
+                        crate::devcost::CompressOn::Host => None,
+                    },
                 };
                 ex.iteration(world, it, &grads, None, &mut hooks, &mut t)?;
                 let t_end = device.now_s();
@@ -233,6 +246,8 @@ pub fn run(
                     series.bwd_sync_s.push(t_end - fwd_end);
                     series.iter_s.push(t_end - t0);
                     series.last_bucket_s.push(t_end - last_start);
+                    series.host_compress_s.push(t.host_compress_s);
+                    series.host_decompress_s.push(t.host_decompress_s);
                     timed.push(t_end - t0);
                     // Stop once every rank has enough (outside the timed region).
                     if world.max_u64(u64::from(!timing.enough(&timed))) == 0 {
@@ -399,6 +414,23 @@ fn plan_with_costs(
             fc.fixed_s,
         ),
         None => calibrate(world, s, comp, cap)?,
+    };
+    // Device compression: the work besides communication is the device's, a line fitted
+    // to each tensor's kernels (every round's compress and decompress).
+    let (per_element_s, fixed_s) = match (s.compress_on, s.device_costs) {
+        (crate::devcost::CompressOn::Device, Some(d)) => {
+            let points: Vec<(f64, f64)> = s
+                .tensors
+                .iter()
+                .enumerate()
+                .map(|(t, ts)| (ts.numel() as f64, d.unit_s(comp, t, rounds, 0)))
+                .collect();
+            let c = crate::comm::netmodel::CompressCost::fit(&points)
+                .map(|(c, _)| c)
+                .unwrap_or_default();
+            (c.per_element_s, c.fixed_s.max(0.0))
+        }
+        _ => (per_element_s, fixed_s),
     };
     let p: Vec<usize> = bwd_order.iter().map(|&t| s.tensors[t].numel()).collect();
     let per_round = rounds.max(1) as f64;

@@ -74,6 +74,8 @@ pub struct CostModel {
     pub compress_source: String,
     /// CPU share and host latencies ([`host::HostModel`]; ideal unless calibrated).
     pub host: host::HostModel,
+    /// Device compression costs, for cases with `--compress-on device`.
+    pub device: Option<crate::devcost::DeviceCosts>,
 }
 
 impl CostModel {
@@ -86,6 +88,7 @@ impl CostModel {
             pack_fixed_s: 0.2e-6,
             compress_source: reference_source().into(),
             host: host::HostModel::default(),
+            device: None,
         }
     }
 

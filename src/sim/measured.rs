@@ -61,6 +61,8 @@ pub struct MeasuredCase {
     /// columns that tell it apart from other cases with that prefix.
     pub label: String,
     pub rows: Vec<MeasuredRow>,
+    /// The device cost preset of a `compress_on = device` case.
+    pub compress_device: Option<String>,
 }
 
 /// The cases of a measured e2e.csv as simulator cases (same model, method, parameters,
@@ -91,11 +93,13 @@ pub fn measured_cases(path: &std::path::Path) -> Result<Vec<MeasuredCase>> {
                     v("world_size"),
                     v("batch")
                 );
+                let dev = v("compress_device");
                 out.push((
                     MeasuredCase {
                         case,
                         label,
                         rows: vec![m],
+                        compress_device: (!dev.is_empty()).then(|| dev.to_string()),
                     },
                     key,
                 ));
@@ -232,11 +236,16 @@ pub fn e2e_rows(path: &std::path::Path) -> Result<Vec<E2eRow>> {
             iter_s: time(c_iter, "iter_s")?,
             compute_none,
         };
-        out.push((
-            SimCase::new(wl, &g(c_method), fusion, g(c_pipe) == "on", mode, n, params),
-            measured,
-            key,
-        ));
+        let mut case = SimCase::new(wl, &g(c_method), fusion, g(c_pipe) == "on", mode, n, params);
+        if let Some(c) = pos("compress_on") {
+            let v = g(c);
+            case.compress_on = if v.is_empty() {
+                crate::devcost::CompressOn::Host
+            } else {
+                crate::devcost::CompressOn::parse(&v).ok_or_else(|| bad("compress_on", &v))?
+            };
+        }
+        out.push((case, measured, key));
     }
     Ok(out)
 }

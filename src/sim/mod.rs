@@ -51,6 +51,7 @@ pub use measured::{
 use crate::comm::exchange::{CollectiveMode, ExchangeOp, ExchangePlan};
 use crate::comm::netmodel::CompressCost;
 use crate::compress::{registry, Aggregation, MethodParams, WireLen};
+use crate::devcost::{CompressOn, DeviceCosts};
 use crate::engine::TensorSpec;
 use crate::schedule::plan::{self, Fusion};
 use crate::schedule::{self, planner, Executed, Op as SchedOp};
@@ -143,6 +144,9 @@ pub struct SimCase {
     /// Run these buckets (backward positions, one plan for every phase) instead of the
     /// fusion's: replays a plan a real run chose (tests compare the engine's schedule).
     pub fixed_plan: Option<Vec<Vec<usize>>>,
+    /// Where compression is charged: the host model, or the device stream at
+    /// [`CostModel::device`]'s costs.
+    pub compress_on: CompressOn,
 }
 
 impl SimCase {
@@ -176,6 +180,7 @@ impl SimCase {
             params,
             seed: 1,
             fixed_plan: None,
+            compress_on: CompressOn::Host,
         }
     }
 }
@@ -192,6 +197,11 @@ pub struct SimResult {
     pub exposed_s: f64,
     pub bwd_sync_s: f64,
     pub iter_s: f64,
+    /// What compression and decompression cost on the host (the host cost model), in
+    /// either mode: with `compress_on = device` the device's times are in `compress_s`
+    /// and `decompress_s`.
+    pub host_compress_s: f64,
+    pub host_decompress_s: f64,
     /// Bytes one worker sends per iteration (all buckets and rounds, trailers included).
     pub wire_bytes: u64,
     pub buckets: usize,
@@ -223,6 +233,8 @@ impl SimResult {
             exposed_s: avg(|r| r.exposed_s),
             bwd_sync_s: avg(|r| r.bwd_sync_s),
             iter_s: avg(|r| r.iter_s),
+            host_compress_s: avg(|r| r.host_compress_s),
+            host_decompress_s: avg(|r| r.host_decompress_s),
             wire_bytes: avg(|r| r.wire_bytes as f64).round() as u64,
             buckets: avg(|r| r.buckets as f64).round() as usize,
             ..SimResult::default()
@@ -311,17 +323,33 @@ pub fn simulate_with(
         .supports(agg)
         .map_err(|e| merr(case, format!("collective {}: {e}", case.collective.name())))?;
     let mc = costs.method(&case.base_method);
-    let net = costs.network.as_ref();
+    // Device compression: its costs, and NCCL's reduction arithmetic on the device.
+    let device = match case.compress_on {
+        CompressOn::Host => None,
+        CompressOn::Device => Some(costs.device.as_ref().ok_or_else(|| {
+            merr(
+                case,
+                "compress_on = device needs a device cost model: give --compress-device \
+                 (v100, rtx2080ti, a100, h100) or a --compute preset that is one",
+            )
+        })?),
+    };
+    let dev_net = device.map(|d| costs.network.with_gamma(d.spec.reduce_s_per_byte()));
+    let net = dev_net.as_deref().unwrap_or(costs.network.as_ref());
 
     let bwd_order: Vec<usize> = (0..m).rev().collect();
     let bwd_times: Vec<f64> = bwd_order.iter().map(|&t| wl.bwd_s[t]).collect();
     let numel: Vec<usize> = bwd_order.iter().map(|&t| wl.tensors[t].numel()).collect();
     // Unmerged per-tensor wires (backward positions) per phase: the planners (phase 0)
-    // and the plain schedule.
+    // and the plain schedule; with device compression, the units' device times too.
     let mut pos_wire: Vec<PhaseWire> = Vec::with_capacity(m);
+    let mut pos_dev: Vec<Vec<Vec<[f64; 2]>>> = Vec::with_capacity(m);
     for &t in &bwd_order {
         let ts = &wl.tensors[t];
         pos_wire.push(oracle.get(ts.rows, ts.cols)?);
+        if let Some(d) = device {
+            pos_dev.push(unit_device_s(d, &oracle.kernels(ts.rows, ts.cols)?));
+        }
     }
     let mut plan_source = None;
     let (mut phase_groups, planned_s) = match (&case.fixed_plan, case.fusion) {
@@ -350,7 +378,8 @@ pub fn simulate_with(
             };
             // Work besides communication, as the engine calibrates it: every round's
             // compress, feedback and decompress (of n workers' pieces), one call per
-            // tensor (one per group when compression is merged), at the host's CPU share.
+            // tensor (one per group when compression is merged), at the host's CPU share;
+            // on the device, the line fitted to the tensors' device times.
             let cpu = 1.0 / costs.host.cpu_share;
             let gather_words_per_elem = pos_wire
                 .iter()
@@ -358,8 +387,25 @@ pub fn simulate_with(
                 .sum::<usize>() as f64
                 / elems.max(1) as f64;
             let merge = case.merge;
+            let dev_line = device.map(|_| {
+                let points: Vec<(f64, f64)> = pos_dev
+                    .iter()
+                    .zip(&numel)
+                    .map(|(d, &e)| (e as f64, d[0].iter().map(|s| s[0] + s[1]).sum()))
+                    .collect();
+                CompressCost::fit(&points).map_or(
+                    CompressCost {
+                        per_element_s: 0.0,
+                        fixed_s: 0.0,
+                    },
+                    |(c, _)| c,
+                )
+            });
             let t_s = |e: usize, k: usize| {
                 let calls = if merge { 1.0 } else { k as f64 };
+                if let Some(l) = dev_line {
+                    return calls * l.fixed_s + e as f64 * l.per_element_s;
+                }
                 let words = (e as f64 * gather_words_per_elem).round() as usize;
                 cpu * (calls * (mc.compress.fixed_s + mc.feedback.fixed_s + mc.decompress.fixed_s)
                     + e as f64
@@ -382,20 +428,32 @@ pub fn simulate_with(
     };
 
     // Each phase of the step cycle on its own virtual clock; the result is their mean
-    // (e2e alternates them too). Units per bucket: (elements, wire per phase and round).
+    // (e2e alternates them too).
     let phases = oracle.phases;
     let mut per_phase = Vec::with_capacity(phases);
     for phase in 0..phases {
         let groups = &phase_groups[phase % phase_groups.len()];
-        let mut bucket_units: Vec<Vec<(usize, UnitWire)>> = Vec::with_capacity(groups.len());
+        let mut bucket_units: Vec<Vec<Unit>> = Vec::with_capacity(groups.len());
         for g in groups {
             if case.merge {
                 let e: usize = g.iter().map(|&p| numel[p]).sum();
-                bucket_units.push(vec![(e, oracle.get(1, e)?[phase].clone())]);
+                let dev_s = match device {
+                    Some(d) => unit_device_s(d, &oracle.kernels(1, e)?).swap_remove(phase),
+                    None => Vec::new(),
+                };
+                bucket_units.push(vec![Unit {
+                    elems: e,
+                    wire: oracle.get(1, e)?[phase].clone(),
+                    dev_s,
+                }]);
             } else {
                 bucket_units.push(
                     g.iter()
-                        .map(|&p| (numel[p], pos_wire[p][phase].clone()))
+                        .map(|&p| Unit {
+                            elems: numel[p],
+                            wire: pos_wire[p][phase].clone(),
+                            dev_s: pos_dev.get(p).map_or_else(Vec::new, |d| d[phase].clone()),
+                        })
                         .collect(),
                 );
             }
@@ -403,8 +461,9 @@ pub fn simulate_with(
         per_phase.push(simulate_clock(
             case,
             costs,
+            net,
+            device,
             &bwd_times,
-            &numel,
             groups,
             &bucket_units,
             rounds,
@@ -420,29 +479,114 @@ pub fn simulate_with(
     Ok(r)
 }
 
-/// One iteration of `groups` (positions in backward order) with their units' wires on
-/// the virtual clock ([`simulate`]): the operations of [`schedule::iteration`], the list
-/// the engine runs, each charged by the cost model.
+/// One compression unit of a bucket: its elements, wire per round, and (device
+/// compression) device seconds per round of compress and decompress.
+struct Unit {
+    elems: usize,
+    wire: UnitWire,
+    dev_s: Vec<[f64; 2]>,
+}
+
+/// Device seconds per phase and round of [compress, decompress] of a unit's kernels.
+fn unit_device_s(d: &DeviceCosts, k: &wire::PhaseKernels) -> Vec<Vec<[f64; 2]>> {
+    k.iter()
+        .map(|rounds| {
+            rounds
+                .iter()
+                .map(|[c, dc]| [d.kernels_s(c), d.kernels_s(dc)])
+                .collect()
+        })
+        .collect()
+}
+
+/// The emulated device's stream on the virtual clock: the backward kernels in order from
+/// the end of forward and, with device compression, compression kernels queued at time
+/// `t` run at the first kernel boundary at or after `t` (after kernels queued before
+/// them), delaying the remaining backward (a DDP communication hook launches on the
+/// current stream once its bucket is ready; docs/methods.md, "Device kernels"). The
+/// communication thread does not wait for them, except that a collective waits for the
+/// compression kernels before it and the step for the last kernel. The engine's device
+/// queue runs the same rule (src/engine/device.rs).
+struct DevStream<'a> {
+    bwd: &'a [f64],
+    fwd_end: f64,
+    /// When the last kernel run so far ends.
+    free: f64,
+    /// Next backward position to run.
+    next: usize,
+    /// End of each backward position run so far.
+    ready: Vec<f64>,
+}
+
+impl<'a> DevStream<'a> {
+    fn new(fwd_end: f64, bwd: &'a [f64]) -> DevStream<'a> {
+        DevStream {
+            bwd,
+            fwd_end,
+            free: fwd_end,
+            next: 0,
+            ready: Vec::with_capacity(bwd.len()),
+        }
+    }
+
+    fn step(&mut self) {
+        self.free += self.bwd[self.next];
+        self.ready.push(self.free);
+        self.next += 1;
+    }
+
+    /// When the first `k` gradients (backward order) are ready.
+    fn ready_s(&mut self, k: usize) -> f64 {
+        while self.next < k {
+            self.step();
+        }
+        if k == 0 {
+            self.fwd_end
+        } else {
+            self.ready[k - 1]
+        }
+    }
+
+    /// Run a kernel of `d` s requested at `t`; returns its end.
+    fn kernel(&mut self, t: f64, d: f64) -> f64 {
+        // A backward kernel that started before the request finishes first.
+        while self.next < self.bwd.len() && self.free < t {
+            self.step();
+        }
+        self.free = self.free.max(t) + d;
+        self.free
+    }
+
+    /// End of backward if no more kernels were inserted.
+    fn projected_bwd_end(&self) -> f64 {
+        self.free + self.bwd[self.next..].iter().sum::<f64>()
+    }
+}
+
+/// One iteration of `groups` (positions in backward order) with their units on the
+/// virtual clock ([`simulate`]): the operations of [`schedule::iteration`], the list the
+/// engine runs, each charged by the cost model: compression on the host, or (`device`)
+/// as kernels on the device stream ([`DevStream`]).
 #[allow(clippy::too_many_arguments)]
 fn simulate_clock(
     case: &SimCase,
     costs: &CostModel,
+    net: &dyn CollectiveCost,
+    device: Option<&DeviceCosts>,
     bwd_times: &[f64],
-    numel: &[usize],
     groups: &[Vec<usize>],
-    bucket_units: &[Vec<(usize, UnitWire)>],
+    bucket_units: &[Vec<Unit>],
     rounds: usize,
 ) -> SimResult {
     let wl = &case.workload;
     let m = bwd_times.len();
     let n = case.world_size.max(1);
     let mc = costs.method(&case.base_method);
-    let net = costs.network.as_ref();
     let per_round = |c: CompressCost, e: usize| c.time_s(e) / rounds as f64;
     let gather_used = bucket_units
         .iter()
         .flatten()
-        .any(|(_, w)| w.iter().any(|l| l.gather_u32 > 0));
+        .any(|u| u.wire.iter().any(|l| l.gather_u32 > 0));
 
     // Virtual clock. Host effects (host.rs): the device starts `start_s` late, CPU
     // phases run at `cpu_share` of a core, a bucket's first exchange waits `sync_s` more,
@@ -451,39 +595,37 @@ fn simulate_clock(
     let host = &costs.host;
     let cpu = 1.0 / host.cpu_share;
     let fwd_end = host.start_s + wl.fwd_s;
-    let mut ready = Vec::with_capacity(m);
-    let mut acc = fwd_end;
-    for &b in bwd_times {
-        acc += b;
-        ready.push(acc);
-    }
-    let bwd_end = acc;
+    let mut dev = DevStream::new(fwd_end, bwd_times);
     let mut r = SimResult {
         fwd_s: fwd_end,
-        bwd_s: bwd_end - fwd_end,
         buckets: groups.len(),
         ..SimResult::default()
     };
     let pb = costs.pack_s_per_byte;
-    // Advance the clock by `work` (s at full speed) and add the elapsed time to `phase`.
-    let run = |clock: &mut f64, phase: &mut f64, work: f64| {
+    // Advance the clock by host work `work` (s at full speed) and add the elapsed time
+    // to `phase`.
+    let run = |clock: &mut f64, phase: &mut f64, work: f64, bwd_end: f64| {
         let t0 = *clock;
         *clock = advance(t0, work, bwd_end, host.bwd_slowdown);
         *phase += *clock - t0;
     };
     let buckets = schedule::buckets(groups, m, case.merge);
     let ops = schedule::iteration(&buckets, rounds, case.merge, case.pipelining, m);
-    let bucket_elems = |bi: usize| -> usize { groups[bi].iter().map(|&p| numel[p]).sum() };
+    let bucket_elems = |bi: usize| -> usize { bucket_units[bi].iter().map(|u| u.elems).sum() };
     let mut clock = 0.0;
     // Did the communication thread wait for the device before this bucket?
     let mut waited = false;
     let mut w = WireLen::default();
     let mut executed = Vec::with_capacity(ops.len());
+    // Device compression: end of the last kernel queued (the communication thread
+    // queues kernels without waiting for them).
+    let mut queue_end = 0.0f64;
     for op in ops {
         let mut wire = WireLen::default();
+        let bwd_end = dev.projected_bwd_end();
         match op {
             SchedOp::Wait { bucket, ready: k } => {
-                let t = if k == 0 { fwd_end } else { ready[k - 1] };
+                let t = dev.ready_s(k);
                 waited = if case.pipelining {
                     t > clock
                 } else {
@@ -493,7 +635,15 @@ fn simulate_clock(
             }
             SchedOp::Pack { bucket } | SchedOp::Unpack { bucket } => {
                 let e = bucket_elems(bucket);
-                run(&mut clock, &mut r.pack_s, cpu * pb * 4.0 * e as f64);
+                match device {
+                    // One copy kernel per tensor of the bucket (torch.cat, and back).
+                    Some(d) => {
+                        let c = d.spec.copy_s(4.0 * e as f64, groups[bucket].len());
+                        queue_end = dev.kernel(clock, c);
+                        r.pack_s += c;
+                    }
+                    None => run(&mut clock, &mut r.pack_s, cpu * pb * 4.0 * e as f64, bwd_end),
+                }
             }
             SchedOp::Compress {
                 bucket,
@@ -506,19 +656,34 @@ fn simulate_clock(
                         ..WireLen::default()
                     };
                 }
-                let (e, uw) = &bucket_units[bucket][slot];
-                let l = uw[round];
-                let c = cpu * (per_round(mc.compress, *e) + per_round(mc.feedback, *e));
-                run(&mut clock, &mut r.compress_s, c);
-                run(
-                    &mut clock,
-                    &mut r.pack_s,
-                    cpu * (costs.pack_fixed_s + pb * l.bytes() as f64),
-                );
+                let u = &bucket_units[bucket][slot];
+                let l = u.wire[round];
+                let c = cpu * (per_round(mc.compress, u.elems) + per_round(mc.feedback, u.elems));
+                r.host_compress_s += c;
+                match device {
+                    // The method's kernels write straight into the bucket's buffer (as
+                    // DDP's bucket views and Power-SGD's flat P buffer do): no append.
+                    Some(_) => {
+                        let d = u.dev_s[round][0];
+                        queue_end = dev.kernel(clock, d);
+                        r.compress_s += d;
+                    }
+                    None => {
+                        run(&mut clock, &mut r.compress_s, c, bwd_end);
+                        run(
+                            &mut clock,
+                            &mut r.pack_s,
+                            cpu * (costs.pack_fixed_s + pb * l.bytes() as f64),
+                            bwd_end,
+                        );
+                    }
+                }
                 w = w.plus(l);
                 wire = l;
             }
             SchedOp::Exchange { bucket, round } => {
+                // The collective waits for the bucket's compression kernels.
+                clock = clock.max(queue_end);
                 if gather_used {
                     // Trailer: one length word per unit.
                     w.gather_u32 += bucket_units[bucket].len();
@@ -529,7 +694,7 @@ fn simulate_clock(
                     } else {
                         0.0
                     };
-                run(&mut clock, &mut r.comm_s, t);
+                run(&mut clock, &mut r.comm_s, t, bwd_end);
                 r.wire_bytes += w.bytes() as u64;
                 wire = w;
             }
@@ -538,24 +703,39 @@ fn simulate_clock(
                 slot,
                 round,
             } => {
-                let (e, uw) = &bucket_units[bucket][slot];
-                let l = uw[round];
-                // Splitting copies every worker's gathered piece of this unit.
-                let split = cpu * (costs.pack_fixed_s + pb * 4.0 * (n * l.gather_u32) as f64);
+                let u = &bucket_units[bucket][slot];
+                let l = u.wire[round];
                 let d = cpu
                     * (mc.decompress.fixed_s
                         + mc.decompress.per_element_s
-                            * *e as f64
-                            * gather_scale(n, *e, l.gather_u32))
+                            * u.elems as f64
+                            * gather_scale(n, u.elems, l.gather_u32))
                     / rounds as f64;
-                run(&mut clock, &mut r.pack_s, split);
-                run(&mut clock, &mut r.decompress_s, d);
+                r.host_decompress_s += d;
+                match device {
+                    // Each worker's piece is a view of the received buffer: no split.
+                    Some(_) => {
+                        let dd = u.dev_s[round][1];
+                        queue_end = dev.kernel(clock, dd);
+                        r.decompress_s += dd;
+                    }
+                    None => {
+                        // Splitting copies every worker's gathered piece of this unit.
+                        let split =
+                            cpu * (costs.pack_fixed_s + pb * 4.0 * (n * l.gather_u32) as f64);
+                        run(&mut clock, &mut r.pack_s, split, bwd_end);
+                        run(&mut clock, &mut r.decompress_s, d, bwd_end);
+                    }
+                }
             }
         }
         executed.push(Executed { op, wire });
     }
     // The last bucket holds the last gradient, so the clock is past the end of backward.
-    let t_end = clock;
+    // The step ends with the last decompression kernel.
+    let bwd_end = dev.ready_s(m);
+    let t_end = clock.max(bwd_end).max(queue_end);
+    r.bwd_s = bwd_end - fwd_end;
     r.exposed_s = (t_end - bwd_end).max(0.0);
     r.bwd_sync_s = t_end - fwd_end;
     r.iter_s = t_end;

@@ -65,6 +65,10 @@ pub trait CollectiveCost: Send + Sync {
     fn reduce_s(&self, bytes: f64) -> f64;
     /// Where the numbers come from (`preset 10gbe`, `fitted micro_comm.csv n=4`).
     fn describe(&self) -> String;
+    /// This network with the reduction arithmetic at `gamma` s/B: a device's, when NCCL
+    /// reduces on the GPU (`--compress-on device`). A fitted collective keeps its
+    /// measured time, which includes the reduction as it ran.
+    fn with_gamma(&self, gamma_s_per_byte: f64) -> Box<dyn CollectiveCost>;
 }
 
 /// A link: per-message latency, per-byte transfer time, per-byte reduction time.
@@ -250,6 +254,11 @@ impl CollectiveCost for Analytic {
     fn reduce_s(&self, bytes: f64) -> f64 {
         bytes * self.link.gamma_s_per_byte
     }
+    fn with_gamma(&self, gamma_s_per_byte: f64) -> Box<dyn CollectiveCost> {
+        let mut a = self.clone();
+        a.link.gamma_s_per_byte = gamma_s_per_byte;
+        Box::new(a)
+    }
     fn describe(&self) -> String {
         let l = &self.link;
         format!(
@@ -354,6 +363,11 @@ impl CollectiveCost for Fitted {
     }
     fn reduce_s(&self, bytes: f64) -> f64 {
         bytes * self.gamma_s_per_byte
+    }
+    fn with_gamma(&self, gamma_s_per_byte: f64) -> Box<dyn CollectiveCost> {
+        let mut f = self.clone();
+        f.gamma_s_per_byte = gamma_s_per_byte;
+        Box::new(f)
     }
     fn describe(&self) -> String {
         format!("fitted {} (world size {})", self.source, self.world_size)

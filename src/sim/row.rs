@@ -17,6 +17,9 @@ pub struct SimRow {
     pub world_size: usize,
     pub batch: usize,
     pub device: String,
+    pub compress_on: &'static str,
+    /// Device cost preset of `compress_on = device` (empty on the host).
+    pub compress_device: String,
     pub density: f64,
     pub rank: usize,
     pub tensors: usize,
@@ -30,6 +33,8 @@ pub struct SimRow {
     pub exposed_s: f64,
     pub bwd_sync_s: f64,
     pub iter_s: f64,
+    pub host_compress_s: f64,
+    pub host_decompress_s: f64,
     pub dense_bytes: u64,
     pub wire_bytes: u64,
     pub planned_s: Option<f64>,
@@ -53,6 +58,11 @@ impl SimRow {
             world_size: case.world_size,
             batch: wl.batch,
             device: wl.device.clone(),
+            compress_on: case.compress_on.name(),
+            compress_device: match (case.compress_on, &costs.device) {
+                (crate::devcost::CompressOn::Device, Some(d)) => d.spec.name.clone(),
+                _ => String::new(),
+            },
             density: case.params.density,
             rank: case.params.rank,
             tensors: wl.tensors.len(),
@@ -66,11 +76,18 @@ impl SimRow {
             exposed_s: r.exposed_s,
             bwd_sync_s: r.bwd_sync_s,
             iter_s: r.iter_s,
+            host_compress_s: r.host_compress_s,
+            host_decompress_s: r.host_decompress_s,
             dense_bytes: wl.tensors.iter().map(|t| 4 * t.numel() as u64).sum(),
             wire_bytes: r.wire_bytes,
             planned_s: r.planned_s,
             plan_source: r.plan_source.clone(),
-            cost_source: costs.describe(),
+            cost_source: match (case.compress_on, &costs.device) {
+                (crate::devcost::CompressOn::Device, Some(d)) => {
+                    format!("{}; {}", costs.describe(), d.describe())
+                }
+                _ => costs.describe(),
+            },
         }
     }
 }

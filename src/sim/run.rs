@@ -21,6 +21,9 @@ pub struct SimulateRequest {
     pub batch: Option<usize>,
     pub device: String,
     pub params: Vec<MethodParams>,
+    pub compress_on: Vec<crate::devcost::CompressOn>,
+    /// Device cost preset when `compress_on` has `device`.
+    pub compress_device: Option<String>,
     /// Network preset, or None with `fits` set.
     pub network: Option<String>,
     /// A results directory with micro_comm.csv / micro_compress.csv to fit costs from.
@@ -42,13 +45,18 @@ fn costs_for(
     req: &SimulateRequest,
     n: usize,
     report: Option<&fit::FitReport>,
+    compress_device: Option<&str>,
 ) -> Result<CostModel> {
-    match (report, &req.network) {
+    let mut c = match (report, &req.network) {
         (Some(rep), None) => rep.cost_model(n),
         (Some(rep), Some(net)) => Ok(CostModel::preset(net)?.with_compress_fits(rep)),
         (None, Some(net)) => CostModel::preset(net),
         (None, None) => CostModel::preset("10gbe"),
+    }?;
+    if let Some(d) = compress_device {
+        c.device = Some(crate::devcost::DeviceCosts::preset(d).map_err(SimError::Input)?);
     }
+    Ok(c)
 }
 
 /// Run the simulator: the cartesian product of the axes, or the cases of a measured
@@ -79,7 +87,8 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
     let measured = req.compare.as_deref().map(measured_cases).transpose()?;
     if let Some(measured) = &measured {
         for m in measured {
-            let costs = costs_for(req, m.case.world_size, report.as_ref())?;
+            let dev = m.compress_device.as_deref().or(req.compress_device.as_deref());
+            let costs = costs_for(req, m.case.world_size, report.as_ref(), dev)?;
             let r = simulate_with(&m.case, &costs, &mut wires)?;
             rows.push(SimRow::new(&m.case, &r, &costs));
         }
@@ -90,7 +99,7 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
             );
             let wl = SimWorkload::zoo(model, req.batch, &compute, &req.device)?;
             for &n in &req.world_sizes {
-                let costs = costs_for(req, n, report.as_ref())?;
+                let costs = costs_for(req, n, report.as_ref(), req.compress_device.as_deref())?;
                 for method in &req.methods {
                     // omgs / sketch-fusion imply their fusion: one case, not one per value.
                     let fusions = match crate::config::implied_fusion(method) {
@@ -101,10 +110,20 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
                         for c in crate::config::distinct_collectives(method, &req.collectives) {
                             for &f in &fusions {
                                 for &pipe in &req.pipelining {
-                                    let case =
-                                        SimCase::new(wl.clone(), method, f, pipe, c, n, p.clone());
-                                    let r = simulate_with(&case, &costs, &mut wires)?;
-                                    rows.push(SimRow::new(&case, &r, &costs));
+                                    for &on in &req.compress_on {
+                                        let mut case = SimCase::new(
+                                            wl.clone(),
+                                            method,
+                                            f,
+                                            pipe,
+                                            c,
+                                            n,
+                                            p.clone(),
+                                        );
+                                        case.compress_on = on;
+                                        let r = simulate_with(&case, &costs, &mut wires)?;
+                                        rows.push(SimRow::new(&case, &r, &costs));
+                                    }
                                 }
                             }
                         }

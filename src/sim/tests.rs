@@ -22,6 +22,12 @@ impl CollectiveCost for Lin {
     fn describe(&self) -> String {
         "lin".into()
     }
+    fn with_gamma(&self, _gamma_s_per_byte: f64) -> Box<dyn CollectiveCost> {
+        Box::new(Lin {
+            a: self.a,
+            b: self.b,
+        })
+    }
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -386,12 +392,27 @@ fn large_1d_capacity_extrapolation_matches_registration() {
         );
         let mut wires = WireCache::default();
         let mut o = WireOracle::new(&case, &mut wires).unwrap();
-        let (ext, exact) = (o.get(1, d).unwrap(), o.exact(1, d).unwrap());
-        for (a, b) in ext.iter().flatten().zip(exact.iter().flatten()) {
+        let (ext, exact) = (o.info(1, d).unwrap(), o.exact(1, d).unwrap());
+        for (a, b) in ext.wire.iter().flatten().zip(exact.wire.iter().flatten()) {
             let (a, b) = (a.bytes() as f64, b.bytes() as f64);
             assert!(
                 (a - b).abs() <= 1e-4 * b.max(1.0),
                 "{m}: extrapolated {a} B, registered {b} B"
+            );
+        }
+        // Device kernels extrapolate the same way (bytes and flops of each kernel).
+        let flat = |k: &wire::PhaseKernels| -> Vec<crate::devcost::Kernel> {
+            k.iter().flatten().flatten().flatten().copied().collect()
+        };
+        let (ka, kb) = (flat(&ext.kernels), flat(&exact.kernels));
+        assert_eq!(ka.len(), kb.len(), "{m}: kernel count");
+        for (a, b) in ka.iter().zip(&kb) {
+            assert_eq!(a.name, b.name);
+            assert!(
+                (a.bytes - b.bytes).abs() <= 1e-4 * b.bytes.max(1.0)
+                    && (a.flops - b.flops).abs() <= 1e-4 * b.flops.max(1.0),
+                "{m}: kernel {}: extrapolated {a:?}, registered {b:?}",
+                a.name
             );
         }
     }
@@ -805,4 +826,25 @@ fn a_shared_wire_cache_changes_no_result() {
             }
         }
     }
+}
+
+/// The device stream runs a requested kernel at the next kernel boundary and delays the
+/// remaining backward by its length; after backward it runs at once.
+#[test]
+fn device_kernels_run_at_the_next_boundary_and_delay_the_rest_of_backward() {
+    let bwd = [0.3, 0.2, 0.1];
+    let mut d = DevStream::new(1.0, &bwd);
+    assert!(close(d.ready_s(0), 1.0));
+    assert!(close(d.ready_s(1), 1.3));
+    // Requested during position 1's kernel (1.3 .. 1.5): runs 1.5 .. 1.55.
+    assert!(close(d.kernel(1.4, 0.05), 1.55));
+    assert!(close(d.projected_bwd_end(), 1.65));
+    assert!(close(d.ready_s(3), 1.65));
+    // Requested exactly at a boundary: before the next backward kernel.
+    let mut e = DevStream::new(0.0, &bwd);
+    assert!(close(e.kernel(0.3, 0.1), 0.4));
+    assert!(close(e.ready_s(3), 0.7));
+    // After backward: at the request time.
+    assert!(close(e.kernel(2.0, 0.1), 2.1));
+    assert!(close(e.ready_s(3), 0.7));
 }

@@ -3,6 +3,7 @@
 
 use super::{merr, Result, SimCase};
 use crate::compress::{registry, Aggregation, WireLen, WorkerCtx};
+use crate::devcost::{Kernel, Stage};
 use std::collections::HashMap;
 
 /// 1-row tensors longer than this (merged buckets) get their wire capacity by affine
@@ -17,6 +18,16 @@ pub const LARGE_1D: usize = 1 << 22;
 pub(super) type UnitWire = Vec<WireLen>;
 /// [`UnitWire`] per phase of the method's step cycle (`Compressor::phases`).
 pub(super) type PhaseWire = Vec<UnitWire>;
+/// Device kernels of one compression unit per phase, round and stage (compress,
+/// decompress): `Compressor::device_kernels`.
+pub(super) type PhaseKernels = Vec<Vec<[Vec<Kernel>; 2]>>;
+
+/// What the simulator needs of a registered shape.
+#[derive(Clone, Debug)]
+pub(super) struct ShapeInfo {
+    pub(super) wire: PhaseWire,
+    pub(super) kernels: PhaseKernels,
+}
 
 /// What a registered shape's wire depends on: the method, its parameters (their `Debug`
 /// text: every field, floats exactly), the world size and seed of its [`WorkerCtx`], and
@@ -30,7 +41,7 @@ type WireKey = (String, String, usize, u64, usize, usize);
 /// every shape again.
 #[derive(Debug, Default)]
 pub struct WireCache {
-    map: HashMap<WireKey, PhaseWire>,
+    map: HashMap<WireKey, ShapeInfo>,
 }
 
 /// Wire capacity per round of a `rows x cols` tensor for this method and world size,
@@ -65,18 +76,28 @@ impl<'a, 'c> WireOracle<'a, 'c> {
         })
     }
 
+    /// Wire per phase and round of a `rows x cols` unit.
     pub(super) fn get(&mut self, rows: usize, cols: usize) -> Result<PhaseWire> {
+        Ok(self.info(rows, cols)?.wire)
+    }
+
+    /// Device kernels per phase, round and stage of a `rows x cols` unit.
+    pub(super) fn kernels(&mut self, rows: usize, cols: usize) -> Result<PhaseKernels> {
+        Ok(self.info(rows, cols)?.kernels)
+    }
+
+    pub(super) fn info(&mut self, rows: usize, cols: usize) -> Result<ShapeInfo> {
         if rows == 1 && cols > LARGE_1D {
             // Affine in the length between two exact probes (see [`LARGE_1D`]).
             let (d1, d2) = (LARGE_1D / 2, LARGE_1D);
             let (a, b) = (self.exact(1, d1)?, self.exact(1, d2)?);
             let x = (cols - d1) as f64 / (d2 - d1) as f64;
-            let ext = |u: usize, v: usize| {
-                (u as f64 + (v as f64 - u as f64) * x).round().max(0.0) as usize
-            };
-            return Ok(a
+            let extf = |u: f64, v: f64| (u + (v - u) * x).max(0.0);
+            let ext = |u: usize, v: usize| extf(u as f64, v as f64).round() as usize;
+            let wire = a
+                .wire
                 .iter()
-                .zip(&b)
+                .zip(&b.wire)
                 .map(|(a, b)| {
                     a.iter()
                         .zip(b)
@@ -88,12 +109,38 @@ impl<'a, 'c> WireOracle<'a, 'c> {
                         })
                         .collect()
                 })
-                .collect());
+                .collect();
+            // The same kernels at both probes (a method launches a fixed sequence per
+            // unit), each with its bytes and flops extrapolated.
+            let mut kernels = a.kernels.clone();
+            for (ph, rounds) in kernels.iter_mut().enumerate() {
+                for (r, stages) in rounds.iter_mut().enumerate() {
+                    for (s, list) in stages.iter_mut().enumerate() {
+                        let other = &b.kernels[ph][r][s];
+                        if other.len() != list.len()
+                            || other.iter().zip(list.iter()).any(|(o, k)| o.name != k.name)
+                        {
+                            return Err(merr(
+                                self.case,
+                                format!(
+                                    "device kernels of a 1 x {d1} and a 1 x {d2} tensor differ; \
+                                     cannot extrapolate to 1 x {cols}"
+                                ),
+                            ));
+                        }
+                        for (k, o) in list.iter_mut().zip(other) {
+                            k.bytes = extf(k.bytes, o.bytes);
+                            k.flops = extf(k.flops, o.flops);
+                        }
+                    }
+                }
+            }
+            return Ok(ShapeInfo { wire, kernels });
         }
         self.exact(rows, cols)
     }
 
-    pub(super) fn exact(&mut self, rows: usize, cols: usize) -> Result<PhaseWire> {
+    pub(super) fn exact(&mut self, rows: usize, cols: usize) -> Result<ShapeInfo> {
         let (method, params, n, seed) = &self.key;
         let key = (method.clone(), params.clone(), *n, *seed, rows, cols);
         if let Some(w) = self.cache.map.get(&key) {
@@ -102,11 +149,24 @@ impl<'a, 'c> WireOracle<'a, 'c> {
         let mut c = registry::build(&self.case.base_method, &self.case.params, ctx(self.case))
             .map_err(|e| merr(self.case, e))?;
         c.register(0, rows, cols).map_err(|e| merr(self.case, e))?;
-        let w: PhaseWire = (0..self.phases)
+        let wire: PhaseWire = (0..self.phases)
             .map(|ph| (0..self.rounds).map(|r| c.phase_wire(0, r, ph)).collect())
             .collect();
-        self.cache.map.insert(key, w.clone());
-        Ok(w)
+        let list = |ph: usize, r: usize, stage: Stage| {
+            let mut v = Vec::new();
+            c.device_kernels(0, r, ph, stage, &mut |k| v.push(k));
+            v
+        };
+        let kernels: PhaseKernels = (0..self.phases)
+            .map(|ph| {
+                (0..self.rounds)
+                    .map(|r| [list(ph, r, Stage::Compress), list(ph, r, Stage::Decompress)])
+                    .collect()
+            })
+            .collect();
+        let info = ShapeInfo { wire, kernels };
+        self.cache.map.insert(key, info.clone());
+        Ok(info)
     }
 }
 
