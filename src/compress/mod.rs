@@ -18,6 +18,7 @@ pub mod registry;
 // One file per method (docs/methods.md) and the shared kernels they use.
 pub mod acpsgd;
 pub mod bits;
+pub mod device;
 pub mod dgc;
 pub mod lowrank_kernels;
 pub mod marsit;
