@@ -21,6 +21,7 @@
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 
+use super::device::{self, F32};
 use super::orth::{
     check_dims, check_len, compressed_rank, load_memory_order, push_memory_order, push_raw,
     put_slot, slot_mut, validate_lowrank_params, write_average, Slot,
@@ -29,6 +30,7 @@ use super::{
     Aggregation, CloseRule, CompressError, Compressor, FusionSizing, MethodParams, Received,
     Result, TensorId, Wire, WireLen, WorkerCtx,
 };
+use crate::devcost::{Kernel, Stage};
 
 const NAME: &str = "acpsgd";
 
@@ -138,6 +140,71 @@ impl Compressor for AcpSgd {
         self.step = step;
     }
 
+    /// lzhangbv/acpsgd `acpsgd.py` (docs/methods.md, "Device kernels"): compress
+    /// (`_alternative_compress`) the QR of the factor kept from the previous step
+    /// (`7r' - 1` kernels, [`device::householder_qr`]) and 6 kernels: `M + E`, the product,
+    /// its `copy_` into the fusion buffer, `P Q^T`, `M - P Q^T`, `E +=`; decompress
+    /// (`_bp_barrier`) `P Q^T`, `copy_` into the gradient, `/ n`. Raw tensors: `copy_`
+    /// into the buffer | `copy_` out and `/ n`, every step, at full size.
+    fn device_kernels(
+        &self,
+        t: TensorId,
+        round: usize,
+        phase: usize,
+        stage: Stage,
+        out: &mut dyn FnMut(Kernel),
+    ) {
+        if round != 0 {
+            return;
+        }
+        match self.slots.get(t).and_then(|s| s.as_ref()) {
+            None => {}
+            Some(Slot::Raw { rows, cols }) => {
+                let bytes = F32 * (rows * cols) as f64;
+                match stage {
+                    Stage::Compress => out(Kernel::copy("copy_ into the P/Q buffer", bytes)),
+                    Stage::Decompress => {
+                        out(Kernel::copy("grad.copy_(buffer)", bytes));
+                        out(device::mem("grad /= n", 2.0 * bytes));
+                    }
+                }
+            }
+            Some(Slot::LowRank(lr)) => {
+                let (rows, cols, r) = (lr.rows, lr.cols, lr.rank);
+                let d = rows * cols;
+                match stage {
+                    Stage::Compress => {
+                        if phase % 2 == 0 {
+                            device::householder_qr(out, cols, r);
+                            out(device::ew("M + E", d, 2, 1));
+                            out(Kernel::gemm("P = (M + E) Q", rows, cols, r));
+                            out(Kernel::copy(
+                                "P.copy_ into the P buffer",
+                                F32 * (rows * r) as f64,
+                            ));
+                        } else {
+                            device::householder_qr(out, rows, r);
+                            out(device::ew("M + E", d, 2, 1));
+                            out(Kernel::gemm("Q = (M + E)^T P", cols, rows, r));
+                            out(Kernel::copy(
+                                "Q.copy_ into the Q buffer",
+                                F32 * (cols * r) as f64,
+                            ));
+                        }
+                        out(Kernel::gemm("P Q^T", rows, r, cols));
+                        out(device::ew("M - P Q^T", d, 2, 1));
+                        out(device::ew("E += M - P Q^T", d, 2, 1));
+                    }
+                    Stage::Decompress => {
+                        out(Kernel::gemm("P Q^T", rows, r, cols));
+                        out(device::ew("grad.copy_(P Q^T)", d, 1, 1));
+                        out(device::ew("grad /= n", d, 1, 1));
+                    }
+                }
+            }
+        }
+    }
+
     fn compress(
         &mut self,
         t: TensorId,
@@ -212,6 +279,79 @@ mod tests {
     use super::super::orth::LowRank;
     use super::*;
     use ndarray::Array2;
+
+    /// Kernels of tensor 0 in steps of `phase`.
+    fn kernels(c: &AcpSgd, phase: usize, stage: Stage) -> Vec<Kernel> {
+        device::collect(|o| c.device_kernels(0, 0, phase, stage, o))
+    }
+
+    #[test]
+    fn device_kernels_alternate_and_count_the_qr() {
+        let (rows, cols) = (300, 200);
+        for rank in 1..=8 {
+            let p = MethodParams {
+                rank,
+                ..Default::default()
+            };
+            let mut c = AcpSgd::new(
+                &p,
+                WorkerCtx {
+                    rank: 0,
+                    world_size: 2,
+                    seed: 1,
+                },
+            )
+            .unwrap();
+            c.register(0, rows, cols).unwrap();
+            for phase in 0..2 {
+                // The QR of the kept factor (7r - 1 kernels) and 6 kernels.
+                let ks = kernels(&c, phase, Stage::Compress);
+                assert_eq!(ks.len(), 7 * rank - 1 + 6, "rank {rank} phase {phase}");
+                assert_eq!(
+                    ks.iter().filter(|k| k.name.starts_with("orth")).count(),
+                    device::householder_qr_kernels(rank)
+                );
+                assert_eq!(kernels(&c, phase, Stage::Decompress).len(), 3);
+            }
+            // P steps orthogonalise Q (cols x r) and compute P; Q steps the reverse.
+            let gemm = |phase| {
+                kernels(&c, phase, Stage::Compress)
+                    .into_iter()
+                    .find(|k| k.name.contains(") Q") || k.name.contains("^T P"))
+                    .unwrap()
+            };
+            assert_eq!(gemm(0).name, "P = (M + E) Q");
+            assert_eq!(gemm(1).name, "Q = (M + E)^T P");
+            let qr_bytes = |phase| {
+                kernels(&c, phase, Stage::Compress)
+                    .iter()
+                    .filter(|k| k.name.starts_with("orth"))
+                    .map(|k| k.bytes)
+                    .sum::<f64>()
+            };
+            assert!(
+                qr_bytes(0) < qr_bytes(1),
+                "Q (cols x r) is the smaller factor"
+            );
+        }
+        // 1-D tensors go uncompressed at full size every step.
+        let mut c = AcpSgd::new(
+            &MethodParams::default(),
+            WorkerCtx {
+                rank: 0,
+                world_size: 2,
+                seed: 1,
+            },
+        )
+        .unwrap();
+        c.register(0, 1, 1000).unwrap();
+        for phase in 0..2 {
+            let ks = kernels(&c, phase, Stage::Compress);
+            assert_eq!(ks.len(), 1);
+            assert_eq!(ks[0].bytes, 2.0 * 4.0 * 1000.0);
+            assert_eq!(kernels(&c, phase, Stage::Decompress).len(), 2);
+        }
+    }
 
     fn workers(n: usize, p: &MethodParams, shapes: &[(usize, usize)]) -> Vec<AcpSgd> {
         sim::workers(n, 3, shapes, |ctx| AcpSgd::new(p, ctx).unwrap())

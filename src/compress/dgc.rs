@@ -11,6 +11,7 @@
 //! of `_sparsify`, and its final `indices[:num_selects]`. docs/methods.md (dgc) lists
 //! what is followed and what differs.
 
+use super::device::{self, BOOL, F32, I64};
 use super::kernels::rng_for;
 use super::select::{
     grad_slice, indexable_len, out_slice, push_pairs, scatter_mean, single_round, tensor_err,
@@ -21,6 +22,7 @@ use super::{
     Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire,
     WireLen, WorkerCtx,
 };
+use crate::devcost::{Kernel, Stage};
 use ndarray::{ArrayView2, ArrayViewMut2};
 use rand::Rng;
 
@@ -515,6 +517,101 @@ impl Compressor for Dgc {
     fn feedback(&mut self, t: TensorId, _round: usize) -> Result<()> {
         self.state(t)?.apply_masking();
         Ok(())
+    }
+    /// synxlin/deep-gradient-compression: `DGCSGDMemory.compensate` / `update`
+    /// (`dgc/memory.py`), `DGCCompressor._sparsify` / `decompress` (`dgc/compression.py`)
+    /// at the steady-state density, on the adaptation path that stops at once (docs/
+    /// methods.md, "Device kernels"). Dense tensors: Horovod's fusion-buffer copy and
+    /// average, then `compensate(accumulate=False)`.
+    fn device_kernels(
+        &self,
+        t: TensorId,
+        round: usize,
+        _phase: usize,
+        stage: Stage,
+        out: &mut dyn FnMut(Kernel),
+    ) {
+        let Some(st) = self.tensors.get(t).and_then(Option::as_ref) else {
+            return;
+        };
+        if round != 0 {
+            return;
+        }
+        let d = st.rows * st.cols;
+        let nesterov = self.params.nesterov;
+        if !st.sparse {
+            match stage {
+                Stage::Compress => out(Kernel::copy("copy into the fusion buffer", F32 * d as f64)),
+                Stage::Decompress => {
+                    out(device::ew("average: a = sum / n", d, 1, 1));
+                    if nesterov {
+                        out(device::ew("u += a", d, 2, 1));
+                        out(device::ew("u *= m", d, 1, 1));
+                        out(device::ew("out = u + a", d, 2, 1));
+                    } else {
+                        out(device::ew("u *= m", d, 1, 1));
+                        out(device::ew("u += a", d, 2, 1));
+                        out(device::ew("out = u.clone()", d, 1, 1));
+                    }
+                }
+            }
+            return;
+        }
+        let rho = self.params.density;
+        let k = self.k_at(rho, d);
+        let kf = k as f64;
+        match stage {
+            Stage::Compress => {
+                if self.params.clip_norm > 0.0 {
+                    out(device::ew("clip: |g|_2", d, 1, 0));
+                    out(device::ew("clip: g *= factor", d, 1, 1));
+                }
+                if nesterov {
+                    out(device::ew("u += g", d, 2, 1));
+                    out(device::ew("u *= m", d, 1, 1));
+                    out(device::ew("v += u", d, 2, 1));
+                    out(device::ew("v += g", d, 2, 1));
+                } else {
+                    out(device::ew("u *= m", d, 1, 1));
+                    out(device::ew("u += g", d, 2, 1));
+                    out(device::ew("v += u", d, 2, 1));
+                }
+                out(device::ew("importance = |v|", d, 1, 1));
+                let plan = sample_plan(d, rho);
+                let sample = if plan.stride > 1 { plan.samples } else { d };
+                device::torch_topk(out, sample, plan.top_k_samples, false);
+                out(device::mem(
+                    "threshold = min(top samples)",
+                    F32 * plan.top_k_samples as f64 + F32,
+                ));
+                out(device::mem(
+                    "mask = importance >= threshold",
+                    (F32 + BOOL) * d as f64,
+                ));
+                out(device::mem("mask.nonzero(): count", BOOL * d as f64));
+                out(device::mem(
+                    "mask.nonzero(): select indices",
+                    BOOL * d as f64 + I64 * kf,
+                ));
+                out(device::mem(
+                    "values = v[indices] (gather)",
+                    (I64 + 2.0 * F32) * kf,
+                ));
+                out(device::mem(
+                    "momentum masking: u.index_fill_(indices, 0)",
+                    (I64 + F32) * kf,
+                ));
+                out(device::mem(
+                    "momentum masking: v.index_fill_(indices, 0)",
+                    (I64 + F32) * kf,
+                ));
+            }
+            Stage::Decompress => {
+                out(device::mem("grad.zero_()", F32 * d as f64));
+                device::index_put_accumulate(out, self.ctx.world_size.max(1) * k, d);
+                out(device::ew("grad *= 1 / n", d, 1, 1));
+            }
+        }
     }
     fn decompress(
         &mut self,

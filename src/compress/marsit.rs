@@ -26,10 +26,12 @@
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 use super::bits::{self, BernoulliMask, Slot};
+use super::device::{self, F32};
 use super::kernels::{mix, rng_for};
 use super::{
     Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
 };
+use crate::devcost::{Kernel, Stage};
 
 const NAME: &str = "marsit";
 /// Stream tag separating Marsit's mask RNG from other methods' streams.
@@ -116,6 +118,53 @@ impl Compressor for Marsit {
         }
         .to_bits();
         Ok(())
+    }
+
+    /// No public code: the kernels of this reconstruction (docs/methods.md, "Device
+    /// kernels"). Compress `p = g + e`, `|p|`, `mean`, the packed signs: 4 kernels.
+    /// Decompress: the `n - 1` merges of the ring's reduce-scatter (one kernel each: the
+    /// Bernoulli mask and the bit select over a chunk of `W / n` of the `W` ring words,
+    /// and the scale sum), then `out = scale / n * (2b - 1)` and `e = p - out`:
+    /// `n + 1` kernels.
+    fn device_kernels(
+        &self,
+        t: TensorId,
+        round: usize,
+        _phase: usize,
+        stage: Stage,
+        out: &mut dyn FnMut(Kernel),
+    ) {
+        let Some(sl) = self.slots.get(t).and_then(|s| s.as_ref()) else {
+            return;
+        };
+        if round != 0 {
+            return;
+        }
+        let d = sl.d();
+        let words = HEAD + bits::words_for(d);
+        match stage {
+            Stage::Compress => {
+                out(device::ew("p = g + e", d, 2, 1));
+                out(device::ew("|p|", d, 1, 1));
+                out(device::mem("scale = mean |p|", F32 * (d + 1) as f64));
+                out(device::pack_signs(d));
+            }
+            Stage::Decompress => {
+                let n = self.ctx.world_size.max(1);
+                let chunk = words.div_ceil(n) as f64;
+                for _ in 1..n {
+                    out(device::mem(
+                        "ring merge: Bernoulli mask, bit select, scale sum",
+                        3.0 * F32 * chunk,
+                    ));
+                }
+                out(device::mem(
+                    "out = scale / n * (2b - 1) (unpack)",
+                    F32 * (words + d) as f64,
+                ));
+                out(device::ew("e = p - out", d, 2, 1));
+            }
+        }
     }
 
     /// `own = (incoming & !mask) | (own & mask)`, mask bits 1 with probability

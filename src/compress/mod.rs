@@ -18,6 +18,7 @@ pub mod registry;
 // One file per method (docs/methods.md) and the shared kernels they use.
 pub mod acpsgd;
 pub mod bits;
+pub mod device;
 pub mod dgc;
 pub mod lowrank_kernels;
 pub mod marsit;
@@ -344,10 +345,12 @@ pub trait Compressor: Send {
             msg: "does not aggregate along a ring".into(),
         })
     }
-    /// The device kernels of `stage` of tensor `t`'s `round` in steps of `phase`, as the
-    /// method's reference implementation launches them on a GPU (docs/methods.md,
-    /// "Device kernels"), for the device cost model (src/devcost/). Setup only.
-    // TODO(issue 18): every method lists its own kernels; this default goes.
+    /// The device kernels of `stage` of tensor `t`'s `round` in steps of `phase`, in launch
+    /// order, as the method's reference implementation launches them on a GPU (PyTorch
+    /// eager; docs/methods.md, "Device kernels"), for the device cost model
+    /// (src/devcost/). Steady state (after warm-ups); nothing for an unregistered tensor
+    /// or a round the tensor does not use. Setup only. No default: every method lists
+    /// its own.
     fn device_kernels(
         &self,
         t: TensorId,
@@ -355,9 +358,7 @@ pub trait Compressor: Send {
         phase: usize,
         stage: crate::devcost::Stage,
         out: &mut dyn FnMut(crate::devcost::Kernel),
-    ) {
-        let _ = (t, round, phase, stage, out);
-    }
+    );
     /// Consume the exchange of `round`; after the last round write the worker-average
     /// gradient into `out` (same shape as the registered tensor).
     fn decompress(
@@ -367,4 +368,165 @@ pub trait Compressor: Send {
         received: &Received,
         out: ArrayViewMut2<f32>,
     ) -> Result<()>;
+}
+
+#[cfg(test)]
+mod device_kernel_tests {
+    //! Every registry method's device kernel lists (docs/methods.md, "Device kernels").
+    use super::*;
+    use crate::devcost::{DeviceSpec, Kernel, Stage};
+
+    const STAGES: [Stage; 2] = [Stage::Compress, Stage::Decompress];
+    /// Two matrices, then two 1-D tensors (`rows = 1`), each pair small then large.
+    const SHAPES: [(usize, usize); 4] = [(256, 512), (1024, 1024), (1, 4096), (1, 65536)];
+
+    fn built(m: &str, n: usize, p: &MethodParams) -> Box<dyn Compressor> {
+        let ctx = WorkerCtx {
+            rank: 0,
+            world_size: n,
+            seed: 1,
+        };
+        let mut c = registry::build(m, p, ctx).expect("build");
+        for (t, &(r, cols)) in SHAPES.iter().enumerate() {
+            c.register(t, r, cols).expect("register");
+        }
+        c
+    }
+
+    fn list(c: &dyn Compressor, t: TensorId, round: usize, phase: usize, s: Stage) -> Vec<Kernel> {
+        device::collect(|o| c.device_kernels(t, round, phase, s, o))
+    }
+
+    fn bytes(v: &[Kernel]) -> f64 {
+        v.iter().map(|k| k.bytes).sum()
+    }
+
+    #[test]
+    fn every_method_lists_sane_kernels_for_every_stage() {
+        for &m in registry::METHODS {
+            for n in [1, 2, 4] {
+                let c = built(m, n, &MethodParams::default());
+                for phase in 0..c.phases() {
+                    for round in 0..c.rounds() {
+                        for s in STAGES {
+                            let lists: Vec<Vec<Kernel>> = (0..SHAPES.len())
+                                .map(|t| list(&*c, t, round, phase, s))
+                                .collect();
+                            let at = format!("{m} n={n} phase {phase} round {round} {}", s.name());
+                            for (t, ks) in lists.iter().enumerate() {
+                                for k in ks {
+                                    assert!(!k.name.is_empty(), "{at}");
+                                    assert!(k.bytes.is_finite() && k.bytes >= 0.0, "{at}: {k:?}");
+                                    assert!(k.flops.is_finite() && k.flops >= 0.0, "{at}: {k:?}");
+                                }
+                                let d = (SHAPES[t].0 * SHAPES[t].1) as f64;
+                                // Matrices: every stage of every round does work (an empty
+                                // list, the old default, fails here).
+                                if SHAPES[t].0 > 1 {
+                                    assert!(!ks.is_empty(), "{at}: tensor {t} has no kernels");
+                                }
+                                // Compress reads the gradient at least once (1-D tensors of
+                                // Power-SGD travel raw in round 0 only).
+                                if s == Stage::Compress && (round == 0 || !ks.is_empty()) {
+                                    assert!(bytes(ks) >= 4.0 * d, "{at}: tensor {t} {}", bytes(ks));
+                                }
+                            }
+                            // Non-decreasing in numel, for matrices and for 1-D tensors.
+                            for (small, large) in [(0, 1), (2, 3)] {
+                                assert!(
+                                    bytes(&lists[small]) <= bytes(&lists[large]),
+                                    "{at}: {small} vs {large}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gathered_decompress_grows_with_world_size() {
+        for &m in registry::METHODS {
+            let (c2, c4) = (
+                built(m, 2, &MethodParams::default()),
+                built(m, 4, &MethodParams::default()),
+            );
+            if c2.aggregation() != Aggregation::AllGather {
+                continue;
+            }
+            for (t, &(rows, _)) in SHAPES.iter().enumerate() {
+                let (a, b) = (
+                    list(&*c2, t, 0, 0, Stage::Decompress),
+                    list(&*c4, t, 0, 0, Stage::Decompress),
+                );
+                // More bytes (DGC sorts every worker's pairs in one index_put_, the others
+                // launch kernels per worker). DGC's 1-D tensors are all-reduced dense: the
+                // same work at any n.
+                if m == "dgc" && rows == 1 {
+                    assert_eq!(a.len(), b.len());
+                    continue;
+                }
+                assert!(
+                    b.len() >= a.len() && bytes(&b) > bytes(&a),
+                    "{m} tensor {t}: {} kernels / {} B at n=2, {} / {} at n=4",
+                    a.len(),
+                    bytes(&a),
+                    b.len(),
+                    bytes(&b)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn unregistered_tensors_have_no_kernels() {
+        for &m in registry::METHODS {
+            let c = built(m, 2, &MethodParams::default());
+            for s in STAGES {
+                assert!(list(&*c, 99, 0, 0, s).is_empty(), "{m}");
+            }
+        }
+    }
+
+    /// The table of docs/methods.md, "Device kernels": one 1024x1024 tensor at default
+    /// parameters, 4 workers, priced on the v100 preset
+    /// (`cargo test --lib device_kernel_table -- --nocapture`).
+    #[test]
+    fn device_kernel_table() {
+        let v100 = DeviceSpec::preset("v100").expect("v100");
+        println!("method      | phase | round | stage      | kernels | MB     | GFLOP | v100 us");
+        for &m in registry::METHODS {
+            let c = built(m, 4, &MethodParams::default());
+            let (mut total_kernels, mut total_s) = (0, 0.0);
+            for phase in 0..c.phases() {
+                for round in 0..c.rounds() {
+                    for s in STAGES {
+                        let ks = list(&*c, 1, round, phase, s);
+                        let sec = crate::devcost::kernels_s(&v100, |o| {
+                            c.device_kernels(1, round, phase, s, o)
+                        });
+                        let flops: f64 = ks.iter().map(|k| k.flops).sum();
+                        println!(
+                            "{m:<11} | {phase:>5} | {round:>5} | {:<10} | {:>7} | {:>6.2} | {:>5.3} | {:>7.1}",
+                            s.name(),
+                            ks.len(),
+                            bytes(&ks) / 1e6,
+                            flops / 1e9,
+                            sec * 1e6
+                        );
+                        assert!(!ks.is_empty() && sec > 0.0);
+                        total_kernels += ks.len();
+                        total_s += sec;
+                    }
+                }
+            }
+            println!(
+                "{m:<11} | step average over {} phase(s): {:.1} kernels, {:.1} us",
+                c.phases(),
+                total_kernels as f64 / c.phases() as f64,
+                total_s * 1e6 / c.phases() as f64
+            );
+        }
+    }
 }

@@ -11,6 +11,7 @@
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 
+use super::device::{self, F32};
 use super::orth::{
     check_dims, check_len, load_memory_order, push_memory_order, push_raw, put_slot, slot_mut,
     validate_lowrank_params, write_average, Slot,
@@ -19,6 +20,7 @@ use super::{
     Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire,
     WireLen, WorkerCtx,
 };
+use crate::devcost::{Kernel, Stage};
 
 const NAME: &str = "powersgd";
 
@@ -94,6 +96,59 @@ impl Compressor for PowerSgd {
 
     fn begin_step(&mut self, step: u64) {
         self.warm_up = step < self.params.start_iter;
+    }
+
+    /// PyTorch's DDP `powerSGD_hook` after the warm-up (docs/methods.md, "Device
+    /// kernels"): round 0 `M = g + e`, the copy of `M`, `P = M Q` | Gram-Schmidt of `P`
+    /// (`6r' - 4` kernels); round 1 `Q = M^T P` | `Q /= n`, `out = P Q^T`, `e = M - out`.
+    /// Raw tensors: the copy into and out of the uncompressed buffer and `/ n`, round 0.
+    fn device_kernels(
+        &self,
+        t: TensorId,
+        round: usize,
+        _phase: usize,
+        stage: Stage,
+        out: &mut dyn FnMut(Kernel),
+    ) {
+        match self.slots.get(t).and_then(|s| s.as_ref()) {
+            None => {}
+            Some(Slot::Raw { rows, cols }) => {
+                let bytes = F32 * (rows * cols) as f64;
+                match (round, stage) {
+                    (0, Stage::Compress) => out(Kernel::copy(
+                        "torch.cat into the uncompressed buffer",
+                        bytes,
+                    )),
+                    (0, Stage::Decompress) => {
+                        out(device::mem("uncompressed buffer /= n", 2.0 * bytes));
+                        out(Kernel::copy(
+                            "copy back from the uncompressed buffer",
+                            bytes,
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            Some(Slot::LowRank(lr)) => {
+                let (rows, cols, r) = (lr.rows, lr.cols, lr.rank);
+                let d = rows * cols;
+                match (round, stage) {
+                    (0, Stage::Compress) => {
+                        out(device::ew("M = g + e (add_ error)", d, 2, 1));
+                        out(device::ew("keep a copy of M (clone)", d, 1, 1));
+                        out(Kernel::gemm("P = M Q", rows, cols, r));
+                    }
+                    (0, Stage::Decompress) => device::gram_schmidt(out, rows, r),
+                    (1, Stage::Compress) => out(Kernel::gemm("Q = M^T P", cols, rows, r)),
+                    (1, Stage::Decompress) => {
+                        out(device::ew("Q /= n", cols * r, 1, 1));
+                        out(Kernel::gemm("out = P Q^T", rows, r, cols));
+                        out(device::ew("e = M - out", d, 2, 1));
+                    }
+                    _ => {}
+                }
+            }
+        }
     }
 
     fn compress(
@@ -180,6 +235,58 @@ mod tests {
     use super::super::orth::sim::{self, fro, mean, randn, rank_r, rel_err, step};
     use super::*;
     use ndarray::Array2;
+
+    /// Kernels of tensor 0 in `round` and `stage`.
+    fn kernels(c: &PowerSgd, round: usize, stage: Stage) -> Vec<Kernel> {
+        device::collect(|o| c.device_kernels(0, round, 0, stage, o))
+    }
+
+    #[test]
+    fn device_kernels_count_the_orthogonalisation_per_column() {
+        for rank in 1..=8 {
+            let p = MethodParams {
+                rank,
+                ..Default::default()
+            };
+            let mut c = PowerSgd::new(
+                &p,
+                WorkerCtx {
+                    rank: 0,
+                    world_size: 2,
+                    seed: 1,
+                },
+            )
+            .unwrap();
+            c.register(0, 300, 200).unwrap();
+            // Gram-Schmidt of P in round 0's decompress: per column a norm and a divide,
+            // and for every column but the last 4 kernels (dot product and subtract).
+            let orth = kernels(&c, 0, Stage::Decompress);
+            assert_eq!(orth.len(), 2 * rank + 4 * (rank - 1), "rank {rank}");
+            assert_eq!(orth.len(), device::gram_schmidt_kernels(rank));
+            assert_eq!(kernels(&c, 0, Stage::Compress).len(), 3);
+            assert_eq!(kernels(&c, 1, Stage::Compress).len(), 1);
+            assert_eq!(kernels(&c, 1, Stage::Decompress).len(), 3);
+            // The GEMMs are P = M Q, Q = M^T P and P Q^T with the effective rank.
+            let g = kernels(&c, 1, Stage::Compress)[0];
+            assert_eq!(g.flops, 2.0 * 300.0 * 200.0 * rank as f64);
+        }
+        // Raw (1-D) tensors: copied into the uncompressed buffer, averaged and copied
+        // back in round 0; nothing in round 1.
+        let mut c = PowerSgd::new(
+            &MethodParams::default(),
+            WorkerCtx {
+                rank: 0,
+                world_size: 2,
+                seed: 1,
+            },
+        )
+        .unwrap();
+        c.register(0, 1, 1000).unwrap();
+        assert_eq!(kernels(&c, 0, Stage::Compress).len(), 1);
+        assert_eq!(kernels(&c, 0, Stage::Decompress).len(), 2);
+        assert!(kernels(&c, 1, Stage::Compress).is_empty());
+        assert!(kernels(&c, 1, Stage::Decompress).is_empty());
+    }
 
     fn workers(n: usize, p: &MethodParams, shapes: &[(usize, usize)]) -> Vec<PowerSgd> {
         sim::workers(n, 7, shapes, |ctx| PowerSgd::new(p, ctx).unwrap())

@@ -14,10 +14,12 @@ use ndarray::{ArrayView2, ArrayViewMut2};
 use rand::RngCore;
 
 use super::bits::{self, Slot};
+use super::device::{self, BOOL, F32};
 use super::kernels::{mix, rng_for};
 use super::{
     Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
 };
+use crate::devcost::{Kernel, Stage};
 
 const NAME: &str = "qsgd";
 const STREAM_TAG: u64 = 0x5153_4744; // "QSGD"
@@ -231,6 +233,57 @@ impl Compressor for Qsgd {
             pack_codes(g, k, s, b, &mut rng, &mut wire.gather_u32);
         }
         Ok(())
+    }
+
+    /// sands-lab/grace `grace_dl/torch/compressor/qsgd.py` with the codes packed `b` bits
+    /// each (docs/methods.md, "Device kernels"): compress `norm`, `|g|`, `s / norm`,
+    /// `level`, `floor`, `uniform_`, `level - floor`, `<`, cast, `+`, `sign`, `*`, pack: 13
+    /// kernels; decompress per worker unpack, `norm / s`, `*`, `+=`, then `/ n`: `4n + 1`.
+    fn device_kernels(
+        &self,
+        t: TensorId,
+        round: usize,
+        _phase: usize,
+        stage: Stage,
+        out: &mut dyn FnMut(Kernel),
+    ) {
+        let Some(sl) = self.slots.get(t).and_then(|s| s.as_ref()) else {
+            return;
+        };
+        if round != 0 {
+            return;
+        }
+        let d = sl.d();
+        let (df, codes) = (d as f64, F32 * (wire_words(self.levels, d) - 1) as f64);
+        match stage {
+            Stage::Compress => {
+                out(device::ew("norm = |g|_2", d, 1, 0));
+                out(device::ew("|g|", d, 1, 1));
+                out(device::mem("s / norm (scalar)", 2.0 * F32));
+                out(device::ew("level = |g| * s / norm", d, 1, 1));
+                out(device::ew("floor(level)", d, 1, 1));
+                out(device::ew("prob = uniform_() (RNG)", d, 0, 1));
+                out(device::ew("level - floor", d, 2, 1));
+                out(device::mem("prob < level - floor", (2.0 * F32 + BOOL) * df));
+                out(device::mem("bool to float", (BOOL + F32) * df));
+                out(device::ew("new level = floor + next", d, 2, 1));
+                out(device::ew("sign(g)", d, 1, 1));
+                out(device::ew("new level * sign", d, 2, 1));
+                out(device::mem("pack b-bit codes", F32 * df + codes));
+            }
+            Stage::Decompress => {
+                for _ in 0..self.ctx.world_size.max(1) {
+                    out(device::mem(
+                        "unpack worker's codes to float",
+                        codes + F32 * df,
+                    ));
+                    out(device::mem("norm / s (scalar)", 2.0 * F32));
+                    out(device::ew("* norm / s", d, 1, 1));
+                    out(device::ew("sum += decoded", d, 2, 1));
+                }
+                out(device::ew("sum / n", d, 1, 1));
+            }
+        }
     }
 
     fn decompress(

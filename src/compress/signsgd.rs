@@ -19,9 +19,11 @@
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 use super::bits::{self, Slot};
+use super::device::{self, F32};
 use super::{
     Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
 };
+use crate::devcost::{Kernel, Stage};
 
 /// Per-tensor EF-SignSGD state.
 #[derive(Debug, Clone, Default)]
@@ -163,6 +165,58 @@ impl Compressor for SignSgd {
         st.scale = if d == 0 { 0.0 } else { (l1 / d as f64) as f32 };
         wire.gather_u32[0] = st.scale.to_bits();
         Ok(())
+    }
+
+    /// sands-lab/grace `grace_dl/torch` (docs/methods.md, "Device kernels"), with the
+    /// signs packed 32 per word. EF-SignSGD (`compressor/efsignsgd.py`,
+    /// `memory/residual.py`): compress `p = e + g`, `|p|`, `mean`, the packed signs, and
+    /// the residual `e = p - decompress(own)` (unpack, `* scale`, subtract): 7 kernels;
+    /// decompress per worker unpack, `* scale`, `+=`, then `/ n`: `3n + 1`. Majority vote
+    /// (`compressor/signsgd.py`): compress the packed signs; decompress per worker unpack
+    /// and `+=`, then `sign`: `2n + 1`.
+    fn device_kernels(
+        &self,
+        t: TensorId,
+        round: usize,
+        _phase: usize,
+        stage: Stage,
+        out: &mut dyn FnMut(Kernel),
+    ) {
+        let Some(sl) = self.slots.get(t).and_then(|s| s.as_ref()) else {
+            return;
+        };
+        if round != 0 {
+            return;
+        }
+        let d = sl.d();
+        let n = self.ctx.world_size.max(1);
+        match (stage, self.majority) {
+            (Stage::Compress, true) => out(device::pack_signs(d)),
+            (Stage::Compress, false) => {
+                out(device::ew("p = e + g (residual compensate)", d, 2, 1));
+                out(device::ew("|p|", d, 1, 1));
+                out(device::mem("scale = mean |p|", F32 * (d + 1) as f64));
+                out(device::pack_signs(d));
+                out(device::unpack_signs("residual: unpack own signs to +-1", d));
+                out(device::ew("residual: * scale", d, 1, 1));
+                out(device::ew("residual: e = p - decoded", d, 2, 1));
+            }
+            (Stage::Decompress, true) => {
+                for _ in 0..n {
+                    out(device::unpack_signs("unpack worker's signs to +-1", d));
+                    out(device::ew("sum += signs", d, 2, 1));
+                }
+                out(device::ew("majority: sign(sum)", d, 1, 1));
+            }
+            (Stage::Decompress, false) => {
+                for _ in 0..n {
+                    out(device::unpack_signs("unpack worker's signs to +-1", d));
+                    out(device::ew("* worker's scale", d, 1, 1));
+                    out(device::ew("sum += decoded", d, 2, 1));
+                }
+                out(device::ew("sum / n", d, 1, 1));
+            }
+        }
     }
 
     /// EF-SignSGD: `e = p - scale * sgn(p)` (applied lazily by the next compress).

@@ -35,11 +35,13 @@ use ndarray::{ArrayView2, ArrayViewMut2};
 use rand::RngCore;
 
 use super::bits::{self, Slot};
+use super::device::{self, F32, I64};
 use super::kernels::{mix, rng_for};
 use super::select::TopKScratch;
 use super::{
     Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
 };
+use crate::devcost::{Kernel, Stage};
 
 const NAME: &str = "sketch";
 /// Stream tag of the hash keys.
@@ -503,6 +505,81 @@ impl Compressor for Sketch {
             _ => compress_impl::<false>(hs, &mut sl.s.e, g, &mut wire.sum_f32, mask),
         }
         Ok(())
+    }
+
+    /// FetchSGD's `CSVec` (nikitaivkin/csh `csvec/csvec.py`, cached bucket and sign
+    /// rows; docs/methods.md, "Device kernels"). Compress: `p = g + e`, the zeroed table,
+    /// and per row `accumulateVec`'s clones of the bucket and sign rows, `signs * p`,
+    /// `torch.bincount` (its `min` and `max`, the weighted histogram) and `table[j] +=`:
+    /// `2 + 7r` kernels. Decompress: `_findAllValues` (zeros, per row gather, `* signs`,
+    /// store; median over rows), `_findHHK` (`vals**2`, `torch.sort`, gather of the top
+    /// k), `unSketch` (zeros, scatter), with `/ n` and the residual `e -= D / n`:
+    /// `3r + 14` kernels.
+    fn device_kernels(
+        &self,
+        t: TensorId,
+        round: usize,
+        _phase: usize,
+        stage: Stage,
+        out: &mut dyn FnMut(Kernel),
+    ) {
+        let Some(sl) = self.slots.get(t).and_then(|s| s.as_ref()) else {
+            return;
+        };
+        if round != 0 {
+            return;
+        }
+        let (d, k, c, r) = (sl.d(), sl.s.k, sl.s.c, self.rows);
+        let (df, kf, cf) = (d as f64, k as f64, c as f64);
+        match stage {
+            Stage::Compress => {
+                out(device::ew("p = g + e", d, 2, 1));
+                out(device::mem("table = zeros(r, c)", F32 * (r * c) as f64));
+                for _ in 0..r {
+                    out(Kernel::copy("clone bucket row", I64 * df));
+                    out(Kernel::copy("clone sign row", F32 * df));
+                    out(device::ew("signs * p", d, 2, 1));
+                    out(device::mem("bincount: buckets.min()", I64 * df));
+                    out(device::mem("bincount: buckets.max()", I64 * df));
+                    out(device::mem(
+                        "bincount: weighted histogram into c buckets",
+                        (I64 + F32) * df + F32 * cf,
+                    ));
+                    out(device::mem("table[j] += counts", 3.0 * F32 * cf));
+                }
+            }
+            Stage::Decompress => {
+                out(device::mem("vals = zeros(r, d)", F32 * (r * d) as f64));
+                for _ in 0..r {
+                    out(device::mem(
+                        "table[j, buckets[j]] (gather)",
+                        (I64 + 2.0 * F32) * df,
+                    ));
+                    out(device::ew("* signs[j]", d, 2, 1));
+                    out(device::ew("vals[j] = ...", d, 1, 1));
+                }
+                out(device::mem(
+                    "median over rows",
+                    F32 * (r * d) as f64 + (F32 + I64) * df,
+                ));
+                out(device::ew("vals**2", d, 1, 1));
+                device::radix_sort_pairs(out, d, F32, I64, device::RADIX_PASSES_F32, true);
+                out(device::mem(
+                    "vals[HHs] (gather the top k)",
+                    (I64 + 2.0 * F32) * kf,
+                ));
+                out(device::mem("unSketched = zeros(d)", F32 * df));
+                out(device::mem("D / n", 2.0 * F32 * kf));
+                out(device::mem(
+                    "unSketched[HHs] = D / n (scatter)",
+                    (I64 + 2.0 * F32) * kf,
+                ));
+                out(device::mem(
+                    "e[HHs] -= D / n (index_add_)",
+                    (I64 + 3.0 * F32) * kf,
+                ));
+            }
+        }
     }
 
     fn decompress(

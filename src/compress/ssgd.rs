@@ -1,10 +1,12 @@
 //! S-SGD, the dense baseline (docs/methods.md, "ssgd"): all-reduce (sum) the fp32 gradient,
 //! divide by the number of workers.
 
+use super::device::{self, F32};
 use super::select::{grad_slice, out_slice, tensor_err};
 use super::{
     Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
 };
+use crate::devcost::{Kernel, Stage};
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 const NAME: &str = "ssgd";
@@ -52,6 +54,26 @@ impl Compressor for Ssgd {
             sum_f32: r * c,
             ..WireLen::default()
         }
+    }
+    /// Compress: the copy into the fusion buffer; decompress: `out = sum / n` (one pass
+    /// reading the all-reduced buffer). docs/methods.md, "Device kernels".
+    fn device_kernels(
+        &self,
+        t: TensorId,
+        round: usize,
+        _phase: usize,
+        stage: Stage,
+        out: &mut dyn FnMut(Kernel),
+    ) {
+        let Ok((r, c)) = self.shape(t) else { return };
+        if round != 0 {
+            return;
+        }
+        let bytes = F32 * (r * c) as f64;
+        out(match stage {
+            Stage::Compress => Kernel::copy("copy into the fusion buffer", bytes),
+            Stage::Decompress => device::mem("average: out = sum / n", 2.0 * bytes),
+        });
     }
     fn compress(
         &mut self,

@@ -2,6 +2,7 @@
 //! `p = g + e`, send the `k = ceil(rho d)` entries of largest `|p|` (exact), `e = p` with
 //! the sent entries zeroed; all-gather of (index, value) pairs, decompress = sum / n.
 
+use super::device::{self, F32, I32, I64};
 use super::kernels::rng_for;
 use super::select::{
     grad_slice, indexable_len, out_slice, push_pairs, scatter_mean, single_round, tensor_err,
@@ -11,6 +12,7 @@ use super::{
     Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire,
     WireLen, WorkerCtx,
 };
+use crate::devcost::{Kernel, Stage};
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 const NAME: &str = "topk";
@@ -179,6 +181,62 @@ impl Compressor for TopK {
     fn feedback(&mut self, t: TensorId, _round: usize) -> Result<()> {
         self.state(t)?.apply_feedback();
         Ok(())
+    }
+    /// OMGS-SGD's `TopKCompressor` (HKBU-HPML/OMGS-SGD `compression.py`) and the
+    /// decompress of its `synchronize` (`hv_distributed_optimizer.py`); docs/methods.md,
+    /// "Device kernels": compress 7 kernels plus `torch.topk`'s, decompress `4n + 2`.
+    fn device_kernels(
+        &self,
+        t: TensorId,
+        round: usize,
+        _phase: usize,
+        stage: Stage,
+        out: &mut dyn FnMut(Kernel),
+    ) {
+        let Some(st) = self.tensors.get(t).and_then(Option::as_ref) else {
+            return;
+        };
+        if round != 0 {
+            return;
+        }
+        let (d, k) = (st.e.len(), st.k);
+        let (df, kf) = (d as f64, k as f64);
+        match stage {
+            Stage::Compress => {
+                out(device::ew("p = g + e (add_ residual)", d, 2, 1));
+                out(device::ew("|p|", d, 1, 1));
+                device::torch_topk(out, d, k, true);
+                out(device::mem(
+                    "values = p[indexes] (gather)",
+                    (I64 + 2.0 * F32) * kf,
+                ));
+                out(device::ew("residual = p + 0.0", d, 1, 1));
+                out(device::mem(
+                    "residual[indexes] = 0 (scatter)",
+                    (I64 + F32) * kf,
+                ));
+                out(device::mem(
+                    "indexes.int() for the all-gather",
+                    (I64 + I32) * kf,
+                ));
+            }
+            Stage::Decompress => {
+                out(device::mem("new_grad.fill_(0)", F32 * df));
+                for _ in 0..self.ctx.world_size.max(1) {
+                    out(device::mem("worker's indexes.long()", (I32 + I64) * kf));
+                    out(device::mem(
+                        "new_grad[indexes] (gather)",
+                        (I64 + 2.0 * F32) * kf,
+                    ));
+                    out(device::mem("+= values", 3.0 * F32 * kf));
+                    out(device::mem(
+                        "new_grad[indexes] = sum (scatter)",
+                        (I64 + 2.0 * F32) * kf,
+                    ));
+                }
+                out(device::ew("new_grad /= n", d, 1, 1));
+            }
+        }
     }
     fn decompress(
         &mut self,

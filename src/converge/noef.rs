@@ -113,6 +113,16 @@ impl Compressor for NoResidual {
     fn feedback(&mut self, t: TensorId, round: usize) -> Result<()> {
         self.inner.feedback(t, round)
     }
+    fn device_kernels(
+        &self,
+        t: TensorId,
+        round: usize,
+        phase: usize,
+        stage: crate::devcost::Stage,
+        out: &mut dyn FnMut(crate::devcost::Kernel),
+    ) {
+        self.inner.device_kernels(t, round, phase, stage, out)
+    }
     fn decompress(
         &mut self,
         t: TensorId,
