@@ -180,7 +180,10 @@ pub fn row(
         ),
         ("compute", c.compute.name().to_string()),
         ("compress_on", c.compress_on.name().to_string()),
-        ("compress_device", c.compress_device.clone().unwrap_or_default()),
+        (
+            "compress_device",
+            c.compress_device.clone().unwrap_or_default(),
+        ),
         ("iters", c.iters.to_string()),
         ("warmup", c.warmup.to_string()),
         ("iters_run", m.series.iter_s.len().to_string()),

@@ -212,8 +212,7 @@ impl Executor {
             )),
             (crate::devcost::CompressOn::Device, None) => {
                 return Err(Error::Input(
-                    "e2e: compress_on = device needs a device cost model (compress_device)"
-                        .into(),
+                    "e2e: compress_on = device needs a device cost model (compress_device)".into(),
                 ))
             }
         };

@@ -642,7 +642,12 @@ fn simulate_clock(
                         queue_end = dev.kernel(clock, c);
                         r.pack_s += c;
                     }
-                    None => run(&mut clock, &mut r.pack_s, cpu * pb * 4.0 * e as f64, bwd_end),
+                    None => run(
+                        &mut clock,
+                        &mut r.pack_s,
+                        cpu * pb * 4.0 * e as f64,
+                        bwd_end,
+                    ),
                 }
             }
             SchedOp::Compress {

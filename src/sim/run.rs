@@ -87,7 +87,10 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
     let measured = req.compare.as_deref().map(measured_cases).transpose()?;
     if let Some(measured) = &measured {
         for m in measured {
-            let dev = m.compress_device.as_deref().or(req.compress_device.as_deref());
+            let dev = m
+                .compress_device
+                .as_deref()
+                .or(req.compress_device.as_deref());
             let costs = costs_for(req, m.case.world_size, report.as_ref(), dev)?;
             let r = simulate_with(&m.case, &costs, &mut wires)?;
             rows.push(SimRow::new(&m.case, &r, &costs));
