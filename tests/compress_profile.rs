@@ -3,6 +3,8 @@
 //! into `devcost::profile::CompressProfile` and covers a ResNet-20 run (docs/csv-schema.md,
 //! "Compress profile").
 
+mod common;
+
 use std::path::PathBuf;
 
 use gradcomp::compress::{registry, MethodParams};
@@ -21,6 +23,11 @@ fn profile_written_by_the_python_script_reads_and_covers_resnet20() {
         .find(|l| !l.starts_with('#') && !l.trim().is_empty())
         .unwrap();
     assert_eq!(header, HEADER, "the script and the reader share one header");
+    assert_eq!(
+        common::documented_columns("--compress-profile").join(","),
+        HEADER,
+        "docs/csv-schema.md documents the columns in the header's order"
+    );
 
     let p = CompressProfile::read(fixture()).unwrap();
     assert_eq!(p.methods(), registry::METHODS.to_vec());
