@@ -272,7 +272,7 @@ pub fn world_size_matters(method: &str, stage: Stage) -> bool {
 }
 
 /// A measured compression profile (see the module doc for the format).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default)]
 pub struct CompressProfile {
     path: String,
     /// `# key: value` comments in file order, with their lines (0 when set in code).
