@@ -9,6 +9,8 @@
 
 use std::fmt;
 
+pub mod profile;
+
 /// Where compression, packing and the reduction arithmetic are charged.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -1,0 +1,88 @@
+//! A compress profile written by analysis/profile_compress.py (a CPU run over ResNet-20's
+//! shapes, every method, world size 2: tests/data/compress_profile_resnet20_cpu.csv) reads
+//! into `devcost::profile::CompressProfile` and covers a ResNet-20 run (docs/csv-schema.md,
+//! "Compress profile").
+
+mod common;
+
+use std::path::PathBuf;
+
+use gradcomp::compress::{registry, MethodParams};
+use gradcomp::devcost::profile::{CompressProfile, ProfileError, HEADER};
+use gradcomp::devcost::Stage;
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/compress_profile_resnet20_cpu.csv")
+}
+
+#[test]
+fn profile_written_by_the_python_script_reads_and_covers_resnet20() {
+    let text = std::fs::read_to_string(fixture()).unwrap();
+    let header = text
+        .lines()
+        .find(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .unwrap();
+    assert_eq!(header, HEADER, "the script and the reader share one header");
+    assert_eq!(
+        common::documented_columns("--compress-profile").join(","),
+        HEADER,
+        "docs/csv-schema.md documents the columns in the header's order"
+    );
+
+    let p = CompressProfile::read(fixture()).unwrap();
+    assert_eq!(p.methods(), registry::METHODS.to_vec());
+    assert_eq!(p.meta("model"), Some("resnet20"));
+    assert!(
+        p.meta("device").unwrap().starts_with("cpu"),
+        "{:?}",
+        p.meta("device")
+    );
+    assert!(p.meta("torch").is_some() && p.meta("date").is_some());
+
+    let m = gradcomp::models::build("resnet20").unwrap();
+    let shapes: Vec<(usize, usize)> = m.tensors.iter().map(|t| t.rows_cols()).collect();
+    p.check(registry::METHODS, &shapes, 2).unwrap();
+    p.check_params(registry::METHODS, &MethodParams::default())
+        .unwrap();
+    // All-reduce and ring methods are taken from world size 2 at any world size; the
+    // all-gather ones' decompress is not.
+    p.check(
+        &["ssgd", "powersgd", "acpsgd", "marsit", "sketch"],
+        &shapes,
+        16,
+    )
+    .unwrap();
+    let e = p.check(&["topk"], &shapes, 16).unwrap_err();
+    assert!(
+        matches!(e, ProfileError::MissingWorldSize { world_size: 16, .. }),
+        "{e}"
+    );
+
+    // Every lookup a ResNet-20 run makes has a time; Power-SGD's raw tensors do nothing
+    // in round 1 (written as 0).
+    let (r, c) = m.tensors[0].rows_cols();
+    for stage in [Stage::Compress, Stage::Decompress] {
+        assert!(p.time_s("topk", stage, 0, 0, r, c, 2).unwrap() > 0.0);
+        assert!(p.time_s("acpsgd", stage, 0, 1, r, c, 2).unwrap() > 0.0);
+    }
+    assert_eq!(
+        p.time_s("powersgd", Stage::Compress, 1, 0, 1, 16, 2),
+        Some(0.0)
+    );
+    assert!(
+        p.time_s("powersgd", Stage::Compress, 1, 0, 64, 576, 2)
+            .unwrap()
+            > 0.0
+    );
+
+    let spec = p.copy_spec().unwrap();
+    assert!(spec.launch_s >= 0.0 && spec.launch_s < 1e-3, "{spec:?}");
+    assert!(spec.mem_bytes_per_s > 1e8, "{spec:?}");
+
+    // Rust's writer and reader agree with the Python-written file.
+    let out = std::env::temp_dir().join(format!("gradcomp-profile-it-{}.csv", std::process::id()));
+    p.write(&out).unwrap();
+    let q = CompressProfile::read(&out).unwrap();
+    assert_eq!(q.rows(), p.rows());
+    let _ = std::fs::remove_file(&out);
+}
