@@ -336,6 +336,9 @@ pub struct PlacementArgs {
     /// Device cost preset for --compress-on device: v100, rtx2080ti, a100, h100 [default: --device]
     #[arg(long, value_name = "PRESET")]
     pub compress_device: Option<String>,
+    /// Measured device compression times (CSV from analysis/profile_compress.py) for --compress-on device
+    #[arg(long, value_name = "FILE")]
+    pub compress_profile: Option<String>,
 }
 
 impl SimulateArgs {
@@ -418,6 +421,7 @@ impl SimulateArgs {
             params: spec.params,
             compress_on: spec.compress_on,
             compress_device: spec.compress_device,
+            compress_profile: spec.compress_profile,
             network: self.network.clone(),
             fits: self.fits.clone(),
             compare: self.compare.clone(),
@@ -621,6 +625,7 @@ impl E2eArgs {
             cost_comm: self.cost_comm.clone(),
             compress_on: self.placement.compress_on.clone(),
             compress_device: self.placement.compress_device.clone(),
+            compress_profile: self.placement.compress_profile.clone(),
             densities: self.params.density.clone(),
             lowrank_ranks: self.params.lowrank_rank.clone(),
             ranks: self.params.rank.clone(),

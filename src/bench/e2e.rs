@@ -63,7 +63,24 @@ pub fn measure(
         None => None,
     };
     let device_costs = match &c.compress_device {
-        Some(d) => Some(crate::devcost::DeviceCosts::preset(d).map_err(Error::Input)?),
+        Some(d) => {
+            let dc = crate::devcost::DeviceCosts::preset(d).map_err(Error::Input)?;
+            match &c.compress_profile {
+                Some(p) => {
+                    let prof = crate::devcost::profile::CompressProfile::read(p)
+                        .map_err(|e| Error::Input(e.to_string()))?;
+                    crate::sim::run::check_profile(
+                        &prof,
+                        &c.model,
+                        std::slice::from_ref(&c.method),
+                        world.size,
+                    )
+                    .map_err(|e| Error::Input(e.to_string()))?;
+                    Some(dc.with_profile(std::sync::Arc::new(prof)))
+                }
+                None => Some(dc),
+            }
+        }
         None => None,
     };
     let setup = E2eSetup {

@@ -56,6 +56,9 @@ pub struct E2eCase {
     /// Device cost preset for `compress_on = device`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compress_device: Option<String>,
+    /// Measured device compression times for `compress_on = device`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compress_profile: Option<String>,
     pub params: crate::compress::MethodParams,
     pub iters: u64,
     pub warmup: u64,
@@ -395,6 +398,12 @@ impl Config {
                                             crate::devcost::CompressOn::Host => None,
                                             crate::devcost::CompressOn::Device => {
                                                 s.compress_device.clone()
+                                            }
+                                        },
+                                        compress_profile: match compress_on {
+                                            crate::devcost::CompressOn::Host => None,
+                                            crate::devcost::CompressOn::Device => {
+                                                s.compress_profile.clone()
                                             }
                                         },
                                         params: params.clone(),

@@ -43,6 +43,10 @@ pub struct E2eSection {
     /// `h100`) [default: `device`].
     #[serde(default)]
     pub compress_device: Option<String>,
+    /// Measured device compression times (analysis/profile_compress.py) replacing the
+    /// cost model's where they cover the operation.
+    #[serde(default)]
+    pub compress_profile: Option<String>,
     #[serde(default)]
     pub densities: Option<Vec<f64>>,
     /// Power-SGD/ACP-SGD rank sweep (overrides params.rank).
@@ -152,6 +156,7 @@ pub struct E2eSpec {
     pub compress_on: Vec<crate::devcost::CompressOn>,
     /// The device cost preset, when `compress_on` has `device`.
     pub compress_device: Option<String>,
+    pub compress_profile: Option<String>,
     pub compute: crate::engine::device::ComputeMode,
     pub compute_profile: Option<String>,
     pub cost_comm: Option<String>,
@@ -186,6 +191,19 @@ impl E2eSection {
         }
         if out.is_empty() {
             return Err(origin.invalid("compress_on", "empty: give host, device or both"));
+        }
+        if let Some(p) = &self.compress_profile {
+            let prof = crate::devcost::profile::CompressProfile::read(p)
+                .map_err(|e| origin.invalid("compress_profile", e))?;
+            let base: Vec<&str> = self.methods.iter().map(|m| base_method(m)).collect();
+            prof.check_params(&base, &self.params)
+                .map_err(|e| origin.invalid("compress_profile", e))?;
+            if !out.contains(&CompressOn::Device) {
+                return Err(origin.invalid(
+                    "compress_profile",
+                    "a compression profile prices device compression: add compress_on = device",
+                ));
+            }
         }
         if !out.contains(&CompressOn::Device) {
             return Ok((out, None));
@@ -351,6 +369,7 @@ impl E2eSection {
             batch: self.batch,
             compress_on,
             compress_device,
+            compress_profile: self.compress_profile.clone(),
             compute,
             compute_profile: self.compute_profile.clone(),
             cost_comm: self.cost_comm.clone(),

@@ -203,17 +203,22 @@ impl DeviceSpec {
 }
 
 /// The device compression costs a run charges: a [`DeviceSpec`] (preset) pricing each
-/// method's kernels.
-#[derive(Clone, Debug, PartialEq)]
+/// method's kernels, or a measured [`profile::CompressProfile`] where it has the
+/// operation (its copy rows then price the copies).
+#[derive(Clone, Debug)]
 pub struct DeviceCosts {
     pub spec: DeviceSpec,
+    pub profile: Option<std::sync::Arc<profile::CompressProfile>>,
 }
 
 impl DeviceCosts {
     /// Costs from preset `name`; the error lists the presets.
     pub fn preset(name: &str) -> Result<DeviceCosts, String> {
         DeviceSpec::preset(name)
-            .map(|spec| DeviceCosts { spec })
+            .map(|spec| DeviceCosts {
+                spec,
+                profile: None,
+            })
             .ok_or_else(|| {
                 format!(
                     "unknown compression device '{name}'; allowed: {}",
@@ -222,47 +227,84 @@ impl DeviceCosts {
             })
     }
 
-    /// Time of one operation's kernels (s).
+    /// Preset `name` with measured times from `profile` where it has them.
+    pub fn with_profile(mut self, profile: std::sync::Arc<profile::CompressProfile>) -> Self {
+        self.profile = Some(profile);
+        self
+    }
+
+    /// Time of one operation's kernels (s) by the roofline.
     pub fn kernels_s(&self, list: &[Kernel]) -> f64 {
         list.iter().map(|k| self.spec.kernel_s(k)).sum()
     }
 
-    /// Device time of unit `t`'s compress and decompress over all `rounds` of steps of
-    /// `phase` (what the planners charge per unit).
+    /// Time of `stage` of `method`'s `round` in steps of `phase` on a `rows x cols` unit
+    /// among `world_size` workers: the profile's measurement, else the roofline of the
+    /// method's kernels `list`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn op_s(
+        &self,
+        method: &str,
+        stage: Stage,
+        round: usize,
+        phase: usize,
+        (rows, cols): (usize, usize),
+        world_size: usize,
+        list: &[Kernel],
+    ) -> f64 {
+        self.profile
+            .as_ref()
+            .and_then(|p| p.time_s(method, stage, round, phase, rows, cols, world_size))
+            .unwrap_or_else(|| self.kernels_s(list))
+    }
+
+    /// Time of a copy of `bytes` in `launches` kernels: the profile's fitted copy line,
+    /// else the preset's.
+    pub fn copy_s(&self, bytes: f64, launches: usize) -> f64 {
+        match self.profile.as_ref().and_then(|p| p.copy_spec()) {
+            Some(c) => c.copy_s(bytes, launches),
+            None => self.spec.copy_s(bytes, launches),
+        }
+    }
+
+    /// Device time of unit `t` (`shape`) of `comp`'s compress and decompress over all
+    /// `rounds` of steps of `phase` (what the planners charge per unit).
     pub fn unit_s(
         &self,
         comp: &dyn crate::compress::Compressor,
         t: usize,
+        shape: (usize, usize),
         rounds: usize,
         phase: usize,
+        world_size: usize,
     ) -> f64 {
         let mut total = 0.0;
         for r in 0..rounds {
             for st in [Stage::Compress, Stage::Decompress] {
-                comp.device_kernels(t, r, phase, st, &mut |k| total += self.spec.kernel_s(&k));
+                let mut v = Vec::new();
+                comp.device_kernels(t, r, phase, st, &mut |k| v.push(k));
+                total += self.op_s(comp.name(), st, r, phase, shape, world_size, &v);
             }
         }
         total
     }
 
-    /// For `cost_source`: `device v100 (roofline: 720 GB/s, 11.0 TFLOP/s, 5 us/launch)`.
+    /// For `cost_source`: `device v100 (roofline: 720 GB/s, 11.0 TFLOP/s, 5 us/launch)`,
+    /// plus the profile when one is used.
     pub fn describe(&self) -> String {
         let s = &self.spec;
-        format!(
+        let roofline = format!(
             "device {} (roofline: {:.0} GB/s, {:.1} TFLOP/s, {:.0} us/launch)",
             s.name,
             s.mem_bytes_per_s / 1e9,
             s.flops_per_s / 1e12,
             s.launch_s * 1e6
-        )
+        );
+        match &self.profile {
+            Some(p) => format!("{}; else {roofline}", p.describe()),
+            None => roofline,
+        }
     }
-}
-
-/// Total roofline time of the kernels `list` reports.
-pub fn kernels_s(spec: &DeviceSpec, list: impl FnOnce(&mut dyn FnMut(Kernel))) -> f64 {
-    let mut total = 0.0;
-    list(&mut |k| total += spec.kernel_s(&k));
-    total
 }
 
 #[cfg(test)]

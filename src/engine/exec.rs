@@ -70,7 +70,7 @@ impl DeviceCharges {
     fn new(
         comp: &dyn Compressor,
         plans: &[Vec<Bucket>],
-        tensors: &[TensorSpec],
+        (tensors, merge, world_size): (&[TensorSpec], bool, usize),
         rounds: usize,
         d: &crate::devcost::DeviceCosts,
     ) -> DeviceCharges {
@@ -78,7 +78,8 @@ impl DeviceCharges {
         let list = |u: usize, r: usize, ph: usize, st: Stage| {
             let mut v: Vec<Kernel> = Vec::new();
             comp.device_kernels(u, r, ph, st, &mut |k| v.push(k));
-            d.kernels_s(&v)
+            let shape = unit_shape(tensors, plans, merge, u);
+            d.op_s(comp.name(), st, r, ph, shape, world_size, &v)
         };
         DeviceCharges {
             pack_s: plans
@@ -87,7 +88,7 @@ impl DeviceCharges {
                     plan.iter()
                         .map(|b| {
                             let e: usize = b.tensors.iter().map(|&t| tensors[t].numel()).sum();
-                            d.spec.copy_s(4.0 * e as f64, b.tensors.len())
+                            d.copy_s(4.0 * e as f64, b.tensors.len())
                         })
                         .collect()
                 })
@@ -206,7 +207,7 @@ impl Executor {
             (crate::devcost::CompressOn::Device, Some(d)) => Some(DeviceCharges::new(
                 comp.as_ref(),
                 &plans,
-                s.tensors,
+                (s.tensors, s.merge, world.size),
                 rounds,
                 d,
             )),

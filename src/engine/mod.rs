@@ -423,7 +423,13 @@ fn plan_with_costs(
                 .tensors
                 .iter()
                 .enumerate()
-                .map(|(t, ts)| (ts.numel() as f64, d.unit_s(comp, t, rounds, 0)))
+                .map(|(t, ts)| {
+                    let shape = (ts.rows, ts.cols);
+                    (
+                        ts.numel() as f64,
+                        d.unit_s(comp, t, shape, rounds, 0, world.size),
+                    )
+                })
                 .collect();
             let c = crate::comm::netmodel::CompressCost::fit(&points)
                 .map(|(c, _)| c)

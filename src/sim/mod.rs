@@ -348,7 +348,13 @@ pub fn simulate_with(
         let ts = &wl.tensors[t];
         pos_wire.push(oracle.get(ts.rows, ts.cols)?);
         if let Some(d) = device {
-            pos_dev.push(unit_device_s(d, &oracle.kernels(ts.rows, ts.cols)?));
+            let shape = (ts.rows, ts.cols);
+            pos_dev.push(unit_device_s(
+                d,
+                case,
+                shape,
+                &oracle.kernels(ts.rows, ts.cols)?,
+            ));
         }
     }
     let mut plan_source = None;
@@ -438,7 +444,9 @@ pub fn simulate_with(
             if case.merge {
                 let e: usize = g.iter().map(|&p| numel[p]).sum();
                 let dev_s = match device {
-                    Some(d) => unit_device_s(d, &oracle.kernels(1, e)?).swap_remove(phase),
+                    Some(d) => {
+                        unit_device_s(d, case, (1, e), &oracle.kernels(1, e)?).swap_remove(phase)
+                    }
                     None => Vec::new(),
                 };
                 bucket_units.push(vec![Unit {
@@ -487,13 +495,29 @@ struct Unit {
     dev_s: Vec<[f64; 2]>,
 }
 
-/// Device seconds per phase and round of [compress, decompress] of a unit's kernels.
-fn unit_device_s(d: &DeviceCosts, k: &wire::PhaseKernels) -> Vec<Vec<[f64; 2]>> {
+/// Device seconds per phase and round of [compress, decompress] of a `shape` unit of
+/// `case`'s compressor with kernels `k` ([`DeviceCosts::op_s`]).
+fn unit_device_s(
+    d: &DeviceCosts,
+    case: &SimCase,
+    shape: (usize, usize),
+    k: &wire::PhaseKernels,
+) -> Vec<Vec<[f64; 2]>> {
+    use crate::devcost::Stage;
+    let n = case.world_size.max(1);
+    let m = case.base_method.as_str();
     k.iter()
-        .map(|rounds| {
+        .enumerate()
+        .map(|(ph, rounds)| {
             rounds
                 .iter()
-                .map(|[c, dc]| [d.kernels_s(c), d.kernels_s(dc)])
+                .enumerate()
+                .map(|(r, [c, dc])| {
+                    [
+                        d.op_s(m, Stage::Compress, r, ph, shape, n, c),
+                        d.op_s(m, Stage::Decompress, r, ph, shape, n, dc),
+                    ]
+                })
                 .collect()
         })
         .collect()
@@ -638,7 +662,7 @@ fn simulate_clock(
                 match device {
                     // One copy kernel per tensor of the bucket (torch.cat, and back).
                     Some(d) => {
-                        let c = d.spec.copy_s(4.0 * e as f64, groups[bucket].len());
+                        let c = d.copy_s(4.0 * e as f64, groups[bucket].len());
                         queue_end = dev.kernel(clock, c);
                         r.pack_s += c;
                     }

@@ -7,8 +7,24 @@ use super::{
 };
 use crate::comm::exchange::CollectiveMode;
 use crate::compress::MethodParams;
+use crate::devcost::profile::CompressProfile;
 use crate::schedule::plan::Fusion;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A compression profile must cover every (unmerged) method's tensors of `model` at `n`
+/// workers; merged units (omgs, sketch-fusion) are priced by the roofline.
+pub fn check_profile(p: &CompressProfile, model: &str, methods: &[String], n: usize) -> Result<()> {
+    let m = crate::models::build(model).map_err(|e| SimError::Input(e.to_string()))?;
+    let shapes: Vec<(usize, usize)> = m.tensors.iter().map(|t| t.rows_cols()).collect();
+    let base: Vec<&str> = methods
+        .iter()
+        .filter(|x| crate::config::implied_fusion(x).is_none())
+        .map(String::as_str)
+        .collect();
+    p.check(&base, &shapes, n)
+        .map_err(|e| SimError::Input(e.to_string()))
+}
 
 /// What `gradcomp simulate` asks for (validated from the flags).
 pub struct SimulateRequest {
@@ -24,6 +40,8 @@ pub struct SimulateRequest {
     pub compress_on: Vec<crate::devcost::CompressOn>,
     /// Device cost preset when `compress_on` has `device`.
     pub compress_device: Option<String>,
+    /// Measured device compression times (validated: it reads).
+    pub compress_profile: Option<String>,
     /// Network preset, or None with `fits` set.
     pub network: Option<String>,
     /// A results directory with micro_comm.csv / micro_compress.csv to fit costs from.
@@ -46,6 +64,7 @@ fn costs_for(
     n: usize,
     report: Option<&fit::FitReport>,
     compress_device: Option<&str>,
+    profile: Option<&Arc<CompressProfile>>,
 ) -> Result<CostModel> {
     let mut c = match (report, &req.network) {
         (Some(rep), None) => rep.cost_model(n),
@@ -54,7 +73,11 @@ fn costs_for(
         (None, None) => CostModel::preset("10gbe"),
     }?;
     if let Some(d) = compress_device {
-        c.device = Some(crate::devcost::DeviceCosts::preset(d).map_err(SimError::Input)?);
+        let mut dc = crate::devcost::DeviceCosts::preset(d).map_err(SimError::Input)?;
+        if let Some(p) = profile {
+            dc = dc.with_profile(p.clone());
+        }
+        c.device = Some(dc);
     }
     Ok(c)
 }
@@ -81,6 +104,12 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         Some(d) => Some(fit::fit_dir(d)?),
         None => None,
     };
+    let profile = match &req.compress_profile {
+        Some(p) => Some(Arc::new(
+            CompressProfile::read(p).map_err(|e| SimError::Input(e.to_string()))?,
+        )),
+        None => None,
+    };
     let mut rows = Vec::new();
     // Registered shapes' wires, shared by every case of the sweep.
     let mut wires = WireCache::default();
@@ -91,7 +120,13 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
                 .compress_device
                 .as_deref()
                 .or(req.compress_device.as_deref());
-            let costs = costs_for(req, m.case.world_size, report.as_ref(), dev)?;
+            let costs = costs_for(
+                req,
+                m.case.world_size,
+                report.as_ref(),
+                dev,
+                profile.as_ref(),
+            )?;
             let r = simulate_with(&m.case, &costs, &mut wires)?;
             rows.push(SimRow::new(&m.case, &r, &costs));
         }
@@ -102,7 +137,11 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
             );
             let wl = SimWorkload::zoo(model, req.batch, &compute, &req.device)?;
             for &n in &req.world_sizes {
-                let costs = costs_for(req, n, report.as_ref(), req.compress_device.as_deref())?;
+                let dev = req.compress_device.as_deref();
+                let costs = costs_for(req, n, report.as_ref(), dev, profile.as_ref())?;
+                if let Some(p) = &profile {
+                    check_profile(p, model, &req.methods, n)?;
+                }
                 for method in &req.methods {
                     // omgs / sketch-fusion imply their fusion: one case, not one per value.
                     let fusions = match crate::config::implied_fusion(method) {
