@@ -258,3 +258,80 @@ fn a_failed_write_exits_1_and_an_unusable_out_exits_2() {
     assert!(err.contains(under_file.to_str().unwrap()), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A bad compression profile exits 2 naming the line (a negative time), the method the
+/// run needs and the profile lacks, or the shape it lacks (a profile of another model).
+#[test]
+fn bad_compress_profiles_exit_2_naming_the_row() {
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/compress_profile_resnet20_cpu.csv"
+    );
+    let text = std::fs::read_to_string(fixture).unwrap();
+    let dir = tmpdir("bad-profiles");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Negative time on the first data line.
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    let first = lines
+        .iter()
+        .position(|l| l.starts_with("ssgd,"))
+        .expect("fixture has ssgd rows");
+    let mut f: Vec<String> = lines[first].split(',').map(String::from).collect();
+    *f.last_mut().unwrap() = "-0.1".into();
+    lines[first] = f.join(",");
+    let negative = dir.join("negative.csv");
+    std::fs::write(&negative, lines.join("\n")).unwrap();
+    // Only S-SGD (and the copy rows).
+    let only_ssgd: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.starts_with('#')
+                || l.starts_with("method,")
+                || l.starts_with("ssgd,")
+                || l.starts_with("copy,")
+        })
+        .collect();
+    let ssgd = dir.join("ssgd.csv");
+    std::fs::write(&ssgd, only_ssgd.join("\n")).unwrap();
+    for (profile, model, method, word) in [
+        (
+            negative.to_str().unwrap(),
+            "resnet20",
+            "ssgd",
+            format!("line {}", first + 1),
+        ),
+        (
+            ssgd.to_str().unwrap(),
+            "resnet20",
+            "topk",
+            "topk".to_string(),
+        ),
+        (fixture, "resnet50", "ssgd", "resnet50".to_string()),
+    ] {
+        let out_dir = dir.join(format!("out-{method}-{model}"));
+        let out = Command::new(BIN)
+            .args([
+                "simulate",
+                "--model",
+                model,
+                "--methods",
+                method,
+                "--world-sizes",
+                "2",
+                "--compress-on",
+                "device",
+                "--compress-profile",
+                profile,
+                "--out",
+                out_dir.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{profile}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains(&word) || err.contains("shape"),
+            "{profile}: want {word}: {err}"
+        );
+    }
+}

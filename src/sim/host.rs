@@ -173,7 +173,11 @@ pub fn calibrate(
     let mut by_n: BTreeMap<usize, Vec<Sample>> = BTreeMap::new();
     for (case, m, _) in e2e_rows(e2e_csv)? {
         let rows = by_n.entry(case.world_size).or_default();
-        if case.method == CALIBRATION_METHOD && !m.compute_none {
+        // Host compression rows only: a device row's timeline has no host work to fit.
+        if case.method == CALIBRATION_METHOD
+            && !m.compute_none
+            && case.compress_on == crate::devcost::CompressOn::Host
+        {
             rows.push(Sample {
                 case,
                 fwd_s: m.fwd_s,

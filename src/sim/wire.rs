@@ -110,27 +110,25 @@ impl<'a, 'c> WireOracle<'a, 'c> {
                         .collect()
                 })
                 .collect();
-            // The same kernels at both probes (a method launches a fixed sequence per
-            // unit), each with its bytes and flops extrapolated.
-            let mut kernels = a.kernels.clone();
+            // Each kernel's bytes and flops extrapolated between the probes; where the
+            // two probes launch different kernels (a method switching algorithm with
+            // size), the larger probe's scaled in proportion to the length.
+            let mut kernels = b.kernels.clone();
             for (ph, rounds) in kernels.iter_mut().enumerate() {
                 for (r, stages) in rounds.iter_mut().enumerate() {
                     for (s, list) in stages.iter_mut().enumerate() {
-                        let other = &b.kernels[ph][r][s];
-                        if other.len() != list.len()
-                            || other.iter().zip(list.iter()).any(|(o, k)| o.name != k.name)
-                        {
-                            return Err(merr(
-                                self.case,
-                                format!(
-                                    "device kernels of a 1 x {d1} and a 1 x {d2} tensor differ; \
-                                     cannot extrapolate to 1 x {cols}"
-                                ),
-                            ));
-                        }
-                        for (k, o) in list.iter_mut().zip(other) {
-                            k.bytes = extf(k.bytes, o.bytes);
-                            k.flops = extf(k.flops, o.flops);
+                        let small = &a.kernels[ph][r][s];
+                        let same = small.len() == list.len()
+                            && small.iter().zip(list.iter()).all(|(o, k)| o.name == k.name);
+                        let scale = cols as f64 / d2 as f64;
+                        for (i, k) in list.iter_mut().enumerate() {
+                            if same {
+                                k.bytes = extf(small[i].bytes, k.bytes);
+                                k.flops = extf(small[i].flops, k.flops);
+                            } else {
+                                k.bytes *= scale;
+                                k.flops *= scale;
+                            }
                         }
                     }
                 }
