@@ -442,9 +442,10 @@ def paper_scale_section(R, found):
     for key, h in pub.PAPER_SCALE.items():
         if any(f.get("headline") == key for f in found):
             rpn = h["ranks_per_node"]
-            R.add(f"- `{key}`: {pub.CITATIONS[h['paper']]}. Published setup: {h['setup']} (GPU "
-                  f"{h['gpu'] or 'not recorded: device compression priced on the script's preset'}, "
-                  f"{f'{rpn} GPUs per node' if rpn else 'GPUs per node not recorded'}). Simulated: {h['ours']}.")
+            gpu = h["gpu"] or "not recorded: device compression priced on the script's preset"
+            nodes = f"{rpn} GPUs per node" if rpn else "GPUs per node not recorded"
+            R.add(f"- `{key}`: {pub.CITATIONS[h['paper']]}. Published setup: {h['setup']} (GPU {gpu}, {nodes}). "
+                  f"Simulated: {h['ours']}.")
     R.add("")
     if len(acp):
         R.table("paper_scale_acpsgd", acp, "ACP-SGD mean speedup over the 4 models per network, 32 workers, "
