@@ -34,7 +34,7 @@ failed=()
 sim() {
     local headline=$1 sub=$2 dir=$OUT/$2 rpn=$3 net=$4
     shift 4
-    local args=(simulate "$@" --network "$net" --compress-on host,device --compress-device "$DEVICE")
+    local args=(simulate "$@" --network "$net" --compress-on "host,device" --compress-device "$DEVICE")
     local rpn_note="unknown (not passed)"
     if [[ -n $rpn ]]; then
         if [[ $RPN_SUPPORTED == 1 ]]; then
