@@ -10,7 +10,7 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 MPIFLAGS ?= $(shell $(MPIRUN) --version 2>&1 | grep -q 'Open MPI' && echo --oversubscribe --bind-to none)
 
-.PHONY: setup build bench lint test report paper sim-accuracy netlab-bench ci-slurm ci-mpich clean
+.PHONY: setup build bench lint test report paper paper-scale sim-accuracy netlab-bench ci-slurm ci-mpich clean
 
 ## setup: install missing Debian packages (as root or via sudo) and the analysis venv
 setup:
@@ -51,6 +51,15 @@ paper: build
 	    $(MPIRUN) $(MPIFLAGS) -np $$n target/release/gradcomp run bench-configs/$(EXP)-laptop.toml --out $(OUT)/np$$n; done ;; \
 	  *) $(MPIRUN) $(MPIFLAGS) -np $(NP) target/release/gradcomp run bench-configs/$(EXP)-laptop.toml --out $(OUT) ;; esac
 	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis report $(OUT)
+
+## paper-scale: every paper's headline setup through `gradcomp simulate` with compression on
+## the host and on a GPU model (scripts/paper_scale.sh, seconds), into OUT=results/paper-scale,
+## then its report (section "Paper scale (simulated)"). Exit 1 when a headline's simulate failed.
+PAPER_SCALE_OUT ?= results/paper-scale
+paper-scale: build
+	@rc=0; GRADCOMP=target/release/gradcomp bash scripts/paper_scale.sh $(PAPER_SCALE_OUT) || rc=1; \
+	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis report $(PAPER_SCALE_OUT) || rc=1; \
+	echo "report: $(PAPER_SCALE_OUT)/report/report.md (section Paper scale (simulated))"; exit $$rc
 
 ## sim-accuracy: simulated vs measured iter_s at 2 and 4 ranks, fails outside 15% (issue 5's
 ## accuracy test, ~45 s; a timing measurement, so not part of `make test`)

@@ -15,7 +15,7 @@ import sys
 import pandas as pd
 
 from . import plots, published as pub, tables as T
-from .io import ReportError, load_csv, load_results  # noqa: F401  (load_csv: public API)
+from .io import ReportError, Results, discover, load_csv, load_results  # noqa: F401  (load_csv: public API)
 
 # Which bench config produces the rows of each paper table (docs/reproduce.md).
 CONFIGS = {
@@ -215,6 +215,249 @@ def acp_vs_power(R, df, name: str, what: str):
         R.table(name, t)
 
 
+# ---------------------------------------------------------------- paper scale (simulated)
+PAPER_SCALE_MARKER = "paper_scale.txt"  # written by scripts/paper_scale.sh beside each sim.csv
+COST_COMPONENTS = ["compress_s", "decompress_s", "comm_s", "pack_s", "exposed_s"]
+COMPRESS_ON = ["host", "device"]
+
+
+def find_paper_scale(dirs) -> list:
+    """Folders below DIRS written by scripts/paper_scale.sh, each a dict: `path`, the
+    marker's key=value fields (headline, network, ranks_per_node, command, ...), `sim`
+    (its sim.csv, or None) and `error` (simulate's error.txt, or "")."""
+    found = []
+    for root in dirs:
+        for d, subs, files in os.walk(root):
+            subs[:] = sorted(s for s in subs if not os.path.islink(os.path.join(d, s)))
+            if PAPER_SCALE_MARKER not in files:
+                continue
+            with open(os.path.join(d, PAPER_SCALE_MARKER)) as f:
+                info = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+            info["path"] = d
+            info["label"] = os.path.relpath(d, root)
+            info["sim"] = load_csv(d, "sim.csv")
+            err = os.path.join(d, "error.txt")
+            info["error"] = open(err).read().strip() if os.path.exists(err) else ""
+            found.append(info)
+    return found
+
+
+def _sims(found, headline: str) -> pd.DataFrame:
+    fs = [f["sim"].assign(headline=headline, folder=f["path"]) for f in found
+          if f.get("headline") == headline and f["sim"] is not None and len(f["sim"])]
+    return pd.concat(fs, ignore_index=True) if fs else pd.DataFrame()
+
+
+def _best(df: pd.DataFrame, keys: list) -> pd.DataFrame:
+    """Each group's fastest row (best fusion/pipelining among those simulated)."""
+    return df.loc[df.groupby(keys, sort=False)["iter_s"].idxmin()]
+
+
+def _paper_rank(df: pd.DataFrame) -> pd.DataFrame:
+    """Power-SGD / ACP-SGD rows at each model's ACP-SGD paper rank; other methods as they are."""
+    lowrank = df["method"].isin(["powersgd", "acpsgd"])
+    want = df["model"].map(lambda m: pub.ACPSGD_MAIN_SETUP.get(m, (None, None))[1])
+    return df[~lowrank | (df["rank"] == want)]
+
+
+def deciding_cost(a: pd.DataFrame, b: pd.DataFrame) -> str:
+    """Which cost makes A (claimed faster) not faster than B: the component of
+    COST_COMPONENTS whose A - B difference is the largest, summed over the rows given
+    (A's and B's rows are paired setups). Returned as `name (+x ms)`."""
+    diff = {c: float(a[c].sum() - b[c].sum()) for c in COST_COMPONENTS if c in a.columns and c in b.columns}
+    if not diff:
+        return ""
+    name = max(diff, key=lambda c: diff[c])
+    return f"{name} ({diff[name] * 1e3:+.1f} ms)"
+
+
+def _pair(df: pd.DataFrame, keys: list, a_sel, b_sel):
+    """Best rows of A and of B per KEYS (compress_on included), aligned on KEYS."""
+    a = _best(df[a_sel(df)], keys).set_index(keys).sort_index()
+    b = _best(df[b_sel(df)], keys).set_index(keys).sort_index()
+    common = a.index.intersection(b.index)
+    return a.loc[common], b.loc[common]
+
+
+def _speedup_claim(df, keys, a_sel, b_sel, agg: str):
+    """Per compress_on: (value, reproduced, deciding cost). The speedup of each setup is
+    t_B / t_A; AGG: `mean` (value = mean speedup, reproduced if > 1), `all` (value = mean,
+    reproduced if every setup > 1), `max_pct` (value = the largest % faster, t_B/t_A - 1,
+    reproduced if > 0), `max_less_pct` (the largest % less time, 1 - t_A/t_B, > 0)."""
+    out = {}
+    for on in COMPRESS_ON:
+        d = df[df["compress_on"] == on]
+        a, b = _pair(d, keys, a_sel, b_sel)
+        if not len(a):
+            continue
+        s = b["iter_s"] / a["iter_s"]
+        if agg == "mean":
+            val, ok = s.mean(), s.mean() > 1
+        elif agg == "all":
+            val, ok = s.mean(), bool((s > 1).all())
+        elif agg == "max_pct":
+            val, ok = (s.max() - 1) * 100, s.max() > 1
+        else:
+            val, ok = (1 - 1 / s.max()) * 100, s.max() > 1
+        slow = s <= 1
+        cost = "" if ok else deciding_cost(a[slow] if slow.any() else a, b[slow] if slow.any() else b)
+        out[on] = (float(val), bool(ok), cost)
+    return out
+
+
+def _method(m, fusion=None):
+    if fusion is None:
+        return lambda d: d["method"] == m
+    return lambda d: (d["method"] == m) & (d["fusion"].astype(str) == fusion)
+
+
+def paper_scale_tables(found):
+    """(headlines, acpsgd, sources) DataFrames of the paper-scale section from FOUND
+    (find_paper_scale)."""
+    rows = []
+
+    def add(headline, setup, claim, published, res, unit="", failed=""):
+        row = {"headline": headline, "setup": setup, "claim": claim, "published": published}
+        for on in COMPRESS_ON:
+            v = res.get(on)
+            row[f"ours {on}"] = "" if v is None else f"{v[0]:.2f}{unit}"
+            row[f"reproduced {on}"] = ("n/a: " + failed) if v is None and failed else \
+                ("" if v is None else ("yes" if v[1] else "no"))
+        row["deciding cost (not reproduced)"] = "; ".join(
+            f"{on}: {res[on][2]}" for on in COMPRESS_ON if on in res and res[on][2])
+        rows.append(row)
+
+    acp_rows = []
+    df = _sims(found, "acpsgd-main")
+    if len(df):
+        df = _paper_rank(df)
+        keys = ["compress_on", "model"]
+        for net in pub.ACPSGD_NETWORKS:
+            d = df[df["folder"].map(lambda p: os.path.basename(os.path.normpath(p)) == net)]
+            if not len(d):
+                continue
+            r = {"network": net}
+            for base, label in [("ssgd", "S-SGD"), ("powersgd", "Power-SGD")]:
+                res = _speedup_claim(d, keys, _method("acpsgd"), _method(base), "mean")
+                for on in COMPRESS_ON:
+                    r[f"ACP/{label} {on}"] = res[on][0] if on in res else float("nan")
+                r[f"ACP/{label} (published)"] = pub.ACPSGD_SPEEDUP[base]
+                add("acpsgd-main", f"{net}, 32 workers, mean over 4 models", f"ACP-SGD faster than {label} (mean)",
+                    f"{pub.ACPSGD_SPEEDUP[base]}x", res, "x")
+            acp_rows.append(r)
+    df = _sims(found, "acpsgd-scaling")
+    if len(df):
+        df = _paper_rank(df)
+        for n, d in df.groupby("world_size"):
+            for base, label in [("ssgd", "S-SGD"), ("powersgd", "Power-SGD")]:
+                res = _speedup_claim(d, ["compress_on", "model"], _method("acpsgd"), _method(base), "all")
+                add("acpsgd-scaling", f"{n} workers, 10gbe, 4 models (mean shown)",
+                    f"ACP-SGD faster than {label} for every model", f"{pub.ACPSGD_SPEEDUP[base]}x (mean over setups)",
+                    res, "x")
+    failed = {f["headline"]: f["error"].splitlines()[-1] for f in found if f["error"]}
+    df = _sims(found, "omgs")
+    if len(df) or "omgs" in failed:
+        res = {}
+        if len(df) and (df["method"] == "omgs").any():
+            res = _speedup_claim(df, ["compress_on", "model"], _method("omgs"), _method("topk", "none"), "max_pct")
+        add("omgs", "16 workers, 1gbe, rho 0.001", "OMGS faster than layer-wise Top-k (up to)",
+            f"{pub.OMGS_IMPROVEMENT_PCT:g}%", res, "%", failed.get("omgs", "no omgs rows"))
+    df = _sims(found, "marsit")
+    if len(df):
+        res = _speedup_claim(df, ["compress_on", "model"], _method("marsit"), _method("ssgd"), "max_less_pct")
+        add("marsit", "16 workers, 10gbe", "Marsit less time than S-SGD (up to)", f"{pub.MARSIT_REDUCTION_PCT:g}%",
+            res, "%")
+    df = _sims(found, "sketch-fusion")
+    if len(df):
+        res = _speedup_claim(df, ["compress_on", "model"], _method("sketch-fusion", "layerfusion"),
+                             _method("sketch", "none"), "max_pct")
+        add("sketch-fusion", "16 workers, 10gbe", "Sketch-Fusion faster than per-tensor sketch (up to)",
+            f"{pub.SKETCH_FASTER_PCT:g}%", res, "%")
+    df = _sims(found, "sketch-scaling")
+    if len(df) and df["world_size"].nunique() > 1:
+        lo, hi = df["world_size"].min(), df["world_size"].max()
+        res = {}
+        for on in COMPRESS_ON:
+            d = df[df["compress_on"] == on]
+            t = d.pivot_table(index=["model", "method"], columns=["fusion", "world_size"], values="iter_s")
+            if ("none", hi) not in t.columns or ("layerfusion", hi) not in t.columns:
+                continue
+            # scalability = throughput(hi) / throughput(lo) = (hi / t_hi) / (lo / t_lo)
+            scal = {f: (hi / t[(f, hi)]) / (lo / t[(f, lo)]) for f in ["none", "layerfusion"]}
+            gain = (scal["layerfusion"] / scal["none"]).dropna()
+            if not len(gain):
+                continue
+            ok = gain.max() > 1
+            cost = ""
+            if not ok:
+                a = d[(d["fusion"] == "layerfusion") & (d["world_size"] == hi)].set_index(["model", "method"])
+                b = d[(d["fusion"] == "none") & (d["world_size"] == hi)].set_index(["model", "method"])
+                idx = a.index.intersection(b.index)
+                cost = deciding_cost(a.loc[idx], b.loc[idx]) + f" at {hi} workers"
+            res[on] = (float(gain.max()), bool(ok), cost)
+        add("sketch-scaling", f"{lo}-{hi} workers, 10gbe", "LayerFusion improves scalability (up to)",
+            f"{pub.SKETCH_LAYERFUSION_SCALABILITY:g}x", res, "x")
+    df = _sims(found, "dgc")
+    if len(df):
+        for paper_name, zoo, _g, _m, ratio in pub.DGC:
+            d = df[df["model"] == zoo] if zoo else df.iloc[0:0]
+            res = {}
+            for on in COMPRESS_ON:
+                x = d[d["compress_on"] == on]
+                if len(x):
+                    r = float((x["dense_bytes"] / x["wire_bytes"]).iloc[0])
+                    # "direction": a message two orders of magnitude below the gradient, as published
+                    res[on] = (r, r >= 100, "" if r >= 100 else "wire_bytes (message too large)")
+            if res:
+                add("dgc", f"{paper_name} ({zoo}), density 0.001", "message >= 100x smaller than the gradient",
+                    f"{ratio:g}x", res, "x")
+    src = []
+    for f in found:
+        base = {"headline": f.get("headline", ""), "folder": f.get("label", f["path"]), "network": f.get("network", ""),
+                "ranks_per_node": f.get("ranks_per_node", "")}
+        if f["sim"] is None or not len(f["sim"]):
+            src.append({**base, "compress_on": "", "cost_source": "simulate failed: " + (f["error"] or "no sim.csv")})
+            continue
+        for (on, cs), _ in f["sim"].groupby(["compress_on", "cost_source"], sort=False):
+            src.append({**base, "compress_on": on, "cost_source": cs})
+    src = pd.DataFrame(src).drop_duplicates() if src else pd.DataFrame()
+    return pd.DataFrame(rows), pd.DataFrame(acp_rows), src
+
+
+def paper_scale_section(R, found):
+    """The "Paper scale (simulated)" section (scripts/paper_scale.sh's folders); nothing
+    when FOUND is empty, so reports without paper-scale results are unchanged."""
+    if not found:
+        return
+    heads, acp, src = paper_scale_tables(found)
+    R.add("## Paper scale (simulated)", "",
+          "Each paper's headline setup through `gradcomp simulate` (`scripts/paper_scale.sh`, `make paper-scale`), "
+          "compression charged to this host (`host`: the CPU costs measured here) and to a GPU (`device`: the "
+          "roofline model of `--compress-device`). Published numbers are the papers' (their GPUs, networks and, "
+          "for OMGS and Marsit, whole training runs). `reproduced`: the direction of the published claim holds "
+          "in the simulation; where it does not, `deciding cost` names the cost component (compress_s, "
+          "decompress_s, comm_s, pack_s, exposed_s) by which the claimed-faster method exceeds its baseline "
+          "most, summed over the setups where it is not faster. Speedups are t_baseline / t_method, each "
+          "method at its best simulated configuration.", "")
+    for key, h in pub.PAPER_SCALE.items():
+        if any(f.get("headline") == key for f in found):
+            rpn = h["ranks_per_node"]
+            gpu = h["gpu"] or "not recorded: device compression priced on the script's preset"
+            nodes = f"{rpn} GPUs per node" if rpn else "GPUs per node not recorded"
+            R.add(f"- `{key}`: {pub.CITATIONS[h['paper']]}. Published setup: {h['setup']} (GPU {gpu}, {nodes}). "
+                  f"Simulated: {h['ours']}.")
+    R.add("")
+    if len(acp):
+        R.table("paper_scale_acpsgd", acp, "ACP-SGD mean speedup over the 4 models per network, 32 workers, "
+                "25 MiB fusion, best of pipelining off/on, compression on host and on device, beside the "
+                "published means (over all their setups)")
+    if len(heads):
+        R.table("paper_scale", heads, "every headline: published beside ours (host / device compression)")
+    if len(src):
+        R.table("paper_scale_sources", src, "cost sources of each simulated folder (the `cost_source` of sim.csv) "
+                "and the ranks per node passed")
+
+
 def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -> str:
     """Write OUT_DIR/report.md (default: FIRST_RESULTS_DIR/report) and return its path.
 
@@ -224,7 +467,16 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
     for d in dirs:
         if not os.path.isdir(d):
             raise ReportError(f"{d}: not a directory")
-    res = load_results(dirs)
+    paper_scale = find_paper_scale(dirs)
+    if paper_scale and not any(discover(d)[0] for d in dirs):
+        res = Results()  # only paper-scale simulations (scripts/paper_scale.sh): no measured run
+    else:
+        res = load_results(dirs)
+    # Folders holding (or inside) paper-scale results are read by their own section, not skipped.
+    ps_paths = [os.path.normpath(f["path"]) for f in paper_scale]
+    res.skipped = [(d, why) for d, why in res.skipped
+                   if not any(p == os.path.normpath(d) or p.startswith(os.path.normpath(d) + os.sep)
+                              or os.path.normpath(d).startswith(p + os.sep) for p in ps_paths)]
     out_dir = out_dir or os.path.join(dirs[0], "report")
     os.makedirs(out_dir, exist_ok=True)
     R = Report(out_dir, latex)
@@ -418,6 +670,8 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
         R.table("converge_summary", T.converge_summary(res.converge),
                 "final held-out loss and accuracy per method beside dense S-SGD")
         R.figs(plots.converge_curves(res.converge, out_dir))
+
+    paper_scale_section(R, paper_scale)
 
     R.add("## Files", "", f"{len(R.tables)} tables (Markdown + CSV{' + LaTeX' if latex else ''}), "
           f"{len(R.plots)} plots; paper tables without rows here: "
