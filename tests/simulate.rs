@@ -216,6 +216,46 @@ fn bad_simulate_input_is_refused() {
             vec!["simulate", "--model", "nope", "--methods", "ssgd"],
             "--model",
         ),
+        (
+            vec![
+                "simulate",
+                "--model",
+                "resnet50",
+                "--methods",
+                "ssgd",
+                "--ranks-per-node",
+                "0",
+            ],
+            "--ranks-per-node",
+        ),
+        (
+            vec![
+                "simulate",
+                "--model",
+                "resnet50",
+                "--methods",
+                "ssgd",
+                "--world-sizes",
+                "8,32",
+                "--ranks-per-node",
+                "3",
+            ],
+            "--ranks-per-node: 3 does not divide the world size 8",
+        ),
+        (
+            vec![
+                "simulate",
+                "--model",
+                "resnet50",
+                "--methods",
+                "ssgd",
+                "--ranks-per-node",
+                "4",
+                "--intra-link",
+                "pcie9",
+            ],
+            "--intra-link: unknown link 'pcie9'",
+        ),
         (vec!["fit", "/nonexistent-dir"], "/nonexistent-dir"),
     ] {
         let out = Command::new(BIN).args(&args).output().unwrap();
@@ -257,4 +297,55 @@ fn a_failed_write_exits_1_and_an_unusable_out_exits_2() {
     assert_eq!(refused.status.code(), Some(2), "{err}");
     assert!(err.contains(under_file.to_str().unwrap()), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Dense S-SGD on ResNet-50 at 32 ranks over 100 Gb/s InfiniBand: 8 nodes of 4 ranks
+/// sharing a NIC cost more than 32 ranks with a link each (docs/performance.md,
+/// "Topology"), more over PCIe 3 than over NVLink; `--ranks-per-node 1` is the flat
+/// network.
+#[test]
+fn ranks_per_node_prices_nodes_sharing_a_nic() {
+    let run = |extra: &[&str]| -> (Vec<String>, Vec<Vec<String>>) {
+        let dir = tmpdir("sim-topo");
+        let mut args = vec![
+            "simulate",
+            "--model",
+            "resnet50",
+            "--methods",
+            "ssgd",
+            "--world-sizes",
+            "32",
+            "--network",
+            "100gb-ib",
+            "--fusion",
+            "none,25MiB",
+            "--pipelining",
+            "off",
+            "--collective",
+            "allreduce,allgather",
+            "--out",
+            dir.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let out = Command::new(BIN).args(&args).output().unwrap();
+        assert_ok(&out);
+        read_csv(&dir.join("sim.csv"))
+    };
+    let (h, flat) = run(&[]);
+    assert_eq!(h, documented_columns("sim.csv"));
+    let col = |n: &str| h.iter().position(|c| c == n).unwrap();
+    let (_, one) = run(&["--ranks-per-node", "1"]);
+    let (_, nv) = run(&["--ranks-per-node", "4", "--intra-link", "nvlink"]);
+    let (_, pc) = run(&["--ranks-per-node", "4"]);
+    assert_eq!(flat.len(), 4);
+    let it = |r: &Vec<String>| -> f64 { r[col("iter_s")].parse().unwrap() };
+    for i in 0..flat.len() {
+        assert_eq!(flat[i], one[i]);
+        assert_eq!(flat[i][col("ranks_per_node")], "1");
+        assert_eq!(nv[i][col("ranks_per_node")], "4");
+        assert!(nv[i][col("cost_source")].contains("between nodes of 4 ranks, intra-node nvlink"));
+        assert!(pc[i][col("cost_source")].contains("intra-node pcie3"));
+        assert!(it(&nv[i]) > it(&flat[i]), "{:?} vs {:?}", nv[i], flat[i]);
+        assert!(it(&pc[i]) >= it(&nv[i]), "{:?} vs {:?}", pc[i], nv[i]);
+    }
 }

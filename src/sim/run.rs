@@ -1,6 +1,7 @@
 //! `gradcomp simulate` and `gradcomp fit`: the command-line side of the simulator
 //! (no MPI: both run before, and without, MPI_Init).
 
+use super::topology::IntraLink;
 use super::{
     compare, fit, measured_cases, simulate_with, write_rows, CostModel, Result, SimCase, SimError,
     SimRow, SimWorkload, WireCache,
@@ -29,6 +30,11 @@ pub struct SimulateRequest {
     pub compare: Option<PathBuf>,
     pub tolerance: f64,
     pub out: PathBuf,
+    /// Ranks per node sharing one NIC (`--ranks-per-node`); `None`: 1, or with `--compare`
+    /// and a preset network the measured run's own ([`ranks_per_node_for`]).
+    pub ranks_per_node: Option<usize>,
+    /// The link between a node's ranks (`--intra-link`; used when ranks per node > 1).
+    pub intra_link: IntraLink,
 }
 
 /// The outcome: where sim.csv went and, for `--compare`, the cases outside the tolerance.
@@ -38,16 +44,58 @@ pub struct SimulateOutcome {
     pub outside_tolerance: Vec<String>,
 }
 
+/// The costs of `n` ranks, `g` per node: the network (preset, or fitted at `n`; with
+/// `g > 1` fitted at the node count `n / g`, the network between nodes) wrapped in the
+/// topology when `g > 1`.
 fn costs_for(
     req: &SimulateRequest,
     n: usize,
+    g: usize,
     report: Option<&fit::FitReport>,
 ) -> Result<CostModel> {
-    match (report, &req.network) {
-        (Some(rep), None) => rep.cost_model(n),
-        (Some(rep), Some(net)) => Ok(CostModel::preset(net)?.with_compress_fits(rep)),
-        (None, Some(net)) => CostModel::preset(net),
-        (None, None) => CostModel::preset("10gbe"),
+    let flat = match (report, &req.network) {
+        (Some(rep), None) if g > 1 => {
+            let nodes = n.div_ceil(g);
+            let net = rep.network(nodes).map_err(|e| {
+                SimError::Input(format!(
+                    "--ranks-per-node {g} with --fits: the fitted collectives are the network between nodes, so they are needed at {nodes} ranks (one per node of {n} ranks); {e}"
+                ))
+            })?;
+            let mut c = CostModel::with_network(Box::new(net)).with_compress_fits(rep);
+            if let Some(h) = rep.host.get(&n) {
+                c.host = h.clone();
+            }
+            c
+        }
+        (Some(rep), None) => rep.cost_model(n)?,
+        (Some(rep), Some(net)) => CostModel::preset(net)?.with_compress_fits(rep),
+        (None, Some(net)) => CostModel::preset(net)?,
+        (None, None) => CostModel::preset("10gbe")?,
+    };
+    Ok(flat.with_topology(g, req.intra_link.clone()))
+}
+
+/// Ranks per node for a measured case of `n` ranks: `--ranks-per-node` when given (it
+/// must divide `n`); else, with a preset network, the run's own (e2e.csv
+/// `ranks_per_node`) when its ranks spanned several hosts; else 1. Fitted costs
+/// (`--fits` without `--network`) were measured on the run's own placement, so they
+/// are not wrapped again; a run on one host never used a network, so a preset prices
+/// it flat, as asked.
+pub fn ranks_per_node_for(
+    req: &SimulateRequest,
+    label: &str,
+    n: usize,
+    measured: Option<usize>,
+) -> Result<usize> {
+    match req.ranks_per_node {
+        Some(g) if g == 0 || n % g != 0 => Err(SimError::Input(format!(
+            "--ranks-per-node {g} does not divide the world size {n} of the measured case {label}; give a count of ranks per node that divides every world size in the file"
+        ))),
+        Some(g) => Ok(g),
+        None => Ok(match measured {
+            Some(g) if req.network.is_some() && g > 1 && g < n => g,
+            _ => 1,
+        }),
     }
 }
 
@@ -79,7 +127,10 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
     let measured = req.compare.as_deref().map(measured_cases).transpose()?;
     if let Some(measured) = &measured {
         for m in measured {
-            let costs = costs_for(req, m.case.world_size, report.as_ref())?;
+            let n = m.case.world_size;
+            let measured_g = m.rows.first().and_then(|r| r.ranks_per_node);
+            let g = ranks_per_node_for(req, &m.label, n, measured_g)?;
+            let costs = costs_for(req, n, g, report.as_ref())?;
             let r = simulate_with(&m.case, &costs, &mut wires)?;
             rows.push(SimRow::new(&m.case, &r, &costs));
         }
@@ -90,7 +141,7 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
             );
             let wl = SimWorkload::zoo(model, req.batch, &compute, &req.device)?;
             for &n in &req.world_sizes {
-                let costs = costs_for(req, n, report.as_ref())?;
+                let costs = costs_for(req, n, req.ranks_per_node.unwrap_or(1), report.as_ref())?;
                 for method in &req.methods {
                     // omgs / sketch-fusion imply their fusion: one case, not one per value.
                     let fusions = match crate::config::implied_fusion(method) {

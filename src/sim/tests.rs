@@ -335,6 +335,7 @@ fn rows_and_comparison() {
         fwd_s: 0.0,
         iter_s,
         compute_none: false,
+        ranks_per_node: None,
     };
     let measured = MeasuredCase {
         case: case.clone(),
