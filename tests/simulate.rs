@@ -181,8 +181,43 @@ fn fits_and_compares_a_real_run() {
         .unwrap();
     assert_ok(&out);
     let (_, cmp) = read_csv(&sim.join("sim_vs_measured.csv"));
-    let (_, e2e) = read_csv(&dir.join("e2e.csv"));
+    let (eh, e2e) = read_csv(&dir.join("e2e.csv"));
     assert_eq!(cmp.len(), e2e.len());
+    // Both ranks ran on this host: run.json and e2e.csv record 2 ranks per node. Fitted
+    // costs hold that placement already (sim.csv: 1, the fit as it is); a preset with
+    // the flag prices the nodes.
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(meta["ranks_per_node"], 2, "{meta}");
+    assert!(meta.get("slurm_ntasks_per_node").is_some(), "{meta}");
+    let rpn = eh.iter().position(|c| c == "ranks_per_node").unwrap();
+    assert!(e2e.iter().all(|r| r[rpn] == "2"), "{e2e:?}");
+    let (sh, srows) = read_csv(&sim.join("sim.csv"));
+    let srpn = sh.iter().position(|c| c == "ranks_per_node").unwrap();
+    assert!(srows.iter().all(|r| r[srpn] == "1"));
+    let e2e_csv = dir.join("e2e.csv");
+    for (extra, want) in [(None, "1"), (Some("2"), "2")] {
+        let out_dir = dir.join(format!("sim-rpn-{want}"));
+        let mut args = vec![
+            "simulate",
+            "--network",
+            "10gbe",
+            "--compare",
+            e2e_csv.to_str().unwrap(),
+            // A preset network against shared memory: the format is tested, not the error.
+            "--tolerance",
+            "1e9",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ];
+        if let Some(g) = extra {
+            args.extend(["--ranks-per-node", g]);
+        }
+        let out = Command::new(BIN).args(&args).output().unwrap();
+        assert_ok(&out);
+        let (_, rows) = read_csv(&out_dir.join("sim.csv"));
+        assert!(rows.iter().all(|r| r[srpn] == want), "{extra:?}: {rows:?}");
+    }
 }
 
 #[test]

@@ -240,3 +240,66 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
 pub fn fit_command(dir: &Path) -> Result<fit::FitReport> {
     fit::fit_results(dir)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(network: Option<&str>, g: Option<usize>) -> SimulateRequest {
+        SimulateRequest {
+            models: vec![],
+            methods: vec![],
+            fusion: vec![],
+            pipelining: vec![],
+            collectives: vec![],
+            world_sizes: vec![],
+            batch: None,
+            device: "v100".into(),
+            params: vec![],
+            network: network.map(String::from),
+            fits: None,
+            compare: None,
+            tolerance: 0.15,
+            out: PathBuf::new(),
+            ranks_per_node: g,
+            intra_link: IntraLink::default(),
+        }
+    }
+
+    #[test]
+    fn measured_ranks_per_node_apply_to_presets_across_hosts() {
+        // A preset: the run's own placement when it spanned several hosts.
+        let r = req(Some("10gbe"), None);
+        assert_eq!(ranks_per_node_for(&r, "c", 32, Some(4)).unwrap(), 4);
+        // One host (every rank on it) never used a network: flat, as asked.
+        assert_eq!(ranks_per_node_for(&r, "c", 4, Some(4)).unwrap(), 1);
+        assert_eq!(ranks_per_node_for(&r, "c", 32, None).unwrap(), 1);
+        // Fitted costs already hold the run's placement.
+        let fitted = req(None, None);
+        assert_eq!(ranks_per_node_for(&fitted, "c", 32, Some(4)).unwrap(), 1);
+        // The flag wins, and must divide the case's world size.
+        let flag = req(Some("10gbe"), Some(8));
+        assert_eq!(ranks_per_node_for(&flag, "c", 32, Some(4)).unwrap(), 8);
+        let e = ranks_per_node_for(&flag, "resnet50/ssgd", 12, Some(4)).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("--ranks-per-node 8 does not divide the world size 12"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn costs_wrap_the_network_only_above_one_rank_per_node() {
+        let r = req(Some("100gb-ib"), None);
+        let flat = costs_for(&r, 32, 1, None).unwrap();
+        assert_eq!(flat.ranks_per_node, 1);
+        assert!(!flat.network.describe().contains("between nodes"));
+        let topo = costs_for(&r, 32, 4, None).unwrap();
+        assert_eq!(topo.ranks_per_node, 4);
+        assert!(topo
+            .describe()
+            .contains("between nodes of 4 ranks, intra-node pcie3"));
+        let op = super::super::network::Op::AllReduce;
+        assert!(topo.network.time_s(op, 32, 25e6) > flat.network.time_s(op, 32, 25e6));
+    }
+}
