@@ -304,6 +304,12 @@ pub struct SimulateArgs {
     /// Fit collective and compression costs from this results directory (micro_comm.csv, micro_compress.csv)
     #[arg(long, value_name = "DIR")]
     pub fits: Option<PathBuf>,
+    /// Ranks per node sharing one NIC (the network's link); must divide every world size [default: 1, the flat network; with --compare and --network the run's own]
+    #[arg(long, allow_negative_numbers = true, value_name = "G")]
+    pub ranks_per_node: Option<usize>,
+    /// Link between a node's ranks with --ranks-per-node above 1: pcie3, nvlink, or ALPHA_US:GBPS (e.g. 3:20) [default: pcie3]
+    #[arg(long, value_name = "LINK")]
+    pub intra_link: Option<String>,
     /// Simulate every case of this measured e2e.csv and compare iter_s (fails beyond --tolerance)
     #[arg(long, value_name = "E2E_CSV")]
     pub compare: Option<PathBuf>,
@@ -402,6 +408,34 @@ impl SimulateArgs {
                 )));
             }
         }
+        if let Some(g) = self.ranks_per_node {
+            if g == 0 {
+                return Err(Error::Input(
+                    "--ranks-per-node: 0 ranks per node; give at least 1 (1: one rank per node, the flat network)".into(),
+                ));
+            }
+            if self.compare.is_none() {
+                if let Some(n) = self.world_sizes.iter().find(|&&n| n % g != 0) {
+                    return Err(Error::Input(format!(
+                        "--ranks-per-node: {g} does not divide the world size {n} (--world-sizes); give a count that divides every world size, or world sizes that are multiples of {g}"
+                    )));
+                }
+            }
+        }
+        let intra_link = match &self.intra_link {
+            Some(l) => crate::sim::topology::IntraLink::parse(l)
+                .map_err(|e| Error::Input(format!("--intra-link: {e}")))?,
+            None => crate::sim::topology::IntraLink::default(),
+        };
+        let flat = match self.ranks_per_node {
+            Some(g) => g == 1,
+            None => self.compare.is_none(),
+        };
+        if self.intra_link.is_some() && flat {
+            config::warn(
+                "--intra-link has no effect with one rank per node; give --ranks-per-node G above 1".into(),
+            );
+        }
         if !(self.tolerance.is_finite() && self.tolerance > 0.0) {
             return Err(Error::Input(format!(
                 "--tolerance: {} is not a positive number (e.g. 0.15)",
@@ -426,6 +460,8 @@ impl SimulateArgs {
             fits: self.fits.clone(),
             compare: self.compare.clone(),
             tolerance: self.tolerance,
+            ranks_per_node: self.ranks_per_node,
+            intra_link,
             out: out
                 .map(|p| p.to_path_buf())
                 .unwrap_or_else(|| PathBuf::from("results").join(format!("sim-{stamp}"))),

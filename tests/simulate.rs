@@ -181,8 +181,43 @@ fn fits_and_compares_a_real_run() {
         .unwrap();
     assert_ok(&out);
     let (_, cmp) = read_csv(&sim.join("sim_vs_measured.csv"));
-    let (_, e2e) = read_csv(&dir.join("e2e.csv"));
+    let (eh, e2e) = read_csv(&dir.join("e2e.csv"));
     assert_eq!(cmp.len(), e2e.len());
+    // Both ranks ran on this host: run.json and e2e.csv record 2 ranks per node. Fitted
+    // costs hold that placement already (sim.csv: 1, the fit as it is); a preset with
+    // the flag prices the nodes.
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(meta["ranks_per_node"], 2, "{meta}");
+    assert!(meta.get("slurm_ntasks_per_node").is_some(), "{meta}");
+    let rpn = eh.iter().position(|c| c == "ranks_per_node").unwrap();
+    assert!(e2e.iter().all(|r| r[rpn] == "2"), "{e2e:?}");
+    let (sh, srows) = read_csv(&sim.join("sim.csv"));
+    let srpn = sh.iter().position(|c| c == "ranks_per_node").unwrap();
+    assert!(srows.iter().all(|r| r[srpn] == "1"));
+    let e2e_csv = dir.join("e2e.csv");
+    for (extra, want) in [(None, "1"), (Some("2"), "2")] {
+        let out_dir = dir.join(format!("sim-rpn-{want}"));
+        let mut args = vec![
+            "simulate",
+            "--network",
+            "10gbe",
+            "--compare",
+            e2e_csv.to_str().unwrap(),
+            // A preset network against shared memory: the format is tested, not the error.
+            "--tolerance",
+            "1e9",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ];
+        if let Some(g) = extra {
+            args.extend(["--ranks-per-node", g]);
+        }
+        let out = Command::new(BIN).args(&args).output().unwrap();
+        assert_ok(&out);
+        let (_, rows) = read_csv(&out_dir.join("sim.csv"));
+        assert!(rows.iter().all(|r| r[srpn] == want), "{extra:?}: {rows:?}");
+    }
 }
 
 #[test]
@@ -215,6 +250,46 @@ fn bad_simulate_input_is_refused() {
         (
             vec!["simulate", "--model", "nope", "--methods", "ssgd"],
             "--model",
+        ),
+        (
+            vec![
+                "simulate",
+                "--model",
+                "resnet50",
+                "--methods",
+                "ssgd",
+                "--ranks-per-node",
+                "0",
+            ],
+            "--ranks-per-node",
+        ),
+        (
+            vec![
+                "simulate",
+                "--model",
+                "resnet50",
+                "--methods",
+                "ssgd",
+                "--world-sizes",
+                "8,32",
+                "--ranks-per-node",
+                "3",
+            ],
+            "--ranks-per-node: 3 does not divide the world size 8",
+        ),
+        (
+            vec![
+                "simulate",
+                "--model",
+                "resnet50",
+                "--methods",
+                "ssgd",
+                "--ranks-per-node",
+                "4",
+                "--intra-link",
+                "pcie9",
+            ],
+            "--intra-link: unknown link 'pcie9'",
         ),
         (vec!["fit", "/nonexistent-dir"], "/nonexistent-dir"),
     ] {
@@ -333,5 +408,56 @@ fn bad_compress_profiles_exit_2_naming_the_row() {
             err.contains(&word) || err.contains("shape"),
             "{profile}: want {word}: {err}"
         );
+    }
+}
+
+/// Dense S-SGD on ResNet-50 at 32 ranks over 100 Gb/s InfiniBand: 8 nodes of 4 ranks
+/// sharing a NIC cost more than 32 ranks with a link each (docs/performance.md,
+/// "Topology"), more over PCIe 3 than over NVLink; `--ranks-per-node 1` is the flat
+/// network.
+#[test]
+fn ranks_per_node_prices_nodes_sharing_a_nic() {
+    let run = |extra: &[&str]| -> (Vec<String>, Vec<Vec<String>>) {
+        let dir = tmpdir("sim-topo");
+        let mut args = vec![
+            "simulate",
+            "--model",
+            "resnet50",
+            "--methods",
+            "ssgd",
+            "--world-sizes",
+            "32",
+            "--network",
+            "100gb-ib",
+            "--fusion",
+            "none,25MiB",
+            "--pipelining",
+            "off",
+            "--collective",
+            "allreduce,allgather",
+            "--out",
+            dir.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let out = Command::new(BIN).args(&args).output().unwrap();
+        assert_ok(&out);
+        read_csv(&dir.join("sim.csv"))
+    };
+    let (h, flat) = run(&[]);
+    assert_eq!(h, documented_columns("sim.csv"));
+    let col = |n: &str| h.iter().position(|c| c == n).unwrap();
+    let (_, one) = run(&["--ranks-per-node", "1"]);
+    let (_, nv) = run(&["--ranks-per-node", "4", "--intra-link", "nvlink"]);
+    let (_, pc) = run(&["--ranks-per-node", "4"]);
+    assert_eq!(flat.len(), 4);
+    let it = |r: &Vec<String>| -> f64 { r[col("iter_s")].parse().unwrap() };
+    for i in 0..flat.len() {
+        assert_eq!(flat[i], one[i]);
+        assert_eq!(flat[i][col("ranks_per_node")], "1");
+        assert_eq!(nv[i][col("ranks_per_node")], "4");
+        assert!(nv[i][col("cost_source")].contains("between nodes of 4 ranks, intra-node nvlink"));
+        assert!(pc[i][col("cost_source")].contains("intra-node pcie3"));
+        assert!(it(&nv[i]) > it(&flat[i]), "{:?} vs {:?}", nv[i], flat[i]);
+        assert!(it(&pc[i]) >= it(&nv[i]), "{:?} vs {:?}", pc[i], nv[i]);
     }
 }

@@ -186,6 +186,12 @@ pub fn row(
         ("collective", m.collective.to_string()),
         ("aggregation", m.aggregation.to_string()),
         ("world_size", world.size.to_string()),
+        (
+            "ranks_per_node",
+            world
+                .ranks_per_node()
+                .map_or(String::new(), |g| g.to_string()),
+        ),
         ("batch", w.batch.to_string()),
         (
             "device",

@@ -22,13 +22,36 @@ pub struct World {
     comm: Box<dyn Collective>,
     pub rank: usize,
     pub size: usize,
+    /// The most ranks on one host, known once [`World::host_names`] ran.
+    ranks_per_node: std::sync::OnceLock<usize>,
+}
+
+/// The most ranks sharing one host name (0 for no hosts): the ranks behind the busiest
+/// node's NIC, every node's count when the ranks are spread evenly.
+pub fn ranks_per_node(hosts: &[String]) -> usize {
+    let mut count: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for h in hosts {
+        *count.entry(h.as_str()).or_default() += 1;
+    }
+    count.values().copied().max().unwrap_or(0)
 }
 
 impl World {
     pub fn new(comm: Box<dyn Collective>) -> World {
         let rank = comm.rank();
         let size = comm.size();
-        World { comm, rank, size }
+        World {
+            comm,
+            rank,
+            size,
+            ranks_per_node: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The most ranks sharing one host ([`ranks_per_node`]), once [`World::host_names`]
+    /// ran (run.json's metadata gathers them at the start of every run); `None` before.
+    pub fn ranks_per_node(&self) -> Option<usize> {
+        self.ranks_per_node.get().copied()
     }
 
     pub fn is_root(&self) -> bool {
@@ -228,12 +251,15 @@ impl World {
         mine[..n].copy_from_slice(&b[..n]);
         let mut all = vec![0u8; W * self.size];
         self.all_gather(&mine, &mut all);
-        all.chunks(W)
+        let names: Vec<String> = all
+            .chunks(W)
             .map(|c| {
                 let end = c.iter().position(|&x| x == 0).unwrap_or(W);
                 String::from_utf8_lossy(&c[..end]).into_owned()
             })
-            .collect()
+            .collect();
+        let _ = self.ranks_per_node.set(ranks_per_node(&names));
+        names
     }
 
     /// Collective agreement on a fallible step: if any rank failed, every rank returns
@@ -284,4 +310,20 @@ pub fn mpi_count(n: usize, what: &str) -> Result<i32> {
             i32::MAX
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ranks_per_node_is_the_busiest_host() {
+        let h = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(super::ranks_per_node(&h(&["a", "a", "b", "b"])), 2);
+        assert_eq!(
+            super::ranks_per_node(&h(&["a", "b", "a", "a", "b", "b", "a"])),
+            4
+        );
+        assert_eq!(super::ranks_per_node(&h(&["a", "b", "c"])), 1);
+        assert_eq!(super::ranks_per_node(&h(&["x"; 4])), 4);
+        assert_eq!(super::ranks_per_node(&[]), 0);
+    }
 }

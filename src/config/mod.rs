@@ -148,7 +148,7 @@ pub struct Config {
 static WARNINGS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
 /// Record a warning about accepted but deprecated input (printed once by rank 0).
-fn warn(msg: String) {
+pub(crate) fn warn(msg: String) {
     if let Ok(mut w) = WARNINGS.lock() {
         if !w.contains(&msg) {
             w.push(msg);

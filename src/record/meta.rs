@@ -21,6 +21,10 @@ pub struct RunMeta {
     pub mpi_thread_level: String,
     pub world_size: usize,
     pub hosts: Vec<String>,
+    /// The most ranks sharing one host name in `hosts` (every node's count when the
+    /// ranks are spread evenly): the ranks behind one NIC (`gradcomp simulate
+    /// --ranks-per-node`).
+    pub ranks_per_node: usize,
     /// Per rank (as `hosts`): the cores that rank may run on (`available_parallelism`:
     /// affinity and cgroup limits included). With `hosts` it tells whether ranks shared
     /// cores (the simulator's CPU share, sim/host.rs).
@@ -28,6 +32,8 @@ pub struct RunMeta {
     pub slurm_job_id: Option<String>,
     pub slurm_ntasks: Option<String>,
     pub slurm_nodelist: Option<String>,
+    /// `SLURM_NTASKS_PER_NODE` (set when the job asked for `--ntasks-per-node`).
+    pub slurm_ntasks_per_node: Option<String>,
     pub start_time: String,
     pub end_time: Option<String>,
     /// `running`, `ok`, `failed` or `interrupted`.
@@ -79,11 +85,13 @@ impl RunMeta {
             mpi_standard: crate::comm::mpi_standard(),
             mpi_thread_level: thread_level,
             world_size: world.size,
+            ranks_per_node: crate::comm::ranks_per_node(&hosts),
             hosts,
             host_cores,
             slurm_job_id: std::env::var("SLURM_JOB_ID").ok(),
             slurm_ntasks: std::env::var("SLURM_NTASKS").ok(),
             slurm_nodelist: std::env::var("SLURM_JOB_NODELIST").ok(),
+            slurm_ntasks_per_node: std::env::var("SLURM_NTASKS_PER_NODE").ok(),
             start_time,
             end_time: None,
             status: "running".into(),

@@ -1,7 +1,7 @@
 //! What the simulator charges: per-method compression costs (the committed reference
 //! fit or `gradcomp fit`'s), copy costs, the network and the host model ([`CostModel`]).
 
-use super::{fit, host, network, Result, SimError};
+use super::{fit, host, network, topology, Result, SimError};
 use crate::comm::netmodel::CompressCost;
 use network::CollectiveCost;
 use std::collections::HashMap;
@@ -76,6 +76,8 @@ pub struct CostModel {
     pub host: host::HostModel,
     /// Device compression costs, for cases with `--compress-on device`.
     pub device: Option<crate::devcost::DeviceCosts>,
+    /// Ranks per node sharing one NIC (1: the flat network; [`CostModel::with_topology`]).
+    pub ranks_per_node: usize,
 }
 
 impl CostModel {
@@ -89,7 +91,18 @@ impl CostModel {
             compress_source: reference_source().into(),
             host: host::HostModel::default(),
             device: None,
+            ranks_per_node: 1,
         }
+    }
+
+    /// The network as the link between nodes of `ranks_per_node` ranks joined by
+    /// `intra` ([`topology::Topology`]); `ranks_per_node = 1` keeps the flat network.
+    pub fn with_topology(mut self, ranks_per_node: usize, intra: topology::IntraLink) -> CostModel {
+        if ranks_per_node > 1 {
+            self.network = Box::new(topology::Topology::new(self.network, ranks_per_node, intra));
+            self.ranks_per_node = ranks_per_node;
+        }
+        self
     }
 
     /// A network preset name (`10gbe`, ...) with the `cpu` defaults.

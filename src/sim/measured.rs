@@ -134,6 +134,8 @@ pub struct MeasuredRow {
     pub iter_s: f64,
     /// `compute = none`: the emulated device never slept.
     pub compute_none: bool,
+    /// The run's ranks per node (e2e.csv `ranks_per_node`; `None` in files without it).
+    pub ranks_per_node: Option<usize>,
 }
 
 /// One simulable row of an e2e.csv: its case, its measurements and its case key (every
@@ -169,6 +171,7 @@ pub fn e2e_rows(path: &std::path::Path) -> Result<Vec<E2eRow>> {
         need("device")?,
     );
     let c_compute = pos("compute");
+    let c_rpn = pos("ranks_per_node");
     let (c_fwd, c_iter) = (need("fwd_s")?, need("iter_s")?);
     let mut out = Vec::new();
     for (i, rec) in rdr.records().enumerate() {
@@ -235,6 +238,15 @@ pub fn e2e_rows(path: &std::path::Path) -> Result<Vec<E2eRow>> {
             fwd_s: time(c_fwd, "fwd_s")?,
             iter_s: time(c_iter, "iter_s")?,
             compute_none,
+            ranks_per_node: match c_rpn.map(&g).filter(|v| !v.is_empty()) {
+                Some(v) => Some(
+                    v.parse()
+                        .ok()
+                        .filter(|&r: &usize| r >= 1)
+                        .ok_or_else(|| bad("ranks_per_node", &v))?,
+                ),
+                None => None,
+            },
         };
         let mut case = SimCase::new(wl, &g(c_method), fusion, g(c_pipe) == "on", mode, n, params);
         if let Some(c) = pos("compress_on") {

@@ -37,6 +37,7 @@ pub mod measured;
 pub mod network;
 pub mod row;
 pub mod run;
+pub mod topology;
 mod wire;
 
 pub use costs::{reference_source, CostModel, MethodCosts, REFERENCE_COSTS};

@@ -1,6 +1,7 @@
 //! `gradcomp simulate` and `gradcomp fit`: the command-line side of the simulator
 //! (no MPI: both run before, and without, MPI_Init).
 
+use super::topology::IntraLink;
 use super::{
     compare, fit, measured_cases, simulate_with, write_rows, CostModel, Result, SimCase, SimError,
     SimRow, SimWorkload, WireCache,
@@ -50,6 +51,11 @@ pub struct SimulateRequest {
     pub compare: Option<PathBuf>,
     pub tolerance: f64,
     pub out: PathBuf,
+    /// Ranks per node sharing one NIC (`--ranks-per-node`); `None`: 1, or with `--compare`
+    /// and a preset network the measured run's own ([`ranks_per_node_for`]).
+    pub ranks_per_node: Option<usize>,
+    /// The link between a node's ranks (`--intra-link`; used when ranks per node > 1).
+    pub intra_link: IntraLink,
 }
 
 /// The outcome: where sim.csv went and, for `--compare`, the cases outside the tolerance.
@@ -59,19 +65,37 @@ pub struct SimulateOutcome {
     pub outside_tolerance: Vec<String>,
 }
 
+/// The costs of `n` ranks, `g` per node: the network (preset, or fitted at `n`; with
+/// `g > 1` fitted at the node count `n / g`, the network between nodes) wrapped in the
+/// topology when `g > 1`.
 fn costs_for(
     req: &SimulateRequest,
     n: usize,
+    g: usize,
     report: Option<&fit::FitReport>,
     compress_device: Option<&str>,
     profile: Option<&Arc<CompressProfile>>,
 ) -> Result<CostModel> {
-    let mut c = match (report, &req.network) {
-        (Some(rep), None) => rep.cost_model(n),
-        (Some(rep), Some(net)) => Ok(CostModel::preset(net)?.with_compress_fits(rep)),
-        (None, Some(net)) => CostModel::preset(net),
-        (None, None) => CostModel::preset("10gbe"),
-    }?;
+    let flat = match (report, &req.network) {
+        (Some(rep), None) if g > 1 => {
+            let nodes = n.div_ceil(g);
+            let net = rep.network(nodes).map_err(|e| {
+                SimError::Input(format!(
+                    "--ranks-per-node {g} with --fits: the fitted collectives are the network between nodes, so they are needed at {nodes} ranks (one per node of {n} ranks); {e}"
+                ))
+            })?;
+            let mut c = CostModel::with_network(Box::new(net)).with_compress_fits(rep);
+            if let Some(h) = rep.host.get(&n) {
+                c.host = h.clone();
+            }
+            c
+        }
+        (Some(rep), None) => rep.cost_model(n)?,
+        (Some(rep), Some(net)) => CostModel::preset(net)?.with_compress_fits(rep),
+        (None, Some(net)) => CostModel::preset(net)?,
+        (None, None) => CostModel::preset("10gbe")?,
+    };
+    let mut c = flat.with_topology(g, req.intra_link.clone());
     if let Some(d) = compress_device {
         let mut dc = crate::devcost::DeviceCosts::preset(d).map_err(SimError::Input)?;
         if let Some(p) = profile {
@@ -80,6 +104,30 @@ fn costs_for(
         c.device = Some(dc);
     }
     Ok(c)
+}
+
+/// Ranks per node for a measured case of `n` ranks: `--ranks-per-node` when given (it
+/// must divide `n`); else, with a preset network, the run's own (e2e.csv
+/// `ranks_per_node`) when its ranks spanned several hosts; else 1. Fitted costs
+/// (`--fits` without `--network`) were measured on the run's own placement, so they
+/// are not wrapped again; a run on one host never used a network, so a preset prices
+/// it flat, as asked.
+pub fn ranks_per_node_for(
+    req: &SimulateRequest,
+    label: &str,
+    n: usize,
+    measured: Option<usize>,
+) -> Result<usize> {
+    match req.ranks_per_node {
+        Some(g) if g == 0 || n % g != 0 => Err(SimError::Input(format!(
+            "--ranks-per-node {g} does not divide the world size {n} of the measured case {label}; give a count of ranks per node that divides every world size in the file"
+        ))),
+        Some(g) => Ok(g),
+        None => Ok(match measured {
+            Some(g) if req.network.is_some() && g > 1 && g < n => g,
+            _ => 1,
+        }),
+    }
 }
 
 /// Run the simulator: the cartesian product of the axes, or the cases of a measured
@@ -116,17 +164,14 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
     let measured = req.compare.as_deref().map(measured_cases).transpose()?;
     if let Some(measured) = &measured {
         for m in measured {
+            let n = m.case.world_size;
+            let measured_g = m.rows.first().and_then(|r| r.ranks_per_node);
+            let g = ranks_per_node_for(req, &m.label, n, measured_g)?;
             let dev = m
                 .compress_device
                 .as_deref()
                 .or(req.compress_device.as_deref());
-            let costs = costs_for(
-                req,
-                m.case.world_size,
-                report.as_ref(),
-                dev,
-                profile.as_ref(),
-            )?;
+            let costs = costs_for(req, n, g, report.as_ref(), dev, profile.as_ref())?;
             let r = simulate_with(&m.case, &costs, &mut wires)?;
             rows.push(SimRow::new(&m.case, &r, &costs));
         }
@@ -138,7 +183,8 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
             let wl = SimWorkload::zoo(model, req.batch, &compute, &req.device)?;
             for &n in &req.world_sizes {
                 let dev = req.compress_device.as_deref();
-                let costs = costs_for(req, n, report.as_ref(), dev, profile.as_ref())?;
+                let g = req.ranks_per_node.unwrap_or(1);
+                let costs = costs_for(req, n, g, report.as_ref(), dev, profile.as_ref())?;
                 if let Some(p) = &profile {
                     check_profile(p, model, &req.methods, n)?;
                 }
@@ -249,4 +295,70 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
 /// `gradcomp fit RESULTS_DIR`: fitted models and their errors, written next to the CSVs.
 pub fn fit_command(dir: &Path) -> Result<fit::FitReport> {
     fit::fit_results(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(network: Option<&str>, g: Option<usize>) -> SimulateRequest {
+        SimulateRequest {
+            models: vec![],
+            methods: vec![],
+            fusion: vec![],
+            pipelining: vec![],
+            collectives: vec![],
+            world_sizes: vec![],
+            batch: None,
+            device: "v100".into(),
+            params: vec![],
+            network: network.map(String::from),
+            fits: None,
+            compare: None,
+            tolerance: 0.15,
+            out: PathBuf::new(),
+            compress_on: vec![crate::devcost::CompressOn::Host],
+            compress_device: None,
+            compress_profile: None,
+            ranks_per_node: g,
+            intra_link: IntraLink::default(),
+        }
+    }
+
+    #[test]
+    fn measured_ranks_per_node_apply_to_presets_across_hosts() {
+        // A preset: the run's own placement when it spanned several hosts.
+        let r = req(Some("10gbe"), None);
+        assert_eq!(ranks_per_node_for(&r, "c", 32, Some(4)).unwrap(), 4);
+        // One host (every rank on it) never used a network: flat, as asked.
+        assert_eq!(ranks_per_node_for(&r, "c", 4, Some(4)).unwrap(), 1);
+        assert_eq!(ranks_per_node_for(&r, "c", 32, None).unwrap(), 1);
+        // Fitted costs already hold the run's placement.
+        let fitted = req(None, None);
+        assert_eq!(ranks_per_node_for(&fitted, "c", 32, Some(4)).unwrap(), 1);
+        // The flag wins, and must divide the case's world size.
+        let flag = req(Some("10gbe"), Some(8));
+        assert_eq!(ranks_per_node_for(&flag, "c", 32, Some(4)).unwrap(), 8);
+        let e = ranks_per_node_for(&flag, "resnet50/ssgd", 12, Some(4)).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("--ranks-per-node 8 does not divide the world size 12"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn costs_wrap_the_network_only_above_one_rank_per_node() {
+        let r = req(Some("100gb-ib"), None);
+        let flat = costs_for(&r, 32, 1, None, None, None).unwrap();
+        assert_eq!(flat.ranks_per_node, 1);
+        assert!(!flat.network.describe().contains("between nodes"));
+        let topo = costs_for(&r, 32, 4, None, None, None).unwrap();
+        assert_eq!(topo.ranks_per_node, 4);
+        assert!(topo
+            .describe()
+            .contains("between nodes of 4 ranks, intra-node pcie3"));
+        let op = super::super::network::Op::AllReduce;
+        assert!(topo.network.time_s(op, 32, 25e6) > flat.network.time_s(op, 32, 25e6));
+    }
 }

@@ -341,11 +341,13 @@ fn rows_and_comparison() {
         fwd_s: 0.0,
         iter_s,
         compute_none: false,
+        ranks_per_node: None,
     };
     let measured = MeasuredCase {
         case: case.clone(),
         label: "tiny/ssgd".into(),
         rows: vec![m(1.6), m(1.8)],
+        compress_device: None,
     };
     let c = compare(std::slice::from_ref(&measured), std::slice::from_ref(&row)).unwrap();
     assert_eq!(c.len(), 1);
