@@ -256,7 +256,8 @@ impl Config {
                     * n(s.params.len())
                     * n(distinct_collectives(method, &s.collectives).len())
                     * n(fusions)
-                    * n(s.pipelining.len());
+                    * n(s.pipelining.len())
+                    * n(s.compress_on.len());
             }
         }
         total

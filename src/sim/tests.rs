@@ -411,8 +411,9 @@ fn large_1d_capacity_extrapolation_matches_registration() {
         for (a, b) in ka.iter().zip(&kb) {
             assert_eq!(a.name, b.name);
             assert!(
-                (a.bytes - b.bytes).abs() <= 1e-4 * b.bytes.max(1.0)
-                    && (a.flops - b.flops).abs() <= 1e-4 * b.flops.max(1.0),
+                // A pricing estimate: 1e-3 (top-k's radix passes round per block).
+                (a.bytes - b.bytes).abs() <= 1e-3 * b.bytes.max(1.0)
+                    && (a.flops - b.flops).abs() <= 1e-3 * b.flops.max(1.0),
                 "{m}: kernel {}: extrapolated {a:?}, registered {b:?}",
                 a.name
             );
