@@ -534,6 +534,8 @@ fn unit_device_s(
 /// queue runs the same rule (src/engine/device.rs).
 struct DevStream<'a> {
     bwd: &'a [f64],
+    /// `rest[p]`: backward time of positions `p..` (`rest[m] = 0`).
+    rest: Vec<f64>,
     fwd_end: f64,
     /// When the last kernel run so far ends.
     free: f64,
@@ -545,8 +547,13 @@ struct DevStream<'a> {
 
 impl<'a> DevStream<'a> {
     fn new(fwd_end: f64, bwd: &'a [f64]) -> DevStream<'a> {
+        let mut rest = vec![0.0; bwd.len() + 1];
+        for p in (0..bwd.len()).rev() {
+            rest[p] = rest[p + 1] + bwd[p];
+        }
         DevStream {
             bwd,
+            rest,
             fwd_end,
             free: fwd_end,
             next: 0,
@@ -584,7 +591,7 @@ impl<'a> DevStream<'a> {
 
     /// End of backward if no more kernels were inserted.
     fn projected_bwd_end(&self) -> f64 {
-        self.free + self.bwd[self.next..].iter().sum::<f64>()
+        self.free + self.rest[self.next]
     }
 }
 

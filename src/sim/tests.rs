@@ -394,7 +394,8 @@ fn large_1d_capacity_extrapolation_matches_registration() {
         );
         let mut wires = WireCache::default();
         let mut o = WireOracle::new(&case, &mut wires).unwrap();
-        let (ext, exact) = (o.info(1, d).unwrap(), o.exact(1, d).unwrap());
+        let ext = o.info(1, d).unwrap().clone();
+        let exact = o.exact(1, d).unwrap().clone();
         for (a, b) in ext.wire.iter().flatten().zip(exact.wire.iter().flatten()) {
             let (a, b) = (a.bytes() as f64, b.bytes() as f64);
             assert!(

@@ -30,9 +30,9 @@ pub(super) struct ShapeInfo {
 }
 
 /// What a registered shape's wire depends on: the method, its parameters (their `Debug`
-/// text: every field, floats exactly), the world size and seed of its [`WorkerCtx`], and
-/// the shape.
-type WireKey = (String, String, usize, u64, usize, usize);
+/// text: every field, floats exactly), the world size and seed of its [`WorkerCtx`], the
+/// shape, and whether it was extrapolated ([`LARGE_1D`]) rather than registered.
+type WireKey = (String, String, usize, u64, usize, usize, bool);
 
 /// Wire capacities of the shapes registered so far, shared by the cases of a sweep
 /// ([`simulate_with`]): a case's wire for a shape is a function of its [`WireKey`], and
@@ -78,71 +78,97 @@ impl<'a, 'c> WireOracle<'a, 'c> {
 
     /// Wire per phase and round of a `rows x cols` unit.
     pub(super) fn get(&mut self, rows: usize, cols: usize) -> Result<PhaseWire> {
-        Ok(self.info(rows, cols)?.wire)
+        Ok(self.info(rows, cols)?.wire.clone())
     }
 
     /// Device kernels per phase, round and stage of a `rows x cols` unit.
     pub(super) fn kernels(&mut self, rows: usize, cols: usize) -> Result<PhaseKernels> {
-        Ok(self.info(rows, cols)?.kernels)
+        Ok(self.info(rows, cols)?.kernels.clone())
     }
 
-    pub(super) fn info(&mut self, rows: usize, cols: usize) -> Result<ShapeInfo> {
+    fn key(&self, rows: usize, cols: usize, extrapolated: bool) -> WireKey {
+        let (method, params, n, seed) = &self.key;
+        (
+            method.clone(),
+            params.clone(),
+            *n,
+            *seed,
+            rows,
+            cols,
+            extrapolated,
+        )
+    }
+
+    /// What the simulator needs of a `rows x cols` unit: registered, or (1-row units
+    /// beyond [`LARGE_1D`]) extrapolated; cached either way.
+    pub(super) fn info(&mut self, rows: usize, cols: usize) -> Result<&ShapeInfo> {
         if rows == 1 && cols > LARGE_1D {
-            // Affine in the length between two exact probes (see [`LARGE_1D`]).
-            let (d1, d2) = (LARGE_1D / 2, LARGE_1D);
-            let (a, b) = (self.exact(1, d1)?, self.exact(1, d2)?);
-            let x = (cols - d1) as f64 / (d2 - d1) as f64;
-            let extf = |u: f64, v: f64| (u + (v - u) * x).max(0.0);
-            let ext = |u: usize, v: usize| extf(u as f64, v as f64).round() as usize;
-            let wire = a
-                .wire
-                .iter()
-                .zip(&b.wire)
-                .map(|(a, b)| {
-                    a.iter()
-                        .zip(b)
-                        .map(|(a, b)| WireLen {
-                            sum_f32: ext(a.sum_f32, b.sum_f32),
-                            gather_u32: ext(a.gather_u32, b.gather_u32),
-                            ring_u32: ext(a.ring_u32, b.ring_u32),
-                            gather_exact: a.gather_exact && b.gather_exact,
-                        })
-                        .collect()
-                })
-                .collect();
-            // Each kernel's bytes and flops extrapolated between the probes; where the
-            // two probes launch different kernels (a method switching algorithm with
-            // size), the larger probe's scaled in proportion to the length.
-            let mut kernels = b.kernels.clone();
-            for (ph, rounds) in kernels.iter_mut().enumerate() {
-                for (r, stages) in rounds.iter_mut().enumerate() {
-                    for (s, list) in stages.iter_mut().enumerate() {
-                        let small = &a.kernels[ph][r][s];
-                        let same = small.len() == list.len()
-                            && small.iter().zip(list.iter()).all(|(o, k)| o.name == k.name);
-                        let scale = cols as f64 / d2 as f64;
-                        for (i, k) in list.iter_mut().enumerate() {
-                            if same {
-                                k.bytes = extf(small[i].bytes, k.bytes);
-                                k.flops = extf(small[i].flops, k.flops);
-                            } else {
-                                k.bytes *= scale;
-                                k.flops *= scale;
-                            }
-                        }
-                    }
-                }
+            let key = self.key(rows, cols, true);
+            if !self.cache.map.contains_key(&key) {
+                let info = self.extrapolate(cols)?;
+                self.cache.map.insert(key.clone(), info);
             }
-            return Ok(ShapeInfo { wire, kernels });
+            return Ok(&self.cache.map[&key]);
         }
         self.exact(rows, cols)
     }
 
-    pub(super) fn exact(&mut self, rows: usize, cols: usize) -> Result<ShapeInfo> {
-        let (method, params, n, seed) = &self.key;
-        let key = (method.clone(), params.clone(), *n, *seed, rows, cols);
-        if let Some(w) = self.cache.map.get(&key) {
-            return Ok(w.clone());
+    /// A `1 x cols` unit (`cols > LARGE_1D`) from two registered probes.
+    fn extrapolate(&mut self, cols: usize) -> Result<ShapeInfo> {
+        // Affine in the length between two exact probes (see [`LARGE_1D`]).
+        let (d1, d2) = (LARGE_1D / 2, LARGE_1D);
+        let a = self.exact(1, d1)?.clone();
+        let b = self.exact(1, d2)?.clone();
+        let x = (cols - d1) as f64 / (d2 - d1) as f64;
+        let extf = |u: f64, v: f64| (u + (v - u) * x).max(0.0);
+        let ext = |u: usize, v: usize| extf(u as f64, v as f64).round() as usize;
+        let wire = a
+            .wire
+            .iter()
+            .zip(&b.wire)
+            .map(|(a, b)| {
+                a.iter()
+                    .zip(b)
+                    .map(|(a, b)| WireLen {
+                        sum_f32: ext(a.sum_f32, b.sum_f32),
+                        gather_u32: ext(a.gather_u32, b.gather_u32),
+                        ring_u32: ext(a.ring_u32, b.ring_u32),
+                        gather_exact: a.gather_exact && b.gather_exact,
+                    })
+                    .collect()
+            })
+            .collect();
+        // Each kernel's bytes and flops extrapolated between the probes; where the
+        // two probes launch different kernels (a method switching algorithm with
+        // size), the larger probe's scaled in proportion to the length.
+        let mut kernels = b.kernels.clone();
+        for (ph, rounds) in kernels.iter_mut().enumerate() {
+            for (r, stages) in rounds.iter_mut().enumerate() {
+                for (s, list) in stages.iter_mut().enumerate() {
+                    let small = &a.kernels[ph][r][s];
+                    let same = small.len() == list.len()
+                        && small.iter().zip(list.iter()).all(|(o, k)| o.name == k.name);
+                    let scale = cols as f64 / d2 as f64;
+                    for (i, k) in list.iter_mut().enumerate() {
+                        if same {
+                            k.bytes = extf(small[i].bytes, k.bytes);
+                            k.flops = extf(small[i].flops, k.flops);
+                        } else {
+                            k.bytes *= scale;
+                            k.flops *= scale;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(ShapeInfo { wire, kernels })
+    }
+
+    /// A registered `rows x cols` unit (cached).
+    pub(super) fn exact(&mut self, rows: usize, cols: usize) -> Result<&ShapeInfo> {
+        let key = self.key(rows, cols, false);
+        if self.cache.map.contains_key(&key) {
+            return Ok(&self.cache.map[&key]);
         }
         let mut c = registry::build(&self.case.base_method, &self.case.params, ctx(self.case))
             .map_err(|e| merr(self.case, e))?;
@@ -163,8 +189,7 @@ impl<'a, 'c> WireOracle<'a, 'c> {
             })
             .collect();
         let info = ShapeInfo { wire, kernels };
-        self.cache.map.insert(key, info.clone());
-        Ok(info)
+        Ok(self.cache.map.entry(key).or_insert(info))
     }
 }
 
