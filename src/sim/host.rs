@@ -6,7 +6,14 @@
 //!   between barriers, so a rank rarely has to share its core there; inside e2e every
 //!   rank compresses at once and, with more ranks than cores, each gets `cpu_share` of
 //!   one. The simulator divides every CPU phase (pack, compress, feedback, decompress)
-//!   by it.
+//!   by it. With device compression the engine pauses the emulated device while the
+//!   host does the real compression, so the rank's own share of that work is not on the
+//!   timeline; the rest, `(1 - cpu_share)` of the charged time, is: it is spent inside
+//!   the rank's next collective, where the ranks that computed last are scheduled last
+//!   (4 ranks on 2 cores, sim-accuracy config: qsgd's allgathers took 3.0 ms per
+//!   iteration against 0.3 ms in micro-comm, the extra about 1x its 3.2 ms of host work,
+//!   and every method alike; rank 0's collectives either 80 us or ~1 ms, a scheduler
+//!   slice). The simulator adds it to the next exchange.
 //! - **Start latency** `start_s`: from the iteration's start to the emulated device
 //!   running (a condition-variable hand-off to the device thread plus the timer
 //!   overshoot of its first sleep); the median of `fwd_s` measured minus modelled.

@@ -652,6 +652,14 @@ fn simulate_clock(
     // Device compression: end of the last kernel queued (the communication thread
     // queues kernels without waiting for them).
     let mut queue_end = 0.0f64;
+    // Device compression on a shared core (cpu_share < 1): the engine pauses the device
+    // clock for the rank's host work, which takes `cpu` times its time at full speed; the
+    // rank's own share is paused, the rest (the cores it waits for other ranks' work) is
+    // spent inside its next collective, where the ranks that computed last run last
+    // (measured at 4 ranks on 2 cores: extra exchange time about 1x the host work;
+    // host.rs). `paused` holds that rest until the next exchange.
+    let mut paused = 0.0f64;
+    let unpaused = |charged: f64| charged * (1.0 - host.cpu_share.min(1.0));
     for op in ops {
         let mut wire = WireLen::default();
         let bwd_end = dev.projected_bwd_end();
@@ -673,6 +681,7 @@ fn simulate_clock(
                         let c = d.copy_s(4.0 * e as f64, groups[bucket].len());
                         queue_end = dev.kernel(clock, c);
                         r.pack_s += c;
+                        paused += unpaused(cpu * pb * 4.0 * e as f64);
                     }
                     None => run(
                         &mut clock,
@@ -697,6 +706,8 @@ fn simulate_clock(
                 let l = u.wire[round];
                 let c = cpu * (per_round(mc.compress, u.elems) + per_round(mc.feedback, u.elems));
                 r.host_compress_s += c;
+                // Appending the unit's wire to the bucket's.
+                let append = cpu * (costs.pack_fixed_s + pb * l.bytes() as f64);
                 match device {
                     // The method's kernels write straight into the bucket's buffer (as
                     // DDP's bucket views and Power-SGD's flat P buffer do): no append.
@@ -704,15 +715,11 @@ fn simulate_clock(
                         let d = u.dev_s[round][0];
                         queue_end = dev.kernel(clock, d);
                         r.compress_s += d;
+                        paused += unpaused(c + append);
                     }
                     None => {
                         run(&mut clock, &mut r.compress_s, c, bwd_end);
-                        run(
-                            &mut clock,
-                            &mut r.pack_s,
-                            cpu * (costs.pack_fixed_s + pb * l.bytes() as f64),
-                            bwd_end,
-                        );
+                        run(&mut clock, &mut r.pack_s, append, bwd_end);
                     }
                 }
                 w = w.plus(l);
@@ -730,7 +737,8 @@ fn simulate_clock(
                         host.sync_s
                     } else {
                         0.0
-                    };
+                    }
+                    + std::mem::take(&mut paused);
                 run(&mut clock, &mut r.comm_s, t, bwd_end);
                 r.wire_bytes += w.bytes() as u64;
                 wire = w;
@@ -749,17 +757,17 @@ fn simulate_clock(
                             * gather_scale(n, u.elems, l.gather_u32))
                     / rounds as f64;
                 r.host_decompress_s += d;
+                // Splitting copies every worker's gathered piece of this unit.
+                let split = cpu * (costs.pack_fixed_s + pb * 4.0 * (n * l.gather_u32) as f64);
                 match device {
                     // Each worker's piece is a view of the received buffer: no split.
                     Some(_) => {
                         let dd = u.dev_s[round][1];
                         queue_end = dev.kernel(clock, dd);
                         r.decompress_s += dd;
+                        paused += unpaused(d + split);
                     }
                     None => {
-                        // Splitting copies every worker's gathered piece of this unit.
-                        let split =
-                            cpu * (costs.pack_fixed_s + pb * 4.0 * (n * l.gather_u32) as f64);
                         run(&mut clock, &mut r.pack_s, split, bwd_end);
                         run(&mut clock, &mut r.decompress_s, d, bwd_end);
                     }
@@ -771,7 +779,10 @@ fn simulate_clock(
     // The last bucket holds the last gradient, so the clock is past the end of backward.
     // The step ends with the last decompression kernel.
     let bwd_end = dev.ready_s(m);
-    let t_end = clock.max(bwd_end).max(queue_end);
+    // What the last decompressions leave is paid in the next iteration's first
+    // collective: in steady state, once per iteration.
+    r.comm_s += paused;
+    let t_end = clock.max(bwd_end).max(queue_end) + paused;
     r.bwd_s = bwd_end - fwd_end;
     r.exposed_s = (t_end - bwd_end).max(0.0);
     r.bwd_sync_s = t_end - fwd_end;
