@@ -2,12 +2,16 @@
 //! model) and the engine's raw series into an e2e.csv row.
 
 use super::stats::Summary;
+use crate::comm::netmodel::CommModels;
 use crate::comm::World;
 use crate::config::E2eCase;
+use crate::devcost::profile::CompressProfile;
 use crate::engine::{self, device::ComputeMode, E2eSetup, TensorSpec};
 use crate::error::{Error, Result};
 use crate::models::{self, ComputeModel};
 use crate::record::{Fields, SCHEMA_VERSION};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Everything a case needs that does not depend on the method.
 pub struct Workload {
@@ -47,6 +51,37 @@ pub fn workload(c: &E2eCase) -> Result<Workload> {
     })
 }
 
+/// Files the e2e cases of a run share (`--cost-comm`, `--compress-profile`), read and
+/// parsed once per run instead of once per case.
+#[derive(Default)]
+pub struct Inputs {
+    comm: HashMap<String, Arc<CommModels>>,
+    profiles: HashMap<String, Arc<CompressProfile>>,
+}
+
+impl Inputs {
+    fn comm_models(&mut self, path: &str) -> Result<Arc<CommModels>> {
+        if let Some(m) = self.comm.get(path) {
+            return Ok(m.clone());
+        }
+        let m = Arc::new(
+            CommModels::from_micro_comm_csv(path)
+                .map_err(|e| Error::Input(format!("--cost-comm {path}: {e}")))?,
+        );
+        self.comm.insert(path.to_string(), m.clone());
+        Ok(m)
+    }
+
+    fn compress_profile(&mut self, path: &str) -> Result<Arc<CompressProfile>> {
+        if let Some(p) = self.profiles.get(path) {
+            return Ok(p.clone());
+        }
+        let p = Arc::new(CompressProfile::read(path).map_err(|e| Error::Input(e.to_string()))?);
+        self.profiles.insert(path.to_string(), p.clone());
+        Ok(p)
+    }
+}
+
 /// Run one case; returns the engine's measurement and (rank 0, if asked) the trace.
 pub fn measure(
     world: &World,
@@ -54,12 +89,10 @@ pub fn measure(
     w: &Workload,
     seed: u64,
     want_trace: bool,
+    inputs: &mut Inputs,
 ) -> Result<(engine::E2eMeasurement, Option<engine::trace::Trace>)> {
     let models = match &c.cost_comm {
-        Some(p) => Some(
-            crate::comm::netmodel::CommModels::from_micro_comm_csv(p)
-                .map_err(|e| Error::Input(format!("--cost-comm {p}: {e}")))?,
-        ),
+        Some(p) => Some(inputs.comm_models(p)?),
         None => None,
     };
     let device_costs = match &c.compress_device {
@@ -67,8 +100,7 @@ pub fn measure(
             let dc = crate::devcost::DeviceCosts::preset(d).map_err(Error::Input)?;
             match &c.compress_profile {
                 Some(p) => {
-                    let prof = crate::devcost::profile::CompressProfile::read(p)
-                        .map_err(|e| Error::Input(e.to_string()))?;
+                    let prof = inputs.compress_profile(p)?;
                     crate::sim::run::check_profile(
                         &prof,
                         &c.model,
@@ -76,7 +108,7 @@ pub fn measure(
                         world.size,
                     )
                     .map_err(|e| Error::Input(e.to_string()))?;
-                    Some(dc.with_profile(std::sync::Arc::new(prof)))
+                    Some(dc.with_profile(prof))
                 }
                 None => Some(dc),
             }
@@ -95,7 +127,7 @@ pub fn measure(
         collective: c.collective,
         compute: c.compute,
         merge: c.merge,
-        cost_comm: models.as_ref(),
+        cost_comm: models.as_deref(),
         planner_costs: None,
         compress_on: c.compress_on,
         device_costs: device_costs.as_ref(),

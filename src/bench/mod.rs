@@ -159,6 +159,7 @@ pub fn run_all(
     comm_bufs.reserve(world.size, &cases);
     // Exposed synchronisation of pipelining-off e2e cases, for the overlap of "on".
     let mut sync_seq: Vec<(crate::config::E2eCase, f64)> = Vec::new();
+    let mut e2e_inputs = e2e::Inputs::default();
     let e2e_total = cases.iter().filter(|c| matches!(c, Case::E2e(_))).count();
     let ids = config.case_ids(&cases, world.size);
     for (case, id) in cases.iter().zip(ids) {
@@ -346,7 +347,8 @@ pub fn run_all(
             }
             Case::E2e(ref c) => {
                 let w = e2e::workload(c)?;
-                let (mut m, tr) = e2e::measure(world, c, &w, config.seed, trace.is_some())?;
+                let (mut m, tr) =
+                    e2e::measure(world, c, &w, config.seed, trace.is_some(), &mut e2e_inputs)?;
                 let mut rss = [e2e::peak_rss_bytes() as f64];
                 world.max_in_place(&mut rss);
                 let key = |x: &crate::config::E2eCase| {
