@@ -212,13 +212,11 @@ impl E2eSection {
             Some(d) => ("compress_device", d.clone()),
             None => ("device", self.device.clone()),
         };
-        if DeviceSpec::preset(&name).is_none() {
+        if let Err(e) = DeviceSpec::parse(&name) {
             return Err(origin.invalid(
                 key,
                 format!(
-                    "'{name}' has no device compression cost preset; compress_on = device \
-                     needs one of {}: set compress_device",
-                    DeviceSpec::preset_names().collect::<Vec<_>>().join(", ")
+                    "{e}; compress_on = device needs a device cost preset: set compress_device"
                 ),
             ));
         }

@@ -174,6 +174,34 @@ impl DeviceSpec {
             })
     }
 
+    /// A preset, optionally with its launch latency replaced: `NAME` or
+    /// `NAME:launch_us=X` (e.g. `v100:launch_us=1` for launches captured in a CUDA
+    /// graph). The error names the value and what is allowed.
+    pub fn parse(s: &str) -> Result<DeviceSpec, String> {
+        let (name, opts) = s.split_once(':').unwrap_or((s, ""));
+        let mut spec = DeviceSpec::preset(name).ok_or_else(|| {
+            format!(
+                "unknown compression device '{name}'; allowed: {} (optionally                  NAME:launch_us=X)",
+                DeviceSpec::preset_names().collect::<Vec<_>>().join(", ")
+            )
+        })?;
+        if opts.is_empty() {
+            return Ok(spec);
+        }
+        let us = opts
+            .strip_prefix("launch_us=")
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .ok_or_else(|| {
+                format!(
+                    "'{s}': after the preset name only ':launch_us=X' (X >= 0 microseconds                      per kernel launch) is allowed, e.g. '{name}:launch_us=1'"
+                )
+            })?;
+        spec.launch_s = us * 1e-6;
+        spec.name = s.to_string();
+        Ok(spec)
+    }
+
     /// Names of the presets.
     pub fn preset_names() -> impl Iterator<Item = &'static str> {
         PRESETS.iter().map(|p| p.0)
@@ -213,18 +241,13 @@ pub struct DeviceCosts {
 
 impl DeviceCosts {
     /// Costs from preset `name`; the error lists the presets.
+    /// Costs from preset `name` (or `NAME:launch_us=X`, [`DeviceSpec::parse`]); the
+    /// error lists the presets.
     pub fn preset(name: &str) -> Result<DeviceCosts, String> {
-        DeviceSpec::preset(name)
-            .map(|spec| DeviceCosts {
-                spec,
-                profile: None,
-            })
-            .ok_or_else(|| {
-                format!(
-                    "unknown compression device '{name}'; allowed: {}",
-                    DeviceSpec::preset_names().collect::<Vec<_>>().join(", ")
-                )
-            })
+        DeviceSpec::parse(name).map(|spec| DeviceCosts {
+            spec,
+            profile: None,
+        })
     }
 
     /// Preset `name` with measured times from `profile` where it has them.
@@ -330,6 +353,20 @@ mod tests {
         assert!(h.kernel_s(&k) < DeviceSpec::preset("a100").unwrap().kernel_s(&k));
         assert!(DeviceSpec::preset("a100").unwrap().kernel_s(&k) < v.kernel_s(&k));
         assert!(DeviceSpec::preset("p100").is_none());
+        // A launch latency override: only the launch term changes.
+        let g = DeviceSpec::parse("v100:launch_us=1").unwrap();
+        assert!((g.kernel_s(&k) - (1e-3 + 1e-6)).abs() < 1e-12);
+        assert_eq!(g.mem_bytes_per_s, v.mem_bytes_per_s);
+        assert_eq!(g.name, "v100:launch_us=1");
+        for bad in [
+            "p100",
+            "v100:launch_us=-1",
+            "v100:launch=1",
+            "v100:launch_us=x",
+        ] {
+            let e = DeviceSpec::parse(bad).unwrap_err();
+            assert!(e.contains("launch_us") && e.contains("'"), "{bad}: {e}");
+        }
         for n in DeviceSpec::preset_names() {
             assert!(DeviceSpec::preset_source(n).unwrap().contains("NVIDIA"));
         }
