@@ -10,7 +10,7 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 MPIFLAGS ?= $(shell $(MPIRUN) --version 2>&1 | grep -q 'Open MPI' && echo --oversubscribe --bind-to none)
 
-.PHONY: setup build bench lint test report paper paper-scale sim-accuracy netlab-bench ci-slurm ci-mpich clean
+.PHONY: setup build bench lint test report paper paper-scale sim-accuracy repeatability netlab-bench ci-slurm ci-mpich clean
 
 ## setup: install missing Debian packages (as root or via sudo) and the analysis venv
 setup:
@@ -70,6 +70,12 @@ sim-accuracy: build
 	done; \
 	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis report $(OUT) || rc=1; \
 	echo "report: $(OUT)/report/report.md (section Simulator accuracy)"; exit $$rc
+
+## repeatability: every laptop paper config twice, each case's median within 10% and no
+## significant conclusion reversed (scripts/repeatability.sh into OUT; CONFIGS="omgs marsit"
+## for a subset; ~15 min on 2 cores; a timing measurement: run it on a quiet machine)
+repeatability: build setup
+	scripts/repeatability.sh $(OUT) $(CONFIGS)
 
 ## netlab-bench: an emulated cluster on this machine (scripts/netlab.sh; root, iproute2, tbf):
 ## NETLAB_NODES=4 network namespaces at NETLAB_RATE=1gbit. micro-comm (ring and MPI

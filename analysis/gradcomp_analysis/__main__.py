@@ -1,9 +1,11 @@
-"""Entry point: python -m gradcomp_analysis report RESULTS_DIR [RESULTS_DIR ...] [--out DIR] [--latex]."""
+"""Entry point: python -m gradcomp_analysis report RESULTS_DIR [RESULTS_DIR ...] [--out DIR] [--latex];
+python -m gradcomp_analysis compare RUN_A RUN_B [--tolerance 0.10] [--out DIR]."""
 
 import argparse
 import sys
 
 from .io import ReportError
+from .compare import compare
 from .report import write_report
 
 
@@ -17,8 +19,21 @@ def main(argv=None) -> int:
                         "several are combined, methods compared within one run where it holds them all")
     r.add_argument("--out", help="output directory [default: FIRST_RESULTS_DIR/report]")
     r.add_argument("--latex", action="store_true", help="also write every table as LaTeX (NAME.tex)")
+    c = sub.add_parser("compare", help="repeatability: two runs of one config, case by case (times within a "
+                                      "tolerance, no significant conclusion reversed); exit 1 when not")
+    c.add_argument("run_a")
+    c.add_argument("run_b")
+    c.add_argument("--tolerance", type=float, default=0.10,
+                   help="largest relative difference of a case's median iteration [default: 0.10]")
+    c.add_argument("--out", help="output directory [default: RUN_B/compare]")
     a = p.parse_args(argv)
     try:
+        if a.cmd == "compare":
+            if not 0 < a.tolerance < 10:
+                raise ReportError(f"--tolerance {a.tolerance}: give a fraction such as 0.10 (10%)")
+            ok, path = compare(a.run_a, a.run_b, a.tolerance, a.out)
+            print(path)
+            return 0 if ok else 1
         path = write_report(a.results_dir, a.out, latex=a.latex)
     except ReportError as e:
         print(f"gradcomp_analysis: error: {e}", file=sys.stderr)

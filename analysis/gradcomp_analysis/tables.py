@@ -162,16 +162,32 @@ def config_label(r) -> str:
     return f"{r['fusion']}/{r['pipelining']}/{r['collective']}"
 
 
+# e2e.csv columns that define a case (docs/csv-schema.md); what is measured is not here.
+CASE_COLUMNS = ["network", "model", "method", "fusion", "pipelining", "collective", "aggregation",
+                "world_size", "ranks_per_node", "batch", "device", "compute", "compress_on",
+                "compress_device", "iters", "warmup", "density", "rank", "min_compression_rate",
+                "start_iter", "momentum", "nesterov", "clip_norm", "warmup_steps_per_epoch",
+                "sketch_rows", "sketch_cols_per_k", "qsgd_levels"]
+
+
+def case_keys(df: pd.DataFrame) -> list:
+    """The columns of DF that identify a case: the same case run again (a config that
+    repeats it) has the same values, though gradcomp gives each repeat its own `case_id`
+    (the first keeps the case's id; `--resume` needs them distinct)."""
+    return [c for c in CASE_COLUMNS if c in df.columns]
+
+
 def collapse_repeats(e2e: pd.DataFrame) -> pd.DataFrame:
-    """One row per case of a run where a config repeats a case (rows with the same
-    `case_id` in one run): the repeat with the median `iter_s` (the lower middle one for an
+    """One row per case of a run where a config repeats a case (rows of one run with the
+    same `case_keys`): the repeat with the median `iter_s` (the lower middle one for an
     even count), its `iter_ci95_s` widened to half the range of the repeats' `iter_s` when
     that is larger (the spread between repeats, which the within-repeat interval does not
-    see), and `repeats` = how many there were. Without `case_id`: E2E unchanged. Every
-    table's "best" then picks among cases, not the luckiest repeat of one case."""
+    see), and `repeats` = how many there were. Without `case_id` (an older e2e.csv): E2E
+    unchanged. Every table's "best" then picks among cases, not the luckiest repeat of one
+    case."""
     if e2e is None or e2e.empty or "case_id" not in e2e.columns:
         return e2e
-    keys = ["run", "case_id"] if "run" in e2e.columns else ["case_id"]
+    keys = (["run"] if "run" in e2e.columns else []) + case_keys(e2e)
     n = e2e.groupby(keys, dropna=False)["iter_s"].transform("size")
     if (n <= 1).all():
         return e2e

@@ -326,6 +326,21 @@ def test_repeated_case_is_its_median_with_the_spread_between_repeats():
     assert T.collapse_repeats(df(row("ssgd", 0.1))).equals(df(row("ssgd", 0.1)))  # no case_id: unchanged
 
 
+def test_collapse_repeats_finds_repeats_by_their_configuration_not_their_id():
+    """gradcomp gives every repeat of a case its own case_id (resume needs them distinct):
+    repeats are the rows of one run with the same configuration."""
+    rs = [dict(row("ssgd", t, ci=0.00006), case_id=f"c{i}", run="a")
+          for i, t in enumerate((0.001615, 0.002714, 0.001650))]
+    other = dict(row("ssgd", 0.0019, ci=0.00006, fusion="25MiB"), case_id="c9", run="a")
+    c = T.collapse_repeats(df(*rs, other))
+    assert len(c) == 2
+    r = c[c["fusion"] == "none"].iloc[0]
+    assert r["iter_s"] == pytest.approx(0.001650) and r["repeats"] == 3
+    assert c[c["fusion"] == "25MiB"].iloc[0]["repeats"] == 1
+    # The same configuration in another run is another case.
+    assert len(T.collapse_repeats(df(*rs, dict(rs[0], run="b")))) == 2
+
+
 def conv_rows(method, losses, status="done", run="r", ws=2):
     """converge.csv rows: one per step, the held-out loss evaluated at the listed steps."""
     out = []

@@ -1,0 +1,165 @@
+"""Repeatability of a config: two runs of it compared case by case
+(`python -m gradcomp_analysis compare RUN_A RUN_B`; `scripts/repeatability.sh`).
+
+Two checks, both on e2e.csv (each run's repeats of a case collapsed as the report does,
+`tables.collapse_repeats`):
+
+- **Times:** per case (joined on the case's configuration, `tables.case_keys`; a case
+  the config repeats is taken at its median repeat), the relative difference of the
+  median iteration `t_b / t_a - 1`; within `tolerance` passes (a case timed once makes
+  no timing claim and is not judged). The wire bytes must be identical: the runs are
+  seeded.
+- **Conclusions:** every pair of cases of one setup (`tables.setup_keys`: model, world
+  size, batch, device) that a report could compare (method against method, fusion against
+  none, pipelining on against off) is classified in each run as the report classifies it
+  (`tables.significance`: `faster`, `slower`, or not significant when the 95% intervals
+  overlap). A pair that is significant in both runs with opposite signs is a
+  **contradiction** (the runs rank the two differently: fails). A pair significant in one
+  run and inside the noise of the other is **one-sided** (the conclusion is borderline;
+  listed, not a failure). Pairs not significant in either run are not conclusions.
+"""
+
+import math
+import os
+
+import pandas as pd
+
+from . import tables as T
+from .io import ReportError, load_csv
+
+CASE_COLUMNS = ["case_id", "method", "fusion", "pipelining", "collective", "iter_s"]
+
+
+def _e2e(run: str) -> pd.DataFrame:
+    df = load_csv(run, "e2e.csv")
+    if df is None or df.empty:
+        raise ReportError(f"{run}: no e2e.csv rows to compare (compare reads e2e.csv)")
+    missing = [c for c in CASE_COLUMNS if c not in df.columns]
+    if missing:
+        raise ReportError(f"{os.path.join(run, 'e2e.csv')}: columns {missing} missing")
+    df = T.collapse_repeats(df.copy())
+    df["ci"] = T.ci_s(df)
+    df["label"] = _labels(df).values
+    # A case's key: its configuration (a config that repeats a case gives each repeat its
+    # own case_id; collapse_repeats keeps the median repeat).
+    df.index = ["|".join(str(v) for v in r) for r in df[T.case_keys(df)].itertuples(index=False)]
+    return df
+
+
+SETUP_OR_SHOWN = {"network", "model", "world_size", "batch", "device", "method", "fusion", "pipelining",
+                  "collective", "aggregation"}
+
+
+def _labels(df: pd.DataFrame) -> pd.Series:
+    """`method fusion/pipelining/collective`, plus `key=value` for every other case column
+    that varies in the run (`compress_on=device`, `rank=32`)."""
+    extra = [k for k in T.case_keys(df) if k not in SETUP_OR_SHOWN and df[k].nunique(dropna=False) > 1]
+    return pd.Series([f"{r['method']} {r['fusion']}/{r['pipelining']}/{r['collective']}"
+                      + "".join(f" {k}={r[k]}" for k in extra if pd.notna(r[k])) for _, r in df.iterrows()], index=df.index)
+
+
+def compare_runs(a: pd.DataFrame, b: pd.DataFrame, tolerance: float) -> dict:
+    """The two checks of the module docs on two runs' e2e rows (indexed by case_id).
+    Returns {"times": DataFrame, "pairs": DataFrame, "only_a": [...], "only_b": [...],
+    "ok": bool} (only_a / only_b: the cases one run has and the other has not)."""
+    common = a.index.intersection(b.index)
+    times = pd.DataFrame({
+        "case": a.loc[common, "label"].values,
+        "model": a.loc[common, "model"].values,
+        "world_size": a.loc[common, "world_size"].values,
+        "a_ms": a.loc[common, "iter_s"].values * 1e3,
+        "a_ci_ms": a.loc[common, "ci"].values * 1e3,
+        "b_ms": b.loc[common, "iter_s"].values * 1e3,
+        "b_ci_ms": b.loc[common, "ci"].values * 1e3,
+    })
+    times["diff_pct"] = (times["b_ms"] / times["a_ms"] - 1) * 100
+    # A case timed once (dgc-ratio: its table is about bytes) makes no timing claim.
+    iters = pd.to_numeric(a.loc[common, "iters_run" if "iters_run" in a.columns else "iters"],
+                          errors="coerce").fillna(2).values
+    times["judged"] = iters > 1
+    times["within"] = (times["diff_pct"].abs() <= tolerance * 100) | ~times["judged"]
+    # Seeded runs send the same bytes.
+    wa = pd.to_numeric(a.loc[common, "wire_bytes"], errors="coerce").values
+    wb = pd.to_numeric(b.loc[common, "wire_bytes"], errors="coerce").values
+    times["same_wire"] = wa == wb
+
+    keys = [k for k in T.setup_keys(a) if k in a.columns and k in b.columns]
+    rows = []
+    ac = a.loc[common]
+    for _, g in ac.groupby(keys, sort=False, dropna=False):
+        ids = list(g.index)
+        for i, x in enumerate(ids):
+            for y in ids[i + 1:]:
+                sa = T.significance(a.at[x, "iter_s"], a.at[x, "ci"], a.at[y, "iter_s"], a.at[y, "ci"])
+                sb = T.significance(b.at[x, "iter_s"], b.at[x, "ci"], b.at[y, "iter_s"], b.at[y, "ci"])
+                sig = {"faster", "slower"}
+                if sa in sig and sb in sig:
+                    verdict = "agree" if sa == sb else "contradiction"
+                elif sa in sig or sb in sig:
+                    verdict = "one-sided"
+                else:
+                    continue
+                rows.append({"model": a.at[x, "model"], "world_size": a.at[x, "world_size"],
+                             "case": a.at[x, "label"], "vs": a.at[y, "label"],
+                             "run a": sa, "run b": sb, "verdict": verdict})
+    pairs = pd.DataFrame(rows, columns=["model", "world_size", "case", "vs", "run a", "run b", "verdict"])
+    ok = (bool(times["within"].all()) and bool(times["same_wire"].all())
+          and not (pairs["verdict"] == "contradiction").any())
+    return {"times": times, "pairs": pairs, "only_a": sorted(set(a.index) - set(common)),
+            "only_b": sorted(set(b.index) - set(common)), "ok": ok}
+
+
+def _fmt(v, nd=3):
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{nd}g}"
+
+
+def _largest(t: pd.DataFrame) -> str:
+    d = t.loc[t["judged"], "diff_pct"].abs()
+    return f"{d.max():.1f}%" if len(d) else "n/a"
+
+
+def summary(res: dict, run_a: str, run_b: str, tolerance: float) -> str:
+    """A Markdown summary of `compare_runs`' result."""
+    t, p = res["times"], res["pairs"]
+    n_sig = len(p)
+    counts = p["verdict"].value_counts() if n_sig else pd.Series(dtype=int)
+    lines = [f"# Repeatability: {run_a} vs {run_b}", "",
+             f"- cases compared: {len(t)} (only in a: {len(res['only_a'])}, only in b: {len(res['only_b'])})",
+             f"- times within {tolerance * 100:.0f}%: {int(t['within'].sum())} of {len(t)}; "
+             f"largest difference {_largest(t)}"
+             + (f" (cases timed once, not judged: {int((~t['judged']).sum())})" if (~t["judged"]).any() else "")
+             if len(t) else "- no common cases",
+             f"- wire bytes identical: {int(t['same_wire'].sum())} of {len(t)}",
+             f"- significant conclusions (pairs of cases of one setup significant in either run): {n_sig}; "
+             f"agree {int(counts.get('agree', 0))}, one-sided {int(counts.get('one-sided', 0))}, "
+             f"contradictions {int(counts.get('contradiction', 0))}",
+             f"- result: {'PASS' if res['ok'] else 'FAIL'}", ""]
+    out = t.sort_values("diff_pct", key=lambda s: s.abs(), ascending=False)
+    lines += ["| case | model | ranks | run a ms | ± | run b ms | ± | b vs a |", "|---|---|---|---|---|---|---|---|"]
+    for _, r in out.iterrows():
+        flag = (" (timed once, not judged)" if not r["judged"] else "" if r["within"] else " (outside)") \
+            + ("" if r["same_wire"] else " (wire bytes differ)")
+        lines.append(f"| {r['case']} | {r['model']} | {r['world_size']} | {_fmt(r['a_ms'])} | {_fmt(r['a_ci_ms'], 2)} "
+                     f"| {_fmt(r['b_ms'])} | {_fmt(r['b_ci_ms'], 2)} | {r['diff_pct']:+.1f}%{flag} |")
+    bad = p[p["verdict"] != "agree"]
+    if len(bad):
+        lines += ["", "Conclusions that are not the same in both runs:", "",
+                  "| model | ranks | case | vs | run a | run b | verdict |", "|---|---|---|---|---|---|---|"]
+        for _, r in bad.iterrows():
+            lines.append(f"| {r['model']} | {r['world_size']} | {r['case']} | {r['vs']} | {r['run a']} "
+                         f"| {r['run b']} | {r['verdict']} |")
+    return "\n".join(lines) + "\n"
+
+
+def compare(run_a: str, run_b: str, tolerance: float = 0.10, out: str = None):
+    """Compare two runs' e2e.csv; write OUT/compare.md and compare_times.csv /
+    compare_pairs.csv (OUT defaults to RUN_B/compare). Returns (ok, path of compare.md)."""
+    res = compare_runs(_e2e(run_a), _e2e(run_b), tolerance)
+    out = out or os.path.join(run_b, "compare")
+    os.makedirs(out, exist_ok=True)
+    res["times"].to_csv(os.path.join(out, "compare_times.csv"), index=False)
+    res["pairs"].to_csv(os.path.join(out, "compare_pairs.csv"), index=False)
+    path = os.path.join(out, "compare.md")
+    with open(path, "w") as f:
+        f.write(summary(res, run_a, run_b, tolerance))
+    return res["ok"], path
