@@ -251,6 +251,9 @@ cmd_run() {
   fi
   mkdir -p "$out"
   echo "netlab-$rate" >"$out/network.txt"
+  # The shaping, for the simulator's token bucket (`gradcomp fit` / `simulate --fits`).
+  printf 'nodes=%s\nrate=%s\nburst=%s\nlimit=%s\n' "$n" "$rate" "$(state_get burst)" "$(state_get limit)" \
+    >"$out/netlab.txt"
   # Hosts: every node's address with enough slots; ranks go round-robin over the nodes.
   local slots=$(((np + n - 1) / n)) hosts="" k
   for ((k = 0; k < n; k++)); do hosts+="${hosts:+,}$NET.$((k + 1)):$slots"; done

@@ -138,6 +138,11 @@ else
     tail -20 "$TMP/run.log" >&2; bad "2-node all-reduce: run failed"
   else
     if [[ $(cat "$out/network.txt") == netlab-1gbit ]]; then ok "network.txt: netlab-1gbit"; else bad "network.txt: '$(cat "$out/network.txt")'"; fi
+    if grep -qx 'rate=1gbit' "$out/netlab.txt" && grep -qx 'burst=[0-9]*' "$out/netlab.txt"; then
+      ok "netlab.txt: rate and burst for the simulator's token bucket"
+    else
+      bad "netlab.txt: '$(tr '\n' ' ' <"$out/netlab.txt" 2>/dev/null)'"
+    fi
     # rate 1gbit = 0.125 GB/s (busbw_gbps is GB/s)
     rows=$(awk -F, -v lo="$MIN_FRAC" 'NR == 1 {for (i = 1; i <= NF; i++) c[$i] = i; next}
       {f = $c["busbw_gbps"] / 0.125
