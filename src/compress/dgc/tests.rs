@@ -1,5 +1,9 @@
 //! Tests of the DGC compressor (`super`): the reference's sample plan and selection
 //! paths, momentum correction and masking, clipping, the warm-up schedule, dense tensors.
+//!
+//! One file (about 670 lines): the helpers that spell out the reference sit beside the
+//! tests that use them, and nested modules would change the tests' paths
+//! (`compress::dgc::tests::...`).
 
 use super::*;
 use crate::compress::select::test_support::{ctx, grad, params};
