@@ -1,0 +1,488 @@
+//! Training one converge case on the e2e engine's path: the planners' fixed costs, the
+//! gradient synchronisation through the engine's executor, the SGD loop, evaluation and
+//! the converge.csv rows.
+
+use super::{data, model, noef, ConvergeCase};
+use crate::comm::World;
+use crate::compress::{Compressor, WorkerCtx};
+use crate::engine::exec::{Executor, Hooks, OpTimes};
+use crate::engine::{self, E2eSetup, TensorSpec};
+use crate::error::{Error, Result};
+use crate::record::{CsvSink, SCHEMA_VERSION};
+use ndarray::Array2;
+use rand::Rng;
+use serde::Serialize;
+
+/// One row of converge.csv (docs/csv-schema.md, "converge.csv").
+#[derive(Clone, Debug, Serialize)]
+pub struct ConvergeRow {
+    pub schema_version: u32,
+    pub run_id: String,
+    pub case_id: String,
+    pub method: String,
+    pub world_size: usize,
+    pub seed: u64,
+    pub steps: u64,
+    pub batch: usize,
+    pub lr: f64,
+    pub sgd_momentum: f64,
+    pub density: f64,
+    pub rank: usize,
+    pub fusion: String,
+    pub collective: String,
+    pub buckets: usize,
+    pub model_params: usize,
+    pub step: u64,
+    pub train_loss: f64,
+    pub eval_loss: Option<f64>,
+    pub eval_accuracy: Option<f64>,
+    pub update_rel_err: f64,
+    pub wire_bytes: u64,
+    pub step_s: f64,
+    pub compute_s: f64,
+    pub compress_s: f64,
+    pub comm_s: f64,
+    pub decompress_s: f64,
+    pub pack_s: f64,
+    pub update_s: f64,
+    pub status: String,
+}
+
+/// How a case ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CaseOutcome {
+    pub method: String,
+    pub final_eval_loss: f64,
+    pub final_eval_accuracy: f64,
+    pub status: String,
+}
+
+/// The compute rate the planners assume for the model's layers in `converge` (flop/s):
+/// nominal (one host core with BLAS), fixed so that a plan repeats run to run.
+pub const NOMINAL_FLOPS_PER_S: f64 = 1e10;
+
+/// Planner costs of a converge case, fixed so that a planner fusion's plan (and with it
+/// the training: OMGS and Sketch-Fusion compress whole buckets) is the same run to run:
+/// the committed reference compression costs (src/sim/reference_costs.csv) and the
+/// `10gbe` network preset's cost of the method's exchange at this world size, as a line
+/// through 4 B and 4 MiB messages (docs/methods.md, "Convergence check").
+fn fixed_planner_costs(
+    c: &ConvergeCase,
+    world_size: usize,
+    seed: u64,
+) -> Result<crate::schedule::planner::FixedCosts> {
+    use crate::compress::{Aggregation, WireLen};
+    let ctx = WorkerCtx {
+        rank: 0,
+        world_size,
+        seed,
+    };
+    let agg = crate::compress::registry::build(c.base_method(), &c.params, ctx)?.aggregation();
+    let mc = crate::sim::MethodCosts::reference(c.base_method())
+        .or_else(|| crate::sim::MethodCosts::reference("ssgd"))
+        .unwrap_or_default();
+    let net = crate::sim::network::Analytic::preset("10gbe")
+        .ok_or_else(|| Error::Runtime("the 10gbe network preset is missing".into()))?;
+    let exchange_s = |words: usize| {
+        let w = WireLen::of(agg, words, true);
+        crate::sim::exchange_s(
+            &net,
+            c.collective,
+            world_size,
+            w,
+            agg == Aggregation::AllGather,
+        )
+    };
+    let (small, large) = (1usize, 1usize << 20);
+    let beta_s_per_byte = (exchange_s(large) - exchange_s(small)) / (4 * (large - small)) as f64;
+    Ok(crate::schedule::planner::FixedCosts {
+        alpha_s: exchange_s(small) - 4.0 * beta_s_per_byte,
+        beta_s_per_byte,
+        per_element_s: mc.compress.per_element_s
+            + mc.feedback.per_element_s
+            + mc.decompress.per_element_s,
+        fixed_s: mc.compress.fixed_s + mc.feedback.fixed_s + mc.decompress.fixed_s,
+    })
+}
+
+/// The e2e path for one case: the layout of `engine::layout` run by the engine's
+/// [`Executor`] (the same schedule and buffers as e2e, without the emulated device).
+struct Sync {
+    exec: Executor,
+}
+
+impl Sync {
+    fn new(
+        world: &World,
+        c: &ConvergeCase,
+        seed: u64,
+        tensors: Vec<TensorSpec>,
+        bwd_s: &[f64],
+        fwd_s: f64,
+    ) -> Result<Sync> {
+        let setup = E2eSetup {
+            tensors: &tensors,
+            bwd_s,
+            fwd_s,
+            method: c.base_method(),
+            params: &c.params,
+            seed,
+            fusion: c.fusion,
+            pipelining: false,
+            collective: c.collective,
+            compute: crate::engine::device::ComputeMode::None,
+            merge: c.merge(),
+            cost_comm: None,
+            planner_costs: Some(fixed_planner_costs(c, world.size, seed)?),
+            compress_on: crate::devcost::CompressOn::Host,
+            device_costs: None,
+        };
+        let mut lay = engine::layout(world, &setup)?;
+        if noef::base_of(&c.method).is_some() {
+            // The control: the same buckets, the same compressor without its residual.
+            let ctx = WorkerCtx {
+                rank: world.rank,
+                world_size: world.size,
+                seed,
+            };
+            let mut nr = noef::NoResidual::new(&c.method, &c.params, ctx)?;
+            for u in lay
+                .plans
+                .iter()
+                .flatten()
+                .flat_map(|b| b.units.iter().copied())
+            {
+                let (r, cols) = engine::unit_shape(&tensors, &lay.plans, setup.merge, u);
+                nr.register(u, r, cols)?;
+            }
+            lay.comp = Box::new(nr);
+        }
+        Ok(Sync {
+            exec: Executor::new(world, &setup, lay, false)?,
+        })
+    }
+
+    fn buckets_per_step(&self) -> usize {
+        self.exec.buckets_per_step()
+    }
+
+    /// Synchronise one step's gradients: `outs` receives the worker average each
+    /// method's `decompress` writes. Returns this rank's wire bytes.
+    fn step(
+        &mut self,
+        world: &World,
+        step: u64,
+        grads: &[Array2<f32>],
+        outs: &mut [Array2<f32>],
+        t: &mut OpTimes,
+    ) -> Result<u64> {
+        *t = OpTimes::default();
+        let now = || world.time();
+        let mut hooks = Hooks {
+            now: &now,
+            wait: &mut |_| {},
+            trace: None,
+            device: None,
+        };
+        self.exec
+            .iteration(world, step, grads, Some(outs), &mut hooks, t)?;
+        Ok(t.wire_bytes)
+    }
+}
+
+/// What one sweep needs besides its cases.
+pub struct RunContext<'a> {
+    pub seed: u64,
+    pub run_id: &'a str,
+    pub quiet: bool,
+}
+
+/// Run `cases` in order, writing converge.csv rows through `sink` (rank 0). A case whose
+/// loss turns NaN or infinite ends with a `diverged` row; the sweep goes on.
+pub fn run_all(
+    world: &World,
+    cases: &[ConvergeCase],
+    ctx: &RunContext,
+    mut sink: Option<&mut CsvSink>,
+) -> Result<Vec<CaseOutcome>> {
+    let mut outcomes = Vec::with_capacity(cases.len());
+    for (i, c) in cases.iter().enumerate() {
+        if world.is_root() && !ctx.quiet {
+            eprintln!(
+                "[gradcomp] converge case {}/{}: {} ({} steps, batch {} per worker, lr {})",
+                i + 1,
+                cases.len(),
+                c.method,
+                c.steps,
+                c.batch,
+                c.lr
+            );
+        }
+        let o = run_case(world, c, ctx, sink.as_deref_mut())?;
+        if world.is_root() && !ctx.quiet {
+            eprintln!(
+                "[gradcomp]   {}: final eval loss {:.4}, accuracy {:.3} ({})",
+                o.method, o.final_eval_loss, o.final_eval_accuracy, o.status
+            );
+        }
+        outcomes.push(o);
+    }
+    Ok(outcomes)
+}
+
+/// Stable id of a case in a run (FNV-1a of its JSON form, seed and world size).
+fn case_id(c: &ConvergeCase, seed: u64, world_size: usize) -> String {
+    let text = serde_json::to_string(&(c, seed, world_size)).unwrap_or_default();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// Train one case and write its rows.
+pub fn run_case(
+    world: &World,
+    c: &ConvergeCase,
+    ctx: &RunContext,
+    mut sink: Option<&mut CsvSink>,
+) -> Result<CaseOutcome> {
+    let seed = ctx.seed;
+    let n = world.size;
+    let input = c.widths[0];
+    let classes = *c.widths.last().unwrap_or(&2);
+    let teacher = data::Teacher::new(seed, input, classes);
+    let shard = teacher
+        .sample(seed, data::STREAM_TRAIN, c.train_samples)
+        .strided(world.rank, n);
+    let eval = teacher
+        .sample(seed, data::STREAM_EVAL, c.eval_samples)
+        .strided(world.rank, n);
+    if c.batch > shard.len() {
+        return Err(Error::Input(format!(
+            "--batch {}: larger than this rank's shard of {} samples",
+            c.batch,
+            shard.len()
+        )));
+    }
+    // Identical initial weights on every rank: seeded by the run seed only.
+    let mut init_rng = crate::compress::kernels::rng_for(seed, 0, 0, data::STREAM_INIT);
+    let mut mlp = model::Mlp::new(&c.widths, &mut init_rng);
+    let tensors: Vec<TensorSpec> = mlp
+        .shapes()
+        .iter()
+        .enumerate()
+        .map(|(i, &(rows, cols))| TensorSpec {
+            name: format!("{}{}", if i % 2 == 0 { "w" } else { "b" }, i / 2 + 1),
+            rows,
+            cols,
+        })
+        .collect();
+    let mut grads: Vec<Array2<f32>> = mlp.params.iter().map(|p| Array2::zeros(p.dim())).collect();
+    let mut outs = grads.clone();
+    let mut velocity = grads.clone();
+    let mut dense: Vec<f32> = vec![0.0; mlp.numel() + 9];
+    let mut xb = Array2::<f32>::zeros((c.batch, input));
+    let mut yb = vec![0usize; c.batch];
+    let mut idx = vec![0usize; c.batch];
+
+    // Backward times per tensor for the planners, from each layer's multiply-adds at
+    // a nominal rate rather than measured (a measured time moves run to run, and with it
+    // a planner's buckets and so omgs / sketch-fusion's curves): forward 2 flops per
+    // multiply-add per sample, backward twice that; biases are free.
+    let macs: Vec<f64> = c.widths.windows(2).map(|w| (w[0] * w[1]) as f64).collect();
+    let flop_s = c.batch as f64 / NOMINAL_FLOPS_PER_S;
+    let bwd_s: Vec<f64> = (0..tensors.len())
+        .map(|t| {
+            if t % 2 == 0 {
+                4.0 * macs[t / 2] * flop_s
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let fwd_s = 2.0 * macs.iter().sum::<f64>() * flop_s;
+    let mut sync = Sync::new(world, c, seed, tensors, &bwd_s, fwd_s)?;
+    let buckets = sync.buckets_per_step();
+    let momentum = c.step_momentum() as f32;
+    let lr = c.lr as f32;
+    let id = case_id(c, seed, n);
+    let row_base = ConvergeRow {
+        schema_version: SCHEMA_VERSION,
+        run_id: ctx.run_id.to_string(),
+        case_id: id,
+        method: c.method.clone(),
+        world_size: n,
+        seed,
+        steps: c.steps,
+        batch: c.batch,
+        lr: c.lr,
+        sgd_momentum: f64::from(momentum),
+        density: c.params.density,
+        rank: c.params.rank,
+        fusion: c.fusion.to_string(),
+        collective: c.collective.name().to_string(),
+        buckets,
+        model_params: mlp.numel(),
+        step: 0,
+        train_loss: 0.0,
+        eval_loss: None,
+        eval_accuracy: None,
+        update_rel_err: 0.0,
+        wire_bytes: 0,
+        step_s: 0.0,
+        compute_s: 0.0,
+        compress_s: 0.0,
+        comm_s: 0.0,
+        decompress_s: 0.0,
+        pack_s: 0.0,
+        update_s: 0.0,
+        status: "ok".into(),
+    };
+    let mut outcome = CaseOutcome {
+        method: c.method.clone(),
+        final_eval_loss: f64::NAN,
+        final_eval_accuracy: f64::NAN,
+        status: "done".into(),
+    };
+    let mut pending: Vec<ConvergeRow> = Vec::with_capacity(c.eval_every.min(c.steps) as usize);
+    world.barrier();
+    for step in 0..c.steps {
+        // The minibatch: uniform draws from this rank's shard, seeded by (seed, step, rank).
+        let mut rng = crate::compress::kernels::rng_for(seed, step, world.rank, data::STREAM_BATCH);
+        for i in idx.iter_mut() {
+            *i = rng.gen_range(0..shard.len());
+        }
+        let ts = world.time();
+        model::gather_rows(shard.x.view(), &idx, &mut xb);
+        for (y, &i) in yb.iter_mut().zip(&idx) {
+            *y = shard.y[i];
+        }
+        let loss = mlp.loss_and_grad(xb.view(), &yb, &mut grads);
+        let tc = world.time();
+        let mut st = OpTimes::default();
+        let bytes = sync.step(world, step, &grads, &mut outs, &mut st)?;
+        let tu = world.time();
+        for ((w, v), o) in mlp.params.iter_mut().zip(velocity.iter_mut()).zip(&outs) {
+            if momentum > 0.0 {
+                ndarray::Zip::from(&mut *v)
+                    .and(o)
+                    .for_each(|v, &o| *v = momentum * *v + o);
+                w.scaled_add(-lr, v);
+            } else {
+                w.scaled_add(-lr, o);
+            }
+        }
+        let te = world.time();
+        // Outside the timed part, one collective: the dense sum of the same gradients,
+        // with the loss, the times and the wire bytes riding along (means over ranks).
+        let mut off = 0;
+        for g in &grads {
+            for &x in g.iter() {
+                dense[off] = x;
+                off += 1;
+            }
+        }
+        let extras = [
+            loss,
+            te - ts,
+            tc - ts,
+            st.compress_s,
+            st.comm_s,
+            st.decompress_s,
+            st.pack_s,
+            te - tu,
+            bytes as f64,
+        ];
+        for (d, &x) in dense[off..].iter_mut().zip(&extras) {
+            *d = x as f32;
+        }
+        world.sum_f32_in_place(&mut dense);
+        let (mut num, mut den) = (0f64, 0f64);
+        let mut off = 0;
+        for o in &outs {
+            for &x in o.iter() {
+                let d = f64::from(dense[off]) / n as f64;
+                num += (f64::from(x) - d).powi(2);
+                den += d * d;
+                off += 1;
+            }
+        }
+        let mean = |i: usize| f64::from(dense[off + i]) / n as f64;
+        let train_loss = mean(0);
+        let times: Vec<f64> = (1..8).map(mean).collect();
+        let wire = mean(8).round() as u64;
+        let last = step + 1 == c.steps;
+        let diverged = !train_loss.is_finite();
+        let (mut eval_loss, mut eval_acc) = (None, None);
+        if !diverged && (last || (step + 1) % c.eval_every == 0) {
+            let (le, acc) = evaluate(world, &mlp, &eval, c.eval_samples);
+            eval_loss = Some(le);
+            eval_acc = Some(acc);
+            outcome.final_eval_loss = le;
+            outcome.final_eval_accuracy = acc;
+        }
+        let status = if diverged {
+            "diverged"
+        } else if last {
+            "done"
+        } else {
+            "ok"
+        };
+        if sink.is_some() {
+            pending.push(ConvergeRow {
+                step,
+                train_loss,
+                eval_loss,
+                eval_accuracy: eval_acc,
+                update_rel_err: if den > 0.0 {
+                    (num / den).sqrt()
+                } else {
+                    num.sqrt()
+                },
+                wire_bytes: wire,
+                step_s: times[0],
+                compute_s: times[1],
+                compress_s: times[2],
+                comm_s: times[3],
+                decompress_s: times[4],
+                pack_s: times[5],
+                update_s: times[6],
+                status: status.into(),
+                ..row_base.clone()
+            });
+        }
+        // Rows reach the file (flushed and synced) at each evaluation, at the end and
+        // when the case diverges.
+        if let Some(s) = sink.as_deref_mut() {
+            if eval_loss.is_some() || diverged || last {
+                s.write_all(&pending)?;
+                pending.clear();
+            }
+        }
+        if diverged {
+            outcome.status = format!("diverged at step {step}: train loss {train_loss}");
+            outcome.final_eval_loss = f64::NAN;
+            outcome.final_eval_accuracy = f64::NAN;
+            break;
+        }
+    }
+    Ok(outcome)
+}
+
+/// Mean loss and accuracy on the held-out set: each rank evaluates its stride of the
+/// samples, the sums are all-reduced.
+fn evaluate(world: &World, mlp: &model::Mlp, eval: &data::Dataset, total: usize) -> (f64, f64) {
+    let (loss, correct) = if eval.is_empty() {
+        (0.0, 0)
+    } else {
+        mlp.loss(eval.x.view(), &eval.y)
+    };
+    let mut s = [(loss * eval.len() as f64) as f32, correct as f32];
+    world.sum_f32_in_place(&mut s);
+    (
+        f64::from(s[0]) / total as f64,
+        f64::from(s[1]) / total as f64,
+    )
+}
