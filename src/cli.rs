@@ -83,6 +83,10 @@ pub struct Common {
     /// Skip cases whose rows are already in --out's CSV files (same case and configuration)
     #[arg(long)]
     pub resume: bool,
+    /// Do not write samples.csv (every rank's time of every timed iteration; the
+    /// summary CSVs are unchanged) [config: [run] samples = false]
+    #[arg(long)]
+    pub no_samples: bool,
     /// End the job when one case runs longer than SECONDS (finished rows are kept)
     #[arg(long, allow_negative_numbers = true, value_name = "SECONDS", value_parser = parse_timeout)]
     pub case_timeout: Option<f64>,
@@ -717,6 +721,7 @@ impl Cli {
                         seed: 1,
                         expect_ranks: None,
                         case_timeout_s: None,
+                        samples: true,
                         micro_comm: vec![section.validate(&Origin::Cli)?],
                         micro_compress: vec![],
                         micro: vec![],
@@ -727,6 +732,7 @@ impl Cli {
                     seed: 1,
                     expect_ranks: None,
                     case_timeout_s: None,
+                    samples: true,
                     micro_comm: vec![],
                     micro_compress: vec![a.section().validate(&Origin::Cli, false)?],
                     micro: vec![],
@@ -736,6 +742,7 @@ impl Cli {
                     seed: 1,
                     expect_ranks: None,
                     case_timeout_s: None,
+                    samples: true,
                     micro_comm: vec![],
                     micro_compress: vec![],
                     micro: vec![],
@@ -752,6 +759,7 @@ impl Cli {
                     seed: 1,
                     expect_ranks: None,
                     case_timeout_s: None,
+                    samples: true,
                     micro_comm: vec![],
                     micro_compress: vec![],
                     micro: vec![a.section().validate(&Origin::Cli, true)?],
@@ -760,6 +768,9 @@ impl Cli {
             };
         if let Some(seed) = self.common.job.seed {
             cfg.seed = seed;
+        }
+        if self.common.no_samples {
+            cfg.samples = false;
         }
         if let Some(n) = self.common.job.expect_ranks {
             if n == 0 {

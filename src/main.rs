@@ -217,7 +217,7 @@ fn run(
             std::process::id(),
             meta.start_time
         );
-        open_outputs(&out_dir, &mut meta, resume, &holder).map(Some)
+        open_outputs(&out_dir, &mut meta, resume, config.samples, &holder).map(Some)
     } else {
         Ok(None)
     };
@@ -257,6 +257,7 @@ fn run(
             .inject_fault
             .map(|r| (r, bench::Fault::Gross))
             .or(cli.common.inject_ulp_fault.map(|r| (r, bench::Fault::Ulp))),
+        samples: config.samples,
     };
     let mut summary = bench::RunSummary::default();
     let result = bench::run_all(world, &config, &mut sinks, &options, &mut summary);
@@ -363,13 +364,16 @@ fn resume_command(out_dir: &Path, add_out: bool, has_resume: bool) -> String {
     format!("mpirun -np N {}", quoted.join(" "))
 }
 
-/// Create the output directory, lock it, and create the CSV files the config needs. With
-/// `resume`, reopen existing files to append and collect the finished cases. A previous
-/// run.json (any earlier run) is kept as `run.<its run_id>.json`.
+/// Create the output directory, lock it, and create the CSV files the config needs
+/// (samples.csv too, unless `samples` is off: created, or appended to when an earlier
+/// run left one). With `resume`, reopen existing files to append and collect the
+/// finished cases. A previous run.json (any earlier run) is kept as
+/// `run.<its run_id>.json`.
 fn open_outputs(
     dir: &Path,
     meta: &mut meta::RunMeta,
     resume: bool,
+    samples: bool,
     holder: &str,
 ) -> gradcomp::Result<(Sinks, HashSet<String>, record::DirLock)> {
     record::prepare_dir(dir)?;
@@ -394,12 +398,26 @@ fn open_outputs(
         done.extend(ids);
         Ok(Some(s))
     };
-    let sinks = Sinks {
+    let mut sinks = Sinks {
         micro_comm: sink("micro_comm", "micro_comm.csv")?,
         micro_compress: sink("micro_compress", "micro_compress.csv")?,
         micro: sink("micro", "micro.csv")?,
         e2e: sink("e2e", "e2e.csv")?,
+        samples: None,
     };
+    let timed = [
+        &sinks.micro_comm,
+        &sinks.micro_compress,
+        &sinks.micro,
+        &sinks.e2e,
+    ]
+    .iter()
+    .any(|s| s.is_some());
+    if samples && timed {
+        // One samples.csv per directory, appended to by every run (any kind, --resume
+        // or not); rows of cases without a summary row are dropped first.
+        sinks.samples = Some(record::samples::SamplesSink::open(dir)?);
+    }
     meta.keep_previous(dir, resume)?;
     meta.write(dir)?;
     Ok((sinks, done, lock))

@@ -402,6 +402,27 @@ fn interrupt_and_resume(np: usize, sig: &str, target: Target, want: &BTreeSet<St
     let after = case_ids(&csv);
     assert_eq!(after.len(), want.len(), "{what}: duplicate or missing rows");
     assert_eq!(&after.into_iter().collect::<BTreeSet<_>>(), want, "{what}");
+    // samples.csv: every case's np x iters rows, each (case_id, rank, iter) once.
+    let (h, rows) = read_csv(&dir.join("samples.csv"));
+    let col = |n: &str| h.iter().position(|c| c == n).unwrap();
+    let keys: BTreeSet<(String, String, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r[col("case_id")].clone(),
+                r[col("rank")].clone(),
+                r[col("iter")].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(keys.len(), rows.len(), "{what}: duplicate samples");
+    assert_eq!(
+        rows.len(),
+        want.len() * np * signal_iters(np) as usize,
+        "{what}: samples missing"
+    );
+    let sample_cases: BTreeSet<String> = keys.into_iter().map(|k| k.0).collect();
+    assert_eq!(&sample_cases, want, "{what}: samples of other cases");
 }
 
 #[test]
@@ -641,57 +662,82 @@ impl Drop for Unmount {
     }
 }
 
+/// With samples.csv on (the default) the disk may fill while a case's samples or while
+/// its summary row is written: the first message names that file, and samples.csv holds
+/// whole cases only, every case of micro_comm.csv and at most the one after it.
 #[test]
 fn a_full_disk_reports_the_first_error_keeps_rows_and_exits_1() {
-    for np in [1, 3] {
-        let dir = tmpdir(&format!("full-disk-{np}"));
+    for (np, samples) in [(1, false), (3, false), (1, true), (3, true)] {
+        let dir = tmpdir(&format!("full-disk-{np}-{samples}"));
         if tiny_tmpfs(&dir).is_none() {
             return;
         }
         let _guard = Unmount(dir.clone());
         let d = dir.to_str().unwrap();
-        let out = run(
-            np,
-            &[
-                "micro-comm",
-                "--collectives",
-                "allreduce,allgather,ring-allreduce",
-                "--min-bytes",
-                "4",
-                "--max-bytes",
-                "1MiB",
-                "--iters",
-                "2",
-                "--warmup",
-                "0",
-                "--quiet",
-                "--out",
-                d,
-            ],
-            120,
-        );
+        let mut args = vec![
+            "micro-comm",
+            "--collectives",
+            "allreduce,allgather,ring-allreduce",
+            "--min-bytes",
+            "4",
+            "--max-bytes",
+            "1MiB",
+            "--iters",
+            "2",
+            "--warmup",
+            "0",
+            "--quiet",
+            "--out",
+            d,
+        ];
+        if !samples {
+            args.push("--no-samples");
+        }
+        let what = format!("-np {np}, samples {samples}");
+        let out = run(np, &args, 120);
         let err = err_text(&out);
-        assert_eq!(out.status.code(), Some(1), "-np {np}: {err}");
+        assert_eq!(out.status.code(), Some(1), "{what}: {err}");
         let lines = our_lines(&out);
         let first = lines.first().cloned().unwrap_or_default();
+        let file = ["micro_comm.csv", "samples.csv"]
+            .into_iter()
+            .find(|f| first.contains(f) && (samples || *f == "micro_comm.csv"));
         assert!(
-            first.contains("micro_comm.csv") && first.contains("No space left"),
-            "-np {np}: the first message is not the CSV file's error: {err}"
+            file.is_some() && first.contains("No space left"),
+            "{what}: the first message is not the CSV file's error: {err}"
         );
-        assert!(
-            !dir.join("run.tmp").exists(),
-            "-np {np}: run.tmp left behind"
-        );
+        assert!(!dir.join("run.tmp").exists(), "{what}: run.tmp left behind");
         let ids = case_ids(&dir.join("micro_comm.csv"));
-        assert!(!ids.is_empty(), "-np {np}: no rows kept");
+        assert!(!ids.is_empty(), "{what}: no rows kept");
         // The status is recorded in the blocks run.json already holds.
         let meta = run_json(&dir);
-        assert_eq!(meta["status"], "failed", "-np {np}: {meta}");
-        assert!(meta["error"].as_str().unwrap().contains("micro_comm.csv"));
+        assert_eq!(meta["status"], "failed", "{what}: {meta}");
+        assert!(meta["error"].as_str().unwrap().contains(file.unwrap()));
         assert!(
             !err.contains("(os error 28): No space"),
-            "-np {np}: the cause is printed twice: {err}"
+            "{what}: the cause is printed twice: {err}"
         );
+        assert_eq!(dir.join("samples.csv").exists(), samples, "{what}");
+        if samples {
+            // Whole cases only (np ranks x 2 iterations each), in micro_comm.csv's order.
+            let (h, rows) = read_csv(&dir.join("samples.csv"));
+            assert!(rows.iter().all(|r| r.len() == h.len()), "{what}");
+            let c = h.iter().position(|x| x == "case_id").unwrap();
+            let mut cases: Vec<String> = Vec::new();
+            for r in &rows {
+                if cases.last() != Some(&r[c]) {
+                    cases.push(r[c].clone());
+                }
+            }
+            for id in &cases {
+                let n = rows.iter().filter(|r| &r[c] == id).count();
+                assert_eq!(n, np * 2, "{what}: case {id} is not whole in samples.csv");
+            }
+            assert!(
+                cases.starts_with(&ids) && cases.len() <= ids.len() + 1,
+                "{what}: samples.csv has cases {cases:?}, micro_comm.csv {ids:?}"
+            );
+        }
     }
 }
 

@@ -136,3 +136,30 @@ def test_log_x_plots_label_the_measured_values(tmp_path, monkeypatch):
     ax = figs["s.png"].axes[0]
     assert ax.get_xscale() == "log"
     assert [x.get_text() for x in ax.get_xticklabels()] == ["2", "4", "8"]
+
+
+SAMPLES_HEADER = ("schema_version,run_id,case_id,kind,rank,iter,iter_s,fwd_s,bwd_s,pack_s,compress_s,feedback_s,"
+                  "comm_s,decompress_s,exposed_s,bwd_sync_s,last_bucket_s,host_compress_s,host_decompress_s,"
+                  "total_s,time_s,t_pure_s,t_cpu_s")
+
+
+def test_samples_csv_beside_the_summaries_is_not_read_as_a_run(tmp_path):
+    """samples.csv (docs/csv-schema.md: one row per case, rank and timed iteration, empty
+    cells for other kinds' columns) sits in every run folder: the report reads the
+    summaries as before, and a folder holding only samples.csv is no run."""
+    write_run(tmp_path / "a", [row("ssgd", 0.2), row("acpsgd", 0.1)])
+    lines = [SAMPLES_HEADER]
+    for r in range(2):
+        for i in range(3):
+            lines.append(f"1,20260101-000000,00000000000000ab,e2e,{r},{i}," + ",".join(["0.1"] * 13) + ",,,,")
+            lines.append(f"1,20260101-000000,00000000000000cd,micro-comm,{r},{i}," + "," * 14 + "0.001,,")
+    for d in ("a", "only-samples"):
+        (tmp_path / d).mkdir(exist_ok=True)
+        (tmp_path / d / "samples.csv").write_text("\n".join(lines) + "\n")
+    res = load_results(str(tmp_path))
+    assert list(res.e2e["run"].unique()) == ["a"]
+    assert len(res.e2e) == 2
+    assert [os.path.basename(d) for d, _ in res.skipped] == ["only-samples"]
+    out = tmp_path / "rep"
+    write_report(str(tmp_path), str(out))
+    assert (out / "report.md").exists()

@@ -1,6 +1,6 @@
 //! `micro-compress` (each method's kernels on one rank) and `micro` (one tensor through
 //! compress -> exchange -> decompress under MPI). Measurement only: raw per-iteration
-//! phase times (max over ranks), wire bytes and check outcomes.
+//! phase times (max over ranks, and this rank's own), wire bytes and check outcomes.
 
 use super::stats::mean_bytes_per_step;
 use super::tensors::{
@@ -13,6 +13,7 @@ use crate::compress::{
 };
 use crate::config::Shape;
 use crate::error::{Error, Result};
+use crate::record::samples::RankSeries;
 use ndarray::{Array2, ArrayView2};
 
 /// Per-iteration phase times (s), each the max over ranks, summed over rounds.
@@ -46,7 +47,17 @@ impl PhaseTimes {
             .push(compress_s + feedback_s + comm_s + decompress_s);
     }
 
-    fn reduce_max(&mut self, world: &World) {
+    /// Reduce every series to its per-iteration max over ranks; returns this rank's own
+    /// series from before (samples.csv; `comm_s` only for `micro`, `with_comm`).
+    fn reduce_max(&mut self, world: &World, with_comm: bool) -> RankSeries {
+        let mut local = RankSeries::default();
+        local.push("compress_s", &self.compress_s);
+        local.push("feedback_s", &self.feedback_s);
+        if with_comm {
+            local.push("comm_s", &self.comm_s);
+        }
+        local.push("decompress_s", &self.decompress_s);
+        local.push("total_s", &self.total_s);
         for v in [
             &mut self.compress_s,
             &mut self.feedback_s,
@@ -56,6 +67,7 @@ impl PhaseTimes {
         ] {
             world.max_in_place(v);
         }
+        local
     }
 }
 
@@ -71,6 +83,8 @@ pub struct CompressMeasurement {
     pub rel_error: f64,
     /// micro with --check: "pass" or "fail: ..." (agreed across ranks).
     pub check: Option<std::result::Result<(), String>>,
+    /// This rank's own per-iteration phase times (samples.csv).
+    pub local: RankSeries,
 }
 
 /// The collective that carries tensor `t`: the method's own, except `allreduce` when
@@ -208,7 +222,7 @@ pub fn measure_kernels(
             times.push(tc, tf, 0.0, td);
         }
     }
-    times.reduce_max(world);
+    let local = times.reduce_max(world, false);
     Ok(CompressMeasurement {
         aggregation: tensor_aggregation(s.comp.as_ref(), 0).name(),
         rounds: s.comp.rounds(),
@@ -216,6 +230,7 @@ pub fn measure_kernels(
         wire_bytes: world.max_u64(mean_bytes_per_step(wire_total, iters)),
         rel_error: rel,
         check: None,
+        local,
     })
 }
 
@@ -296,7 +311,7 @@ pub fn measure_model_kernels(
             times.push(tc, tf, 0.0, td);
         }
     }
-    times.reduce_max(world);
+    let local = times.reduce_max(world, false);
     Ok(CompressMeasurement {
         aggregation: comp.aggregation().name(),
         rounds: comp.rounds(),
@@ -304,6 +319,7 @@ pub fn measure_model_kernels(
         wire_bytes: world.max_u64(mean_bytes_per_step(wire_total, iters)),
         rel_error: rel_from_parts(err_num, err_den),
         check: None,
+        local,
     })
 }
 
@@ -356,7 +372,7 @@ pub fn measure_collective(
             times.push(tc, tf, tx, td);
         }
     }
-    times.reduce_max(world);
+    let local = times.reduce_max(world, true);
     Ok(CompressMeasurement {
         aggregation: tensor_aggregation(s.comp.as_ref(), 0).name(),
         rounds: s.comp.rounds(),
@@ -364,6 +380,7 @@ pub fn measure_collective(
         wire_bytes: world.max_u64(mean_bytes_per_step(wire_total, iters)),
         rel_error: f64::NAN,
         check,
+        local,
     })
 }
 

@@ -1,15 +1,32 @@
 //! The measurement protocol shared by every benchmark: barrier, warm-up, timed
 //! iterations each timed on every rank with MPI_Wtime, then the per-iteration max over
-//! ranks. Nothing is allocated inside the timed region. The barrier before each
+//! ranks (each rank's own times are kept too, for samples.csv). Nothing is allocated inside the timed region. The barrier before each
 //! iteration also agrees whether to stop (a signal, [`super::stop`]).
 
 use crate::comm::World;
 use crate::error::Result;
 use std::hint::black_box;
 
+/// Per-iteration durations (s) of one timed series.
+pub struct Times {
+    /// This rank's own durations (samples.csv).
+    pub local: Vec<f64>,
+    /// Per iteration, the max over ranks (the summary statistics' input).
+    pub max: Vec<f64>,
+}
+
+impl Times {
+    /// `local` and, reduced over ranks after the timed region, its per-iteration max.
+    pub fn reduce(world: &World, local: Vec<f64>) -> Times {
+        let mut max = local.clone();
+        world.max_in_place(&mut max);
+        Times { local, max }
+    }
+}
+
 /// Run `warmup + iters` iterations of `op` on `state`; `prep` runs before each one,
 /// outside the timed region (e.g. to restore an in-place input). Returns the `iters`
-/// timed durations (s), each the max over ranks.
+/// timed durations (s) of this rank and, per iteration, their max over ranks.
 pub fn time_iterations<S: ?Sized>(
     world: &World,
     iters: u64,
@@ -17,7 +34,7 @@ pub fn time_iterations<S: ?Sized>(
     state: &mut S,
     mut prep: impl FnMut(&mut S),
     mut op: impl FnMut(&mut S) -> Result<()>,
-) -> Result<Vec<f64>> {
+) -> Result<Times> {
     let mut times = Vec::with_capacity(iters as usize);
     for i in 0..warmup + iters {
         prep(state);
@@ -29,8 +46,7 @@ pub fn time_iterations<S: ?Sized>(
             times.push(t1 - t0);
         }
     }
-    world.max_in_place(&mut times);
-    Ok(times)
+    Ok(Times::reduce(world, times))
 }
 
 /// Calibrated CPU work for overlap tests (like OSU's `do_compute_cpu`): a dependent

@@ -1,12 +1,13 @@
 //! `micro-comm`: one collective at one message size, OSU / nccl-tests style.
-//! Measurement only: returns raw per-iteration times (max over ranks) and the check
-//! outcome; statistics and output live elsewhere.
+//! Measurement only: returns raw per-iteration times (max over ranks, and this rank's
+//! own) and the check outcome; statistics and output live elsewhere.
 
-use super::harness::{time_iterations, Compute};
+use super::harness::{time_iterations, Compute, Times};
 use crate::comm::ring::{ring_scratch_len, sum_merge};
 use crate::comm::{mpi_count, World};
 use crate::config::Collective;
 use crate::error::{Error, Result};
+use crate::record::samples::RankSeries;
 
 /// Raw measurements of one case.
 pub struct CommMeasurement {
@@ -17,6 +18,21 @@ pub struct CommMeasurement {
     pub overlap: Option<OverlapRaw>,
     /// Number of wrong elements over all ranks, when `--check` was on.
     pub check_errors: Option<u64>,
+    /// This rank's own per-iteration times (samples.csv): `time_s` (as `times_s`) and,
+    /// for the overlap test, `t_pure_s` and `t_cpu_s`.
+    pub local: RankSeries,
+}
+
+/// A case's measurement from the timed series of its collective.
+fn measured(times: Times, check_errors: Option<u64>) -> CommMeasurement {
+    let mut local = RankSeries::default();
+    local.push("time_s", &times.local);
+    CommMeasurement {
+        times_s: times.max,
+        overlap: None,
+        check_errors,
+        local,
+    }
 }
 
 pub struct OverlapRaw {
@@ -197,7 +213,7 @@ pub fn measure(
     recv.iter_mut().for_each(|x| *x = 0.0);
     match collective {
         Collective::Allreduce => {
-            let times_s = time_iterations(
+            let times = time_iterations(
                 world,
                 iters,
                 warmup,
@@ -210,14 +226,10 @@ pub fn measure(
             )?;
             let check_errors =
                 check.then(|| count_errors(world, recv, corrupt, |i| expected_sum(i, n)));
-            Ok(CommMeasurement {
-                times_s,
-                overlap: None,
-                check_errors,
-            })
+            Ok(measured(times, check_errors))
         }
         Collective::Allgather => {
-            let times_s = time_iterations(
+            let times = time_iterations(
                 world,
                 iters,
                 warmup,
@@ -230,16 +242,12 @@ pub fn measure(
             )?;
             let check_errors = check
                 .then(|| count_errors(world, recv, corrupt, |j| test_value(j % count, j / count)));
-            Ok(CommMeasurement {
-                times_s,
-                overlap: None,
-                check_errors,
-            })
+            Ok(measured(times, check_errors))
         }
         Collective::RingAllreduce => {
             let mut state = (recv, &mut scratch[..]);
             // In place: the input is restored before every iteration, outside the timed region.
-            let times_s = time_iterations(
+            let times = time_iterations(
                 world,
                 iters,
                 warmup,
@@ -249,11 +257,7 @@ pub fn measure(
             )?;
             let check_errors =
                 check.then(|| count_errors(world, state.0, corrupt, |i| expected_sum(i, n)));
-            Ok(CommMeasurement {
-                times_s,
-                overlap: None,
-                check_errors,
-            })
+            Ok(measured(times, check_errors))
         }
         Collective::IallreduceOverlap => {
             measure_overlap(world, send, recv, iters, warmup, check, corrupt)
@@ -275,7 +279,7 @@ fn measure_overlap(
     corrupt: bool,
 ) -> Result<CommMeasurement> {
     let n = world.size;
-    let pure_s = time_iterations(
+    let pure = time_iterations(
         world,
         iters,
         warmup,
@@ -287,7 +291,7 @@ fn measure_overlap(
         },
     )?;
     // Target compute time: the median pure collective time (identical on all ranks).
-    let mut sorted = pure_s.clone();
+    let mut sorted = pure.max.clone();
     sorted.sort_by(f64::total_cmp);
     let target_s = sorted[sorted.len() / 2];
     let mut compute = Compute::calibrate(target_s);
@@ -309,12 +313,14 @@ fn measure_overlap(
             cpu_s.push(c1 - c0);
         }
     }
-    world.max_in_place(&mut overall_s);
-    world.max_in_place(&mut cpu_s);
+    let (overall, cpu) = (Times::reduce(world, overall_s), Times::reduce(world, cpu_s));
     let check_errors = check.then(|| count_errors(world, recv, corrupt, |i| expected_sum(i, n)));
-    Ok(CommMeasurement {
-        times_s: overall_s,
-        overlap: Some(OverlapRaw { pure_s, cpu_s }),
-        check_errors,
-    })
+    let mut m = measured(overall, check_errors);
+    m.local.push("t_pure_s", &pure.local);
+    m.local.push("t_cpu_s", &cpu.local);
+    m.overlap = Some(OverlapRaw {
+        pure_s: pure.max,
+        cpu_s: cpu.max,
+    });
+    Ok(m)
 }

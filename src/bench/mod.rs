@@ -6,6 +6,7 @@ pub mod e2e;
 pub mod harness;
 pub mod micro_comm;
 pub mod progress;
+pub mod samples;
 pub mod stats;
 pub mod stop;
 pub mod tensors;
@@ -16,6 +17,7 @@ use crate::compress::MethodParams;
 use crate::config::Shape;
 use crate::config::{Case, Collective, Config};
 use crate::error::{Error, Result};
+use crate::record::samples::{kind, RankSeries, SamplesSink};
 use crate::record::{CsvSink, Fields, SCHEMA_VERSION};
 use crate::units::{fmt_seconds, HumanBytes};
 use serde::Serialize;
@@ -95,6 +97,8 @@ pub struct Sinks {
     pub micro_compress: Option<CsvSink>,
     pub micro: Option<CsvSink>,
     pub e2e: Option<CsvSink>,
+    /// samples.csv (every rank's every timed iteration); `None` with `--no-samples`.
+    pub samples: Option<SamplesSink>,
 }
 
 /// How far a run got (filled in as cases finish, so it is right after an error too).
@@ -119,6 +123,9 @@ pub struct RunOptions<'a> {
     pub case_timeout_s: Option<f64>,
     /// Test hook: this rank damages its result before `--check`, and how.
     pub inject_fault: Option<(usize, Fault)>,
+    /// Gather every rank's per-iteration times after each case for samples.csv (the
+    /// same on every rank: `[run] samples`, `--no-samples`).
+    pub samples: bool,
 }
 
 /// How a test hook damages a rank's result before `--check`.
@@ -129,6 +136,23 @@ pub enum Fault {
     /// One element moved by one ulp: inside every reference tolerance, so only the
     /// cross-rank agreement of `micro --check` catches it.
     Ulp,
+}
+
+/// After a case, outside its timed region: every rank's own per-iteration times to rank
+/// 0, which writes them to samples.csv (before the case's summary row, so a case with a
+/// summary row has all its samples). Every rank calls it.
+fn record_samples(
+    world: &World,
+    sinks: &mut Sinks,
+    o: &RunOptions,
+    id: &str,
+    kind: &str,
+    local: &RankSeries,
+) -> Result<()> {
+    if !o.samples {
+        return Ok(());
+    }
+    samples::record_case(world, sinks.samples.as_mut(), o.run_id, id, kind, local)
 }
 
 /// Put `case_id` right after `run_id` in a row.
@@ -191,6 +215,7 @@ pub fn run_all(
                     check,
                     o.inject_fault.filter(|f| f.1 == Fault::Gross).map(|f| f.0),
                 )?;
+                record_samples(world, sinks, o, &id, kind::MICRO_COMM, &m.local)?;
                 let mut row = micro_comm_row(world, run_id, collective, bytes, iters, warmup, m);
                 row.case_id = id.clone();
                 table.micro_comm(&row);
@@ -246,6 +271,7 @@ pub fn run_all(
                         (m, Target::Model(name, zoo.tensors.len(), shape.numel()))
                     }
                 };
+                record_samples(world, sinks, o, &id, kind::MICRO_COMPRESS, &m.local)?;
                 let f = with_case_id(
                     compress_fields(
                         world,
@@ -302,6 +328,7 @@ pub fn run_all(
                     check,
                     o.inject_fault,
                 )?;
+                record_samples(world, sinks, o, &id, kind::MICRO, &m.local)?;
                 let failure = match &m.check {
                     Some(Err(msg)) => Some(msg.clone()),
                     _ => None,
@@ -351,6 +378,11 @@ pub fn run_all(
                     e2e::measure(world, c, &w, config.seed, trace.is_some(), &mut e2e_inputs)?;
                 let mut rss = [e2e::peak_rss_bytes() as f64];
                 world.max_in_place(&mut rss);
+                let mut local = RankSeries::default();
+                for (name, v) in m.local.named() {
+                    local.push(name, v);
+                }
+                record_samples(world, sinks, o, &id, kind::E2E, &local)?;
                 let key = |x: &crate::config::E2eCase| {
                     let mut k = x.clone();
                     k.pipelining = false;

@@ -69,6 +69,8 @@ pub struct RunSection {
     pub expect_ranks: Option<usize>,
     /// End the job when one case runs longer than this (seconds).
     pub case_timeout_s: Option<f64>,
+    /// Write samples.csv (every rank's every timed iteration); `false` as `--no-samples`.
+    pub samples: bool,
 }
 
 impl Default for RunSection {
@@ -77,6 +79,7 @@ impl Default for RunSection {
             seed: 1,
             expect_ranks: None,
             case_timeout_s: None,
+            samples: true,
         }
     }
 }

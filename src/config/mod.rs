@@ -139,6 +139,8 @@ pub struct Config {
     pub seed: u64,
     pub expect_ranks: Option<usize>,
     pub case_timeout_s: Option<f64>,
+    /// Write samples.csv (`[run] samples`, default on; `--no-samples` turns it off).
+    pub samples: bool,
     pub micro_comm: Vec<MicroCommSpec>,
     pub micro_compress: Vec<CompressSpec>,
     pub micro: Vec<CompressSpec>,
@@ -275,6 +277,7 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         seed: raw.run.seed,
         expect_ranks: raw.run.expect_ranks,
         case_timeout_s: raw.run.case_timeout_s,
+        samples: raw.run.samples,
         micro_comm,
         micro_compress,
         micro,
@@ -379,6 +382,15 @@ iters = 10
                 check: false
             }
         );
+    }
+
+    #[test]
+    fn samples_are_on_unless_the_run_section_turns_them_off() {
+        assert!(parse(GOOD, "x.toml").unwrap().samples);
+        let off = GOOD.replace("seed = 7", "seed = 7\nsamples = false");
+        assert!(!parse(&off, "x.toml").unwrap().samples);
+        let e = err(&GOOD.replace("seed = 7", "seed = 7\nsamples = \"no\""));
+        assert!(e.contains("samples"), "{e}");
     }
 
     #[test]

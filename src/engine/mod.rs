@@ -79,7 +79,8 @@ pub struct E2eSetup<'a> {
     pub device_costs: Option<&'a crate::devcost::DeviceCosts>,
 }
 
-/// Per-iteration measurements (s), each the max over ranks.
+/// Per-iteration measurements (s): one rank's as recorded, or (in
+/// [`E2eMeasurement::series`]) each the max over ranks.
 #[derive(Default, Clone)]
 pub struct IterSeries {
     pub fwd_s: Vec<f64>,
@@ -102,6 +103,24 @@ pub struct IterSeries {
 }
 
 impl IterSeries {
+    /// Every series with its e2e.csv column name (the same name in samples.csv).
+    pub fn named(&self) -> [(&'static str, &[f64]); 12] {
+        [
+            ("fwd_s", &self.fwd_s),
+            ("bwd_s", &self.bwd_s),
+            ("pack_s", &self.pack_s),
+            ("compress_s", &self.compress_s),
+            ("comm_s", &self.comm_s),
+            ("decompress_s", &self.decompress_s),
+            ("exposed_s", &self.exposed_s),
+            ("bwd_sync_s", &self.bwd_sync_s),
+            ("iter_s", &self.iter_s),
+            ("last_bucket_s", &self.last_bucket_s),
+            ("host_compress_s", &self.host_compress_s),
+            ("host_decompress_s", &self.host_decompress_s),
+        ]
+    }
+
     fn all_mut(&mut self) -> [&mut Vec<f64>; 12] {
         [
             &mut self.fwd_s,
@@ -121,7 +140,10 @@ impl IterSeries {
 }
 
 pub struct E2eMeasurement {
+    /// Per timed iteration, each measurement's max over ranks.
     pub series: IterSeries,
+    /// This rank's own measurements (samples.csv).
+    pub local: IterSeries,
     pub buckets: usize,
     /// Wire bytes per iteration of this rank: mean over the timed iterations, max over ranks.
     pub wire_bytes: u64,
@@ -261,12 +283,14 @@ pub fn run(
         r
     });
     result?;
+    let local = series.clone();
     for v in series.all_mut() {
         world.max_in_place(v);
     }
     let iters_run = series.iter_s.len() as u64;
     Ok(E2eMeasurement {
         series,
+        local,
         buckets: ex.buckets_per_step(),
         wire_bytes: world.max_u64(crate::bench::stats::mean_bytes_per_step(
             wire_total, iters_run,

@@ -2,6 +2,7 @@
 //! ends) and `run.json` metadata. Only rank 0 writes. Nothing here measures.
 
 pub mod meta;
+pub mod samples;
 
 use crate::error::{Error, Result};
 use serde::Serialize;
@@ -154,9 +155,19 @@ impl CsvSink {
 
     fn write_fields_inner(&mut self, fields: &Fields) -> Result<()> {
         let cols: Vec<&'static str> = fields.iter().map(|(c, _)| *c).collect();
+        self.header_inner(&cols)?;
+        self.writer
+            .write_record(fields.iter().map(|(_, v)| v.as_str()))
+            .map_err(|e| self.row_error(e))?;
+        self.sync()
+    }
+
+    /// Write `cols` as the header of a new file, or check them against the header of
+    /// the file being resumed.
+    fn header_inner(&mut self, cols: &[&str]) -> Result<()> {
         match &self.header {
             None => {
-                self.writer.write_record(&cols).map_err(|e| self.row_error(e))?;
+                self.writer.write_record(cols).map_err(|e| self.row_error(e))?;
                 self.header = Some(cols.iter().map(|c| c.to_string()).collect());
             }
             Some(h) if !h.iter().map(String::as_str).eq(cols.iter().copied()) => {
@@ -167,9 +178,46 @@ impl CsvSink {
             }
             Some(_) => {}
         }
-        self.writer
-            .write_record(fields.iter().map(|(_, v)| v.as_str()))
-            .map_err(|e| self.row_error(e))?;
+        Ok(())
+    }
+
+    /// Write a batch of rows with header `cols` (written first to a new file, checked
+    /// against a resumed one's): `fill` hands each row to the given closure, which
+    /// serializes it into the writer's buffer (no flush per row); then one flush and
+    /// sync for the whole batch. On any failure the file is cut back to its last
+    /// complete batch, so a batch is in the file entirely or not at all (samples.csv:
+    /// one batch per case).
+    pub fn write_batch(
+        &mut self,
+        cols: &[&str],
+        fill: impl FnOnce(&mut dyn FnMut(&[&str]) -> Result<()>) -> Result<()>,
+    ) -> Result<()> {
+        let res = self.write_batch_inner(cols, fill);
+        self.rollback_on_error(res)
+    }
+
+    fn write_batch_inner(
+        &mut self,
+        cols: &[&str],
+        fill: impl FnOnce(&mut dyn FnMut(&[&str]) -> Result<()>) -> Result<()>,
+    ) -> Result<()> {
+        self.header_inner(cols)?;
+        let n = cols.len();
+        let path = &self.path;
+        let writer = &mut self.writer;
+        let mut row = |rec: &[&str]| -> Result<()> {
+            if rec.len() != n {
+                return Err(Error::Runtime(format!(
+                    "{}: a row of {} fields under a header of {n} (a bug)",
+                    path.display(),
+                    rec.len()
+                )));
+            }
+            writer.write_record(rec).map_err(|e| {
+                Error::Runtime(format!("cannot write a row to {}: {e}", path.display()))
+            })
+        };
+        fill(&mut row)?;
         self.sync()
     }
 
@@ -190,6 +238,10 @@ impl CsvSink {
                 let f = self.writer.get_ref();
                 let _ = f.set_len(self.committed_bytes);
                 let _ = (&*f).seek(SeekFrom::Start(self.committed_bytes));
+                if self.committed_bytes == 0 {
+                    // The header went with the cut: the next row writes it again.
+                    self.header = None;
+                }
             }
         }
         res
