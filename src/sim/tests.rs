@@ -524,11 +524,11 @@ fn host_model_shifts_the_schedule_as_documented() {
 
 #[test]
 fn advance_is_slow_until_the_end_of_backward() {
-    assert!(close(super::advance(0.0, 1.0, 10.0, 2.0), 2.0));
+    assert!(close(super::clock::advance(0.0, 1.0, 10.0, 2.0), 2.0));
     // Half a second of slowed time does a quarter of the work; the rest at full speed.
-    assert!(close(super::advance(9.5, 1.0, 10.0, 2.0), 10.75));
-    assert!(close(super::advance(10.0, 1.0, 10.0, 2.0), 11.0));
-    assert!(close(super::advance(3.0, 1.0, 10.0, 1.0), 4.0));
+    assert!(close(super::clock::advance(9.5, 1.0, 10.0, 2.0), 10.75));
+    assert!(close(super::clock::advance(10.0, 1.0, 10.0, 2.0), 11.0));
+    assert!(close(super::clock::advance(3.0, 1.0, 10.0, 1.0), 4.0));
 }
 
 #[test]
@@ -837,7 +837,7 @@ fn a_shared_wire_cache_changes_no_result() {
 #[test]
 fn device_kernels_run_at_the_next_boundary_and_delay_the_rest_of_backward() {
     let bwd = [0.3, 0.2, 0.1];
-    let mut d = DevStream::new(1.0, &bwd);
+    let mut d = super::clock::DevStream::new(1.0, &bwd);
     assert!(close(d.ready_s(0), 1.0));
     assert!(close(d.ready_s(1), 1.3));
     // Requested during position 1's kernel (1.3 .. 1.5): runs 1.5 .. 1.55.
@@ -845,7 +845,7 @@ fn device_kernels_run_at_the_next_boundary_and_delay_the_rest_of_backward() {
     assert!(close(d.projected_bwd_end(), 1.65));
     assert!(close(d.ready_s(3), 1.65));
     // Requested exactly at a boundary: before the next backward kernel.
-    let mut e = DevStream::new(0.0, &bwd);
+    let mut e = super::clock::DevStream::new(0.0, &bwd);
     assert!(close(e.kernel(0.3, 0.1), 0.4));
     assert!(close(e.ready_s(3), 0.7));
     // After backward: at the request time.
