@@ -1,0 +1,109 @@
+//! Tests of simulated rows and their comparison with measured e2e rows: sim.csv, cases
+//! read back from e2e.csv.
+
+use super::*;
+
+#[test]
+fn rows_and_comparison() {
+    let costs = tiny_costs();
+    let case = SimCase::new(
+        tiny(),
+        "ssgd",
+        Fusion::None,
+        true,
+        CollectiveMode::Native,
+        2,
+        MethodParams::default(),
+    );
+    let r = simulate(&case, &costs).unwrap();
+    let row = SimRow::new(&case, &r, &costs);
+    assert_eq!(row.source, "simulated");
+    let d = std::env::temp_dir().join(format!("gradcomp-sim-cmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let m = |iter_s| MeasuredRow {
+        fwd_s: 0.0,
+        iter_s,
+        compute_none: false,
+        ranks_per_node: None,
+    };
+    let measured = MeasuredCase {
+        case: case.clone(),
+        label: "tiny/ssgd".into(),
+        rows: vec![m(1.6), m(1.8)],
+        compress_device: None,
+    };
+    let c = compare(std::slice::from_ref(&measured), std::slice::from_ref(&row)).unwrap();
+    assert_eq!(c.len(), 1);
+    assert!(close(c[0].measured_s, 1.7) && close(c[0].simulated_s, 1.672));
+    assert!(close(c[0].rel_err, (1.672 - 1.7) / 1.7));
+    assert_eq!(c[0].key, "tiny/ssgd");
+    assert!(
+        compare(&[measured.clone(), measured], std::slice::from_ref(&row)).is_err(),
+        "one row per case"
+    );
+    let sim = d.join("sim.csv");
+    write_rows(&sim, std::slice::from_ref(&row)).unwrap();
+    write_rows(&sim, &[row]).unwrap();
+    let text = std::fs::read_to_string(&sim).unwrap();
+    assert_eq!(text.lines().count(), 3);
+    assert!(text.starts_with("schema_version,source,"));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn cases_from_measured_e2e_rows() {
+    let d = std::env::temp_dir().join(format!("gradcomp-sim-cases-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let e2e = d.join("e2e.csv");
+    let h = "schema_version,run_id,model,method,fusion,pipelining,collective,aggregation,world_size,batch,device,compute,density,rank,fwd_s,iter_s\n";
+    let rows = [
+        "1,a,resnet50,topk,25MiB,on,allgather,allgather,2,32,v100,sleep,0.01,4,0.1,0.5",
+        "1,b,resnet50,topk,25MiB,on,allgather,allgather,2,32,v100,sleep,0.01,4,0.1,0.6",
+        "1,a,resnet50,ssgd,none,off,ps,allreduce,4,32,v100,none,0.001,4,0.1,0.5",
+        "1,a,resnet50,omgs,omgs,on,allgather,allgather,4,32,v100,sleep,0.01,4,0.1,0.5",
+        "1,a,resnet50,ssgd,none,off,allreduce,allreduce,4,32,profile,sleep,0.001,4,0.1,0.5",
+        // same prefix as the first two, another compute mode and rank: separate cases
+        "1,a,resnet50,topk,25MiB,on,allgather,allgather,2,32,v100,none,0.01,8,0.1,0.9",
+    ];
+    std::fs::write(&e2e, format!("{h}{}\n", rows.join("\n"))).unwrap();
+    let measured = measured_cases(&e2e).unwrap();
+    assert_eq!(measured.len(), 4);
+    assert_eq!(
+        measured[0].rows.len(),
+        2,
+        "repeat runs (run_id a, b) are one case"
+    );
+    assert_eq!(
+        measured[0].label,
+        "resnet50/topk/25MiB/pipelining=on/allgather/n=2/batch=32/compute=sleep/rank=4"
+    );
+    assert_eq!(
+        measured[3].label,
+        "resnet50/topk/25MiB/pipelining=on/allgather/n=2/batch=32/compute=none/rank=8"
+    );
+    assert_eq!(
+        measured[1].label,
+        "resnet50/ssgd/none/pipelining=off/ps/n=4/batch=32"
+    );
+    let cases: Vec<SimCase> = measured.iter().map(|m| m.case.clone()).collect();
+    assert_eq!(cases.len(), 4);
+    assert_eq!(cases[0].collective, CollectiveMode::Native);
+    assert_eq!(cases[0].params.density, 0.01);
+    assert_eq!(cases[0].fusion, Fusion::Bytes(25 << 20));
+    assert_eq!(cases[1].collective, CollectiveMode::Ps);
+    assert_eq!(cases[1].workload.fwd_s, 0.0);
+    assert!(!cases[1].pipelining);
+    assert!(cases[2].merge && cases[2].base_method == "topk");
+    let costs = CostModel::preset("10gbe").unwrap();
+    let rows: Vec<SimRow> = cases
+        .iter()
+        .map(|c| SimRow::new(c, &simulate(c, &costs).unwrap(), &costs))
+        .collect();
+    let cmp = compare(&measured, &rows).unwrap();
+    assert_eq!(cmp.len(), 4);
+    assert!(cmp.iter().any(|c| close(c.measured_s, 0.55)));
+    assert!(cmp.iter().any(|c| close(c.measured_s, 0.9)));
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -1,0 +1,40 @@
+//! Tests of the cost model's parts: the gathered-decompress scale and the committed
+//! reference fit of compression costs.
+
+use super::*;
+
+#[test]
+fn gathered_decompress_scales_with_the_elements_a_piece_touches() {
+    // Sign bits: every element per worker.
+    assert!(close(gather_scale(4, 3200, 100), 4.0));
+    // Sparse pairs: 2 words (64 bits) of 1000 elements per further worker.
+    assert!(close(gather_scale(4, 1000, 2), 1.0 + 3.0 * 0.064));
+    assert!(close(gather_scale(4, 1000, 0), 1.0) && close(gather_scale(1, 1000, 5000), 1.0));
+}
+
+/// The default compression costs come from the committed reference fit, for every
+/// method of the registry, with its provenance in `cost_source`.
+#[test]
+fn reference_costs_cover_every_method() {
+    for m in crate::compress::registry::METHODS {
+        let c = MethodCosts::reference(m)
+            .unwrap_or_else(|| panic!("{m} missing from reference_costs.csv"));
+        for (phase, p) in [("compress", c.compress), ("decompress", c.decompress)] {
+            assert!(
+                p.per_element_s > 0.0 && p.per_element_s < 1e-6 && p.fixed_s >= 0.0,
+                "{m} {phase}: {p:?}"
+            );
+        }
+    }
+    let src = reference_source();
+    assert!(
+        src.starts_with("reference fit, ") && src.contains("gradcomp "),
+        "{src}"
+    );
+    let costs = CostModel::preset("10gbe").unwrap();
+    assert!(costs.describe().contains(src));
+    assert_eq!(
+        costs.method("topk"),
+        MethodCosts::reference("topk").unwrap()
+    );
+}

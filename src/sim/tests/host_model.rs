@@ -1,0 +1,190 @@
+//! Tests of the host model (host.rs): start, sync and CPU share on the schedule, work slowed
+//! during backward, the CPU share from run.json, and calibration from ssgd rows.
+
+use super::*;
+
+#[test]
+fn host_model_shifts_the_schedule_as_documented() {
+    let wl = tiny();
+    let costs = tiny_costs();
+    let case = SimCase::new(
+        wl,
+        "ssgd",
+        Fusion::Bytes(1 << 30),
+        false,
+        CollectiveMode::Native,
+        2,
+        MethodParams::default(),
+    );
+    let ideal = simulate(&case, &costs).unwrap();
+    // One bucket, pipelining off: start shifts everything, the one wait adds sync_s.
+    let mut c = tiny_costs();
+    c.host = host::HostModel {
+        start_s: 0.05,
+        sync_s: 0.2,
+        ..host::HostModel::default()
+    };
+    let r = simulate(&case, &c).unwrap();
+    assert!(
+        close(r.iter_s, ideal.iter_s + 0.05 + 0.2),
+        "{} vs {}",
+        r.iter_s,
+        ideal.iter_s
+    );
+    assert!(close(r.fwd_s, ideal.fwd_s + 0.05) && close(r.comm_s, ideal.comm_s + 0.2));
+    // Half a core: every CPU phase takes twice as long, the collective does not.
+    let mut c = tiny_costs();
+    c.host.cpu_share = 0.5;
+    let r = simulate(&case, &c).unwrap();
+    let cpu = ideal.compress_s + ideal.decompress_s + ideal.pack_s;
+    assert!(
+        close(r.iter_s, ideal.iter_s + cpu),
+        "{} vs {} + {cpu}",
+        r.iter_s,
+        ideal.iter_s
+    );
+    assert!(close(r.comm_s, ideal.comm_s));
+}
+
+#[test]
+fn advance_is_slow_until_the_end_of_backward() {
+    assert!(close(crate::sim::clock::advance(0.0, 1.0, 10.0, 2.0), 2.0));
+    // Half a second of slowed time does a quarter of the work; the rest at full speed.
+    assert!(close(
+        crate::sim::clock::advance(9.5, 1.0, 10.0, 2.0),
+        10.75
+    ));
+    assert!(close(
+        crate::sim::clock::advance(10.0, 1.0, 10.0, 2.0),
+        11.0
+    ));
+    assert!(close(crate::sim::clock::advance(3.0, 1.0, 10.0, 1.0), 4.0));
+}
+
+#[test]
+fn work_inside_backward_is_slowed_and_work_after_it_is_not() {
+    let compute =
+        crate::models::ComputeModel::from_preset(&crate::models::preset("rtx2080ti").unwrap());
+    let wl = SimWorkload::zoo("resnet20", None, &compute, "rtx2080ti").unwrap();
+    let costs = |k: f64| {
+        let mut c = CostModel::with_network(Box::new(Lin { a: 2e-5, b: 1e-9 }));
+        c.host.bwd_slowdown = k;
+        c
+    };
+    for pipelining in [false, true] {
+        let case = SimCase::new(
+            wl.clone(),
+            "ssgd",
+            Fusion::Bytes(256 << 10),
+            pipelining,
+            CollectiveMode::Native,
+            2,
+            MethodParams::default(),
+        );
+        let (a, b) = (
+            simulate(&case, &costs(1.0)).unwrap(),
+            simulate(&case, &costs(3.0)).unwrap(),
+        );
+        if pipelining {
+            // Buckets exchanged during backward take longer; backward itself does not.
+            assert!(
+                b.comm_s > a.comm_s * 1.2 && b.iter_s >= a.iter_s,
+                "{a:?} {b:?}"
+            );
+            assert!(close(b.bwd_s, a.bwd_s));
+        } else {
+            // Everything runs after backward: no effect.
+            assert!(close(b.iter_s, a.iter_s) && close(b.comm_s, a.comm_s));
+        }
+    }
+}
+
+#[test]
+fn cpu_share_comes_from_run_json() {
+    let d = std::env::temp_dir().join(format!("gradcomp-sim-host-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let p = d.join("run.json");
+    std::fs::write(
+        &p,
+        r#"{"hosts": ["a", "a", "a", "a", "b"], "host_cores": [2, 2, 2, 2, 8]}"#,
+    )
+    .unwrap();
+    let (share, what) = host::cpu_share_from_run_json(&p).unwrap().unwrap();
+    assert!(
+        close(share, 0.5) && what.contains("4 ranks on 2 cores of a"),
+        "{share} {what}"
+    );
+    std::fs::write(&p, r#"{"hosts": ["a", "b"], "host_cores": [4, 4]}"#).unwrap();
+    assert!(close(
+        host::cpu_share_from_run_json(&p).unwrap().unwrap().0,
+        1.0
+    ));
+    // Older run.json without host_cores: unknown, not an error; inconsistent: an error.
+    std::fs::write(&p, r#"{"hosts": ["a", "b"]}"#).unwrap();
+    assert!(host::cpu_share_from_run_json(&p).unwrap().is_none());
+    std::fs::write(&p, r#"{"hosts": ["a", "b"], "host_cores": [4]}"#).unwrap();
+    assert!(host::cpu_share_from_run_json(&p)
+        .unwrap_err()
+        .to_string()
+        .contains("host_cores"));
+    assert!(host::cpu_share_from_run_json(&d.join("missing.json"))
+        .unwrap()
+        .is_none());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn calibration_recovers_the_host_latencies_of_ssgd_rows() {
+    // "Measured" rows made by the simulator with a known host; calibration must find it
+    // again from the ssgd rows alone (topk rows are ignored).
+    let truth = host::HostModel {
+        cpu_share: 0.5,
+        start_s: 2e-4,
+        sync_s: 3e-4,
+        bwd_slowdown: 1.5,
+        ..host::HostModel::default()
+    };
+    let costs = |_: usize| -> Result<CostModel> {
+        Ok(CostModel::with_network(Box::new(Lin { a: 2e-5, b: 1e-9 })))
+    };
+    let compute =
+        crate::models::ComputeModel::from_preset(&crate::models::preset("rtx2080ti").unwrap());
+    let wl = SimWorkload::zoo("resnet20", None, &compute, "rtx2080ti").unwrap();
+    let d = std::env::temp_dir().join(format!("gradcomp-sim-calib-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let mut text = String::from("schema_version,model,method,fusion,pipelining,collective,aggregation,world_size,batch,device,compute,fwd_s,iter_s\n");
+    for pipe in [false, true] {
+        let case = SimCase::new(
+            wl.clone(),
+            "ssgd",
+            Fusion::Bytes(256 << 10),
+            pipe,
+            CollectiveMode::Native,
+            2,
+            MethodParams::default(),
+        );
+        let mut c = costs(2).unwrap();
+        c.host = truth.clone();
+        let r = simulate(&case, &c).unwrap();
+        let on = if pipe { "on" } else { "off" };
+        text += &format!(
+            "1,resnet20,ssgd,256KiB,{on},allreduce,allreduce,2,{},rtx2080ti,sleep,{},{}\n",
+            wl.batch, r.fwd_s, r.iter_s
+        );
+        text += &format!(
+            "1,resnet20,topk,256KiB,{on},allgather,allgather,2,{},rtx2080ti,sleep,1.0,1.0\n",
+            wl.batch
+        );
+    }
+    let e2e = d.join("e2e.csv");
+    std::fs::write(&e2e, text).unwrap();
+    let got = host::calibrate(&e2e, Some((0.5, "test".into())), &costs).unwrap();
+    let h = &got[&2];
+    assert_eq!(h.points, 2);
+    assert!((h.start_s - 2e-4).abs() < 1e-9, "{h:?}");
+    assert!((h.sync_s - 3e-4).abs() < 1e-8, "{h:?}");
+    assert!((h.bwd_slowdown - 1.5).abs() < 1e-6, "{h:?}");
+    let _ = std::fs::remove_dir_all(&d);
+}
