@@ -87,6 +87,11 @@ pub struct Common {
     /// summary CSVs are unchanged) [config: [run] samples = false]
     #[arg(long)]
     pub no_samples: bool,
+    /// Run the e2e cases N times, round after round: each case's repeats spread over the
+    /// run, the report takes each case's median repeat and shows the spread [config: [run]
+    /// rounds] [default: 1, or the config's]
+    #[arg(long, value_name = "N")]
+    pub rounds: Option<usize>,
     /// End the job when one case runs longer than SECONDS (finished rows are kept)
     #[arg(long, allow_negative_numbers = true, value_name = "SECONDS", value_parser = parse_timeout)]
     pub case_timeout: Option<f64>,
@@ -722,6 +727,7 @@ impl Cli {
                         expect_ranks: None,
                         case_timeout_s: None,
                         samples: true,
+                        rounds: 1,
                         micro_comm: vec![section.validate(&Origin::Cli)?],
                         micro_compress: vec![],
                         micro: vec![],
@@ -733,6 +739,7 @@ impl Cli {
                     expect_ranks: None,
                     case_timeout_s: None,
                     samples: true,
+                    rounds: 1,
                     micro_comm: vec![],
                     micro_compress: vec![a.section().validate(&Origin::Cli, false)?],
                     micro: vec![],
@@ -743,6 +750,7 @@ impl Cli {
                     expect_ranks: None,
                     case_timeout_s: None,
                     samples: true,
+                    rounds: 1,
                     micro_comm: vec![],
                     micro_compress: vec![],
                     micro: vec![],
@@ -760,6 +768,7 @@ impl Cli {
                     expect_ranks: None,
                     case_timeout_s: None,
                     samples: true,
+                    rounds: 1,
                     micro_comm: vec![],
                     micro_compress: vec![],
                     micro: vec![a.section().validate(&Origin::Cli, true)?],
@@ -771,6 +780,15 @@ impl Cli {
         }
         if self.common.no_samples {
             cfg.samples = false;
+        }
+        if let Some(r) = self.common.rounds {
+            if !(1..=crate::config::MAX_ROUNDS).contains(&r) {
+                return Err(Error::Input(format!(
+                    "--rounds {r}: give 1 (each e2e case once) to {}",
+                    crate::config::MAX_ROUNDS
+                )));
+            }
+            cfg.rounds = r;
         }
         if let Some(n) = self.common.job.expect_ranks {
             if n == 0 {

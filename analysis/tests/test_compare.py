@@ -81,6 +81,15 @@ def test_wire_bytes_must_match_and_single_iterations_are_not_judged(tmp_path):
     res = C.compare_runs(C._e2e(write(tmp_path, "a2", a)), C._e2e(write(tmp_path, "b2", b)), 0.10)
     assert not res["ok"]
     assert "wire bytes differ" in C.summary(res, "a", "b", 0.1)
+    # A mean over a different number of iterations (adaptive timing) is not judged.
+    b3 = a.assign(iters_run=11)
+    b3.loc[b3["method"] == "dgc", "wire_bytes"] = 999
+    res = C.compare_runs(C._e2e(write(tmp_path, "a3", a.assign(iters_run=10))),
+                         C._e2e(write(tmp_path, "b3", b3)), 0.10)
+    assert res["ok"], C.summary(res, "a", "b", 0.1)
+    res = C.compare_runs(C._e2e(write(tmp_path, "a4", a.assign(iters_run=11))),
+                         C._e2e(write(tmp_path, "b4", b3)), 0.10)
+    assert not res["ok"]
 
 
 def test_a_run_without_e2e_rows_is_refused_naming_it(tmp_path):

@@ -257,7 +257,8 @@ impl Config {
                     * n(distinct_collectives(method, &s.collectives).len())
                     * n(fusions)
                     * n(s.pipelining.len())
-                    * n(s.compress_on.len());
+                    * n(s.compress_on.len())
+                    * n(self.rounds.max(1));
             }
         }
         total
@@ -369,6 +370,9 @@ impl Config {
                 }
             }
         }
+        // e2e cases round after round (`rounds`): a slow spell of a shared machine then
+        // hits one repeat of a case, not all of them.
+        let e2e_start = out.len();
         for s in &self.e2e {
             for model in &s.models {
                 for method in &s.methods {
@@ -419,6 +423,10 @@ impl Config {
                     }
                 }
             }
+        }
+        let round: Vec<Case> = out[e2e_start..].to_vec();
+        for _ in 1..self.rounds.max(1) {
+            out.extend(round.iter().cloned());
         }
         out
     }

@@ -71,6 +71,9 @@ pub struct RunSection {
     pub case_timeout_s: Option<f64>,
     /// Write samples.csv (every rank's every timed iteration); `false` as `--no-samples`.
     pub samples: bool,
+    /// Run the e2e cases this many times, round after round (each case's repeats spread
+    /// over the run; the report takes each case's median repeat); `--rounds`.
+    pub rounds: usize,
 }
 
 impl Default for RunSection {
@@ -80,6 +83,7 @@ impl Default for RunSection {
             expect_ranks: None,
             case_timeout_s: None,
             samples: true,
+            rounds: 1,
         }
     }
 }

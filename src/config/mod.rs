@@ -141,11 +141,16 @@ pub struct Config {
     pub case_timeout_s: Option<f64>,
     /// Write samples.csv (`[run] samples`, default on; `--no-samples` turns it off).
     pub samples: bool,
+    /// e2e cases run this many times, round after round (`[run] rounds`, `--rounds`).
+    pub rounds: usize,
     pub micro_comm: Vec<MicroCommSpec>,
     pub micro_compress: Vec<CompressSpec>,
     pub micro: Vec<CompressSpec>,
     pub e2e: Vec<E2eSpec>,
 }
+
+/// Most rounds of the e2e cases one run may ask for (`[run] rounds`, `--rounds`).
+pub const MAX_ROUNDS: usize = 100;
 
 static WARNINGS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
@@ -260,6 +265,20 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
             "0 ranks: give the number of MPI ranks the job must have (>= 1)",
         ));
     }
+    if !(1..=MAX_ROUNDS).contains(&raw.run.rounds) {
+        return Err(Origin::File {
+            file: file.to_string(),
+            section: "run",
+            index: 1,
+        }
+        .invalid(
+            "rounds",
+            format!(
+                "{} rounds: give 1 (each e2e case once) to {MAX_ROUNDS}",
+                raw.run.rounds
+            ),
+        ));
+    }
     if let Some(t) = raw.run.case_timeout_s {
         if !(t.is_finite() && t > 0.0) {
             return Err(Origin::File {
@@ -278,6 +297,7 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         expect_ranks: raw.run.expect_ranks,
         case_timeout_s: raw.run.case_timeout_s,
         samples: raw.run.samples,
+        rounds: raw.run.rounds,
         micro_comm,
         micro_compress,
         micro,
@@ -382,6 +402,42 @@ iters = 10
                 check: false
             }
         );
+    }
+
+    #[test]
+    fn rounds_repeat_the_e2e_cases_round_after_round() {
+        let e2e = "\n[[e2e]]\nmodels = [\"resnet20\"]\nmethods = [\"ssgd\", \"topk\"]\n";
+        let one = parse(&format!("{GOOD}{e2e}"), "x.toml").unwrap();
+        assert_eq!(one.rounds, 1);
+        let three = parse(
+            &format!("{}{e2e}", GOOD.replace("seed = 7", "seed = 7\nrounds = 3")),
+            "x.toml",
+        )
+        .unwrap();
+        let (c1, c3) = (one.cases(), three.cases());
+        let e2e_of = |c: &[Case]| -> Vec<Case> {
+            c.iter()
+                .filter(|c| matches!(c, Case::E2e(_)))
+                .cloned()
+                .collect()
+        };
+        let (e1, e3) = (e2e_of(&c1), e2e_of(&c3));
+        let per_round = e1.len();
+        assert!(per_round >= 2);
+        // The whole list of e2e cases three times over; micro cases once.
+        assert_eq!(e3, [e1.clone(), e1.clone(), e1].concat());
+        assert_eq!(c3.len() - e3.len(), c1.len() - per_round);
+        assert_eq!(three.case_count(), c3.len() as u128);
+        let ids = three.case_ids(&c3, 2);
+        let unique: std::collections::HashSet<_> = ids.iter().collect();
+        assert_eq!(unique.len(), ids.len(), "every repeat has its own id");
+        for bad in ["0", "101"] {
+            let e = err(&format!(
+                "{}{e2e}",
+                GOOD.replace("seed = 7", &format!("seed = 7\nrounds = {bad}"))
+            ));
+            assert!(e.contains("rounds") && e.contains(bad), "{e}");
+        }
     }
 
     #[test]
