@@ -251,7 +251,7 @@ cmd_run() {
   fi
   mkdir -p "$out"
   echo "netlab-$rate" >"$out/network.txt"
-  # The shaping, for the simulator's token bucket (`gradcomp fit` / `simulate --fits`).
+  # The shaping, recorded with the results (docs/performance.md, "Emulated network").
   printf 'nodes=%s\nrate=%s\nburst=%s\nlimit=%s\n' "$n" "$rate" "$(state_get burst)" "$(state_get limit)" \
     >"$out/netlab.txt"
   # Hosts: every node's address with enough slots; ranks go round-robin over the nodes.

@@ -6,15 +6,7 @@ use super::*;
 #[test]
 fn rows_and_comparison() {
     let costs = tiny_costs();
-    let case = SimCase::new(
-        tiny(),
-        "ssgd",
-        Fusion::None,
-        true,
-        CollectiveMode::Native,
-        2,
-        MethodParams::default(),
-    );
+    let case = tiny_ssgd(true);
     let r = simulate(&case, &costs).unwrap();
     let row = SimRow::new(&case, &r, &costs);
     assert_eq!(row.source, "simulated");

@@ -32,24 +32,8 @@ fn device_kernels_run_at_the_next_boundary_and_delay_the_rest_of_backward() {
 #[test]
 fn device_compression_schedule_by_hand() {
     let mut costs = CostModel::with_network(Box::new(Lin { a: 0.01, b: 0.0 }));
-    costs.device = Some(crate::devcost::DeviceCosts {
-        spec: crate::devcost::DeviceSpec {
-            name: "t".into(),
-            launch_s: 0.01,
-            mem_bytes_per_s: 1e30,
-            flops_per_s: 1e30,
-        },
-        profile: None,
-    });
-    let mut case = SimCase::new(
-        tiny(),
-        "ssgd",
-        Fusion::None,
-        true,
-        CollectiveMode::Native,
-        2,
-        MethodParams::default(),
-    );
+    costs.device = Some(launch_only_device(0.01));
+    let mut case = tiny_ssgd(true);
     case.compress_on = CompressOn::Device;
     let r = simulate(&case, &costs).unwrap();
     // Bucket 0: ready 1.1, compress 1.1-1.11, exchange 1.11-1.12, layer 1 runs
@@ -74,15 +58,7 @@ fn paused_host_work_on_a_shared_core_is_paid_in_the_next_exchange() {
     // device clock for the host's own compression, but the share of the core the rank
     // waits for other ranks is spent inside the next collective (measured at 4 ranks on
     // 2 cores: extra exchange time about 1x the host work). With share 1 nothing changes.
-    let device = crate::devcost::DeviceCosts {
-        spec: crate::devcost::DeviceSpec {
-            name: "t".into(),
-            launch_s: 0.01,
-            mem_bytes_per_s: 1e30,
-            flops_per_s: 1e30,
-        },
-        profile: None,
-    };
+    let device = launch_only_device(0.01);
     let run = |share: f64, pipelining: bool| {
         let mut costs = tiny_costs();
         costs.pack_s_per_byte = 0.0;

@@ -82,3 +82,29 @@ fn tiny_costs() -> CostModel {
     c.pack_fixed_s = 0.001;
     c
 }
+
+/// A device whose every kernel costs `launch_s` (infinite bandwidth and flops).
+fn launch_only_device(launch_s: f64) -> crate::devcost::DeviceCosts {
+    crate::devcost::DeviceCosts {
+        spec: crate::devcost::DeviceSpec {
+            name: "t".into(),
+            launch_s,
+            mem_bytes_per_s: 1e30,
+            flops_per_s: 1e30,
+        },
+        profile: None,
+    }
+}
+
+/// S-SGD on [`tiny`], one bucket per tensor, native collectives, 2 workers.
+fn tiny_ssgd(pipelining: bool) -> SimCase {
+    SimCase::new(
+        tiny(),
+        "ssgd",
+        Fusion::None,
+        pipelining,
+        CollectiveMode::Native,
+        2,
+        MethodParams::default(),
+    )
+}

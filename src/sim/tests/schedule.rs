@@ -12,19 +12,7 @@ fn tiny_schedule_by_hand_pipelining_on_and_off() {
     // compress 1e-4 e, comm 0.01 + 1e-4 * 4e, decompress 1e-4 e, pack 2 * 0.001.
     // c: 0.03 + 0.13 + 0.03 + 0.002 = 0.192; b: 0.132; a: 0.072.
     let costs = tiny_costs();
-    let on = simulate(
-        &SimCase::new(
-            tiny(),
-            "ssgd",
-            Fusion::None,
-            true,
-            CollectiveMode::Native,
-            2,
-            MethodParams::default(),
-        ),
-        &costs,
-    )
-    .unwrap();
+    let on = simulate(&tiny_ssgd(true), &costs).unwrap();
     // c: 1.1 -> 1.292; b: max(1.292, 1.3) -> 1.432; a: max(1.432, 1.6) -> 1.672.
     assert!(close(on.iter_s, 1.672), "{on:?}");
     assert!(close(on.exposed_s, 0.072));
@@ -33,19 +21,7 @@ fn tiny_schedule_by_hand_pipelining_on_and_off() {
     assert!(close(on.pack_s, 0.006));
     assert_eq!(on.buckets, 3);
     assert_eq!(on.wire_bytes, 4 * 600);
-    let off = simulate(
-        &SimCase::new(
-            tiny(),
-            "ssgd",
-            Fusion::None,
-            false,
-            CollectiveMode::Native,
-            2,
-            MethodParams::default(),
-        ),
-        &costs,
-    )
-    .unwrap();
+    let off = simulate(&tiny_ssgd(false), &costs).unwrap();
     // Everything after the backward: 1.6 + 0.192 + 0.132 + 0.072.
     assert!(close(off.iter_s, 1.996), "{off:?}");
     assert!(close(off.exposed_s, 0.396));
