@@ -1,7 +1,7 @@
 """Repeatability of a config: two runs of it compared case by case
 (`python -m gradcomp_analysis compare RUN_A RUN_B`; `scripts/repeatability.sh`).
 
-Two checks, both on e2e.csv (each run's repeats of a case collapsed as the report does,
+The checks, all on e2e.csv (each run's repeats of a case collapsed as the report does,
 `tables.collapse_repeats`):
 
 - **Times:** per case (joined on the case's configuration, `tables.case_keys`; a case
@@ -27,14 +27,14 @@ import pandas as pd
 from . import tables as T
 from .io import ReportError, load_csv
 
-CASE_COLUMNS = ["case_id", "method", "fusion", "pipelining", "collective", "iter_s"]
+REQUIRED = ["case_id", "method", "fusion", "pipelining", "collective", "iter_s", "wire_bytes"]
 
 
 def _e2e(run: str) -> pd.DataFrame:
     df = load_csv(run, "e2e.csv")
     if df is None or df.empty:
         raise ReportError(f"{run}: no e2e.csv rows to compare (compare reads e2e.csv)")
-    missing = [c for c in CASE_COLUMNS if c not in df.columns]
+    missing = [c for c in REQUIRED if c not in df.columns]
     if missing:
         raise ReportError(f"{os.path.join(run, 'e2e.csv')}: columns {missing} missing")
     df = T.collapse_repeats(df.copy())
@@ -59,7 +59,8 @@ def _labels(df: pd.DataFrame) -> pd.Series:
 
 
 def compare_runs(a: pd.DataFrame, b: pd.DataFrame, tolerance: float) -> dict:
-    """The two checks of the module docs on two runs' e2e rows (indexed by case_id).
+    """The checks of the module docs on two runs' e2e rows (as `_e2e` reads them: indexed
+    by the case's configuration).
     Returns {"times": DataFrame, "pairs": DataFrame, "only_a": [...], "only_b": [...],
     "ok": bool} (only_a / only_b: the cases one run has and the other has not)."""
     common = a.index.intersection(b.index)
