@@ -86,7 +86,7 @@ fn fixed_planner_costs(
     let exchange_s = |words: usize| {
         let w = WireLen::of(agg, words, true);
         crate::sim::exchange_s(
-            &net,
+            crate::sim::Nets::same(&net),
             c.collective,
             world_size,
             w,

@@ -3,9 +3,8 @@
 //! ([`DevStream`]), and the walk of the schedule's operations that charges each by the
 //! cost model ([`simulate_clock`]).
 
-use super::network::CollectiveCost;
 use super::wire::{self, UnitWire};
-use super::{exchange_s, gather_scale, CostModel, SimCase, SimResult};
+use super::{exchange_s, gather_scale, CostModel, Nets, SimCase, SimResult};
 use crate::comm::netmodel::CompressCost;
 use crate::compress::WireLen;
 use crate::devcost::DeviceCosts;
@@ -126,7 +125,7 @@ impl<'a> DevStream<'a> {
 pub(super) fn simulate_clock(
     case: &SimCase,
     costs: &CostModel,
-    net: &dyn CollectiveCost,
+    nets: Nets,
     device: Option<&DeviceCosts>,
     bwd_times: &[f64],
     groups: &[Vec<usize>],
@@ -255,7 +254,7 @@ pub(super) fn simulate_clock(
                     // Trailer: one length word per unit.
                     w.gather_u32 += bucket_units[bucket].len();
                 }
-                let t = exchange_s(net, case.collective, n, w, gather_used)
+                let t = exchange_s(nets, case.collective, n, w, gather_used)
                     + if waited && round == 0 {
                         host.sync_s
                     } else {

@@ -270,10 +270,32 @@ pub(crate) fn open_csv(
     Ok((rdr, header))
 }
 
+/// The networks a case's exchanges are priced on.
+#[derive(Clone, Copy)]
+pub struct Nets<'a> {
+    /// Every collective, its reduction arithmetic at the host's `gamma` or, with device
+    /// compression, at the device's (NCCL reduces on the GPU).
+    pub collectives: &'a dyn CollectiveCost,
+    /// A method's own ring ([`ExchangeOp::Ring`]: Marsit's merges). With device
+    /// compression the method's decompress kernels price the merges (docs/methods.md,
+    /// "Device kernels"), so this network carries no reduction term.
+    pub method_ring: &'a dyn CollectiveCost,
+}
+
+impl<'a> Nets<'a> {
+    /// One network for every exchange (host compression).
+    pub fn same(net: &'a dyn CollectiveCost) -> Nets<'a> {
+        Nets {
+            collectives: net,
+            method_ring: net,
+        }
+    }
+}
+
 /// Cost of one bucket exchange of `w` (words per rank) among `n` workers: the
 /// collectives of the [`ExchangePlan`] that comm/exchange.rs runs for it.
 pub fn exchange_s(
-    net: &dyn CollectiveCost,
+    nets: Nets,
     mode: CollectiveMode,
     n: usize,
     w: WireLen,
@@ -284,13 +306,15 @@ pub fn exchange_s(
         .iter()
         .map(|&(op, words)| {
             let m = 4.0 * words as f64;
+            let net = nets.collectives;
             match op {
                 ExchangeOp::SumAllReduce => net.time_s(Op::AllReduce, n, m),
                 ExchangeOp::SumAllGather => {
                     net.time_s(Op::AllGather, n, m) + net.reduce_s((n.max(1) - 1) as f64 * m)
                 }
                 ExchangeOp::SumReduceBcast => net.time_s(Op::PsReduceBcast, n, m),
-                ExchangeOp::SumRing | ExchangeOp::Ring => net.time_s(Op::Ring, n, m),
+                ExchangeOp::SumRing => net.time_s(Op::Ring, n, m),
+                ExchangeOp::Ring => nets.method_ring.time_s(Op::Ring, n, m),
                 ExchangeOp::GatherLengths | ExchangeOp::Gather => net.time_s(Op::AllGather, n, m),
                 ExchangeOp::GatherBcast => net.time_s(Op::PsGatherBcast, n, m),
             }
@@ -338,7 +362,11 @@ pub fn simulate_with(
         })?),
     };
     let dev_net = device.map(|d| costs.network.with_gamma(d.spec.reduce_s_per_byte()));
-    let net = dev_net.as_deref().unwrap_or(costs.network.as_ref());
+    let ring_net = device.map(|_| costs.network.with_gamma(0.0));
+    let nets = Nets {
+        collectives: dev_net.as_deref().unwrap_or(costs.network.as_ref()),
+        method_ring: ring_net.as_deref().unwrap_or(costs.network.as_ref()),
+    };
 
     let bwd_order: Vec<usize> = (0..m).rev().collect();
     let bwd_times: Vec<f64> = bwd_order.iter().map(|&t| wl.bwd_s[t]).collect();
@@ -381,7 +409,7 @@ pub fn simulate_with(
                     .map(|b| {
                         let words = (e as f64 * b / 4.0).round() as usize;
                         let w = WireLen::of(agg, words, exact);
-                        exchange_s(net, mode, n, w, agg == Aggregation::AllGather)
+                        exchange_s(nets, mode, n, w, agg == Aggregation::AllGather)
                     })
                     .sum()
             };
@@ -472,7 +500,7 @@ pub fn simulate_with(
         per_phase.push(simulate_clock(
             case,
             costs,
-            net,
+            nets,
             device,
             &bwd_times,
             groups,

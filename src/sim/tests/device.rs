@@ -96,3 +96,60 @@ fn paused_host_work_on_a_shared_core_is_paid_in_the_next_exchange() {
         assert!(half.iter_s > full.iter_s);
     }
 }
+
+/// With device compression, Marsit's ring merges are priced by its own decompress kernels
+/// (docs/methods.md, "Device kernels"), so its ring pays transport only; S-SGD over the
+/// same ring (`--collective ring`) still pays NCCL's reduction at the device's gamma.
+#[test]
+fn device_marsit_ring_pays_transport_only_and_ssgd_ring_pays_the_reduction() {
+    let link = network::Link {
+        alpha_s: 1e-5,
+        beta_s_per_byte: 1e-9,
+        gamma_s_per_byte: 0.25e-9,
+    };
+    // A slow device memory makes its reduction term (3 / bandwidth s/B) large.
+    let mut device = launch_only_device(1e-6);
+    device.spec.mem_bytes_per_s = 1e8;
+    let gamma_dev = device.spec.reduce_s_per_byte();
+    let mut costs = CostModel::with_network(Box::new(network::Analytic::new("t", link)));
+    costs.device = Some(device);
+    let n = 4;
+    let run = |method: &str, collective: CollectiveMode| {
+        let mut case = SimCase::new(
+            tiny(),
+            method,
+            Fusion::Single,
+            false,
+            collective,
+            n,
+            MethodParams::default(),
+        );
+        case.compress_on = CompressOn::Device;
+        simulate(&case, &costs).unwrap()
+    };
+    let transport = network::Link {
+        gamma_s_per_byte: 0.0,
+        ..link
+    };
+    let marsit = run("marsit", CollectiveMode::Native);
+    assert_eq!(marsit.buckets, 1);
+    let m = marsit.wire_bytes as f64;
+    let want = network::our_ring_s(&transport, n, m);
+    assert!(
+        close(marsit.comm_s, want),
+        "marsit comm {} want {want}",
+        marsit.comm_s
+    );
+    let ssgd = run("ssgd", CollectiveMode::Ring);
+    let m = ssgd.wire_bytes as f64;
+    let reducing = network::Link {
+        gamma_s_per_byte: gamma_dev,
+        ..link
+    };
+    let want = network::our_ring_s(&reducing, n, m);
+    assert!(
+        close(ssgd.comm_s, want),
+        "ssgd comm {} want {want}",
+        ssgd.comm_s
+    );
+}
