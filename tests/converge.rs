@@ -106,15 +106,16 @@ fn methods_against_dense(np: usize) {
             "{m} should match dense at -np {np}: {report:?}"
         );
     }
-    // Documented as not matching within 200 steps, and the negative controls: the same
-    // check must fail for them.
+    // Documented as not matching within 200 steps, and the negative control topk-noef:
+    // the same check must fail for them. powersgd-noef is reported, not asserted: it
+    // sits near the threshold (1.31x at -np 3 on one CPU, 1.22x on another with the same
+    // seed and code: BLAS kernels chosen per CPU round differently; docs/methods.md).
     for m in [
         "signsgd",
         "signsgd-mv",
         "topk",
         "sketch",
         "sketch-fusion",
-        "powersgd-noef",
         "topk-noef",
     ] {
         assert!(
