@@ -10,7 +10,7 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 MPIFLAGS ?= $(shell $(MPIRUN) --version 2>&1 | grep -q 'Open MPI' && echo --oversubscribe --bind-to none)
 
-.PHONY: setup build bench lint test report paper paper-scale sim-accuracy repeatability netlab-bench ci-slurm ci-mpich clean
+.PHONY: setup build bench lint test report paper paper-scale sim-accuracy planner-accuracy repeatability netlab-bench ci-slurm ci-mpich clean
 
 ## setup: install missing Debian packages (as root or via sudo) and the analysis venv
 setup:
@@ -70,6 +70,13 @@ sim-accuracy: build
 	done; \
 	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis report $(OUT) || rc=1; \
 	echo "report: $(OUT)/report/report.md (section Simulator accuracy)"; exit $$rc
+
+## planner-accuracy: each planner fusion's predicted planned_s vs measured bwd_sync_s at 2
+## ranks (bench-configs/planner-accuracy.toml), exit 1 outside 25% (the fidelity issue's
+## item 6; a timing measurement, so not part of `make test`: run it on a quiet machine)
+planner-accuracy: build setup
+	$(MPIRUN) $(MPIFLAGS) -np 2 target/release/gradcomp run bench-configs/planner-accuracy.toml --out $(OUT) --quiet
+	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis planner-accuracy $(OUT)
 
 ## repeatability: every laptop paper config twice, each case's median within 10% and no
 ## significant conclusion reversed (scripts/repeatability.sh into OUT; CONFIGS="omgs marsit"

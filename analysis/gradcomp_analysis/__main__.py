@@ -1,12 +1,33 @@
 """Entry point: python -m gradcomp_analysis report RESULTS_DIR [RESULTS_DIR ...] [--out DIR] [--latex];
-python -m gradcomp_analysis compare RUN_A RUN_B [--tolerance 0.10] [--out DIR]."""
+python -m gradcomp_analysis compare RUN_A RUN_B [--tolerance 0.10] [--out DIR];
+python -m gradcomp_analysis planner-accuracy RUN [--tolerance 0.25]."""
 
 import argparse
+import os
 import sys
 
-from .io import ReportError
+from . import tables as T
+from .io import ReportError, load_csv
 from .compare import compare
 from .report import write_report
+
+
+def planner_accuracy_check(run: str, tolerance: float) -> int:
+    """Print the planner accuracy table of RUN/e2e.csv; 0 when every case is within TOLERANCE."""
+    if not 0 < tolerance < 10:
+        raise ReportError(f"--tolerance {tolerance}: give a fraction such as 0.25 (25%)")
+    path = os.path.join(run, "e2e.csv")
+    e2e = load_csv(run, "e2e.csv")
+    if e2e is None:
+        raise ReportError(f"{path}: no such file (run `gradcomp e2e --out {run}` first)")
+    try:
+        t = T.planner_accuracy(T.collapse_repeats(e2e), tolerance)
+    except T.MissingData as e:
+        raise ReportError(f"{path}: {e}")
+    print(t.to_string(index=False))
+    bad = int((t["within"] != "yes").sum())
+    print(f"{len(t) - bad} of {len(t)} planner cases within {tolerance * 100:g}%")
+    return 1 if bad else 0
 
 
 def main(argv=None) -> int:
@@ -26,8 +47,15 @@ def main(argv=None) -> int:
     c.add_argument("--tolerance", type=float, default=0.10,
                    help="largest relative difference of a case's median iteration [default: 0.10]")
     c.add_argument("--out", help="output directory [default: RUN_B/compare]")
+    pa = sub.add_parser("planner-accuracy", help="planner fusions: predicted planned_s vs measured bwd_sync_s of "
+                                                 "a run's e2e.csv; exit 1 when a case is outside the tolerance")
+    pa.add_argument("run", help="a directory with e2e.csv")
+    pa.add_argument("--tolerance", type=float, default=0.25,
+                    help="largest accepted |planned/measured - 1| [default: 0.25]")
     a = p.parse_args(argv)
     try:
+        if a.cmd == "planner-accuracy":
+            return planner_accuracy_check(a.run, a.tolerance)
         if a.cmd == "compare":
             if not 0 < a.tolerance < 10:
                 raise ReportError(f"--tolerance {a.tolerance}: give a fraction such as 0.10 (10%)")

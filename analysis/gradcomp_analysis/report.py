@@ -646,6 +646,18 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
         R.table("e2e_phases", ph, "phase times at each method's best configuration (ms)")
         R.figs(plots.e2e_phases(ph, out_dir))
 
+    if has_e2e and "planned_s" in e2e.columns and pd.to_numeric(e2e["planned_s"], errors="coerce").notna().any():
+        t = T.planner_accuracy(e2e)
+        ok = (t["within"] == "yes").sum()
+        R.add("## Planner accuracy", "",
+              "Planner fusions (`mgwfbp`, `omgs`, `layerfusion`): the planner's own prediction for the plan that "
+              "ran (`planned_s`, its timeline model with the costs it calibrated in the run) beside the measured "
+              "`bwd_sync_s`, the same span from the start of backward to the end of the last communication. "
+              f"{ok} of {len(t)} within {T.PLANNER_TOLERANCE_REL * 100:g}%. A large error means the planner chose "
+              "its buckets from a wrong picture of this machine (docs/methods.md, \"Fusion, pipelining and "
+              "planners\").", "")
+        R.table("planner_accuracy", t)
+
     sv = res.sim_vs_measured
     if sv is not None and len(sv):
         t = T.sim_accuracy(sv)

@@ -935,6 +935,35 @@ def sim_accuracy(sv: pd.DataFrame) -> pd.DataFrame:
     return t.sort_values(["ranks", "method", "pipelining"]).reset_index(drop=True)
 
 
+PLANNER_TOLERANCE_REL = 0.25  # the fidelity issue's agreement target (docs/methods.md, planners)
+
+
+def planner_accuracy(e2e: pd.DataFrame, tolerance: float = PLANNER_TOLERANCE_REL) -> pd.DataFrame:
+    """Planner fusions: the planner's predicted `planned_s` beside the measured `bwd_sync_s`
+    (the same span: backward start to the end of the last communication), in ms, the error
+    in % of the measured time and whether it is within `tolerance`."""
+    _require(e2e, "no e2e rows")
+    if "planned_s" not in e2e.columns:
+        raise MissingData("no planned_s column (e2e.csv from before planner predictions)")
+    d = e2e[pd.to_numeric(e2e["planned_s"], errors="coerce").notna()].copy()
+    _require(d, "no planner fusions (mgwfbp, omgs, layerfusion)")
+    planned = pd.to_numeric(d["planned_s"])
+    measured = pd.to_numeric(d["bwd_sync_s"])
+    err = planned / measured - 1.0
+    keys = [c for c in ["run", "model", "world_size", "method", "fusion", "pipelining", "compress_on"]
+            if c in d.columns]
+    t = d[keys].copy()
+    if "plan_source" in d.columns:
+        t["plan that ran"] = d["plan_source"]
+    if "buckets" in d.columns:
+        t["buckets"] = d["buckets"]
+    t["planned ms"] = _ms(planned)
+    t["measured ms"] = _ms(measured)
+    t["error %"] = err * 100
+    t["within"] = ["yes" if abs(e) <= tolerance else "no" for e in err]
+    return t.reset_index(drop=True)
+
+
 CONVERGE_TOLERANCE_REL = 0.25  # src/converge/mod.rs, TOLERANCE_REL (docs/methods.md, "Convergence check")
 
 

@@ -367,3 +367,22 @@ def test_converge_summary_checks_tolerance_and_says_why_not():
     assert not t.loc["sketch", "within_tolerance"] and t.loc["sketch", "status"] == "diverged"
     assert math.isnan(t.loc["sketch", "final_eval_loss"])
     assert t.loc["mystery", "why_not"] == "see docs/methods.md"
+
+
+def test_planner_accuracy_compares_planned_with_measured_sync():
+    def planned(method, fusion, planned_s, bwd_sync_s, source):
+        r = row(method, bwd_sync_s * 1.2, fusion=fusion)
+        return dict(r, planned_s=planned_s, bwd_sync_s=bwd_sync_s, plan_source=source, buckets=3)
+    e = df(planned("ssgd", "mgwfbp", 0.09, 0.1, "mgwfbp"),
+           planned("topk", "layerfusion", 0.05, 0.1, "4MiB (layerfusion predicted 6e-2 s)"),
+           dict(row("ssgd", 0.2), planned_s=math.nan, bwd_sync_s=0.15))
+    t = T.planner_accuracy(e)
+    assert len(t) == 2  # fixed fusions have no prediction
+    a, b = t.iloc[0], t.iloc[1]
+    assert a["planned ms"] == pytest.approx(90) and a["measured ms"] == pytest.approx(100)
+    assert a["error %"] == pytest.approx(-10) and a["within"] == "yes"
+    assert b["error %"] == pytest.approx(-50) and b["within"] == "no"
+    assert b["plan that ran"].startswith("4MiB")
+    assert T.planner_accuracy(e, tolerance=0.6)["within"].tolist() == ["yes", "yes"]
+    with pytest.raises(T.MissingData, match="planner"):
+        T.planner_accuracy(df(dict(row("ssgd", 0.2), planned_s=math.nan, bwd_sync_s=0.1)))

@@ -137,7 +137,7 @@ impl Sync {
             compress_on: crate::devcost::CompressOn::Host,
             device_costs: None,
         };
-        let mut lay = engine::layout(world, &setup)?;
+        let mut lay = engine::layout(world, &setup, None)?;
         if noef::base_of(&c.method).is_some() {
             // The control: the same buckets, the same compressor without its residual.
             let ctx = WorkerCtx {

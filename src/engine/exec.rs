@@ -16,8 +16,8 @@ use crate::schedule::{self, Bucket, Executed, Op};
 use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 
 mod bucket_wire;
-use bucket_wire::{append, capacities, merge_units, unit_received, UnitLayout};
-pub(crate) use bucket_wire::{unit_shape, Capacities};
+pub(crate) use bucket_wire::{append, unit_shape, Capacities};
+use bucket_wire::{capacities, merge_units, unit_received, UnitLayout};
 
 /// Time spent per kind of work in one iteration (s) and the bytes sent. With device
 /// compression, `pack_s`, `compress_s` and `decompress_s` are the device kernels'

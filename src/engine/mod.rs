@@ -179,12 +179,6 @@ pub fn run(
             s.bwd_s.len()
         )));
     }
-    let lay = layout(world, s)?;
-    let (planned_s, plan_source) = (lay.planned_s, lay.plan_source.clone());
-    let mut ex = Executor::new(world, s, lay, s.pipelining)?;
-    // Backward order = reverse registration order.
-    let bwd_order: Vec<usize> = (0..m).rev().collect();
-    let bwd_times: Vec<f64> = bwd_order.iter().map(|&t| s.bwd_s[t]).collect();
     let grads: Vec<ndarray::Array2<f32>> = s
         .tensors
         .iter()
@@ -201,6 +195,12 @@ pub fn run(
             )
         })
         .collect();
+    let lay = layout(world, s, Some(&grads))?;
+    let (planned_s, plan_source) = (lay.planned_s, lay.plan_source.clone());
+    let mut ex = Executor::new(world, s, lay, s.pipelining)?;
+    // Backward order = reverse registration order.
+    let bwd_order: Vec<usize> = (0..m).rev().collect();
+    let bwd_times: Vec<f64> = bwd_order.iter().map(|&t| s.bwd_s[t]).collect();
     if let Some(tr) = trace.as_deref_mut() {
         // Per timed iteration: forward, iteration, a backward span per tensor, and at most
         // one span per operation. At least the minimum iterations; a trace that outgrows
@@ -321,8 +321,14 @@ pub(crate) struct Layout {
 }
 
 /// Build the [`Layout`] of case `s` on this rank (planner fusions calibrate with
-/// collectives: every rank must call it).
-pub(crate) fn layout(world: &World, s: &E2eSetup) -> Result<Layout> {
+/// collectives: every rank must call it). `grads`: the gradients the case will run on,
+/// which a calibration reads as the iterations do (from memory, in backward order);
+/// `None` generates one at a time.
+pub(crate) fn layout(
+    world: &World,
+    s: &E2eSetup,
+    grads: Option<&[ndarray::Array2<f32>]>,
+) -> Result<Layout> {
     let m = s.tensors.len();
     let ctx = WorkerCtx {
         rank: world.rank,
@@ -350,7 +356,15 @@ pub(crate) fn layout(world: &World, s: &E2eSetup) -> Result<Layout> {
             for (t, ts) in s.tensors.iter().enumerate() {
                 probe.register(t, ts.rows, ts.cols)?;
             }
-            let c = plan_with_costs(world, s, probe.as_mut(), kind, &bwd_order, &bwd_times)?;
+            let c = plan_with_costs(
+                world,
+                s,
+                grads,
+                probe.as_mut(),
+                kind,
+                &bwd_order,
+                &bwd_times,
+            )?;
             plan_source = Some(plan_source_of(kind, &c));
             (vec![c.groups], Some(c.predicted_s))
         }
@@ -412,6 +426,7 @@ pub fn plan_source_of(kind: PlannerKind, c: &planner::Choice) -> String {
 fn plan_with_costs(
     world: &World,
     s: &E2eSetup,
+    grads: Option<&[ndarray::Array2<f32>]>,
     comp: &mut dyn crate::compress::Compressor,
     kind: PlannerKind,
     bwd_order: &[usize],
@@ -437,7 +452,11 @@ fn plan_with_costs(
             fc.per_element_s,
             fc.fixed_s,
         ),
-        None => calibrate(world, s, comp, cap)?,
+        None => {
+            // The largest message a candidate plan sends: the whole model in one group.
+            let max_words = wire.div_ceil(4 * rounds.max(1));
+            calibrate(world, s, grads, comp, cap, max_words)?
+        }
     };
     // Device compression: the work besides communication is the device's, a line fitted
     // to each tensor's kernels (every round's compress and decompress).
@@ -474,15 +493,21 @@ fn plan_with_costs(
 }
 
 /// Planner costs measured now (see [`plan_with_costs`]): the exchange's fit (from
-/// `s.cost_comm` or calibrated) and `(per_element_s, fixed_s)` of one real step of every
-/// tensor, max-reduced over ranks so every rank plans alike.
+/// `s.cost_comm`, or calibrated at sizes up to `max_words`, the largest message a plan
+/// can send) and `(per_element_s, fixed_s)` of one real step of every tensor in backward
+/// order from `grads` (memory, not cache, as in the iterations), every copy the engine
+/// makes besides communication included: the append into the bucket's wire and, for
+/// merged compression, the pack and unpack copies. Max-reduced over ranks so every rank
+/// plans alike.
 fn calibrate(
     world: &World,
     s: &E2eSetup,
+    grads: Option<&[ndarray::Array2<f32>]>,
     comp: &mut dyn crate::compress::Compressor,
     cap: WireLen,
+    max_words: usize,
 ) -> Result<(crate::comm::netmodel::CommFit, f64, f64)> {
-    use crate::comm::netmodel::{CommFit, CompressCost};
+    use crate::comm::netmodel::CompressCost;
     let rounds = comp.rounds();
     let agg = comp.aggregation();
     let effective = s.collective.effective(agg);
@@ -493,30 +518,56 @@ fn calibrate(
         Some(fit) => fit,
         None => {
             let exact = (0..s.tensors.len()).all(|t| comp.wire_capacity(t, 0).gather_exact);
-            CommFit::line(calibrate_comm(world, s.collective, agg, exact)?)
+            calibrate_comm(world, s.collective, agg, exact, max_words)?
         }
     };
     // Work besides communication: one real step per tensor (outside timed regions).
-    let mut points = Vec::with_capacity(s.tensors.len());
+    let m = s.tensors.len();
+    let mut points = Vec::with_capacity(m);
     let mut w = Wire::with_touched_capacity(cap);
+    let mut bucket = Wire::with_touched_capacity(cap);
     let mut ex = Exchange::with_mode(world, cap, s.collective)?;
-    let mut out = vec![0f32; s.tensors.iter().map(TensorSpec::numel).max().unwrap_or(0)];
+    let numel_max = s.tensors.iter().map(TensorSpec::numel).max().unwrap_or(0);
+    let mut out = vec![0f32; numel_max];
+    let mut packed = if s.merge {
+        vec![0f32; numel_max]
+    } else {
+        Vec::new()
+    };
     comp.begin_step(0);
-    for (t, ts) in s.tensors.iter().enumerate() {
-        let g = crate::bench::tensors::gradient(
-            crate::config::Shape {
-                rows: ts.rows,
-                cols: ts.cols,
-            },
-            s.seed ^ t as u64,
-            1,
-            world.rank,
-        );
+    for t in (0..m).rev() {
+        let ts = &s.tensors[t];
+        let generated;
+        let g = match grads {
+            Some(gs) => gs[t].view(),
+            None => {
+                generated = crate::bench::tensors::gradient(
+                    crate::config::Shape {
+                        rows: ts.rows,
+                        cols: ts.cols,
+                    },
+                    s.seed ^ t as u64,
+                    1,
+                    world.rank,
+                );
+                generated.view()
+            }
+        };
         let mut work_s = 0.0;
+        if s.merge {
+            // Op::Pack: the gradient into the merged buffer.
+            let t0 = world.time();
+            for (d, x) in packed.iter_mut().zip(g.iter()) {
+                *d = *x;
+            }
+            work_s += world.time() - t0;
+        }
         for r in 0..rounds {
             let t0 = world.time();
-            comp.compress(t, r, g.view(), &mut w)?;
+            comp.compress(t, r, g, &mut w)?;
             comp.feedback(t, r)?;
+            bucket.clear();
+            exec::append(&mut bucket, &w);
             work_s += world.time() - t0;
             let exact = comp.wire_capacity(t, r).exact_gather_of(comp.name(), &w)?;
             ex.run(world, &w, exact, |agg, off, inc, own| {
@@ -528,6 +579,12 @@ fn calibrate(
             comp.decompress(t, r, &ex.received(), view)?;
             work_s += world.time() - t1;
         }
+        if s.merge {
+            // Op::Unpack: the merged result back into the bucket's tensors.
+            let t0 = world.time();
+            packed[..ts.numel()].copy_from_slice(&out[..ts.numel()]);
+            work_s += world.time() - t0;
+        }
         points.push((ts.numel() as f64, work_s));
     }
     let cc = CompressCost::fit(&points)
@@ -538,28 +595,32 @@ fn calibrate(
         });
     let mut comm = fit.to_params();
     world.max_in_place(&mut comm);
-    let fit = CommFit::from_params(comm);
+    let fit = crate::comm::netmodel::CommFit::from_params(comm);
     let mut params = [cc.per_element_s, cc.fixed_s];
     world.max_in_place(&mut params);
     Ok((fit, params[0], params[1].max(0.0)))
 }
 
-/// Alpha-beta of the exchange a method uses, measured now: 4 KiB to 4 MiB messages,
-/// median of 5 after one warm-up, max over ranks, least-squares fit.
+/// The cost of the exchange a method uses, measured now: messages from 4 KiB up to
+/// `max_words` words (at least 4 MiB, at most 64 MiB) in steps of 4x, median of 5 after
+/// one warm-up (of 3 above 4 MiB), max over ranks; one alpha-beta line or two regimes
+/// ([`CommFit::fit`](crate::comm::netmodel::CommFit::fit)): a shared-memory or shaped
+/// link prices a message in cache, or under a burst, differently from a large one.
 fn calibrate_comm(
     world: &World,
     mode: crate::comm::exchange::CollectiveMode,
     agg: crate::compress::Aggregation,
     gather_exact: bool,
-) -> Result<crate::comm::netmodel::AlphaBeta> {
+    max_words: usize,
+) -> Result<crate::comm::netmodel::CommFit> {
     use crate::compress::Aggregation as A;
-    const SIZES_WORDS: [usize; 4] = [1 << 10, 1 << 14, 1 << 17, 1 << 20];
-    let cap = *SIZES_WORDS.last().unwrap_or(&1);
+    let sizes = calibration_sizes_words(max_words);
+    let cap = *sizes.last().unwrap_or(&1);
     let wl = WireLen::of(agg, cap, gather_exact);
     let mut ex = Exchange::with_mode(world, wl, mode)?;
     let mut w = Wire::with_touched_capacity(wl);
     let mut points = Vec::new();
-    for &n in &SIZES_WORDS {
+    for &n in &sizes {
         w.clear();
         match agg {
             A::AllReduce => w.sum_f32.resize(n, 1.0),
@@ -567,7 +628,8 @@ fn calibrate_comm(
             A::Ring => w.ring_u32.resize(n, 1),
         }
         let mut times = [0f64; 6];
-        for x in times.iter_mut() {
+        let reps = if n > 1 << 20 { 4 } else { times.len() };
+        for x in times[..reps].iter_mut() {
             world.barrier();
             let t0 = world.time();
             ex.run(
@@ -584,11 +646,22 @@ fn calibrate_comm(
             *x = world.time() - t0;
         }
         world.max_in_place(&mut times);
-        let mut t = times[1..].to_vec();
+        let mut t = times[1..reps].to_vec();
         t.sort_by(f64::total_cmp);
         points.push(((4 * n) as f64, t[t.len() / 2]));
     }
-    crate::comm::netmodel::AlphaBeta::fit(&points)
-        .map(|(ab, _)| ab)
+    crate::comm::netmodel::CommFit::fit(&points, "the collective's calibration")
+        .map(|(f, _)| f)
         .map_err(|e| Error::Runtime(format!("calibrating the collective: {e}")))
+}
+
+/// Message sizes (words) of [`calibrate_comm`]: 4 KiB times powers of 4 up to the first
+/// size at or above `max_words`, from at least 4 MiB to at most 64 MiB.
+fn calibration_sizes_words(max_words: usize) -> Vec<usize> {
+    let top = max_words.clamp(1 << 20, 1 << 24);
+    let mut sizes = vec![1usize << 10];
+    while *sizes.last().unwrap_or(&top) < top {
+        sizes.push(sizes.last().unwrap_or(&top) * 4);
+    }
+    sizes
 }
