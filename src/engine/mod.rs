@@ -602,7 +602,8 @@ fn calibrate(
 }
 
 /// The cost of the exchange a method uses, measured now: messages from 4 KiB up to
-/// `max_words` words (at least 4 MiB, at most 64 MiB) in steps of 4x, median of 5 after
+/// `max_words` words (at least 4 MiB, at most 64 MiB, and for gathers at most 256 MiB
+/// received by a rank) in steps of 4x, median of 5 after
 /// one warm-up (of 3 above 4 MiB), max over ranks; one alpha-beta line or two regimes
 /// ([`CommFit::fit`](crate::comm::netmodel::CommFit::fit)): a shared-memory or shaped
 /// link prices a message in cache, or under a burst, differently from a large one.
@@ -614,6 +615,14 @@ fn calibrate_comm(
     max_words: usize,
 ) -> Result<crate::comm::netmodel::CommFit> {
     use crate::compress::Aggregation as A;
+    // A gather receives every rank's message: keep the largest n-fold receive at 256 MiB.
+    use crate::comm::exchange::CollectiveMode as M;
+    let gathers = agg == A::AllGather || matches!(mode, M::AllGather | M::Ps);
+    let max_words = if gathers {
+        max_words.min((1 << 26) / world.size.max(1))
+    } else {
+        max_words
+    };
     let sizes = calibration_sizes_words(max_words);
     let cap = *sizes.last().unwrap_or(&1);
     let wl = WireLen::of(agg, cap, gather_exact);
@@ -664,4 +673,23 @@ fn calibration_sizes_words(max_words: usize) -> Vec<usize> {
         sizes.push(sizes.last().unwrap_or(&top) * 4);
     }
     sizes
+}
+
+#[cfg(test)]
+mod calibration_tests {
+    use super::calibration_sizes_words;
+
+    /// The calibration reaches the largest message a plan sends (ResNet-50's 25.6 M
+    /// gradient words in one S-SGD bucket is capped at 64 MiB), never below 4 MiB, in
+    /// steps of 4 from 4 KiB: enough sizes on each side for a two-regime fit.
+    #[test]
+    fn calibration_sizes_span_the_plans_messages() {
+        let s = calibration_sizes_words(25_557_032);
+        assert_eq!(s.first(), Some(&(1 << 10)));
+        assert_eq!(s.last(), Some(&(1 << 24)));
+        assert!(s.windows(2).all(|w| w[1] == 4 * w[0]));
+        assert_eq!(calibration_sizes_words(10).last(), Some(&(1 << 20)));
+        assert_eq!(calibration_sizes_words(3 << 20).last(), Some(&(1 << 22)));
+        assert!(calibration_sizes_words(0).len() >= 6);
+    }
 }
