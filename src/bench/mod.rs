@@ -1,6 +1,7 @@
 //! Benchmark driver: runs every case of a [`Config`], turns raw measurements into
 //! summary statistics and rows, and hands rows to the writers (rank 0).
 
+pub mod check;
 pub mod compress;
 pub mod e2e;
 pub mod harness;

@@ -21,6 +21,7 @@
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 
+use super::check::{self, CheckCtx, Verdict};
 use super::device::{self, F32};
 use super::orth::{
     check_dims, check_len, compressed_rank, load_memory_order, push_memory_order, push_raw,
@@ -270,6 +271,14 @@ impl Compressor for AcpSgd {
             }
         }
         Ok(())
+    }
+    fn check_share(&self, grad: ArrayView2<f32>, _fresh: &mut dyn Compressor) -> Result<Vec<f32>> {
+        check::gradient_share(grad)
+    }
+    /// Step 0 is a P step: `out = S Q Qᵀ`, the projection of the dense average `S` onto the
+    /// row space `out` spans; `S` itself for raw tensors.
+    fn check_verdict(&self, out: &[f32], summed: &[f32], c: &mut CheckCtx) -> Result<Verdict> {
+        Ok(check::lowrank(out, summed, c, false, true))
     }
 }
 

@@ -11,6 +11,7 @@
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 
+use super::check::{self, CheckCtx, Verdict};
 use super::device::{self, F32};
 use super::orth::{
     check_dims, check_len, load_memory_order, push_memory_order, push_raw, put_slot, slot_mut,
@@ -227,6 +228,15 @@ impl Compressor for PowerSgd {
             }
         }
         Ok(())
+    }
+    fn check_share(&self, grad: ArrayView2<f32>, _fresh: &mut dyn Compressor) -> Result<Vec<f32>> {
+        check::gradient_share(grad)
+    }
+    /// `out = P Pᵀ S`, the projection of the dense average `S` onto the column space `out`
+    /// spans; `S` itself for raw tensors and during the dense warm-up (step 0 travels raw).
+    fn check_verdict(&self, out: &[f32], summed: &[f32], c: &mut CheckCtx) -> Result<Verdict> {
+        let dense_now = c.params.start_iter > 0;
+        Ok(check::lowrank(out, summed, c, dense_now, false))
     }
 }
 

@@ -19,6 +19,7 @@
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 use super::bits::{self, Slot};
+use super::check::{self, CheckCtx, Verdict};
 use super::device::{self, F32};
 use super::{
     Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
@@ -273,6 +274,35 @@ impl Compressor for SignSgd {
             }
         }
         Ok(())
+    }
+    /// Majority vote: this worker's signs (`-1` where negative, else `+1`); EF-SignSGD: its
+    /// own decode (the default).
+    fn check_share(&self, grad: ArrayView2<f32>, fresh: &mut dyn Compressor) -> Result<Vec<f32>> {
+        if !self.majority {
+            return check::own_decode(grad, fresh);
+        }
+        let g = check::flat(&grad)?;
+        Ok(g.iter()
+            .map(|x| if x.is_sign_negative() { -1.0 } else { 1.0 })
+            .collect())
+    }
+    /// Majority vote: exactly the sign of the summed signs (0 on ties); EF-SignSGD: the mean
+    /// of the decodes (the default).
+    fn check_verdict(&self, out: &[f32], summed: &[f32], c: &mut CheckCtx) -> Result<Verdict> {
+        if !self.majority {
+            return Ok(check::mean_of_decodes(out, summed, c.world_size));
+        }
+        let sign = |v: &f32| {
+            if *v > 0.0 {
+                1.0
+            } else if *v < 0.0 {
+                -1.0
+            } else {
+                0.0
+            }
+        };
+        let want: Vec<f32> = summed.iter().map(sign).collect();
+        Ok(check::compare(out, &want, 0.0, "sign of the sum of signs"))
     }
 }
 

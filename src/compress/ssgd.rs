@@ -1,6 +1,7 @@
 //! S-SGD, the dense baseline (docs/methods.md, "ssgd"): all-reduce (sum) the fp32 gradient,
 //! divide by the number of workers.
 
+use super::check::{self, CheckCtx, Verdict};
 use super::device::{self, F32};
 use super::select::{grad_slice, out_slice, tensor_err};
 use super::{
@@ -114,6 +115,23 @@ impl Compressor for Ssgd {
             *o = s / n;
         }
         Ok(())
+    }
+    /// Integer-valued gradients: their sum over workers is exact in f32.
+    fn check_integer_gradient(&self) -> bool {
+        true
+    }
+    fn check_share(&self, grad: ArrayView2<f32>, _fresh: &mut dyn Compressor) -> Result<Vec<f32>> {
+        check::gradient_share(grad)
+    }
+    /// Exactly the dense average.
+    fn check_verdict(&self, out: &[f32], summed: &[f32], c: &mut CheckCtx) -> Result<Verdict> {
+        let avg = check::mean(summed, c.world_size);
+        Ok(check::compare(
+            out,
+            &avg,
+            0.0,
+            "dense all-reduce / n (exact)",
+        ))
     }
 }
 
