@@ -27,12 +27,12 @@ use ndarray::{ArrayView2, ArrayViewMut2};
 
 use super::bits::{self, BernoulliMask, Slot};
 use super::check::{self, CheckCtx, Verdict};
-use super::device::{self, F32};
+use super::device::{self, Out, F32};
 use super::kernels::{mix, rng_for};
 use super::{
     Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
 };
-use crate::devcost::{Kernel, Stage};
+use crate::devcost::Stage;
 
 const NAME: &str = "marsit";
 /// Stream tag separating Marsit's mask RNG from other methods' streams.
@@ -127,29 +127,14 @@ impl Compressor for Marsit {
     /// Bernoulli mask and the bit select over a chunk of `W / n` of the `W` ring words,
     /// and the scale sum), then `out = scale / n * (2b - 1)` and `e = p - out`:
     /// `n + 1` kernels.
-    fn device_kernels(
-        &self,
-        t: TensorId,
-        round: usize,
-        _phase: usize,
-        stage: Stage,
-        out: &mut dyn FnMut(Kernel),
-    ) {
-        let Some(sl) = self.slots.get(t).and_then(|s| s.as_ref()) else {
+    fn device_kernels(&self, t: TensorId, round: usize, _phase: usize, stage: Stage, out: Out) {
+        let Some(sl) = device::round0(&self.slots, t, round) else {
             return;
         };
-        if round != 0 {
-            return;
-        }
         let d = sl.d();
         let words = HEAD + bits::words_for(d);
         match stage {
-            Stage::Compress => {
-                out(device::ew("p = g + e", d, 2, 1));
-                out(device::ew("|p|", d, 1, 1));
-                out(device::mem("scale = mean |p|", F32 * (d + 1) as f64));
-                out(device::pack_signs(d));
-            }
+            Stage::Compress => device::ef_sign_compress(out, "p = g + e", d),
             Stage::Decompress => {
                 let n = self.ctx.world_size.max(1);
                 let chunk = words.div_ceil(n) as f64;

@@ -20,11 +20,11 @@ use ndarray::{ArrayView2, ArrayViewMut2};
 
 use super::bits::{self, Slot};
 use super::check::{self, CheckCtx, Verdict};
-use super::device::{self, F32};
+use super::device::{self, Out};
 use super::{
     Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
 };
-use crate::devcost::{Kernel, Stage};
+use crate::devcost::Stage;
 
 /// Per-tensor EF-SignSGD state.
 #[derive(Debug, Clone, Default)]
@@ -175,29 +175,16 @@ impl Compressor for SignSgd {
     /// decompress per worker unpack, `* scale`, `+=`, then `/ n`: `3n + 1`. Majority vote
     /// (`compressor/signsgd.py`): compress the packed signs; decompress per worker unpack
     /// and `+=`, then `sign`: `2n + 1`.
-    fn device_kernels(
-        &self,
-        t: TensorId,
-        round: usize,
-        _phase: usize,
-        stage: Stage,
-        out: &mut dyn FnMut(Kernel),
-    ) {
-        let Some(sl) = self.slots.get(t).and_then(|s| s.as_ref()) else {
+    fn device_kernels(&self, t: TensorId, round: usize, _phase: usize, stage: Stage, out: Out) {
+        let Some(sl) = device::round0(&self.slots, t, round) else {
             return;
         };
-        if round != 0 {
-            return;
-        }
         let d = sl.d();
         let n = self.ctx.world_size.max(1);
         match (stage, self.majority) {
             (Stage::Compress, true) => out(device::pack_signs(d)),
             (Stage::Compress, false) => {
-                out(device::ew("p = e + g (residual compensate)", d, 2, 1));
-                out(device::ew("|p|", d, 1, 1));
-                out(device::mem("scale = mean |p|", F32 * (d + 1) as f64));
-                out(device::pack_signs(d));
+                device::ef_sign_compress(out, "p = e + g (residual compensate)", d);
                 out(device::unpack_signs("residual: unpack own signs to +-1", d));
                 out(device::ew("residual: * scale", d, 1, 1));
                 out(device::ew("residual: e = p - decoded", d, 2, 1));

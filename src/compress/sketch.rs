@@ -40,7 +40,7 @@ use rand::RngCore;
 
 use super::bits::{self, Slot};
 use super::check::{self, CheckCtx, Verdict};
-use super::device::{self, F32, I64};
+use super::device::{self, Out, F32, I64};
 use super::kernels::{mix, rng_for};
 use super::select::TopKScratch;
 use super::{
@@ -520,20 +520,10 @@ impl Compressor for Sketch {
     /// store; median over rows), `_findHHK` (`vals**2`, `torch.sort`, gather of the top
     /// k), `unSketch` (zeros, scatter), with `/ n` and the residual `e -= D / n`:
     /// `3r + 14` kernels.
-    fn device_kernels(
-        &self,
-        t: TensorId,
-        round: usize,
-        _phase: usize,
-        stage: Stage,
-        out: &mut dyn FnMut(Kernel),
-    ) {
-        let Some(sl) = self.slots.get(t).and_then(|s| s.as_ref()) else {
+    fn device_kernels(&self, t: TensorId, round: usize, _phase: usize, stage: Stage, out: Out) {
+        let Some(sl) = device::round0(&self.slots, t, round) else {
             return;
         };
-        if round != 0 {
-            return;
-        }
         let (d, k, c, r) = (sl.d(), sl.s.k, sl.s.c, self.rows);
         let (df, kf, cf) = (d as f64, k as f64, c as f64);
         match stage {

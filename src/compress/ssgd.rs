@@ -2,8 +2,8 @@
 //! divide by the number of workers.
 
 use super::check::{self, CheckCtx, Verdict};
-use super::device::{self, F32};
-use super::select::{grad_slice, out_slice, tensor_err};
+use super::device::{self, Out, F32};
+use super::select::{check_summed, grad_slice, out_slice, tensor_err};
 use super::{
     Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
 };
@@ -58,14 +58,7 @@ impl Compressor for Ssgd {
     }
     /// Compress: the copy into the fusion buffer; decompress: `out = sum / n` (one pass
     /// reading the all-reduced buffer). docs/methods.md, "Device kernels".
-    fn device_kernels(
-        &self,
-        t: TensorId,
-        round: usize,
-        _phase: usize,
-        stage: Stage,
-        out: &mut dyn FnMut(Kernel),
-    ) {
+    fn device_kernels(&self, t: TensorId, round: usize, _phase: usize, stage: Stage, out: Out) {
         let Ok((r, c)) = self.shape(t) else { return };
         if round != 0 {
             return;
@@ -98,18 +91,7 @@ impl Compressor for Ssgd {
     ) -> Result<()> {
         let (r, c) = self.shape(t)?;
         let out = out_slice(NAME, t, out, r, c)?;
-        if received.sum_f32.len() != out.len() || received.world_size == 0 {
-            return Err(tensor_err(
-                NAME,
-                t,
-                format!(
-                    "received {} summed values from {} workers for {} elements",
-                    received.sum_f32.len(),
-                    received.world_size,
-                    out.len()
-                ),
-            ));
-        }
+        check_summed(NAME, t, received, out.len())?;
         let n = received.world_size as f32;
         for (o, &s) in out.iter_mut().zip(received.sum_f32) {
             *o = s / n;
