@@ -11,7 +11,7 @@
 //! of `_sparsify`, and its final `indices[:num_selects]`. docs/methods.md (dgc) lists
 //! what is followed and what differs.
 //!
-//! The file stays whole (about 650 lines; its tests are in `dgc/tests.rs`): the sample
+//! The file stays whole (about 640 lines; its tests are in `dgc/tests.rs`): the sample
 //! plan, the selection rules and the compress pass that applies them are one algorithm,
 //! the reference's `_sparsify`, and read best side by side.
 

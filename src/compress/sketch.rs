@@ -31,9 +31,9 @@
 //! sums its inputs in index order, so the table is bit-identical to the element-by-element
 //! definition (tested).
 //!
-//! The file stays whole (about 650 lines; its tests are in `sketch/tests.rs`): the
-//! hashes, the kernels that walk them block by block and the compressor share one table
-//! layout and read best together.
+//! The file stays whole (about 700 lines; its tests are in `sketch/tests.rs`): the
+//! hashes, the kernels that walk them block by block, the compressor and its `--check`
+//! reference share one table layout and read best together.
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 use rand::RngCore;
