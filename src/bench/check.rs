@@ -27,44 +27,6 @@ pub(super) fn check_method(
     seed: u64,
     corrupt: Option<Fault>,
 ) -> Result<Verdict> {
-    let (local, out) = check_method_local(world, method, shape, params, seed, corrupt)?;
-    let mut root = out.clone();
-    world.broadcast_f32(&mut root);
-    let local = local.and_then(|()| match out.iter().zip(&root).position(|(a, b)| a.to_bits() != b.to_bits()) {
-        None => Ok(()),
-        Some(i) => Err(format!(
-            "rank {}'s result differs from rank 0's at element {i} ({} vs {}): the workers do not agree",
-            world.rank, out[i], root[i]
-        )),
-    });
-    // Every rank reports the first failing rank's reason.
-    let n = world.size as u64;
-    let first = world.max_u64(if local.is_err() {
-        n - world.rank as u64
-    } else {
-        0
-    });
-    if first == 0 {
-        return Ok(Ok(()));
-    }
-    let from = (n - first) as usize;
-    let msg = world.broadcast_string_from(from, local.err().as_deref().unwrap_or(""));
-    Ok(Err(if from == 0 {
-        msg
-    } else {
-        format!("rank {from}: {msg}")
-    }))
-}
-
-/// This rank's verdict by the method's reference, and its result.
-fn check_method_local(
-    world: &World,
-    method: &str,
-    shape: Shape,
-    params: &MethodParams,
-    seed: u64,
-    corrupt: Option<Fault>,
-) -> Result<(Verdict, Vec<f32>)> {
     let n = world.size;
     let mut s = setup(world, method, shape, params, seed, n)?;
     let g = if s.comp.check_integer_gradient() {
@@ -109,8 +71,39 @@ fn check_method_local(
         fresh: fresh.as_mut(),
         probe: &probe,
     };
-    let verdict = s.comp.check_verdict(&out, &summed, &mut c)?;
-    Ok((verdict, out))
+    let local = s.comp.check_verdict(&out, &summed, &mut c)?;
+    Ok(agree(world, local, &out))
+}
+
+/// This rank's verdict `local` on its result `out`, failed where `out` differs from rank
+/// 0's, agreed across ranks: every rank returns the first failing rank's reason.
+fn agree(world: &World, local: Verdict, out: &[f32]) -> Verdict {
+    let mut root = out.to_vec();
+    world.broadcast_f32(&mut root);
+    let local = local.and_then(|()| match out.iter().zip(&root).position(|(a, b)| a.to_bits() != b.to_bits()) {
+        None => Ok(()),
+        Some(i) => Err(format!(
+            "rank {}'s result differs from rank 0's at element {i} ({} vs {}): the workers do not agree",
+            world.rank, out[i], root[i]
+        )),
+    });
+    // Every rank reports the first failing rank's reason.
+    let n = world.size as u64;
+    let first = world.max_u64(if local.is_err() {
+        n - world.rank as u64
+    } else {
+        0
+    });
+    if first == 0 {
+        return Ok(());
+    }
+    let from = (n - first) as usize;
+    let msg = world.broadcast_string_from(from, local.err().as_deref().unwrap_or(""));
+    Err(if from == 0 {
+        msg
+    } else {
+        format!("rank {from}: {msg}")
+    })
 }
 
 /// The self-test's damage to this rank's result, at its largest-magnitude element.

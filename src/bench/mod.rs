@@ -226,23 +226,7 @@ pub fn run_all(
                     ),
                     &id,
                 );
-                table.fields(
-                    "micro-compress",
-                    &f,
-                    &[
-                        "method",
-                        "model",
-                        "rows",
-                        "cols",
-                        "compress_s",
-                        "feedback_s",
-                        "decompress_s",
-                        "input_gbps",
-                        "ratio",
-                        "rel_error",
-                        "mem_frac",
-                    ],
-                );
+                table.fields("micro-compress", &f, table::MICRO_COMPRESS);
                 if let Some(s) = sinks.micro_compress.as_mut() {
                     s.write_fields(&f)?;
                 }
@@ -287,22 +271,7 @@ pub fn run_all(
                     ),
                     &id,
                 );
-                table.fields(
-                    "micro",
-                    &f,
-                    &[
-                        "method",
-                        "rows",
-                        "cols",
-                        "compress_s",
-                        "comm_s",
-                        "decompress_s",
-                        "total_s",
-                        "wire_bytes",
-                        "ratio",
-                        "check",
-                    ],
-                );
+                table.fields("micro", &f, table::MICRO);
                 if let Some(s) = sinks.micro.as_mut() {
                     s.write_fields(&f)?;
                 }
@@ -341,23 +310,7 @@ pub fn run_all(
                 if !c.pipelining {
                     sync_seq.push((key(c), med.exposed_s));
                 }
-                table.fields(
-                    "e2e",
-                    &f,
-                    &[
-                        "model",
-                        "method",
-                        "collective",
-                        "fusion",
-                        "pipelining",
-                        "buckets",
-                        "bwd_s",
-                        "comm_s",
-                        "exposed_s",
-                        "iter_s",
-                        "overlap_eff",
-                    ],
-                );
+                table.fields("e2e", &f, table::E2E);
                 if let Some(s) = sinks.e2e.as_mut() {
                     s.write_fields(&f)?;
                 }

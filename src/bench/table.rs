@@ -5,6 +5,18 @@ use super::rows::MicroCommRow;
 use crate::record::Fields;
 use crate::units::{fmt_seconds, HumanBytes};
 
+/// The printed columns of micro-compress rows (CSV column names, space-separated).
+pub(super) const MICRO_COMPRESS: &str =
+    "method model rows cols compress_s feedback_s decompress_s input_gbps ratio rel_error mem_frac";
+
+/// The printed columns of micro rows.
+pub(super) const MICRO: &str =
+    "method rows cols compress_s comm_s decompress_s total_s wire_bytes ratio check";
+
+/// The printed columns of e2e rows.
+pub(super) const E2E: &str =
+    "model method collective fusion pipelining buckets bwd_s comm_s exposed_s iter_s overlap_eff";
+
 /// The header of a printed table: CSV time columns (`compress_s`, seconds) lose their
 /// `_s`, since the printed values carry their own unit (`2.83us`, `1.2ms`).
 pub(super) fn printed_header(cols: &[&str]) -> String {
@@ -29,10 +41,11 @@ impl Table {
     }
 
     /// A row of selected columns; the header repeats when the kind changes.
-    pub(super) fn fields(&mut self, kind: &'static str, f: &Fields, cols: &[&str]) {
+    pub(super) fn fields(&mut self, kind: &'static str, f: &Fields, cols: &str) {
         if !self.enabled {
             return;
         }
+        let cols: Vec<&str> = cols.split_whitespace().collect();
         let pick = |c: &str| -> String {
             let v = f
                 .iter()
@@ -50,7 +63,7 @@ impl Table {
             println!(
                 "\n# {kind}  (times: median over iterations of the max over ranks, each with its unit)"
             );
-            println!("{}", printed_header(cols));
+            println!("{}", printed_header(&cols));
         }
         println!(
             "{}",
