@@ -18,9 +18,10 @@
 use super::device::{self, Out, BOOL, F32, I64};
 use super::kernels::rng_for;
 use super::select::{
-    check_summed, grad_slice, indexable_len, out_slice, push_pairs, scatter_mean, single_round,
-    tensor_err, touched_vec, TopKScratch,
+    grad_slice, indexable_len, out_slice, push_pairs, scatter_mean, single_round, tensor_err,
+    touched_vec, TopKScratch,
 };
+use super::ssgd::check_summed;
 use super::topk::check_density;
 use super::{
     Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire,

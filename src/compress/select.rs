@@ -528,28 +528,6 @@ pub fn single_round(method: &'static str, round: usize) -> Result<()> {
     Ok(())
 }
 
-/// A dense tensor's all-reduced section must hold its `len` elements, from at least one
-/// worker.
-pub fn check_summed(
-    method: &'static str,
-    t: TensorId,
-    received: &Received,
-    len: usize,
-) -> Result<()> {
-    if received.sum_f32.len() != len || received.world_size == 0 {
-        return Err(tensor_err(
-            method,
-            t,
-            format!(
-                "received {} summed values from {} workers for {len} elements",
-                received.sum_f32.len(),
-                received.world_size,
-            ),
-        ));
-    }
-    Ok(())
-}
-
 /// A `CompressError::Tensor`.
 pub fn tensor_err(method: &'static str, t: TensorId, msg: String) -> CompressError {
     CompressError::Tensor {

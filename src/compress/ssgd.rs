@@ -3,7 +3,7 @@
 
 use super::check::{self, CheckCtx, Verdict};
 use super::device::{self, Out, F32};
-use super::select::{check_summed, grad_slice, out_slice, tensor_err};
+use super::select::{grad_slice, out_slice, tensor_err};
 use super::{
     Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
 };
@@ -115,6 +115,28 @@ impl Compressor for Ssgd {
             "dense all-reduce / n (exact)",
         ))
     }
+}
+
+/// A dense tensor's all-reduced section must hold its `len` elements, from at least one
+/// worker (S-SGD's and DGC's dense tensors).
+pub fn check_summed(
+    method: &'static str,
+    t: TensorId,
+    received: &Received,
+    len: usize,
+) -> Result<()> {
+    if received.sum_f32.len() != len || received.world_size == 0 {
+        return Err(tensor_err(
+            method,
+            t,
+            format!(
+                "received {} summed values from {} workers for {len} elements",
+                received.sum_f32.len(),
+                received.world_size,
+            ),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
