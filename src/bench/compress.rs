@@ -3,14 +3,10 @@
 //! phase times (max over ranks, and this rank's own), wire bytes and check outcomes.
 
 use super::stats::mean_bytes_per_step;
-use super::tensors::{
-    gradient, integer_gradient, rel_error, rel_from_parts, sq_error_parts, GRADIENT_SETS,
-};
+use super::tensors::{gradient, rel_error, rel_from_parts, sq_error_parts, GRADIENT_SETS};
 use crate::comm::exchange::{received_alone, Exchange};
 use crate::comm::World;
-use crate::compress::{
-    orth, registry, Aggregation, Compressor, MethodParams, Wire, WireLen, WorkerCtx,
-};
+use crate::compress::{registry, Aggregation, Compressor, MethodParams, Wire, WireLen, WorkerCtx};
 use crate::config::Shape;
 use crate::error::{Error, Result};
 use crate::record::samples::RankSeries;
@@ -117,15 +113,15 @@ fn note_dense(world: &World, comp: &dyn Compressor, method: &str, shape: Shape) 
     }
 }
 
-struct Setup {
-    comp: Box<dyn Compressor>,
-    grads: Vec<Array2<f32>>,
-    out: Array2<f32>,
-    wire: Wire,
+pub(super) struct Setup {
+    pub(super) comp: Box<dyn Compressor>,
+    pub(super) grads: Vec<Array2<f32>>,
+    pub(super) out: Array2<f32>,
+    pub(super) wire: Wire,
     counts: Vec<usize>,
 }
 
-fn setup(
+pub(super) fn setup(
     world: &World,
     method: &str,
     shape: Shape,
@@ -337,7 +333,7 @@ pub fn measure_collective(
     inject_fault: Option<(usize, super::Fault)>,
 ) -> Result<CompressMeasurement> {
     let check = if check {
-        Some(check_method(
+        Some(super::check::check_method(
             world,
             method,
             shape,
@@ -386,7 +382,7 @@ pub fn measure_collective(
 
 /// One step of compress -> exchange -> decompress over all rounds; returns the phase
 /// times (compress, feedback, comm, decompress) of this rank and the bytes it sent.
-fn one_step(
+pub(super) fn one_step(
     world: &World,
     comp: &mut dyn Compressor,
     wire: &mut Wire,
@@ -426,341 +422,4 @@ fn one_step(
 fn flat<'a>(a: &'a ArrayView2<f32>) -> Result<&'a [f32]> {
     a.as_slice()
         .ok_or_else(|| Error::Runtime("tensor is not contiguous".into()))
-}
-
-/// `--check` for micro: run step 0 on fresh state and compare the decompressed result
-/// with a dense reference computed outside any timed region, and with rank 0's result:
-/// every method gives every worker the same average (each decodes the same exchanged
-/// data), bit for bit, so a rank that disagrees fails the check even where the dense
-/// reference has a tolerance (a ring one step short, a rank decoding stale data).
-/// Agreed across ranks. `corrupt`: this rank damages its result first (self-test).
-fn check_method(
-    world: &World,
-    method: &str,
-    shape: Shape,
-    params: &MethodParams,
-    seed: u64,
-    corrupt: Option<super::Fault>,
-) -> Result<std::result::Result<(), String>> {
-    let (local, out) = check_method_local(world, method, shape, params, seed, corrupt)?;
-    let mut root = out.clone();
-    world.broadcast_f32(&mut root);
-    let local = local.and_then(|()| match out.iter().zip(&root).position(|(a, b)| a.to_bits() != b.to_bits()) {
-        None => Ok(()),
-        Some(i) => Err(format!(
-            "rank {}'s result differs from rank 0's at element {i} ({} vs {}): the workers do not agree",
-            world.rank, out[i], root[i]
-        )),
-    });
-    // Every rank reports the first failing rank's reason.
-    let n = world.size as u64;
-    let first = world.max_u64(if local.is_err() {
-        n - world.rank as u64
-    } else {
-        0
-    });
-    if first == 0 {
-        return Ok(Ok(()));
-    }
-    let from = (n - first) as usize;
-    let msg = world.broadcast_string_from(from, local.err().as_deref().unwrap_or(""));
-    Ok(Err(if from == 0 {
-        msg
-    } else {
-        format!("rank {from}: {msg}")
-    }))
-}
-
-fn check_method_local(
-    world: &World,
-    method: &str,
-    shape: Shape,
-    params: &MethodParams,
-    seed: u64,
-    corrupt: Option<super::Fault>,
-) -> Result<(std::result::Result<(), String>, Vec<f32>)> {
-    let n = world.size;
-    let mut s = setup(world, method, shape, params, seed, n)?;
-    let g = if method == "ssgd" {
-        integer_gradient(shape, world.rank)
-    } else {
-        s.grads[0].clone()
-    };
-    let cap = (0..s.comp.rounds())
-        .map(|r| s.comp.wire_capacity(0, r))
-        .fold(WireLen::default(), WireLen::max);
-    let mut ex = Exchange::new(world, cap)?;
-    one_step(
-        world,
-        s.comp.as_mut(),
-        &mut s.wire,
-        &mut ex,
-        g.view(),
-        &mut s.out,
-        0,
-    )?;
-    let mut out = flat(&s.out.view())?.to_vec();
-    if let Some(fault) = corrupt {
-        let i = out
-            .iter()
-            .enumerate()
-            .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
-            .map_or(0, |(i, _)| i);
-        out[i] = match fault {
-            // Flip the sign of the largest-magnitude element: wrong for every method.
-            super::Fault::Gross if out[i] == 0.0 => 1.0,
-            super::Fault::Gross => -out[i] * 2.0,
-            // One ulp away from zero: inside every reference tolerance.
-            super::Fault::Ulp => f32::from_bits(out[i].to_bits() + 1),
-        };
-    }
-    let mut avg = flat(&g.view())?.to_vec();
-    world.sum_f32_in_place(&mut avg);
-    avg.iter_mut().for_each(|x| *x /= n as f32);
-    // `|a - b| <= tol`, false when either is NaN (a NaN never passes a check).
-    let within = |a: f32, b: f32, tol: f32| (a - b).abs() <= tol;
-    let max_ref = |v: &[f32]| {
-        v.iter()
-            .fold(0f32, |m, x| m.max(x.abs()))
-            .max(f32::MIN_POSITIVE)
-    };
-    let compare =
-        |got: &[f32], want: &[f32], rtol: f32, what: &str| -> std::result::Result<(), String> {
-            let scale = max_ref(want);
-            for (i, (a, b)) in got.iter().zip(want).enumerate() {
-                if !within(*a, *b, rtol * scale) {
-                    return Err(format!(
-                        "{what}: element {i} is {a}, reference {b} (tolerance {})",
-                        rtol * scale
-                    ));
-                }
-            }
-            Ok(())
-        };
-    let verdict = match method {
-        "ssgd" => compare(&out, &avg, 0.0, "dense all-reduce / n (exact)"),
-        "powersgd" | "acpsgd" => {
-            // Power-SGD: out = P P^T S (column space); ACP-SGD step 0: out = S Q Q^T (row space),
-            // with S the dense worker average: the same algebra done densely.
-            let row_space = method == "acpsgd";
-            // Power-SGD's dense warm-up sends step 0 raw.
-            let dense_now = method == "powersgd" && params.start_iter > 0;
-            let r = orth::compressed_rank(
-                shape.rows,
-                shape.cols,
-                params.rank,
-                params.min_compression_rate,
-            )
-            .filter(|_| !dense_now);
-            match r {
-                None => compare(
-                    &out,
-                    &avg,
-                    1e-5,
-                    "uncompressed tensor or dense warm-up: dense average",
-                ),
-                Some(r) => projection_check(&out, &avg, shape, r, row_space, seed),
-            }
-        }
-        "sketch" => {
-            // Linearity through MPI: the all-reduced sketch equals the sketch of the summed input.
-            let mut sum = avg.clone();
-            sum.iter_mut().for_each(|x| *x *= n as f32);
-            let mut fresh = registry::build(
-                method,
-                params,
-                WorkerCtx {
-                    rank: world.rank,
-                    world_size: n,
-                    seed,
-                },
-            )?;
-            fresh.register(0, shape.rows, shape.cols)?;
-            fresh.begin_step(0);
-            let mut w = Wire::default();
-            w.reserve(fresh.wire_capacity(0, 0));
-            let sum_arr = ArrayView2::from_shape((shape.rows, shape.cols), &sum[..])
-                .map_err(|e| Error::Runtime(e.to_string()))?;
-            fresh.compress(0, 0, sum_arr, &mut w)?;
-            let got = ex.received().sum_f32.to_vec();
-            let k = params.k_of(shape.numel());
-            let nnz = out.iter().filter(|x| **x != 0.0).count();
-            // The result decoded from the reference sketch must match the real one; the
-            // two sketches differ by float rounding, which may swap elements tied at the
-            // k-th largest estimate: at most 2 such swapped positions are tolerated.
-            let counts = vec![0usize; n];
-            let rec = crate::compress::Received {
-                sum_f32: &w.sum_f32,
-                gathered_u32: &[],
-                gather_counts: &counts,
-                ring_u32: &[],
-                world_size: n,
-            };
-            let mut want = Array2::<f32>::zeros((shape.rows, shape.cols));
-            fresh.decompress(0, 0, &rec, want.view_mut())?;
-            let want = flat(&want.view())?.to_vec();
-            let scale = max_ref(&want);
-            let differs = |a: f32, b: f32| !within(a, b, 1e-3 * scale);
-            // A value mismatch (both kept) is always an error; a selection swap (kept in
-            // one, not the other) is the tolerated rounding effect.
-            let wrong_values = out
-                .iter()
-                .zip(&want)
-                .filter(|(a, b)| **a != 0.0 && **b != 0.0 && differs(**a, **b))
-                .count();
-            let swaps = out
-                .iter()
-                .zip(&want)
-                .filter(|(a, b)| (**a == 0.0) != (**b == 0.0) && differs(**a, **b))
-                .count();
-            let bad = if wrong_values > 0 { usize::MAX } else { swaps };
-            compare(&got, &w.sum_f32, 1e-4, "all-reduced sketch vs sketch of the summed gradients")
-                .and_then(|_| if nnz <= k { Ok(()) } else { Err(format!("{nnz} non-zeros in the result, more than k = {k}")) })
-                .and_then(|_| if bad <= 2 { Ok(()) } else { Err(format!("{wrong_values} kept value(s) and {swaps} selection(s) differ from the result decoded from the reference sketch")) })
-        }
-        "marsit" => marsit_check(world, &out, flat(&g.view())?),
-        "signsgd-mv" => {
-            // Majority vote: sign of the sum of the workers' signs.
-            let mut votes: Vec<f32> = flat(&g.view())?
-                .iter()
-                .map(|x| if x.is_sign_negative() { -1.0 } else { 1.0 })
-                .collect();
-            world.sum_f32_in_place(&mut votes);
-            let want: Vec<f32> = votes
-                .iter()
-                .map(|v| {
-                    if *v > 0.0 {
-                        1.0
-                    } else if *v < 0.0 {
-                        -1.0
-                    } else {
-                        0.0
-                    }
-                })
-                .collect();
-            compare(&out, &want, 0.0, "sign of the sum of signs")
-        }
-        _ => {
-            // Methods whose aggregate is the mean of per-worker decodes (topk, dgc, signsgd,
-            // qsgd): decode this worker's own wire alone, average densely over MPI.
-            let mut fresh = registry::build(
-                method,
-                params,
-                WorkerCtx {
-                    rank: world.rank,
-                    world_size: n,
-                    seed,
-                },
-            )?;
-            fresh.register(0, shape.rows, shape.cols)?;
-            fresh.begin_step(0);
-            let mut w = Wire::default();
-            w.reserve(fresh.wire_capacity(0, 0));
-            fresh.compress(0, 0, g.view(), &mut w)?;
-            fresh.feedback(0, 0)?;
-            let mut mine = Array2::<f32>::zeros((shape.rows, shape.cols));
-            let counts = [w.gather_u32.len()];
-            fresh.decompress(0, 0, &received_alone(&w, &counts), mine.view_mut())?;
-            let mut want = flat(&mine.view())?.to_vec();
-            world.sum_f32_in_place(&mut want);
-            want.iter_mut().for_each(|x| *x /= n as f32);
-            compare(
-                &out,
-                &want,
-                1e-5,
-                "mean of every worker's own decoded message",
-            )
-        }
-    };
-    Ok((verdict, out))
-}
-
-/// `out` must be the orthogonal projection of the dense average `avg` onto the rank-r
-/// column space (Power-SGD) or row space (ACP-SGD P step) that `out` itself spans.
-fn projection_check(
-    out: &[f32],
-    avg: &[f32],
-    shape: Shape,
-    r: usize,
-    row_space: bool,
-    seed: u64,
-) -> std::result::Result<(), String> {
-    let o = ArrayView2::from_shape((shape.rows, shape.cols), out).map_err(|e| e.to_string())?;
-    let a = ArrayView2::from_shape((shape.rows, shape.cols), avg).map_err(|e| e.to_string())?;
-    let (o, a) = if row_space {
-        (o.t().to_owned(), a.t().to_owned())
-    } else {
-        (o.to_owned(), a.to_owned())
-    };
-    let (rows, cols) = o.dim();
-    let x = gradient(
-        Shape {
-            rows: cols,
-            cols: r,
-        },
-        seed ^ 0x5eed,
-        0,
-        0,
-    );
-    let basis = o.dot(&x); // rows x r, spans col(out)
-    let mut b = basis.reversed_axes().as_standard_layout().to_owned(); // r x rows = column-major rows x r
-    let mut tau = vec![0f32; r];
-    orth::orthonormalize(b.as_slice_mut().ok_or("basis layout")?, rows, r, &mut tau);
-    let bm = b.reversed_axes(); // rows x r view
-    let proj = bm.dot(&bm.t().dot(&a));
-    let (mut num, mut den) = (0f64, 0f64);
-    for (p, q) in proj.iter().zip(o.iter()) {
-        num += f64::from(p - q).powi(2);
-        den += f64::from(*q).powi(2);
-    }
-    let e = if den > 0.0 {
-        (num / den).sqrt()
-    } else {
-        num.sqrt()
-    };
-    if e <= 1e-3 {
-        Ok(())
-    } else {
-        Err(format!("result is not the projection of the dense average onto its own rank-{r} subspace (relative error {e:.3e})"))
-    }
-}
-
-/// Marsit: |out| equals the mean scale everywhere, each output sign is some worker's
-/// sign, and the share of positive outputs matches the workers' mean sign within
-/// 6 standard deviations (the merge is unbiased bit by bit).
-fn marsit_check(world: &World, out: &[f32], g: &[f32]) -> std::result::Result<(), String> {
-    let n = world.size as f64;
-    let d = g.len();
-    let mut scale = [g.iter().map(|x| f64::from(x.abs())).sum::<f64>() as f32 / d as f32];
-    world.sum_f32_in_place(&mut scale);
-    let scale = scale[0] / n as f32;
-    let mut pos: Vec<f32> = g
-        .iter()
-        .map(|x| if x.is_sign_negative() { 0.0 } else { 1.0 })
-        .collect();
-    world.sum_f32_in_place(&mut pos);
-    let (mut got_pos, mut want_pos, mut var) = (0f64, 0f64, 0f64);
-    for (i, (&o, &c)) in out.iter().zip(&pos).enumerate() {
-        if (o.abs() - scale).abs() > 1e-5 * scale {
-            return Err(format!(
-                "element {i}: |{o}| differs from the mean scale {scale}"
-            ));
-        }
-        if (o > 0.0 && c < 0.5) || (o < 0.0 && c > n as f32 - 0.5) {
-            return Err(format!(
-                "element {i}: sign of {o} is no worker's sign ({c} of {n} positive)"
-            ));
-        }
-        let p = f64::from(c) / n;
-        got_pos += f64::from(u8::from(o > 0.0));
-        want_pos += p;
-        var += p * (1.0 - p);
-    }
-    let bound = 6.0 * var.sqrt() + 1.0;
-    if (got_pos - want_pos).abs() > bound {
-        return Err(format!(
-            "{got_pos} positive outputs, expected {want_pos:.1} +- {bound:.1}: the merge is biased"
-        ));
-    }
-    Ok(())
 }

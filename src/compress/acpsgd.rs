@@ -21,7 +21,8 @@
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 
-use super::device::{self, F32};
+use super::check::{self, CheckCtx, Verdict};
+use super::device::{self, Out, F32};
 use super::orth::{
     check_dims, check_len, compressed_rank, load_memory_order, push_memory_order, push_raw,
     put_slot, slot_mut, validate_lowrank_params, write_average, Slot,
@@ -146,14 +147,7 @@ impl Compressor for AcpSgd {
     /// its `copy_` into the fusion buffer, `P Q^T`, `M - P Q^T`, `E +=`; decompress
     /// (`_bp_barrier`) `P Q^T`, `copy_` into the gradient, `/ n`. Raw tensors: `copy_`
     /// into the buffer | `copy_` out and `/ n`, every step, at full size.
-    fn device_kernels(
-        &self,
-        t: TensorId,
-        round: usize,
-        phase: usize,
-        stage: Stage,
-        out: &mut dyn FnMut(Kernel),
-    ) {
+    fn device_kernels(&self, t: TensorId, round: usize, phase: usize, stage: Stage, out: Out) {
         if round != 0 {
             return;
         }
@@ -270,6 +264,14 @@ impl Compressor for AcpSgd {
             }
         }
         Ok(())
+    }
+    fn check_share(&self, grad: ArrayView2<f32>, _fresh: &mut dyn Compressor) -> Result<Vec<f32>> {
+        check::gradient_share(grad)
+    }
+    /// Step 0 is a P step: `out = S Q Qᵀ`, the projection of the dense average `S` onto the
+    /// row space `out` spans; `S` itself for raw tensors.
+    fn check_verdict(&self, out: &[f32], summed: &[f32], c: &mut CheckCtx) -> Result<Verdict> {
+        Ok(check::lowrank(out, summed, c, false, true))
     }
 }
 

@@ -10,6 +10,7 @@
 //! flops: every other kernel here does at most a few operations per 4 bytes and is memory
 //! bound on every preset.
 
+use super::TensorId;
 use crate::devcost::Kernel;
 
 /// Bytes of an fp32 value.
@@ -23,6 +24,21 @@ pub const BOOL: f64 = 1.0;
 
 /// Where a kernel list goes.
 pub type Out<'a> = &'a mut dyn FnMut(Kernel);
+
+/// The state of tensor `t` if `round` is 0: a single-round method lists kernels only for
+/// round 0 of a registered tensor ([`super::Compressor::device_kernels`]).
+pub fn round0<T>(slots: &[Option<T>], t: TensorId, round: usize) -> Option<&T> {
+    slots.get(t).and_then(Option::as_ref).filter(|_| round == 0)
+}
+
+/// Error-compensated sign compression of `d` elements (EF-SignSGD, Marsit): `p = g + e`
+/// (named `p`), `|p|`, the scale `mean |p|`, the packed signs: 4 kernels.
+pub fn ef_sign_compress(out: Out, p: &'static str, d: usize) {
+    out(ew(p, d, 2, 1));
+    out(ew("|p|", d, 1, 1));
+    out(mem("scale = mean |p|", F32 * (d + 1) as f64));
+    out(pack_signs(d));
+}
 
 /// A memory-bound kernel moving `bytes`.
 pub fn mem(name: &'static str, bytes: f64) -> Kernel {

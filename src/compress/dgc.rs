@@ -11,16 +11,17 @@
 //! of `_sparsify`, and its final `indices[:num_selects]`. docs/methods.md (dgc) lists
 //! what is followed and what differs.
 //!
-//! The file stays whole (about 650 lines; its tests are in `dgc/tests.rs`): the sample
+//! The file stays whole (about 640 lines; its tests are in `dgc/tests.rs`): the sample
 //! plan, the selection rules and the compress pass that applies them are one algorithm,
 //! the reference's `_sparsify`, and read best side by side.
 
-use super::device::{self, BOOL, F32, I64};
+use super::device::{self, Out, BOOL, F32, I64};
 use super::kernels::rng_for;
 use super::select::{
     grad_slice, indexable_len, out_slice, push_pairs, scatter_mean, single_round, tensor_err,
     touched_vec, TopKScratch,
 };
+use super::ssgd::check_summed;
 use super::topk::check_density;
 use super::{
     Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire,
@@ -527,20 +528,10 @@ impl Compressor for Dgc {
     /// at the steady-state density, on the adaptation path that stops at once (docs/
     /// methods.md, "Device kernels"). Dense tensors: Horovod's fusion-buffer copy and
     /// average, then `compensate(accumulate=False)`.
-    fn device_kernels(
-        &self,
-        t: TensorId,
-        round: usize,
-        _phase: usize,
-        stage: Stage,
-        out: &mut dyn FnMut(Kernel),
-    ) {
-        let Some(st) = self.tensors.get(t).and_then(Option::as_ref) else {
+    fn device_kernels(&self, t: TensorId, round: usize, _phase: usize, stage: Stage, out: Out) {
+        let Some(st) = device::round0(&self.tensors, t, round) else {
             return;
         };
-        if round != 0 {
-            return;
-        }
         let d = st.rows * st.cols;
         let nesterov = self.params.nesterov;
         if !st.sparse {
@@ -630,18 +621,7 @@ impl Compressor for Dgc {
         if st.sparse {
             return scatter_mean(NAME, t, received, out);
         }
-        if received.sum_f32.len() != out.len() || received.world_size == 0 {
-            return Err(tensor_err(
-                NAME,
-                t,
-                format!(
-                    "received {} summed values from {} workers for {} elements",
-                    received.sum_f32.len(),
-                    received.world_size,
-                    out.len()
-                ),
-            ));
-        }
+        check_summed(NAME, t, received, out.len())?;
         // Dense tensors: plain momentum on the worker average, the same formula as the
         // sparse path so the output is the update of every tensor alike.
         let n = received.world_size as f32;

@@ -26,12 +26,13 @@
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 use super::bits::{self, BernoulliMask, Slot};
-use super::device::{self, F32};
+use super::check::{self, CheckCtx, Verdict};
+use super::device::{self, Out, F32};
 use super::kernels::{mix, rng_for};
 use super::{
     Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
 };
-use crate::devcost::{Kernel, Stage};
+use crate::devcost::Stage;
 
 const NAME: &str = "marsit";
 /// Stream tag separating Marsit's mask RNG from other methods' streams.
@@ -126,29 +127,14 @@ impl Compressor for Marsit {
     /// Bernoulli mask and the bit select over a chunk of `W / n` of the `W` ring words,
     /// and the scale sum), then `out = scale / n * (2b - 1)` and `e = p - out`:
     /// `n + 1` kernels.
-    fn device_kernels(
-        &self,
-        t: TensorId,
-        round: usize,
-        _phase: usize,
-        stage: Stage,
-        out: &mut dyn FnMut(Kernel),
-    ) {
-        let Some(sl) = self.slots.get(t).and_then(|s| s.as_ref()) else {
+    fn device_kernels(&self, t: TensorId, round: usize, _phase: usize, stage: Stage, out: Out) {
+        let Some(sl) = device::round0(&self.slots, t, round) else {
             return;
         };
-        if round != 0 {
-            return;
-        }
         let d = sl.d();
         let words = HEAD + bits::words_for(d);
         match stage {
-            Stage::Compress => {
-                out(device::ew("p = g + e", d, 2, 1));
-                out(device::ew("|p|", d, 1, 1));
-                out(device::mem("scale = mean |p|", F32 * (d + 1) as f64));
-                out(device::pack_signs(d));
-            }
+            Stage::Compress => device::ef_sign_compress(out, "p = g + e", d),
             Stage::Decompress => {
                 let n = self.ctx.world_size.max(1);
                 let chunk = words.div_ceil(n) as f64;
@@ -242,6 +228,48 @@ impl Compressor for Marsit {
             *e -= *o;
         }
         Ok(())
+    }
+    /// This worker's scale `mean |g|`, then `1` per element of non-negative sign.
+    fn check_share(&self, grad: ArrayView2<f32>, _fresh: &mut dyn Compressor) -> Result<Vec<f32>> {
+        let g = check::flat(&grad)?;
+        let mut share = Vec::with_capacity(g.len() + 1);
+        share.push(g.iter().map(|x| f64::from(x.abs())).sum::<f64>() as f32 / g.len() as f32);
+        share.extend(
+            g.iter()
+                .map(|x| if x.is_sign_negative() { 0.0 } else { 1.0 }),
+        );
+        Ok(share)
+    }
+    /// Statistical: |out| equals the mean scale everywhere, each output sign is some
+    /// worker's sign, and the share of positive outputs matches the workers' mean sign
+    /// within 6 standard deviations (the merge is unbiased bit by bit).
+    fn check_verdict(&self, out: &[f32], summed: &[f32], c: &mut CheckCtx) -> Result<Verdict> {
+        let n = c.world_size as f64;
+        let (scale, pos) = (summed[0] / n as f32, &summed[1..]);
+        let (mut got_pos, mut want_pos, mut var) = (0f64, 0f64, 0f64);
+        for (i, (&o, &c)) in out.iter().zip(pos).enumerate() {
+            if (o.abs() - scale).abs() > 1e-5 * scale {
+                return Ok(Err(format!(
+                    "element {i}: |{o}| differs from the mean scale {scale}"
+                )));
+            }
+            if (o > 0.0 && c < 0.5) || (o < 0.0 && c > n as f32 - 0.5) {
+                return Ok(Err(format!(
+                    "element {i}: sign of {o} is no worker's sign ({c} of {n} positive)"
+                )));
+            }
+            let p = f64::from(c) / n;
+            got_pos += f64::from(u8::from(o > 0.0));
+            want_pos += p;
+            var += p * (1.0 - p);
+        }
+        let bound = 6.0 * var.sqrt() + 1.0;
+        if (got_pos - want_pos).abs() > bound {
+            return Ok(Err(format!(
+                "{got_pos} positive outputs, expected {want_pos:.1} +- {bound:.1}: the merge is biased"
+            )));
+        }
+        Ok(Ok(()))
     }
 }
 

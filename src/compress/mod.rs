@@ -18,6 +18,7 @@ pub mod registry;
 // One file per method (docs/methods.md) and the shared kernels they use.
 pub mod acpsgd;
 pub mod bits;
+pub mod check;
 pub mod device;
 pub mod dgc;
 pub mod lowrank_kernels;
@@ -368,6 +369,28 @@ pub trait Compressor: Send {
         received: &Received,
         out: ArrayViewMut2<f32>,
     ) -> Result<()>;
+    /// `micro --check` (docs/methods.md, "`--check`"): whether the checked step runs on
+    /// integer-valued gradients, whose sums over workers are exact. Default: false.
+    fn check_integer_gradient(&self) -> bool {
+        false
+    }
+    /// `micro --check`: this worker's share of the reference for tensor
+    /// [`check::CHECKED`] after step 0, from its gradient `grad` and `fresh` (a new
+    /// instance, [`check::CheckCtx::fresh`]); the harness sums the shares over workers.
+    /// Default: `fresh`'s decode of this worker's own wire alone.
+    fn check_share(&self, grad: ArrayView2<f32>, fresh: &mut dyn Compressor) -> Result<Vec<f32>> {
+        check::own_decode(grad, fresh)
+    }
+    /// `micro --check`: whether `out`, this worker's step-0 result, matches `summed`
+    /// (every worker's [`Compressor::check_share`], summed). Default: their mean, rtol 1e-5.
+    fn check_verdict(
+        &self,
+        out: &[f32],
+        summed: &[f32],
+        c: &mut check::CheckCtx,
+    ) -> Result<check::Verdict> {
+        Ok(check::mean_of_decodes(out, summed, c.world_size))
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 
-use super::device::{self, F32};
+use super::check::{self, CheckCtx, Verdict};
+use super::device::{self, Out, F32};
 use super::orth::{
     check_dims, check_len, load_memory_order, push_memory_order, push_raw, put_slot, slot_mut,
     validate_lowrank_params, write_average, Slot,
@@ -102,14 +103,7 @@ impl Compressor for PowerSgd {
     /// kernels"): round 0 `M = g + e`, the copy of `M`, `P = M Q` | Gram-Schmidt of `P`
     /// (`6r' - 4` kernels); round 1 `Q = M^T P` | `Q /= n`, `out = P Q^T`, `e = M - out`.
     /// Raw tensors: the copy into and out of the uncompressed buffer and `/ n`, round 0.
-    fn device_kernels(
-        &self,
-        t: TensorId,
-        round: usize,
-        _phase: usize,
-        stage: Stage,
-        out: &mut dyn FnMut(Kernel),
-    ) {
+    fn device_kernels(&self, t: TensorId, round: usize, _phase: usize, stage: Stage, out: Out) {
         match self.slots.get(t).and_then(|s| s.as_ref()) {
             None => {}
             Some(Slot::Raw { rows, cols }) => {
@@ -227,6 +221,15 @@ impl Compressor for PowerSgd {
             }
         }
         Ok(())
+    }
+    fn check_share(&self, grad: ArrayView2<f32>, _fresh: &mut dyn Compressor) -> Result<Vec<f32>> {
+        check::gradient_share(grad)
+    }
+    /// `out = P Pᵀ S`, the projection of the dense average `S` onto the column space `out`
+    /// spans; `S` itself for raw tensors and during the dense warm-up (step 0 travels raw).
+    fn check_verdict(&self, out: &[f32], summed: &[f32], c: &mut CheckCtx) -> Result<Verdict> {
+        let dense_now = c.params.start_iter > 0;
+        Ok(check::lowrank(out, summed, c, dense_now, false))
     }
 }
 

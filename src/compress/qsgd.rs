@@ -14,12 +14,12 @@ use ndarray::{ArrayView2, ArrayViewMut2};
 use rand::RngCore;
 
 use super::bits::{self, Slot};
-use super::device::{self, BOOL, F32};
+use super::device::{self, Out, BOOL, F32};
 use super::kernels::{mix, rng_for};
 use super::{
     Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
 };
-use crate::devcost::{Kernel, Stage};
+use crate::devcost::Stage;
 
 const NAME: &str = "qsgd";
 const STREAM_TAG: u64 = 0x5153_4744; // "QSGD"
@@ -239,20 +239,10 @@ impl Compressor for Qsgd {
     /// each (docs/methods.md, "Device kernels"): compress `norm`, `|g|`, `s / norm`,
     /// `level`, `floor`, `uniform_`, `level - floor`, `<`, cast, `+`, `sign`, `*`, pack: 13
     /// kernels; decompress per worker unpack, `norm / s`, `*`, `+=`, then `/ n`: `4n + 1`.
-    fn device_kernels(
-        &self,
-        t: TensorId,
-        round: usize,
-        _phase: usize,
-        stage: Stage,
-        out: &mut dyn FnMut(Kernel),
-    ) {
-        let Some(sl) = self.slots.get(t).and_then(|s| s.as_ref()) else {
+    fn device_kernels(&self, t: TensorId, round: usize, _phase: usize, stage: Stage, out: Out) {
+        let Some(sl) = device::round0(&self.slots, t, round) else {
             return;
         };
-        if round != 0 {
-            return;
-        }
         let d = sl.d();
         let (df, codes) = (d as f64, F32 * (wire_words(self.levels, d) - 1) as f64);
         match stage {

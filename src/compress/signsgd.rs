@@ -19,11 +19,12 @@
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 use super::bits::{self, Slot};
-use super::device::{self, F32};
+use super::check::{self, CheckCtx, Verdict};
+use super::device::{self, Out};
 use super::{
     Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
 };
-use crate::devcost::{Kernel, Stage};
+use crate::devcost::Stage;
 
 /// Per-tensor EF-SignSGD state.
 #[derive(Debug, Clone, Default)]
@@ -174,29 +175,16 @@ impl Compressor for SignSgd {
     /// decompress per worker unpack, `* scale`, `+=`, then `/ n`: `3n + 1`. Majority vote
     /// (`compressor/signsgd.py`): compress the packed signs; decompress per worker unpack
     /// and `+=`, then `sign`: `2n + 1`.
-    fn device_kernels(
-        &self,
-        t: TensorId,
-        round: usize,
-        _phase: usize,
-        stage: Stage,
-        out: &mut dyn FnMut(Kernel),
-    ) {
-        let Some(sl) = self.slots.get(t).and_then(|s| s.as_ref()) else {
+    fn device_kernels(&self, t: TensorId, round: usize, _phase: usize, stage: Stage, out: Out) {
+        let Some(sl) = device::round0(&self.slots, t, round) else {
             return;
         };
-        if round != 0 {
-            return;
-        }
         let d = sl.d();
         let n = self.ctx.world_size.max(1);
         match (stage, self.majority) {
             (Stage::Compress, true) => out(device::pack_signs(d)),
             (Stage::Compress, false) => {
-                out(device::ew("p = e + g (residual compensate)", d, 2, 1));
-                out(device::ew("|p|", d, 1, 1));
-                out(device::mem("scale = mean |p|", F32 * (d + 1) as f64));
-                out(device::pack_signs(d));
+                device::ef_sign_compress(out, "p = e + g (residual compensate)", d);
                 out(device::unpack_signs("residual: unpack own signs to +-1", d));
                 out(device::ew("residual: * scale", d, 1, 1));
                 out(device::ew("residual: e = p - decoded", d, 2, 1));
@@ -273,6 +261,35 @@ impl Compressor for SignSgd {
             }
         }
         Ok(())
+    }
+    /// Majority vote: this worker's signs (`-1` where negative, else `+1`); EF-SignSGD: its
+    /// own decode (the default).
+    fn check_share(&self, grad: ArrayView2<f32>, fresh: &mut dyn Compressor) -> Result<Vec<f32>> {
+        if !self.majority {
+            return check::own_decode(grad, fresh);
+        }
+        let g = check::flat(&grad)?;
+        Ok(g.iter()
+            .map(|x| if x.is_sign_negative() { -1.0 } else { 1.0 })
+            .collect())
+    }
+    /// Majority vote: exactly the sign of the summed signs (0 on ties); EF-SignSGD: the mean
+    /// of the decodes (the default).
+    fn check_verdict(&self, out: &[f32], summed: &[f32], c: &mut CheckCtx) -> Result<Verdict> {
+        if !self.majority {
+            return Ok(check::mean_of_decodes(out, summed, c.world_size));
+        }
+        let sign = |v: &f32| {
+            if *v > 0.0 {
+                1.0
+            } else if *v < 0.0 {
+                -1.0
+            } else {
+                0.0
+            }
+        };
+        let want: Vec<f32> = summed.iter().map(sign).collect();
+        Ok(check::compare(out, &want, 0.0, "sign of the sum of signs"))
     }
 }
 

@@ -31,15 +31,16 @@
 //! sums its inputs in index order, so the table is bit-identical to the element-by-element
 //! definition (tested).
 //!
-//! The file stays whole (about 650 lines; its tests are in `sketch/tests.rs`): the
-//! hashes, the kernels that walk them block by block and the compressor share one table
-//! layout and read best together.
+//! The file stays whole (about 700 lines; its tests are in `sketch/tests.rs`): the
+//! hashes, the kernels that walk them block by block, the compressor and its `--check`
+//! reference share one table layout and read best together.
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 use rand::RngCore;
 
 use super::bits::{self, Slot};
-use super::device::{self, F32, I64};
+use super::check::{self, CheckCtx, Verdict};
+use super::device::{self, Out, F32, I64};
 use super::kernels::{mix, rng_for};
 use super::select::TopKScratch;
 use super::{
@@ -519,20 +520,10 @@ impl Compressor for Sketch {
     /// store; median over rows), `_findHHK` (`vals**2`, `torch.sort`, gather of the top
     /// k), `unSketch` (zeros, scatter), with `/ n` and the residual `e -= D / n`:
     /// `3r + 14` kernels.
-    fn device_kernels(
-        &self,
-        t: TensorId,
-        round: usize,
-        _phase: usize,
-        stage: Stage,
-        out: &mut dyn FnMut(Kernel),
-    ) {
-        let Some(sl) = self.slots.get(t).and_then(|s| s.as_ref()) else {
+    fn device_kernels(&self, t: TensorId, round: usize, _phase: usize, stage: Stage, out: Out) {
+        let Some(sl) = device::round0(&self.slots, t, round) else {
             return;
         };
-        if round != 0 {
-            return;
-        }
         let (d, k, c, r) = (sl.d(), sl.s.k, sl.s.c, self.rows);
         let (df, kf, cf) = (d as f64, k as f64, c as f64);
         match stage {
@@ -643,6 +634,58 @@ impl Compressor for Sketch {
             out[i as usize] = share;
         }
         Ok(())
+    }
+    fn check_share(&self, grad: ArrayView2<f32>, _fresh: &mut dyn Compressor) -> Result<Vec<f32>> {
+        check::gradient_share(grad)
+    }
+    /// Linearity through MPI: the all-reduced sketch equals a fresh sketch of the summed
+    /// gradients (rtol 1e-4); the result has at most k non-zeros and matches the result
+    /// decoded from that fresh sketch, but for at most 2 selections swapped by rounding.
+    fn check_verdict(&self, out: &[f32], summed: &[f32], c: &mut CheckCtx) -> Result<Verdict> {
+        let (n, t) = (c.world_size, check::CHECKED);
+        // The dense average times n (the reference's rounding).
+        let sum: Vec<f32> = check::mean(summed, n)
+            .iter()
+            .map(|x| x * n as f32)
+            .collect();
+        let mut w = Wire::default();
+        w.reserve(c.fresh.wire_capacity(t, 0));
+        let sum_arr = ArrayView2::from_shape((c.rows, c.cols), &sum[..])
+            .map_err(|e| bits::tensor_err(NAME, t, e.to_string()))?;
+        c.fresh.compress(t, 0, sum_arr, &mut w)?;
+        let k = c.params.k_of(c.rows * c.cols);
+        let nnz = out.iter().filter(|x| **x != 0.0).count();
+        // The two sketches differ by float rounding, which may swap elements tied at the
+        // k-th largest estimate: at most 2 such swapped positions are tolerated.
+        let counts = vec![0usize; n];
+        let rec = Received {
+            sum_f32: &w.sum_f32,
+            gathered_u32: &[],
+            gather_counts: &counts,
+            ring_u32: &[],
+            world_size: n,
+        };
+        let mut want = ndarray::Array2::<f32>::zeros((c.rows, c.cols));
+        c.fresh.decompress(t, 0, &rec, want.view_mut())?;
+        let want = check::flat(&want.view())?.to_vec();
+        let scale = check::max_ref(&want);
+        let differs = |a: f32, b: f32| !check::within(a, b, 1e-3 * scale);
+        // A value mismatch (both kept) is always an error; a selection swap (kept in
+        // one, not the other) is the tolerated rounding effect.
+        let wrong_values = out
+            .iter()
+            .zip(&want)
+            .filter(|(a, b)| **a != 0.0 && **b != 0.0 && differs(**a, **b))
+            .count();
+        let swaps = out
+            .iter()
+            .zip(&want)
+            .filter(|(a, b)| (**a == 0.0) != (**b == 0.0) && differs(**a, **b))
+            .count();
+        let bad = if wrong_values > 0 { usize::MAX } else { swaps };
+        Ok(check::compare(c.received.sum_f32, &w.sum_f32, 1e-4, "all-reduced sketch vs sketch of the summed gradients")
+            .and_then(|_| if nnz <= k { Ok(()) } else { Err(format!("{nnz} non-zeros in the result, more than k = {k}")) })
+            .and_then(|_| if bad <= 2 { Ok(()) } else { Err(format!("{wrong_values} kept value(s) and {swaps} selection(s) differ from the result decoded from the reference sketch")) }))
     }
 }
 

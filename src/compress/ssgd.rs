@@ -1,7 +1,8 @@
 //! S-SGD, the dense baseline (docs/methods.md, "ssgd"): all-reduce (sum) the fp32 gradient,
 //! divide by the number of workers.
 
-use super::device::{self, F32};
+use super::check::{self, CheckCtx, Verdict};
+use super::device::{self, Out, F32};
 use super::select::{grad_slice, out_slice, tensor_err};
 use super::{
     Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
@@ -57,14 +58,7 @@ impl Compressor for Ssgd {
     }
     /// Compress: the copy into the fusion buffer; decompress: `out = sum / n` (one pass
     /// reading the all-reduced buffer). docs/methods.md, "Device kernels".
-    fn device_kernels(
-        &self,
-        t: TensorId,
-        round: usize,
-        _phase: usize,
-        stage: Stage,
-        out: &mut dyn FnMut(Kernel),
-    ) {
+    fn device_kernels(&self, t: TensorId, round: usize, _phase: usize, stage: Stage, out: Out) {
         let Ok((r, c)) = self.shape(t) else { return };
         if round != 0 {
             return;
@@ -97,24 +91,52 @@ impl Compressor for Ssgd {
     ) -> Result<()> {
         let (r, c) = self.shape(t)?;
         let out = out_slice(NAME, t, out, r, c)?;
-        if received.sum_f32.len() != out.len() || received.world_size == 0 {
-            return Err(tensor_err(
-                NAME,
-                t,
-                format!(
-                    "received {} summed values from {} workers for {} elements",
-                    received.sum_f32.len(),
-                    received.world_size,
-                    out.len()
-                ),
-            ));
-        }
+        check_summed(NAME, t, received, out.len())?;
         let n = received.world_size as f32;
         for (o, &s) in out.iter_mut().zip(received.sum_f32) {
             *o = s / n;
         }
         Ok(())
     }
+    /// Integer-valued gradients: their sum over workers is exact in f32.
+    fn check_integer_gradient(&self) -> bool {
+        true
+    }
+    fn check_share(&self, grad: ArrayView2<f32>, _fresh: &mut dyn Compressor) -> Result<Vec<f32>> {
+        check::gradient_share(grad)
+    }
+    /// Exactly the dense average.
+    fn check_verdict(&self, out: &[f32], summed: &[f32], c: &mut CheckCtx) -> Result<Verdict> {
+        let avg = check::mean(summed, c.world_size);
+        Ok(check::compare(
+            out,
+            &avg,
+            0.0,
+            "dense all-reduce / n (exact)",
+        ))
+    }
+}
+
+/// A dense tensor's all-reduced section must hold its `len` elements, from at least one
+/// worker (S-SGD's and DGC's dense tensors).
+pub fn check_summed(
+    method: &'static str,
+    t: TensorId,
+    received: &Received,
+    len: usize,
+) -> Result<()> {
+    if received.sum_f32.len() != len || received.world_size == 0 {
+        return Err(tensor_err(
+            method,
+            t,
+            format!(
+                "received {} summed values from {} workers for {len} elements",
+                received.sum_f32.len(),
+                received.world_size,
+            ),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! `p = g + e`, send the `k = ceil(rho d)` entries of largest `|p|` (exact), `e = p` with
 //! the sent entries zeroed; all-gather of (index, value) pairs, decompress = sum / n.
 
-use super::device::{self, F32, I32, I64};
+use super::device::{self, Out, F32, I32, I64};
 use super::kernels::rng_for;
 use super::select::{
     grad_slice, indexable_len, out_slice, push_pairs, scatter_mean, single_round, tensor_err,
@@ -12,7 +12,7 @@ use super::{
     Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire,
     WireLen, WorkerCtx,
 };
-use crate::devcost::{Kernel, Stage};
+use crate::devcost::Stage;
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 const NAME: &str = "topk";
@@ -185,20 +185,10 @@ impl Compressor for TopK {
     /// OMGS-SGD's `TopKCompressor` (HKBU-HPML/OMGS-SGD `compression.py`) and the
     /// decompress of its `synchronize` (`hv_distributed_optimizer.py`); docs/methods.md,
     /// "Device kernels": compress 7 kernels plus `torch.topk`'s, decompress `4n + 2`.
-    fn device_kernels(
-        &self,
-        t: TensorId,
-        round: usize,
-        _phase: usize,
-        stage: Stage,
-        out: &mut dyn FnMut(Kernel),
-    ) {
-        let Some(st) = self.tensors.get(t).and_then(Option::as_ref) else {
+    fn device_kernels(&self, t: TensorId, round: usize, _phase: usize, stage: Stage, out: Out) {
+        let Some(st) = device::round0(&self.tensors, t, round) else {
             return;
         };
-        if round != 0 {
-            return;
-        }
         let (d, k) = (st.e.len(), st.k);
         let (df, kf) = (d as f64, k as f64);
         match stage {
