@@ -1,5 +1,8 @@
 //! The benchmark subcommands' own flags (micro-comm, micro-compress and micro, e2e) and
 //! the config sections they build.
+//!
+//! `--iters`, `--warmup` and `--check` stay declared per command: their defaults, and so
+//! their help, differ (scaled by message size, by tensor size, fixed for e2e).
 
 use super::groups::e2e_section;
 use super::{Common, ParamArgs, PlacementArgs, ScheduleArgs, WorkloadArgs};
@@ -7,6 +10,7 @@ use crate::config::{CompressSection, E2eSection};
 use crate::error::Result;
 use clap::Args;
 
+/// The collective micro-benchmark's flags.
 #[derive(Debug, Args)]
 pub struct MicroCommArgs {
     #[command(flatten)]

@@ -7,7 +7,8 @@ use crate::error::Result;
 use clap::Args;
 use std::path::PathBuf;
 
-/// `gradcomp converge` flags (the `[[converge]]` keys, src/converge/mod.rs).
+/// `gradcomp converge` flags (the `[[converge]]` keys, src/converge/mod.rs). Not e2e's
+/// groups: one fusion plan and one collective per run, its own batch and method names.
 #[derive(Debug, Args)]
 pub struct ConvergeArgs {
     #[command(flatten)]
