@@ -1,5 +1,5 @@
 //! Command line (clap derive): the parser and its subcommands here; the flag groups
-//! several subcommands share in [`groups`] and [`job`], each subcommand's own flags in
+//! several subcommands share in `groups` and `job`, each subcommand's own flags in
 //! its file, and the translation into a [`Config`](crate::config::Config) in `into_config`.
 
 use clap::{Parser, Subcommand};

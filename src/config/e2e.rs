@@ -47,6 +47,7 @@ pub struct E2eSection {
     /// cost model's where they cover the operation.
     #[serde(default)]
     pub compress_profile: Option<String>,
+    /// Density sweep; this key and the next three are the parameter sweep ([`Sweep`]).
     #[serde(default)]
     pub densities: Option<Vec<f64>>,
     /// Power-SGD/ACP-SGD rank sweep (overrides params.rank).

@@ -175,7 +175,8 @@ pub struct CompressSection {
     /// micro-compress only: zoo models whose every layer is compressed in turn per step.
     #[serde(default)]
     pub models: Vec<String>,
-    /// Density sweep (overrides params.density).
+    /// Density sweep (overrides params.density); this key and the next three are the
+    /// parameter sweep ([`Sweep`]).
     #[serde(default)]
     pub densities: Option<Vec<f64>>,
     /// Power-SGD/ACP-SGD rank sweep (overrides params.rank).

@@ -50,6 +50,7 @@ pub struct ConvergeSection {
     pub train_samples: usize,
     #[serde(default = "d_eval")]
     pub eval_samples: usize,
+    /// Density sweep; this key and the next three are the parameter sweep ([`Sweep`]).
     #[serde(default)]
     pub densities: Option<Vec<f64>>,
     /// Power-SGD/ACP-SGD rank sweep (`lowrank_ranks`; `ranks` is its deprecated name).
