@@ -120,3 +120,44 @@ pub enum Command {
         common: Common,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::error::ErrorKind;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Parsed, clap::Error> {
+        Parsed::try_parse_from(std::iter::once("gradcomp").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_command_definition_is_consistent() {
+        Parsed::command().debug_assert();
+    }
+
+    /// The shared workload group is required by e2e, and by simulate unless --compare.
+    #[test]
+    fn each_command_sets_whether_models_and_methods_are_required() {
+        let missing = |args: &[&str]| parse(args).unwrap_err().kind();
+        assert_eq!(
+            missing(&["e2e", "--methods", "topk"]),
+            ErrorKind::MissingRequiredArgument
+        );
+        assert_eq!(
+            missing(&["e2e", "--model", "resnet20"]),
+            ErrorKind::MissingRequiredArgument
+        );
+        assert_eq!(
+            missing(&["simulate", "--model", "resnet20"]),
+            ErrorKind::MissingRequiredArgument
+        );
+        for ok in [
+            &["e2e", "--model", "resnet20", "--methods", "topk"][..],
+            &["simulate", "--model", "resnet20", "--methods", "topk"],
+            &["simulate", "--compare", "e2e.csv"],
+        ] {
+            assert!(parse(ok).is_ok(), "{ok:?}");
+        }
+    }
+}
