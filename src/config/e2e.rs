@@ -47,6 +47,7 @@ pub struct E2eSection {
     /// cost model's where they cover the operation.
     #[serde(default)]
     pub compress_profile: Option<String>,
+    /// Density sweep; this key and the next three are the parameter sweep ([`Sweep`]).
     #[serde(default)]
     pub densities: Option<Vec<f64>>,
     /// Power-SGD/ACP-SGD rank sweep (overrides params.rank).
@@ -248,25 +249,13 @@ impl E2eSection {
                 methods.push(m);
             }
         }
-        let mut bases: Vec<String> = Vec::new();
-        for m in &methods {
-            if !bases.iter().any(|b| b == base_method(m)) {
-                bases.push(base_method(m).to_string());
-            }
-        }
-        let cs = CompressSection {
-            methods: bases,
-            shapes: vec!["1".into()],
-            models: Vec::new(),
-            densities: self.densities.clone(),
-            lowrank_ranks: self.lowrank_ranks.clone(),
-            ranks: self.ranks.clone(),
-            params: self.params.clone(),
-            iters: self.iters,
-            warmup: self.warmup,
-            check: false,
-        }
-        .validate(origin, false)?;
+        let params = Sweep::new(
+            &self.densities,
+            &self.lowrank_ranks,
+            &self.ranks,
+            &self.params,
+        )
+        .expand_for(methods.iter().map(|m| base_method(m)), self.iters, origin)?;
         if self.fusion.is_empty() {
             return Err(origin.invalid(
                 "fusion",
@@ -371,7 +360,7 @@ impl E2eSection {
             compute,
             compute_profile: self.compute_profile.clone(),
             cost_comm: self.cost_comm.clone(),
-            params: cs.params,
+            params,
             iters: self.iters.unwrap_or(10),
             warmup: self.warmup.unwrap_or(2),
             timing: self.timing(origin)?,
@@ -433,40 +422,5 @@ impl E2eSection {
             max_iters,
             max_time_s,
         })
-    }
-}
-
-/// The Power-SGD/ACP-SGD rank sweep of a section: `lowrank_ranks` (`--lowrank-rank`), or
-/// the deprecated `ranks` (`--rank`), which an MPI user reads as a process count; the old
-/// key still works, with a warning; both at once are refused.
-pub(super) fn lowrank_sweep(
-    lowrank_ranks: &Option<Vec<usize>>,
-    ranks: &Option<Vec<usize>>,
-    origin: &Origin,
-) -> Result<Option<Vec<usize>>, ConfigError> {
-    let (old, new) = match origin {
-        Origin::Cli => ("--rank", "--lowrank-rank"),
-        Origin::File { .. } => ("ranks", "lowrank_ranks"),
-    };
-    match (lowrank_ranks, ranks) {
-        (Some(_), Some(_)) => Err(origin.invalid(
-            "ranks",
-            format!("{old} is the deprecated name of {new}: give {new} only"),
-        )),
-        (None, Some(r)) => {
-            let at = match origin {
-                Origin::Cli => String::new(),
-                Origin::File {
-                    file,
-                    section,
-                    index,
-                } => format!("{file}: [[{section}]] #{index}: "),
-            };
-            warn(format!(
-                "{at}{old} is deprecated (it is the Power-SGD/ACP-SGD rank, not a number of MPI ranks): write {new}"
-            ));
-            Ok(Some(r.clone()))
-        }
-        (l, None) => Ok(l.clone()),
     }
 }

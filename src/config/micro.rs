@@ -175,7 +175,8 @@ pub struct CompressSection {
     /// micro-compress only: zoo models whose every layer is compressed in turn per step.
     #[serde(default)]
     pub models: Vec<String>,
-    /// Density sweep (overrides params.density).
+    /// Density sweep (overrides params.density); this key and the next three are the
+    /// parameter sweep ([`Sweep`]).
     #[serde(default)]
     pub densities: Option<Vec<f64>>,
     /// Power-SGD/ACP-SGD rank sweep (overrides params.rank).
@@ -212,7 +213,7 @@ pub struct CompressSpec {
 impl CompressSection {
     /// Validate; `with_check` is false for micro-compress (which has no exchange to check).
     pub fn validate(&self, origin: &Origin, with_check: bool) -> Result<CompressSpec, ConfigError> {
-        use crate::compress::{registry, WorkerCtx};
+        use crate::compress::registry;
         if self.methods.is_empty() {
             return Err(origin.invalid(
                 "methods",
@@ -275,52 +276,13 @@ impl CompressSection {
             .map(|s| Shape::parse(s).map_err(|m| origin.invalid("shapes", m)))
             .collect::<Result<Vec<_>, _>>()?;
         no_repeats(origin, "shapes", &shapes, |s| s.to_string())?;
-        let densities = self
-            .densities
-            .clone()
-            .unwrap_or_else(|| vec![self.params.density]);
-        let ranks = lowrank_sweep(&self.lowrank_ranks, &self.ranks, origin)?
-            .unwrap_or_else(|| vec![self.params.rank]);
-        no_repeats(origin, "densities", &densities, |d| d.to_string())?;
-        no_repeats(origin, "lowrank_ranks", &ranks, |r| r.to_string())?;
-        if densities.is_empty() || ranks.is_empty() {
-            return Err(origin.invalid(
-                if densities.is_empty() {
-                    "densities"
-                } else {
-                    "lowrank_ranks"
-                },
-                "is empty; give at least one value or leave it out",
-            ));
-        }
-        let mut params = Vec::new();
-        for &d in &densities {
-            for &r in &ranks {
-                let mut p = self.params.clone();
-                p.density = d;
-                p.rank = r;
-                // Each method validates the keys it reads.
-                for m in &methods {
-                    registry::build(
-                        m,
-                        &p,
-                        WorkerCtx {
-                            rank: 0,
-                            world_size: 1,
-                            seed: 0,
-                        },
-                    )
-                    .map_err(|e| {
-                        let key = match &e {
-                            crate::compress::CompressError::BadParam { key, .. } => *key,
-                            _ => "params",
-                        };
-                        origin.invalid(key, e)
-                    })?;
-                }
-                params.push(p);
-            }
-        }
+        let params = Sweep::new(
+            &self.densities,
+            &self.lowrank_ranks,
+            &self.ranks,
+            &self.params,
+        )
+        .expand(&methods, origin)?;
         if self.iters == Some(0) {
             return Err(origin.invalid(
                 "iters",

@@ -11,9 +11,11 @@ use thiserror::Error;
 mod cases;
 mod e2e;
 mod micro;
+mod sweep;
 pub use cases::*;
 pub use e2e::*;
 pub use micro::*;
+pub use sweep::Sweep;
 
 /// A configuration problem, located by where the value came from.
 #[derive(Debug, Error)]

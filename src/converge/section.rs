@@ -4,7 +4,7 @@
 use super::noef;
 use crate::comm::exchange::CollectiveMode;
 use crate::compress::MethodParams;
-use crate::config::{CompressSection, Origin};
+use crate::config::{Origin, Sweep};
 use crate::error::{Error, Result};
 use crate::schedule::plan::Fusion;
 use serde::{Deserialize, Serialize};
@@ -50,6 +50,7 @@ pub struct ConvergeSection {
     pub train_samples: usize,
     #[serde(default = "d_eval")]
     pub eval_samples: usize,
+    /// Density sweep; this key and the next three are the parameter sweep ([`Sweep`]).
     #[serde(default)]
     pub densities: Option<Vec<f64>>,
     /// Power-SGD/ACP-SGD rank sweep (`lowrank_ranks`; `ranks` is its deprecated name).
@@ -175,32 +176,17 @@ impl ConvergeSection {
         let methods: Vec<String> = self.methods.iter().map(|m| m.trim().to_string()).collect();
         crate::config::no_repeats(origin, "methods", &methods, |m| m.clone())
             .map_err(Error::Config)?;
-        let base = |m: &str| -> String {
-            noef::base_of(m)
-                .unwrap_or_else(|| crate::config::base_method(m))
-                .into()
-        };
+        fn base(m: &str) -> &str {
+            noef::base_of(m).unwrap_or_else(|| crate::config::base_method(m))
+        }
         // Validated once per base method (`topk-noef` is checked as `topk`).
-        let mut bases: Vec<String> = Vec::new();
-        for m in &methods {
-            let b = base(m);
-            if !bases.contains(&b) {
-                bases.push(b);
-            }
-        }
-        let cs = CompressSection {
-            methods: bases,
-            shapes: vec!["1".into()],
-            models: Vec::new(),
-            densities: self.densities.clone(),
-            lowrank_ranks: self.lowrank_ranks.clone(),
-            ranks: self.ranks.clone(),
-            params: self.params.clone(),
-            iters: None,
-            warmup: None,
-            check: false,
-        }
-        .validate(origin, false)?;
+        let params = Sweep::new(
+            &self.densities,
+            &self.lowrank_ranks,
+            &self.ranks,
+            &self.params,
+        )
+        .expand_for(methods.iter().map(|m| base(m)), None, origin)?;
         if self.steps == 0 || self.steps > 10_000_000 {
             return Err(inv(
                 "steps",
@@ -281,7 +267,7 @@ impl ConvergeSection {
             )
         })?;
         for m in &methods {
-            let agg = crate::compress::registry::aggregation(&base(m))
+            let agg = crate::compress::registry::aggregation(base(m))
                 .map_err(|e| inv("methods", e.to_string()))?;
             collective.supports(agg).map_err(|why| {
                 inv(
@@ -295,7 +281,7 @@ impl ConvergeSection {
         widths.push(self.classes);
         let mut cases = Vec::new();
         for m in &methods {
-            for p in &cs.params {
+            for p in &params {
                 cases.push(ConvergeCase {
                     method: m.clone(),
                     params: p.clone(),

@@ -1,0 +1,202 @@
+//! Flag groups that several subcommands flatten in: the workload (models, methods) and
+//! schedule of e2e and simulate, where compression is charged, and the method
+//! hyper-parameters; and the e2e section they make together.
+
+use crate::compress::MethodParams;
+use crate::config::E2eSection;
+use crate::error::{Error, Result};
+use clap::Args;
+
+/// Models and methods (e2e and simulate). Both are required by e2e, and by simulate
+/// unless `--compare`: each command sets that with `mut_arg` (a flag of this group cannot
+/// name `--compare`, which e2e does not have).
+#[derive(Debug, Args, Clone)]
+pub struct WorkloadArgs {
+    /// Models, comma-separated (see `gradcomp models`)
+    #[arg(long = "model", value_delimiter = ',', value_name = "LIST")]
+    pub models: Vec<String>,
+    /// Methods, comma-separated: ssgd, signsgd, signsgd-mv, topk, dgc, powersgd, acpsgd, marsit, sketch, qsgd, omgs (top-k over OMGS groups), sketch-fusion (Count Sketch over LayerFusion groups)
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub methods: Vec<String>,
+}
+
+/// How the gradients of an iteration are scheduled, on which device (e2e and simulate).
+#[derive(Debug, Args, Clone)]
+pub struct ScheduleArgs {
+    /// Fusion plans, comma-separated: none, single, a byte threshold (25MiB), or a planner:
+    /// mgwfbp, omgs, layerfusion
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "none",
+        value_name = "LIST"
+    )]
+    pub fusion: Vec<String>,
+    /// Pipelining (wait-free backprop): on, off or on,off
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "off,on",
+        value_name = "LIST"
+    )]
+    pub pipelining: Vec<String>,
+    /// Collectives, comma-separated: auto (the method's own), allreduce, allgather, ps, ring (sums over gradcomp's ring)
+    #[arg(
+        long = "collective",
+        value_delimiter = ',',
+        default_value = "auto",
+        value_name = "LIST"
+    )]
+    pub collectives: Vec<String>,
+    /// Device preset of the compute model: v100, rtx2080ti, a100, h100
+    #[arg(long, default_value = "v100", value_name = "PRESET")]
+    pub device: String,
+    /// Per-worker batch size [default: the model's]
+    #[arg(long, allow_negative_numbers = true, value_name = "B")]
+    pub batch: Option<usize>,
+}
+
+/// The e2e section of these groups, with the keys only e2e has flags for (compute,
+/// timing) at their defaults.
+pub(super) fn e2e_section(
+    workload: &WorkloadArgs,
+    schedule: &ScheduleArgs,
+    placement: &PlacementArgs,
+    params: &ParamArgs,
+) -> Result<E2eSection> {
+    let pipelining = schedule
+        .pipelining
+        .iter()
+        .map(|p| match p.trim() {
+            "on" | "true" => Ok(true),
+            "off" | "false" => Ok(false),
+            other => Err(Error::Input(format!(
+                "--pipelining: '{other}' is not on or off; use on, off or on,off"
+            ))),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(E2eSection {
+        models: workload.models.clone(),
+        methods: workload.methods.clone(),
+        fusion: schedule.fusion.clone(),
+        pipelining,
+        collective: schedule.collectives.clone(),
+        device: schedule.device.clone(),
+        batch: schedule.batch,
+        compute: "sleep".into(),
+        compute_profile: None,
+        cost_comm: None,
+        compress_on: placement.compress_on.clone(),
+        compress_device: placement.compress_device.clone(),
+        compress_profile: placement.compress_profile.clone(),
+        densities: params.density.clone(),
+        lowrank_ranks: params.lowrank_rank.clone(),
+        ranks: params.rank.clone(),
+        params: params.params(),
+        iters: None,
+        warmup: None,
+        min_time_s: None,
+        target_ci: None,
+        max_iters: None,
+        max_time_s: None,
+    })
+}
+
+/// Where compression is charged (e2e and simulate).
+#[derive(Debug, Args, Clone)]
+pub struct PlacementArgs {
+    /// Where compression, packing and reduction arithmetic are charged: host (measured on
+    /// this CPU), device (a GPU cost model; kernels still run here), or host,device
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "host",
+        value_name = "LIST"
+    )]
+    pub compress_on: Vec<String>,
+    /// Device cost preset for --compress-on device: v100, rtx2080ti, a100, h100, optionally
+    /// with the per-kernel launch latency replaced (v100:launch_us=1) [default: --device]
+    #[arg(long, value_name = "PRESET")]
+    pub compress_device: Option<String>,
+    /// Measured device compression times (CSV from analysis/profile_compress.py) for --compress-on device
+    #[arg(long, value_name = "FILE")]
+    pub compress_profile: Option<String>,
+}
+
+/// Method hyper-parameters (flags named after the TOML keys).
+#[derive(Debug, Args, Clone)]
+pub struct ParamArgs {
+    /// Density rho in (0,1] (topk, dgc, sketch); a comma list sweeps [default: 0.001]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        allow_hyphen_values = true,
+        value_name = "LIST"
+    )]
+    pub density: Option<Vec<f64>>,
+    /// Low-rank rank r (powersgd, acpsgd; not a number of MPI ranks); a comma list sweeps [default: 4]
+    #[arg(
+        long = "lowrank-rank",
+        value_delimiter = ',',
+        allow_hyphen_values = true,
+        value_name = "LIST"
+    )]
+    pub lowrank_rank: Option<Vec<usize>>,
+    /// Deprecated name of --lowrank-rank (accepted with a warning)
+    #[arg(
+        long = "rank",
+        value_delimiter = ',',
+        allow_hyphen_values = true,
+        value_name = "LIST",
+        hide = true
+    )]
+    pub rank: Option<Vec<usize>>,
+    /// Power-SGD: compress only if (rows+cols)*r*rate < rows*cols [default: 2]
+    #[arg(long, allow_negative_numbers = true, value_name = "X")]
+    pub min_compression_rate: Option<f64>,
+    /// Power-SGD dense warm-up steps [default: 0]
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
+    pub start_iter: Option<u64>,
+    /// DGC momentum [default: 0.9]
+    #[arg(long, allow_negative_numbers = true, value_name = "M")]
+    pub momentum: Option<f32>,
+    /// DGC Nesterov momentum
+    #[arg(long)]
+    pub nesterov: bool,
+    /// DGC local clipping norm, 0 = off [default: 0]
+    #[arg(long, allow_negative_numbers = true, value_name = "X")]
+    pub clip_norm: Option<f32>,
+    /// DGC steps per warm-up epoch, 0 = no warm-up [default: 0]
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
+    pub warmup_steps_per_epoch: Option<u64>,
+    /// Count Sketch rows [default: 3]
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
+    pub sketch_rows: Option<usize>,
+    /// Count Sketch columns per kept element [default: 10]
+    #[arg(long, allow_negative_numbers = true, value_name = "X")]
+    pub sketch_cols_per_k: Option<f64>,
+    /// QSGD levels s [default: 127]
+    #[arg(long, allow_negative_numbers = true, value_name = "S")]
+    pub qsgd_levels: Option<u32>,
+}
+
+impl ParamArgs {
+    /// The parameters with every flag given applied over the defaults.
+    pub(super) fn params(&self) -> MethodParams {
+        let d = MethodParams::default();
+        MethodParams {
+            min_compression_rate: self.min_compression_rate.unwrap_or(d.min_compression_rate),
+            start_iter: self.start_iter.unwrap_or(d.start_iter),
+            momentum: self.momentum.unwrap_or(d.momentum),
+            nesterov: self.nesterov,
+            clip_norm: self.clip_norm.unwrap_or(d.clip_norm),
+            warmup_steps_per_epoch: self
+                .warmup_steps_per_epoch
+                .unwrap_or(d.warmup_steps_per_epoch),
+            sketch_rows: self.sketch_rows.unwrap_or(d.sketch_rows),
+            sketch_cols_per_k: self.sketch_cols_per_k.unwrap_or(d.sketch_cols_per_k),
+            qsgd_levels: self.qsgd_levels.unwrap_or(d.qsgd_levels),
+            ..d
+        }
+    }
+}

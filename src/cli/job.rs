@@ -1,0 +1,126 @@
+//! Flags of the commands that start MPI ranks (`--out`, `--seed`, `--resume`, ...) and the
+//! checks of the job they start (world size, node memory).
+
+use crate::error::{Error, Result};
+use clap::Args;
+use std::path::PathBuf;
+
+/// Flags of every command that starts MPI ranks and writes results.
+#[derive(Debug, Args, Clone, Default)]
+pub struct JobFlags {
+    /// Output directory (created if missing) [default: results/<UTC timestamp>]
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Abort unless the MPI world has exactly N ranks (default: $SLURM_NTASKS when set)
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
+    pub expect_ranks: Option<usize>,
+    /// Seed of every random number generator (overrides the config's [run] seed)
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
+    pub seed: Option<u64>,
+    /// No progress lines on stderr
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Flags of the benchmark commands (micro-comm, micro-compress, micro, e2e, run).
+#[derive(Debug, Args, Clone, Default)]
+pub struct Common {
+    #[command(flatten)]
+    pub job: JobFlags,
+    /// e2e: write a Chrome trace (JSON for Perfetto / chrome://tracing) of rank 0's timed
+    /// iterations; with several e2e cases FILE-<i>.json per case
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Skip cases whose rows are already in --out's CSV files (same case and configuration)
+    #[arg(long)]
+    pub resume: bool,
+    /// Do not write samples.csv (every rank's time of every timed iteration; the
+    /// summary CSVs are unchanged) [config: [run] samples = false]
+    #[arg(long)]
+    pub no_samples: bool,
+    /// Run the e2e cases N times, round after round: each case's repeats spread over the
+    /// run, the report takes each case's median repeat and shows the spread [config: [run]
+    /// rounds] [default: 1, or the config's]
+    #[arg(long, value_name = "N")]
+    pub rounds: Option<usize>,
+    /// End the job when one case runs longer than SECONDS (finished rows are kept)
+    #[arg(long, allow_negative_numbers = true, value_name = "SECONDS", value_parser = parse_timeout)]
+    pub case_timeout: Option<f64>,
+    /// Run even if the estimated memory need exceeds this node's available memory
+    #[arg(long)]
+    pub skip_memory_check: bool,
+    /// Seconds a signalled rank may take to stop in an orderly way before it exits
+    /// [default: 20]
+    #[arg(
+        long,
+        hide = true,
+        allow_negative_numbers = true,
+        value_name = "SECONDS"
+    )]
+    pub stop_grace: Option<u32>,
+    /// Test hook: this rank corrupts one element of its result before --check
+    #[arg(long, hide = true, value_name = "RANK")]
+    pub inject_fault: Option<usize>,
+    /// Test hook: this rank moves one element of its micro result by one ulp before
+    /// --check (within every dense reference's tolerance: only cross-rank agreement sees it)
+    #[arg(long, hide = true, value_name = "RANK")]
+    pub inject_ulp_fault: Option<usize>,
+}
+
+/// Check the world size against `--expect-ranks` / the config, then `$SLURM_NTASKS`.
+pub fn check_world_size(expect_ranks: Option<usize>, world_size: usize) -> Result<()> {
+    if let Some(n) = expect_ranks {
+        if n != world_size {
+            return Err(Error::Input(format!(
+                "--expect-ranks {n}: the MPI world has {world_size} rank(s); launch with mpirun -np {n} (or srun -n {n}), or change --expect-ranks"
+            )));
+        }
+        return Ok(());
+    }
+    if let Ok(v) = std::env::var("SLURM_NTASKS") {
+        match v.trim().parse::<usize>() {
+            Ok(n) if n != world_size => {
+                return Err(Error::Input(format!(
+                    "SLURM_NTASKS={n} but the MPI world has {world_size} rank(s): the ranks did not join one job (with Open MPI use srun --mpi=pmix, or mpirun inside the allocation); pass --expect-ranks {world_size} to override"
+                )))
+            }
+            Ok(_) => {}
+            Err(_) => return Err(Error::Input(format!("SLURM_NTASKS='{v}' is not a number; unset it or pass --expect-ranks N"))),
+        }
+    }
+    Ok(())
+}
+
+/// `--case-timeout`: a positive, finite number of seconds.
+fn parse_timeout(s: &str) -> std::result::Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a positive number of seconds (e.g. 600)"
+        )),
+    }
+}
+
+/// Ranks sharing this node (from the launcher; the world size when unknown) and the
+/// node's available memory (/proc/meminfo MemAvailable; `None` when unreadable).
+pub fn node_memory(world_size: usize) -> (usize, Option<u64>) {
+    let here = [
+        "OMPI_COMM_WORLD_LOCAL_SIZE",
+        "MPI_LOCALNRANKS",
+        "SLURM_NTASKS_PER_NODE",
+    ]
+    .iter()
+    .find_map(|k| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+    })
+    .unwrap_or(world_size);
+    let avail = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("MemAvailable:"))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .map(|kib| kib * 1024)
+    });
+    (here, avail)
+}

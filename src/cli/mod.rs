@@ -1,0 +1,163 @@
+//! Command line (clap derive): the parser and its subcommands here; the flag groups
+//! several subcommands share in `groups` and `job`, each subcommand's own flags in
+//! its file, and the translation into a [`Config`](crate::config::Config) in `into_config`.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+mod bench;
+mod converge;
+mod groups;
+mod into_config;
+mod job;
+mod simulate;
+pub use bench::{CompressArgs, E2eArgs, MicroCommArgs};
+pub use converge::ConvergeArgs;
+pub use groups::{ParamArgs, PlacementArgs, ScheduleArgs, WorkloadArgs};
+pub use job::{check_world_size, node_memory, Common, JobFlags};
+pub use simulate::{SimulateArgs, MAX_SIM_WORLD_SIZE};
+
+const MAIN_EXAMPLES: &str = "Examples:
+  mpirun -np 4 gradcomp micro-comm --collectives allreduce,ring-allreduce --max-bytes 64MiB --check
+  mpirun -np 4 gradcomp run bench-configs/laptop.toml --out results/laptop
+  srun --mpi=pmix -n 16 gradcomp run bench-configs/ci.toml --expect-ranks 16";
+
+/// gradcomp: gradient-compression benchmarks for data-parallel SGD over MPI.
+///
+/// Run it under mpirun/srun; every rank runs the same command. Rank 0 prints a table,
+/// writes CSV files and run.json into the output directory.
+#[derive(Debug, Parser)]
+#[command(name = "gradcomp", version, after_help = MAIN_EXAMPLES, propagate_version = true)]
+struct Parsed {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The parsed command line: the subcommand, and the job flags of the subcommands that
+/// take them (defaults for the others), so `--help` of each subcommand lists only the
+/// flags it honours.
+#[derive(Debug)]
+pub struct Cli {
+    pub command: Command,
+    pub common: Common,
+}
+
+impl Cli {
+    pub fn try_parse() -> std::result::Result<Cli, clap::Error> {
+        let Parsed { command } = Parsed::try_parse()?;
+        let common = match &command {
+            Command::MicroComm(MicroCommArgs { common, .. })
+            | Command::MicroCompress(CompressArgs { common, .. })
+            | Command::Micro(CompressArgs { common, .. })
+            | Command::E2e(E2eArgs { common, .. })
+            | Command::Run { common, .. } => common.clone(),
+            Command::Converge(a) => Common {
+                job: a.job.clone(),
+                ..Common::default()
+            },
+            Command::Simulate(_) | Command::Fit { .. } | Command::Models { .. } => {
+                Common::default()
+            }
+        };
+        Ok(Cli { command, common })
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Collective micro-benchmarks over a sweep of message sizes (OSU / nccl-tests style)
+    #[command(after_help = "Example:
+  mpirun -np 4 gradcomp micro-comm --collectives allreduce,allgather,ring-allreduce,iallreduce-overlap \\
+      --min-bytes 4 --max-bytes 16MiB --check --out results/comm")]
+    MicroComm(MicroCommArgs),
+    /// Each method's compress / feedback / decompress kernels on every rank alone
+    #[command(after_help = "Examples:
+  gradcomp micro-compress --methods topk,dgc,signsgd,powersgd,acpsgd --shape 5057x5054 --density 0.001 --lowrank-rank 4
+  gradcomp micro-compress --methods topk,signsgd,powersgd,acpsgd --model resnet50   # every layer per step")]
+    MicroCompress(CompressArgs),
+    /// One tensor through compress -> collective -> decompress, per method, under MPI
+    #[command(after_help = "Example:
+  mpirun -np 4 gradcomp micro --methods ssgd,topk,signsgd,powersgd,marsit --shape 1024x1024 --check")]
+    Micro(CompressArgs),
+    /// One training iteration of a model: emulated backward, real compression, real MPI
+    #[command(after_help = "Example:
+  mpirun -np 4 gradcomp e2e --model resnet50 --methods ssgd,topk,powersgd,acpsgd \\
+      --fusion none,25MiB,single --pipelining off,on --device v100 --batch 64 --trace trace.json")]
+    E2e(E2eArgs),
+    /// What-if: the e2e schedule on a virtual clock with cost models (no MPI needed)
+    #[command(after_help = "Examples:
+  gradcomp simulate --model resnet50,bert-base --methods ssgd,topk,powersgd,acpsgd \\
+      --world-sizes 8,64,1024 --network 10gbe --fusion 25MiB --pipelining off,on --out results/sim
+  gradcomp simulate --fits results/run1 --compare results/run1/e2e.csv --out results/run1-sim")]
+    Simulate(SimulateArgs),
+    /// Fit alpha-beta and compression cost models from a results directory (writes fits.csv, fits.json)
+    #[command(after_help = "Example:
+  gradcomp fit results/20261122-120000")]
+    Fit {
+        /// A results directory with micro_comm.csv and/or micro_compress.csv
+        dir: PathBuf,
+    },
+    /// List the model zoo, or print one model's layers
+    #[command(after_help = "Examples:
+  gradcomp models
+  gradcomp models resnet50")]
+    Models {
+        /// Model to print layer by layer (registration and backward order)
+        name: Option<String>,
+    },
+    /// Train a real MLP under MPI with every method; loss curves beside the timings
+    #[command(after_help = "Example:
+  mpirun -np 2 gradcomp converge --methods ssgd,topk,powersgd,acpsgd --steps 200 --batch 32 \\
+      --lr 0.05 --seed 1 --out results/converge")]
+    Converge(ConvergeArgs),
+    /// Run every section of a bench config (TOML)
+    #[command(after_help = "Example:
+  mpirun --oversubscribe -np 4 gradcomp run bench-configs/laptop.toml --out results/laptop")]
+    Run {
+        /// Bench config file (TOML; see bench-configs/)
+        config: PathBuf,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::error::ErrorKind;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Parsed, clap::Error> {
+        Parsed::try_parse_from(std::iter::once("gradcomp").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_command_definition_is_consistent() {
+        Parsed::command().debug_assert();
+    }
+
+    /// The shared workload group is required by e2e, and by simulate unless --compare.
+    #[test]
+    fn each_command_sets_whether_models_and_methods_are_required() {
+        let missing = |args: &[&str]| parse(args).unwrap_err().kind();
+        assert_eq!(
+            missing(&["e2e", "--methods", "topk"]),
+            ErrorKind::MissingRequiredArgument
+        );
+        assert_eq!(
+            missing(&["e2e", "--model", "resnet20"]),
+            ErrorKind::MissingRequiredArgument
+        );
+        assert_eq!(
+            missing(&["simulate", "--model", "resnet20"]),
+            ErrorKind::MissingRequiredArgument
+        );
+        for ok in [
+            &["e2e", "--model", "resnet20", "--methods", "topk"][..],
+            &["simulate", "--model", "resnet20", "--methods", "topk"],
+            &["simulate", "--compare", "e2e.csv"],
+        ] {
+            assert!(parse(ok).is_ok(), "{ok:?}");
+        }
+    }
+}

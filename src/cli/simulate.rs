@@ -1,0 +1,163 @@
+//! `gradcomp simulate`: its flags and their validation into a
+//! [`SimulateRequest`](crate::sim::run::SimulateRequest).
+
+use super::groups::e2e_section;
+use super::{ParamArgs, PlacementArgs, ScheduleArgs, WorkloadArgs};
+use crate::config::{self, Origin};
+use crate::error::{Error, Result};
+use clap::Args;
+use std::path::PathBuf;
+
+/// Largest simulated world size: the cost models are fitted on clusters of up to a few
+/// thousand ranks, and beyond this the simulated times are meaningless.
+pub const MAX_SIM_WORLD_SIZE: usize = 1 << 20;
+
+/// The simulator's flags.
+#[derive(Debug, Args)]
+#[command(
+    mut_arg("models", |a| a.required_unless_present("compare")),
+    mut_arg("methods", |a| a.required_unless_present("compare"))
+)]
+pub struct SimulateArgs {
+    /// Output directory (created if missing) [default: results/sim-<UTC timestamp>]
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// Simulated world sizes, comma-separated (e.g. 8,64,1024)
+    #[arg(
+        long,
+        value_delimiter = ',',
+        allow_hyphen_values = true,
+        value_name = "LIST",
+        default_value = "8"
+    )]
+    pub world_sizes: Vec<usize>,
+    #[command(flatten)]
+    pub schedule: ScheduleArgs,
+    /// Network preset: 1gbe, 10gbe, 25gbe, 100gb-ib [default: 10gbe, or fitted with --fits]
+    #[arg(long, value_name = "PRESET")]
+    pub network: Option<String>,
+    /// Fit collective and compression costs from this results directory (micro_comm.csv, micro_compress.csv)
+    #[arg(long, value_name = "DIR")]
+    pub fits: Option<PathBuf>,
+    /// Ranks per node sharing one NIC (the network's link); must divide every world size [default: 1, the flat network; with --compare and --network the run's own]
+    #[arg(long, allow_negative_numbers = true, value_name = "G")]
+    pub ranks_per_node: Option<usize>,
+    /// Link between a node's ranks with --ranks-per-node above 1: pcie3, nvlink, or ALPHA_US:GBPS (e.g. 3:20) [default: pcie3]
+    #[arg(long, value_name = "LINK")]
+    pub intra_link: Option<String>,
+    /// Simulate every case of this measured e2e.csv and compare iter_s (fails beyond --tolerance)
+    #[arg(long, value_name = "E2E_CSV")]
+    pub compare: Option<PathBuf>,
+    /// Largest accepted |simulated/measured - 1| with --compare
+    #[arg(
+        long,
+        default_value = "0.15",
+        allow_negative_numbers = true,
+        value_name = "X"
+    )]
+    pub tolerance: f64,
+    #[command(flatten)]
+    pub placement: PlacementArgs,
+    #[command(flatten)]
+    pub params: ParamArgs,
+}
+
+impl SimulateArgs {
+    /// Validate the flags (the same rules as e2e for the shared axes).
+    pub fn request(
+        &self,
+        out: Option<&std::path::Path>,
+    ) -> Result<crate::sim::run::SimulateRequest> {
+        let mut workload = self.workload.clone();
+        if self.compare.is_some() && workload.models.is_empty() {
+            workload.models = vec!["resnet20".into()];
+        }
+        if self.compare.is_some() && workload.methods.is_empty() {
+            workload.methods = vec!["ssgd".into()];
+        }
+        let spec = e2e_section(&workload, &self.schedule, &self.placement, &self.params)?
+            .validate(&Origin::Cli)?;
+        if self.world_sizes.is_empty() || self.world_sizes.contains(&0) {
+            return Err(Error::Input(
+                "--world-sizes: give world sizes >= 1, e.g. 8,64,1024".into(),
+            ));
+        }
+        if let Some(n) = self.world_sizes.iter().find(|&&n| n > MAX_SIM_WORLD_SIZE) {
+            return Err(Error::Input(format!(
+                "--world-sizes: {n} ranks is beyond what the simulator models; give at most {MAX_SIM_WORLD_SIZE}"
+            )));
+        }
+        if let Some(n) = &self.network {
+            if crate::sim::network::Link::preset(n).is_none() {
+                return Err(Error::Input(format!(
+                    "--network: unknown preset '{n}'; allowed: {}",
+                    crate::sim::network::PRESETS
+                        .iter()
+                        .map(|p| p.0)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        }
+        if let Some(g) = self.ranks_per_node {
+            if g == 0 {
+                return Err(Error::Input(
+                    "--ranks-per-node: 0 ranks per node; give at least 1 (1: one rank per node, the flat network)".into(),
+                ));
+            }
+            if self.compare.is_none() {
+                if let Some(n) = self.world_sizes.iter().find(|&&n| n % g != 0) {
+                    return Err(Error::Input(format!(
+                        "--ranks-per-node: {g} does not divide the world size {n} (--world-sizes); give a count that divides every world size, or world sizes that are multiples of {g}"
+                    )));
+                }
+            }
+        }
+        let intra_link = match &self.intra_link {
+            Some(l) => crate::sim::topology::IntraLink::parse(l)
+                .map_err(|e| Error::Input(format!("--intra-link: {e}")))?,
+            None => crate::sim::topology::IntraLink::default(),
+        };
+        let flat = match self.ranks_per_node {
+            Some(g) => g == 1,
+            None => self.compare.is_none(),
+        };
+        if self.intra_link.is_some() && flat {
+            config::warn(
+                "--intra-link has no effect with one rank per node; give --ranks-per-node G above 1".into(),
+            );
+        }
+        if !(self.tolerance.is_finite() && self.tolerance > 0.0) {
+            return Err(Error::Input(format!(
+                "--tolerance: {} is not a positive number (e.g. 0.15)",
+                self.tolerance
+            )));
+        }
+        let (_, stamp) = crate::units::utc_now();
+        Ok(crate::sim::run::SimulateRequest {
+            models: spec.models,
+            methods: spec.methods,
+            fusion: spec.fusion,
+            pipelining: spec.pipelining,
+            collectives: spec.collectives,
+            world_sizes: self.world_sizes.clone(),
+            batch: spec.batch,
+            device: spec.device,
+            params: spec.params,
+            compress_on: spec.compress_on,
+            compress_device: spec.compress_device,
+            compress_profile: spec.compress_profile,
+            network: self.network.clone(),
+            fits: self.fits.clone(),
+            compare: self.compare.clone(),
+            tolerance: self.tolerance,
+            ranks_per_node: self.ranks_per_node,
+            intra_link,
+            out: out
+                .map(|p| p.to_path_buf())
+                .unwrap_or_else(|| PathBuf::from("results").join(format!("sim-{stamp}"))),
+        })
+    }
+}
