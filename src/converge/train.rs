@@ -128,7 +128,9 @@ impl Sync {
             params: &c.params,
             seed,
             fusion: c.fusion,
-            pipelining: false,
+            // The planners plan for wait-free backprop, the papers' schedule; the
+            // executor below runs without a clock (pipelining only orders the ops).
+            pipelining: true,
             collective: c.collective,
             compute: crate::engine::device::ComputeMode::None,
             merge: c.merge(),

@@ -489,7 +489,8 @@ fn plan_with_costs(
         let calls = if merge { 1 } else { k };
         calls as f64 * fixed_s + per_element_s * e as f64
     };
-    Ok(planner::choose(kind, bwd_times, &p, &t_s, &t_c))
+    let t_b = planner::planning_backward(bwd_times, s.pipelining);
+    Ok(planner::choose(kind, &t_b, &p, &t_s, &t_c))
 }
 
 /// Planner costs measured now (see [`plan_with_costs`]): the exchange's fit (from

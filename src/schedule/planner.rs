@@ -108,6 +108,20 @@ fn backward_ends(t_b: &[f64]) -> Vec<f64> {
         .collect()
 }
 
+/// The backward times a planner models for a schedule: `t_b` itself with pipelining
+/// (wait-free backprop: a group is ready when its last layer's backward ends), else every
+/// group ready when the whole backward ends (`[sum, 0, ..., 0]`): without pipelining the
+/// engine starts the first exchange after backward, and a plan should be chosen, and its
+/// time predicted, for that schedule.
+pub fn planning_backward(t_b: &[f64], pipelining: bool) -> Vec<f64> {
+    if pipelining || t_b.is_empty() {
+        return t_b.to_vec();
+    }
+    let mut t = vec![0.0; t_b.len()];
+    t[0] = t_b.iter().sum();
+    t
+}
+
 fn group_elems(p: &[usize], g: &[usize]) -> usize {
     g.iter().map(|&i| p[i]).sum()
 }

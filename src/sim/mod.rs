@@ -450,7 +450,8 @@ pub fn simulate_with(
                             + mc.feedback.per_element_s
                             + mc.decompress.per_element_s * gather_scale(n, e, words)))
             };
-            let c = planner::choose(kind, &bwd_times, &numel, &t_s, &t_c);
+            let t_b = planner::planning_backward(&bwd_times, case.pipelining);
+            let c = planner::choose(kind, &t_b, &numel, &t_s, &t_c);
             plan_source = Some(crate::engine::plan_source_of(kind, &c));
             (vec![c.groups], Some(c.predicted_s))
         }
