@@ -129,7 +129,11 @@ fn pipelining_hides_communication_and_never_loses() {
                 off.iter_s
             );
             assert!(on.iter_s >= on.fwd_s + on.bwd_s);
-            assert_eq!(on.wire_bytes, off.wire_bytes);
+            // A planner plans each schedule for itself (the buckets, and so a variable
+            // wire's trailers, may differ); a fixed plan sends the same bytes.
+            if !matches!(fusion, Fusion::Planner(_)) {
+                assert_eq!(on.wire_bytes, off.wire_bytes);
+            }
             assert!(on.wire_bytes > 0);
         }
     }
