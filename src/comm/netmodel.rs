@@ -52,20 +52,9 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 #[derive(Debug, Error)]
 pub enum NetModelError {
-    #[error("cannot read {path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("{path}: malformed CSV: {source}")]
-    Csv { path: String, source: csv::Error },
-    #[error("{path}: missing column `{column}` (the header has: {header}); {fix}")]
-    MissingColumn {
-        path: String,
-        column: String,
-        header: String,
-        fix: String,
-    },
+    /// micro_comm.csv is missing, malformed or lacks a column ([`crate::record::CsvFile`]).
+    #[error(transparent)]
+    Read(#[from] crate::record::ReadError),
     #[error("{path} line {line}: schema_version is `{found}`, this build reads version {expected}; regenerate the file with this gradcomp (`gradcomp micro-comm` / `micro-compress`)")]
     SchemaVersion {
         path: String,

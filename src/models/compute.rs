@@ -234,6 +234,9 @@ pub fn read_profile(path: impl AsRef<Path>, model: &Model) -> Result<Profile, Mo
         path: shown.clone(),
         source: e,
     })?;
+    // Its own reader, not record::CsvFile: a profile is written by hand or by another
+    // tool, so it allows `#` comments and padded cells, refuses unknown columns, and
+    // names the line of every error; gradcomp's own CSVs need none of that.
     let mut rdr = csv::ReaderBuilder::new()
         .comment(Some(b'#'))
         .trim(csv::Trim::All)

@@ -3,6 +3,9 @@
 
 pub mod meta;
 pub mod samples;
+mod table;
+
+pub use table::{display, require_in, write_all, CsvFile, Existing, ReadError};
 
 use crate::error::{Error, Result};
 use serde::Serialize;
@@ -41,6 +44,17 @@ impl CsvSink {
                 Error::io(path, e)
             }
         })?;
+        Ok(CsvSink {
+            path: path.to_path_buf(),
+            writer: csv::Writer::from_writer(file),
+            header: None,
+            committed_bytes: 0,
+        })
+    }
+
+    /// Create or truncate `path` (a file derived again on every run, [`write_all`]).
+    pub fn replace(path: &Path) -> Result<CsvSink> {
+        let file = File::create(path).map_err(|e| Error::io(path, e))?;
         Ok(CsvSink {
             path: path.to_path_buf(),
             writer: csv::Writer::from_writer(file),
@@ -139,6 +153,14 @@ impl CsvSink {
             self.writer.serialize(row).map_err(|e| self.row_error(e))?;
         }
         self.sync()
+    }
+
+    /// Write `cols` as the header of a new file with no rows yet (checked against a
+    /// resumed file's), flush and sync.
+    pub fn write_header(&mut self, cols: &[String]) -> Result<()> {
+        let cols: Vec<&str> = cols.iter().map(String::as_str).collect();
+        let res = self.header_inner(&cols).and_then(|_| self.sync());
+        self.rollback_on_error(res)
     }
 
     /// The header found when resuming, to compare against the rows written now.
@@ -247,11 +269,22 @@ impl CsvSink {
         res
     }
 
+    /// A failed write is an [`Error::Io`] naming the file (`cannot write PATH: ...`,
+    /// exit 1); anything else a row could not become is a [`Error::Runtime`].
     fn row_error(&self, e: csv::Error) -> Error {
-        Error::Runtime(format!(
-            "cannot write a row to {}: {e}",
-            self.path.display()
-        ))
+        if !e.is_io_error() {
+            return Error::Runtime(format!(
+                "cannot write a row to {}: {e}",
+                self.path.display()
+            ));
+        }
+        match e.into_kind() {
+            csv::ErrorKind::Io(cause) => Error::io(&self.path, cause),
+            kind => Error::Runtime(format!(
+                "cannot write a row to {}: {kind:?}",
+                self.path.display()
+            )),
+        }
     }
 
     fn sync(&mut self) -> Result<()> {

@@ -36,7 +36,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// One fitted linear model with its fit error.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct FitRow {
     pub kind: &'static str,
     pub name: String,
@@ -122,11 +122,7 @@ pub fn fit_results(dir: &Path) -> Result<FitReport> {
         path: p.display().to_string(),
         msg: e.to_string(),
     };
-    let mut w = csv::Writer::from_path(&csv_path).map_err(|e| werr(&csv_path, &e))?;
-    for r in &rep.rows {
-        w.serialize(r).map_err(|e| werr(&csv_path, &e))?;
-    }
-    w.flush().map_err(|e| werr(&csv_path, &e))?;
+    crate::record::write_all(&csv_path, &rep.rows, crate::record::Existing::Replace)?;
     let json_path = dir.join("fits.json");
     let json = serde_json::json!({
         "comm_source": rep.comm_source,
@@ -228,9 +224,12 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
         path: p.clone(),
         msg,
     };
-    let (mut rdr, header) = super::open_csv(path)?;
+    let mut f = crate::record::CsvFile::open(path)?;
     let col = |name: &str| {
-        header.iter().position(|h| h == name).ok_or_else(|| rerr(format!("missing column `{name}`; expected micro_compress.csv as written by `gradcomp micro-compress` (docs/csv-schema.md)")))
+        f.require(
+            name,
+            "expected micro_compress.csv as written by `gradcomp micro-compress` (docs/csv-schema.md)",
+        )
     };
     let (c_ver, c_m, c_numel, c_comp, c_fb, c_dec) = (
         col("schema_version")?,
@@ -241,14 +240,14 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
         col("decompress_s")?,
     );
     // Absent in files written before model rows existed: every row is one tensor.
-    let c_tensors = header.iter().position(|h| h == "tensors");
+    let c_tensors = f.column("tensors");
     const PHASES: [&str; 3] = ["compress", "feedback", "decompress"];
     let mut groups: BTreeMap<String, [Vec<(f64, f64)>; 3]> = BTreeMap::new();
     // Model rows: (tensors, numel, seconds) per method and phase.
     type ModelPoints = [Vec<(f64, f64, f64)>; 3];
     let mut model_rows: BTreeMap<String, ModelPoints> = BTreeMap::new();
-    for (i, rec) in rdr.records().enumerate() {
-        let rec = rec.map_err(|e| rerr(e.to_string()))?;
+    for (i, rec) in f.reader.records().enumerate() {
+        let rec = rec.map_err(|e| crate::record::CsvFile::malformed(&p, e))?;
         let line = i + 2;
         let get = |c: usize| rec.get(c).unwrap_or("").trim();
         if get(c_ver) != crate::comm::netmodel::SCHEMA_VERSION.to_string() {

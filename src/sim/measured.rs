@@ -150,14 +150,12 @@ pub fn e2e_rows(path: &std::path::Path) -> Result<Vec<E2eRow>> {
         path: p.clone(),
         msg,
     };
-    let (mut rdr, header) = super::open_csv(path)?;
-    let pos = |name: &str| header.iter().position(|h| h == name);
+    let f = crate::record::CsvFile::open(path)?;
     let need = |name: &str| {
-        pos(name).ok_or_else(|| {
-            rerr(format!(
-                "missing column `{name}` (expected e2e.csv, docs/csv-schema.md)"
-            ))
-        })
+        f.require(
+            name,
+            "expected e2e.csv as written by `gradcomp e2e` (docs/csv-schema.md)",
+        )
     };
     let (c_model, c_method, c_fusion, c_pipe, c_coll, c_agg, c_n, c_batch, c_dev) = (
         need("model")?,
@@ -170,12 +168,16 @@ pub fn e2e_rows(path: &std::path::Path) -> Result<Vec<E2eRow>> {
         need("batch")?,
         need("device")?,
     );
+    let (c_fwd, c_iter) = (need("fwd_s")?, need("iter_s")?);
+    let crate::record::CsvFile {
+        header, mut reader, ..
+    } = f;
+    let pos = |name: &str| header.iter().position(|h| h == name);
     let c_compute = pos("compute");
     let c_rpn = pos("ranks_per_node");
-    let (c_fwd, c_iter) = (need("fwd_s")?, need("iter_s")?);
     let mut out = Vec::new();
-    for (i, rec) in rdr.records().enumerate() {
-        let rec = rec.map_err(|e| rerr(e.to_string()))?;
+    for (i, rec) in reader.records().enumerate() {
+        let rec = rec.map_err(|e| crate::record::CsvFile::malformed(&p, e))?;
         let line = i + 2;
         let g = |c: usize| rec.get(c).unwrap_or("").trim().to_string();
         let bad =

@@ -43,7 +43,7 @@ mod wire;
 
 use clock::{simulate_clock, unit_device_s, Unit};
 pub use costs::{reference_source, CostModel, MethodCosts, REFERENCE_COSTS};
-pub use row::{write_rows, SimRow};
+pub use row::SimRow;
 use wire::{PhaseWire, WireOracle};
 pub use wire::{WireCache, LARGE_1D};
 
@@ -75,6 +75,14 @@ pub enum SimError {
     /// Writing a result file failed mid-run (a full disk): a failed run, not bad input.
     #[error("cannot write {path}: {msg}")]
     Write { path: String, msg: String },
+    /// A result file written through record/ ([`crate::record::write_all`]): a failed
+    /// write (exit 1), or a results file that exists (exit 2).
+    #[error(transparent)]
+    Record(#[from] crate::error::Error),
+    /// One of gradcomp's CSVs (e2e.csv, micro_compress.csv) is missing, malformed or
+    /// lacks a column ([`crate::record::CsvFile`]).
+    #[error(transparent)]
+    Csv(#[from] crate::record::ReadError),
 }
 
 impl SimError {
@@ -83,10 +91,12 @@ impl SimError {
     pub fn exit_code(&self) -> u8 {
         match self {
             SimError::Write { .. } => crate::error::EXIT_FAILURE,
+            SimError::Record(e) => e.exit_code(),
             SimError::Input(_)
             | SimError::Method { .. }
             | SimError::Net(_)
-            | SimError::Read { .. } => crate::error::EXIT_USAGE,
+            | SimError::Read { .. }
+            | SimError::Csv(_) => crate::error::EXIT_USAGE,
         }
     }
 }
@@ -250,24 +260,6 @@ pub(crate) fn merr(case: &SimCase, e: impl std::fmt::Display) -> SimError {
         method: case.method.clone(),
         msg: e.to_string(),
     }
-}
-
-/// A CSV opened for reading, with its header trimmed; errors name the file.
-pub(crate) fn open_csv(
-    path: &std::path::Path,
-) -> Result<(csv::Reader<std::fs::File>, Vec<String>)> {
-    let rerr = |e: csv::Error| SimError::Read {
-        path: path.display().to_string(),
-        msg: e.to_string(),
-    };
-    let mut rdr = csv::Reader::from_path(path).map_err(rerr)?;
-    let header = rdr
-        .headers()
-        .map_err(rerr)?
-        .iter()
-        .map(|h| h.trim().to_string())
-        .collect();
-    Ok((rdr, header))
 }
 
 /// The networks a case's exchanges are priced on.

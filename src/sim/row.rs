@@ -1,10 +1,10 @@
-//! sim.csv rows ([`SimRow`]) and their writer.
+//! sim.csv rows ([`SimRow`]), written by [`crate::record::write_all`].
 
-use super::{CostModel, Result, SimCase, SimError, SimResult};
+use super::{CostModel, SimCase, SimResult};
 
 /// One sim.csv row: e2e.csv's columns where they mean the same, plus `source` and
-/// `cost_source`. Written by [`write_rows`].
-#[derive(Clone, Debug, serde::Serialize)]
+/// `cost_source`. Written by `sim::run::run` through [`crate::record::write_all`].
+#[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct SimRow {
     pub schema_version: u32,
     pub source: &'static str,
@@ -92,29 +92,4 @@ impl SimRow {
             },
         }
     }
-}
-
-/// Write `rows` to `path` (a new sim.csv with header, or appended without one).
-pub fn write_rows(path: &std::path::Path, rows: &[SimRow]) -> Result<()> {
-    let werr = |e: &dyn std::fmt::Display| SimError::Write {
-        path: path.display().to_string(),
-        msg: e.to_string(),
-    };
-    let exists = path.exists()
-        && std::fs::metadata(path)
-            .map(|m| m.len() > 0)
-            .unwrap_or(false);
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| werr(&e))?;
-    let mut w = csv::WriterBuilder::new()
-        .has_headers(!exists)
-        .from_writer(f);
-    for r in rows {
-        w.serialize(r).map_err(|e| werr(&e))?;
-    }
-    w.flush().map_err(|e| werr(&e))?;
-    Ok(())
 }

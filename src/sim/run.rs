@@ -3,12 +3,13 @@
 
 use super::topology::IntraLink;
 use super::{
-    compare, fit, measured_cases, simulate_with, write_rows, CostModel, Result, SimCase, SimError,
-    SimRow, SimWorkload, WireCache,
+    compare, fit, measured_cases, simulate_with, CostModel, Result, SimCase, SimError, SimRow,
+    SimWorkload, WireCache,
 };
 use crate::comm::exchange::CollectiveMode;
 use crate::compress::MethodParams;
 use crate::devcost::profile::CompressProfile;
+use crate::record::Existing;
 use crate::schedule::plan::Fusion;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -130,6 +131,26 @@ pub fn ranks_per_node_for(
     }
 }
 
+/// One sim_vs_measured.csv row (docs/csv-schema.md): a measured case and its simulated
+/// iteration. Times in their `Display` form, as this file has always had them.
+#[derive(Default, serde::Serialize)]
+struct VsMeasuredRow {
+    schema_version: u32,
+    case: String,
+    method: String,
+    world_size: usize,
+    #[serde(serialize_with = "crate::record::display")]
+    measured_iter_s: f64,
+    #[serde(serialize_with = "crate::record::display")]
+    simulated_iter_s: f64,
+    #[serde(serialize_with = "crate::record::display")]
+    rel_err: f64,
+    #[serde(serialize_with = "crate::record::display")]
+    tolerance: f64,
+    /// `calibration`: the row calibrated the host latencies at its size; `validation`.
+    role: &'static str,
+}
+
 /// Run the simulator: the cartesian product of the axes, or the cases of a measured
 /// e2e.csv (`--compare`), writing `OUT/sim.csv` (source=simulated) and, when comparing,
 /// `OUT/sim_vs_measured.csv`.
@@ -220,31 +241,11 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
             }
         }
     }
-    write_rows(&sim_csv, &rows)?;
+    crate::record::write_all(&sim_csv, &rows, Existing::Refuse)?;
     let mut outside = Vec::new();
     if let Some(measured) = &measured {
         let cmp = compare(measured, &rows)?;
-        let path = req.out.join("sim_vs_measured.csv");
-        let mut w = csv::Writer::from_path(&path).map_err(|e| SimError::Write {
-            path: path.display().to_string(),
-            msg: e.to_string(),
-        })?;
-        let werr = |e: &dyn std::fmt::Display| SimError::Write {
-            path: path.display().to_string(),
-            msg: e.to_string(),
-        };
-        w.write_record([
-            "schema_version",
-            "case",
-            "method",
-            "world_size",
-            "measured_iter_s",
-            "simulated_iter_s",
-            "rel_err",
-            "tolerance",
-            "role",
-        ])
-        .map_err(|e| werr(&e))?;
+        let mut out = Vec::with_capacity(cmp.len());
         for c in &cmp {
             // These rows calibrated the host latencies at this size (sim/host.rs).
             let calibrated = req.network.is_none()
@@ -254,23 +255,21 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
                     .as_ref()
                     .and_then(|r| r.host.get(&c.world_size))
                     .is_some_and(|h| h.points > 0);
-            let role = if calibrated {
-                "calibration"
-            } else {
-                "validation"
-            };
-            w.write_record([
-                crate::record::SCHEMA_VERSION.to_string(),
-                c.key.clone(),
-                c.method.clone(),
-                c.world_size.to_string(),
-                c.measured_s.to_string(),
-                c.simulated_s.to_string(),
-                c.rel_err.to_string(),
-                req.tolerance.to_string(),
-                role.to_string(),
-            ])
-            .map_err(|e| werr(&e))?;
+            out.push(VsMeasuredRow {
+                schema_version: crate::record::SCHEMA_VERSION,
+                case: c.key.clone(),
+                method: c.method.clone(),
+                world_size: c.world_size,
+                measured_iter_s: c.measured_s,
+                simulated_iter_s: c.simulated_s,
+                rel_err: c.rel_err,
+                tolerance: req.tolerance,
+                role: if calibrated {
+                    "calibration"
+                } else {
+                    "validation"
+                },
+            });
             println!(
                 "{:<70} measured {:>10.3} ms  simulated {:>10.3} ms  {:+6.1}%{}",
                 c.key,
@@ -283,7 +282,8 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
                 outside.push(format!("{} ({:+.1}%)", c.key, c.rel_err * 100.0));
             }
         }
-        w.flush().map_err(|e| werr(&e))?;
+        let path = req.out.join("sim_vs_measured.csv");
+        crate::record::write_all(&path, &out, Existing::Replace)?;
     }
     Ok(SimulateOutcome {
         sim_csv,

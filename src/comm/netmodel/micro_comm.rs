@@ -1,10 +1,11 @@
 //! [`CommModels`]: a [`CommFit`] per (collective, world size), fitted from
-//! micro_comm.csv, and the CSV reader that checks each row's schema version.
+//! micro_comm.csv, read through [`CsvFile`] with each row's schema version checked.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use super::{AlphaBeta, CommFit, FitQuality, NetModelError, SCHEMA_VERSION};
+use crate::record::{require_in, CsvFile};
 
 /// Collective cost models ([`CommFit`]: one or two alpha-beta regimes) per (collective,
 /// world size), e.g. `("allreduce", 8)`. Sizes are **bytes per rank** (micro_comm.csv's
@@ -104,7 +105,7 @@ impl CommModels {
     }
 }
 
-/// A CSV file read whole, with `schema_version` checked on every row.
+/// A CSV file read whole ([`CsvFile`]), with `schema_version` checked on every row.
 struct Table {
     path: String,
     header: Vec<String>,
@@ -118,53 +119,35 @@ struct Row {
 
 impl Table {
     fn open(path: &Path) -> Result<Table, NetModelError> {
-        let p = path.display().to_string();
-        let file = std::fs::File::open(path).map_err(|source| NetModelError::Io {
-            path: p.clone(),
-            source,
-        })?;
-        let mut rdr = csv::ReaderBuilder::new()
-            .has_headers(true)
-            .from_reader(file);
-        let header: Vec<String> = rdr
-            .headers()
-            .map_err(|source| NetModelError::Csv {
-                path: p.clone(),
-                source,
-            })?
-            .iter()
-            .map(|h| h.trim().to_string())
-            .collect();
-        let mut t = Table {
-            path: p.clone(),
-            header,
-            rows: Vec::new(),
-        };
-        let c_ver = t.col(
+        let f = CsvFile::open(path)?;
+        let c_ver = f.require(
             "schema_version",
             "the file is not a gradcomp CSV, or predates schema versions; regenerate it",
         )?;
-        for rec in rdr.records() {
-            let rec = rec.map_err(|source| NetModelError::Csv {
-                path: p.clone(),
-                source,
-            })?;
+        let CsvFile {
+            path,
+            header,
+            mut reader,
+        } = f;
+        let mut rows = Vec::new();
+        for rec in reader.records() {
+            let rec = rec.map_err(|e| CsvFile::malformed(&path, e))?;
             let line = rec.position().map(|q| q.line()).unwrap_or(0);
             let v = rec.get(c_ver).unwrap_or("").trim();
             if v.parse::<u32>().ok() != Some(SCHEMA_VERSION) {
                 return Err(NetModelError::SchemaVersion {
-                    path: p,
+                    path,
                     line,
                     found: v.to_string(),
                     expected: SCHEMA_VERSION,
                 });
             }
-            t.rows.push(Row { line, rec });
+            rows.push(Row { line, rec });
         }
-        if t.rows.is_empty() {
-            return Err(NetModelError::Empty { path: p });
+        if rows.is_empty() {
+            return Err(NetModelError::Empty { path });
         }
-        Ok(t)
+        Ok(Table { path, header, rows })
     }
 
     fn opt_col(&self, name: &str) -> Option<usize> {
@@ -172,13 +155,7 @@ impl Table {
     }
 
     fn col(&self, name: &str, fix: &str) -> Result<usize, NetModelError> {
-        self.opt_col(name)
-            .ok_or_else(|| NetModelError::MissingColumn {
-                path: self.path.clone(),
-                column: name.to_string(),
-                header: self.header.join(","),
-                fix: fix.to_string(),
-            })
+        Ok(require_in(&self.path, &self.header, name, fix)?)
     }
 }
 

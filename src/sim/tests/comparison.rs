@@ -35,11 +35,19 @@ fn rows_and_comparison() {
         "one row per case"
     );
     let sim = d.join("sim.csv");
-    write_rows(&sim, std::slice::from_ref(&row)).unwrap();
-    write_rows(&sim, &[row]).unwrap();
+    let write = |rows: &[SimRow]| {
+        crate::record::write_all(&sim, rows, crate::record::Existing::Refuse)
+            .map_err(SimError::from)
+    };
+    write(&[row.clone(), row.clone()]).unwrap();
     let text = std::fs::read_to_string(&sim).unwrap();
     assert_eq!(text.lines().count(), 3);
     assert!(text.starts_with("schema_version,source,"));
+    // sim.csv is a results file: never overwritten (exit 2), left as it was.
+    let e = write(&[row]).unwrap_err();
+    assert_eq!(e.exit_code(), crate::error::EXIT_USAGE, "{e}");
+    assert!(e.to_string().contains("already exists"), "{e}");
+    assert_eq!(std::fs::read_to_string(&sim).unwrap(), text);
     let _ = std::fs::remove_dir_all(&d);
 }
 
