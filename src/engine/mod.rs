@@ -603,7 +603,7 @@ fn calibrate(
 }
 
 /// The cost of the exchange a method uses, measured now: messages from 4 KiB up to
-/// `max_words` words (at least 4 MiB, at most 64 MiB, and for gathers at most 256 MiB
+/// `max_words` words (at least 4 MiB, at most 256 MiB, and for gathers at most 256 MiB
 /// received by a rank) in steps of 4x, median of 5 after
 /// one warm-up (of 3 above 4 MiB), max over ranks; one alpha-beta line or two regimes
 /// ([`CommFit::fit`](crate::comm::netmodel::CommFit::fit)): a shared-memory or shaped
@@ -665,14 +665,16 @@ fn calibrate_comm(
         .map_err(|e| Error::Runtime(format!("calibrating the collective: {e}")))
 }
 
-/// Message sizes (words) of [`calibrate_comm`]: 4 KiB times powers of 4 up to the first
-/// size at or above `max_words`, from at least 4 MiB to at most 64 MiB.
+/// Message sizes (words) of [`calibrate_comm`]: 4 KiB times powers of 4 below `top`,
+/// then `top` itself: `max_words` clamped to 4 MiB..256 MiB (a message beyond the cache
+/// costs more per byte than one in it, so the largest a plan sends is measured).
 fn calibration_sizes_words(max_words: usize) -> Vec<usize> {
-    let top = max_words.clamp(1 << 20, 1 << 24);
+    let top = max_words.clamp(1 << 20, 1 << 26);
     let mut sizes = vec![1usize << 10];
-    while *sizes.last().unwrap_or(&top) < top {
-        sizes.push(sizes.last().unwrap_or(&top) * 4);
+    while sizes.last().is_some_and(|&s| s * 4 < top) {
+        sizes.push(sizes.last().map_or(top, |&s| s * 4));
     }
+    sizes.push(top);
     sizes
 }
 
@@ -681,16 +683,19 @@ mod calibration_tests {
     use super::calibration_sizes_words;
 
     /// The calibration reaches the largest message a plan sends (ResNet-50's 25.6 M
-    /// gradient words in one S-SGD bucket is capped at 64 MiB), never below 4 MiB, in
-    /// steps of 4 from 4 KiB: enough sizes on each side for a two-regime fit.
+    /// gradient words in one S-SGD bucket; at most 256 MiB), never below 4 MiB, in steps
+    /// of 4 from 4 KiB: enough sizes on each side for a two-regime fit.
     #[test]
     fn calibration_sizes_span_the_plans_messages() {
         let s = calibration_sizes_words(25_557_032);
         assert_eq!(s.first(), Some(&(1 << 10)));
-        assert_eq!(s.last(), Some(&(1 << 24)));
-        assert!(s.windows(2).all(|w| w[1] == 4 * w[0]));
+        assert_eq!(s.last(), Some(&25_557_032));
+        assert!(s[..s.len() - 1].windows(2).all(|w| w[1] == 4 * w[0]));
+        assert_eq!(s[s.len() - 2], 1 << 24);
         assert_eq!(calibration_sizes_words(10).last(), Some(&(1 << 20)));
-        assert_eq!(calibration_sizes_words(3 << 20).last(), Some(&(1 << 22)));
+        assert_eq!(calibration_sizes_words(1 << 20).len(), 6);
+        assert_eq!(calibration_sizes_words(3 << 20).last(), Some(&(3 << 20)));
+        assert_eq!(calibration_sizes_words(1 << 30).last(), Some(&(1 << 26)));
         assert!(calibration_sizes_words(0).len() >= 6);
     }
 }
