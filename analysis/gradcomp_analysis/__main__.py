@@ -12,10 +12,15 @@ from .compare import compare
 from .report import write_report
 
 
+def check_tolerance(tolerance: float, example: float) -> None:
+    """Refuse a --tolerance that is not a fraction (0 < x < 10), naming an EXAMPLE."""
+    if not 0 < tolerance < 10:
+        raise ReportError(f"--tolerance {tolerance}: give a fraction such as {example:.2f} ({example * 100:g}%)")
+
+
 def planner_accuracy_check(run: str, tolerance: float) -> int:
     """Print the planner accuracy table of RUN/e2e.csv; 0 when every case is within TOLERANCE."""
-    if not 0 < tolerance < 10:
-        raise ReportError(f"--tolerance {tolerance}: give a fraction such as 0.25 (25%)")
+    check_tolerance(tolerance, T.PLANNER_TOLERANCE_REL)
     path = os.path.join(run, "e2e.csv")
     e2e = load_csv(run, "e2e.csv")
     if e2e is None:
@@ -50,15 +55,14 @@ def main(argv=None) -> int:
     pa = sub.add_parser("planner-accuracy", help="planner fusions: predicted planned_s vs measured bwd_sync_s of "
                                                  "a run's e2e.csv; exit 1 when a case is outside the tolerance")
     pa.add_argument("run", help="a directory with e2e.csv")
-    pa.add_argument("--tolerance", type=float, default=0.25,
-                    help="largest accepted |planned/measured - 1| [default: 0.25]")
+    pa.add_argument("--tolerance", type=float, default=T.PLANNER_TOLERANCE_REL,
+                    help=f"largest accepted |planned/measured - 1| [default: {T.PLANNER_TOLERANCE_REL}]")
     a = p.parse_args(argv)
     try:
         if a.cmd == "planner-accuracy":
             return planner_accuracy_check(a.run, a.tolerance)
         if a.cmd == "compare":
-            if not 0 < a.tolerance < 10:
-                raise ReportError(f"--tolerance {a.tolerance}: give a fraction such as 0.10 (10%)")
+            check_tolerance(a.tolerance, 0.10)
             ok, path = compare(a.run_a, a.run_b, a.tolerance, a.out)
             print(path)
             return 0 if ok else 1

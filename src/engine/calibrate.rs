@@ -15,15 +15,16 @@ use ndarray::ArrayViewMut2;
 
 /// Plan buckets with a cost-model planner ([`planner::choose`]). Costs are given in full
 /// (`s.planner_costs`), or come from `s.cost_comm` (fitted from a micro-comm CSV) or are
-/// calibrated here ([`calibrate`]): the exchange of
-/// the method's collective at a few sizes (alpha-beta fit), and one real step of every
-/// tensor (every round's compress + feedback, the exchange, then decompress of what every
-/// rank sent: the work the engine does besides communication), fitted as
+/// calibrated here ([`calibrate`]): the exchange of the method's collective up to the
+/// largest message a plan sends (one or two regimes), and one real step of every tensor
+/// (every round's compress + feedback and the copies, the exchange, then decompress of
+/// what every rank sent: the work the engine does besides communication), fitted as
 /// `fixed_s per call + per_element_s * elements`. Parameters are max-reduced over ranks
 /// so every rank plans the same buckets. `t_c(e) = rounds * t(e * (wire bytes per
 /// element) / rounds)`, `t` the collective's [`crate::comm::netmodel::CommFit`] (one
-/// alpha-beta line, or two regimes from a CSV); `t_s(e, k)` charges `k` calls (one for
-/// merged compression).
+/// alpha-beta line, or two regimes); `t_s(e, k)` charges `k` calls (one for merged
+/// compression); the backward times as the schedule that runs sees them
+/// ([`planner::planning_backward`]).
 pub(super) fn plan_with_costs(
     world: &World,
     s: &E2eSetup,
@@ -157,11 +158,12 @@ fn calibrate(
         };
         let mut work_s = 0.0;
         if s.merge {
-            // Op::Pack: the gradient into the merged buffer.
+            // Op::Pack: the gradient into the merged buffer, the copy the engine makes.
+            let src = g
+                .as_slice()
+                .ok_or_else(|| Error::Runtime("gradient not contiguous".into()))?;
             let t0 = world.time();
-            for (d, x) in packed.iter_mut().zip(g.iter()) {
-                *d = *x;
-            }
+            packed[..src.len()].copy_from_slice(src);
             work_s += world.time() - t0;
         }
         for r in 0..rounds {
@@ -191,10 +193,7 @@ fn calibrate(
     }
     let cc = CompressCost::fit(&points)
         .map(|(c, _)| c)
-        .unwrap_or(CompressCost {
-            per_element_s: 0.0,
-            fixed_s: 0.0,
-        });
+        .unwrap_or_default();
     let mut comm = fit.to_params();
     world.max_in_place(&mut comm);
     let fit = crate::comm::netmodel::CommFit::from_params(comm);
