@@ -243,23 +243,26 @@ impl World {
 
     /// Every rank's host name, in rank order.
     pub fn host_names(&self) -> Vec<String> {
+        let names = self.all_gather_str(&self.comm.processor_name());
+        let _ = self.ranks_per_node.set(ranks_per_node(&names));
+        names
+    }
+
+    /// Every rank's `mine` (up to 256 bytes each), in rank order.
+    pub fn all_gather_str(&self, mine: &str) -> Vec<String> {
         const W: usize = 256;
-        let name = self.comm.processor_name();
-        let mut mine = [0u8; W];
-        let b = name.as_bytes();
+        let mut buf = [0u8; W];
+        let b = mine.as_bytes();
         let n = b.len().min(W);
-        mine[..n].copy_from_slice(&b[..n]);
+        buf[..n].copy_from_slice(&b[..n]);
         let mut all = vec![0u8; W * self.size];
-        self.all_gather(&mine, &mut all);
-        let names: Vec<String> = all
-            .chunks(W)
+        self.all_gather(&buf, &mut all);
+        all.chunks(W)
             .map(|c| {
                 let end = c.iter().position(|&x| x == 0).unwrap_or(W);
                 String::from_utf8_lossy(&c[..end]).into_owned()
             })
-            .collect();
-        let _ = self.ranks_per_node.set(ranks_per_node(&names));
-        names
+            .collect()
     }
 
     /// Collective agreement on a fallible step: if any rank failed, every rank returns

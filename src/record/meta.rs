@@ -29,6 +29,11 @@ pub struct RunMeta {
     /// affinity and cgroup limits included). With `hosts` it tells whether ranks shared
     /// cores (the simulator's CPU share, sim/host.rs).
     pub host_cores: Vec<u64>,
+    /// Per rank (as `hosts`): the running kernel's boot id (`/proc/sys/kernel/random/boot_id`,
+    /// empty where unreadable). Ranks with one boot id share one machine's cores even
+    /// under different host names (scripts/netlab.sh's nodes are network namespaces of
+    /// one machine); the simulator's CPU share counts ranks per boot id (sim/host.rs).
+    pub host_kernels: Vec<String>,
     pub slurm_job_id: Option<String>,
     pub slurm_ntasks: Option<String>,
     pub slurm_nodelist: Option<String>,
@@ -74,6 +79,10 @@ impl RunMeta {
         let hosts = world.host_names();
         let host_cores = world
             .all_gather_u64(std::thread::available_parallelism().map_or(0, |n| n.get() as u64));
+        let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        let host_kernels = world.all_gather_str(&boot_id);
         RunMeta {
             schema_version: super::SCHEMA_VERSION,
             run_id: run_id.to_string(),
@@ -88,6 +97,7 @@ impl RunMeta {
             ranks_per_node: crate::comm::ranks_per_node(&hosts),
             hosts,
             host_cores,
+            host_kernels,
             slurm_job_id: std::env::var("SLURM_JOB_ID").ok(),
             slurm_ntasks: std::env::var("SLURM_NTASKS").ok(),
             slurm_nodelist: std::env::var("SLURM_JOB_NODELIST").ok(),

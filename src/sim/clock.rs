@@ -3,8 +3,9 @@
 //! ([`DevStream`]), and the walk of the schedule's operations that charges each by the
 //! cost model ([`simulate_clock`]).
 
+use super::credit::{self, Credit};
 use super::wire::{self, UnitWire};
-use super::{exchange_s, gather_scale, CostModel, Nets, SimCase, SimResult};
+use super::{exchange_collectives, exchange_s, gather_scale, CostModel, Nets, SimCase, SimResult};
 use crate::comm::netmodel::CompressCost;
 use crate::compress::WireLen;
 use crate::devcost::DeviceCosts;
@@ -120,7 +121,9 @@ impl<'a> DevStream<'a> {
 /// One iteration of `groups` (positions in backward order) with their units on the
 /// virtual clock ([`simulate`](super::simulate)): the operations of [`schedule::iteration`], the list the
 /// engine runs, each charged by the cost model: compression on the host, or (`device`)
-/// as kernels on the device stream ([`DevStream`]).
+/// as kernels on the device stream ([`DevStream`]). With a link shaper (credit.rs) the
+/// iteration of the steady state: the credit at its start is what the previous identical
+/// iteration left plus its refill, found by repeating the walk until it stops moving.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn simulate_clock(
     case: &SimCase,
@@ -132,6 +135,51 @@ pub(super) fn simulate_clock(
     bucket_units: &[Vec<Unit>],
     rounds: usize,
 ) -> SimResult {
+    let walk = |credit: Option<Credit>| {
+        walk_clock(
+            case,
+            costs,
+            nets,
+            device,
+            bwd_times,
+            groups,
+            bucket_units,
+            rounds,
+            credit,
+        )
+    };
+    let Some(shaper) = costs.shaper else {
+        return walk(None).0;
+    };
+    // The map from start credit to end credit is monotone and bounded: from a full
+    // bucket it converges from above; 1 byte is far below any message.
+    let mut start = shaper.burst_bytes;
+    let mut out = walk(Some(Credit::new(shaper, start)));
+    for _ in 0..50 {
+        let end = out.1;
+        if (end - start).abs() < 1.0 {
+            break;
+        }
+        start = end;
+        out = walk(Some(Credit::new(shaper, start)));
+    }
+    out.0
+}
+
+/// [`simulate_clock`]'s walk of one iteration from `credit` (none: no shaper); returns
+/// the iteration and the credit at its end (at the next iteration's start).
+#[allow(clippy::too_many_arguments)]
+fn walk_clock(
+    case: &SimCase,
+    costs: &CostModel,
+    nets: Nets,
+    device: Option<&DeviceCosts>,
+    bwd_times: &[f64],
+    groups: &[Vec<usize>],
+    bucket_units: &[Vec<Unit>],
+    rounds: usize,
+    mut credit: Option<Credit>,
+) -> (SimResult, f64) {
     let wl = &case.workload;
     let m = bwd_times.len();
     let n = case.world_size.max(1);
@@ -254,14 +302,28 @@ pub(super) fn simulate_clock(
                     // Trailer: one length word per unit.
                     w.gather_u32 += bucket_units[bucket].len();
                 }
-                let t = exchange_s(nets, case.collective, n, w, gather_used)
-                    + if waited && round == 0 {
-                        host.sync_s
-                    } else {
-                        0.0
+                let sync = if waited && round == 0 {
+                    host.sync_s
+                } else {
+                    0.0
+                };
+                let t = match credit.as_mut() {
+                    None => exchange_s(nets, case.collective, n, w, gather_used),
+                    // The collectives one after another, each on the credit left.
+                    Some(cr) => {
+                        let mut t = 0.0;
+                        for c in exchange_collectives(nets, case.collective, n, w, gather_used) {
+                            let v = credit::link_bytes(c.op, n, c.m_bytes);
+                            t += cr.exchange(clock + sync + t, c.net_s, v, c.floor_s) + c.local_s;
+                        }
+                        t
                     }
+                } + sync
                     + std::mem::take(&mut paused);
                 run(&mut clock, &mut r.comm_s, t, bwd_end);
+                if let Some(cr) = credit.as_mut() {
+                    cr.busy_until(clock);
+                }
                 r.wire_bytes += w.bytes() as u64;
                 wire = w;
             }
@@ -310,7 +372,8 @@ pub(super) fn simulate_clock(
     r.bwd_sync_s = t_end - fwd_end;
     r.iter_s = t_end;
     r.executed = vec![executed];
-    r
+    let credit_end = credit.map_or(0.0, |c| c.at(t_end));
+    (r, credit_end)
 }
 
 /// The clock after `work` seconds of full-speed work started at `clock`, running

@@ -78,6 +78,8 @@ pub struct CostModel {
     pub device: Option<crate::devcost::DeviceCosts>,
     /// Ranks per node sharing one NIC (1: the flat network; [`CostModel::with_topology`]).
     pub ranks_per_node: usize,
+    /// The links' token-bucket shaper (a netlab run's `netlab.txt`; credit.rs), if any.
+    pub shaper: Option<super::credit::Shaper>,
 }
 
 impl CostModel {
@@ -92,6 +94,7 @@ impl CostModel {
             host: host::HostModel::default(),
             device: None,
             ranks_per_node: 1,
+            shaper: None,
         }
     }
 
@@ -148,8 +151,11 @@ impl CostModel {
 
     /// `network; compress` for the CSV's `cost_source`.
     pub fn describe(&self) -> String {
+        let shaper = self.shaper.map_or_else(String::new, |s| {
+            format!(", {} (credit modelled)", s.describe())
+        });
         format!(
-            "network {}; compression {}; {}",
+            "network {}{shaper}; compression {}; {}",
             self.network.describe(),
             self.compress_source,
             self.host.describe()

@@ -67,6 +67,8 @@ pub struct FitReport {
     pub compress_source: Option<String>,
     /// Per world size of DIR/e2e.csv (empty without one).
     pub host: BTreeMap<usize, HostModel>,
+    /// The links' shaper when DIR is a netlab run (DIR/netlab.txt; credit.rs).
+    pub shaper: Option<super::credit::Shaper>,
     /// Files written.
     pub written: Vec<PathBuf>,
 }
@@ -99,6 +101,7 @@ impl FitReport {
         if let Some(h) = self.host.get(&world_size) {
             c.host = h.clone();
         }
+        c.shaper = self.shaper;
         Ok(c)
     }
 
@@ -138,7 +141,10 @@ pub fn fit_results(dir: &Path) -> Result<FitReport> {
 
 /// [`fit_results`] without writing.
 pub fn fit_dir(dir: &Path) -> Result<FitReport> {
-    let mut rep = FitReport::default();
+    let mut rep = FitReport {
+        shaper: super::credit::Shaper::from_run_dir(dir)?,
+        ..FitReport::default()
+    };
     let comm = dir.join("micro_comm.csv");
     let compress = dir.join("micro_compress.csv");
     if !comm.exists() && !compress.exists() {

@@ -1,8 +1,9 @@
 //! Host effects on the e2e schedule that the micro benchmarks cannot see, calibrated
 //! from a measured run (`gradcomp fit DIR` with `DIR/e2e.csv` and `DIR/run.json`):
 //!
-//! - **CPU share** `cpu_share = min(1, cores / ranks)` on the most loaded host of the
-//!   measured run (`run.json`: `hosts`, `host_cores`). micro-compress times one kernel call
+//! - **CPU share** `cpu_share = min(1, cores / ranks)` on the most loaded machine of the
+//!   measured run (`run.json`: `hosts`, `host_cores`; ranks with one `host_kernels` boot
+//!   id are one machine whatever their host names, as netlab's nodes). micro-compress times one kernel call
 //!   between barriers, so a rank rarely has to share its core there; inside e2e every
 //!   rank compresses at once and, with more ranks than cores, each gets `cpu_share` of
 //!   one. The simulator divides every CPU phase (pack, compress, feedback, decompress)
@@ -111,9 +112,33 @@ pub fn cpu_share_from_run_json(path: &Path) -> Result<Option<(f64, String)>> {
             cores.len()
         )));
     }
+    // One machine per kernel boot id where run.json has them (netlab's nodes are network
+    // namespaces of one machine, each with its own host name), else per host name.
+    let kernels = v.get("host_kernels").and_then(|k| k.as_array());
+    if let Some(k) = kernels {
+        if k.len() != hosts.len() {
+            return Err(rerr(format!(
+                "`hosts` has {} entries but `host_kernels` {}; expected one per rank",
+                hosts.len(),
+                k.len()
+            )));
+        }
+    }
     let mut per_host: BTreeMap<String, (usize, u64)> = BTreeMap::new();
-    for (h, c) in hosts.iter().zip(cores) {
-        let name = h.as_str().unwrap_or("?").to_string();
+    let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (i, (h, c)) in hosts.iter().zip(cores).enumerate() {
+        let host = h.as_str().unwrap_or("?").to_string();
+        let name = match kernels
+            .and_then(|k| k[i].as_str())
+            .filter(|k| !k.is_empty())
+        {
+            Some(k) => format!("kernel {k}"),
+            None => format!("host {host}"),
+        };
+        let hs = names.entry(name.clone()).or_default();
+        if !hs.contains(&host) {
+            hs.push(host);
+        }
         let c = c.as_u64().filter(|&c| c > 0).ok_or_else(|| {
             rerr(format!(
                 "`host_cores` entry `{c}` is not a positive integer"
@@ -128,10 +153,17 @@ pub fn cpu_share_from_run_json(path: &Path) -> Result<Option<(f64, String)>> {
         .min_by(|a, b| (a.1 .1 as f64 / a.1 .0 as f64).total_cmp(&(b.1 .1 as f64 / b.1 .0 as f64)))
         .expect("at least one host");
     let share = (*cores as f64 / *ranks as f64).min(1.0);
-    Ok(Some((
-        share,
-        format!("{ranks} ranks on {cores} cores of {name}"),
-    )))
+    let hs = &names[name];
+    let what = if hs.len() > 1 {
+        format!(
+            "{ranks} ranks on {cores} cores of {} ({} host names, one machine)",
+            hs[0],
+            hs.len()
+        )
+    } else {
+        format!("{ranks} ranks on {cores} cores of {}", hs[0])
+    };
+    Ok(Some((share, what)))
 }
 
 /// Largest factor the calibration gives the work during backward.

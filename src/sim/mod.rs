@@ -32,6 +32,7 @@
 
 mod clock;
 pub mod costs;
+pub mod credit;
 pub mod fit;
 pub mod host;
 pub mod measured;
@@ -284,8 +285,62 @@ impl<'a> Nets<'a> {
     }
 }
 
+/// One collective of a bucket exchange as the simulator prices it.
+#[derive(Clone, Copy, Debug)]
+pub struct Collective {
+    /// The network operation, with `m` bytes per rank.
+    pub op: Op,
+    pub m_bytes: f64,
+    /// Its time on the network (s), reduction arithmetic outside the collective excluded.
+    pub net_s: f64,
+    /// Local arithmetic after it (the summed all-gather's reduction, s).
+    pub local_s: f64,
+    /// The same collective's cost for a 4-byte message (the floor of
+    /// [`credit::Credit::exchange`]).
+    pub floor_s: f64,
+}
+
+/// The collectives of one bucket exchange of `w` (words per rank) among `n` workers: the
+/// [`ExchangePlan`] that comm/exchange.rs runs for it.
+pub fn exchange_collectives<'a>(
+    nets: Nets<'a>,
+    mode: CollectiveMode,
+    n: usize,
+    w: WireLen,
+    gather_used: bool,
+) -> impl Iterator<Item = Collective> + 'a {
+    let plan = ExchangePlan::new(mode, w, gather_used);
+    (0..plan.ops().len()).map(move |i| {
+        let (xop, words) = plan.ops()[i];
+        let m = 4.0 * words as f64;
+        let (net, op, local_s) = match xop {
+            ExchangeOp::SumAllReduce => (nets.collectives, Op::AllReduce, 0.0),
+            ExchangeOp::SumAllGather => (
+                nets.collectives,
+                Op::AllGather,
+                nets.collectives.reduce_s((n.max(1) - 1) as f64 * m),
+            ),
+            ExchangeOp::SumReduceBcast => (nets.collectives, Op::PsReduceBcast, 0.0),
+            ExchangeOp::SumRing => (nets.collectives, Op::Ring, 0.0),
+            ExchangeOp::Ring => (nets.method_ring, Op::Ring, 0.0),
+            ExchangeOp::GatherLengths | ExchangeOp::Gather => {
+                (nets.collectives, Op::AllGather, 0.0)
+            }
+            ExchangeOp::GatherBcast => (nets.collectives, Op::PsGatherBcast, 0.0),
+        };
+        Collective {
+            op,
+            m_bytes: m,
+            net_s: net.time_s(op, n, m),
+            local_s,
+            floor_s: net.time_s(op, n, 4.0),
+        }
+    })
+}
+
 /// Cost of one bucket exchange of `w` (words per rank) among `n` workers: the
-/// collectives of the [`ExchangePlan`] that comm/exchange.rs runs for it.
+/// collectives of the [`ExchangePlan`] that comm/exchange.rs runs for it, on an idle
+/// network (no shaper credit).
 pub fn exchange_s(
     nets: Nets,
     mode: CollectiveMode,
@@ -293,24 +348,8 @@ pub fn exchange_s(
     w: WireLen,
     gather_used: bool,
 ) -> f64 {
-    ExchangePlan::new(mode, w, gather_used)
-        .ops()
-        .iter()
-        .map(|&(op, words)| {
-            let m = 4.0 * words as f64;
-            let net = nets.collectives;
-            match op {
-                ExchangeOp::SumAllReduce => net.time_s(Op::AllReduce, n, m),
-                ExchangeOp::SumAllGather => {
-                    net.time_s(Op::AllGather, n, m) + net.reduce_s((n.max(1) - 1) as f64 * m)
-                }
-                ExchangeOp::SumReduceBcast => net.time_s(Op::PsReduceBcast, n, m),
-                ExchangeOp::SumRing => net.time_s(Op::Ring, n, m),
-                ExchangeOp::Ring => nets.method_ring.time_s(Op::Ring, n, m),
-                ExchangeOp::GatherLengths | ExchangeOp::Gather => net.time_s(Op::AllGather, n, m),
-                ExchangeOp::GatherBcast => net.time_s(Op::PsGatherBcast, n, m),
-            }
-        })
+    exchange_collectives(nets, mode, n, w, gather_used)
+        .map(|c| c.net_s + c.local_s)
         .sum()
 }
 

@@ -120,6 +120,36 @@ fn cpu_share_comes_from_run_json() {
         host::cpu_share_from_run_json(&p).unwrap().unwrap().0,
         1.0
     ));
+    // netlab's nodes: four host names on one machine (one boot id) share its 2 cores.
+    std::fs::write(
+        &p,
+        r#"{"hosts": ["n0", "n1", "n2", "n3"], "host_cores": [2, 2, 2, 2], "host_kernels": ["k", "k", "k", "k"]}"#,
+    )
+    .unwrap();
+    let (share, what) = host::cpu_share_from_run_json(&p).unwrap().unwrap();
+    assert!(
+        close(share, 0.5)
+            && what.contains("4 ranks on 2 cores of n0")
+            && what.contains("one machine"),
+        "{share} {what}"
+    );
+    // Two machines, two host names each: per machine.
+    std::fs::write(
+        &p,
+        r#"{"hosts": ["a", "b", "c", "d"], "host_cores": [2, 2, 4, 4], "host_kernels": ["k1", "k1", "k2", ""]}"#,
+    )
+    .unwrap();
+    let (share, _) = host::cpu_share_from_run_json(&p).unwrap().unwrap();
+    assert!(close(share, 1.0), "{share}");
+    std::fs::write(
+        &p,
+        r#"{"hosts": ["a", "b"], "host_cores": [2, 2], "host_kernels": ["k1"]}"#,
+    )
+    .unwrap();
+    assert!(host::cpu_share_from_run_json(&p)
+        .unwrap_err()
+        .to_string()
+        .contains("host_kernels"));
     // Older run.json without host_cores: unknown, not an error; inconsistent: an error.
     std::fs::write(&p, r#"{"hosts": ["a", "b"]}"#).unwrap();
     assert!(host::cpu_share_from_run_json(&p).unwrap().is_none());

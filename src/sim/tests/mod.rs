@@ -1,7 +1,8 @@
 //! Tests of the simulator (`super`), one file per theme: `schedule.rs` (the schedule by
 //! hand, pipelining, collectives, speed), `bucketing.rs` (wires and bucket plans),
 //! `cost_model.rs` (cost model parts), `comparison.rs` (rows against measured e2e),
-//! `host_model.rs` (host effects and calibration), `device.rs` (device compression).
+//! `host_model.rs` (host effects and calibration), `device.rs` (device compression),
+//! `shaper.rs` (the links' token-bucket credit).
 //! Here: the shared helpers (a linear network `Lin`, the `tiny` workload and its costs).
 
 use super::network::{CollectiveCost, Op};
@@ -13,6 +14,7 @@ mod cost_model;
 mod device;
 mod host_model;
 mod schedule;
+mod shaper;
 
 /// `t = a + b * bytes` for every collective; no reduction cost.
 struct Lin {

@@ -1,0 +1,208 @@
+//! A token-bucket shaper's credit on the simulator's clock (part of [`super`]).
+//!
+//! netlab shapes every node's link with `tc tbf` (scripts/netlab.sh): the bucket fills at
+//! the link rate while the link idles, up to `burst` bytes, and bytes on credit leave at
+//! memory speed. micro-comm times back-to-back iterations, which spend the credit in the
+//! first ones, so the fitted collectives run at the rate; in a training iteration the
+//! link idles through forward and backward and the first exchanges ride on the credit
+//! (docs/performance.md, "Emulated network (netlab)": 2 nodes, ResNet-20, S-SGD measured
+//! 9.13 ms where the fitted link rate alone gives 11.7 ms). [`Shaper`] carries the
+//! shaping a netlab run recorded (`netlab.txt`), [`Credit`] the bucket through one
+//! iteration: an exchange whose link bytes `v` start with credit `c` saves `min(c, v)`
+//! bytes of link time, and the steady state of identical iterations sets the credit at
+//! an iteration's start ([`super::clock::simulate_clock`] iterates to it).
+
+use super::network::Op;
+use super::{Result, SimError};
+use std::path::Path;
+
+/// One direction of every node's link, shaped by a token bucket.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Shaper {
+    pub rate_bytes_per_s: f64,
+    pub burst_bytes: f64,
+}
+
+impl Shaper {
+    /// The shaping a netlab run recorded in `dir/netlab.txt` (`rate=1gbit`,
+    /// `burst=262144`), `None` when the run was not over netlab.
+    pub fn from_run_dir(dir: &Path) -> Result<Option<Shaper>> {
+        let path = dir.join("netlab.txt");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(SimError::Input(format!("{}: {e}", path.display())));
+            }
+        };
+        let get = |key: &str| {
+            text.lines()
+                .find_map(|l| l.trim().strip_prefix(key)?.strip_prefix('='))
+                .map(str::trim)
+        };
+        let bad = |key: &str, v: Option<&str>, want: &str| {
+            SimError::Input(format!(
+                "{}: key '{key}' = {:?}: expected {want} (scripts/netlab.sh run writes this file; rerun it or delete the file to simulate without the shaper)",
+                path.display(),
+                v.unwrap_or("<missing>")
+            ))
+        };
+        let rate = get("rate");
+        let rate_bps = rate
+            .and_then(rate_bits_per_s)
+            .ok_or_else(|| bad("rate", rate, "a tc rate such as 1gbit, 100mbit"))?;
+        let burst = get("burst");
+        let burst_bytes = burst
+            .and_then(|b| b.parse::<u64>().ok())
+            .filter(|&b| b > 0)
+            .ok_or_else(|| bad("burst", burst, "a positive number of bytes"))?;
+        Ok(Some(Shaper {
+            rate_bytes_per_s: rate_bps / 8.0,
+            burst_bytes: burst_bytes as f64,
+        }))
+    }
+
+    pub fn describe(&self) -> String {
+        format!(
+            "tbf {:.3} Gbit/s burst {:.0} B",
+            self.rate_bytes_per_s * 8e-9,
+            self.burst_bytes
+        )
+    }
+}
+
+/// `1gbit` / `100mbit` / `500kbit` (tc's units, as netlab.sh accepts them) in bit/s.
+fn rate_bits_per_s(s: &str) -> Option<f64> {
+    let (num, scale) = [("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)]
+        .iter()
+        .find_map(|&(u, k)| s.strip_suffix(u).map(|n| (n, k)))?;
+    let v: f64 = num.parse().ok()?;
+    (v > 0.0 && v.is_finite()).then_some(v * scale)
+}
+
+/// Bytes one node's link carries (each direction) for one collective of `m` bytes per
+/// rank among `n`: the bandwidth-optimal volumes (Thakur et al. 2005, as network.rs):
+/// all-reduce and rings `2 (n-1)/n m`, all-gather `(n-1) m`, the parameter server's
+/// root `(n-1) m` in and out (gather then broadcast of `n m`: `(n-1) n m`).
+pub fn link_bytes(op: Op, n: usize, m: f64) -> f64 {
+    let n = n.max(1) as f64;
+    match op {
+        Op::AllReduce | Op::Ring => 2.0 * (n - 1.0) / n * m,
+        Op::AllGather | Op::PsReduceBcast => (n - 1.0) * m,
+        Op::PsGatherBcast => (n - 1.0) * n * m,
+    }
+}
+
+/// The bucket's state while one iteration walks the clock.
+#[derive(Clone, Copy, Debug)]
+pub struct Credit {
+    pub shaper: Shaper,
+    /// Credit (bytes) when the link last went idle.
+    bytes: f64,
+    /// When the link last went idle (clock, s).
+    idle_since_s: f64,
+}
+
+impl Credit {
+    /// The bucket at an iteration's start (clock 0) holding `bytes`.
+    pub fn new(shaper: Shaper, bytes: f64) -> Credit {
+        Credit {
+            shaper,
+            bytes: bytes.clamp(0.0, shaper.burst_bytes),
+            idle_since_s: 0.0,
+        }
+    }
+
+    /// Credit at clock `t_s` if the link idled since it last went idle.
+    pub fn at(&self, t_s: f64) -> f64 {
+        let idle = (t_s - self.idle_since_s).max(0.0);
+        (self.bytes + idle * self.shaper.rate_bytes_per_s).min(self.shaper.burst_bytes)
+    }
+
+    /// One collective starting at `t_s`, priced `t_fit_s` at the link rate, moving
+    /// `v_bytes` over each link: the bytes on credit leave at once, so it saves their
+    /// link time, down to `floor_s` (the collective's smallest-message cost). Returns
+    /// its time; the link is idle again from its end.
+    pub fn exchange(&mut self, t_s: f64, t_fit_s: f64, v_bytes: f64, floor_s: f64) -> f64 {
+        let c = self.at(t_s);
+        let used = c.min(v_bytes.max(0.0));
+        let t = (t_fit_s - used / self.shaper.rate_bytes_per_s).max(floor_s.min(t_fit_s));
+        self.bytes = c - used;
+        self.idle_since_s = t_s + t;
+        t
+    }
+
+    /// The link stays busy until `t_s` (an exchange the host slowed past its priced end):
+    /// no refill before it.
+    pub fn busy_until(&mut self, t_s: f64) {
+        self.idle_since_s = self.idle_since_s.max(t_s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gbit() -> Shaper {
+        Shaper {
+            rate_bytes_per_s: 125e6,
+            burst_bytes: 250_000.0,
+        }
+    }
+
+    #[test]
+    fn the_bucket_refills_at_the_rate_up_to_the_burst_and_saves_the_credited_bytes() {
+        let mut c = Credit::new(gbit(), 0.0);
+        // 1 ms idle: 125 kB of credit.
+        assert!((c.at(1e-3) - 125_000.0).abs() < 1e-6);
+        assert_eq!(c.at(1.0), 250_000.0);
+        // A 1 MB exchange at 8 ms, starting at 10 ms (full bucket): 2 ms saved.
+        let t = c.exchange(10e-3, 8e-3, 1e6, 10e-6);
+        assert!((t - 6e-3).abs() < 1e-12, "{t}");
+        // The link stays busy until 16 ms, then idles: empty at 16 ms.
+        assert!(c.at(16e-3).abs() < 1e-6);
+        // A small exchange on partial credit costs its floor, and uses only its bytes.
+        let t = c.exchange(16.2e-3, 80e-6, 10_000.0, 20e-6);
+        assert!((t - 20e-6).abs() < 1e-12, "{t}");
+        assert!((c.at(16.22e-3) - 15_000.0).abs() < 1e-3);
+        // An exchange slowed past its priced end refills nothing until it ends.
+        c.busy_until(20e-3);
+        assert!((c.at(20e-3) - 15_000.0).abs() < 1e-3);
+        // No credit: the fitted time.
+        let mut c = Credit::new(gbit(), 0.0);
+        assert_eq!(c.exchange(0.0, 5e-3, 1e6, 1e-5), 5e-3);
+    }
+
+    #[test]
+    fn link_volumes_follow_the_bandwidth_optimal_algorithms() {
+        assert_eq!(link_bytes(Op::AllReduce, 2, 1000.0), 1000.0);
+        assert_eq!(link_bytes(Op::Ring, 4, 1000.0), 1500.0);
+        assert_eq!(link_bytes(Op::AllGather, 4, 1000.0), 3000.0);
+        assert_eq!(link_bytes(Op::AllReduce, 1, 1000.0), 0.0);
+    }
+
+    #[test]
+    fn netlab_txt_is_read_and_bad_values_name_the_file_and_key() {
+        let dir = std::env::temp_dir().join(format!("gc-credit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(Shaper::from_run_dir(&dir).unwrap(), None);
+        std::fs::write(
+            dir.join("netlab.txt"),
+            "nodes=2\nrate=1gbit\nburst=262144\nlimit=2000000\n",
+        )
+        .unwrap();
+        let s = Shaper::from_run_dir(&dir).unwrap().unwrap();
+        assert_eq!(s.rate_bytes_per_s, 125e6);
+        assert_eq!(s.burst_bytes, 262144.0);
+        std::fs::write(dir.join("netlab.txt"), "rate=fast\nburst=1\n").unwrap();
+        let e = Shaper::from_run_dir(&dir).unwrap_err().to_string();
+        assert!(
+            e.contains("netlab.txt") && e.contains("'rate'") && e.contains("fast"),
+            "{e}"
+        );
+        std::fs::write(dir.join("netlab.txt"), "rate=1gbit\n").unwrap();
+        let e = Shaper::from_run_dir(&dir).unwrap_err().to_string();
+        assert!(e.contains("'burst'") && e.contains("<missing>"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
