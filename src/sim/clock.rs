@@ -118,58 +118,38 @@ impl<'a> DevStream<'a> {
     }
 }
 
-/// One iteration of `groups` (positions in backward order) with their units on the
-/// virtual clock ([`simulate`](super::simulate)): the operations of [`schedule::iteration`], the list the
-/// engine runs, each charged by the cost model: compression on the host, or (`device`)
-/// as kernels on the device stream ([`DevStream`]). With a link shaper (credit.rs) the
-/// iteration of the steady state: the credit at its start is what the previous identical
-/// iteration left plus its refill, found by repeating the walk until it stops moving.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn simulate_clock(
-    case: &SimCase,
-    costs: &CostModel,
-    nets: Nets,
-    device: Option<&DeviceCosts>,
-    bwd_times: &[f64],
-    groups: &[Vec<usize>],
-    bucket_units: &[Vec<Unit>],
-    rounds: usize,
+/// The iteration `walk` gives in steady state. Without a link shaper, one walk; with
+/// one (credit.rs), the credit at the iteration's start is what the previous identical
+/// iteration left, found by repeating the walk from a full bucket until it stops moving
+/// (the end credit does not decrease with the start credit and is bounded by the burst,
+/// so the starts decrease to the fixed point; 1 byte is far below any message).
+pub(super) fn steady_state(
+    shaper: Option<credit::Shaper>,
+    walk: impl Fn(Option<Credit>) -> (SimResult, f64),
 ) -> SimResult {
-    let walk = |credit: Option<Credit>| {
-        walk_clock(
-            case,
-            costs,
-            nets,
-            device,
-            bwd_times,
-            groups,
-            bucket_units,
-            rounds,
-            credit,
-        )
-    };
-    let Some(shaper) = costs.shaper else {
+    let Some(shaper) = shaper else {
         return walk(None).0;
     };
-    // The map from start credit to end credit is monotone and bounded: from a full
-    // bucket it converges from above; 1 byte is far below any message.
     let mut start = shaper.burst_bytes;
     let mut out = walk(Some(Credit::new(shaper, start)));
     for _ in 0..50 {
-        let end = out.1;
-        if (end - start).abs() < 1.0 {
+        if (out.1 - start).abs() < 1.0 {
             break;
         }
-        start = end;
+        start = out.1;
         out = walk(Some(Credit::new(shaper, start)));
     }
     out.0
 }
 
-/// [`simulate_clock`]'s walk of one iteration from `credit` (none: no shaper); returns
-/// the iteration and the credit at its end (at the next iteration's start).
+/// One iteration of `groups` (positions in backward order) with their units on the
+/// virtual clock ([`simulate`](super::simulate)): the operations of [`schedule::iteration`], the list the
+/// engine runs, each charged by the cost model: compression on the host, or (`device`)
+/// as kernels on the device stream ([`DevStream`]); with a link shaper, each exchange on
+/// the `credit` its link holds. Returns the iteration and the credit at its end (the next
+/// iteration's start; 0 without a shaper).
 #[allow(clippy::too_many_arguments)]
-fn walk_clock(
+pub(super) fn simulate_clock(
     case: &SimCase,
     costs: &CostModel,
     nets: Nets,

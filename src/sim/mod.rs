@@ -529,16 +529,19 @@ pub fn simulate_with(
                 );
             }
         }
-        per_phase.push(simulate_clock(
-            case,
-            costs,
-            nets,
-            device,
-            &bwd_times,
-            groups,
-            &bucket_units,
-            rounds,
-        ));
+        per_phase.push(clock::steady_state(costs.shaper, |credit| {
+            simulate_clock(
+                case,
+                costs,
+                nets,
+                device,
+                &bwd_times,
+                groups,
+                &bucket_units,
+                rounds,
+                credit,
+            )
+        }));
     }
     let mut r = SimResult::mean(&per_phase);
     r.executed = per_phase.into_iter().flat_map(|p| p.executed).collect();
