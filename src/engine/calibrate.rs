@@ -191,7 +191,7 @@ fn calibrate(
         }
         points.push((ts.numel() as f64, work_s));
     }
-    let cc = CompressCost::fit(&points)
+    let cc = CompressCost::fit_sums(&points)
         .map(|(c, _)| c)
         .unwrap_or_default();
     let mut comm = fit.to_params();

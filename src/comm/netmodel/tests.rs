@@ -321,3 +321,37 @@ fn micro_comm_csv_errors_are_clear() {
         .to_string();
     assert!(e.contains("/nonexistent/micro_comm.csv"), "{e}");
 }
+
+/// The planners sum tensors' costs into groups: a fit over many small tensors (costlier
+/// per element) and a few large ones must price the sum, which the relative fit does
+/// not (the small tensors set its slope; ResNet-50's Count Sketch calibration).
+#[test]
+fn fit_sums_prices_the_sum_of_many_small_and_few_large_tensors() {
+    // 100 small tensors (1k..100k elements) at 6.4 ns per element, 10 large ones
+    // (1..2.35 M) at 3.9 ns.
+    let mut points: Vec<(f64, f64)> = (1..=100)
+        .map(|k| {
+            let e = 1000.0 * k as f64;
+            (e, 0.5e-6 + 6.4e-9 * e)
+        })
+        .collect();
+    points.extend((0..10).map(|k| {
+        let e = 1e6 + 1.5e5 * k as f64;
+        (e, 3.9e-9 * e)
+    }));
+    let total_e: f64 = points.iter().map(|p| p.0).sum();
+    let total_t: f64 = points.iter().map(|p| p.1).sum();
+    let sum_of = |c: CompressCost| c.fixed_s * points.len() as f64 + c.per_element_s * total_e;
+    let (sums, _) = CompressCost::fit_sums(&points).unwrap();
+    let (rel, _) = CompressCost::fit(&points).unwrap();
+    let err = |t: f64| (t - total_t).abs() / total_t;
+    assert!(err(sum_of(sums)) < 0.05, "fit_sums: {sums:?}");
+    // What the relative fit did: the small tensors' 6.4 ns per element sets the slope.
+    assert!(err(sum_of(rel)) > 0.20, "fit: {rel:?}");
+    // Exact data stays exact under either weighting.
+    let line: Vec<(f64, f64)> = (1..6)
+        .map(|k| (k as f64 * 1e5, 2e-6 + 3e-9 * k as f64 * 1e5))
+        .collect();
+    let (c, _) = CompressCost::fit_sums(&line).unwrap();
+    assert!((c.fixed_s - 2e-6).abs() < 1e-12 && (c.per_element_s - 3e-9).abs() < 1e-18);
+}
