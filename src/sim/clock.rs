@@ -294,7 +294,8 @@ pub(super) fn simulate_clock(
                         let mut t = 0.0;
                         for c in exchange_collectives(nets, case.collective, n, w, gather_used) {
                             let v = credit::link_bytes(c.op, n, c.m_bytes);
-                            t += cr.exchange(clock + sync + t, c.net_s, v, c.floor_s) + c.local_s;
+                            t +=
+                                cr.exchange(clock + sync + t, c.net_s, v, c.floor_s(n)) + c.local_s;
                         }
                         t
                     }

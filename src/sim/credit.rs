@@ -10,7 +10,7 @@
 //! shaping a netlab run recorded (`netlab.txt`), [`Credit`] the bucket through one
 //! iteration: an exchange whose link bytes `v` start with credit `c` saves `min(c, v)`
 //! bytes of link time, and the steady state of identical iterations sets the credit at
-//! an iteration's start ([`super::clock::simulate_clock`] iterates to it).
+//! an iteration's start (`clock::steady_state` iterates to it).
 
 use super::network::Op;
 use super::{Result, SimError};

@@ -124,44 +124,42 @@ pub fn cpu_share_from_run_json(path: &Path) -> Result<Option<(f64, String)>> {
             )));
         }
     }
-    let mut per_host: BTreeMap<String, (usize, u64)> = BTreeMap::new();
-    let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // Per machine: ranks, the fewest cores any of them may use, its host names.
+    let mut machines: BTreeMap<String, (usize, u64, Vec<String>)> = BTreeMap::new();
     for (i, (h, c)) in hosts.iter().zip(cores).enumerate() {
         let host = h.as_str().unwrap_or("?").to_string();
-        let name = match kernels
+        let machine = match kernels
             .and_then(|k| k[i].as_str())
             .filter(|k| !k.is_empty())
         {
             Some(k) => format!("kernel {k}"),
             None => format!("host {host}"),
         };
-        let hs = names.entry(name.clone()).or_default();
-        if !hs.contains(&host) {
-            hs.push(host);
-        }
         let c = c.as_u64().filter(|&c| c > 0).ok_or_else(|| {
             rerr(format!(
                 "`host_cores` entry `{c}` is not a positive integer"
             ))
         })?;
-        let e = per_host.entry(name).or_insert((0, c));
+        let e = machines.entry(machine).or_insert((0, c, Vec::new()));
         e.0 += 1;
         e.1 = e.1.min(c);
+        if !e.2.contains(&host) {
+            e.2.push(host);
+        }
     }
-    let (name, (ranks, cores)) = per_host
-        .iter()
-        .min_by(|a, b| (a.1 .1 as f64 / a.1 .0 as f64).total_cmp(&(b.1 .1 as f64 / b.1 .0 as f64)))
+    let (ranks, cores, names) = machines
+        .values()
+        .min_by(|a, b| (a.1 as f64 / a.0 as f64).total_cmp(&(b.1 as f64 / b.0 as f64)))
         .expect("at least one host");
     let share = (*cores as f64 / *ranks as f64).min(1.0);
-    let hs = &names[name];
-    let what = if hs.len() > 1 {
+    let what = if names.len() > 1 {
         format!(
             "{ranks} ranks on {cores} cores of {} ({} host names, one machine)",
-            hs[0],
-            hs.len()
+            names[0],
+            names.len()
         )
     } else {
-        format!("{ranks} ranks on {cores} cores of {}", hs[0])
+        format!("{ranks} ranks on {cores} cores of {}", names[0])
     };
     Ok(Some((share, what)))
 }

@@ -286,8 +286,8 @@ impl<'a> Nets<'a> {
 }
 
 /// One collective of a bucket exchange as the simulator prices it.
-#[derive(Clone, Copy, Debug)]
-pub struct Collective {
+#[derive(Clone, Copy)]
+pub struct Collective<'a> {
     /// The network operation, with `m` bytes per rank.
     pub op: Op,
     pub m_bytes: f64,
@@ -295,9 +295,16 @@ pub struct Collective {
     pub net_s: f64,
     /// Local arithmetic after it (the summed all-gather's reduction, s).
     pub local_s: f64,
-    /// The same collective's cost for a 4-byte message (the floor of
+    /// The network that priced it.
+    pub net: &'a dyn CollectiveCost,
+}
+
+impl Collective<'_> {
+    /// The same collective's cost for a 4-byte message among `n` (the floor of
     /// [`credit::Credit::exchange`]).
-    pub floor_s: f64,
+    pub fn floor_s(&self, n: usize) -> f64 {
+        self.net.time_s(self.op, n, 4.0)
+    }
 }
 
 /// The collectives of one bucket exchange of `w` (words per rank) among `n` workers: the
@@ -308,7 +315,7 @@ pub fn exchange_collectives<'a>(
     n: usize,
     w: WireLen,
     gather_used: bool,
-) -> impl Iterator<Item = Collective> + 'a {
+) -> impl Iterator<Item = Collective<'a>> + 'a {
     let plan = ExchangePlan::new(mode, w, gather_used);
     (0..plan.ops().len()).map(move |i| {
         let (xop, words) = plan.ops()[i];
@@ -333,7 +340,7 @@ pub fn exchange_collectives<'a>(
             m_bytes: m,
             net_s: net.time_s(op, n, m),
             local_s,
-            floor_s: net.time_s(op, n, 4.0),
+            net,
         }
     })
 }
