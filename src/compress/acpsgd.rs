@@ -66,9 +66,9 @@ impl AcpSgd {
 /// docs/methods.md, "acpsgd"): P steps group tensors by their P factor's bytes
 /// (`4 rows r'`), Q steps by their Q factor's (`4 cols r'`); raw tensors count their full
 /// `4 d` in both. A group closes before a tensor would take it past the threshold
-/// ([`CloseRule::BeforeExceeding`]). The paper scales the dense threshold by the
-/// compression ratio; the reference has one threshold for both phases, so the ratio is
-/// that of the mean step, `(sum P + sum Q) / (2 sum d)`.
+/// ([`CloseRule::BeforeExceeding`]). The dense threshold is scaled per phase by that
+/// phase's compression ratio, `sum P / sum d` for P steps and `sum Q / sum d` for Q steps
+/// (`threshold_p`, `threshold_q` in `_generate_groups_with_threshold` at 4f560a2).
 pub fn fusion_sizing(p: &MethodParams, shapes: &[(usize, usize)]) -> FusionSizing {
     let (mut pb, mut qb) = (
         Vec::with_capacity(shapes.len()),
@@ -88,9 +88,15 @@ pub fn fusion_sizing(p: &MethodParams, shapes: &[(usize, usize)]) -> FusionSizin
         }
     }
     let dense: u64 = shapes.iter().map(|&(r, c)| 4 * (r * c) as u64).sum();
-    let wire = (pb.iter().sum::<u64>() + qb.iter().sum::<u64>()) as f64 / 2.0;
+    let ratio = |b: &[u64]| {
+        if dense == 0 {
+            1.0
+        } else {
+            b.iter().sum::<u64>() as f64 / dense as f64
+        }
+    };
     FusionSizing {
-        threshold_scale: if dense == 0 { 1.0 } else { wire / dense as f64 },
+        threshold_scale: vec![ratio(&pb), ratio(&qb)],
         phase_bytes: vec![pb, qb],
         rule: CloseRule::BeforeExceeding,
     }

@@ -77,7 +77,8 @@ pub fn phase_buckets(sizing: &FusionSizing, fusion: Fusion) -> Vec<Vec<Vec<usize
     sizing
         .phase_bytes
         .iter()
-        .map(|b| buckets(b, fusion, sizing.threshold_scale, sizing.rule))
+        .zip(&sizing.threshold_scale)
+        .map(|(b, &scale)| buckets(b, fusion, scale, sizing.rule))
         .collect()
 }
 

@@ -261,8 +261,8 @@ fn raw_path() {
     }
 }
 
-/// Fusion sizes are the bytes each phase actually sends (`phase_wire`), and the
-/// threshold scale the mean step's compression ratio.
+/// Fusion sizes are the bytes each phase actually sends (`phase_wire`), and each phase's
+/// threshold scale that phase's compression ratio, computed by hand from the shapes.
 #[test]
 fn fusion_sizing_matches_phase_wires() {
     let p = MethodParams {
@@ -285,9 +285,10 @@ fn fusion_sizing_matches_phase_wires() {
     }
     assert_eq!(fs.phase_bytes[0], vec![1600, 200, 64, 1024]);
     assert_eq!(fs.phase_bytes[1], vec![3200, 200, 64, 9216]);
-    let d = 4.0 * (20_000 + 50 + 16 + 64 * 576) as f64;
-    let want = (1600.0 + 200.0 + 64.0 + 1024.0 + 3200.0 + 200.0 + 64.0 + 9216.0) / 2.0 / d;
-    assert!((fs.threshold_scale - want).abs() < 1e-12);
+    // Dense bytes 4 * (20000 + 50 + 16 + 36864) = 227720; P sends 2888, Q 12680.
+    assert_eq!(fs.threshold_scale.len(), 2);
+    assert!((fs.threshold_scale[0] - 2888.0 / 227_720.0).abs() < 1e-12);
+    assert!((fs.threshold_scale[1] - 12_680.0 / 227_720.0).abs() < 1e-12);
 }
 
 #[test]
