@@ -106,7 +106,9 @@ fn methods_against_dense(np: usize) {
             "{m} should match dense at -np {np}: {report:?}"
         );
     }
-    // Documented as not matching within 200 steps, and the negative control topk-noef:
+    // Documented as not matching within 200 steps at the default density 0.001 (Count
+    // Sketch: its sketch cannot find the top k of this flat gradient; docs/methods.md,
+    // "sketch"), and the negative control topk-noef:
     // the same check must fail for them. powersgd-noef is reported, not asserted: it
     // sits near the threshold (1.31x at -np 3 on one CPU, 1.22x on another with the same
     // seed and code: BLAS kernels chosen per CPU round differently; docs/methods.md).
@@ -123,16 +125,12 @@ fn methods_against_dense(np: usize) {
             "{m} should fail the check at -np {np}: {report:?}"
         );
     }
-    // The Count Sketch cases diverge: a `diverged` row ends them, the sweep goes on.
-    for m in ["sketch", "sketch-fusion"] {
-        assert_eq!(f[m].1, "diverged", "{report:?}");
-    }
-    // Every other case ran its 200 steps.
-    for (m, (_, s)) in &f {
-        if !m.starts_with("sketch") {
-            assert_eq!(s, "done", "{m}: {report:?}");
-            assert_eq!(rs.iter().filter(|r| &r["method"] == m).count(), 200);
-        }
+    // Every case ran its 200 steps; Count Sketch's two rounds no longer diverge
+    // (docs/methods.md, "sketch": the one-round rule gave NaN at step 34).
+    for (m, (loss, s)) in &f {
+        assert_eq!(s, "done", "{m}: {report:?}");
+        assert!(loss.is_finite(), "{m}: {report:?}");
+        assert_eq!(rs.iter().filter(|r| &r["method"] == m).count(), 200);
     }
     // The fidelity column: exact for dense, non-zero for a compressor.
     assert!(rs
@@ -215,14 +213,14 @@ fn same_seed_and_world_size_give_bit_identical_curves() {
     };
     let a = run("conv-det-a", "7");
     let b = run("conv-det-b", "7");
-    // 40 steps per method; sketch-fusion may diverge earlier (its row ends the case).
+    // 40 steps per method.
     for m in ["ssgd", "marsit", "dgc", "omgs", "sketch-fusion"] {
         assert!(
             a.iter().any(|r| r.starts_with(&format!("{m} "))),
             "no rows for {m}"
         );
     }
-    assert!(a.len() >= 4 * 40, "{} rows", a.len());
+    assert_eq!(a.len(), 5 * 40, "{} rows", a.len());
     assert_eq!(a, b, "same seed and world size must give the same curves");
     let c = run("conv-det-c", "8");
     assert_ne!(a, c, "another seed must give another curve");

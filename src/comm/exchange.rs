@@ -403,7 +403,7 @@ mod tests {
             ("powersgd", 2),
             ("acpsgd", 1),
             ("marsit", 1),
-            ("sketch", 1),
+            ("sketch", 2),
             ("qsgd", 1),
         ];
         assert_eq!(want.len(), registry::METHODS.len(), "every method listed");
