@@ -153,6 +153,26 @@ fn check(
     let s = sim::simulate(&case, &costs).unwrap_or_else(|err| panic!("{label}: {err}"));
     assert_eq!(e.plan, s.plan, "{label}: buckets differ");
     compare(&label, &e.executed, &s.executed);
+    // The reported bytes per step, through the bucket path: S-SGD sends every gradient
+    // once, 4 bytes per element, whatever the buckets (closed form); every method sends
+    // what the simulator prices (DGC's thresholded pairs: at most that).
+    if method == "ssgd" {
+        let d: usize = tensors.iter().map(|t| t.rows * t.cols).sum();
+        assert_eq!(e.wire_bytes, 4 * d as u64, "{label}: e2e wire_bytes");
+    }
+    if base == "dgc" {
+        assert!(
+            e.wire_bytes <= s.wire_bytes,
+            "{label}: {} > {}",
+            e.wire_bytes,
+            s.wire_bytes
+        );
+    } else {
+        assert_eq!(
+            e.wire_bytes, s.wire_bytes,
+            "{label}: e2e vs simulated wire_bytes"
+        );
+    }
 }
 
 fn sweep(n: usize, every_collective: bool) {

@@ -423,3 +423,68 @@ fn flat<'a>(a: &'a ArrayView2<f32>) -> Result<&'a [f32]> {
     a.as_slice()
         .ok_or_else(|| Error::Runtime("tensor is not contiguous".into()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comm::loopback;
+    use crate::compress::registry;
+
+    /// Collectives one step of `method` really issues at `n` loopback ranks for a 64x48
+    /// tensor (the ones rank 0 enters in a second step minus those of the first, less
+    /// the step's stop-flag agreement, measured apart).
+    fn issued_per_step(method: &str, n: usize) -> usize {
+        let run = |steps: u64| {
+            loopback::run_counted(n, |world| {
+                let shape = Shape { rows: 64, cols: 48 };
+                let mut s = setup(&world, method, shape, &MethodParams::default(), 7, n).unwrap();
+                let cap = (0..s.comp.rounds())
+                    .map(|r| s.comp.wire_capacity(0, r))
+                    .fold(WireLen::default(), WireLen::max);
+                let mut ex = Exchange::new(&world, cap).unwrap();
+                for step in 0..steps {
+                    let g = s.grads[0].clone();
+                    one_step(
+                        &world,
+                        s.comp.as_mut(),
+                        &mut s.wire,
+                        &mut ex,
+                        g.view(),
+                        &mut s.out,
+                        step,
+                    )
+                    .unwrap();
+                }
+            })
+            .1
+        };
+        let (_, sync) = loopback::run_counted(n, |world| world.sync_or_stop().unwrap());
+        run(2) - run(1) - sync
+    }
+
+    /// The collectives each method issues per step, counted as they run (not from the
+    /// plan the exchange builds): one all-reduce or all-gather per round, DGC's
+    /// variable-length pairs a second all-gather of their lengths, Power-SGD's P and Q,
+    /// Count Sketch's sketch and its candidates' exact values, Marsit's ring 2(n - 1)
+    /// point-to-point steps (reduce-scatter, then all-gather).
+    #[test]
+    fn collectives_issued_per_step_per_method() {
+        let n = 4;
+        let want = [
+            ("ssgd", 1),
+            ("signsgd", 1),
+            ("signsgd-mv", 1),
+            ("topk", 1),
+            ("dgc", 2),
+            ("powersgd", 2),
+            ("acpsgd", 1),
+            ("marsit", 2 * (n - 1)),
+            ("sketch", 2),
+            ("qsgd", 1),
+        ];
+        assert_eq!(want.len(), registry::METHODS.len(), "every method listed");
+        for (m, k) in want {
+            assert_eq!(issued_per_step(m, n), k, "{m}: collectives issued per step");
+        }
+    }
+}

@@ -165,6 +165,28 @@ pub fn t975(df: usize) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    /// Bytes per step round half up, written as f64 rounding (an independent rule):
+    /// 5 B over 2 steps is 3, 4 over 3 is 1, 5 over 3 is 2; no steps, no bytes.
+    #[test]
+    fn mean_bytes_per_step_rounds_to_nearest() {
+        for (total, steps) in [
+            (5u64, 2u64),
+            (4, 3),
+            (5, 3),
+            (7, 7),
+            (1_078_888 * 3 + 1, 3),
+            (1, 2),
+        ] {
+            let want = (total as f64 / steps as f64 + 0.5).floor() as u64;
+            assert_eq!(
+                super::mean_bytes_per_step(total, steps),
+                want,
+                "{total} / {steps}"
+            );
+        }
+        assert_eq!(super::mean_bytes_per_step(10, 0), 0);
+    }
+
     use super::*;
 
     #[test]

@@ -26,6 +26,17 @@ where
     R: Send,
     F: Fn(World) -> R + Sync,
 {
+    run_counted(n, f).0
+}
+
+/// [`run`], also returning how many data-moving collective operations the ranks entered
+/// (each counted once, as rank 0 enters it; barriers not counted): tests count the
+/// collectives a step really issues.
+pub fn run_counted<R, F>(n: usize, f: F) -> (Vec<R>, usize)
+where
+    R: Send,
+    F: Fn(World) -> R + Sync,
+{
     assert!(n > 0, "loopback: at least one rank");
     let hub = Arc::new(Hub::new(n));
     let joined: Vec<std::thread::Result<R>> = std::thread::scope(|sc| {
@@ -56,7 +67,7 @@ where
             .unwrap_or(0);
         std::panic::resume_unwind(errs.swap_remove(own));
     }
-    out
+    (out, hub.ops.load(std::sync::atomic::Ordering::Relaxed))
 }
 
 const SECONDARY: &str = "loopback: another rank failed";
@@ -88,6 +99,8 @@ struct Hub {
     gate: Mutex<GateState>,
     cv: Condvar,
     start: Instant,
+    /// Data-moving collectives entered (counted by rank 0).
+    ops: std::sync::atomic::AtomicUsize,
 }
 
 impl Hub {
@@ -109,6 +122,7 @@ impl Hub {
             }),
             cv: Condvar::new(),
             start: Instant::now(),
+            ops: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -182,6 +196,11 @@ impl Loopback {
 
     /// Copy `send` (if any) into this rank's slot.
     fn deposit<T: Elem>(&self, send: Option<&[T]>, dest: usize) {
+        if self.rank == 0 {
+            self.hub
+                .ops
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         self.hub.slots()[self.rank] = Slot {
             data: send.map(|s| Box::new(s.to_vec()) as Box<dyn Any + Send>),
             dest,
