@@ -312,15 +312,48 @@ def _method(m, fusion=None):
     return lambda d: (d["method"] == m) & (d["fusion"].astype(str) == fusion)
 
 
+def plans(df: pd.DataFrame, method: str) -> str:
+    """The plan_source values METHOD's rows ran, per compress_on (`host: omgs; device:
+    omgs`); a fallback shows as `64MiB (omgs predicted ...)`."""
+    if "plan_source" not in df.columns:
+        return "not recorded (sim.csv without plan_source)"
+    d = df[df["method"] == method]
+    return "; ".join(f"{on}: " + ", ".join(sorted(set(d[d["compress_on"] == on]["plan_source"].fillna("").astype(str))))
+                     for on in COMPRESS_ON if (d["compress_on"] == on).any())
+
+
+def published_validation(found) -> pd.DataFrame:
+    """published_validation.csv of every paper-scale folder (simulate --validate-published):
+    a paper's published cost constants beside our presets' predictions."""
+    ts = [pd.read_csv(os.path.join(f["path"], "published_validation.csv")).assign(folder=f.get("label", f["path"]))
+          for f in found if os.path.exists(os.path.join(f["path"], "published_validation.csv"))]
+    if not ts:
+        return pd.DataFrame()
+    t = pd.concat(ts, ignore_index=True)
+    t["published ms"] = t["published_s"] * 1e3
+    t["ours ms"] = t["ours_s"] * 1e3
+    t = t.rename(columns={"ours_over_published": "ours/published"})
+    return t[["quantity", "workers", "elements", "published ms", "ours ms", "ours/published", "published_source",
+              "ours_source"]]
+
+
 def paper_scale_tables(found):
     """(headlines, acpsgd, sources) DataFrames of the paper-scale section from FOUND
     (find_paper_scale)."""
     rows = []
+    devices = {}
+    for f in found:
+        devices.setdefault(f.get("headline"), set()).add(f.get("compress_device", ""))
 
-    def add(headline, setup, claim, published, res, unit="", failed=""):
+    def add(headline, setup, claim, published, res, unit="", failed="", plan=""):
         """One headline row: PUBLISHED (a number in UNIT) beside ours per compress_on, with
-        ours / published and the three-level verdict (verdict.py)."""
-        row = {"headline": headline, "setup": setup, "claim": claim, "published": f"{published:g}{unit}"}
+        ours / published and the three-level verdict (verdict.py); the compression device
+        and whether it is the paper's GPU; PLAN: the plan_source that ran (planners)."""
+        gpu = pub.PAPER_SCALE.get(headline, {}).get("gpu")
+        dev = ", ".join(sorted(d for d in devices.get(headline, ()) if d))
+        row = {"headline": headline, "setup": setup, "claim": claim, "published": f"{published:g}{unit}",
+               "device (compression)": f"{dev} (the paper's GPU: {gpu})" if gpu else
+               f"{dev} (the paper names no GPU: default)"}
         for on in COMPRESS_ON:
             v = res.get(on)
             row[f"ours {on}"] = "" if v is None else f"{v[0]:.2f}{unit}"
@@ -329,6 +362,7 @@ def paper_scale_tables(found):
                 ("" if v is None else V.verdict(v[0], published, v[1]))
         row["deciding cost (not reproduced)"] = "; ".join(
             f"{on}: {res[on][2]}" for on in COMPRESS_ON if on in res and res[on][2])
+        row["plan that ran"] = plan
         rows.append(row)
 
     acp_rows = []
@@ -365,7 +399,7 @@ def paper_scale_tables(found):
         if len(df) and (df["method"] == "omgs").any():
             res = _speedup_claim(df, ["compress_on", "model"], _method("omgs"), _method("topk", "none"), "max_pct")
         add("omgs", "16 workers, 1gbe, rho 0.001", "OMGS faster than layer-wise Top-k (up to; ours: max over the same setups)",
-            pub.OMGS_IMPROVEMENT_PCT, res, "%", failed.get("omgs", "no omgs rows"))
+            pub.OMGS_IMPROVEMENT_PCT, res, "%", failed.get("omgs", "no omgs rows"), plans(df, "omgs"))
     df = _sims(found, "marsit")
     if len(df):
         res = _speedup_claim(df, ["compress_on", "model"], _method("marsit"), _method("ssgd"), "max_less_pct")
@@ -377,7 +411,7 @@ def paper_scale_tables(found):
         res = _speedup_claim(df, ["compress_on", "model"], _method("sketch-fusion", "layerfusion"),
                              _method("sketch", "none"), "max_pct")
         add("sketch-fusion", "16 workers, 10gbe", "Sketch-Fusion faster than per-tensor sketch (up to; ours: max over the same setups)",
-            pub.SKETCH_FASTER_PCT, res, "%")
+            pub.SKETCH_FASTER_PCT, res, "%", plan=plans(df, "sketch-fusion"))
     df = _sims(found, "sketch-scaling")
     if len(df) and df["world_size"].nunique() > 1:
         lo, hi = df["world_size"].min(), df["world_size"].max()
@@ -457,7 +491,8 @@ def paper_scale_section(R, found):
     for key, h in pub.PAPER_SCALE.items():
         if any(f.get("headline") == key for f in found):
             rpn = h["ranks_per_node"]
-            gpu = h["gpu"] or "not recorded: device compression priced on the script's preset"
+            gpu = (f"{h['gpu']}: compression priced on its preset" if h["gpu"] else
+                   "not named in the paper's abstract: compression priced on the script's default preset (v100)")
             nodes = f"{rpn} GPUs per node" if rpn else "GPUs per node not recorded"
             R.add(f"- `{key}`: {pub.CITATIONS[h['paper']]}. Published setup: {h['setup']} (GPU {gpu}, {nodes}). "
                   f"Simulated: {h['ours']}.")
@@ -470,6 +505,11 @@ def paper_scale_section(R, found):
         R.table("paper_scale", heads, "every headline: published beside ours (host / device compression), "
                 "ours/published and the verdict")
         R.add(f"**Verdicts** ({len(heads)} headlines): {verdict_counts_line(heads)}.", "")
+    val = published_validation(found)
+    if len(val):
+        R.table("paper_scale_published_validation", val, "validation points: the constants OMGS-SGD published for "
+                "its own cluster (16 x P102-100, 1 GbE) beside our network preset's and device model's prediction "
+                "of exactly those quantities (`simulate --validate-published omgs`; nothing fitted)")
     if len(src):
         R.table("paper_scale_sources", src, "cost sources of each simulated folder (the `cost_source` of sim.csv) "
                 "and the ranks per node passed")
