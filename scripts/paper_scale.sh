@@ -12,7 +12,7 @@
 # when a headline's simulate failed; the other headlines are still run.
 #
 # Device preset: each paper's own GPU where it names one (OMGS-SGD: 16 Nvidia P102-100,
-# HKBU-HPML/OMGS-SGD README at ac10b98: compression device p102-100); the other seeds'
+# HKBU-HPML/OMGS-SGD utils.py at ac10b98: compression device p102-100); the other seeds'
 # abstracts name no GPU, so those headlines are priced on PAPER_SCALE_DEVICE (default
 # v100, the device the bench configs emulate), and the report says so. The compute model
 # (backward times) stays v100 for every headline: gradcomp has no P102-100 compute preset.

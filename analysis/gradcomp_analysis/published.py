@@ -58,7 +58,7 @@ PAPER_SCALE = {
     "acpsgd-scaling": {"paper": "acpsgd", "gpu": None, "ranks_per_node": 4,
                        "setup": "8-64 GPUs, nodes of 4; ACP-SGD consistently faster than the baselines",
                        "ours": "8/16/32/64 workers, the 4 models, 10gbe (the figure's network not recorded)"},
-    "omgs": {"paper": "omgs", "gpu": "Nvidia P102-100 (HKBU-HPML/OMGS-SGD README @ac10b98)", "ranks_per_node": None,
+    "omgs": {"paper": "omgs", "gpu": "Nvidia P102-100 (HKBU-HPML/OMGS-SGD @ac10b98, utils.py)", "ranks_per_node": None,
              "setup": "16 GPUs, 1 GbE, rho = 0.001, VGG-16 / ResNet-50 / AlexNet / LSTM-PTB",
              "ours": "16 workers, 1gbe, rho 0.001, the 4 models, pipelining on; layer-wise Top-k = fusion none"},
     "marsit": {"paper": "marsit", "gpu": None, "ranks_per_node": None,

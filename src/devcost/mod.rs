@@ -158,7 +158,7 @@ const PRESETS: &[(&str, f64, f64, &str)] = &[
         67.0,
         "NVIDIA H100 SXM5 datasheet: 3.35 TB/s HBM3, 67 TFLOP/s fp32",
     ),
-    // OMGS-SGD's GPU (Shi et al., INFOCOM 2020; HKBU-HPML/OMGS-SGD README at ac10b98).
+    // OMGS-SGD's GPU (Shi et al., INFOCOM 2020; HKBU-HPML/OMGS-SGD utils.py at ac10b98).
     // NVIDIA publishes no datasheet for this mining board; the figures are the GP102-100
     // board's configuration as the TechPowerUp GPU database lists it (board PG611 SKU 100).
     (
