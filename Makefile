@@ -54,11 +54,12 @@ paper: build
 
 ## paper-scale: every paper's headline setup through `gradcomp simulate` with compression on
 ## the host and on a GPU model (scripts/paper_scale.sh, seconds), into OUT=results/paper-scale,
-## then its report (section "Paper scale (simulated)"). Exit 1 when a headline's simulate failed.
+## then its report (section "Paper scale (simulated)") and the verdicts with their counts. Exit 1 when a headline's simulate failed.
 PAPER_SCALE_OUT ?= results/paper-scale
 paper-scale: build
 	@rc=0; GRADCOMP=target/release/gradcomp bash scripts/paper_scale.sh $(PAPER_SCALE_OUT) || rc=1; \
 	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis report $(PAPER_SCALE_OUT) || rc=1; \
+	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis verdicts $(PAPER_SCALE_OUT) || rc=1; \
 	echo "report: $(PAPER_SCALE_OUT)/report/report.md (section Paper scale (simulated))"; exit $$rc
 
 ## sim-accuracy: simulated vs measured iter_s at 2 and 4 ranks, fails outside 15% (issue 5's

@@ -1,15 +1,18 @@
 """Entry point: python -m gradcomp_analysis report RESULTS_DIR [RESULTS_DIR ...] [--out DIR] [--latex];
 python -m gradcomp_analysis compare RUN_A RUN_B [--tolerance 0.10] [--out DIR];
-python -m gradcomp_analysis planner-accuracy RUN [--tolerance 0.25]."""
+python -m gradcomp_analysis planner-accuracy RUN [--tolerance 0.25];
+python -m gradcomp_analysis verdicts PAPER_SCALE_DIR (the paper-scale headlines' verdicts and counts)."""
 
 import argparse
 import os
 import sys
 
+import pandas as pd
+
 from . import tables as T
 from .io import ReportError, load_csv
 from .compare import compare
-from .report import write_report
+from .report import find_paper_scale, paper_scale_tables, verdict_counts_line, write_report
 
 
 def check_tolerance(tolerance: float, example: float) -> None:
@@ -35,6 +38,20 @@ def planner_accuracy_check(run: str, tolerance: float) -> int:
     return 1 if bad else 0
 
 
+def print_verdicts(root: str) -> int:
+    """Print each paper-scale headline under ROOT with ours/published and its verdict, then
+    the count of each verdict level per compress_on."""
+    found = find_paper_scale([root])
+    if not found:
+        raise ReportError(f"{root}: no paper_scale.txt below it (run `make paper-scale PAPER_SCALE_OUT={root}`)")
+    heads, _, _ = paper_scale_tables(found)
+    cols = [c for c in heads.columns if c.startswith(("ours", "verdict")) or c in ("headline", "setup", "published")]
+    with pd.option_context("display.width", 250, "display.max_colwidth", 48):
+        print(heads[cols].to_string(index=False))
+    print(f"verdicts ({len(heads)} headlines): {verdict_counts_line(heads)}")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m gradcomp_analysis", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -57,10 +74,14 @@ def main(argv=None) -> int:
     pa.add_argument("run", help="a directory with e2e.csv")
     pa.add_argument("--tolerance", type=float, default=T.PLANNER_TOLERANCE_REL,
                     help=f"largest accepted |planned/measured - 1| [default: {T.PLANNER_TOLERANCE_REL}]")
+    v = sub.add_parser("verdicts", help="the paper-scale headlines' ours/published and verdicts, with counts")
+    v.add_argument("root", help="the folder scripts/paper_scale.sh wrote")
     a = p.parse_args(argv)
     try:
         if a.cmd == "planner-accuracy":
             return planner_accuracy_check(a.run, a.tolerance)
+        if a.cmd == "verdicts":
+            return print_verdicts(a.root)
         if a.cmd == "compare":
             check_tolerance(a.tolerance, 0.10)
             ok, path = compare(a.run_a, a.run_b, a.tolerance, a.out)

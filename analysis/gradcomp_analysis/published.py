@@ -45,8 +45,9 @@ def cite(key: str) -> str:
 
 # Paper scale (simulated): each headline's published setup, as scripts/paper_scale.sh
 # simulates it. `ranks_per_node`: GPUs per node sharing one NIC (None: not recorded in
-# docs/ or here). `gpu`: the paper's GPU (None: not recorded; the script prices device
-# compression on v100, the device the bench configs emulate). Where the setup is not
+# docs/ or here). `gpu`: the paper's GPU where the paper or its repository names it (the
+# script prices its device compression on that preset); None: not named in the seed's
+# abstract, priced on v100, the device the bench configs emulate. Where the setup is not
 # recorded the script's choice is named in `ours`.
 PAPER_SCALE = {
     "acpsgd-main": {"paper": "acpsgd", "gpu": None, "ranks_per_node": 4,
@@ -57,7 +58,7 @@ PAPER_SCALE = {
     "acpsgd-scaling": {"paper": "acpsgd", "gpu": None, "ranks_per_node": 4,
                        "setup": "8-64 GPUs, nodes of 4; ACP-SGD consistently faster than the baselines",
                        "ours": "8/16/32/64 workers, the 4 models, 10gbe (the figure's network not recorded)"},
-    "omgs": {"paper": "omgs", "gpu": None, "ranks_per_node": None,
+    "omgs": {"paper": "omgs", "gpu": "Nvidia P102-100 (HKBU-HPML/OMGS-SGD @ac10b98, utils.py)", "ranks_per_node": None,
              "setup": "16 GPUs, 1 GbE, rho = 0.001, VGG-16 / ResNet-50 / AlexNet / LSTM-PTB",
              "ours": "16 workers, 1gbe, rho 0.001, the 4 models, pipelining on; layer-wise Top-k = fusion none"},
     "marsit": {"paper": "marsit", "gpu": None, "ranks_per_node": None,

@@ -14,7 +14,7 @@ import sys
 
 import pandas as pd
 
-from . import plots, published as pub, tables as T
+from . import plots, published as pub, tables as T, verdict as V
 from .io import ReportError, Results, discover, load_csv, load_results  # noqa: F401  (load_csv: public API)
 
 # Which bench config produces the rows of each paper table (docs/reproduce.md).
@@ -280,10 +280,11 @@ def _pair(df: pd.DataFrame, keys: list, a_sel, b_sel):
 
 
 def _speedup_claim(df, keys, a_sel, b_sel, agg: str):
-    """Per compress_on: (value, reproduced, deciding cost). The speedup of each setup is
-    t_B / t_A; AGG: `mean` (value = mean speedup, reproduced if > 1), `all` (value = mean,
-    reproduced if every setup > 1), `max_pct` (value = the largest % faster, t_B/t_A - 1,
-    reproduced if > 0), `max_less_pct` (the largest % less time, 1 - t_A/t_B, > 0)."""
+    """Per compress_on: (value, direction holds, deciding cost). The speedup of each setup
+    is t_B / t_A; AGG: `mean` (value = mean speedup, direction if > 1), `all` (value = mean,
+    direction if every setup > 1), `max_pct` (value = the largest % faster over the setups,
+    t_B/t_A - 1, direction if > 0), `max_less_pct` (the largest % less time, 1 - t_A/t_B,
+    > 0). The size is judged by verdict.py."""
     out = {}
     for on in COMPRESS_ON:
         d = df[df["compress_on"] == on]
@@ -311,20 +312,57 @@ def _method(m, fusion=None):
     return lambda d: (d["method"] == m) & (d["fusion"].astype(str) == fusion)
 
 
+def plans(df: pd.DataFrame, method: str) -> str:
+    """The plan_source values METHOD's rows ran, per compress_on (`host: omgs; device:
+    omgs`); a fallback shows as `64MiB (omgs predicted ...)`."""
+    if "plan_source" not in df.columns:
+        return "not recorded (sim.csv without plan_source)"
+    d = df[df["method"] == method]
+    return "; ".join(f"{on}: " + ", ".join(sorted(set(d[d["compress_on"] == on]["plan_source"].fillna("").astype(str))))
+                     for on in COMPRESS_ON if (d["compress_on"] == on).any())
+
+
+def published_validation(found) -> pd.DataFrame:
+    """published_validation.csv of every paper-scale folder (simulate --validate-published):
+    a paper's published cost constants beside our presets' predictions."""
+    ts = [pd.read_csv(os.path.join(f["path"], "published_validation.csv")).assign(folder=f.get("label", f["path"]))
+          for f in found if os.path.exists(os.path.join(f["path"], "published_validation.csv"))]
+    if not ts:
+        return pd.DataFrame()
+    t = pd.concat(ts, ignore_index=True)
+    t["published ms"] = t["published_s"] * 1e3
+    t["ours ms"] = t["ours_s"] * 1e3
+    t = t.rename(columns={"ours_over_published": "ours/published"})
+    return t[["quantity", "workers", "elements", "published ms", "ours ms", "ours/published", "published_source",
+              "ours_source"]]
+
+
 def paper_scale_tables(found):
     """(headlines, acpsgd, sources) DataFrames of the paper-scale section from FOUND
     (find_paper_scale)."""
     rows = []
+    devices = {}
+    for f in found:
+        devices.setdefault(f.get("headline"), set()).add(f.get("compress_device", ""))
 
-    def add(headline, setup, claim, published, res, unit="", failed=""):
-        row = {"headline": headline, "setup": setup, "claim": claim, "published": published}
+    def add(headline, setup, claim, published, res, unit="", failed="", plan=""):
+        """One headline row: PUBLISHED (a number in UNIT) beside ours per compress_on, with
+        ours / published and the three-level verdict (verdict.py); the compression device
+        and whether it is the paper's GPU; PLAN: the plan_source that ran (planners)."""
+        gpu = pub.PAPER_SCALE.get(headline, {}).get("gpu")
+        dev = ", ".join(sorted(d for d in devices.get(headline, ()) if d))
+        row = {"headline": headline, "setup": setup, "claim": claim, "published": f"{published:g}{unit}",
+               "device (compression)": f"{dev} (the paper's GPU: {gpu})" if gpu else
+               f"{dev} (the paper names no GPU: default)"}
         for on in COMPRESS_ON:
             v = res.get(on)
             row[f"ours {on}"] = "" if v is None else f"{v[0]:.2f}{unit}"
-            row[f"reproduced {on}"] = ("n/a: " + failed) if v is None and failed else \
-                ("" if v is None else ("yes" if v[1] else "no"))
+            row[f"ours/published {on}"] = "" if v is None else f"{V.ratio(v[0], published):.2f}"
+            row[f"verdict {on}"] = ("n/a: " + failed) if v is None and failed else \
+                ("" if v is None else V.verdict(v[0], published, v[1]))
         row["deciding cost (not reproduced)"] = "; ".join(
             f"{on}: {res[on][2]}" for on in COMPRESS_ON if on in res and res[on][2])
+        row["plan that ran"] = plan
         rows.append(row)
 
     acp_rows = []
@@ -343,7 +381,7 @@ def paper_scale_tables(found):
                     r[f"ACP/{label} {on}"] = res[on][0] if on in res else float("nan")
                 r[f"ACP/{label} (published)"] = pub.ACPSGD_SPEEDUP[base]
                 add("acpsgd-main", f"{net}, 32 workers, mean over 4 models", f"ACP-SGD faster than {label} (mean)",
-                    f"{pub.ACPSGD_SPEEDUP[base]}x", res, "x")
+                    pub.ACPSGD_SPEEDUP[base], res, "x")
             acp_rows.append(r)
     df = _sims(found, "acpsgd-scaling")
     if len(df):
@@ -352,27 +390,28 @@ def paper_scale_tables(found):
             for base, label in [("ssgd", "S-SGD"), ("powersgd", "Power-SGD")]:
                 res = _speedup_claim(d, ["compress_on", "model"], _method("acpsgd"), _method(base), "all")
                 add("acpsgd-scaling", f"{n} workers, 10gbe, 4 models (mean shown)",
-                    f"ACP-SGD faster than {label} for every model", f"{pub.ACPSGD_SPEEDUP[base]}x (mean over setups)",
-                    res, "x")
+                    f"ACP-SGD faster than {label} for every model (published: mean over all setups)",
+                    pub.ACPSGD_SPEEDUP[base], res, "x")
     failed = {f["headline"]: f["error"].splitlines()[-1] for f in found if f["error"]}
     df = _sims(found, "omgs")
     if len(df) or "omgs" in failed:
         res = {}
         if len(df) and (df["method"] == "omgs").any():
             res = _speedup_claim(df, ["compress_on", "model"], _method("omgs"), _method("topk", "none"), "max_pct")
-        add("omgs", "16 workers, 1gbe, rho 0.001", "OMGS faster than layer-wise Top-k (up to)",
-            f"{pub.OMGS_IMPROVEMENT_PCT:g}%", res, "%", failed.get("omgs", "no omgs rows"))
+        add("omgs", "16 workers, 1gbe, rho 0.001", "OMGS faster than layer-wise Top-k (up to; ours: max over the same setups)",
+            pub.OMGS_IMPROVEMENT_PCT, res, "%", failed.get("omgs", "no omgs rows"), plans(df, "omgs"))
     df = _sims(found, "marsit")
     if len(df):
         res = _speedup_claim(df, ["compress_on", "model"], _method("marsit"), _method("ssgd"), "max_less_pct")
-        add("marsit", "16 workers, 10gbe", "Marsit less time than S-SGD (up to)", f"{pub.MARSIT_REDUCTION_PCT:g}%",
+        add("marsit", "16 workers, 10gbe", "Marsit less time than S-SGD (up to; ours: max over the same setups)",
+            pub.MARSIT_REDUCTION_PCT,
             res, "%")
     df = _sims(found, "sketch-fusion")
     if len(df):
         res = _speedup_claim(df, ["compress_on", "model"], _method("sketch-fusion", "layerfusion"),
                              _method("sketch", "none"), "max_pct")
-        add("sketch-fusion", "16 workers, 10gbe", "Sketch-Fusion faster than per-tensor sketch (up to)",
-            f"{pub.SKETCH_FASTER_PCT:g}%", res, "%")
+        add("sketch-fusion", "16 workers, 10gbe", "Sketch-Fusion faster than per-tensor sketch (up to; ours: max over the same setups)",
+            pub.SKETCH_FASTER_PCT, res, "%", plan=plans(df, "sketch-fusion"))
     df = _sims(found, "sketch-scaling")
     if len(df) and df["world_size"].nunique() > 1:
         lo, hi = df["world_size"].min(), df["world_size"].max()
@@ -395,8 +434,8 @@ def paper_scale_tables(found):
                 idx = a.index.intersection(b.index)
                 cost = deciding_cost(a.loc[idx], b.loc[idx]) + f" at {hi} workers"
             res[on] = (float(gain.max()), bool(ok), cost)
-        add("sketch-scaling", f"{lo}-{hi} workers, 10gbe", "LayerFusion improves scalability (up to)",
-            f"{pub.SKETCH_LAYERFUSION_SCALABILITY:g}x", res, "x")
+        add("sketch-scaling", f"{lo}-{hi} workers, 10gbe", "LayerFusion improves scalability (up to; ours: max over the same setups)",
+            pub.SKETCH_LAYERFUSION_SCALABILITY, res, "x")
     df = _sims(found, "dgc")
     if len(df):
         for paper_name, zoo, _g, _m, ratio in pub.DGC:
@@ -410,7 +449,7 @@ def paper_scale_tables(found):
                     res[on] = (r, r >= 100, "" if r >= 100 else "wire_bytes (message too large)")
             if res:
                 add("dgc", f"{paper_name} ({zoo}), density 0.001", "message >= 100x smaller than the gradient",
-                    f"{ratio:g}x", res, "x")
+                    ratio, res, "x")
     src = []
     for f in found:
         base = {"headline": f.get("headline", ""), "folder": f.get("label", f["path"]), "network": f.get("network", ""),
@@ -424,6 +463,12 @@ def paper_scale_tables(found):
     return pd.DataFrame(rows), pd.DataFrame(acp_rows), src
 
 
+def verdict_counts_line(heads: pd.DataFrame) -> str:
+    """The count of each verdict level per compress_on of a paper_scale_tables headline table."""
+    return V.counts_line({on: V.counts(heads[f"verdict {on}"]) for on in COMPRESS_ON
+                          if f"verdict {on}" in heads.columns})
+
+
 def paper_scale_section(R, found):
     """The "Paper scale (simulated)" section (scripts/paper_scale.sh's folders); nothing
     when FOUND is empty, so reports without paper-scale results are unchanged."""
@@ -434,15 +479,20 @@ def paper_scale_section(R, found):
           "Each paper's headline setup through `gradcomp simulate` (`scripts/paper_scale.sh`, `make paper-scale`), "
           "compression charged to this host (`host`: the CPU costs measured here) and to a GPU (`device`: the "
           "roofline model of `--compress-device`). Published numbers are the papers' (their GPUs, networks and, "
-          "for OMGS and Marsit, whole training runs). `reproduced`: the direction of the published claim holds "
-          "in the simulation; where it does not, `deciding cost` names the cost component (compress_s, "
+          "for OMGS and Marsit, whole training runs). `ours/published` compares the published quantity in its "
+          "own unit (speedup with speedup, % with %, size ratio with size ratio); for an \"up to\" claim ours is "
+          "our maximum over the same setups. `verdict`: *size reproduced* (the claim's direction holds and "
+          f"ours/published is within a factor {V.SIZE_FACTOR:g} either way), *direction only* (the direction "
+          "holds, the size does not), *not reproduced* (the direction does not hold); where it does not, "
+          "`deciding cost` names the cost component (compress_s, "
           "decompress_s, comm_s, pack_s, exposed_s) by which the claimed-faster method exceeds its baseline "
           "most, summed over the setups where it is not faster. Speedups are t_baseline / t_method, each "
           "method at its best simulated configuration.", "")
     for key, h in pub.PAPER_SCALE.items():
         if any(f.get("headline") == key for f in found):
             rpn = h["ranks_per_node"]
-            gpu = h["gpu"] or "not recorded: device compression priced on the script's preset"
+            gpu = (f"{h['gpu']}: compression priced on its preset" if h["gpu"] else
+                   "not named in the paper's abstract: compression priced on the script's default preset (v100)")
             nodes = f"{rpn} GPUs per node" if rpn else "GPUs per node not recorded"
             R.add(f"- `{key}`: {pub.CITATIONS[h['paper']]}. Published setup: {h['setup']} (GPU {gpu}, {nodes}). "
                   f"Simulated: {h['ours']}.")
@@ -452,7 +502,14 @@ def paper_scale_section(R, found):
                 "25 MiB fusion, best of pipelining off/on, compression on host and on device, beside the "
                 "published means (over all their setups)")
     if len(heads):
-        R.table("paper_scale", heads, "every headline: published beside ours (host / device compression)")
+        R.table("paper_scale", heads, "every headline: published beside ours (host / device compression), "
+                "ours/published and the verdict")
+        R.add(f"**Verdicts** ({len(heads)} headlines): {verdict_counts_line(heads)}.", "")
+    val = published_validation(found)
+    if len(val):
+        R.table("paper_scale_published_validation", val, "validation points: the constants OMGS-SGD published for "
+                "its own cluster (16 x P102-100, 1 GbE) beside our network preset's and device model's prediction "
+                "of exactly those quantities (`simulate --validate-published omgs`; nothing fitted)")
     if len(src):
         R.table("paper_scale_sources", src, "cost sources of each simulated folder (the `cost_source` of sim.csv) "
                 "and the ranks per node passed")

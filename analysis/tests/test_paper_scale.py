@@ -7,8 +7,9 @@ import os
 import pandas as pd
 import pytest
 
+from gradcomp_analysis import verdict as V
 from gradcomp_analysis.report import (Report, deciding_cost, find_paper_scale, paper_scale_section,
-                                      paper_scale_tables, write_report)
+                                      paper_scale_tables, verdict_counts_line, write_report)
 
 ZERO = {"compress_s": 0.0, "decompress_s": 0.0, "comm_s": 0.0, "pack_s": 0.0, "exposed_s": 0.0}
 
@@ -72,15 +73,18 @@ def test_acpsgd_table_by_hand(paper_scale):
 def test_not_reproduced_names_the_deciding_cost(paper_scale):
     heads, _, _ = paper_scale_tables(find_paper_scale([paper_scale]))
     power = heads[(heads["headline"] == "acpsgd-main") & heads["claim"].str.contains("Power-SGD")].iloc[0]
-    assert (power["reproduced host"], power["reproduced device"]) == ("yes", "no")
+    # direction holds on the host but 2.5 / 1.43 = 1.75 is outside a factor 1.5
+    assert (power["verdict host"], power["verdict device"]) == ("direction only", "not reproduced")
+    assert power["ours/published host"] == f"{2.5 / 1.43:.2f}"
     assert power["ours host"] == "2.50x" and power["ours device"] == "0.50x"
     # (0.6 - 0.1) s in each of the two models
     assert power["deciding cost (not reproduced)"] == "device: compress_s (+1000.0 ms)"
     ssgd = heads[(heads["headline"] == "acpsgd-main") & heads["claim"].str.contains("S-SGD")].iloc[0]
-    assert (ssgd["reproduced host"], ssgd["reproduced device"]) == ("yes", "yes")
+    # host 14 / 4.06 = 3.4; device 2.667 / 4.06 = 0.657, just below 1 / 1.5
+    assert (ssgd["verdict host"], ssgd["verdict device"]) == ("direction only", "direction only")
     assert ssgd["deciding cost (not reproduced)"] == ""
     omgs = heads[heads["headline"] == "omgs"].iloc[0]
-    assert omgs["reproduced host"].startswith("n/a: gradcomp: error")
+    assert omgs["verdict host"].startswith("n/a: gradcomp: error")
 
 
 def test_deciding_cost_largest_difference():
@@ -104,3 +108,33 @@ def test_no_section_without_paper_scale(tmp_path):
     paper_scale_section(R, [])
     assert R.lines == [] and R.tables == []
     assert find_paper_scale([str(tmp_path)]) == []
+
+
+@pytest.mark.parametrize("ours, published, direction, want", [
+    (6 * 4.06, 4.06, True, "direction only"),   # the ACP-SGD case: 6x the published size
+    (200.0, 31.0, True, "direction only"),      # OMGS on the device model: % compared with %
+    (1.4 * 31, 31.0, True, "size reproduced"),
+    (31 / 1.4, 31.0, True, "size reproduced"),
+    (1.5 * 2.0, 2.0, True, "size reproduced"),  # the factor's bounds are inside
+    (2.0 / 1.5, 2.0, True, "size reproduced"),
+    (0.65 * 2.0, 2.0, True, "direction only"),
+    (4.06, 4.06, False, "not reproduced"),      # the right size with the wrong direction
+    (-4.6, 18.6, False, "not reproduced"),
+    (1.0, 0.0, True, "direction only"),         # no ratio: never "size"
+])
+def test_verdict_levels(ours, published, direction, want):
+    assert V.verdict(ours, published, direction) == want
+
+
+def test_verdict_refuses_a_factor_not_above_one():
+    with pytest.raises(ValueError, match="factor 1"):
+        V.verdict(1.0, 1.0, True, factor=1.0)
+
+
+def test_verdict_counts_in_the_section(paper_scale, tmp_path):
+    heads, _, _ = paper_scale_tables(find_paper_scale([paper_scale]))
+    # host: S-SGD 3.4x off, Power-SGD 1.75x off; device: S-SGD 0.66x off, Power-SGD wrong way
+    assert verdict_counts_line(heads) == ("host: 0 size reproduced, 2 direction only, 0 not reproduced; "
+                                          "device: 0 size reproduced, 1 direction only, 1 not reproduced")
+    text = open(write_report(paper_scale, str(tmp_path / "rep"))).read()
+    assert "**Verdicts** (3 headlines): host: 0 size reproduced" in text

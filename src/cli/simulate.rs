@@ -58,6 +58,12 @@ pub struct SimulateArgs {
         value_name = "X"
     )]
     pub tolerance: f64,
+    /// Planner fusions (mgwfbp, omgs, layerfusion): on = keep a simple plan (none, single, 1-64 MiB) the planner's model rates faster; off = run the planner's own plan, as its paper did
+    #[arg(long, default_value = "on", value_name = "on|off")]
+    pub planner_fallback: String,
+    /// Also write published_validation.csv: a paper's published cost constants beside this network preset's and compression device's predictions (omgs: OMGS-SGD's 1 GbE all-gather table and P102-100 top-k cost)
+    #[arg(long, value_name = "PAPER")]
+    pub validate_published: Option<String>,
     #[command(flatten)]
     pub placement: PlacementArgs,
     #[command(flatten)]
@@ -135,6 +141,24 @@ impl SimulateArgs {
                 self.tolerance
             )));
         }
+        let planner_fallback = match self.planner_fallback.as_str() {
+            "on" => true,
+            "off" => false,
+            v => {
+                return Err(Error::Input(format!(
+                    "--planner-fallback: '{v}' is not on or off (off runs a planner's own plan, e.g. OMGS-SGD's merge)"
+                )))
+            }
+        };
+        let validate_published = match self.validate_published.as_deref() {
+            None => false,
+            Some("omgs") => true,
+            Some(v) => {
+                return Err(Error::Input(format!(
+                    "--validate-published: unknown paper '{v}'; allowed: omgs (the only seed paper publishing its cluster's cost constants)"
+                )))
+            }
+        };
         let (_, stamp) = crate::units::utc_now();
         Ok(crate::sim::run::SimulateRequest {
             models: spec.models,
@@ -155,6 +179,8 @@ impl SimulateArgs {
             tolerance: self.tolerance,
             ranks_per_node: self.ranks_per_node,
             intra_link,
+            planner_fallback,
+            validate_published,
             out: out
                 .map(|p| p.to_path_buf())
                 .unwrap_or_else(|| PathBuf::from("results").join(format!("sim-{stamp}"))),

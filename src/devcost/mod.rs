@@ -158,10 +158,19 @@ const PRESETS: &[(&str, f64, f64, &str)] = &[
         67.0,
         "NVIDIA H100 SXM5 datasheet: 3.35 TB/s HBM3, 67 TFLOP/s fp32",
     ),
+    // OMGS-SGD's GPU (Shi et al., INFOCOM 2020; HKBU-HPML/OMGS-SGD utils.py at ac10b98).
+    // NVIDIA publishes no datasheet for this mining board; the figures are the GP102-100
+    // board's configuration as the TechPowerUp GPU database lists it (board PG611 SKU 100).
+    (
+        "p102-100",
+        440.32,
+        10.7712,
+        "NVIDIA P102-100 (GP102, board PG611 SKU 100; TechPowerUp GPU database, no NVIDIA datasheet): 320-bit GDDR5X at 11 Gb/s (1376 MHz) = 440.32 GB/s; 3200 CUDA cores x 2 x 1683 MHz boost = 10.7712 TFLOP/s fp32",
+    ),
 ];
 
 impl DeviceSpec {
-    /// The preset called `name` (`v100`, `rtx2080ti`, `a100`, `h100`).
+    /// The preset called `name` (`v100`, `rtx2080ti`, `a100`, `h100`, `p102-100`).
     pub fn preset(name: &str) -> Option<DeviceSpec> {
         PRESETS
             .iter()
@@ -370,6 +379,37 @@ mod tests {
         for n in DeviceSpec::preset_names() {
             assert!(DeviceSpec::preset_source(n).unwrap().contains("NVIDIA"));
         }
+    }
+
+    /// Each preset's peak bandwidth and fp32 throughput are the numbers its cited source
+    /// states; P102-100's follow from its bus, data rate, cores and clock (computed here
+    /// from those primary figures, not from the preset).
+    #[test]
+    fn presets_match_their_cited_sources() {
+        for &(name, gbps, tflops, source) in PRESETS {
+            let spec = DeviceSpec::preset(name).unwrap();
+            let peak_gbps = spec.mem_bytes_per_s / MEM_EFFICIENCY / 1e9;
+            let peak_tflops = spec.flops_per_s / FLOPS_EFFICIENCY / 1e12;
+            assert!((peak_gbps - gbps).abs() < 1e-6 && (peak_tflops - tflops).abs() < 1e-9);
+            let tb = format!("{} TB/s", gbps / 1000.0);
+            let gb = format!("{gbps} GB/s");
+            let gb_sep = format!("{},{:03} GB/s", (gbps / 1000.0) as u64, gbps as u64 % 1000);
+            assert!(
+                source.contains(&gb) || source.contains(&tb) || source.contains(&gb_sep),
+                "{name}: {gbps} GB/s not in its source '{source}'"
+            );
+            assert!(
+                source.contains(&format!("{tflops} TFLOP/s")),
+                "{name}: {tflops} TFLOP/s not in its source '{source}'"
+            );
+        }
+        let p = DeviceSpec::preset("p102-100").unwrap();
+        let bus_bits = 320.0;
+        let gbit_per_pin = 4.0 * 2.0 * 1.376; // GDDR5X: 8 transfers per 1376 MHz clock
+        assert!(
+            (p.mem_bytes_per_s / MEM_EFFICIENCY - bus_bits / 8.0 * gbit_per_pin * 1e9).abs() < 1e3
+        );
+        assert!((p.flops_per_s / FLOPS_EFFICIENCY - 3200.0 * 2.0 * 1.683e9).abs() < 1e3);
     }
 
     #[test]

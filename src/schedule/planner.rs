@@ -283,6 +283,30 @@ pub struct Choice {
     pub replaced: Option<(String, f64)>,
 }
 
+/// The plan of `kind`'s own algorithm with its modelled iteration end, never replaced by a
+/// simple plan: what the paper ran (e.g. OMGS-SGD's merge for a headline that reports it;
+/// `simulate --planner-fallback off`).
+pub fn own(
+    kind: crate::schedule::plan::PlannerKind,
+    t_b: &[f64],
+    p: &[usize],
+    t_s: &dyn Fn(usize, usize) -> f64,
+    t_c: &dyn Fn(usize) -> f64,
+) -> Choice {
+    use crate::schedule::plan::PlannerKind;
+    let groups = match kind {
+        PlannerKind::Mgwfbp => mgwfbp(t_b, p, t_c),
+        PlannerKind::Omgs => omgs(t_b, p, t_s, t_c),
+        PlannerKind::LayerFusion => layerfusion(t_b, p, t_s, t_c),
+    };
+    let predicted_s = predicted_iteration_s(t_b, p, &groups, t_s, t_c);
+    Choice {
+        groups,
+        predicted_s,
+        replaced: None,
+    }
+}
+
 /// Plan with `kind`, then rate its plan and the simple ones (one group per layer, one
 /// group, [`SIMPLE_THRESHOLDS_BYTES`] over the layers' fp32 bytes `4 p`) under the same
 /// full cost model, and keep the planner's plan unless a simple plan is predicted faster
@@ -297,13 +321,12 @@ pub fn choose(
     t_s: &dyn Fn(usize, usize) -> f64,
     t_c: &dyn Fn(usize) -> f64,
 ) -> Choice {
-    use crate::schedule::plan::{buckets, Fusion, PlannerKind};
-    let groups = match kind {
-        PlannerKind::Mgwfbp => mgwfbp(t_b, p, t_c),
-        PlannerKind::Omgs => omgs(t_b, p, t_s, t_c),
-        PlannerKind::LayerFusion => layerfusion(t_b, p, t_s, t_c),
-    };
-    let own_s = predicted_iteration_s(t_b, p, &groups, t_s, t_c);
+    use crate::schedule::plan::{buckets, Fusion};
+    let Choice {
+        groups,
+        predicted_s: own_s,
+        ..
+    } = own(kind, t_b, p, t_s, t_c);
     let bytes: Vec<u64> = p.iter().map(|&d| 4 * d as u64).collect();
     let rule = crate::compress::CloseRule::AtThreshold;
     let mut simple = vec![

@@ -37,6 +37,7 @@ pub mod fit;
 pub mod host;
 pub mod measured;
 pub mod network;
+pub mod published;
 pub mod row;
 pub mod run;
 pub mod topology;
@@ -161,6 +162,10 @@ pub struct SimCase {
     /// Where compression is charged: the host model, or the device stream at
     /// [`CostModel::device`]'s costs.
     pub compress_on: CompressOn,
+    /// A planner fusion may fall back to a simple plan its model rates faster
+    /// ([`planner::choose`]); `false` runs the planner's own plan ([`planner::own`]), as
+    /// its paper did.
+    pub planner_fallback: bool,
 }
 
 impl SimCase {
@@ -195,6 +200,7 @@ impl SimCase {
             seed: 1,
             fixed_plan: None,
             compress_on: CompressOn::Host,
+            planner_fallback: true,
         }
     }
 }
@@ -395,7 +401,7 @@ pub fn simulate_with(
             merr(
                 case,
                 "compress_on = device needs a device cost model: give --compress-device \
-                 (v100, rtx2080ti, a100, h100) or a --compute preset that is one",
+                 (v100, rtx2080ti, a100, h100, p102-100) or a --compute preset that is one",
             )
         })?),
     };
@@ -476,20 +482,40 @@ pub fn simulate_with(
                     |(c, _)| c,
                 )
             });
+            // Merged compression copies the group into one tensor and back (Op::Pack and
+            // Op::Unpack, priced as the clock prices them); the engine's calibration times
+            // those copies too (engine/calibrate.rs), so the simulator's planner sees them.
+            let pb = costs.pack_s_per_byte;
+            let copies_s = |e: usize, k: usize| -> f64 {
+                if !merge {
+                    return 0.0;
+                }
+                match device {
+                    Some(d) => 2.0 * d.copy_s(4.0 * e as f64, k),
+                    None => 2.0 * cpu * pb * 4.0 * e as f64,
+                }
+            };
             let t_s = |e: usize, k: usize| {
                 let calls = if merge { 1.0 } else { k as f64 };
                 if let Some(l) = dev_line {
-                    return calls * l.fixed_s + e as f64 * l.per_element_s;
+                    return calls * l.fixed_s + e as f64 * l.per_element_s + copies_s(e, k);
                 }
                 let words = (e as f64 * gather_words_per_elem).round() as usize;
-                cpu * (calls * (mc.compress.fixed_s + mc.feedback.fixed_s + mc.decompress.fixed_s)
-                    + e as f64
-                        * (mc.compress.per_element_s
-                            + mc.feedback.per_element_s
-                            + mc.decompress.per_element_s * gather_scale(n, e, words)))
+                copies_s(e, k)
+                    + cpu
+                        * (calls
+                            * (mc.compress.fixed_s + mc.feedback.fixed_s + mc.decompress.fixed_s)
+                            + e as f64
+                                * (mc.compress.per_element_s
+                                    + mc.feedback.per_element_s
+                                    + mc.decompress.per_element_s * gather_scale(n, e, words)))
             };
             let t_b = planner::planning_backward(&bwd_times, case.pipelining);
-            let c = planner::choose(kind, &t_b, &numel, &t_s, &t_c);
+            let c = if case.planner_fallback {
+                planner::choose(kind, &t_b, &numel, &t_s, &t_c)
+            } else {
+                planner::own(kind, &t_b, &numel, &t_s, &t_c)
+            };
             plan_source = Some(crate::engine::plan_source_of(kind, &c));
             (vec![c.groups], Some(c.predicted_s))
         }

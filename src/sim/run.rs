@@ -57,6 +57,32 @@ pub struct SimulateRequest {
     pub ranks_per_node: Option<usize>,
     /// The link between a node's ranks (`--intra-link`; used when ranks per node > 1).
     pub intra_link: IntraLink,
+    /// `--planner-fallback`: planner fusions may fall back to a simple plan (default), or
+    /// run their own plan ([`SimCase::planner_fallback`]).
+    pub planner_fallback: bool,
+    /// `--validate-published omgs`: also write published_validation.csv
+    /// ([`super::published::omgs_validation`]) for the network and compression device.
+    pub validate_published: bool,
+}
+
+/// OMGS-SGD's published constants beside our network preset's and device model's
+/// predictions, into `OUT/published_validation.csv` (needs `--network` and
+/// `--compress-device`, which name what is validated).
+fn write_published_validation(req: &SimulateRequest) -> Result<()> {
+    let (Some(net), Some(dev)) = (&req.network, &req.compress_device) else {
+        return Err(SimError::Input(
+            "--validate-published omgs: give --network (e.g. 1gbe) and --compress-device (e.g. p102-100): they are what the paper's constants validate".into(),
+        ));
+    };
+    let network = CostModel::preset(net)?.network;
+    let device = crate::devcost::DeviceCosts::preset(dev).map_err(SimError::Input)?;
+    let rows = super::published::omgs_validation(network.as_ref(), &device);
+    crate::record::write_all(
+        &req.out.join("published_validation.csv"),
+        &rows,
+        Existing::Refuse,
+    )?;
+    Ok(())
 }
 
 /// The outcome: where sim.csv went and, for `--compare`, the cases outside the tolerance.
@@ -230,6 +256,7 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
                                             p.clone(),
                                         );
                                         case.compress_on = on;
+                                        case.planner_fallback = req.planner_fallback;
                                         let r = simulate_with(&case, &costs, &mut wires)?;
                                         rows.push(SimRow::new(&case, &r, &costs));
                                     }
@@ -242,6 +269,9 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         }
     }
     crate::record::write_all(&sim_csv, &rows, Existing::Refuse)?;
+    if req.validate_published {
+        write_published_validation(req)?;
+    }
     let mut outside = Vec::new();
     if let Some(measured) = &measured {
         let cmp = compare(measured, &rows)?;
@@ -322,6 +352,8 @@ mod tests {
             compress_profile: None,
             ranks_per_node: g,
             intra_link: IntraLink::default(),
+            planner_fallback: true,
+            validate_published: false,
         }
     }
 

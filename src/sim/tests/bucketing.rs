@@ -201,3 +201,34 @@ fn a_shared_wire_cache_changes_no_result() {
         }
     }
 }
+
+/// OMGS-SGD as its paper ran it (issue 27): with the fallback off the plan that runs is
+/// OMGS's merge (`plan_source` `omgs`) where, with it on, the planner's model rates a
+/// simple bucketing faster and runs that (VGG-16, 16 workers, 1 GbE, rho 0.001).
+#[test]
+fn planner_fallback_off_runs_the_papers_merge() {
+    let compute = crate::models::ComputeModel::from_preset(&crate::models::preset("v100").unwrap());
+    let wl = SimWorkload::zoo("vgg16", None, &compute, "v100").unwrap();
+    let costs = CostModel::preset("1gbe").unwrap();
+    let case = |fallback: bool| {
+        let mut c = SimCase::new(
+            wl.clone(),
+            "omgs",
+            Fusion::None,
+            true,
+            CollectiveMode::Native,
+            16,
+            MethodParams::default(),
+        );
+        c.planner_fallback = fallback;
+        c
+    };
+    let on = simulate(&case(true), &costs).unwrap();
+    let off = simulate(&case(false), &costs).unwrap();
+    let on_src = on.plan_source.unwrap();
+    assert!(
+        !on_src.starts_with("omgs"),
+        "expected a fallback with the default, got {on_src}"
+    );
+    assert_eq!(off.plan_source.as_deref(), Some("omgs"));
+}

@@ -1,0 +1,143 @@
+//! OMGS-SGD's published cost model of its own cluster (16 x Nvidia P102-100, 1 GbE) as
+//! validation points of ours (issue 27): the paper's all-gather alpha-beta table and its
+//! top-k cost `t(d) = s d log2 d` (HKBU-HPML/OMGS-SGD, utils.py at commit ac10b98:
+//! `allgather_perf_model` with table `GbE_multi_p_ab`, `topk_perf_model`), each beside
+//! our network preset's and device model's prediction of exactly that quantity
+//! (`simulate --validate-published omgs`, file `published_validation.csv`). Nothing here
+//! is fitted: the constants are the paper's, ours are the presets'.
+
+use super::network::{CollectiveCost, Op};
+use crate::compress::device::{ew, torch_topk};
+use crate::devcost::{DeviceCosts, Kernel};
+
+/// `(P, a_s, b_s_per_byte)` of OMGS's all-gather model on its 1 GbE cluster (utils.py,
+/// `GbE_multi_p_ab`, commit ac10b98).
+pub const OMGS_ALLGATHER_AB: [(usize, f64, f64); 4] = [
+    (2, 1.6e-3, 1.0e-8),
+    (4, 2.7e-3, 1.3e-8),
+    (8, 4.0e-3, 1.5e-8),
+    (16, 1.1e-2, 1.7e-8),
+];
+
+/// `s` of OMGS's top-k time `t(d) = s d log2 d` on one P102-100 (utils.py,
+/// `topk_perf_model`, commit ac10b98), for `torch.topk(torch.abs(x), k, sorted=False)`
+/// at `k = 0.001 d` (test/bench_topk_op.py).
+pub const OMGS_TOPK_S: f64 = 2.18896957e-10;
+
+/// Selected elements per worker at which the all-gather model is compared.
+pub const ALLGATHER_ELEMS: [usize; 3] = [1_000, 25_000, 138_000];
+/// Tensor sizes (elements) at which the top-k model is compared: 1 Mi to 128 Mi, the
+/// range test/bench_topk_op.py measured (up to 2^29).
+pub const TOPK_ELEMS: [usize; 4] = [1 << 20, 1 << 23, 1 << 25, 1 << 27];
+
+/// OMGS's all-gather time of `x` selected elements per worker among `p` workers:
+/// `(a + b x p 4) 2` (values and int32 indices, two all-gathers); `None` for a `p` the
+/// table lacks.
+pub fn omgs_allgather_s(x: usize, p: usize) -> Option<f64> {
+    OMGS_ALLGATHER_AB
+        .iter()
+        .find(|r| r.0 == p)
+        .map(|&(_, a, b)| (a + b * x as f64 * p as f64 * 4.0) * 2.0)
+}
+
+/// OMGS's top-k time of a `d`-element tensor: `s d log2 d`.
+pub fn omgs_topk_s(d: usize) -> f64 {
+    let df = d as f64;
+    OMGS_TOPK_S * df * df.log2()
+}
+
+/// The kernels OMGS's measured operation launches, as our device model lists them:
+/// `torch.abs` then `torch.topk(k = 0.001 d, sorted=False)`.
+pub fn topk_kernels(d: usize) -> Vec<Kernel> {
+    let mut v = vec![ew("|x|", d, 1, 1)];
+    let k = ((d as f64) * 0.001).ceil() as usize;
+    torch_topk(&mut |kn| v.push(kn), d, k.max(1), false);
+    v
+}
+
+/// One validation point: the published quantity beside ours.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct ValidationRow {
+    pub quantity: String,
+    pub workers: usize,
+    pub elements: usize,
+    pub published_s: f64,
+    pub ours_s: f64,
+    pub ours_over_published: f64,
+    pub published_source: String,
+    pub ours_source: String,
+}
+
+/// The validation points of OMGS's model: all-gather at P = 2..16 over `network` (two
+/// all-gathers of `4 x` bytes per worker, as OMGS sends them) and top-k on `device`.
+pub fn omgs_validation(network: &dyn CollectiveCost, device: &DeviceCosts) -> Vec<ValidationRow> {
+    let mut rows = Vec::new();
+    let src = "HKBU-HPML/OMGS-SGD utils.py @ac10b98";
+    for &(p, _, _) in &OMGS_ALLGATHER_AB {
+        for &x in &ALLGATHER_ELEMS {
+            let published_s = omgs_allgather_s(x, p).unwrap_or(f64::NAN);
+            let ours_s = 2.0 * network.time_s(Op::AllGather, p, 4.0 * x as f64);
+            rows.push(ValidationRow {
+                quantity: "all-gather of x values + x int32 indices per worker (s)".into(),
+                workers: p,
+                elements: x,
+                published_s,
+                ours_s,
+                ours_over_published: ours_s / published_s,
+                published_source: format!("{src}, allgather_perf_model (GbE_multi_p_ab)"),
+                ours_source: network.describe(),
+            });
+        }
+    }
+    for &d in &TOPK_ELEMS {
+        let published_s = omgs_topk_s(d);
+        let ours_s = device.kernels_s(&topk_kernels(d));
+        rows.push(ValidationRow {
+            quantity: "torch.topk(torch.abs(x), 0.001 d, sorted=False) on one GPU (s)".into(),
+            workers: 1,
+            elements: d,
+            published_s,
+            ours_s,
+            ours_over_published: ours_s / published_s,
+            published_source: format!("{src}, topk_perf_model (Nvidia P102-100)"),
+            ours_source: device.describe(),
+        });
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The constants are the paper's (utils.py at ac10b98, as docs/performance.md quotes
+    /// them), and the formulas give the paper's numbers worked by hand.
+    #[test]
+    fn constants_match_the_cited_source() {
+        let want = [
+            (2, 0.0016, 1e-8),
+            (4, 0.0027, 1.3e-8),
+            (8, 0.004, 1.5e-8),
+            (16, 0.011, 1.7e-8),
+        ];
+        assert_eq!(OMGS_ALLGATHER_AB, want);
+        assert_eq!(OMGS_TOPK_S, 2.18896957e-10);
+        // 16 workers, 1000 elements: (0.011 + 1.7e-8 * 64000) * 2 = 0.024176 s.
+        assert!((omgs_allgather_s(1000, 16).unwrap() - 0.024176).abs() < 1e-12);
+        assert!(omgs_allgather_s(1000, 3).is_none());
+        // 2^20 elements: s * 2^20 * 20.
+        assert!((omgs_topk_s(1 << 20) - 2.18896957e-10 * 1048576.0 * 20.0).abs() < 1e-15);
+    }
+
+    #[test]
+    fn validation_rows_put_ours_beside_the_papers() {
+        let net = super::super::network::Analytic::preset("1gbe").unwrap();
+        let dev = DeviceCosts::preset("p102-100").unwrap();
+        let rows = omgs_validation(&net, &dev);
+        assert_eq!(rows.len(), 4 * ALLGATHER_ELEMS.len() + TOPK_ELEMS.len());
+        for r in &rows {
+            assert!(r.ours_s > 0.0 && r.published_s > 0.0, "{r:?}");
+            assert!((r.ours_over_published - r.ours_s / r.published_s).abs() < 1e-12);
+        }
+    }
+}
