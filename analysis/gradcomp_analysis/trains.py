@@ -48,9 +48,7 @@ def _case(last: pd.Series, dense: float) -> tuple:
     final = float(last["eval_loss"])
     if not dense == dense:
         return "no dense run", "not checked (no dense run)", math.nan
-    r = final / dense
-    ok = math.isfinite(final) and final <= dense * (1 + T.CONVERGE_TOLERANCE_REL)
-    return ("trains" if ok else "outside tolerance"), "", r
+    return ("trains" if T.within_tolerance(final, dense) else "outside tolerance"), "", final / dense
 
 
 def checks(converge: pd.DataFrame | None, records=()) -> pd.DataFrame:
