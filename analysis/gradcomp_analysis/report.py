@@ -14,7 +14,7 @@ import sys
 
 import pandas as pd
 
-from . import plots, published as pub, tables as T, verdict as V
+from . import plots, published as pub, tables as T, trains, verdict as V
 from .io import ReportError, Results, discover, load_csv, load_results  # noqa: F401  (load_csv: public API)
 
 # Which bench config produces the rows of each paper table (docs/reproduce.md).
@@ -515,6 +515,25 @@ def paper_scale_section(R, found):
                 "and the ranks per node passed")
 
 
+def paper_scale_trains(R, found):
+    """The convergence verdict of every simulated paper-scale configuration: from the
+    converge.csv files in the paper-scale folders, else `not checked` (trains.py)."""
+    sims = [f["sim"].assign(headline=f.get("headline", "")) for f in found if f["sim"] is not None and len(f["sim"])]
+    if not sims:
+        return
+    cv = [c for c in (load_csv(f["path"], "converge.csv") for f in found) if c is not None]
+    checks = trains.checks(pd.concat(cv, ignore_index=True) if cv else None)
+    keys = [c for c in ["headline", "method", "world_size", "density", "rank"] if c in sims[0].columns]
+    t = pd.concat(sims, ignore_index=True)[keys].drop_duplicates()
+    for k, methods in (("density", T.SPARSE), ("rank", T.LOW_RANK)):  # shown only where they matter
+        if k in t.columns:
+            t[k] = t[k].where(t["method"].isin(methods))
+    t = t.drop_duplicates()
+    t[T.TRAINS] = trains.column(t, checks)
+    R.table("paper_scale_trains", t.reset_index(drop=True), "whether each simulated configuration trains "
+            "(`gradcomp converge` in these folders; docs/methods.md, \"Convergence check\")")
+
+
 def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -> str:
     """Write OUT_DIR/report.md (default: FIRST_RESULTS_DIR/report) and return its path.
 
@@ -554,8 +573,19 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
           "only where no run does are the runs' rows compared together. The `run` column says which run a row "
           "came from; a comparison drawn from several runs names them all (`a + b`, in long tables in "
           "`runs compared`). Columns marked *(published)* are the papers' "
-          "numbers (their hardware; see each section), not ours.", "")
+          "numbers (their hardware; see each section), not ours. `trains`: whether the row's method at its "
+          "parameters (density, rank, sketch size) passes the convergence check of `gradcomp converge` in these "
+          "results (final held-out loss within "
+          f"{1 + T.CONVERGE_TOLERANCE_REL:g}x dense S-SGD's): `trains (r x dense)`, `outside tolerance`, `diverged "
+          "at step N`, `interrupted` (a curve cut short), `at np N` when only another world size was checked, "
+          "`not checked` when no converge.csv has that configuration (docs/methods.md, \"Convergence check\").", "")
 
+    # The convergence verdict of each timed configuration, beside its times in every table (trains.py).
+    checks = trains.checks(res.converge, [m for _, m in res.meta] + [h for _, h in res.history])
+    for name in ("e2e", "micro", "micro_compress"):
+        df = getattr(res, name)
+        if df is not None and len(df):
+            setattr(res, name, df.assign(**{T.TRAINS: trains.column(df, checks)}))
     e2e = res.e2e
     has_e2e = e2e is not None and len(e2e) > 0
     if has_e2e:
@@ -741,6 +771,7 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
         R.figs(plots.converge_curves(res.converge, out_dir))
 
     paper_scale_section(R, paper_scale)
+    paper_scale_trains(R, paper_scale)
 
     R.add("## Files", "", f"{len(R.tables)} tables (Markdown + CSV{' + LaTeX' if latex else ''}), "
           f"{len(R.plots)} plots; paper tables without rows here: "

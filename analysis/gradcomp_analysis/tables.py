@@ -43,6 +43,40 @@ class MissingData(Exception):
     """The CSV lacks the rows a table needs (the message says which)."""
 
 
+# The convergence verdict of a timed configuration (trains.py; the report adds it to the
+# timing CSVs' rows): every table carries it beside its times where its input has it.
+TRAINS = "trains"
+
+
+def fold_trains(verdicts: dict):
+    """One `trains` cell for several methods' verdicts ({method: verdict}): `all train`, or
+    the others by name (`sketch: diverged at step 34; others train`); None without any."""
+    vs = {m: v for m, v in verdicts.items() if isinstance(v, str) and v}
+    if not vs:
+        return None
+    bad = {m: v for m, v in vs.items() if not v.startswith("trains")}
+    if len(vs) == 1 or (bad and len(set(bad.values())) == 1 and len(bad) == len(vs)):
+        return next(iter(vs.values()))
+    if not bad:
+        return "all train"
+    return "; ".join(f"{m}: {v}" for m, v in bad.items()) + ("; others train" if len(bad) < len(vs) else "")
+
+
+def _trains(out: dict, rows: list) -> None:
+    """OUT[TRAINS] from ROWS ([(label, the table row's source row or None)]) where they have it."""
+    rows = {m: r for m, r in rows if r is not None and TRAINS in r.index}
+    if rows:
+        out[TRAINS] = fold_trains({m: r[TRAINS] for m, r in rows.items()})
+
+
+def _trains_by(b: pd.DataFrame, index: list, label: str = "method") -> pd.Series | None:
+    """Per group of INDEX of B, the folded verdicts of its rows (by LABEL); None without them."""
+    if TRAINS not in b.columns or b.empty:
+        return None
+    return b.groupby(index, sort=False, dropna=False).apply(
+        lambda g: fold_trains(dict(zip(g[label], g[TRAINS]))), include_groups=False)
+
+
 # ---------------------------------------------------------------- helpers
 
 _UNITS = {"": 1, "B": 1, "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "KB": 1000, "MB": 1000**2, "GB": 1000**3}
@@ -263,6 +297,7 @@ def acpsgd_main(e2e: pd.DataFrame, methods=pub.ACPSGD_METHODS) -> pd.DataFrame:
         out.update({"method": r["method"], "config": r["config"],
                     "rank": r["rank"] if r["method"] in LOW_RANK else None,
                     "iter_ms": r["iter_ms"], "iter_ms ±": _ms(r["_ci"])})
+        _trains(out, [(r["method"], r)])
         for base in ("ssgd", "powersgd"):
             x = ref.loc[k + (base,)] if k + (base,) in ref.index else None
             out[f"speedup vs {base}"] = (x["iter_s"] / r["iter_s"]) if x is not None else None
@@ -294,6 +329,9 @@ def acpsgd_main_wide(main: pd.DataFrame) -> pd.DataFrame:
     for m in [m for m in pub.ACPSGD_METHODS if m in ms.columns]:
         cols[f"{m} ms"] = ms[m]
         cols[f"{m} ms ±"] = ci[m] if m in ci.columns else math.nan
+    tr = _trains_by(main, keys)
+    if tr is not None:
+        cols[TRAINS] = tr.reindex(ms.index)
     return _flat(pd.DataFrame(cols, index=ms.index))
 
 
@@ -370,6 +408,7 @@ def acpsgd_ablation(e2e: pd.DataFrame, methods=pub.ACPSGD_METHODS) -> pd.DataFra
             sel = own[own["pipelining"] == pipe]
             sel = sel[sel["_fused"]] if fus == "fused" else sel[sel["fusion"] == fus]
             put(label + " ms", sel, plan=fus == "fused")
+        _trains(out, [(k[-1], g.iloc[0])])
         if len(vals) >= 2:
             out["speedup (first/last)"] = vals[0][0] / vals[-1][0]
             out["last vs first"] = significance(vals[-1][0], vals[-1][1], vals[0][0], vals[0][1])
@@ -378,7 +417,7 @@ def acpsgd_ablation(e2e: pd.DataFrame, methods=pub.ACPSGD_METHODS) -> pd.DataFra
         raise MissingData("needs e2e rows of one setup in two or more ablation configurations")
     t = pd.DataFrame(rows)
     order = keys + ["method", "collective"] + [x for lab in labels for x in (lab, lab + " ±")] + \
-        ["speedup (first/last)", "last vs first"] + [s[0] + " plan" for s in ABLATION_STEPS if s[2] == "fused"]
+        ["speedup (first/last)", "last vs first", TRAINS] + [s[0] + " plan" for s in ABLATION_STEPS if s[2] == "fused"]
     return t[[c for c in order if c in t.columns]]
 
 
@@ -393,6 +432,9 @@ def _wide(b: pd.DataFrame, index: list, methods) -> pd.DataFrame:
     for m in [m for m in methods if m in ms.columns]:
         cols[f"{m} ms"] = ms[m]
         cols[f"{m} ms ±"] = ci[m] if m in ci.columns else math.nan
+    tr = _trains_by(b[b["method"].isin(methods)], index)
+    if tr is not None:
+        cols[TRAINS] = tr.reindex(ms.index)
     return pd.DataFrame(cols, index=ms.index)
 
 
@@ -541,6 +583,8 @@ def _cols(b: pd.DataFrame, keys: list, name: str, config: bool = False) -> pd.Da
     out[f"{name} ms ±"] = _ms(ci_s(b)).values
     if config:
         out[f"{name} config"] = [config_label(r) for _, r in b.iterrows()]
+    if TRAINS in b.columns:
+        out[f"{name} {TRAINS}"] = b[TRAINS].values
     return out
 
 
@@ -584,6 +628,11 @@ def omgs(e2e: pd.DataFrame) -> pd.DataFrame:
             t[f"omgs speedup vs {base}"] = t[f"{base} ms"] / t["omgs ms"]
             t[f"omgs vs {base}"] = _vs(t, "omgs", base)
     t["improvement vs topk % (published, up to)"] = pub.OMGS_IMPROVEMENT_PCT
+    folded = [c for c in t.columns if c.endswith(f" {TRAINS}")]
+    if folded:
+        t[TRAINS] = [fold_trains({c[:-len(TRAINS) - 1]: v for c, v in zip(folded, vs)})
+                     for vs in t[folded].itertuples(index=False, name=None)]
+        t = t.drop(columns=folded)
     first = keys + ["density"] + [c for c in t.columns if c.startswith("ssgd")]
     return t[first + [c for c in t.columns if c not in first]].reset_index(drop=True)
 
@@ -629,6 +678,7 @@ def marsit(e2e: pd.DataFrame) -> pd.DataFrame:
             out.update({"method": r["method"], "collective": r["collective"], "config": r["config"],
                         "iter_ms": _ms(r["iter_s"]), "iter_ms ±": _ms(r["_ci"]), "comm_ms": _ms(r["comm_s"]),
                         "wire MiB": r["wire_bytes"] / 2**20, "ratio": r["dense_bytes"] / r["wire_bytes"]})
+            _trains(out, [(r["method"], r)])
             for c in ("ring", "allreduce"):
                 ref = refs[c]
                 same = r["method"] == "ssgd" and r["collective"] == c
@@ -695,6 +745,7 @@ def sketch_fusion(e2e: pd.DataFrame) -> pd.DataFrame:
                          "faster %": 100 * (1 - t1 / t0) if both else None,
                          "layerfusion vs none": significance(t1, r1["_ci"], t0, r0["_ci"]) if both else "",
                          "faster % (published, up to)": pub.SKETCH_FASTER_PCT if m == "sketch-fusion" else None})
+            _trains(rows[-1], [(none_m, r0), (m, r1)])
     t = pd.DataFrame(rows)
     if t.empty or t["layerfusion ms"].isna().all():
         raise MissingData("needs e2e rows with fusion layerfusion (or method sketch-fusion)")
@@ -734,6 +785,9 @@ def sketch_scaling(e2e: pd.DataFrame) -> pd.DataFrame:
         significance(it.loc[k + ("layerfusion",), "iter_s"], it.loc[k + ("layerfusion",), "_ci"],
                      it.loc[k + ("none",), "iter_s"], it.loc[k + ("none",), "_ci"])
         for k in t[idx].itertuples(index=False, name=None)]
+    tr = _trains_by(g, idx, "fusion")
+    if tr is not None:
+        t[TRAINS] = tr.reindex(pd.MultiIndex.from_frame(t[idx]) if len(idx) > 1 else t[idx[0]]).values
     return t
 
 
@@ -789,10 +843,13 @@ def micro_compress(df: pd.DataFrame) -> pd.DataFrame:
     _require(df, "no micro_compress rows")
     shape = ["rows", "cols"] + [c for c in ["model", "tensors"] if c in df.columns]  # not in CSVs before 8177be3
     t = df[["method"] + shape + ["world_size", "compress_s", "feedback_s", "decompress_s", "input_gbps",
-            "compress_gbps", "decompress_gbps", "mem_read_gbps", "mem_frac", "wire_bytes", "ratio", "rel_error"]].copy()
+            "compress_gbps", "decompress_gbps", "mem_read_gbps", "mem_frac", "wire_bytes", "ratio", "rel_error"]
+           + [c for c in [TRAINS] if c in df.columns]].copy()
     t[["rows", "cols"]] = t[["rows", "cols"]].astype("Int64")  # empty on model rows
     for c in ["compress_s", "feedback_s", "decompress_s"]:
         t[c.replace("_s", "_ms")] = _ms(t.pop(c))
+    if TRAINS in t.columns:
+        t[TRAINS] = t.pop(TRAINS)  # beside the times
     return t.reset_index(drop=True)
 
 
@@ -803,7 +860,7 @@ def acpsgd_vs_powersgd(df: pd.DataFrame) -> pd.DataFrame:
     the exchange in micro), wire bytes and exchange rounds, each also as acpsgd / powersgd.
     Only shapes Power-SGD compresses (ratio > 1); empty when either method is missing."""
     keys = ([c for c in ["model"] if c in df.columns]) + ["rows", "cols", "rank", "world_size"]
-    cols = keys + ["total_s", "wire_bytes", "rounds", "ratio"] + [c for c in ["total_ci95_s"] if c in df.columns]
+    cols = keys + ["total_s", "wire_bytes", "rounds", "ratio"] + [c for c in ["total_ci95_s", TRAINS] if c in df.columns]
     p = df.loc[df.method == "powersgd", cols]
     a = df.loc[df.method == "acpsgd", cols]
     # Model rows have no rows/cols: merge on the model name (filled) instead.
@@ -825,6 +882,8 @@ def acpsgd_vs_powersgd(df: pd.DataFrame) -> pd.DataFrame:
     t["wire_ratio"] = m.wire_bytes_a / m.wire_bytes_p
     t["powersgd_rounds"] = m.rounds_p
     t["acpsgd_rounds"] = m.rounds_a
+    if f"{TRAINS}_p" in m.columns:
+        t[TRAINS] = [fold_trains({"powersgd": p, "acpsgd": a}) for p, a in zip(m[f"{TRAINS}_p"], m[f"{TRAINS}_a"])]
     return t.reset_index(drop=True)
 
 
@@ -832,11 +891,13 @@ def micro_phases(df: pd.DataFrame) -> pd.DataFrame:
     """One tensor through MPI: compress / comm / decompress / total per method (ms)."""
     _require(df, "no micro rows")
     t = df[["method", "rows", "cols", "world_size", "compress_s", "comm_s", "decompress_s", "total_s",
-            "wire_bytes", "ratio", "check"]].copy()
+            "wire_bytes", "ratio", "check"] + [c for c in [TRAINS] if c in df.columns]].copy()
     for c in ["compress_s", "comm_s", "decompress_s", "total_s"]:
         t[c.replace("_s", "_ms")] = _ms(t.pop(c))
     if "total_ci95_s" in df.columns:
         t["total_ms ±"] = _ms(df["total_ci95_s"]).values
+    if TRAINS in t.columns:
+        t[TRAINS] = t.pop(TRAINS)  # beside the times
     return t.reset_index(drop=True)
 
 
@@ -882,6 +943,8 @@ def e2e_overview(g: pd.DataFrame) -> pd.DataFrame:
     t["best config"] = bb["config"]
     t["best ms"] = _ms(bb["iter_s"])
     t["best ms ±"] = _ms(bb["_ci"])
+    if TRAINS in bb.columns:
+        t[TRAINS] = bb[TRAINS]
     if "ssgd" in bb.index:
         x = bb.loc["ssgd"]
         t["speedup vs ssgd best"] = x["iter_s"] / bb["iter_s"]
@@ -909,6 +972,8 @@ def e2e_phases(e2e: pd.DataFrame) -> pd.DataFrame:
         if c in b.columns:
             t[c.replace("_s", "_ms")] = _ms(b[c])
     t["iter_ms ±"] = _ms(ci_s(b))
+    if TRAINS in b.columns:
+        t[TRAINS] = b[TRAINS].values
     return own_run(t, b)
 
 
@@ -957,6 +1022,8 @@ def planner_accuracy(e2e: pd.DataFrame, tolerance: float = PLANNER_TOLERANCE_REL
         t["plan that ran"] = d["plan_source"]
     if "buckets" in d.columns:
         t["buckets"] = d["buckets"]
+    if TRAINS in d.columns:
+        t[TRAINS] = d[TRAINS]
     t["planned ms"] = _ms(planned)
     t["measured ms"] = _ms(measured)
     t["error %"] = err * 100
@@ -965,6 +1032,12 @@ def planner_accuracy(e2e: pd.DataFrame, tolerance: float = PLANNER_TOLERANCE_REL
 
 
 CONVERGE_TOLERANCE_REL = 0.25  # src/converge/mod.rs, TOLERANCE_REL (docs/methods.md, "Convergence check")
+
+
+def within_tolerance(final: float, dense: float) -> bool:
+    """The convergence check (src/converge/mod.rs, within_tolerance): a finite final held-out
+    loss at most (1 + CONVERGE_TOLERANCE_REL) x dense S-SGD's."""
+    return bool(math.isfinite(final) and final <= dense * (1 + CONVERGE_TOLERANCE_REL))
 
 
 # Why a method misses the convergence check at the documented run (200 steps, rho 0.001, rank 4,
@@ -1004,7 +1077,7 @@ def converge_summary(df: pd.DataFrame) -> pd.DataFrame:
             final = float("nan") if diverged or not len(em) else float(em["eval_loss"].iloc[-1])
             acc = float("nan") if diverged or not len(em) else float(em["eval_accuracy"].iloc[-1])
             reach = em[em["eval_loss"] <= 1.1 * dense_final]["step"]
-            within = bool(final == final and final <= dense_final * (1 + CONVERGE_TOLERANCE_REL))
+            within = within_tolerance(final, dense_final)
             out.append({
                 "run": run, "world_size": ws, "method": m, "steps_run": int(last["step"]) + 1,
                 "final_eval_loss": final, "final_eval_accuracy": acc,
