@@ -366,16 +366,7 @@ pub fn run_case(
         let mut st = OpTimes::default();
         let bytes = sync.step(world, step, &grads, &mut outs, &mut st)?;
         let tu = world.time();
-        for ((w, v), o) in mlp.params.iter_mut().zip(velocity.iter_mut()).zip(&outs) {
-            if momentum > 0.0 {
-                ndarray::Zip::from(&mut *v)
-                    .and(o)
-                    .for_each(|v, &o| *v = momentum * *v + o);
-                w.scaled_add(-lr, v);
-            } else {
-                w.scaled_add(-lr, o);
-            }
-        }
+        sgd_step(&mut mlp.params, &mut velocity, &outs, lr, momentum);
         let te = world.time();
         // Outside the timed part, one collective: the dense sum of the same gradients,
         // with the loss, the times and the wire bytes riding along (means over ranks).
@@ -487,4 +478,51 @@ fn evaluate(world: &World, mlp: &model::Mlp, eval: &data::Dataset, total: usize)
         f64::from(s[0]) / total as f64,
         f64::from(s[1]) / total as f64,
     )
+}
+
+/// The SGD step on the decompressed average `outs`: with momentum `m > 0`,
+/// `v = m v + out; w = w - lr v` (PyTorch's `SGD(momentum=m)` without dampening);
+/// without, `w = w - lr out`.
+fn sgd_step(
+    params: &mut [ndarray::Array2<f32>],
+    velocity: &mut [ndarray::Array2<f32>],
+    outs: &[ndarray::Array2<f32>],
+    lr: f32,
+    m: f32,
+) {
+    for ((w, v), o) in params.iter_mut().zip(velocity.iter_mut()).zip(outs) {
+        if m > 0.0 {
+            ndarray::Zip::from(&mut *v)
+                .and(o)
+                .for_each(|v, &o| *v = m * *v + o);
+            w.scaled_add(-lr, v);
+        } else {
+            w.scaled_add(-lr, o);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ndarray::Array2;
+
+    /// Three steps of a constant update `o` from `w0`, `v = 0`: the closed form
+    /// `w3 = w0 - lr o (1 + (1 + m) + (1 + m + m^2))`, and `w0 - 3 lr o` without momentum.
+    #[test]
+    fn sgd_step_matches_the_closed_form() {
+        let (lr, m) = (0.05f32, 0.9f32);
+        let o = Array2::from_shape_fn((2, 3), |(i, j)| 0.5 - (i * 3 + j) as f32 * 0.25);
+        let w0 = Array2::from_shape_fn((2, 3), |(i, j)| (i + 2 * j) as f32);
+        for (mom, factor) in [(m, 1.0 + (1.0 + m) + (1.0 + m + m * m)), (0.0, 3.0)] {
+            let mut w = vec![w0.clone()];
+            let mut v = vec![Array2::zeros((2, 3))];
+            for _ in 0..3 {
+                super::sgd_step(&mut w, &mut v, std::slice::from_ref(&o), lr, mom);
+            }
+            for ((a, &b), &x) in w[0].iter().zip(&w0).zip(&o) {
+                let want = b - lr * x * factor;
+                assert!((a - want).abs() < 1e-6, "momentum {mom}: {a} vs {want}");
+            }
+        }
+    }
 }

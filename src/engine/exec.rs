@@ -499,3 +499,70 @@ impl Executor {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compress::{registry, MethodParams, WorkerCtx};
+    use crate::devcost::DeviceCosts;
+
+    /// Device charges of a bucket of three tensors, against a hand computation from the
+    /// preset's constants: the copy into the bucket is one launch per tensor plus reading
+    /// and writing its bytes (`3 launch + 2 * 4 d / bandwidth`); each tensor's compress and
+    /// decompress are its own kernel lists, so a bucket costs the sum of its tensors'.
+    #[test]
+    fn device_charges_of_a_multi_tensor_bucket() {
+        let tensors: Vec<TensorSpec> = [(64, 27), (64, 1), (128, 576)]
+            .iter()
+            .enumerate()
+            .map(|(i, &(rows, cols))| TensorSpec {
+                name: format!("t{i}"),
+                rows,
+                cols,
+            })
+            .collect();
+        let ctx = WorkerCtx {
+            rank: 0,
+            world_size: 4,
+            seed: 1,
+        };
+        let d = DeviceCosts::preset("v100").unwrap();
+        let (launch_s, bw) = (d.spec.launch_s, d.spec.mem_bytes_per_s);
+        for method in ["ssgd", "topk"] {
+            let mut comp = registry::build(method, &MethodParams::default(), ctx).unwrap();
+            for (t, s) in tensors.iter().enumerate() {
+                comp.register(t, s.rows, s.cols).unwrap();
+            }
+            let plans = vec![vec![Bucket {
+                tensors: vec![0, 1, 2],
+                units: vec![0, 1, 2],
+                ready_after: 3,
+            }]];
+            let ch = DeviceCharges::new(comp.as_ref(), &plans, (&tensors, false, 4), 1, &d);
+            let elems: usize = tensors.iter().map(TensorSpec::numel).sum();
+            let want = 3.0 * launch_s + 2.0 * 4.0 * elems as f64 / bw;
+            assert!(
+                (ch.pack_s[0][0] - want).abs() <= 1e-12,
+                "{method}: pack {} vs {want}",
+                ch.pack_s[0][0]
+            );
+            // One entry per unit, each at least one launch per kernel it lists.
+            assert_eq!(ch.unit_s[0][0].len(), 3, "{method}");
+            for (u, per_round) in ch.unit_s[0][0].iter().enumerate() {
+                for st in [
+                    crate::devcost::Stage::Compress,
+                    crate::devcost::Stage::Decompress,
+                ] {
+                    let mut n = 0;
+                    comp.device_kernels(u, 0, 0, st, &mut |_| n += 1);
+                    let i = usize::from(st == crate::devcost::Stage::Decompress);
+                    assert!(
+                        per_round[0][i] >= n as f64 * launch_s,
+                        "{method} unit {u}: {} s for {n} kernels",
+                        per_round[0][i]
+                    );
+                }
+            }
+        }
+    }
+}

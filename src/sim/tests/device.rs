@@ -153,3 +153,20 @@ fn device_marsit_ring_pays_transport_only_and_ssgd_ring_pays_the_reduction() {
         ssgd.comm_s
     );
 }
+
+/// A merged bucket's device copies by hand: `tiny`'s 3 tensors compressed as one merged
+/// unit (as omgs and sketch-fusion do), every kernel one 0.01 s launch: the copy into the
+/// bucket is one launch per tensor (torch.cat), and so is the copy back: 6 launches,
+/// 0.06 s of `pack_s` (one launch per bucket would give 0.02).
+#[test]
+fn device_copies_of_a_fused_bucket_are_one_launch_per_tensor() {
+    let mut costs = CostModel::with_network(Box::new(Lin { a: 0.01, b: 0.0 }));
+    costs.device = Some(launch_only_device(0.01));
+    let mut case = tiny_ssgd(true);
+    case.fusion = Fusion::Single;
+    case.merge = true;
+    case.compress_on = CompressOn::Device;
+    let r = simulate(&case, &costs).unwrap();
+    assert_eq!(r.plan.len(), 1);
+    assert!(close(r.pack_s, 0.06), "pack {}", r.pack_s);
+}
