@@ -583,9 +583,24 @@ def _cols(b: pd.DataFrame, keys: list, name: str, config: bool = False) -> pd.Da
     out[f"{name} ms ±"] = _ms(ci_s(b)).values
     if config:
         out[f"{name} config"] = [config_label(r) for _, r in b.iterrows()]
+    plan = _plan_that_ran(b)
+    if plan is not None:
+        out[f"{name} plan that ran"] = plan
     if TRAINS in b.columns:
         out[f"{name} {TRAINS}"] = b[TRAINS].values
     return out
+
+
+def _plan_that_ran(b) -> list | None:
+    """`plan_source` of planner-fusion rows (the planner's own plan, or the simple plan
+    that replaced it; docs/csv-schema.md), or None when no row has one."""
+    if isinstance(b, pd.Series):
+        v = b.get("plan_source")
+        return None if v is None or pd.isna(v) or str(v) == "" else [str(v)]
+    if "plan_source" not in b.columns:
+        return None
+    v = b["plan_source"].fillna("").astype(str)
+    return list(v.values) if (v != "").any() else None
 
 
 def _vs(t: pd.DataFrame, a: str, base: str) -> list:
@@ -744,7 +759,8 @@ def sketch_fusion(e2e: pd.DataFrame) -> pd.DataFrame:
                          "speedup": t0 / t1 if both else None,
                          "faster %": 100 * (1 - t1 / t0) if both else None,
                          "layerfusion vs none": significance(t1, r1["_ci"], t0, r0["_ci"]) if both else "",
-                         "faster % (published, up to)": pub.SKETCH_FASTER_PCT if m == "sketch-fusion" else None})
+                         "faster % (published, up to)": pub.SKETCH_FASTER_PCT if m == "sketch-fusion" else None,
+                         "plan that ran": (_plan_that_ran(r1) or [""])[0] if r1 is not None else ""})
             _trains(rows[-1], [(none_m, r0), (m, r1)])
     t = pd.DataFrame(rows)
     if t.empty or t["layerfusion ms"].isna().all():

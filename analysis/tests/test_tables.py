@@ -386,3 +386,17 @@ def test_planner_accuracy_compares_planned_with_measured_sync():
     assert T.planner_accuracy(e, tolerance=0.6)["within"].tolist() == ["yes", "yes"]
     with pytest.raises(T.MissingData, match="planner"):
         T.planner_accuracy(df(dict(row("ssgd", 0.2), planned_s=math.nan, bwd_sync_s=0.1)))
+
+
+def test_planner_tables_show_the_plan_that_ran():
+    """issue 27: the omgs and sketch_fusion tables show each planner row's plan_source (the
+    planner's own plan, or the simple plan that replaced it)."""
+    om = dict(row("omgs", 0.4, fusion="omgs"), plan_source="omgs")
+    mg = dict(row("ssgd", 0.8, fusion="mgwfbp"), plan_source="single (mgwfbp predicted 1.0e-1 s)")
+    t = T.omgs(pd.DataFrame([row("topk", 0.5), om, mg])).iloc[0]
+    assert t["omgs plan that ran"] == "omgs"
+    assert t["ssgd (mgwfbp) plan that ran"] == "single (mgwfbp predicted 1.0e-1 s)"
+    assert "topk (layer-wise) plan that ran" not in t.index  # fusion none: no planner
+    sf = dict(row("sketch-fusion", 0.25, fusion="layerfusion"), plan_source="layerfusion")
+    s = T.sketch_fusion(pd.DataFrame([row("sketch", 0.5), sf])).set_index("method")
+    assert s.loc["sketch-fusion", "plan that ran"] == "layerfusion"
