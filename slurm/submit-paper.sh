@@ -50,6 +50,11 @@ if ((TCP)); then
   export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp
 fi
 
+# Before anything touches the disk: sbatch must be there (a dry run needs none).
+if ((!DRY)) && ! command -v sbatch >/dev/null 2>&1; then
+  die "sbatch not found on PATH: run this on a Slurm login node (or --dry-run to see the commands)"
+fi
+
 IFS=, read -ra LIST <<<"$NPS"
 for n in "${LIST[@]}"; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || die "--np '$n' is not a positive integer"
@@ -66,9 +71,18 @@ for n in "${LIST[@]}"; do
     continue
   fi
   [[ ! -e $dir/e2e.csv ]] || die "$dir already holds results; choose another --out"
+  created=0; [[ -d $dir ]] || created=1
   mkdir -p "$dir"
   [[ -z $NETWORK ]] || echo "$NETWORK" > "$dir/network.txt"
-  GRADCOMP_CONFIG=$CONFIG GRADCOMP_OUT=$dir "${cmd[@]}"
+  if ! GRADCOMP_CONFIG=$CONFIG GRADCOMP_OUT=$dir "${cmd[@]}"; then
+    # A refused submission leaves no folder behind that looks like a pending run.
+    if ((created)); then rm -f "$dir/network.txt"; rmdir "$dir" 2>/dev/null || true; fi
+    die "sbatch refused the job for --np $n (its message above); nothing was submitted for $dir"
+  fi
 done
+if ((DRY)); then
+  echo "submit-paper.sh: dry run: nothing submitted, nothing written (results would go to $OUT)"
+  exit 0
+fi
 echo "submit-paper.sh: results go to $OUT; when the jobs are done:"
 echo "  PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis report $OUT"
