@@ -1009,3 +1009,252 @@ fn the_issues_oversized_job_is_refused_with_a_margin() {
     assert!(small.check_memory(2, 2, need * 2 * 105 / 100).is_err());
     assert!(small.check_memory(2, 2, need * 2 * 112 / 100).is_ok());
 }
+
+// ---- issue 30, item 4: absurd counts ---------------------------------------------------
+
+/// Every numeric flag of every subcommand, fed its extremes (0, -1, i64::MAX, u64::MAX,
+/// 1e10; 1e308, inf, NaN for the real-valued ones), and the TOML keys the same way: each
+/// run either works or exits 2 with one line naming the flag, within 60 s. No panic
+/// (101), abort (134) or hang. The runs start the binary alone (an MPI singleton, one
+/// rank) so that some 300 of them take seconds, not minutes.
+#[test]
+fn every_numeric_flag_refuses_its_extremes() {
+    let dir = tmpdir("extremes");
+    let ints = [
+        "0",
+        "-1",
+        "9223372036854775807",
+        "18446744073709551615",
+        "10000000000",
+    ];
+    let reals = ["0", "-1", "1e308", "inf", "NaN", "10000000000"];
+    let mc = "micro-comm --sizes 4 --iters 2 --warmup 1";
+    let micro =
+        "micro --shape 64x64 --iters 2 --warmup 1 --methods topk,dgc,powersgd,acpsgd,sketch,qsgd";
+    let e2e = "e2e --model resnet20 --methods ssgd,topk --iters 1 --warmup 0 --compute none --pipelining off";
+    let conv = "converge --methods ssgd,topk,sketch --steps 3 --batch 8 --train-samples 256 --eval-samples 64 --hidden 16";
+    let sim = "simulate --model resnet20 --methods ssgd,topk --world-sizes 8";
+    // (base command, flag, values, flags the base sets that this flag replaces)
+    let mut cases: Vec<(String, String)> = Vec::new();
+    let mut add = |base: &str, flag: &str, values: &[&str]| {
+        for v in values {
+            // The flag replaces the base's own value of it.
+            let mut words: Vec<&str> = base.split(' ').collect();
+            if let Some(i) = words.iter().position(|w| *w == flag) {
+                words.drain(i..=i + 1);
+            }
+            cases.push((format!("{} {flag}", words.join(" ")), v.to_string()));
+        }
+    };
+    for f in [
+        "--iters",
+        "--warmup",
+        "--seed",
+        "--expect-ranks",
+        "--stop-grace",
+        "--rounds",
+    ] {
+        add(mc, f, &ints);
+    }
+    for f in ["--sizes", "--min-bytes", "--max-bytes"] {
+        add("micro-comm --iters 2 --warmup 1", f, &ints);
+    }
+    add(mc, "--case-timeout", &reals);
+    for f in [
+        "--iters",
+        "--warmup",
+        "--sketch-rows",
+        "--qsgd-levels",
+        "--lowrank-rank",
+        "--start-iter",
+        "--warmup-steps-per-epoch",
+    ] {
+        add(micro, f, &ints);
+    }
+    for f in [
+        "--density",
+        "--sketch-cols-per-k",
+        "--min-compression-rate",
+        "--momentum",
+        "--clip-norm",
+    ] {
+        add(micro, f, &reals);
+    }
+    add(
+        "micro-compress --shape 64x64 --methods topk,sketch --iters 2 --warmup 1",
+        "--iters",
+        &ints,
+    );
+    add(
+        "micro-compress --shape 64x64 --methods topk,sketch --iters 2 --warmup 1",
+        "--warmup",
+        &ints,
+    );
+    for f in [
+        "--iters",
+        "--warmup",
+        "--batch",
+        "--rounds",
+        "--sketch-rows",
+    ] {
+        add(e2e, f, &ints);
+    }
+    add(&format!("{e2e} --min-time 0.01"), "--max-iters", &ints);
+    add(&format!("{e2e} --min-time 0.01"), "--max-time", &reals);
+    add(e2e, "--min-time", &reals);
+    add(e2e, "--target-ci", &reals);
+    for f in [
+        "--steps",
+        "--batch",
+        "--eval-every",
+        "--train-samples",
+        "--eval-samples",
+        "--hidden",
+        "--sketch-rows",
+    ] {
+        add(conv, f, &ints);
+    }
+    for f in ["--lr", "--sgd-momentum", "--sketch-cols-per-k"] {
+        add(conv, f, &reals);
+    }
+    for f in ["--world-sizes", "--ranks-per-node", "--batch"] {
+        add(sim, f, &ints);
+    }
+    add(sim, "--tolerance", &reals);
+    // The same counts from a bench config.
+    let toml_cases = [
+        (
+            "micro-comm",
+            "collectives = [\"allreduce\"]\nsizes = [4]",
+            "iters",
+        ),
+        (
+            "micro-comm",
+            "collectives = [\"allreduce\"]\nsizes = [4]",
+            "warmup",
+        ),
+        ("micro", "methods = [\"topk\"]\nshapes = [\"64\"]", "iters"),
+        ("micro", "methods = [\"topk\"]\nshapes = [\"64\"]", "warmup"),
+        (
+            "micro-compress",
+            "methods = [\"topk\"]\nshapes = [\"64\"]",
+            "iters",
+        ),
+        (
+            "e2e",
+            "models = [\"resnet20\"]\nmethods = [\"ssgd\"]\ncompute = \"none\"",
+            "iters",
+        ),
+        (
+            "e2e",
+            "models = [\"resnet20\"]\nmethods = [\"ssgd\"]\ncompute = \"none\"",
+            "warmup",
+        ),
+    ];
+    let mut jobs: Vec<(Vec<String>, String)> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (cmd, v))| {
+            let mut a: Vec<String> = cmd.split(' ').map(String::from).collect();
+            let flag = a.last().unwrap().clone();
+            a.push(v.clone());
+            a.extend([
+                "--out".into(),
+                dir.join(format!("o{i}")).display().to_string(),
+            ]);
+            (a, flag)
+        })
+        .collect();
+    for (i, (section, body, key)) in toml_cases.iter().enumerate() {
+        for v in ["9223372036854775807", "10000000000"] {
+            let path = dir.join(format!("c{i}-{v}.toml"));
+            std::fs::write(&path, format!("[[{section}]]\n{body}\n{key} = {v}\n")).unwrap();
+            jobs.push((
+                vec![
+                    "run".into(),
+                    path.display().to_string(),
+                    "--out".into(),
+                    dir.join(format!("t{i}-{v}")).display().to_string(),
+                ],
+                format!("key '{key}'"),
+            ));
+        }
+    }
+    for (key, v) in [
+        ("case_timeout_s", "1e300"),
+        ("rounds", "9223372036854775807"),
+    ] {
+        let path = dir.join(format!("run-{key}.toml"));
+        std::fs::write(
+            &path,
+            format!("[run]\n{key} = {v}\n[[micro-comm]]\ncollectives = [\"allreduce\"]\nsizes = [4]\niters = 2\n"),
+        )
+        .unwrap();
+        jobs.push((
+            vec![
+                "run".into(),
+                path.display().to_string(),
+                "--out".into(),
+                dir.join(key).display().to_string(),
+            ],
+            format!("key '{key}'"),
+        ));
+    }
+    let jobs = std::sync::Mutex::new(jobs);
+    let failures = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..3 {
+            s.spawn(|| loop {
+                let Some((args, flag)) = jobs.lock().unwrap().pop() else {
+                    break;
+                };
+                let child = Command::new(bin())
+                    .args(&args)
+                    .env_remove("SLURM_NTASKS")
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                let t0 = Instant::now();
+                let mut child = child;
+                let status = loop {
+                    if let Some(st) = child.try_wait().unwrap() {
+                        break Some(st);
+                    }
+                    if t0.elapsed() > Duration::from_secs(60) {
+                        let _ = child.kill();
+                        break None;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                };
+                let out = child.wait_with_output().unwrap();
+                let lines = our_lines(&out);
+                let verdict = match status.and_then(|s| s.code()) {
+                    None => Some("did not end within 60 s, or died by a signal".to_string()),
+                    Some(0) => None,
+                    Some(2) if lines.len() == 1 && lines[0].contains(flag.as_str()) => None,
+                    Some(2) => Some(format!("exit 2 without one line naming {flag}")),
+                    Some(c) => Some(format!("exit {c}")),
+                };
+                if let Some(v) = verdict {
+                    failures.lock().unwrap().push(format!(
+                        "{}: {v}: {}",
+                        args[..args.len() - 2].join(" "),
+                        err_text(&out)
+                            .lines()
+                            .take(3)
+                            .collect::<Vec<_>>()
+                            .join(" | ")
+                    ));
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} extreme value(s) mishandled:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}

@@ -256,6 +256,7 @@ impl E2eSection {
             &self.params,
         )
         .expand_for(methods.iter().map(|m| base_method(m)), self.iters, origin)?;
+        check_counts(origin, self.iters, self.warmup)?;
         if self.fusion.is_empty() {
             return Err(origin.invalid(
                 "fusion",
@@ -402,10 +403,10 @@ impl E2eSection {
             ));
         }
         let max_iters = self.max_iters.unwrap_or(1000.max(iters));
-        if max_iters < iters || max_iters > 1_000_000 {
+        if max_iters < iters || max_iters > MAX_ITERS {
             return Err(origin.invalid(
                 "max_iters",
-                format!("{max_iters} must be at least iters ({iters}) and at most 1000000"),
+                format!("{max_iters} must be at least iters ({iters}) and at most {MAX_ITERS}"),
             ));
         }
         let max_time_s = self.max_time_s.unwrap_or(f64::INFINITY);

@@ -283,12 +283,7 @@ impl CompressSection {
             &self.params,
         )
         .expand(&methods, origin)?;
-        if self.iters == Some(0) {
-            return Err(origin.invalid(
-                "iters",
-                "0 iterations: give at least 1 (or leave it out for the size-scaled default)",
-            ));
-        }
+        check_counts(origin, self.iters, self.warmup)?;
         if self.check && !with_check {
             return Err(origin.invalid(
                 "check",
@@ -402,12 +397,7 @@ impl MicroCommSection {
                 doubling(min_bytes, max_bytes)
             }
         };
-        if self.iters == Some(0) {
-            return Err(origin.invalid(
-                "iters",
-                "0 iterations: give at least 1 (or leave it out for the size-scaled default)",
-            ));
-        }
+        check_counts(origin, self.iters, self.warmup)?;
         Ok(MicroCommSpec {
             collectives,
             sizes,

@@ -15,7 +15,7 @@ mod sweep;
 pub use cases::*;
 pub use e2e::*;
 pub use micro::*;
-pub use sweep::Sweep;
+pub use sweep::{Sweep, MAX_SKETCH_COLS_PER_K, MAX_SKETCH_ROWS};
 
 /// A configuration problem, located by where the value came from.
 #[derive(Debug, Error)]
@@ -151,6 +151,67 @@ pub struct Config {
     pub e2e: Vec<E2eSpec>,
 }
 
+/// Most timed iterations one case may ask for (`iters`, `--iters`, and e2e's
+/// `max_iters`): every timed iteration keeps one sample per rank, so the count sizes
+/// buffers; beyond it a case is a mistake, not a measurement.
+pub const MAX_ITERS: u64 = 1_000_000;
+
+/// Most warm-up iterations one case may ask for (`warmup`, `--warmup`).
+pub const MAX_WARMUP: u64 = 1_000_000;
+
+/// Longest `--case-timeout` / `[run] case_timeout_s` (seconds): one year. Far beyond any
+/// allocation, and small enough to be a time the watchdog can wait for.
+pub const MAX_CASE_TIMEOUT_S: f64 = 365.0 * 24.0 * 3600.0;
+
+/// Refuse an iteration or warm-up count beyond [`MAX_ITERS`] / [`MAX_WARMUP`] (and
+/// 0 iterations) before anything is sized by it.
+pub(crate) fn check_counts(
+    origin: &Origin,
+    iters: Option<u64>,
+    warmup: Option<u64>,
+) -> Result<(), ConfigError> {
+    match iters {
+        Some(0) => {
+            return Err(origin.invalid(
+                "iters",
+                "0 iterations: give at least 1 (or leave it out for the size-scaled default)",
+            ))
+        }
+        Some(n) if n > MAX_ITERS => {
+            return Err(origin.invalid(
+                "iters",
+                format!("{n} iterations is more than {MAX_ITERS}, the most one case may time; give 1 to {MAX_ITERS} (or leave it out for the default)"),
+            ))
+        }
+        _ => {}
+    }
+    if let Some(n) = warmup.filter(|&n| n > MAX_WARMUP) {
+        return Err(origin.invalid(
+            "warmup",
+            format!("{n} warm-up iterations is more than {MAX_WARMUP}; give 0 to {MAX_WARMUP} (or leave it out for the default)"),
+        ));
+    }
+    Ok(())
+}
+
+/// A case timeout in seconds: positive, finite, at most [`MAX_CASE_TIMEOUT_S`]. `Err`
+/// holds the reason (the caller names the flag or key).
+pub fn check_case_timeout(t: f64) -> Result<f64, String> {
+    if t.is_finite() && t > 0.0 && t <= MAX_CASE_TIMEOUT_S {
+        Ok(t)
+    } else {
+        // 1e300 as 1e300, not as 301 digits.
+        let shown = if t.abs() < 1e15 {
+            t.to_string()
+        } else {
+            format!("{t:e}")
+        };
+        Err(format!(
+            "{shown} is not a number of seconds in (0, {MAX_CASE_TIMEOUT_S:.0}] (e.g. 600)"
+        ))
+    }
+}
+
 /// Most rounds of the e2e cases one run may ask for (`[run] rounds`, `--rounds`).
 pub const MAX_ROUNDS: usize = 100;
 
@@ -282,17 +343,14 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         ));
     }
     if let Some(t) = raw.run.case_timeout_s {
-        if !(t.is_finite() && t > 0.0) {
-            return Err(Origin::File {
+        check_case_timeout(t).map_err(|m| {
+            Origin::File {
                 file: file.to_string(),
                 section: "run",
                 index: 1,
             }
-            .invalid(
-                "case_timeout_s",
-                format!("{t} is not a positive number of seconds (e.g. 600)"),
-            ));
-        }
+            .invalid("case_timeout_s", m)
+        })?;
     }
     Ok(Config {
         seed: raw.run.seed,

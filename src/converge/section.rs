@@ -238,10 +238,13 @@ impl ConvergeSection {
                 ),
             ));
         }
-        if self.train_samples > 1 << 24 {
+        if self.train_samples < world_size || self.train_samples > 1 << 24 {
             return Err(inv(
                 "train_samples",
-                format!("{} is more than 16777216", self.train_samples),
+                format!(
+                    "{} must be between the world size ({world_size}) and 16777216",
+                    self.train_samples
+                ),
             ));
         }
         // The smallest shard is floor(train_samples / world_size).
