@@ -80,17 +80,28 @@ fn main() -> ExitCode {
     } else {
         ThreadLevel::Single
     };
+    // The stop handlers go in before MPI starts, so a signal that arrives during
+    // start-up (a job cancelled right after it began) is recorded and honoured at the
+    // first agreement point like any other: run.json `interrupted`, exit 128 + signal.
+    let grace = cli
+        .common
+        .stop_grace
+        .unwrap_or(bench::stop::DEFAULT_GRACE_S);
+    let early_handlers = bench::stop::install(grace);
+    // A panic ends the run without returning: run.json says so (rank 0).
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        meta::record_end("failed", &format!("panic: {info}"));
+    }));
     let Some(mpi_env) = Mpi::init(level) else {
         eprintln!("gradcomp: error: MPI could not be initialised (is it already initialised, or is the launcher broken?)");
         return ExitCode::FAILURE;
     };
     let provided = mpi_env.thread_level();
     let world = mpi_env.world();
-    if let Err(e) = bench::stop::install(
-        cli.common
-            .stop_grace
-            .unwrap_or(bench::stop::DEFAULT_GRACE_S),
-    ) {
+    // Again after MPI_Init, in case the MPI library installed its own.
+    if let Err(e) = early_handlers.and_then(|()| bench::stop::install(grace)) {
         eprintln!("gradcomp: warning: cannot handle SIGTERM/SIGINT ({e}); a signal ends the run without a record");
     }
     // Secondary problems (the status could not be recorded) are printed after the run's
@@ -225,6 +236,10 @@ fn run(
         Some((s, d, l)) => (s, d, Some(l)),
         None => (Sinks::default(), HashSet::new(), None),
     };
+    if world.is_root() {
+        // run.json follows the cases as their rows are flushed (and a timeout or a panic).
+        meta::follow(&meta, &out_dir);
+    }
     let done_list = world.broadcast_string(&done.iter().cloned().collect::<Vec<_>>().join("\n"));
     let done: HashSet<String> = done_list.lines().map(String::from).collect();
     if world.is_root() && !cli.common.job.quiet {
@@ -266,6 +281,7 @@ fn run(
         meta.peak_rss_bytes = Some(world.max_u64(bench::e2e::peak_rss_bytes()));
     }
     if world.is_root() {
+        meta::unfollow();
         meta.end_time = Some(gradcomp::units::utc_now().0);
         meta.cases_done = summary.cases_done;
         meta.cases_skipped = summary.cases_skipped;
@@ -299,7 +315,7 @@ fn run(
                     .map(|l| format!(" (last: {l})"))
                     .unwrap_or_default(),
                 out_dir.display(),
-                resume_command(&out_dir, cli.common.job.out.is_none(), resume)
+                resume_command(&out_dir, cli.common.job.out.is_none(), resume, world.size)
             );
         }
         match (&result, recorded) {
@@ -317,7 +333,8 @@ fn run(
     Ok(())
 }
 
-/// `gradcomp converge` (src/converge/mod.rs): training runs, converge.csv.
+/// `gradcomp converge` (src/converge/mod.rs): training runs, converge.csv. Stopped by a
+/// signal, rank 0 says how to continue (`--resume`), as the benchmarks do.
 fn converge_command(
     cli: &Cli,
     a: &cli::ConvergeArgs,
@@ -332,14 +349,37 @@ fn converge_command(
             out: cli.common.job.out.clone(),
             quiet: cli.common.job.quiet,
             thread_level: format!("{provided:?}"),
+            resume: a.resume,
         });
-    gradcomp::converge::command(world, req)?;
+    let mut progress = gradcomp::converge::Progress::default();
+    let result = gradcomp::converge::command(world, req, &mut progress);
+    if let (Err(Error::Interrupted { signal }), true) = (&result, world.is_root()) {
+        let s = &progress.summary;
+        eprintln!(
+            "gradcomp: interrupted by {}: {} case(s) done by this run{}, rows are in {}; continue with: {}",
+            bench::stop::name(*signal),
+            s.cases_done,
+            s.last_case
+                .as_deref()
+                .map(|l| format!(" (last: {l})"))
+                .unwrap_or_default(),
+            progress.out.display(),
+            resume_command(
+                &progress.out,
+                cli.common.job.out.is_none(),
+                a.resume,
+                world.size
+            )
+        );
+    }
+    result?;
     Ok(())
 }
 
 /// The command line that continues this run: the same arguments with `--resume` (and
-/// `--out DIR` when the directory was chosen by default).
-fn resume_command(out_dir: &Path, add_out: bool, has_resume: bool) -> String {
+/// `--out DIR` when the directory was chosen by default), on `ranks` ranks (case ids
+/// include the world size: another world size would run every case again).
+fn resume_command(out_dir: &Path, add_out: bool, has_resume: bool, ranks: usize) -> String {
     let mut args: Vec<String> = std::env::args().collect();
     if add_out {
         args.push("--out".into());
@@ -361,7 +401,7 @@ fn resume_command(out_dir: &Path, add_out: bool, has_resume: bool) -> String {
             }
         })
         .collect();
-    format!("mpirun -np N {}", quoted.join(" "))
+    format!("mpirun -np {ranks} {}", quoted.join(" "))
 }
 
 /// Create the output directory, lock it, and create the CSV files the config needs

@@ -1258,3 +1258,144 @@ fn every_numeric_flag_refuses_its_extremes() {
         failures.join("\n")
     );
 }
+
+// ---- issue 30, items 1 and 2: converge stops cleanly; run.json follows the cases --------
+
+/// converge.csv's rows per case_id, in file order: (status, step) of each row.
+fn converge_cases(path: &Path) -> Vec<(String, Vec<(String, u64)>)> {
+    let (h, rows) = read_csv(path);
+    let col = |n: &str| h.iter().position(|x| x == n).unwrap();
+    let (id, st, step) = (col("case_id"), col("status"), col("step"));
+    let mut out: Vec<(String, Vec<(String, u64)>)> = Vec::new();
+    for r in rows {
+        assert_eq!(r.len(), h.len(), "{}: a torn row", path.display());
+        let row = (r[st].clone(), r[step].parse().unwrap());
+        match out.iter_mut().find(|(i, _)| *i == r[id]) {
+            Some((_, v)) => v.push(row),
+            None => out.push((r[id].clone(), vec![row])),
+        }
+    }
+    out
+}
+
+/// `converge` used to ignore SIGTERM (it trained on until killed, run.json stayed
+/// `running` at 0 cases, and the report called the cut-off method `ok`). Now: run.json
+/// counts the cases as they finish; SIGTERM to every rank stops at the next step with
+/// exit 143, run.json `interrupted`, the cut-off case's last row `interrupted` (when it
+/// had rows since its last evaluation) and a `--resume` command with the real rank
+/// count; `--resume` skips the finished cases, moves the cut-off curve to
+/// converge.interrupted.csv and runs that case again from step 0, so converge.csv ends
+/// with four whole curves.
+#[test]
+fn converge_stops_on_a_signal_records_it_and_resumes_per_case() {
+    let _t = timed();
+    let dir = tmpdir("converge-stop");
+    let out = dir.join("cv");
+    let o = out.to_str().unwrap();
+    let args = [
+        "converge",
+        "--methods",
+        "ssgd,topk,powersgd,acpsgd",
+        "--steps",
+        "400",
+        "--hidden",
+        "64",
+        "--train-samples",
+        "4096",
+        "--out",
+        o,
+    ];
+    let child = spawn(2, &args);
+    let csv = out.join("converge.csv");
+    let t0 = Instant::now();
+    // Wait until a case is done and the next one has rows: run.json must already say so.
+    let live_done = loop {
+        assert!(t0.elapsed() < Duration::from_secs(180), "no case finished in 180 s");
+        std::thread::sleep(Duration::from_millis(50));
+        let Ok(bytes) = std::fs::read(out.join("run.json")) else {
+            continue;
+        };
+        let Ok(meta) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+            continue;
+        };
+        let done = meta["cases_done"].as_u64().unwrap_or(0);
+        if done >= 1 && csv.exists() && converge_cases(&csv).len() > done as usize {
+            assert_eq!(meta["status"], "running");
+            assert!(
+                meta["last_case"].as_str().is_some_and(|l| !l.is_empty()),
+                "{meta}"
+            );
+            break done;
+        }
+    };
+    for pid in rank_pids(o) {
+        signal("TERM", pid);
+    }
+    let stopped = wait_bounded(child, 60, "converge after SIGTERM");
+    let err = err_text(&stopped);
+    assert_eq!(stopped.status.code(), Some(143), "{err}");
+    assert!(
+        err.contains("gradcomp: interrupted by SIGTERM")
+            && err.contains("continue with: mpirun -np 2 ")
+            && err.contains("--resume"),
+        "{err}"
+    );
+    let meta = run_json(&out);
+    assert_eq!(meta["status"], "interrupted", "{meta}");
+    assert!(
+        meta["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("stopped by SIGTERM"),
+        "{meta}"
+    );
+    let cases = converge_cases(&csv);
+    let whole: Vec<&String> = cases
+        .iter()
+        .filter(|(_, rows)| rows.iter().any(|(s, _)| s == "done"))
+        .map(|(id, _)| id)
+        .collect();
+    assert!(whole.len() as u64 >= live_done);
+    assert_eq!(meta["cases_done"].as_u64().unwrap(), whole.len() as u64, "{meta}");
+    let cut: Vec<&(String, Vec<(String, u64)>)> = cases
+        .iter()
+        .filter(|(_, rows)| !rows.iter().any(|(s, _)| s == "done"))
+        .collect();
+    assert!(cut.len() <= 1, "{cut:?}");
+    for (_, rows) in &cut {
+        assert!(rows.len() < 400);
+        // Only the last row of a cut curve may say "interrupted"; none says "done".
+        assert!(rows[..rows.len() - 1].iter().all(|(s, _)| s == "ok"));
+    }
+
+    let mut resumed_args = args.to_vec();
+    resumed_args.push("--resume");
+    let resumed = run(2, &resumed_args, 300);
+    let err = err_text(&resumed);
+    assert_eq!(resumed.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!("skipping {} already done", whole.len())),
+        "{err}"
+    );
+    let after = converge_cases(&csv);
+    assert_eq!(after.len(), 4, "{after:?}");
+    for (id, rows) in &after {
+        let steps: Vec<u64> = rows.iter().map(|(_, s)| *s).collect();
+        assert_eq!(steps, (0..400).collect::<Vec<_>>(), "case {id}: not one whole curve");
+        assert_eq!(rows.last().unwrap().0, "done", "case {id}");
+    }
+    // The finished cases' rows are untouched and first; the cut curve is kept aside.
+    for (i, id) in whole.iter().enumerate() {
+        assert_eq!(&after[i].0, *id);
+    }
+    if let Some((id, rows)) = cut.first() {
+        let moved = converge_cases(&out.join("converge.interrupted.csv"));
+        assert_eq!(moved.len(), 1);
+        assert_eq!(&moved[0].0, id);
+        assert_eq!(moved[0].1.len(), rows.len());
+    }
+    let meta = run_json(&out);
+    assert_eq!(meta["status"], "ok", "{meta}");
+    assert_eq!(meta["cases_skipped"].as_u64().unwrap(), whole.len() as u64);
+    assert_eq!(meta["cases_done"].as_u64().unwrap(), 4 - whole.len() as u64);
+}

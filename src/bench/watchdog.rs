@@ -38,6 +38,14 @@ impl Watchdog {
                         a.label,
                         crate_rank()
                     );
+                    // Rank 0: run.json says so (the others follow no record).
+                    crate::record::meta::record_end(
+                        "failed",
+                        &format!(
+                            "case '{}' exceeded --case-timeout {limit_s}s; the job was ended",
+                            a.label
+                        ),
+                    );
                     std::process::exit(EXIT_TIMEOUT);
                 }
             }

@@ -57,6 +57,10 @@ pub struct ConvergeArgs {
     pub eval_samples: Option<usize>,
     #[command(flatten)]
     pub params: ParamArgs,
+    /// Skip the cases whose whole curve is already in --out's converge.csv (same case,
+    /// seed and world size); a case cut off by a signal runs again from its first step
+    #[arg(long)]
+    pub resume: bool,
 }
 
 impl ConvergeArgs {
