@@ -1399,3 +1399,105 @@ fn converge_stops_on_a_signal_records_it_and_resumes_per_case() {
     assert_eq!(meta["cases_skipped"].as_u64().unwrap(), whole.len() as u64);
     assert_eq!(meta["cases_done"].as_u64().unwrap(), 4 - whole.len() as u64);
 }
+
+/// A job cancelled right after it starts (a loaded node: the signal arrives while MPI
+/// starts, or while the output directory is being set up) ends like any other stopped
+/// run: exit 143, run.json `interrupted` with `cases_done: 0`, the resume command. The
+/// stop handlers are installed before MPI_Init; before, such a signal killed the ranks
+/// with no record at all.
+#[test]
+fn a_signal_during_start_up_leaves_an_interrupted_record() {
+    let _t = timed();
+    let dir = tmpdir("startup-signal");
+    for (i, delay_ms) in [0u64, 30, 150].into_iter().enumerate() {
+        let out = dir.join(format!("s{i}"));
+        let o = out.to_str().unwrap();
+        let child = spawn(
+            2,
+            &["micro-comm", "--sizes", "4", "--iters", "5", "--out", o],
+        );
+        let t0 = Instant::now();
+        let pids = loop {
+            let p = rank_pids(o);
+            if p.len() == 2 {
+                break p;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "no ranks started");
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        for p in pids {
+            signal("TERM", p);
+        }
+        let done = wait_bounded(child, 60, "a run signalled at start-up");
+        let err = err_text(&done);
+        assert_eq!(done.status.code(), Some(143), "delay {delay_ms} ms: {err}");
+        assert!(
+            err.contains("gradcomp: interrupted by SIGTERM: 0 case(s) done"),
+            "{err}"
+        );
+        let meta = run_json(&out);
+        assert_eq!(meta["status"], "interrupted", "{meta}");
+        assert_eq!(meta["cases_done"], 0, "{meta}");
+        assert!(meta["end_time"].is_string(), "{meta}");
+    }
+}
+
+/// run.json's `cases_done` and `last_case` are rewritten as each case's rows are
+/// flushed, so they are right whatever ends the job: here `kill -9` of every rank in the
+/// middle of a sweep (no code of ours runs after it), and a `--case-timeout` (exit 3,
+/// which also records `failed` and the case).
+#[test]
+fn run_json_counts_the_cases_whatever_ends_the_job() {
+    let _t = timed();
+    let dir = tmpdir("live-record");
+    let out = dir.join("k");
+    let o = out.to_str().unwrap();
+    let args = sweep_iters(o, 2000);
+    let child = spawn(2, &strs(&args));
+    let csv = out.join("micro_comm.csv");
+    let t0 = Instant::now();
+    while common::rows_in(&csv) < 5 {
+        assert!(t0.elapsed() < Duration::from_secs(120), "no 5 rows in 120 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for p in rank_pids(o) {
+        signal("KILL", p);
+    }
+    let _ = wait_bounded(child, 60, "a sweep after kill -9");
+    let rows = case_ids(&csv);
+    let meta = run_json(&out);
+    assert_eq!(meta["status"], "running", "{meta}");
+    // The kill may land between a row's flush and run.json's rewrite: at most one behind.
+    let done = meta["cases_done"].as_u64().unwrap() as usize;
+    assert!(
+        done == rows.len() || done + 1 == rows.len(),
+        "run.json says {done} cases done, micro_comm.csv has {} rows: {meta}",
+        rows.len()
+    );
+    let last = meta["last_case"].as_str().unwrap();
+    assert!(last.contains(&rows[done - 1]), "{last} vs {:?}", rows);
+
+    // --case-timeout: the first case is quick, the second outlasts the limit.
+    let out = dir.join("t");
+    let o = out.to_str().unwrap();
+    let cfg = dir.join("timeout.toml");
+    std::fs::write(
+        &cfg,
+        "[run]\ncase_timeout_s = 2\n[[micro-comm]]\ncollectives = [\"allreduce\"]\nsizes = [4]\niters = 10\n[[e2e]]\nmodels = [\"resnet50\"]\nmethods = [\"ssgd\"]\ndevice = \"rtx2080ti\"\nbatch = 256\npipelining = [false]\niters = 200\n",
+    )
+    .unwrap();
+    let timed_out = run(2, &["run", cfg.to_str().unwrap(), "--out", o], 120);
+    assert_eq!(timed_out.status.code(), Some(3), "{}", err_text(&timed_out));
+    let meta = run_json(&out);
+    assert_eq!(meta["status"], "failed", "{meta}");
+    assert_eq!(meta["cases_done"], 1, "{meta}");
+    assert!(
+        meta["error"]
+            .as_str()
+            .unwrap()
+            .contains("exceeded --case-timeout"),
+        "{meta}"
+    );
+    assert!(meta["end_time"].is_string(), "{meta}");
+}
