@@ -60,9 +60,9 @@ fn main() -> ExitCode {
     };
 
     match &cli.command {
-        cli::Command::Models { name } => return models_command(name.as_deref()),
+        cli::Command::Models { name, .. } => return models_command(name.as_deref()),
         cli::Command::Simulate(a) => return simulate_command(a, a.out.as_deref()),
-        cli::Command::Fit { dir } => return fit_command(dir),
+        cli::Command::Fit { dir, quiet } => return fit_command(dir, *quiet),
         _ => {}
     }
     // FUNNELED only when this run has threads besides the MPI one (the e2e device
@@ -198,7 +198,11 @@ fn run(
     }
 
     let (start_time, stamp) = gradcomp::units::utc_now();
-    let run_id = world.broadcast_string(&stamp);
+    let run_id = world.broadcast_string(&if world.is_root() {
+        meta::new_run_id(&stamp)
+    } else {
+        String::new()
+    });
     let out_dir = cli
         .common
         .job
@@ -228,7 +232,18 @@ fn run(
             std::process::id(),
             meta.start_time
         );
-        open_outputs(&out_dir, &mut meta, resume, config.samples, &holder).map(Some)
+        check_trace(cli.common.trace.as_deref())
+            .and_then(|()| {
+                open_outputs(
+                    &out_dir,
+                    &mut meta,
+                    world.size,
+                    resume,
+                    config.samples,
+                    &holder,
+                )
+            })
+            .map(Some)
     } else {
         Ok(None)
     };
@@ -404,6 +419,38 @@ fn resume_command(out_dir: &Path, add_out: bool, has_resume: bool, ranks: usize)
     format!("mpirun -np {ranks} {}", quoted.join(" "))
 }
 
+/// `--trace FILE`: its folder must exist and be writable, checked before the first case
+/// (not when the first e2e case has run).
+fn check_trace(trace: Option<&Path>) -> gradcomp::Result<()> {
+    let Some(t) = trace else {
+        return Ok(());
+    };
+    let parent = match t.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let writable = parent.is_dir() && {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(parent.as_os_str().as_bytes()).unwrap_or_default();
+        // SAFETY: access(2) reads a NUL-terminated path and touches nothing else.
+        unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+    };
+    if !writable || t.is_dir() {
+        return Err(Error::Input(format!(
+            "--trace {}: {}; create the folder or give another path",
+            t.display(),
+            if t.is_dir() {
+                "is a directory, not a file name".to_string()
+            } else if parent.is_dir() {
+                format!("the folder {} is not writable", parent.display())
+            } else {
+                format!("the folder {} does not exist", parent.display())
+            }
+        )));
+    }
+    Ok(())
+}
+
 /// Create the output directory, lock it, and create the CSV files the config needs
 /// (samples.csv too, unless `samples` is off: created, or appended to when an earlier
 /// run left one). With `resume`, reopen existing files to append and collect the
@@ -412,6 +459,7 @@ fn resume_command(out_dir: &Path, add_out: bool, has_resume: bool, ranks: usize)
 fn open_outputs(
     dir: &Path,
     meta: &mut meta::RunMeta,
+    world_size: usize,
     resume: bool,
     samples: bool,
     holder: &str,
@@ -427,6 +475,7 @@ fn open_outputs(
         if !resume {
             return CsvSink::create(&path).map(Some);
         }
+        record::check_world_size(&path, world_size)?;
         let (s, ids) = CsvSink::resume(&path)?;
         if file == "micro_comm.csv" {
             if let Some(h) = s.existing_header() {
@@ -509,11 +558,13 @@ fn simulate_command(a: &cli::SimulateArgs, out: Option<&Path>) -> ExitCode {
     }
     match gradcomp::sim::run::run(&req) {
         Ok(o) if o.outside_tolerance.is_empty() => {
-            eprintln!(
-                "[gradcomp] simulated {} case(s): {}",
-                o.rows,
-                o.sim_csv.display()
-            );
+            if !a.quiet {
+                eprintln!(
+                    "[gradcomp] simulated {} case(s): {}",
+                    o.rows,
+                    o.sim_csv.display()
+                );
+            }
             ExitCode::SUCCESS
         }
         Ok(o) => {
@@ -533,7 +584,7 @@ fn simulate_command(a: &cli::SimulateArgs, out: Option<&Path>) -> ExitCode {
 }
 
 /// `gradcomp fit RESULTS_DIR`.
-fn fit_command(dir: &Path) -> ExitCode {
+fn fit_command(dir: &Path, quiet: bool) -> ExitCode {
     if launcher_rank().unwrap_or(0) != 0 {
         return ExitCode::SUCCESS;
     }
@@ -542,7 +593,7 @@ fn fit_command(dir: &Path) -> ExitCode {
             for r in &rep.rows {
                 println!("{}", serde_json::to_string(r).unwrap_or_default());
             }
-            for p in &rep.written {
+            for p in rep.written.iter().filter(|_| !quiet) {
                 eprintln!("[gradcomp] wrote {}", p.display());
             }
             ExitCode::SUCCESS

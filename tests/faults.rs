@@ -1310,7 +1310,10 @@ fn converge_stops_on_a_signal_records_it_and_resumes_per_case() {
     let t0 = Instant::now();
     // Wait until a case is done and the next one has rows: run.json must already say so.
     let live_done = loop {
-        assert!(t0.elapsed() < Duration::from_secs(180), "no case finished in 180 s");
+        assert!(
+            t0.elapsed() < Duration::from_secs(180),
+            "no case finished in 180 s"
+        );
         std::thread::sleep(Duration::from_millis(50));
         let Ok(bytes) = std::fs::read(out.join("run.json")) else {
             continue;
@@ -1356,7 +1359,11 @@ fn converge_stops_on_a_signal_records_it_and_resumes_per_case() {
         .map(|(id, _)| id)
         .collect();
     assert!(whole.len() as u64 >= live_done);
-    assert_eq!(meta["cases_done"].as_u64().unwrap(), whole.len() as u64, "{meta}");
+    assert_eq!(
+        meta["cases_done"].as_u64().unwrap(),
+        whole.len() as u64,
+        "{meta}"
+    );
     let cut: Vec<&(String, Vec<(String, u64)>)> = cases
         .iter()
         .filter(|(_, rows)| !rows.iter().any(|(s, _)| s == "done"))
@@ -1381,7 +1388,11 @@ fn converge_stops_on_a_signal_records_it_and_resumes_per_case() {
     assert_eq!(after.len(), 4, "{after:?}");
     for (id, rows) in &after {
         let steps: Vec<u64> = rows.iter().map(|(_, s)| *s).collect();
-        assert_eq!(steps, (0..400).collect::<Vec<_>>(), "case {id}: not one whole curve");
+        assert_eq!(
+            steps,
+            (0..400).collect::<Vec<_>>(),
+            "case {id}: not one whole curve"
+        );
         assert_eq!(rows.last().unwrap().0, "done", "case {id}");
     }
     // The finished cases' rows are untouched and first; the cut curve is kept aside.
@@ -1433,7 +1444,8 @@ fn a_signal_during_start_up_leaves_an_interrupted_record() {
         let err = err_text(&done);
         assert_eq!(done.status.code(), Some(143), "delay {delay_ms} ms: {err}");
         assert!(
-            err.contains("gradcomp: interrupted by SIGTERM: 0 case(s) done"),
+            err.contains("gradcomp: interrupted by SIGTERM: 0 case(s) done")
+                && err.contains("continue with: mpirun -np 2 "),
             "{err}"
         );
         let meta = run_json(&out);
@@ -1458,7 +1470,10 @@ fn run_json_counts_the_cases_whatever_ends_the_job() {
     let csv = out.join("micro_comm.csv");
     let t0 = Instant::now();
     while common::rows_in(&csv) < 5 {
-        assert!(t0.elapsed() < Duration::from_secs(120), "no 5 rows in 120 s");
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "no 5 rows in 120 s"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     for p in rank_pids(o) {
@@ -1500,4 +1515,294 @@ fn run_json_counts_the_cases_whatever_ends_the_job() {
         "{meta}"
     );
     assert!(meta["end_time"].is_string(), "{meta}");
+}
+
+// ---- issue 30, item 6: the smaller ones --------------------------------------------------
+
+/// `gradcomp ARGS` alone (an MPI singleton), bounded; for checks that need no second rank.
+fn alone(args: &[&str]) -> Output {
+    let child = Command::new(bin())
+        .args(args)
+        .env_remove("SLURM_NTASKS")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_bounded(child, 60, &format!("{args:?}"))
+}
+
+/// Exit 2 with exactly one line of ours, holding every word.
+fn refused_alone(args: &[&str], words: &[&str]) -> String {
+    let out = alone(args);
+    let lines = our_lines(&out);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", err_text(&out));
+    assert_eq!(lines.len(), 1, "{args:?}: {}", err_text(&out));
+    for w in words {
+        assert!(
+            lines[0].contains(w),
+            "{args:?}: '{w}' missing: {}",
+            lines[0]
+        );
+    }
+    lines[0].clone()
+}
+
+/// `--resume` under another world size used to append rows of a second world size to
+/// the same CSV (case ids include the world size, so nothing was skipped): refused, for
+/// the benchmarks and converge, naming the world size that fits.
+#[test]
+fn resume_under_another_world_size_is_refused() {
+    let dir = tmpdir("resume-world");
+    let d = dir.join("mc");
+    let o = d.to_str().unwrap();
+    let first = alone(&["micro-comm", "--sizes", "4,8", "--iters", "2", "--out", o]);
+    assert_eq!(first.status.code(), Some(0), "{}", err_text(&first));
+    refused(
+        2,
+        &[
+            "micro-comm",
+            "--sizes",
+            "4,8",
+            "--iters",
+            "2",
+            "--out",
+            o,
+            "--resume",
+        ],
+        &[
+            "--resume",
+            "micro_comm.csv",
+            "world size 1",
+            "2 rank(s)",
+            "mpirun -np 1",
+        ],
+    );
+    assert_eq!(common::rows_in(&d.join("micro_comm.csv")), 2);
+    let c = dir.join("cv");
+    let co = c.to_str().unwrap();
+    let conv = [
+        "converge",
+        "--methods",
+        "ssgd",
+        "--steps",
+        "3",
+        "--hidden",
+        "8",
+        "--train-samples",
+        "64",
+        "--eval-samples",
+        "8",
+        "--batch",
+        "4",
+        "--out",
+        co,
+    ];
+    let first = alone(&conv);
+    assert_eq!(first.status.code(), Some(0), "{}", err_text(&first));
+    let mut again = conv.to_vec();
+    again.push("--resume");
+    refused(2, &again, &["converge.csv", "world size 1", "mpirun -np 1"]);
+    // The same world size resumes: nothing left to do.
+    let same = alone(&again);
+    assert_eq!(same.status.code(), Some(0), "{}", err_text(&same));
+    assert!(
+        err_text(&same).contains("skipping 1 already done"),
+        "{}",
+        err_text(&same)
+    );
+}
+
+/// Runs started in the same second used to share one run_id (YYYYMMDD-HHMMSS).
+#[test]
+fn runs_started_together_get_distinct_run_ids() {
+    let dir = tmpdir("run-ids");
+    let outs: Vec<PathBuf> = (0..4).map(|i| dir.join(format!("r{i}"))).collect();
+    let children: Vec<Child> = outs
+        .iter()
+        .map(|o| {
+            Command::new(bin())
+                .args(["micro-comm", "--sizes", "4", "--iters", "2", "-q", "--out"])
+                .arg(o)
+                .env_remove("SLURM_NTASKS")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = wait_bounded(c, 60, "a one-case run");
+        assert_eq!(out.status.code(), Some(0), "{}", err_text(&out));
+    }
+    let ids: BTreeSet<String> = outs
+        .iter()
+        .map(|o| run_json(o)["run_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), outs.len(), "{ids:?}");
+    for id in &ids {
+        let (stamp, tag) = id.rsplit_once('-').unwrap();
+        assert_eq!(stamp.len(), 15, "{id}");
+        assert!(
+            tag.len() == 6 && tag.chars().all(|c| c.is_ascii_hexdigit()),
+            "{id}"
+        );
+    }
+}
+
+/// Slips that used to be found late or not at all: a `--trace` into a missing folder
+/// (found only after the first case ran), a CSV that is a directory or a link to
+/// /dev/null under `--resume` (exit 1), `--fusion 0B` (ran as `none` without a word),
+/// `simulate --world-sizes 8,8` (duplicate rows), a config of 200000 sizes (seconds of
+/// CPU per rank before the refusal), a 3 MB key (echoed twice in a 6 MB line), and
+/// `simulate -q` (refused, though -q was a global flag).
+#[test]
+fn small_slips_of_issue_30_are_refused_up_front_and_clearly() {
+    let dir = tmpdir("slips-30");
+    let e2e = |extra: &[&str], out: &Path| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "e2e",
+            "--model",
+            "resnet20",
+            "--methods",
+            "ssgd",
+            "--iters",
+            "1",
+            "--warmup",
+            "0",
+            "--compute",
+            "none",
+            "--pipelining",
+            "off",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a.extend(["--out".to_string(), out.display().to_string()]);
+        a
+    };
+    let t = dir.join("t");
+    refused_alone(
+        &strs(&e2e(&["--trace", "/nonexistent/dir/t.json"], &t)),
+        &["--trace", "/nonexistent/dir", "does not exist"],
+    );
+    assert!(!t.join("e2e.csv").exists(), "a case ran before the refusal");
+
+    for (name, make) in [
+        (
+            "dir",
+            Box::new(|p: &Path| std::fs::create_dir_all(p).unwrap()) as Box<dyn Fn(&Path)>,
+        ),
+        (
+            "null",
+            Box::new(|p: &Path| std::os::unix::fs::symlink("/dev/null", p).unwrap()),
+        ),
+    ] {
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        make(&d.join("micro_comm.csv"));
+        refused_alone(
+            &[
+                "micro-comm",
+                "--sizes",
+                "4",
+                "--iters",
+                "2",
+                "--out",
+                d.to_str().unwrap(),
+                "--resume",
+            ],
+            &["micro_comm.csv", "not a regular file"],
+        );
+    }
+
+    refused_alone(
+        &strs(&e2e(&["--fusion", "0B"], &dir.join("f"))),
+        &["--fusion", "0B", "none"],
+    );
+    refused_alone(
+        &[
+            "converge",
+            "--methods",
+            "ssgd",
+            "--fusion",
+            "0",
+            "--out",
+            dir.join("cf").to_str().unwrap(),
+        ],
+        &["--fusion", "0 bytes"],
+    );
+    refused_alone(
+        &[
+            "simulate",
+            "--model",
+            "resnet20",
+            "--methods",
+            "ssgd",
+            "--world-sizes",
+            "8,8",
+            "--out",
+            dir.join("s").to_str().unwrap(),
+        ],
+        &["--world-sizes", "'8' appears twice"],
+    );
+
+    let big = dir.join("big.toml");
+    let sizes: Vec<String> = (1..=200_000).map(|i| (4 * i).to_string()).collect();
+    std::fs::write(
+        &big,
+        format!(
+            "[[micro-comm]]\ncollectives = [\"allreduce\"]\nsizes = [{}]\n",
+            sizes.join(",")
+        ),
+    )
+    .unwrap();
+    let t0 = Instant::now();
+    refused_alone(
+        &[
+            "run",
+            big.to_str().unwrap(),
+            "--out",
+            dir.join("b").to_str().unwrap(),
+        ],
+        &["key 'sizes'", "200000 entries"],
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "{:?} to refuse",
+        t0.elapsed()
+    );
+
+    let key = dir.join("key.toml");
+    std::fs::write(
+        &key,
+        format!(
+            "[[micro-comm]]\ncollectives = [\"allreduce\"]\n{} = 1\n",
+            "k".repeat(3 << 20)
+        ),
+    )
+    .unwrap();
+    let line = refused_alone(
+        &[
+            "run",
+            key.to_str().unwrap(),
+            "--out",
+            dir.join("k").to_str().unwrap(),
+        ],
+        &["key.toml", "line 3", "left out"],
+    );
+    assert!(line.len() < 2000, "{} bytes", line.len());
+
+    let sim = alone(&[
+        "simulate",
+        "-q",
+        "--model",
+        "resnet20",
+        "--methods",
+        "ssgd",
+        "--out",
+        dir.join("q").to_str().unwrap(),
+    ]);
+    assert_eq!(sim.status.code(), Some(0), "{}", err_text(&sim));
+    assert!(!err_text(&sim).contains("[gradcomp]"), "{}", err_text(&sim));
 }

@@ -266,9 +266,7 @@ impl E2eSection {
         let fusion = self
             .fusion
             .iter()
-            .map(|f| {
-                crate::schedule::plan::Fusion::parse(f).map_err(|m| origin.invalid("fusion", m))
-            })
+            .map(|f| parse_fusion(origin, "fusion", f))
             .collect::<Result<Vec<_>, _>>()?;
         no_repeats(origin, "fusion", &fusion, |f| f.to_string())?;
         if self.pipelining.is_empty() {

@@ -373,6 +373,7 @@ impl MicroCommSection {
                         "is empty; give one or more sizes (e.g. 4, 64KiB) or leave it out",
                     ));
                 }
+                check_list_len(origin, "sizes", list.len())?;
                 let sizes = list
                     .iter()
                     .map(|s| {

@@ -46,7 +46,7 @@ impl Origin {
     /// An error for `key` (TOML spelling; the CLI flag is derived from it).
     pub fn invalid(&self, key: &str, msg: impl fmt::Display) -> ConfigError {
         // One line whatever the user typed (a value may hold a newline).
-        let msg = msg.to_string().replace('\r', "\\r").replace('\n', "\\n");
+        let msg = clip(&msg.to_string().replace('\r', "\\r").replace('\n', "\\n"));
         let location = match self {
             Origin::Cli => {
                 let flag = match key {
@@ -76,24 +76,83 @@ impl Origin {
 
 /// Refuse a list that names one value twice: both entries would run the same case under
 /// one case_id (so `--resume` could not tell them apart).
-pub(crate) fn no_repeats<T: PartialEq>(
+///
+/// Also refuses a list longer than [`MAX_CASES`] (every entry is at least one case)
+/// before looking at it further: a list of 200000 sizes used to take seconds of CPU per
+/// rank before the case count refused it. Linear time: entries are compared only within
+/// groups of the same `show` text.
+pub fn no_repeats<T: PartialEq>(
     origin: &Origin,
     key: &str,
     items: &[T],
     show: impl Fn(&T) -> String,
 ) -> Result<(), ConfigError> {
+    check_list_len(origin, key, items.len())?;
+    let mut seen: std::collections::HashMap<String, Vec<usize>> = Default::default();
     for (i, x) in items.iter().enumerate() {
-        if items[..i].contains(x) {
+        let text = show(x);
+        let same = seen.entry(text.clone()).or_default();
+        if same.iter().any(|&j| items[j] == *x) {
             return Err(origin.invalid(
                 key,
-                format!(
-                    "'{}' appears twice; each entry is one case, remove the repeat",
-                    show(x)
-                ),
+                format!("'{text}' appears twice; each entry is one case, remove the repeat"),
             ));
         }
+        same.push(i);
     }
     Ok(())
+}
+
+/// Refuse a list of more than [`MAX_CASES`] entries (each is at least one case).
+pub fn check_list_len(origin: &Origin, key: &str, len: usize) -> Result<(), ConfigError> {
+    if len as u128 > MAX_CASES {
+        return Err(origin.invalid(
+            key,
+            format!("has {len} entries; at most {MAX_CASES} (each entry is at least one case): shorten it or split the sweep into several runs"),
+        ));
+    }
+    Ok(())
+}
+
+/// Longest message text echoed back (bytes): a value pasted by mistake (a 3 MB key)
+/// is shown by its start and end, not in full, so an error stays one readable line.
+pub const MAX_ECHO_BYTES: usize = 1000;
+
+/// `msg` cut to about [`MAX_ECHO_BYTES`]: its start and end, and how much was left out.
+pub fn clip(msg: &str) -> String {
+    if msg.len() <= MAX_ECHO_BYTES {
+        return msg.to_string();
+    }
+    let floor = |mut i: usize| {
+        while !msg.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    let head = floor(MAX_ECHO_BYTES * 3 / 5);
+    let tail = floor(msg.len() - MAX_ECHO_BYTES / 4);
+    format!(
+        "{} [... {} bytes left out ...] {}",
+        &msg[..head],
+        tail - head,
+        &msg[tail..]
+    )
+}
+
+/// A fusion plan (`fusion` key or flag). A threshold of 0 bytes is refused rather than run
+/// as `none` without a word: the user meant a size and lost its unit or digits.
+pub fn parse_fusion(
+    origin: &Origin,
+    key: &str,
+    s: &str,
+) -> Result<crate::schedule::plan::Fusion, ConfigError> {
+    if s.trim() != "none" && parse_bytes(s.trim()) == Ok(0) {
+        return Err(origin.invalid(
+            key,
+            format!("'{s}' is a threshold of 0 bytes, which fuses nothing; write none (each tensor alone) or a positive size such as 25MiB"),
+        ));
+    }
+    crate::schedule::plan::Fusion::parse(s).map_err(|m| origin.invalid(key, m))
 }
 
 /// Memory every rank holds whatever it runs (MPI library, code, stacks): ~19 MiB
@@ -284,7 +343,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
     let raw: FileConfig = toml::from_str(text).map_err(|e| ConfigError::Syntax {
         file: file.to_string(),
-        msg: one_line(&e, text),
+        msg: clip(&one_line(&e, text)),
     })?;
     let mut micro_comm = Vec::new();
     for (i, s) in raw.micro_comm.iter().enumerate() {

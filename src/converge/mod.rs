@@ -82,7 +82,11 @@ pub fn command(
         }
     }
     let (start_time, stamp) = crate::units::utc_now();
-    let run_id = world.broadcast_string(&stamp);
+    let run_id = world.broadcast_string(&if world.is_root() {
+        crate::record::meta::new_run_id(&stamp)
+    } else {
+        String::new()
+    });
     let out = req
         .out
         .clone()
@@ -113,7 +117,7 @@ pub fn command(
             let lock = DirLock::acquire(&out, &holder)?;
             let path = out.join("converge.csv");
             let (sink, earlier) = if req.resume {
-                resume::reopen(&path)?
+                resume::reopen(&path, world.size)?
             } else {
                 (CsvSink::create(&path)?, Vec::new())
             };

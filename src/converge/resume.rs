@@ -17,7 +17,7 @@ use std::path::Path;
 pub const INTERRUPTED_FILE: &str = "converge.interrupted.csv";
 
 /// Reopen `path` to append; the finished cases (case_id, outcome) in file order.
-pub fn reopen(path: &Path) -> Result<(CsvSink, Vec<(String, CaseOutcome)>)> {
+pub fn reopen(path: &Path, world_size: usize) -> Result<(CsvSink, Vec<(String, CaseOutcome)>)> {
     if !path.exists() {
         return Ok((CsvSink::create(path)?, Vec::new()));
     }
@@ -27,12 +27,12 @@ pub fn reopen(path: &Path) -> Result<(CsvSink, Vec<(String, CaseOutcome)>)> {
             path.display()
         ))
     };
-    let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, e))?;
-    if !meta.is_file() {
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
         return Err(unusable(
-            "is not a regular file (a directory, a link or a device)".into(),
+            "is not a regular file (a directory, a device such as /dev/null, or a FIFO)".into(),
         ));
     }
+    crate::record::check_world_size(path, world_size)?;
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     // Only complete lines: a partial last row is cut by CsvSink::resume below.
     let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);

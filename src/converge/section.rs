@@ -258,7 +258,7 @@ impl ConvergeSection {
                 ),
             ));
         }
-        let fusion = Fusion::parse(&self.fusion).map_err(|m| inv("fusion", m))?;
+        let fusion = crate::config::parse_fusion(origin, "fusion", &self.fusion)?;
         let collective = CollectiveMode::parse(self.collective.trim()).ok_or_else(|| {
             inv(
                 "collective",

@@ -170,8 +170,7 @@ impl RunMeta {
 /// ends the job. [`case_done`] rewrites it as each case's rows are flushed; the paths
 /// that end the process without returning (the `--case-timeout` watchdog, a panic) call
 /// [`record_end`]. The lock also keeps two threads from writing run.json at once.
-static LIVE: std::sync::Mutex<Option<(RunMeta, std::path::PathBuf)>> =
-    std::sync::Mutex::new(None);
+static LIVE: std::sync::Mutex<Option<(RunMeta, std::path::PathBuf)>> = std::sync::Mutex::new(None);
 
 fn live() -> std::sync::MutexGuard<'static, Option<(RunMeta, std::path::PathBuf)>> {
     LIVE.lock().unwrap_or_else(|e| e.into_inner())
@@ -227,6 +226,23 @@ pub fn record_end(status: &str, error: &str) {
 /// The run writes its own final record: stop following it.
 pub fn unfollow() {
     *live() = None;
+}
+
+/// A run id: the UTC start `stamp` (`YYYYMMDD-HHMMSS`) and 6 hex digits of this process
+/// (pid and nanoseconds), so that runs started in the same second (a job array, two
+/// sweeps from one script) get different ids. Rank 0 makes it and broadcasts it.
+pub fn new_run_id(stamp: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for x in [u64::from(std::process::id()), nanos] {
+        for b in x.to_le_bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    format!("{stamp}-{:06x}", h & 0xff_ffff)
 }
 
 /// Git revision and rustc version baked in by build.rs.
