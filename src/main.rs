@@ -599,7 +599,10 @@ fn fit_command(dir: &Path, quiet: bool) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("gradcomp: error: {e}");
+            // The simulator's errors name `simulate`; here the command is `fit`.
+            let msg = e.to_string();
+            let msg = msg.strip_prefix("simulate: ").unwrap_or(&msg);
+            eprintln!("gradcomp: error: fit: {msg}");
             ExitCode::from(e.exit_code())
         }
     }
