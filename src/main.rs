@@ -60,9 +60,9 @@ fn main() -> ExitCode {
     };
 
     match &cli.command {
-        cli::Command::Models { name } => return models_command(name.as_deref()),
+        cli::Command::Models { name, .. } => return models_command(name.as_deref()),
         cli::Command::Simulate(a) => return simulate_command(a, a.out.as_deref()),
-        cli::Command::Fit { dir } => return fit_command(dir),
+        cli::Command::Fit { dir, quiet } => return fit_command(dir, *quiet),
         _ => {}
     }
     // FUNNELED only when this run has threads besides the MPI one (the e2e device
@@ -80,17 +80,28 @@ fn main() -> ExitCode {
     } else {
         ThreadLevel::Single
     };
+    // The stop handlers go in before MPI starts, so a signal that arrives during
+    // start-up (a job cancelled right after it began) is recorded and honoured at the
+    // first agreement point like any other: run.json `interrupted`, exit 128 + signal.
+    let grace = cli
+        .common
+        .stop_grace
+        .unwrap_or(bench::stop::DEFAULT_GRACE_S);
+    let early_handlers = bench::stop::install(grace);
+    // A panic ends the run without returning: run.json says so (rank 0).
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        meta::record_end("failed", &format!("panic: {info}"));
+    }));
     let Some(mpi_env) = Mpi::init(level) else {
         eprintln!("gradcomp: error: MPI could not be initialised (is it already initialised, or is the launcher broken?)");
         return ExitCode::FAILURE;
     };
     let provided = mpi_env.thread_level();
     let world = mpi_env.world();
-    if let Err(e) = bench::stop::install(
-        cli.common
-            .stop_grace
-            .unwrap_or(bench::stop::DEFAULT_GRACE_S),
-    ) {
+    // Again after MPI_Init, in case the MPI library installed its own.
+    if let Err(e) = early_handlers.and_then(|()| bench::stop::install(grace)) {
         eprintln!("gradcomp: warning: cannot handle SIGTERM/SIGINT ({e}); a signal ends the run without a record");
     }
     // Secondary problems (the status could not be recorded) are printed after the run's
@@ -187,7 +198,11 @@ fn run(
     }
 
     let (start_time, stamp) = gradcomp::units::utc_now();
-    let run_id = world.broadcast_string(&stamp);
+    let run_id = world.broadcast_string(&if world.is_root() {
+        meta::new_run_id(&stamp)
+    } else {
+        String::new()
+    });
     let out_dir = cli
         .common
         .job
@@ -217,7 +232,18 @@ fn run(
             std::process::id(),
             meta.start_time
         );
-        open_outputs(&out_dir, &mut meta, resume, config.samples, &holder).map(Some)
+        check_trace(cli.common.trace.as_deref())
+            .and_then(|()| {
+                open_outputs(
+                    &out_dir,
+                    &mut meta,
+                    world.size,
+                    resume,
+                    config.samples,
+                    &holder,
+                )
+            })
+            .map(Some)
     } else {
         Ok(None)
     };
@@ -225,6 +251,10 @@ fn run(
         Some((s, d, l)) => (s, d, Some(l)),
         None => (Sinks::default(), HashSet::new(), None),
     };
+    if world.is_root() {
+        // run.json follows the cases as their rows are flushed (and a timeout or a panic).
+        meta::follow(&meta, &out_dir);
+    }
     let done_list = world.broadcast_string(&done.iter().cloned().collect::<Vec<_>>().join("\n"));
     let done: HashSet<String> = done_list.lines().map(String::from).collect();
     if world.is_root() && !cli.common.job.quiet {
@@ -266,6 +296,7 @@ fn run(
         meta.peak_rss_bytes = Some(world.max_u64(bench::e2e::peak_rss_bytes()));
     }
     if world.is_root() {
+        meta::unfollow();
         meta.end_time = Some(gradcomp::units::utc_now().0);
         meta.cases_done = summary.cases_done;
         meta.cases_skipped = summary.cases_skipped;
@@ -299,7 +330,7 @@ fn run(
                     .map(|l| format!(" (last: {l})"))
                     .unwrap_or_default(),
                 out_dir.display(),
-                resume_command(&out_dir, cli.common.job.out.is_none(), resume)
+                resume_command(&out_dir, cli.common.job.out.is_none(), resume, world.size)
             );
         }
         match (&result, recorded) {
@@ -317,7 +348,8 @@ fn run(
     Ok(())
 }
 
-/// `gradcomp converge` (src/converge/mod.rs): training runs, converge.csv.
+/// `gradcomp converge` (src/converge/mod.rs): training runs, converge.csv. Stopped by a
+/// signal, rank 0 says how to continue (`--resume`), as the benchmarks do.
 fn converge_command(
     cli: &Cli,
     a: &cli::ConvergeArgs,
@@ -332,14 +364,37 @@ fn converge_command(
             out: cli.common.job.out.clone(),
             quiet: cli.common.job.quiet,
             thread_level: format!("{provided:?}"),
+            resume: a.resume,
         });
-    gradcomp::converge::command(world, req)?;
+    let mut progress = gradcomp::converge::Progress::default();
+    let result = gradcomp::converge::command(world, req, &mut progress);
+    if let (Err(Error::Interrupted { signal }), true) = (&result, world.is_root()) {
+        let s = &progress.summary;
+        eprintln!(
+            "gradcomp: interrupted by {}: {} case(s) done by this run{}, rows are in {}; continue with: {}",
+            bench::stop::name(*signal),
+            s.cases_done,
+            s.last_case
+                .as_deref()
+                .map(|l| format!(" (last: {l})"))
+                .unwrap_or_default(),
+            progress.out.display(),
+            resume_command(
+                &progress.out,
+                cli.common.job.out.is_none(),
+                a.resume,
+                world.size
+            )
+        );
+    }
+    result?;
     Ok(())
 }
 
 /// The command line that continues this run: the same arguments with `--resume` (and
-/// `--out DIR` when the directory was chosen by default).
-fn resume_command(out_dir: &Path, add_out: bool, has_resume: bool) -> String {
+/// `--out DIR` when the directory was chosen by default), on `ranks` ranks (case ids
+/// include the world size: another world size would run every case again).
+fn resume_command(out_dir: &Path, add_out: bool, has_resume: bool, ranks: usize) -> String {
     let mut args: Vec<String> = std::env::args().collect();
     if add_out {
         args.push("--out".into());
@@ -361,7 +416,39 @@ fn resume_command(out_dir: &Path, add_out: bool, has_resume: bool) -> String {
             }
         })
         .collect();
-    format!("mpirun -np N {}", quoted.join(" "))
+    format!("mpirun -np {ranks} {}", quoted.join(" "))
+}
+
+/// `--trace FILE`: its folder must exist and be writable, checked before the first case
+/// (not when the first e2e case has run).
+fn check_trace(trace: Option<&Path>) -> gradcomp::Result<()> {
+    let Some(t) = trace else {
+        return Ok(());
+    };
+    let parent = match t.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let writable = parent.is_dir() && {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(parent.as_os_str().as_bytes()).unwrap_or_default();
+        // SAFETY: access(2) reads a NUL-terminated path and touches nothing else.
+        unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+    };
+    if !writable || t.is_dir() {
+        return Err(Error::Input(format!(
+            "--trace {}: {}; create the folder or give another path",
+            t.display(),
+            if t.is_dir() {
+                "is a directory, not a file name".to_string()
+            } else if parent.is_dir() {
+                format!("the folder {} is not writable", parent.display())
+            } else {
+                format!("the folder {} does not exist", parent.display())
+            }
+        )));
+    }
+    Ok(())
 }
 
 /// Create the output directory, lock it, and create the CSV files the config needs
@@ -372,6 +459,7 @@ fn resume_command(out_dir: &Path, add_out: bool, has_resume: bool) -> String {
 fn open_outputs(
     dir: &Path,
     meta: &mut meta::RunMeta,
+    world_size: usize,
     resume: bool,
     samples: bool,
     holder: &str,
@@ -387,6 +475,7 @@ fn open_outputs(
         if !resume {
             return CsvSink::create(&path).map(Some);
         }
+        record::check_world_size(&path, world_size)?;
         let (s, ids) = CsvSink::resume(&path)?;
         if file == "micro_comm.csv" {
             if let Some(h) = s.existing_header() {
@@ -469,11 +558,13 @@ fn simulate_command(a: &cli::SimulateArgs, out: Option<&Path>) -> ExitCode {
     }
     match gradcomp::sim::run::run(&req) {
         Ok(o) if o.outside_tolerance.is_empty() => {
-            eprintln!(
-                "[gradcomp] simulated {} case(s): {}",
-                o.rows,
-                o.sim_csv.display()
-            );
+            if !a.quiet {
+                eprintln!(
+                    "[gradcomp] simulated {} case(s): {}",
+                    o.rows,
+                    o.sim_csv.display()
+                );
+            }
             ExitCode::SUCCESS
         }
         Ok(o) => {
@@ -493,7 +584,7 @@ fn simulate_command(a: &cli::SimulateArgs, out: Option<&Path>) -> ExitCode {
 }
 
 /// `gradcomp fit RESULTS_DIR`.
-fn fit_command(dir: &Path) -> ExitCode {
+fn fit_command(dir: &Path, quiet: bool) -> ExitCode {
     if launcher_rank().unwrap_or(0) != 0 {
         return ExitCode::SUCCESS;
     }
@@ -502,13 +593,16 @@ fn fit_command(dir: &Path) -> ExitCode {
             for r in &rep.rows {
                 println!("{}", serde_json::to_string(r).unwrap_or_default());
             }
-            for p in &rep.written {
+            for p in rep.written.iter().filter(|_| !quiet) {
                 eprintln!("[gradcomp] wrote {}", p.display());
             }
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("gradcomp: error: {e}");
+            // The simulator's errors name `simulate`; here the command is `fit`.
+            let msg = e.to_string();
+            let msg = msg.strip_prefix("simulate: ").unwrap_or(&msg);
+            eprintln!("gradcomp: error: fit: {msg}");
             ExitCode::from(e.exit_code())
         }
     }

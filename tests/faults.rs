@@ -1009,3 +1009,800 @@ fn the_issues_oversized_job_is_refused_with_a_margin() {
     assert!(small.check_memory(2, 2, need * 2 * 105 / 100).is_err());
     assert!(small.check_memory(2, 2, need * 2 * 112 / 100).is_ok());
 }
+
+// ---- issue 30, item 4: absurd counts ---------------------------------------------------
+
+/// Every numeric flag of every subcommand, fed its extremes (0, -1, i64::MAX, u64::MAX,
+/// 1e10; 1e308, inf, NaN for the real-valued ones), and the TOML keys the same way: each
+/// run either works or exits 2 with one line naming the flag, within 60 s. No panic
+/// (101), abort (134) or hang. The runs start the binary alone (an MPI singleton, one
+/// rank) so that some 300 of them take seconds, not minutes.
+#[test]
+fn every_numeric_flag_refuses_its_extremes() {
+    let dir = tmpdir("extremes");
+    let ints = [
+        "0",
+        "-1",
+        "9223372036854775807",
+        "18446744073709551615",
+        "10000000000",
+    ];
+    let reals = ["0", "-1", "1e308", "inf", "NaN", "10000000000"];
+    let mc = "micro-comm --sizes 4 --iters 2 --warmup 1";
+    let micro =
+        "micro --shape 64x64 --iters 2 --warmup 1 --methods topk,dgc,powersgd,acpsgd,sketch,qsgd";
+    let e2e = "e2e --model resnet20 --methods ssgd,topk --iters 1 --warmup 0 --compute none --pipelining off";
+    let conv = "converge --methods ssgd,topk,sketch --steps 3 --batch 8 --train-samples 256 --eval-samples 64 --hidden 16";
+    let sim = "simulate --model resnet20 --methods ssgd,topk --world-sizes 8";
+    // (base command, flag, values, flags the base sets that this flag replaces)
+    let mut cases: Vec<(String, String)> = Vec::new();
+    let mut add = |base: &str, flag: &str, values: &[&str]| {
+        for v in values {
+            // The flag replaces the base's own value of it.
+            let mut words: Vec<&str> = base.split(' ').collect();
+            if let Some(i) = words.iter().position(|w| *w == flag) {
+                words.drain(i..=i + 1);
+            }
+            cases.push((format!("{} {flag}", words.join(" ")), v.to_string()));
+        }
+    };
+    for f in [
+        "--iters",
+        "--warmup",
+        "--seed",
+        "--expect-ranks",
+        "--stop-grace",
+        "--rounds",
+    ] {
+        add(mc, f, &ints);
+    }
+    for f in ["--sizes", "--min-bytes", "--max-bytes"] {
+        add("micro-comm --iters 2 --warmup 1", f, &ints);
+    }
+    add(mc, "--case-timeout", &reals);
+    for f in [
+        "--iters",
+        "--warmup",
+        "--sketch-rows",
+        "--qsgd-levels",
+        "--lowrank-rank",
+        "--start-iter",
+        "--warmup-steps-per-epoch",
+    ] {
+        add(micro, f, &ints);
+    }
+    for f in [
+        "--density",
+        "--sketch-cols-per-k",
+        "--min-compression-rate",
+        "--momentum",
+        "--clip-norm",
+    ] {
+        add(micro, f, &reals);
+    }
+    add(
+        "micro-compress --shape 64x64 --methods topk,sketch --iters 2 --warmup 1",
+        "--iters",
+        &ints,
+    );
+    add(
+        "micro-compress --shape 64x64 --methods topk,sketch --iters 2 --warmup 1",
+        "--warmup",
+        &ints,
+    );
+    for f in [
+        "--iters",
+        "--warmup",
+        "--batch",
+        "--rounds",
+        "--sketch-rows",
+    ] {
+        add(e2e, f, &ints);
+    }
+    add(&format!("{e2e} --min-time 0.01"), "--max-iters", &ints);
+    add(&format!("{e2e} --min-time 0.01"), "--max-time", &reals);
+    add(e2e, "--min-time", &reals);
+    add(e2e, "--target-ci", &reals);
+    for f in [
+        "--steps",
+        "--batch",
+        "--eval-every",
+        "--train-samples",
+        "--eval-samples",
+        "--hidden",
+        "--sketch-rows",
+    ] {
+        add(conv, f, &ints);
+    }
+    for f in ["--lr", "--sgd-momentum", "--sketch-cols-per-k"] {
+        add(conv, f, &reals);
+    }
+    for f in ["--world-sizes", "--ranks-per-node", "--batch"] {
+        add(sim, f, &ints);
+    }
+    add(sim, "--tolerance", &reals);
+    // The same counts from a bench config.
+    let toml_cases = [
+        (
+            "micro-comm",
+            "collectives = [\"allreduce\"]\nsizes = [4]",
+            "iters",
+        ),
+        (
+            "micro-comm",
+            "collectives = [\"allreduce\"]\nsizes = [4]",
+            "warmup",
+        ),
+        ("micro", "methods = [\"topk\"]\nshapes = [\"64\"]", "iters"),
+        ("micro", "methods = [\"topk\"]\nshapes = [\"64\"]", "warmup"),
+        (
+            "micro-compress",
+            "methods = [\"topk\"]\nshapes = [\"64\"]",
+            "iters",
+        ),
+        (
+            "e2e",
+            "models = [\"resnet20\"]\nmethods = [\"ssgd\"]\ncompute = \"none\"",
+            "iters",
+        ),
+        (
+            "e2e",
+            "models = [\"resnet20\"]\nmethods = [\"ssgd\"]\ncompute = \"none\"",
+            "warmup",
+        ),
+    ];
+    let mut jobs: Vec<(Vec<String>, String)> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (cmd, v))| {
+            let mut a: Vec<String> = cmd.split(' ').map(String::from).collect();
+            let flag = a.last().unwrap().clone();
+            a.push(v.clone());
+            a.extend([
+                "--out".into(),
+                dir.join(format!("o{i}")).display().to_string(),
+            ]);
+            (a, flag)
+        })
+        .collect();
+    for (i, (section, body, key)) in toml_cases.iter().enumerate() {
+        for v in ["9223372036854775807", "10000000000"] {
+            let path = dir.join(format!("c{i}-{v}.toml"));
+            std::fs::write(&path, format!("[[{section}]]\n{body}\n{key} = {v}\n")).unwrap();
+            jobs.push((
+                vec![
+                    "run".into(),
+                    path.display().to_string(),
+                    "--out".into(),
+                    dir.join(format!("t{i}-{v}")).display().to_string(),
+                ],
+                format!("key '{key}'"),
+            ));
+        }
+    }
+    for (key, v) in [
+        ("case_timeout_s", "1e300"),
+        ("rounds", "9223372036854775807"),
+    ] {
+        let path = dir.join(format!("run-{key}.toml"));
+        std::fs::write(
+            &path,
+            format!("[run]\n{key} = {v}\n[[micro-comm]]\ncollectives = [\"allreduce\"]\nsizes = [4]\niters = 2\n"),
+        )
+        .unwrap();
+        jobs.push((
+            vec![
+                "run".into(),
+                path.display().to_string(),
+                "--out".into(),
+                dir.join(key).display().to_string(),
+            ],
+            format!("key '{key}'"),
+        ));
+    }
+    let jobs = std::sync::Mutex::new(jobs);
+    let failures = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..3 {
+            s.spawn(|| loop {
+                let Some((args, flag)) = jobs.lock().unwrap().pop() else {
+                    break;
+                };
+                let child = Command::new(bin())
+                    .args(&args)
+                    .env_remove("SLURM_NTASKS")
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                let t0 = Instant::now();
+                let mut child = child;
+                let status = loop {
+                    if let Some(st) = child.try_wait().unwrap() {
+                        break Some(st);
+                    }
+                    if t0.elapsed() > Duration::from_secs(60) {
+                        let _ = child.kill();
+                        break None;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                };
+                let out = child.wait_with_output().unwrap();
+                let lines = our_lines(&out);
+                let verdict = match status.and_then(|s| s.code()) {
+                    None => Some("did not end within 60 s, or died by a signal".to_string()),
+                    Some(0) => None,
+                    Some(2) if lines.len() == 1 && lines[0].contains(flag.as_str()) => None,
+                    Some(2) => Some(format!("exit 2 without one line naming {flag}")),
+                    Some(c) => Some(format!("exit {c}")),
+                };
+                if let Some(v) = verdict {
+                    failures.lock().unwrap().push(format!(
+                        "{}: {v}: {}",
+                        args[..args.len() - 2].join(" "),
+                        err_text(&out)
+                            .lines()
+                            .take(3)
+                            .collect::<Vec<_>>()
+                            .join(" | ")
+                    ));
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} extreme value(s) mishandled:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+// ---- issue 30, items 1 and 2: converge stops cleanly; run.json follows the cases --------
+
+/// converge.csv's rows per case_id, in file order: (status, step) of each row.
+fn converge_cases(path: &Path) -> Vec<(String, Vec<(String, u64)>)> {
+    let (h, rows) = read_csv(path);
+    let col = |n: &str| h.iter().position(|x| x == n).unwrap();
+    let (id, st, step) = (col("case_id"), col("status"), col("step"));
+    let mut out: Vec<(String, Vec<(String, u64)>)> = Vec::new();
+    for r in rows {
+        assert_eq!(r.len(), h.len(), "{}: a torn row", path.display());
+        let row = (r[st].clone(), r[step].parse().unwrap());
+        match out.iter_mut().find(|(i, _)| *i == r[id]) {
+            Some((_, v)) => v.push(row),
+            None => out.push((r[id].clone(), vec![row])),
+        }
+    }
+    out
+}
+
+/// `converge` used to ignore SIGTERM (it trained on until killed, run.json stayed
+/// `running` at 0 cases, and the report called the cut-off method `ok`). Now: run.json
+/// counts the cases as they finish; SIGTERM to every rank stops at the next step with
+/// exit 143, run.json `interrupted`, the cut-off case's last row `interrupted` (when it
+/// had rows since its last evaluation) and a `--resume` command with the real rank
+/// count; `--resume` skips the finished cases, moves the cut-off curve to
+/// converge.interrupted.csv and runs that case again from step 0, so converge.csv ends
+/// with four whole curves.
+#[test]
+fn converge_stops_on_a_signal_records_it_and_resumes_per_case() {
+    let _t = timed();
+    let dir = tmpdir("converge-stop");
+    let out = dir.join("cv");
+    let o = out.to_str().unwrap();
+    let args = [
+        "converge",
+        "--methods",
+        "ssgd,topk,powersgd,acpsgd",
+        "--steps",
+        "400",
+        "--hidden",
+        "64",
+        "--train-samples",
+        "4096",
+        "--out",
+        o,
+    ];
+    let child = spawn(2, &args);
+    let csv = out.join("converge.csv");
+    let t0 = Instant::now();
+    // Wait until a case is done and the next one has rows: run.json must already say so.
+    let live_done = loop {
+        assert!(
+            t0.elapsed() < Duration::from_secs(180),
+            "no case finished in 180 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        let Ok(bytes) = std::fs::read(out.join("run.json")) else {
+            continue;
+        };
+        let Ok(meta) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+            continue;
+        };
+        let done = meta["cases_done"].as_u64().unwrap_or(0);
+        if done >= 1 && csv.exists() && converge_cases(&csv).len() > done as usize {
+            assert_eq!(meta["status"], "running");
+            assert!(
+                meta["last_case"].as_str().is_some_and(|l| !l.is_empty()),
+                "{meta}"
+            );
+            break done;
+        }
+    };
+    for pid in rank_pids(o) {
+        signal("TERM", pid);
+    }
+    let stopped = wait_bounded(child, 60, "converge after SIGTERM");
+    let err = err_text(&stopped);
+    assert_eq!(stopped.status.code(), Some(143), "{err}");
+    assert!(
+        err.contains("gradcomp: interrupted by SIGTERM")
+            && err.contains("continue with: mpirun -np 2 ")
+            && err.contains("--resume"),
+        "{err}"
+    );
+    let meta = run_json(&out);
+    assert_eq!(meta["status"], "interrupted", "{meta}");
+    assert!(
+        meta["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("stopped by SIGTERM"),
+        "{meta}"
+    );
+    let cases = converge_cases(&csv);
+    let whole: Vec<&String> = cases
+        .iter()
+        .filter(|(_, rows)| rows.iter().any(|(s, _)| s == "done"))
+        .map(|(id, _)| id)
+        .collect();
+    assert!(whole.len() as u64 >= live_done);
+    assert_eq!(
+        meta["cases_done"].as_u64().unwrap(),
+        whole.len() as u64,
+        "{meta}"
+    );
+    let cut: Vec<&(String, Vec<(String, u64)>)> = cases
+        .iter()
+        .filter(|(_, rows)| !rows.iter().any(|(s, _)| s == "done"))
+        .collect();
+    assert!(cut.len() <= 1, "{cut:?}");
+    for (_, rows) in &cut {
+        assert!(rows.len() < 400);
+        // Only the last row of a cut curve may say "interrupted"; none says "done".
+        assert!(rows[..rows.len() - 1].iter().all(|(s, _)| s == "ok"));
+    }
+
+    let mut resumed_args = args.to_vec();
+    resumed_args.push("--resume");
+    let resumed = run(2, &resumed_args, 300);
+    let err = err_text(&resumed);
+    assert_eq!(resumed.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!("skipping {} already done", whole.len())),
+        "{err}"
+    );
+    let after = converge_cases(&csv);
+    assert_eq!(after.len(), 4, "{after:?}");
+    for (id, rows) in &after {
+        let steps: Vec<u64> = rows.iter().map(|(_, s)| *s).collect();
+        assert_eq!(
+            steps,
+            (0..400).collect::<Vec<_>>(),
+            "case {id}: not one whole curve"
+        );
+        assert_eq!(rows.last().unwrap().0, "done", "case {id}");
+    }
+    // The finished cases' rows are untouched and first; the cut curve is kept aside.
+    for (i, id) in whole.iter().enumerate() {
+        assert_eq!(&after[i].0, *id);
+    }
+    if let Some((id, rows)) = cut.first() {
+        let moved = converge_cases(&out.join("converge.interrupted.csv"));
+        assert_eq!(moved.len(), 1);
+        assert_eq!(&moved[0].0, id);
+        assert_eq!(moved[0].1.len(), rows.len());
+    }
+    let meta = run_json(&out);
+    assert_eq!(meta["status"], "ok", "{meta}");
+    assert_eq!(meta["cases_skipped"].as_u64().unwrap(), whole.len() as u64);
+    assert_eq!(meta["cases_done"].as_u64().unwrap(), 4 - whole.len() as u64);
+}
+
+/// A job cancelled right after it starts (a loaded node: the signal arrives while MPI
+/// starts, or while the output directory is being set up) ends like any other stopped
+/// run: exit 143, run.json `interrupted` with `cases_done: 0`, the resume command. The
+/// stop handlers are installed before MPI_Init; before, such a signal killed the ranks
+/// with no record at all.
+#[test]
+fn a_signal_during_start_up_leaves_an_interrupted_record() {
+    let _t = timed();
+    let dir = tmpdir("startup-signal");
+    for (i, delay_ms) in [0u64, 30, 150].into_iter().enumerate() {
+        let out = dir.join(format!("s{i}"));
+        let o = out.to_str().unwrap();
+        let child = spawn(
+            2,
+            &["micro-comm", "--sizes", "4", "--iters", "5", "--out", o],
+        );
+        let t0 = Instant::now();
+        let pids = loop {
+            let p = rank_pids(o);
+            if p.len() == 2 {
+                break p;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "no ranks started");
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        for p in pids {
+            signal("TERM", p);
+        }
+        let done = wait_bounded(child, 60, "a run signalled at start-up");
+        let err = err_text(&done);
+        assert_eq!(done.status.code(), Some(143), "delay {delay_ms} ms: {err}");
+        assert!(
+            err.contains("gradcomp: interrupted by SIGTERM: 0 case(s) done")
+                && err.contains("continue with: mpirun -np 2 "),
+            "{err}"
+        );
+        let meta = run_json(&out);
+        assert_eq!(meta["status"], "interrupted", "{meta}");
+        assert_eq!(meta["cases_done"], 0, "{meta}");
+        assert!(meta["end_time"].is_string(), "{meta}");
+    }
+}
+
+/// run.json's `cases_done` and `last_case` are rewritten as each case's rows are
+/// flushed, so they are right whatever ends the job: here `kill -9` of every rank in the
+/// middle of a sweep (no code of ours runs after it), and a `--case-timeout` (exit 3,
+/// which also records `failed` and the case).
+#[test]
+fn run_json_counts_the_cases_whatever_ends_the_job() {
+    let _t = timed();
+    let dir = tmpdir("live-record");
+    let out = dir.join("k");
+    let o = out.to_str().unwrap();
+    let args = sweep_iters(o, 2000);
+    let child = spawn(2, &strs(&args));
+    let csv = out.join("micro_comm.csv");
+    let t0 = Instant::now();
+    while common::rows_in(&csv) < 5 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "no 5 rows in 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for p in rank_pids(o) {
+        signal("KILL", p);
+    }
+    let _ = wait_bounded(child, 60, "a sweep after kill -9");
+    let rows = case_ids(&csv);
+    let meta = run_json(&out);
+    assert_eq!(meta["status"], "running", "{meta}");
+    // The kill may land between a row's flush and run.json's rewrite: at most one behind.
+    let done = meta["cases_done"].as_u64().unwrap() as usize;
+    assert!(
+        done == rows.len() || done + 1 == rows.len(),
+        "run.json says {done} cases done, micro_comm.csv has {} rows: {meta}",
+        rows.len()
+    );
+    let last = meta["last_case"].as_str().unwrap();
+    assert!(last.contains(&rows[done - 1]), "{last} vs {:?}", rows);
+
+    // --case-timeout: the first case is quick, the second outlasts the limit.
+    let out = dir.join("t");
+    let o = out.to_str().unwrap();
+    let cfg = dir.join("timeout.toml");
+    std::fs::write(
+        &cfg,
+        "[run]\ncase_timeout_s = 2\n[[micro-comm]]\ncollectives = [\"allreduce\"]\nsizes = [4]\niters = 10\n[[e2e]]\nmodels = [\"resnet50\"]\nmethods = [\"ssgd\"]\ndevice = \"rtx2080ti\"\nbatch = 256\npipelining = [false]\niters = 200\n",
+    )
+    .unwrap();
+    let timed_out = run(2, &["run", cfg.to_str().unwrap(), "--out", o], 120);
+    assert_eq!(timed_out.status.code(), Some(3), "{}", err_text(&timed_out));
+    let meta = run_json(&out);
+    assert_eq!(meta["status"], "failed", "{meta}");
+    assert_eq!(meta["cases_done"], 1, "{meta}");
+    assert!(
+        meta["error"]
+            .as_str()
+            .unwrap()
+            .contains("exceeded --case-timeout"),
+        "{meta}"
+    );
+    assert!(meta["end_time"].is_string(), "{meta}");
+}
+
+// ---- issue 30, item 6: the smaller ones --------------------------------------------------
+
+/// `gradcomp ARGS` alone (an MPI singleton), bounded; for checks that need no second rank.
+fn alone(args: &[&str]) -> Output {
+    let child = Command::new(bin())
+        .args(args)
+        .env_remove("SLURM_NTASKS")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_bounded(child, 60, &format!("{args:?}"))
+}
+
+/// Exit 2 with exactly one line of ours, holding every word.
+fn refused_alone(args: &[&str], words: &[&str]) -> String {
+    let out = alone(args);
+    let lines = our_lines(&out);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", err_text(&out));
+    assert_eq!(lines.len(), 1, "{args:?}: {}", err_text(&out));
+    for w in words {
+        assert!(
+            lines[0].contains(w),
+            "{args:?}: '{w}' missing: {}",
+            lines[0]
+        );
+    }
+    lines[0].clone()
+}
+
+/// `--resume` under another world size used to append rows of a second world size to
+/// the same CSV (case ids include the world size, so nothing was skipped): refused, for
+/// the benchmarks and converge, naming the world size that fits.
+#[test]
+fn resume_under_another_world_size_is_refused() {
+    let dir = tmpdir("resume-world");
+    let d = dir.join("mc");
+    let o = d.to_str().unwrap();
+    let first = alone(&["micro-comm", "--sizes", "4,8", "--iters", "2", "--out", o]);
+    assert_eq!(first.status.code(), Some(0), "{}", err_text(&first));
+    refused(
+        2,
+        &[
+            "micro-comm",
+            "--sizes",
+            "4,8",
+            "--iters",
+            "2",
+            "--out",
+            o,
+            "--resume",
+        ],
+        &[
+            "--resume",
+            "micro_comm.csv",
+            "world size 1",
+            "2 rank(s)",
+            "mpirun -np 1",
+        ],
+    );
+    assert_eq!(common::rows_in(&d.join("micro_comm.csv")), 2);
+    let c = dir.join("cv");
+    let co = c.to_str().unwrap();
+    let conv = [
+        "converge",
+        "--methods",
+        "ssgd",
+        "--steps",
+        "3",
+        "--hidden",
+        "8",
+        "--train-samples",
+        "64",
+        "--eval-samples",
+        "8",
+        "--batch",
+        "4",
+        "--out",
+        co,
+    ];
+    let first = alone(&conv);
+    assert_eq!(first.status.code(), Some(0), "{}", err_text(&first));
+    let mut again = conv.to_vec();
+    again.push("--resume");
+    refused(2, &again, &["converge.csv", "world size 1", "mpirun -np 1"]);
+    // The same world size resumes: nothing left to do.
+    let same = alone(&again);
+    assert_eq!(same.status.code(), Some(0), "{}", err_text(&same));
+    assert!(
+        err_text(&same).contains("skipping 1 already done"),
+        "{}",
+        err_text(&same)
+    );
+}
+
+/// Runs started in the same second used to share one run_id (YYYYMMDD-HHMMSS).
+#[test]
+fn runs_started_together_get_distinct_run_ids() {
+    let dir = tmpdir("run-ids");
+    let outs: Vec<PathBuf> = (0..4).map(|i| dir.join(format!("r{i}"))).collect();
+    let children: Vec<Child> = outs
+        .iter()
+        .map(|o| {
+            Command::new(bin())
+                .args(["micro-comm", "--sizes", "4", "--iters", "2", "-q", "--out"])
+                .arg(o)
+                .env_remove("SLURM_NTASKS")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = wait_bounded(c, 60, "a one-case run");
+        assert_eq!(out.status.code(), Some(0), "{}", err_text(&out));
+    }
+    let ids: BTreeSet<String> = outs
+        .iter()
+        .map(|o| run_json(o)["run_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), outs.len(), "{ids:?}");
+    for id in &ids {
+        let (stamp, tag) = id.rsplit_once('-').unwrap();
+        assert_eq!(stamp.len(), 15, "{id}");
+        assert!(
+            tag.len() == 6 && tag.chars().all(|c| c.is_ascii_hexdigit()),
+            "{id}"
+        );
+    }
+}
+
+/// Slips that used to be found late or not at all: a `--trace` into a missing folder
+/// (found only after the first case ran), a CSV that is a directory or a link to
+/// /dev/null under `--resume` (exit 1), `--fusion 0B` (ran as `none` without a word),
+/// `simulate --world-sizes 8,8` (duplicate rows), a config of 200000 sizes (seconds of
+/// CPU per rank before the refusal), a 3 MB key (echoed twice in a 6 MB line), and
+/// `simulate -q` (refused, though -q was a global flag).
+#[test]
+fn small_slips_of_issue_30_are_refused_up_front_and_clearly() {
+    let dir = tmpdir("slips-30");
+    let e2e = |extra: &[&str], out: &Path| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "e2e",
+            "--model",
+            "resnet20",
+            "--methods",
+            "ssgd",
+            "--iters",
+            "1",
+            "--warmup",
+            "0",
+            "--compute",
+            "none",
+            "--pipelining",
+            "off",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a.extend(["--out".to_string(), out.display().to_string()]);
+        a
+    };
+    let t = dir.join("t");
+    refused_alone(
+        &strs(&e2e(&["--trace", "/nonexistent/dir/t.json"], &t)),
+        &["--trace", "/nonexistent/dir", "does not exist"],
+    );
+    assert!(!t.join("e2e.csv").exists(), "a case ran before the refusal");
+
+    for (name, make) in [
+        (
+            "dir",
+            Box::new(|p: &Path| std::fs::create_dir_all(p).unwrap()) as Box<dyn Fn(&Path)>,
+        ),
+        (
+            "null",
+            Box::new(|p: &Path| std::os::unix::fs::symlink("/dev/null", p).unwrap()),
+        ),
+    ] {
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        make(&d.join("micro_comm.csv"));
+        refused_alone(
+            &[
+                "micro-comm",
+                "--sizes",
+                "4",
+                "--iters",
+                "2",
+                "--out",
+                d.to_str().unwrap(),
+                "--resume",
+            ],
+            &["micro_comm.csv", "not a regular file"],
+        );
+    }
+
+    refused_alone(
+        &strs(&e2e(&["--fusion", "0B"], &dir.join("f"))),
+        &["--fusion", "0B", "none"],
+    );
+    refused_alone(
+        &[
+            "converge",
+            "--methods",
+            "ssgd",
+            "--fusion",
+            "0",
+            "--out",
+            dir.join("cf").to_str().unwrap(),
+        ],
+        &["--fusion", "0 bytes"],
+    );
+    refused_alone(
+        &[
+            "simulate",
+            "--model",
+            "resnet20",
+            "--methods",
+            "ssgd",
+            "--world-sizes",
+            "8,8",
+            "--out",
+            dir.join("s").to_str().unwrap(),
+        ],
+        &["--world-sizes", "'8' appears twice"],
+    );
+
+    let big = dir.join("big.toml");
+    let sizes: Vec<String> = (1..=200_000).map(|i| (4 * i).to_string()).collect();
+    std::fs::write(
+        &big,
+        format!(
+            "[[micro-comm]]\ncollectives = [\"allreduce\"]\nsizes = [{}]\n",
+            sizes.join(",")
+        ),
+    )
+    .unwrap();
+    let t0 = Instant::now();
+    refused_alone(
+        &[
+            "run",
+            big.to_str().unwrap(),
+            "--out",
+            dir.join("b").to_str().unwrap(),
+        ],
+        &["key 'sizes'", "200000 entries"],
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "{:?} to refuse",
+        t0.elapsed()
+    );
+
+    let key = dir.join("key.toml");
+    std::fs::write(
+        &key,
+        format!(
+            "[[micro-comm]]\ncollectives = [\"allreduce\"]\n{} = 1\n",
+            "k".repeat(3 << 20)
+        ),
+    )
+    .unwrap();
+    let line = refused_alone(
+        &[
+            "run",
+            key.to_str().unwrap(),
+            "--out",
+            dir.join("k").to_str().unwrap(),
+        ],
+        &["key.toml", "line 3", "left out"],
+    );
+    assert!(line.len() < 2000, "{} bytes", line.len());
+
+    let sim = alone(&[
+        "simulate",
+        "-q",
+        "--model",
+        "resnet20",
+        "--methods",
+        "ssgd",
+        "--out",
+        dir.join("q").to_str().unwrap(),
+    ]);
+    assert_eq!(sim.status.code(), Some(0), "{}", err_text(&sim));
+    assert!(!err_text(&sim).contains("[gradcomp]"), "{}", err_text(&sim));
+}

@@ -27,7 +27,7 @@ def planner_accuracy_check(run: str, tolerance: float) -> int:
     path = os.path.join(run, "e2e.csv")
     e2e = load_csv(run, "e2e.csv")
     if e2e is None:
-        raise ReportError(f"{path}: no such file (run `gradcomp e2e --out {run}` first)")
+        raise ReportError(f"{path}: no such file, or no rows (run `gradcomp e2e --out {run}` first)")
     try:
         t = T.planner_accuracy(T.collapse_repeats(e2e), tolerance)
     except T.MissingData as e:

@@ -11,9 +11,12 @@ adds two columns to every table:
   `slurm/submit-acpsgd-network.sh`), else empty.
 """
 
+import csv
 import glob
+import io
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -67,15 +70,56 @@ def check_schema(df: pd.DataFrame, path: str) -> None:
                           f"expects them; see docs/csv-schema.md)")
 
 
+# Warnings about rows left out while reading (a partial last row), in the order found;
+# `load_results` hands them to the report, which prints them and lists them in report.md.
+WARNINGS: list = []
+
+
+def _warn(msg: str) -> None:
+    if msg not in WARNINGS:
+        WARNINGS.append(msg)
+        print(f"gradcomp_analysis: warning: {msg}", file=sys.stderr)
+
+
+def _complete_rows(path: str) -> bytes:
+    """The bytes of PATH up to its last newline: gradcomp writes, flushes and fsyncs each
+    row with its newline, so whatever follows the last one is a row cut mid-write (a job
+    killed while writing, a full disk); it is left out with a warning, as `--resume` does."""
+    with open(path, "rb") as f:
+        data = f.read()
+    keep = data.rfind(b"\n") + 1
+    if keep < len(data):
+        what = "a partial last row" if keep else "a partial header"
+        _warn(f"{path}: left out {what} ({len(data) - keep} bytes without a newline) "
+              f"written by an interrupted run; its numbers are not read")
+    return data[:keep]
+
+
 def load_csv(results_dir: str, name: str):
-    """Read RESULTS_DIR/name, or None if absent; refuses unknown schema versions."""
+    """Read RESULTS_DIR/name: None if absent or without a complete header line (a run
+    stopped before its first row leaves an empty file: no rows); a partial last row is
+    left out with a warning, never read as numbers; refuses unknown schema versions and
+    rows whose field count differs from the header's."""
     path = os.path.join(results_dir, name)
     if not os.path.exists(path):
         return None
+    if not os.path.isfile(path):
+        raise ReportError(f"{path}: not a regular file (a directory?); move it away or remove it")
+    data = _complete_rows(path)
+    if not data.strip():
+        return None
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    width = len(next(csv.reader([lines[0]])))
+    for i, fields in enumerate(csv.reader(lines[1:]), start=2):
+        if fields and len(fields) != width:
+            raise ReportError(f"{path}: line {i} has {len(fields)} fields, the header {width}: a damaged "
+                              f"row (edited, or two writers); remove that line or use the run's other files")
     try:
-        df = pd.read_csv(path)
+        df = pd.read_csv(io.BytesIO(data))
     except pd.errors.EmptyDataError:
-        raise ReportError(f"{path}: empty file (no header row); not a gradcomp CSV") from None
+        return None
+    except pd.errors.ParserError as e:
+        raise ReportError(f"{path}: not a CSV file ({str(e).strip()})") from None
     check_schema(df, path)
     return df
 
@@ -171,6 +215,8 @@ class Results:
     # Folders not read, each (path, why): no run in them, a report folder, a run whose
     # CSV files have no rows.
     skipped: list = field(default_factory=list)
+    # Rows left out while reading (a partial last row), one message each.
+    warnings: list = field(default_factory=list)
 
     def get(self, name: str):
         return getattr(self, name.replace(".csv", ""))
@@ -183,6 +229,7 @@ def load_results(paths) -> Results:
     if isinstance(paths, str):
         paths = [paths]
     res = Results()
+    first_warning = len(WARNINGS)
     runs = find_runs(paths, res.skipped)
     frames = {f: [] for f in CSV_FILES}
     labels = [lab for _, lab in runs]
@@ -230,7 +277,8 @@ def load_results(paths) -> Results:
                 frames[name].append(df)
                 rows += len(df)
         if not rows:
-            res.skipped.append((d, "its CSV files have a header but no rows (a run that did not finish a case?)"))
+            res.skipped.append((d, "its CSV files have no rows (a run that did not finish a case?)"))
+    res.warnings = WARNINGS[first_warning:]
     for name, fs in frames.items():
         if fs:
             setattr(res, name.replace(".csv", ""), pd.concat(fs, ignore_index=True))

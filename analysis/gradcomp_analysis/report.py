@@ -562,6 +562,8 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
         print(f"gradcomp_analysis: warning: skipped {d}: {why}", file=sys.stderr)
     if res.skipped:
         R.add("Folders skipped:", "", *[f"- `{d}`: {why}" for d, why in res.skipped], "")
+    if res.warnings:
+        R.add("Rows left out:", "", *[f"- {w}" for w in res.warnings], "")
     R.add("Times are per iteration, the maximum over ranks, median over timed iterations, in ms, shown as "
           "`median ± h` where h is the half-width of the 95% confidence interval of the mean iteration "
           "(`iter_ci95_s`; in the CSV tables the column `X ±`). A comparison column (`vs ssgd` etc.) says "

@@ -1082,18 +1082,30 @@ def converge_summary(df: pd.DataFrame) -> pd.DataFrame:
         raise MissingData("no converge.csv rows")
     out = []
     for (run, ws), g in df.groupby(["run", "world_size"], sort=True):
+        # A curve is whole when its case reached its last step ("done") or diverged; one cut
+        # off by a signal (last row "interrupted") or a kill (no last row) is not a result:
+        # no final loss of it is shown, nor is it dense's reference.
+        whole = {m for m, gm in g.groupby("method", sort=False)
+                 if gm.sort_values("step").iloc[-1]["status"] in ("done", "diverged")}
         ev = g.dropna(subset=["eval_loss"])
-        dense = ev[ev["method"] == "ssgd"].sort_values("step")
+        dense = ev[ev["method"] == "ssgd"].sort_values("step") if "ssgd" in whole else ev.iloc[:0]
         dense_final = float(dense["eval_loss"].iloc[-1]) if len(dense) else float("nan")
         for m, gm in g.groupby("method", sort=False):
             gm = gm.sort_values("step")
             last = gm.iloc[-1]
             em = ev[ev["method"] == m].sort_values("step")
             diverged = last["status"] == "diverged"
-            final = float("nan") if diverged or not len(em) else float(em["eval_loss"].iloc[-1])
-            acc = float("nan") if diverged or not len(em) else float(em["eval_accuracy"].iloc[-1])
+            cut = m not in whole
+            final = float("nan") if diverged or cut or not len(em) else float(em["eval_loss"].iloc[-1])
+            acc = float("nan") if diverged or cut or not len(em) else float(em["eval_accuracy"].iloc[-1])
             reach = em[em["eval_loss"] <= 1.1 * dense_final]["step"]
             within = within_tolerance(final, dense_final)
+            status = last["status"]
+            why_not = "" if within else CONVERGE_WHY_NOT.get(m.split("@")[0], "see docs/methods.md")
+            if cut:
+                planned = f" of {int(last['steps'])}" if "steps" in gm.columns and last["steps"] == last["steps"] else ""
+                status = f"incomplete ({int(last['step']) + 1}{planned} steps)"
+                why_not = "cut off (a signal or a kill): not a result; continue the run with --resume"
             out.append({
                 "run": run, "world_size": ws, "method": m, "steps_run": int(last["step"]) + 1,
                 "final_eval_loss": final, "final_eval_accuracy": acc,
@@ -1102,7 +1114,7 @@ def converge_summary(df: pd.DataFrame) -> pd.DataFrame:
                 "steps_to_1.1x_dense": int(reach.iloc[0]) + 1 if len(reach) else float("nan"),
                 "median_step_ms": float(gm["step_s"].median() * 1e3),
                 "wire_bytes": float(gm["wire_bytes"].median()),
-                "status": last["status"],
-                "why_not": "" if within else CONVERGE_WHY_NOT.get(m.split("@")[0], "see docs/methods.md"),
+                "status": status,
+                "why_not": why_not,
             })
     return pd.DataFrame(out)

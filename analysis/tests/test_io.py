@@ -163,3 +163,79 @@ def test_samples_csv_beside_the_summaries_is_not_read_as_a_run(tmp_path):
     out = tmp_path / "rep"
     write_report(str(tmp_path), str(out))
     assert (out / "report.md").exists()
+
+
+# issue 30, item 5: a torn last row and an empty file are not data.
+MICRO_COMM = """schema_version,run_id,case_id,collective,world_size,bytes,total_bytes,elements,iters,warmup,check,median_s,mean_s,min_s,max_s,p95_s,std_s,ci95_s,algbw_gbps,busbw_gbps,t_pure_s,t_cpu_s,t_overall_s,overlap_osu_pct,overlap_imb_pct
+1,20261126-044237,cf071331583a25c6,allreduce,2,4,4,1,5,100,off,8.01e-7,7.81e-7,7.21e-7,8.11e-7,8.09e-7,3.67e-8,4.55e-8,0.0049,0.0049,,,,,
+1,20261126-044237,1037b59823d2ed06,allreduce,2,65536,65536,16384,5,20,off,0.0000437,0.0000437,0.0000435,0.0000440,0.0000439,2.15e-7,2.67e-7,1.499,1.499,,,,,
+1,20261126-044237,32cbf4dbd3f08f75,allgather,2,4,8,1,5,100,off,8.01e-7,7.83e-7,7.11e-7,8.02e-7,8.01e-7,4.03e-8,5.01e-8,0.0099,0.0049,,,,,
+"""
+# The 64KiB all-gather row, cut mid-field in median_s (9.234e-6 written as "0.0000092"
+# ... then nothing): read as data it would be a median of 0 us, or a wrong one.
+TORN = "1,20261126-044237,7d6b18fddf10707f,allgather,2,65536,131072,16384,5,20,off,0.0"
+
+
+def report_cli(*args):
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
+    return subprocess.run([sys.executable, "-m", "gradcomp_analysis", "report", *map(str, args)],
+                          capture_output=True, text=True, env=env)
+
+
+def test_a_torn_last_row_is_left_out_with_a_warning(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "micro_comm.csv").write_text(MICRO_COMM + TORN)
+    p = report_cli(run, "--out", tmp_path / "rep")
+    assert p.returncode == 0, p.stderr
+    assert "warning" in p.stderr and "partial last row" in p.stderr and "micro_comm.csv" in p.stderr, p.stderr
+    t = pd.read_csv(tmp_path / "rep" / "micro_comm_np2.csv")
+    # The complete rows are there, the torn one is not: no 64KiB all-gather number at all.
+    assert t.loc[t["size"] == "4B", "allgather median_us"].iloc[0] == pytest.approx(0.801)
+    assert t.loc[t["size"] == "64KiB", "allreduce median_us"].iloc[0] == pytest.approx(43.7)
+    assert t.loc[t["size"] == "64KiB", "allgather median_us"].isna().all(), t.to_string()
+    assert "partial last row" in (tmp_path / "rep" / "report.md").read_text()
+    # The file itself is left as it is (--resume cuts it, the report only reads).
+    assert (run / "micro_comm.csv").read_text().endswith(TORN)
+
+
+def test_a_row_cut_exactly_before_its_newline_is_left_out_too(tmp_path):
+    """All fields there but no newline: the write did not finish (as --resume judges)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    full = TORN.replace(",0.0", ",9.234e-6,9.26e-6,9.19e-6,9.35e-6,9.34e-6,6.5e-8,8.1e-8,14.19,7.09,,,,,")
+    (run / "micro_comm.csv").write_text(MICRO_COMM + full)
+    res = load_results(str(run))
+    assert len(res.micro_comm) == 3
+    assert not ((res.micro_comm.collective == "allgather") & (res.micro_comm.bytes == 65536)).any()
+
+
+def test_an_empty_csv_is_no_rows_and_the_other_runs_are_reported(tmp_path):
+    """A run stopped before its first row leaves 0-byte CSV files (no header): the sweep's
+    other runs are reported, that run is named as skipped; exit 0."""
+    write_run(tmp_path / "np2", [row("ssgd", 0.2, world_size=2)])
+    (tmp_path / "np4").mkdir()
+    (tmp_path / "np4" / "e2e.csv").write_text("")
+    (tmp_path / "np4" / "micro_comm.csv").write_text("")
+    p = report_cli(tmp_path, "--out", tmp_path / "rep")
+    assert p.returncode == 0, p.stderr
+    assert "skipped" in p.stderr and "np4" in p.stderr and "no rows" in p.stderr, p.stderr
+    res = load_results(str(tmp_path))
+    assert list(res.e2e["run"].unique()) == ["np2"]
+    # A file whose only line is a header cut mid-way is no rows too.
+    (tmp_path / "np4" / "e2e.csv").write_text("schema_version,run_id,ca")
+    res = load_results(str(tmp_path))
+    assert list(res.e2e["run"].unique()) == ["np2"]
+
+
+def test_a_damaged_row_inside_the_file_is_refused_not_read(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = MICRO_COMM.splitlines()
+    lines[2] = lines[2][:60]  # a short row in the middle: a file edited by hand or two writers
+    (run / "micro_comm.csv").write_text("\n".join(lines) + "\n")
+    p = report_cli(run, "--out", tmp_path / "rep")
+    assert p.returncode == 2
+    assert "micro_comm.csv: line 3 has" in p.stderr, p.stderr

@@ -369,6 +369,26 @@ def test_converge_summary_checks_tolerance_and_says_why_not():
     assert t.loc["mystery", "why_not"] == "see docs/methods.md"
 
 
+def test_a_converge_curve_cut_off_is_incomplete_never_ok():
+    """issue 30: a method stopped by a signal at step 150 of 400 (last row "interrupted")
+    or killed (no last row) shows no final loss and is not blamed for the tolerance."""
+    rows = (conv_rows("ssgd", [2.3, 1.5, 1.0]) + conv_rows("topk", [2.3, 1.9], status="interrupted")
+            + conv_rows("powersgd", [2.3, 1.6], status="ok"))
+    for r in rows:
+        r["steps"] = 400 if r["method"] != "ssgd" else 3
+    t = T.converge_summary(pd.DataFrame(rows)).set_index("method")
+    for m in ("topk", "powersgd"):
+        assert t.loc[m, "status"] == "incomplete (2 of 400 steps)", t.loc[m, "status"]
+        assert math.isnan(t.loc[m, "final_eval_loss"]) and math.isnan(t.loc[m, "final_eval_accuracy"])
+        assert not t.loc[m, "within_tolerance"]
+        assert "--resume" in t.loc[m, "why_not"] and "d/k" not in t.loc[m, "why_not"]
+    assert t.loc["ssgd", "status"] == "done" and t.loc["ssgd", "final_eval_loss"] == 1.0
+    # A cut-off dense run is no reference: nothing is compared against its partial loss.
+    rows = conv_rows("ssgd", [2.3, 1.5], status="interrupted") + conv_rows("topk", [2.3, 1.2])
+    t = T.converge_summary(pd.DataFrame(rows)).set_index("method")
+    assert math.isnan(t.loc["topk", "x_dense"]) and not t.loc["topk", "within_tolerance"]
+
+
 def test_planner_accuracy_compares_planned_with_measured_sync():
     def planned(method, fusion, planned_s, bwd_sync_s, source):
         r = row(method, bwd_sync_s * 1.2, fusion=fusion)

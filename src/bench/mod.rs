@@ -333,6 +333,11 @@ pub fn run_all(
         progress.finish_case();
         summary.cases_done += 1;
         summary.last_case = Some(format!("{} ({id})", case.label()));
+        crate::record::meta::case_done(
+            summary.cases_done,
+            summary.cases_skipped,
+            summary.last_case.clone(),
+        )?;
     }
     Ok(())
 }

@@ -24,6 +24,13 @@ impl Watchdog {
         let state: Arc<Mutex<Option<Armed>>> = Arc::new(Mutex::new(None));
         let st = Arc::clone(&state);
         let limit = Duration::from_secs_f64(limit_s);
+        // Rank 0 records the end in run.json before it exits; the other ranks give it
+        // that long before they end the job themselves.
+        let own_limit = if crate_rank() == "0" {
+            limit
+        } else {
+            limit + Duration::from_secs(2)
+        };
         std::thread::spawn(move || loop {
             std::thread::sleep(
                 Duration::from_millis(100)
@@ -32,11 +39,19 @@ impl Watchdog {
             );
             let guard = st.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(a) = guard.as_ref() {
-                if a.since.elapsed() > limit {
+                if a.since.elapsed() > own_limit {
                     eprintln!(
                         "gradcomp: error: case '{}' exceeded --case-timeout {limit_s}s (rank {}); ending the job (finished cases are in the CSV files; rerun with --resume to continue)",
                         a.label,
                         crate_rank()
+                    );
+                    // Rank 0: run.json says so (the others follow no record).
+                    crate::record::meta::record_end(
+                        "failed",
+                        &format!(
+                            "case '{}' exceeded --case-timeout {limit_s}s; the job was ended",
+                            a.label
+                        ),
                     );
                     std::process::exit(EXIT_TIMEOUT);
                 }

@@ -24,13 +24,28 @@ pub struct MicroCommArgs {
     )]
     pub collectives: Vec<String>,
     /// Smallest message in bytes (accepts 4, 64KiB, 256MiB)
-    #[arg(long, default_value = "4", value_name = "SIZE")]
+    #[arg(
+        long,
+        default_value = "4",
+        value_name = "SIZE",
+        allow_hyphen_values = true
+    )]
     pub min_bytes: String,
     /// Largest message in bytes; sizes double from --min-bytes
-    #[arg(long, default_value = "64MiB", value_name = "SIZE")]
+    #[arg(
+        long,
+        default_value = "64MiB",
+        value_name = "SIZE",
+        allow_hyphen_values = true
+    )]
     pub max_bytes: String,
     /// Explicit sizes, comma-separated (e.g. 4,28,1MiB); replaces the doubling sweep
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LIST",
+        allow_hyphen_values = true
+    )]
     pub sizes: Option<Vec<String>>,
     /// Timed iterations per size [default: 1000 up to 8KiB, 200 up to 1MiB, 50 up to 64MiB, then 20]
     #[arg(long, allow_negative_numbers = true, value_name = "N")]
@@ -122,7 +137,7 @@ pub struct E2eArgs {
     #[arg(long, value_name = "SHARE", allow_negative_numbers = true)]
     pub target_ci: Option<f64>,
     /// Adaptive timing: at most N timed iterations per case [default: 1000]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub max_iters: Option<u64>,
     /// Adaptive timing: stop a case after SECONDS of timed iterations (once --iters ran)
     #[arg(

@@ -21,10 +21,10 @@ pub struct ConvergeArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "methods")]
     pub config: Option<PathBuf>,
     /// Training steps per method [default: 200]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub steps: Option<u64>,
     /// Samples per worker per step [default: 32]
-    #[arg(long, value_name = "B")]
+    #[arg(long, value_name = "B", allow_negative_numbers = true)]
     pub batch: Option<usize>,
     /// Learning rate [default: 0.05]
     #[arg(long, value_name = "X", allow_negative_numbers = true)]
@@ -33,7 +33,7 @@ pub struct ConvergeArgs {
     #[arg(long, value_name = "M", allow_negative_numbers = true)]
     pub sgd_momentum: Option<f64>,
     /// Evaluate on the held-out set every N steps and after the last [default: 50]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub eval_every: Option<u64>,
     /// Fusion plan: none, single, a byte threshold (25MiB), or a planner [default: single]
     #[arg(long, value_name = "PLAN")]
@@ -42,16 +42,25 @@ pub struct ConvergeArgs {
     #[arg(long, value_name = "MODE")]
     pub collective: Option<String>,
     /// Hidden layer widths, comma-separated [default: 384,384]
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LIST",
+        allow_hyphen_values = true
+    )]
     pub hidden: Option<Vec<usize>>,
     /// Train samples over all ranks [default: 16384]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub train_samples: Option<usize>,
     /// Held-out samples [default: 2048]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub eval_samples: Option<usize>,
     #[command(flatten)]
     pub params: ParamArgs,
+    /// Skip the cases whose whole curve is already in --out's converge.csv (same case,
+    /// seed and world size); a case cut off by a signal runs again from its first step
+    #[arg(long)]
+    pub resume: bool,
 }
 
 impl ConvergeArgs {

@@ -41,7 +41,7 @@ pub struct Common {
     /// Run the e2e cases N times, round after round: each case's repeats spread over the
     /// run, the report takes each case's median repeat and shows the spread [config: [run]
     /// rounds] [default: 1, or the config's]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub rounds: Option<usize>,
     /// End the job when one case runs longer than SECONDS (finished rows are kept)
     #[arg(long, allow_negative_numbers = true, value_name = "SECONDS", value_parser = parse_timeout)]
@@ -91,10 +91,10 @@ pub fn check_world_size(expect_ranks: Option<usize>, world_size: usize) -> Resul
     Ok(())
 }
 
-/// `--case-timeout`: a positive, finite number of seconds.
+/// `--case-timeout`: a positive, finite number of seconds, at most a year.
 fn parse_timeout(s: &str) -> std::result::Result<f64, String> {
     match s.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(v) => crate::config::check_case_timeout(v),
         _ => Err(format!(
             "'{s}' is not a positive number of seconds (e.g. 600)"
         )),

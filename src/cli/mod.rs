@@ -45,6 +45,10 @@ pub struct Cli {
 impl Cli {
     pub fn try_parse() -> std::result::Result<Cli, clap::Error> {
         let Parsed { command } = Parsed::try_parse()?;
+        Ok(Cli::from_command(command))
+    }
+
+    fn from_command(command: Command) -> Cli {
         let common = match &command {
             Command::MicroComm(MicroCommArgs { common, .. })
             | Command::MicroCompress(CompressArgs { common, .. })
@@ -55,11 +59,22 @@ impl Cli {
                 job: a.job.clone(),
                 ..Common::default()
             },
-            Command::Simulate(_) | Command::Fit { .. } | Command::Models { .. } => {
-                Common::default()
-            }
+            Command::Simulate(a) => Common {
+                job: JobFlags {
+                    quiet: a.quiet,
+                    ..JobFlags::default()
+                },
+                ..Common::default()
+            },
+            Command::Fit { quiet, .. } | Command::Models { quiet, .. } => Common {
+                job: JobFlags {
+                    quiet: *quiet,
+                    ..JobFlags::default()
+                },
+                ..Common::default()
+            },
         };
-        Ok(Cli { command, common })
+        Cli { command, common }
     }
 }
 
@@ -96,6 +111,9 @@ pub enum Command {
     Fit {
         /// A results directory with micro_comm.csv and/or micro_compress.csv
         dir: PathBuf,
+        /// No progress lines on stderr
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// List the model zoo, or print one model's layers
     #[command(after_help = "Examples:
@@ -104,6 +122,9 @@ pub enum Command {
     Models {
         /// Model to print layer by layer (registration and backward order)
         name: Option<String>,
+        /// Accepted for symmetry with the other subcommands (models prints no progress)
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// Train a real MLP under MPI with every method; loss curves beside the timings
     #[command(after_help = "Example:
@@ -134,6 +155,42 @@ mod tests {
     #[test]
     fn the_command_definition_is_consistent() {
         Parsed::command().debug_assert();
+    }
+
+    /// `-q/--quiet` was a global flag before the subcommands got their own flags: every
+    /// subcommand accepts it, short and long, and it reaches `Cli::common` (issue 30).
+    #[test]
+    fn every_subcommand_accepts_the_quiet_flag() {
+        let base: &[&[&str]] = &[
+            &["micro-comm"],
+            &["micro-compress", "--methods", "topk", "--shape", "8"],
+            &["micro", "--methods", "topk", "--shape", "8"],
+            &["e2e", "--model", "resnet20", "--methods", "topk"],
+            &["simulate", "--model", "resnet20", "--methods", "topk"],
+            &["fit", "dir"],
+            &["models"],
+            &["converge", "--methods", "topk"],
+            &["run", "x.toml"],
+        ];
+        let names: Vec<String> = Parsed::command()
+            .get_subcommands()
+            .map(|c| c.get_name().to_string())
+            .filter(|n| n != "help")
+            .collect();
+        assert_eq!(
+            names.len(),
+            base.len(),
+            "a subcommand without a case here: {names:?}"
+        );
+        for b in base {
+            assert!(names.contains(&b[0].to_string()), "{b:?}");
+            for q in ["-q", "--quiet"] {
+                let args: Vec<&str> = b.iter().copied().chain([q]).collect();
+                let Parsed { command } = parse(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+                let cli = Cli::from_command(command);
+                assert!(cli.common.job.quiet, "{args:?}");
+            }
+        }
     }
 
     /// The shared workload group is required by e2e, and by simulate unless --compare.

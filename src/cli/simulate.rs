@@ -68,6 +68,9 @@ pub struct SimulateArgs {
     pub placement: PlacementArgs,
     #[command(flatten)]
     pub params: ParamArgs,
+    /// No progress lines on stderr
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 impl SimulateArgs {
@@ -90,6 +93,9 @@ impl SimulateArgs {
                 "--world-sizes: give world sizes >= 1, e.g. 8,64,1024".into(),
             ));
         }
+        config::no_repeats(&Origin::Cli, "world_sizes", &self.world_sizes, |n| {
+            n.to_string()
+        })?;
         if let Some(n) = self.world_sizes.iter().find(|&&n| n > MAX_SIM_WORLD_SIZE) {
             return Err(Error::Input(format!(
                 "--world-sizes: {n} ranks is beyond what the simulator models; give at most {MAX_SIM_WORLD_SIZE}"

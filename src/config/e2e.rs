@@ -256,6 +256,7 @@ impl E2eSection {
             &self.params,
         )
         .expand_for(methods.iter().map(|m| base_method(m)), self.iters, origin)?;
+        check_counts(origin, self.iters, self.warmup)?;
         if self.fusion.is_empty() {
             return Err(origin.invalid(
                 "fusion",
@@ -265,9 +266,7 @@ impl E2eSection {
         let fusion = self
             .fusion
             .iter()
-            .map(|f| {
-                crate::schedule::plan::Fusion::parse(f).map_err(|m| origin.invalid("fusion", m))
-            })
+            .map(|f| parse_fusion(origin, "fusion", f))
             .collect::<Result<Vec<_>, _>>()?;
         no_repeats(origin, "fusion", &fusion, |f| f.to_string())?;
         if self.pipelining.is_empty() {
@@ -402,10 +401,10 @@ impl E2eSection {
             ));
         }
         let max_iters = self.max_iters.unwrap_or(1000.max(iters));
-        if max_iters < iters || max_iters > 1_000_000 {
+        if max_iters < iters || max_iters > MAX_ITERS {
             return Err(origin.invalid(
                 "max_iters",
-                format!("{max_iters} must be at least iters ({iters}) and at most 1000000"),
+                format!("{max_iters} must be at least iters ({iters}) and at most {MAX_ITERS}"),
             ));
         }
         let max_time_s = self.max_time_s.unwrap_or(f64::INFINITY);

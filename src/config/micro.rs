@@ -283,12 +283,7 @@ impl CompressSection {
             &self.params,
         )
         .expand(&methods, origin)?;
-        if self.iters == Some(0) {
-            return Err(origin.invalid(
-                "iters",
-                "0 iterations: give at least 1 (or leave it out for the size-scaled default)",
-            ));
-        }
+        check_counts(origin, self.iters, self.warmup)?;
         if self.check && !with_check {
             return Err(origin.invalid(
                 "check",
@@ -378,6 +373,7 @@ impl MicroCommSection {
                         "is empty; give one or more sizes (e.g. 4, 64KiB) or leave it out",
                     ));
                 }
+                check_list_len(origin, "sizes", list.len())?;
                 let sizes = list
                     .iter()
                     .map(|s| {
@@ -402,12 +398,7 @@ impl MicroCommSection {
                 doubling(min_bytes, max_bytes)
             }
         };
-        if self.iters == Some(0) {
-            return Err(origin.invalid(
-                "iters",
-                "0 iterations: give at least 1 (or leave it out for the size-scaled default)",
-            ));
-        }
+        check_counts(origin, self.iters, self.warmup)?;
         Ok(MicroCommSpec {
             collectives,
             sizes,

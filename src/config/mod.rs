@@ -15,7 +15,7 @@ mod sweep;
 pub use cases::*;
 pub use e2e::*;
 pub use micro::*;
-pub use sweep::Sweep;
+pub use sweep::{Sweep, MAX_SKETCH_COLS_PER_K, MAX_SKETCH_ROWS};
 
 /// A configuration problem, located by where the value came from.
 #[derive(Debug, Error)]
@@ -46,7 +46,7 @@ impl Origin {
     /// An error for `key` (TOML spelling; the CLI flag is derived from it).
     pub fn invalid(&self, key: &str, msg: impl fmt::Display) -> ConfigError {
         // One line whatever the user typed (a value may hold a newline).
-        let msg = msg.to_string().replace('\r', "\\r").replace('\n', "\\n");
+        let msg = clip(&msg.to_string().replace('\r', "\\r").replace('\n', "\\n"));
         let location = match self {
             Origin::Cli => {
                 let flag = match key {
@@ -76,24 +76,83 @@ impl Origin {
 
 /// Refuse a list that names one value twice: both entries would run the same case under
 /// one case_id (so `--resume` could not tell them apart).
-pub(crate) fn no_repeats<T: PartialEq>(
+///
+/// Also refuses a list longer than [`MAX_CASES`] (every entry is at least one case)
+/// before looking at it further: a list of 200000 sizes used to take seconds of CPU per
+/// rank before the case count refused it. Linear time: entries are compared only within
+/// groups of the same `show` text.
+pub fn no_repeats<T: PartialEq>(
     origin: &Origin,
     key: &str,
     items: &[T],
     show: impl Fn(&T) -> String,
 ) -> Result<(), ConfigError> {
+    check_list_len(origin, key, items.len())?;
+    let mut seen: std::collections::HashMap<String, Vec<usize>> = Default::default();
     for (i, x) in items.iter().enumerate() {
-        if items[..i].contains(x) {
+        let text = show(x);
+        let same = seen.entry(text.clone()).or_default();
+        if same.iter().any(|&j| items[j] == *x) {
             return Err(origin.invalid(
                 key,
-                format!(
-                    "'{}' appears twice; each entry is one case, remove the repeat",
-                    show(x)
-                ),
+                format!("'{text}' appears twice; each entry is one case, remove the repeat"),
             ));
         }
+        same.push(i);
     }
     Ok(())
+}
+
+/// Refuse a list of more than [`MAX_CASES`] entries (each is at least one case).
+pub fn check_list_len(origin: &Origin, key: &str, len: usize) -> Result<(), ConfigError> {
+    if len as u128 > MAX_CASES {
+        return Err(origin.invalid(
+            key,
+            format!("has {len} entries; at most {MAX_CASES} (each entry is at least one case): shorten it or split the sweep into several runs"),
+        ));
+    }
+    Ok(())
+}
+
+/// Longest message text echoed back (bytes): a value pasted by mistake (a 3 MB key)
+/// is shown by its start and end, not in full, so an error stays one readable line.
+pub const MAX_ECHO_BYTES: usize = 1000;
+
+/// `msg` cut to about [`MAX_ECHO_BYTES`]: its start and end, and how much was left out.
+pub fn clip(msg: &str) -> String {
+    if msg.len() <= MAX_ECHO_BYTES {
+        return msg.to_string();
+    }
+    let floor = |mut i: usize| {
+        while !msg.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    let head = floor(MAX_ECHO_BYTES * 3 / 5);
+    let tail = floor(msg.len() - MAX_ECHO_BYTES / 4);
+    format!(
+        "{} [... {} bytes left out ...] {}",
+        &msg[..head],
+        tail - head,
+        &msg[tail..]
+    )
+}
+
+/// A fusion plan (`fusion` key or flag). A threshold of 0 bytes is refused rather than run
+/// as `none` without a word: the user meant a size and lost its unit or digits.
+pub fn parse_fusion(
+    origin: &Origin,
+    key: &str,
+    s: &str,
+) -> Result<crate::schedule::plan::Fusion, ConfigError> {
+    if s.trim() != "none" && parse_bytes(s.trim()) == Ok(0) {
+        return Err(origin.invalid(
+            key,
+            format!("'{s}' is a threshold of 0 bytes, which fuses nothing; write none (each tensor alone) or a positive size such as 25MiB"),
+        ));
+    }
+    crate::schedule::plan::Fusion::parse(s).map_err(|m| origin.invalid(key, m))
 }
 
 /// Memory every rank holds whatever it runs (MPI library, code, stacks): ~19 MiB
@@ -149,6 +208,67 @@ pub struct Config {
     pub micro_compress: Vec<CompressSpec>,
     pub micro: Vec<CompressSpec>,
     pub e2e: Vec<E2eSpec>,
+}
+
+/// Most timed iterations one case may ask for (`iters`, `--iters`, and e2e's
+/// `max_iters`): every timed iteration keeps one sample per rank, so the count sizes
+/// buffers; beyond it a case is a mistake, not a measurement.
+pub const MAX_ITERS: u64 = 1_000_000;
+
+/// Most warm-up iterations one case may ask for (`warmup`, `--warmup`).
+pub const MAX_WARMUP: u64 = 1_000_000;
+
+/// Longest `--case-timeout` / `[run] case_timeout_s` (seconds): one year. Far beyond any
+/// allocation, and small enough to be a time the watchdog can wait for.
+pub const MAX_CASE_TIMEOUT_S: f64 = 365.0 * 24.0 * 3600.0;
+
+/// Refuse an iteration or warm-up count beyond [`MAX_ITERS`] / [`MAX_WARMUP`] (and
+/// 0 iterations) before anything is sized by it.
+pub(crate) fn check_counts(
+    origin: &Origin,
+    iters: Option<u64>,
+    warmup: Option<u64>,
+) -> Result<(), ConfigError> {
+    match iters {
+        Some(0) => {
+            return Err(origin.invalid(
+                "iters",
+                "0 iterations: give at least 1 (or leave it out for the size-scaled default)",
+            ))
+        }
+        Some(n) if n > MAX_ITERS => {
+            return Err(origin.invalid(
+                "iters",
+                format!("{n} iterations is more than {MAX_ITERS}, the most one case may time; give 1 to {MAX_ITERS} (or leave it out for the default)"),
+            ))
+        }
+        _ => {}
+    }
+    if let Some(n) = warmup.filter(|&n| n > MAX_WARMUP) {
+        return Err(origin.invalid(
+            "warmup",
+            format!("{n} warm-up iterations is more than {MAX_WARMUP}; give 0 to {MAX_WARMUP} (or leave it out for the default)"),
+        ));
+    }
+    Ok(())
+}
+
+/// A case timeout in seconds: positive, finite, at most [`MAX_CASE_TIMEOUT_S`]. `Err`
+/// holds the reason (the caller names the flag or key).
+pub fn check_case_timeout(t: f64) -> Result<f64, String> {
+    if t.is_finite() && t > 0.0 && t <= MAX_CASE_TIMEOUT_S {
+        Ok(t)
+    } else {
+        // 1e300 as 1e300, not as 301 digits.
+        let shown = if t.abs() < 1e15 {
+            t.to_string()
+        } else {
+            format!("{t:e}")
+        };
+        Err(format!(
+            "{shown} is not a number of seconds in (0, {MAX_CASE_TIMEOUT_S:.0}] (e.g. 600)"
+        ))
+    }
 }
 
 /// Most rounds of the e2e cases one run may ask for (`[run] rounds`, `--rounds`).
@@ -223,7 +343,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
     let raw: FileConfig = toml::from_str(text).map_err(|e| ConfigError::Syntax {
         file: file.to_string(),
-        msg: one_line(&e, text),
+        msg: clip(&one_line(&e, text)),
     })?;
     let mut micro_comm = Vec::new();
     for (i, s) in raw.micro_comm.iter().enumerate() {
@@ -282,17 +402,14 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         ));
     }
     if let Some(t) = raw.run.case_timeout_s {
-        if !(t.is_finite() && t > 0.0) {
-            return Err(Origin::File {
+        check_case_timeout(t).map_err(|m| {
+            Origin::File {
                 file: file.to_string(),
                 section: "run",
                 index: 1,
             }
-            .invalid(
-                "case_timeout_s",
-                format!("{t} is not a positive number of seconds (e.g. 600)"),
-            ));
-        }
+            .invalid("case_timeout_s", m)
+        })?;
     }
     Ok(Config {
         seed: raw.run.seed,

@@ -9,6 +9,12 @@
 use super::*;
 use crate::compress::MethodParams;
 
+/// Most Count Sketch rows (`sketch_rows`): each row is a hash and a row of the table.
+pub const MAX_SKETCH_ROWS: usize = 1024;
+
+/// Most Count Sketch columns per kept element (`sketch_cols_per_k`).
+pub const MAX_SKETCH_COLS_PER_K: f64 = 1000.0;
+
 /// A section's sweep keys, borrowed.
 #[derive(Clone, Copy, Debug)]
 pub struct Sweep<'a> {
@@ -62,6 +68,24 @@ impl<'a> Sweep<'a> {
                 "is empty; give at least one value or leave it out",
             ));
         }
+        // Bounds the registry does not set: a count that sizes an allocation before any
+        // tensor is seen (one hash per sketch row) must not abort the run.
+        if self.params.sketch_rows > MAX_SKETCH_ROWS {
+            return Err(origin.invalid(
+                "sketch_rows",
+                format!(
+                    "{} rows is more than {MAX_SKETCH_ROWS}; give 1 to {MAX_SKETCH_ROWS} (odd, e.g. 3 or 5)",
+                    self.params.sketch_rows
+                ),
+            ));
+        }
+        let c = self.params.sketch_cols_per_k;
+        if c.is_finite() && c > MAX_SKETCH_COLS_PER_K {
+            return Err(origin.invalid(
+                "sketch_cols_per_k",
+                format!("{c} columns per kept element is more than {MAX_SKETCH_COLS_PER_K} (a sketch wider than the tensor compresses nothing); give a value in (0, {MAX_SKETCH_COLS_PER_K}], e.g. 10"),
+            ));
+        }
         let mut params = Vec::new();
         for &d in &densities {
             for &r in &ranks {
@@ -81,6 +105,14 @@ impl<'a> Sweep<'a> {
                     )
                     .map_err(|e| {
                         let key = match &e {
+                            // The swept rank is given as lowrank_ranks (--lowrank-rank).
+                            crate::compress::CompressError::BadParam { key: "rank", .. }
+                                if self.lowrank_ranks.is_some()
+                                    || self.ranks.is_some()
+                                    || matches!(origin, Origin::Cli) =>
+                            {
+                                "lowrank_ranks"
+                            }
                             crate::compress::CompressError::BadParam { key, .. } => *key,
                             _ => "params",
                         };

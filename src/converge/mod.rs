@@ -17,6 +17,7 @@
 pub mod data;
 pub mod model;
 pub mod noef;
+mod resume;
 mod section;
 mod train;
 
@@ -47,11 +48,26 @@ pub struct Request {
     pub quiet: bool,
     /// The MPI thread level granted (for run.json).
     pub thread_level: String,
+    /// `--resume`: skip the cases whose whole curve is already in `OUT/converge.csv`.
+    pub resume: bool,
+}
+
+/// Where the run went and how far it got (for the caller's messages).
+#[derive(Default)]
+pub struct Progress {
+    pub out: std::path::PathBuf,
+    pub summary: crate::bench::RunSummary,
 }
 
 /// `gradcomp converge`: validate (every rank agrees; bad input exits 2 with one
-/// message), create `OUT/converge.csv` on rank 0, train every case, print a summary.
-pub fn command(world: &World, req: Result<Request>) -> Result<Vec<CaseOutcome>> {
+/// message), create `OUT/converge.csv` on rank 0 (with `--resume`, reopen it: finished
+/// cases are skipped), train every case, print a summary. A stop signal ends the run at
+/// the next step with run.json `interrupted` and `Error::Interrupted`.
+pub fn command(
+    world: &World,
+    req: Result<Request>,
+    progress: &mut Progress,
+) -> Result<Vec<CaseOutcome>> {
     let (req, cases) = world.agree(req.and_then(|r| {
         let mut cases = Vec::new();
         for (origin, s) in &r.sections {
@@ -66,11 +82,16 @@ pub fn command(world: &World, req: Result<Request>) -> Result<Vec<CaseOutcome>> 
         }
     }
     let (start_time, stamp) = crate::units::utc_now();
-    let run_id = world.broadcast_string(&stamp);
+    let run_id = world.broadcast_string(&if world.is_root() {
+        crate::record::meta::new_run_id(&stamp)
+    } else {
+        String::new()
+    });
     let out = req
         .out
         .clone()
         .unwrap_or_else(|| std::path::PathBuf::from("results").join(&run_id));
+    progress.out = out.clone();
     let sections: Vec<&ConvergeSection> = req.sections.iter().map(|(_, s)| s).collect();
     let config = serde_json::json!({ "seed": req.seed, "converge": sections });
     let mut meta = RunMeta::begin(
@@ -94,43 +115,77 @@ pub fn command(world: &World, req: Result<Request>) -> Result<Vec<CaseOutcome>> 
         (|| {
             crate::record::prepare_dir(&out)?;
             let lock = DirLock::acquire(&out, &holder)?;
-            let sink = CsvSink::create(&out.join("converge.csv"))?;
-            meta.keep_previous(&out, false)?;
+            let path = out.join("converge.csv");
+            let (sink, earlier) = if req.resume {
+                resume::reopen(&path, world.size)?
+            } else {
+                (CsvSink::create(&path)?, Vec::new())
+            };
+            meta.keep_previous(&out, req.resume)?;
             meta.write(&out)?;
-            Ok(Some((sink, lock)))
+            Ok(Some((sink, lock, earlier)))
         })()
     } else {
         Ok(None)
     };
-    let (mut sink, _lock) = match world.agree(opened)? {
-        Some((s, l)) => (Some(s), Some(l)),
-        None => (None, None),
+    let (mut sink, _lock, earlier) = match world.agree(opened)? {
+        Some((s, l, e)) => (Some(s), Some(l), e),
+        None => (None, None, Vec::new()),
     };
-    if world.is_root() && !req.quiet {
-        eprintln!(
-            "[gradcomp] converge: {} rank(s), {} case(s), results in {}",
-            world.size,
-            cases.len(),
-            out.display()
-        );
+    let done_list = world.broadcast_string(
+        &earlier
+            .iter()
+            .map(|(id, _)| id.as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+    );
+    let done: std::collections::HashSet<String> = done_list.lines().map(String::from).collect();
+    if world.is_root() {
+        crate::record::meta::follow(&meta, &out);
+        if !req.quiet {
+            let skipping = if req.resume {
+                let n = cases
+                    .iter()
+                    .filter(|c| done.contains(&train::case_id(c, req.seed, world.size)))
+                    .count();
+                format!(", skipping {n} already done")
+            } else {
+                String::new()
+            };
+            eprintln!(
+                "[gradcomp] converge: {} rank(s), {} case(s){skipping}, results in {}",
+                world.size,
+                cases.len(),
+                out.display()
+            );
+        }
     }
     let ctx = RunContext {
         seed: req.seed,
         run_id: &run_id,
         quiet: req.quiet,
+        done: &done,
     };
-    let result = run_all(world, &cases, &ctx, sink.as_mut());
+    let result = run_all(world, &cases, &ctx, sink.as_mut(), &mut progress.summary);
     // Every rank is here together unless one rank alone failed (then it aborts the job).
-    if result.is_ok() {
+    if matches!(result, Ok(_) | Err(crate::error::Error::Interrupted { .. })) {
         meta.peak_rss_bytes = Some(world.max_u64(crate::bench::e2e::peak_rss_bytes()));
     }
     if world.is_root() {
+        crate::record::meta::unfollow();
         meta.end_time = Some(crate::units::utc_now().0);
+        meta.cases_done = progress.summary.cases_done;
+        meta.cases_skipped = progress.summary.cases_skipped;
+        meta.last_case = progress.summary.last_case.clone();
         match &result {
-            Ok(outcomes) => {
-                meta.status = "ok".into();
-                meta.cases_done = outcomes.len();
-                meta.last_case = outcomes.last().map(|o| o.method.clone());
+            Ok(_) => meta.status = "ok".into(),
+            Err(crate::error::Error::Interrupted { signal }) => {
+                meta.status = "interrupted".into();
+                meta.error = Some(format!(
+                    "stopped by {} at {}",
+                    crate::bench::stop::name(*signal),
+                    meta.end_time.as_deref().unwrap_or("?")
+                ));
             }
             Err(e) => {
                 meta.status = "failed".into();
@@ -145,9 +200,20 @@ pub fn command(world: &World, req: Result<Request>) -> Result<Vec<CaseOutcome>> 
             eprintln!("gradcomp: warning: could not record the run's status in run.json: {e}");
         }
     }
-    let outcomes = result?;
+    let mut outcomes = result?;
     if world.is_root() {
-        print!("{}", summary_table(&outcomes));
+        // The cases an earlier run finished (--resume) beside this run's, in case order.
+        let mut all = Vec::with_capacity(cases.len());
+        let mut mine = outcomes.iter();
+        for c in &cases {
+            let id = train::case_id(c, req.seed, world.size);
+            match earlier.iter().find(|(i, _)| *i == id) {
+                Some((_, o)) => all.push(o.clone()),
+                None => all.extend(mine.next().cloned()),
+            }
+        }
+        print!("{}", summary_table(&all));
+        outcomes = all;
     }
     Ok(outcomes)
 }

@@ -238,10 +238,13 @@ impl ConvergeSection {
                 ),
             ));
         }
-        if self.train_samples > 1 << 24 {
+        if self.train_samples < world_size || self.train_samples > 1 << 24 {
             return Err(inv(
                 "train_samples",
-                format!("{} is more than 16777216", self.train_samples),
+                format!(
+                    "{} must be between the world size ({world_size}) and 16777216",
+                    self.train_samples
+                ),
             ));
         }
         // The smallest shard is floor(train_samples / world_size).
@@ -255,7 +258,7 @@ impl ConvergeSection {
                 ),
             ));
         }
-        let fusion = Fusion::parse(&self.fusion).map_err(|m| inv("fusion", m))?;
+        let fusion = crate::config::parse_fusion(origin, "fusion", &self.fusion)?;
         let collective = CollectiveMode::parse(self.collective.trim()).ok_or_else(|| {
             inv(
                 "collective",

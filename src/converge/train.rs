@@ -197,18 +197,33 @@ pub struct RunContext<'a> {
     pub seed: u64,
     pub run_id: &'a str,
     pub quiet: bool,
+    /// Case ids finished by an earlier run into the same directory (`--resume`).
+    pub done: &'a std::collections::HashSet<String>,
 }
 
 /// Run `cases` in order, writing converge.csv rows through `sink` (rank 0). A case whose
 /// loss turns NaN or infinite ends with a `diverged` row; the sweep goes on.
+///
+/// Cases whose id is in `ctx.done` (`--resume`: finished by an earlier run) are skipped.
+/// Before each case and each step the ranks agree whether a stop signal arrived
+/// ([`World::sync_or_stop`]): then the case's rows so far are flushed, the last one with
+/// status `interrupted`, and every rank returns `Error::Interrupted`. `summary` follows
+/// along, and run.json with it as each case's rows are flushed.
 pub fn run_all(
     world: &World,
     cases: &[ConvergeCase],
     ctx: &RunContext,
     mut sink: Option<&mut CsvSink>,
+    summary: &mut crate::bench::RunSummary,
 ) -> Result<Vec<CaseOutcome>> {
     let mut outcomes = Vec::with_capacity(cases.len());
     for (i, c) in cases.iter().enumerate() {
+        let id = case_id(c, ctx.seed, world.size);
+        if ctx.done.contains(&id) {
+            summary.cases_skipped += 1;
+            continue;
+        }
+        world.sync_or_stop()?;
         if world.is_root() && !ctx.quiet {
             eprintln!(
                 "[gradcomp] converge case {}/{}: {} ({} steps, batch {} per worker, lr {})",
@@ -227,13 +242,20 @@ pub fn run_all(
                 o.method, o.final_eval_loss, o.final_eval_accuracy, o.status
             );
         }
+        summary.cases_done += 1;
+        summary.last_case = Some(format!("{} ({id})", c.method));
+        crate::record::meta::case_done(
+            summary.cases_done,
+            summary.cases_skipped,
+            summary.last_case.clone(),
+        )?;
         outcomes.push(o);
     }
     Ok(outcomes)
 }
 
 /// Stable id of a case in a run (FNV-1a of its JSON form, seed and world size).
-fn case_id(c: &ConvergeCase, seed: u64, world_size: usize) -> String {
+pub(crate) fn case_id(c: &ConvergeCase, seed: u64, world_size: usize) -> String {
     let text = serde_json::to_string(&(c, seed, world_size)).unwrap_or_default();
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in text.bytes() {
@@ -351,6 +373,16 @@ pub fn run_case(
     let mut pending: Vec<ConvergeRow> = Vec::with_capacity(c.eval_every.min(c.steps) as usize);
     world.barrier();
     for step in 0..c.steps {
+        // An agreement point: a stop signal ends the case here, its curve marked as cut.
+        if let Err(e) = world.sync_or_stop() {
+            if let Some(s) = sink.as_deref_mut() {
+                if let Some(last) = pending.last_mut() {
+                    last.status = "interrupted".into();
+                }
+                s.write_all(&pending)?;
+            }
+            return Err(e);
+        }
         // The minibatch: uniform draws from this rank's shard, seeded by (seed, step, rank).
         let mut rng = crate::compress::kernels::rng_for(seed, step, world.rank, data::STREAM_BATCH);
         for i in idx.iter_mut() {

@@ -165,6 +165,86 @@ impl RunMeta {
     }
 }
 
+/// The run.json of this process's run as last written (rank 0 only; `None` elsewhere and
+/// once the run has written its final record): kept so that run.json is right whatever
+/// ends the job. [`case_done`] rewrites it as each case's rows are flushed; the paths
+/// that end the process without returning (the `--case-timeout` watchdog, a panic) call
+/// [`record_end`]. The lock also keeps two threads from writing run.json at once.
+static LIVE: std::sync::Mutex<Option<(RunMeta, std::path::PathBuf)>> = std::sync::Mutex::new(None);
+
+fn live() -> std::sync::MutexGuard<'static, Option<(RunMeta, std::path::PathBuf)>> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Rank 0, once run.json is first written into `dir`: follow this run from now on.
+pub fn follow(meta: &RunMeta, dir: &Path) {
+    *live() = Some((meta.clone(), dir.to_path_buf()));
+}
+
+/// A case's rows are flushed: record how far the run got in run.json (atomic replace),
+/// so a job ended by any means (kill -9, a launcher's SIGKILL, a timeout) leaves the
+/// right `cases_done` and `last_case`. A no-op on ranks that do not follow a run.
+pub fn case_done(cases_done: usize, cases_skipped: usize, last_case: Option<String>) -> Result<()> {
+    let mut g = live();
+    let Some((meta, dir)) = g.as_mut() else {
+        return Ok(());
+    };
+    meta.cases_done = cases_done;
+    meta.cases_skipped = cases_skipped;
+    meta.last_case = last_case;
+    meta.write(dir)
+}
+
+/// The run ends here without returning (the watchdog, a panic): record `status` and
+/// `error` in run.json, best effort (a failure is printed, not returned: the process is
+/// ending anyway). Afterwards the run is no longer followed.
+pub fn record_end(status: &str, error: &str) {
+    // Not a blocking lock: a panic inside `case_done`'s write holds it on this thread.
+    let t0 = std::time::Instant::now();
+    let mut g = loop {
+        match LIVE.try_lock() {
+            Ok(g) => break g,
+            Err(std::sync::TryLockError::Poisoned(e)) => break e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                if t0.elapsed() > std::time::Duration::from_secs(2) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+    };
+    if let Some((mut meta, dir)) = g.take() {
+        meta.status = status.into();
+        meta.error = Some(error.into());
+        meta.end_time = Some(crate::units::utc_now().0);
+        if let Err(e) = meta.write(&dir) {
+            eprintln!("gradcomp: warning: could not record the run's status in run.json: {e}");
+        }
+    }
+}
+
+/// The run writes its own final record: stop following it.
+pub fn unfollow() {
+    *live() = None;
+}
+
+/// A run id: the UTC start `stamp` (`YYYYMMDD-HHMMSS`) and 6 hex digits of this process
+/// (pid and nanoseconds), so that runs started in the same second (a job array, two
+/// sweeps from one script) get different ids. Rank 0 makes it and broadcasts it.
+pub fn new_run_id(stamp: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for x in [u64::from(std::process::id()), nanos] {
+        for b in x.to_le_bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    format!("{stamp}-{:06x}", h & 0xff_ffff)
+}
+
 /// Git revision and rustc version baked in by build.rs.
 pub const GIT_REVISION: &str = env!("GRADCOMP_GIT_REVISION");
 pub const RUSTC_VERSION: &str = env!("GRADCOMP_RUSTC_VERSION");

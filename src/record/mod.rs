@@ -75,6 +75,14 @@ impl CsvSink {
         if !path.exists() {
             return Ok((CsvSink::create(path)?, done));
         }
+        // A directory, or a link to a device (/dev/null) or FIFO, holds no results: that is
+        // a wrong --out (exit 2), not a failed run.
+        if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            return Err(Error::Input(format!(
+                "{}: is not a regular file (a directory, a device such as /dev/null, or a FIFO), so it cannot hold this run's rows; move it away or use a new --out",
+                path.display()
+            )));
+        }
         let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
         let keep = match bytes.iter().rposition(|&b| b == b'\n') {
             Some(p) => p + 1,
@@ -361,6 +369,44 @@ pub fn write_meta_file(path: &Path, bytes: &[u8]) -> Result<()> {
         }
     }
     atomic
+}
+
+/// `--resume` into a file that holds rows of another world size: refused (case ids
+/// include the world size, so every case would run again, and the file would mix world
+/// sizes that only the column tells apart). `Ok` when the file is missing, has no
+/// `world_size` column, or only `world_size` rows.
+pub fn check_world_size(path: &Path, world_size: usize) -> Result<()> {
+    let Ok(bytes) = std::fs::read(path) else {
+        return Ok(());
+    };
+    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+    let mut r = csv::Reader::from_reader(&bytes[..keep]);
+    let Some(col) = r
+        .headers()
+        .ok()
+        .and_then(|h| h.iter().position(|c| c == "world_size"))
+    else {
+        return Ok(());
+    };
+    let mut others = std::collections::BTreeSet::new();
+    for rec in r.records().flatten() {
+        if let Some(n) = rec.get(col).and_then(|v| v.parse::<usize>().ok()) {
+            if n != world_size {
+                others.insert(n);
+            }
+        }
+    }
+    if others.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = others.iter().map(|n| n.to_string()).collect();
+    Err(Error::Input(format!(
+        "--resume: {} holds rows of world size {}, this run has {world_size} rank(s): case ids include the world size, so nothing would be skipped and the file would mix world sizes; resume with mpirun -np {} (or srun -n {}), or give this world size its own --out",
+        path.display(),
+        list.join(", "),
+        list[0],
+        list[0]
+    )))
 }
 
 /// Name of the lock file in an output directory.
