@@ -24,13 +24,16 @@ fn run(n: usize, seed: u64, toml: &str) -> Vec<CaseOutcome> {
         index: 0,
     };
     let cases = sections[0].validate(&origin, n).unwrap();
+    let done = std::collections::HashSet::new();
     let mut out = loopback::run(n, |world| {
         let ctx = RunContext {
             seed,
             run_id: "loopback",
             quiet: true,
+            done: &done,
         };
-        converge::run_all(&world, &cases, &ctx, None).unwrap()
+        let mut summary = gradcomp::bench::RunSummary::default();
+        converge::run_all(&world, &cases, &ctx, None, &mut summary).unwrap()
     });
     out.swap_remove(0)
 }
