@@ -168,20 +168,34 @@ fn host_json(h: &HostModel) -> serde_json::Value {
 
 /// fits.csv's `host` rows of one host model (`phase`: `-`, or `without METHOD`).
 fn host_rows(n: usize, phase: &str, h: &HostModel) -> Vec<FitRow> {
+    let [p_start, p_sync, p_bwd] = h.term_points;
     [
-        ("start", h.start_s, h.start_range_s, "iteration"),
+        ("start", h.start_s, h.start_range_s, "iteration", p_start),
         // One latency for both schedules; both rows kept for readers of fits.csv.
-        ("sync-pipelining-off", h.sync_s, h.sync_range_s, "wait"),
-        ("sync-pipelining-on", h.sync_s, h.sync_range_s, "wait"),
+        (
+            "sync-pipelining-off",
+            h.sync_s,
+            h.sync_range_s,
+            "wait",
+            p_sync,
+        ),
+        (
+            "sync-pipelining-on",
+            h.sync_s,
+            h.sync_range_s,
+            "wait",
+            p_sync,
+        ),
         (
             "bwd-slowdown",
             h.bwd_slowdown,
             h.bwd_slowdown_range,
             "factor",
+            p_bwd,
         ),
     ]
     .into_iter()
-    .map(|(name, v, (lo, hi), unit)| FitRow {
+    .map(|(name, v, (lo, hi), unit, points)| FitRow {
         kind: "host",
         name: name.into(),
         phase: phase.into(),
@@ -191,12 +205,12 @@ fn host_rows(n: usize, phase: &str, h: &HostModel) -> Vec<FitRow> {
         unit,
         r2: f64::NAN,
         max_rel_err: f64::NAN,
-        points: h.points,
+        points,
         model_factor: None,
         from_bytes: None,
         to_bytes: None,
-        round_min: (h.points > 0).then_some(lo),
-        round_max: (h.points > 0).then_some(hi),
+        round_min: (points > 0).then_some(lo),
+        round_max: (points > 0).then_some(hi),
     })
     .collect()
 }

@@ -75,6 +75,9 @@ pub struct HostModel {
     pub start_range_s: (f64, f64),
     pub sync_range_s: (f64, f64),
     pub bwd_slowdown_range: (f64, f64),
+    /// Rows that informed `start_s`, `sync_s` and `bwd_slowdown` ([`bisect`] leaves out
+    /// rows that cannot tell).
+    pub term_points: [usize; 3],
     /// Where the values came from (for sim.csv's `cost_source`).
     pub source: String,
 }
@@ -92,6 +95,7 @@ impl Default for HostModel {
             start_range_s: (0.0, 0.0),
             sync_range_s: (0.0, 0.0),
             bwd_slowdown_range: (1.0, 1.0),
+            term_points: [0; 3],
             source: "ideal host".into(),
         }
     }
@@ -216,14 +220,38 @@ pub fn layout_from_run_json(path: &Path) -> Result<Option<Layout>> {
 /// Largest factor the calibration gives the work during backward.
 const MAX_BWD_SLOWDOWN: f64 = 16.0;
 
-/// The `x` in `[lo, hi]` at which the non-decreasing `f(x)` meets `target` (`lo` when
-/// `f(lo)` is already there, `hi` when `f(hi)` is still below), by 40 bisections.
-fn bisect(lo: f64, hi: f64, target: f64, mut f: impl FnMut(f64) -> Result<f64>) -> Result<f64> {
-    if f(lo)? >= target {
-        return Ok(lo);
+/// Points at which [`bisect`] checks that a row's simulated iteration does not decrease
+/// with the term.
+const MONOTONE_CHECKS: usize = 16;
+
+/// The `x` in `[lo, hi]` at which `f(x)` meets `target` (`lo` when `f(lo)` is already
+/// there, `hi` when `f(hi)` is still below), by 40 bisections; `None` when the row cannot
+/// tell: `f` decreases somewhere in the range (checked at [`MONOTONE_CHECKS`] points:
+/// with a resynchronisation latency, a communication thread slowed inside backward can
+/// stop waiting for the device and skip the latency, so a compressed method's pipelined
+/// iteration can get faster), or it is already at `target` at `lo` without responding
+/// there (flat over the first 1% of the range: its work inside backward stays hidden).
+fn bisect(
+    lo: f64,
+    hi: f64,
+    target: f64,
+    mut f: impl FnMut(f64) -> Result<f64>,
+) -> Result<Option<f64>> {
+    let mut prev = f64::NEG_INFINITY;
+    for i in 0..=MONOTONE_CHECKS {
+        let v = f(lo + (hi - lo) * i as f64 / MONOTONE_CHECKS as f64)?;
+        if v < prev * (1.0 - 1e-9) {
+            return Ok(None);
+        }
+        prev = v;
+    }
+    let f_lo = f(lo)?;
+    if f_lo >= target {
+        let responds = f(lo + 0.01 * (hi - lo))? > f_lo * (1.0 + 1e-9);
+        return Ok(responds.then_some(lo));
     }
     if f(hi)? < target {
-        return Ok(hi);
+        return Ok(Some(hi));
     }
     let (mut lo, mut hi) = (lo, hi);
     for _ in 0..40 {
@@ -234,7 +262,7 @@ fn bisect(lo: f64, hi: f64, target: f64, mut f: impl FnMut(f64) -> Result<f64>) 
             hi = mid;
         }
     }
-    Ok(0.5 * (lo + hi))
+    Ok(Some(0.5 * (lo + hi)))
 }
 
 /// A measured host-compression row used for calibration: its case, which repeat of the
@@ -283,6 +311,7 @@ fn calibrate_on(samples: &[&Sample], cm: &mut CostModel, base: &HostModel) -> Re
         .iter()
         .map(|s| (s.key.as_str(), s.round, s.fwd_s - s.case.workload.fwd_s))
         .collect();
+    host.term_points[0] = est.len();
     if let Some((v, lo, hi)) = pool(&est) {
         host.start_s = v.max(0.0);
         host.start_range_s = (lo.max(0.0), hi.max(0.0));
@@ -292,10 +321,13 @@ fn calibrate_on(samples: &[&Sample], cm: &mut CostModel, base: &HostModel) -> Re
     for s in samples.iter().filter(|s| !s.case.pipelining) {
         let v = bisect(0.0, s.iter_s, s.iter_s, |v| {
             cm.host.sync_s = v;
-            Ok(simulate(&s.case, &cm)?.iter_s)
+            Ok(simulate(&s.case, cm)?.iter_s)
         })?;
-        est.push((s.key.as_str(), s.round, v));
+        if let Some(v) = v {
+            est.push((s.key.as_str(), s.round, v));
+        }
     }
+    host.term_points[1] = est.len();
     if let Some((v, lo, hi)) = pool(&est) {
         (host.sync_s, host.sync_range_s) = (v, (lo, hi));
     }
@@ -304,10 +336,13 @@ fn calibrate_on(samples: &[&Sample], cm: &mut CostModel, base: &HostModel) -> Re
     for s in samples.iter().filter(|s| s.case.pipelining) {
         let k = bisect(1.0, MAX_BWD_SLOWDOWN, s.iter_s, |k| {
             cm.host.bwd_slowdown = k;
-            Ok(simulate(&s.case, &cm)?.iter_s)
+            Ok(simulate(&s.case, cm)?.iter_s)
         })?;
-        est.push((s.key.as_str(), s.round, k));
+        if let Some(k) = k {
+            est.push((s.key.as_str(), s.round, k));
+        }
     }
+    host.term_points[2] = est.len();
     if let Some((v, lo, hi)) = pool(&est) {
         (host.bwd_slowdown, host.bwd_slowdown_range) = (v, (lo, hi));
     }
@@ -429,4 +464,28 @@ pub fn calibrate(
         out.insert(n, HostCalibration { all, held_out });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pool;
+
+    #[test]
+    fn pool_is_the_median_of_case_medians_with_the_spread_over_rounds() {
+        // Case a: 1, 2, 9 over rounds 0..3 (one slow round); b: 2, 3, 4; c: 10, 10, 10.
+        let est = [
+            ("a", 0, 1.0),
+            ("a", 1, 2.0),
+            ("a", 2, 9.0),
+            ("b", 0, 2.0),
+            ("b", 1, 3.0),
+            ("b", 2, 4.0),
+            ("c", 0, 10.0),
+            ("c", 1, 10.0),
+            ("c", 2, 10.0),
+        ];
+        // Case medians 2, 3, 10: the median 3. Round medians 2, 3, 9.
+        assert_eq!(pool(&est), Some((3.0, 2.0, 9.0)));
+        assert_eq!(pool(&[]), None);
+    }
 }

@@ -183,8 +183,8 @@ pub fn verdict(
 }
 
 /// Run the simulator: the cartesian product of the axes, or the cases of a measured
-/// e2e.csv (`--compare`), writing `OUT/sim.csv` (source=simulated) and, when comparing,
-/// `OUT/sim_vs_measured.csv`.
+/// e2e.csv (`--compare`), writing `OUT/sim.csv` (source=simulated), with `--fits` the
+/// fits it used (`OUT/fits.csv`) and, when comparing, `OUT/sim_vs_measured.csv`.
 pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
     // An output directory that cannot be created is bad input (exit 2), as for `run`.
     std::fs::create_dir_all(&req.out).map_err(|e| {
@@ -295,6 +295,11 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         }
     }
     crate::record::write_all(&sim_csv, &rows, Existing::Refuse)?;
+    // The fits it used beside it (the host model with its spread over rounds and its
+    // leave-one-method-out calibrations; docs/csv-schema.md, fits.csv).
+    if let Some(rep) = &report {
+        crate::record::write_all(&req.out.join("fits.csv"), &rep.rows, Existing::Replace)?;
+    }
     let mut outside = Vec::new();
     if let Some(measured) = &measured {
         let cmp = compare(measured, &rows)?;
