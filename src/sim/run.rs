@@ -455,6 +455,18 @@ mod tests {
     }
 
     #[test]
+    fn verdicts_judge_only_cases_quieter_than_the_tolerance_on_enough_cores() {
+        assert_eq!(verdict(0.10, Some(0.05), false, 0.15), "within");
+        assert_eq!(verdict(-0.16, Some(0.05), false, 0.15), "outside");
+        // One row: no spread known, judged.
+        assert_eq!(verdict(-0.16, None, false, 0.15), "outside");
+        // The spread decides before the error: a small error is no pass either.
+        assert_eq!(verdict(0.01, Some(0.2), false, 0.15), "too-noisy");
+        assert_eq!(verdict(0.5, Some(0.2), true, 0.15), "too-noisy");
+        assert_eq!(verdict(0.5, Some(0.05), true, 0.15), "ranks-exceed-cores");
+    }
+
+    #[test]
     fn measured_ranks_per_node_apply_to_presets_across_hosts() {
         // A preset: the run's own placement when it spanned several hosts.
         let r = req(Some("10gbe"), None);
