@@ -362,6 +362,28 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
                 outside.push(format!("{} ({:+.1}%)", c.key, c.rel_err * 100.0));
             }
         }
+        let count = |v: &str| out.iter().filter(|r| r.verdict == v).count();
+        let over: std::collections::BTreeSet<&str> = out
+            .iter()
+            .map(|r| r.oversubscribed.as_str())
+            .filter(|o| !o.is_empty())
+            .collect();
+        println!(
+            "{} of {} judged case(s) within {:.0}%; {} too noisy to judge (spread over rounds above the tolerance), {} not held to it (more ranks than cores){}",
+            count("within"),
+            count("within") + count("outside"),
+            req.tolerance * 100.0,
+            count("too-noisy"),
+            count("ranks-exceed-cores"),
+            if over.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; oversubscribed: {}",
+                    over.into_iter().collect::<Vec<_>>().join("; ")
+                )
+            }
+        );
         let path = req.out.join("sim_vs_measured.csv");
         crate::record::write_all(&path, &out, Existing::Replace)?;
     }
