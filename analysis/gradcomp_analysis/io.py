@@ -208,6 +208,8 @@ class Results:
     converge: pd.DataFrame | None = None
     # `gradcomp simulate --compare` output found in RUN/sim/ or RUN/ (not one of CSV_FILES).
     sim_vs_measured: pd.DataFrame | None = None
+    # The host model that simulation used: fits.csv's `host` rows beside it (RUN/sim/).
+    sim_host: pd.DataFrame | None = None
     meta: list = field(default_factory=list)  # (run label, run.json dict or {})
     # Earlier invocations into the same directory (run.<run_id>.json, kept by gradcomp; e.g.
     # `make bench` runs `gradcomp run` then `gradcomp converge` into one folder): (run label, dict).
@@ -265,6 +267,12 @@ def load_results(paths) -> Results:
             df = load_csv(os.path.join(d, sub), SIM_VS_MEASURED)
             if df is not None and len(df):
                 sims.append(df.assign(run=lab))
+                fp = os.path.join(d, sub, "fits.csv")
+                if os.path.exists(fp):
+                    f = pd.read_csv(fp)
+                    if "kind" in f.columns and (f["kind"] == "host").any():
+                        h = f[f["kind"] == "host"].assign(run=lab)
+                        res.sim_host = pd.concat([x for x in (res.sim_host, h) if x is not None], ignore_index=True)
         if sims:
             res.sim_vs_measured = pd.concat([x for x in (res.sim_vs_measured, *sims) if x is not None], ignore_index=True)
         rows = 0

@@ -750,15 +750,27 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
     sv = res.sim_vs_measured
     if sv is not None and len(sv):
         t = T.sim_accuracy(sv)
-        ok = (t["within"] == "yes").sum()
+        v = t["verdict"].value_counts()
+        judged = int(v.get("within", 0) + v.get("outside", 0))
         tol = sorted(set(sv["tolerance"]))
+        over = sorted({o for o in t.get("oversubscribed", pd.Series(dtype=str)) if isinstance(o, str) and o})
         R.add("## Simulator accuracy", "",
               f"`gradcomp simulate --fits RUN --compare RUN/e2e.csv` (bench-configs/sim-accuracy.toml): simulated vs "
-              f"measured median iteration time. {ok} of {len(t)} cases within "
-              f"{', '.join(f'{x * 100:g}%' for x in tol)}; `calibration` rows (ssgd) fitted the host model (latencies, slowdown inside backward), "
-              f"`validation` rows are out of sample.", "")
+              f"measured median iteration time over the case's rounds, beside its run-to-run spread "
+              f"(`(max - min) / median`). {int(v.get('within', 0))} of {judged} judged cases within "
+              f"{', '.join(f'{x * 100:g}%' for x in tol)}; {int(v.get('too-noisy', 0))} too noisy to judge "
+              f"(spread above the tolerance), {int(v.get('ranks-exceed-cores', 0))} not held to it (more ranks than "
+              f"cores). The host model is calibrated on every method's host-compression cases (median over cases of "
+              f"each case's median over rounds; fits.csv `host` rows with their spread over rounds) and each "
+              f"method's cases are priced by the model calibrated without that method (leave one method out): "
+              f"`validation` rows are out of sample, `calibration` rows are not."
+              + (f" Oversubscribed: {'; '.join(over)}." if over else ""), "")
         R.table("sim_accuracy", t)
         R.figs(plots.sim_accuracy(t, out_dir, min(tol)))
+        if res.sim_host is not None and len(res.sim_host):
+            R.table("sim_host_calibration", T.sim_host_calibration(res.sim_host),
+                    "the host model each simulation used: value, its spread over rounds, and its range over the "
+                    "leave-one-method-out calibrations")
 
     if res.converge is not None and len(res.converge):
         R.add("## Convergence (`gradcomp converge`)", "",

@@ -994,10 +994,13 @@ def e2e_phases(e2e: pd.DataFrame) -> pd.DataFrame:
 
 
 def sim_accuracy(sv: pd.DataFrame) -> pd.DataFrame:
-    """sim_vs_measured.csv rows: case parts, measured and simulated ms, error %, within tolerance."""
+    """sim_vs_measured.csv rows: case parts, measured ms with its run-to-run spread over rounds,
+    simulated ms, error %, the verdict (within, outside, too-noisy: spread above the tolerance,
+    ranks-exceed-cores: not held to it) and whether the run was oversubscribed."""
     # model/method/fusion/pipelining/collective/n/batch[/column=value...]: the tail tells
     # apart cases that share the first seven parts (e.g. a rank sweep).
     parts = sv["case"].str.split("/", n=7, expand=True)
+    within = ["yes" if abs(e) <= tol else "no" for e, tol in zip(sv["rel_err"], sv["tolerance"])]
     t = pd.DataFrame({
         "run": sv["run"],
         "model": parts[0],
@@ -1008,12 +1011,49 @@ def sim_accuracy(sv: pd.DataFrame) -> pd.DataFrame:
         "measured ms": sv["measured_iter_s"] * 1e3,
         "simulated ms": sv["simulated_iter_s"] * 1e3,
         "error %": sv["rel_err"] * 100,
-        "within": ["yes" if abs(e) <= tol else "no" for e, tol in zip(sv["rel_err"], sv["tolerance"])],
+        "within": within,
         "role": sv["role"],
     })
+    # Files from before issue 29 have no spread or verdict: every case judged.
+    if "spread_rel" in sv.columns:
+        t.insert(t.columns.get_loc("simulated ms"), "spread %", pd.to_numeric(sv["spread_rel"]) * 100)
+        t.insert(t.columns.get_loc("spread %"), "rounds", sv["rounds"])
+    if "verdict" in sv.columns:
+        t["verdict"] = sv["verdict"].fillna("")
+        t["oversubscribed"] = sv["oversubscribed"].fillna("") if "oversubscribed" in sv.columns else ""
+    else:
+        t["verdict"] = ["within" if w == "yes" else "outside" for w in within]
     if 7 in parts.columns and parts[7].notna().any():
         t.insert(4, "variant", parts[7].fillna(""))
     return t.sort_values(["ranks", "method", "pipelining"]).reset_index(drop=True)
+
+
+def sim_host_calibration(h: pd.DataFrame) -> pd.DataFrame:
+    """fits.csv `host` rows beside a simulation: per run, world size and term the calibrated
+    value, its spread over rounds, and the range over the leave-one-method-out calibrations
+    (phase `without METHOD`): how far one method moves it."""
+    h = h[h["name"] != "sync-pipelining-on"]  # the same latency as sync-pipelining-off
+    rows = []
+    for (run, n, name), g in h.groupby(["run", "world_size", "name"], sort=True):
+        allm = g[g["phase"] == "-"]
+        if allm.empty:
+            continue
+        a = allm.iloc[0]
+        lomo = g[g["phase"].astype(str).str.startswith("without ")]
+        scale, unit = (1e6, "us") if a["unit"] != "factor" else (1.0, "x")
+        rows.append({
+            "run": run,
+            "ranks": int(n),
+            "term": name.replace("sync-pipelining-off", "sync"),
+            "unit": unit,
+            "value": a["fixed_s"] * scale,
+            "round min": a.get("round_min", float("nan")) * scale,
+            "round max": a.get("round_max", float("nan")) * scale,
+            "one method out min": lomo["fixed_s"].min() * scale if len(lomo) else float("nan"),
+            "one method out max": lomo["fixed_s"].max() * scale if len(lomo) else float("nan"),
+            "rows": int(a["points"]),
+        })
+    return pd.DataFrame(rows)
 
 
 PLANNER_TOLERANCE_REL = 0.25  # the fidelity issue's agreement target (docs/methods.md, planners)

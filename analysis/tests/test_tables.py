@@ -420,3 +420,32 @@ def test_planner_tables_show_the_plan_that_ran():
     sf = dict(row("sketch-fusion", 0.25, fusion="layerfusion"), plan_source="layerfusion")
     s = T.sketch_fusion(pd.DataFrame([row("sketch", 0.5), sf])).set_index("method")
     assert s.loc["sketch-fusion", "plan that ran"] == "layerfusion"
+
+
+def test_sim_accuracy_keeps_spread_and_verdict_and_the_host_calibration_its_spreads():
+    """sim_vs_measured.csv since issue 29: spread and verdict per case; older files: every case judged."""
+    sv = pd.DataFrame({
+        "run": ["r", "r"], "case": ["resnet20/ssgd/256KiB/pipelining=off/allreduce/n=2/batch=128",
+                                    "resnet20/topk/256KiB/pipelining=on/allgather/n=2/batch=128"],
+        "method": ["ssgd", "topk"], "world_size": [2, 2], "measured_iter_s": [3e-3, 2e-3],
+        "simulated_iter_s": [2.5e-3, 2.1e-3], "rel_err": [-1 / 6, 0.05], "tolerance": [0.15, 0.15],
+        "role": ["validation", "validation"], "rounds": [5, 5], "spread_rel": [0.2, 0.03],
+        "verdict": ["too-noisy", "within"], "oversubscribed": ["2 ranks + 2 device threads on 2 cores", ""],
+    })
+    t = T.sim_accuracy(sv)
+    assert t["verdict"].tolist() == ["too-noisy", "within"]
+    assert t["spread %"].tolist() == pytest.approx([20, 3])
+    assert t["within"].tolist() == ["no", "yes"]
+    old = T.sim_accuracy(sv.drop(columns=["rounds", "spread_rel", "verdict", "oversubscribed"]))
+    assert old["verdict"].tolist() == ["outside", "within"] and "spread %" not in old.columns
+    h = pd.DataFrame({
+        "run": "r", "kind": "host", "world_size": 2,
+        "name": ["sync-pipelining-off", "sync-pipelining-on", "sync-pipelining-off", "sync-pipelining-off"],
+        "phase": ["-", "-", "without ssgd", "without topk"], "unit": "wait",
+        "fixed_s": [2e-4, 2e-4, 1.8e-4, 2.3e-4], "round_min": [1e-4, 1e-4, 1e-4, 1e-4],
+        "round_max": [3e-4, 3e-4, 3e-4, 3e-4], "points": [45, 45, 40, 40],
+    })
+    c = T.sim_host_calibration(h)
+    assert len(c) == 1 and c.iloc[0]["term"] == "sync"
+    assert c.iloc[0][["value", "round min", "round max", "one method out min", "one method out max"]].tolist() \
+        == pytest.approx([200, 100, 300, 180, 230])

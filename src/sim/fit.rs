@@ -16,10 +16,12 @@
 //!   mean layers.
 //!
 //! - e2e.csv (with run.json) → per world size a [`HostModel`] (CPU share; start and
-//!   bucket synchronisation latencies calibrated on the ssgd rows, see host.rs), rows of
-//!   kind `host` (`start` per iteration, `sync-pipelining-off` / `-on` per wait for the
-//!   device, `bwd-slowdown` a factor (unit `factor`) on the work inside backward; the
-//!   value is in `fixed_s`; `points` = ssgd rows used).
+//!   bucket synchronisation latencies calibrated on every method's host-compression rows,
+//!   see host.rs), rows of kind `host` (`start` per iteration, `sync-pipelining-off` /
+//!   `-on` per wait for the device, `bwd-slowdown` a factor (unit `factor`) on the work
+//!   inside backward; the value is in `fixed_s`, its spread over rounds in `round_min`
+//!   and `round_max`; `points` = rows used; phase `-`), and the same rows per
+//!   leave-one-method-out calibration (phase `without METHOD`).
 //!
 //! Output: `fits.csv` (one row per model) and `fits.json` (the same rows as a JSON array)
 //! in the directory. Columns: `kind` (`comm` / `compress`), `name` (collective or
@@ -29,7 +31,7 @@
 //! (compression rows with model rows; else empty), `from_bytes` and `to_bytes` (comm
 //! rows: the regime's smallest and largest fitted size; else empty).
 
-use super::host::{self, HostModel};
+use super::host::{self, HostCalibration, HostModel};
 use super::{CostModel, MethodCosts, Result, SimError};
 use crate::comm::netmodel::{CommModels, CompressCost, FitQuality};
 use std::collections::BTreeMap;
@@ -55,6 +57,10 @@ pub struct FitRow {
     /// points; a collective with two regimes has two rows (comm/netmodel.rs, `CommFit`).
     pub from_bytes: Option<f64>,
     pub to_bytes: Option<f64>,
+    /// Host rows: the calibration's spread over rounds (the smallest and largest
+    /// per-round value, host.rs), in the unit of `fixed_s`. Empty otherwise.
+    pub round_min: Option<f64>,
+    pub round_max: Option<f64>,
 }
 
 /// What [`fit_results`] found.
@@ -66,7 +72,9 @@ pub struct FitReport {
     pub comm_source: Option<String>,
     pub compress_source: Option<String>,
     /// Per world size of DIR/e2e.csv (empty without one).
-    pub host: BTreeMap<usize, HostModel>,
+    pub host: BTreeMap<usize, HostCalibration>,
+    /// DIR/e2e.csv, which the host models were calibrated on.
+    pub host_source: Option<PathBuf>,
     /// The links' shaper when DIR is a netlab run (DIR/netlab.txt; credit.rs).
     pub shaper: Option<super::credit::Shaper>,
     /// Files written.
@@ -99,7 +107,7 @@ impl FitReport {
         let mut c =
             CostModel::with_network(Box::new(self.network(world_size)?)).with_compress_fits(self);
         if let Some(h) = self.host.get(&world_size) {
-            c.host = h.clone();
+            c.host = h.all.clone();
         }
         c.shaper = self.shaper;
         Ok(c)
@@ -130,13 +138,81 @@ pub fn fit_results(dir: &Path) -> Result<FitReport> {
     let json = serde_json::json!({
         "comm_source": rep.comm_source,
         "compress_source": rep.compress_source,
-        "host": rep.host.iter().map(|(n, h)| (n.to_string(), serde_json::json!({"cpu_share": h.cpu_share, "start_s": h.start_s, "sync_off_s": h.sync_s, "sync_on_s": h.sync_s, "bwd_slowdown": h.bwd_slowdown, "source": h.source}))).collect::<serde_json::Map<_, _>>(),
+        "host": rep.host.iter().map(|(n, h)| (n.to_string(), host_json(&h.all))).collect::<serde_json::Map<_, _>>(),
+        "host_held_out": rep.host.iter().map(|(n, h)| (n.to_string(), h.held_out.iter().map(|(m, x)| (m.clone(), host_json(x))).collect::<serde_json::Map<_, _>>().into())).collect::<serde_json::Map<_, _>>(),
         "fits": rep.rows,
     });
     let text = serde_json::to_string_pretty(&json).map_err(|e| werr(&json_path, &e))?;
     std::fs::write(&json_path, text + "\n").map_err(|e| werr(&json_path, &e))?;
     rep.written = vec![csv_path, json_path];
     Ok(rep)
+}
+
+/// fits.json's record of one host model.
+fn host_json(h: &HostModel) -> serde_json::Value {
+    serde_json::json!({
+        "cpu_share": h.cpu_share,
+        "start_s": h.start_s,
+        "start_range_s": [h.start_range_s.0, h.start_range_s.1],
+        "sync_off_s": h.sync_s,
+        "sync_on_s": h.sync_s,
+        "sync_range_s": [h.sync_range_s.0, h.sync_range_s.1],
+        "bwd_slowdown": h.bwd_slowdown,
+        "bwd_slowdown_range": [h.bwd_slowdown_range.0, h.bwd_slowdown_range.1],
+        "points": h.points,
+        "rounds": h.rounds,
+        "methods": h.methods,
+        "source": h.source,
+    })
+}
+
+/// fits.csv's `host` rows of one host model (`phase`: `-`, or `without METHOD`).
+fn host_rows(n: usize, phase: &str, h: &HostModel) -> Vec<FitRow> {
+    let [p_start, p_sync, p_bwd] = h.term_points;
+    [
+        ("start", h.start_s, h.start_range_s, "iteration", p_start),
+        // One latency for both schedules; both rows kept for readers of fits.csv.
+        (
+            "sync-pipelining-off",
+            h.sync_s,
+            h.sync_range_s,
+            "wait",
+            p_sync,
+        ),
+        (
+            "sync-pipelining-on",
+            h.sync_s,
+            h.sync_range_s,
+            "wait",
+            p_sync,
+        ),
+        (
+            "bwd-slowdown",
+            h.bwd_slowdown,
+            h.bwd_slowdown_range,
+            "factor",
+            p_bwd,
+        ),
+    ]
+    .into_iter()
+    .map(|(name, v, (lo, hi), unit, points)| FitRow {
+        kind: "host",
+        name: name.into(),
+        phase: phase.into(),
+        world_size: Some(n),
+        fixed_s: v,
+        per_unit_s: 0.0,
+        unit,
+        r2: f64::NAN,
+        max_rel_err: f64::NAN,
+        points,
+        model_factor: None,
+        from_bytes: None,
+        to_bytes: None,
+        round_min: (points > 0).then_some(lo),
+        round_max: (points > 0).then_some(hi),
+    })
+    .collect()
 }
 
 /// [`fit_results`] without writing.
@@ -177,6 +253,7 @@ pub fn fit_dir(dir: &Path) -> Result<FitReport> {
                     model_factor: None,
                     from_bytes: Some(reg.from_bytes),
                     to_bytes: Some(reg.to_bytes),
+                    ..FitRow::default()
                 });
             }
         }
@@ -193,32 +270,13 @@ pub fn fit_dir(dir: &Path) -> Result<FitReport> {
         // Host latencies are calibrated on top of the network and compression fits alone.
         let hosts = host::calibrate(&e2e, share, &|n| rep.cost_model(n))?;
         for (&n, h) in &hosts {
-            let points = h.points;
-            for (name, v, unit) in [
-                ("start", h.start_s, "iteration"),
-                // One latency for both schedules; both rows kept for readers of fits.csv.
-                ("sync-pipelining-off", h.sync_s, "wait"),
-                ("sync-pipelining-on", h.sync_s, "wait"),
-                ("bwd-slowdown", h.bwd_slowdown, "factor"),
-            ] {
-                rep.rows.push(FitRow {
-                    kind: "host",
-                    name: name.into(),
-                    phase: "-".into(),
-                    world_size: Some(n),
-                    fixed_s: v,
-                    per_unit_s: 0.0,
-                    unit,
-                    r2: f64::NAN,
-                    max_rel_err: f64::NAN,
-                    points,
-                    model_factor: None,
-                    from_bytes: None,
-                    to_bytes: None,
-                });
+            rep.rows.extend(host_rows(n, "-", &h.all));
+            for (m, x) in &h.held_out {
+                rep.rows.extend(host_rows(n, &format!("without {m}"), x));
             }
         }
         rep.host = hosts;
+        rep.host_source = Some(e2e);
     }
     Ok(rep)
 }
@@ -346,6 +404,7 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
                 model_factor: factor,
                 from_bytes: None,
                 to_bytes: None,
+                ..FitRow::default()
             });
         }
     }

@@ -37,18 +37,22 @@
 //!   compressed methods came out 12-16% high at 4 ranks on 2 cores; measured, their
 //!   exchanges are slow inside backward and fast after it.)
 //!
-//! All are fitted on the dense baseline (`ssgd`, no compression, so every difference is
-//! the host's), each the median over rows (repeat ssgd through a run: a whole case can
-//! land in a slow spell of a shared machine). The ssgd rows are calibration; every other
-//! measured case stays out of sample.
+//! **Calibration** ([`calibrate`]) on the host-compression e2e rows of every method, not
+//! one: per row the term at which that row's simulated time meets its measured one, then
+//! the median over cases of each case's median over rounds (the config repeats every
+//! case, interleaved). One case of one method used to calibrate it (dense ssgd): on a
+//! 2-vCPU Zen 3 guest its median moved from 3.09 to 2.62 ms between two runs while the
+//! other 16 host cases moved by under 2%, and every prediction moved with it
+//! (issue 29). The spread over rounds (per round, the median over cases; the smallest
+//! and largest) is the calibration's own uncertainty, in fits.csv. A comparison of the
+//! run it was calibrated on prices each method's cases with the model calibrated
+//! without that method ([`HostCalibration::for_method`], leave one method out), so no
+//! case is both calibration and validation.
 
 use super::{e2e_rows, simulate, CostModel, Result, SimCase, SimError};
 use crate::bench::stats::median;
 use std::collections::BTreeMap;
 use std::path::Path;
-
-/// The method whose rows calibrate the latencies (the dense baseline).
-pub const CALIBRATION_METHOD: &str = "ssgd";
 
 /// See the module docs. `Default` is the ideal host (share 1, no latencies).
 #[derive(Clone, Debug, PartialEq)]
@@ -61,8 +65,19 @@ pub struct HostModel {
     /// (pipelining on): the ranks' device threads wake once per layer and take cores from
     /// the exchanges.
     pub bwd_slowdown: f64,
-    /// ssgd rows the latencies were fitted on (0: not calibrated).
+    /// Rows the latencies were fitted on (0: not calibrated).
     pub points: usize,
+    /// Repeats (rounds) of the calibration cases, and the methods they ran.
+    pub rounds: usize,
+    pub methods: Vec<String>,
+    /// The spread over rounds (smallest and largest per-round value, [`pool`]) of
+    /// `start_s`, `sync_s` and `bwd_slowdown`.
+    pub start_range_s: (f64, f64),
+    pub sync_range_s: (f64, f64),
+    pub bwd_slowdown_range: (f64, f64),
+    /// Rows that informed `start_s`, `sync_s` and `bwd_slowdown` ([`bisect`] leaves out
+    /// rows that cannot tell).
+    pub term_points: [usize; 3],
     /// Where the values came from (for sim.csv's `cost_source`).
     pub source: String,
 }
@@ -75,6 +90,12 @@ impl Default for HostModel {
             sync_s: 0.0,
             bwd_slowdown: 1.0,
             points: 0,
+            rounds: 0,
+            methods: Vec::new(),
+            start_range_s: (0.0, 0.0),
+            sync_range_s: (0.0, 0.0),
+            bwd_slowdown_range: (1.0, 1.0),
+            term_points: [0; 3],
             source: "ideal host".into(),
         }
     }
@@ -82,7 +103,21 @@ impl Default for HostModel {
 
 impl HostModel {
     pub fn describe(&self) -> String {
-        format!("host cpu share {:.2}, start {:.1} us, resync {:.1} us, work during backward x{:.3} ({})", self.cpu_share, self.start_s * 1e6, self.sync_s * 1e6, self.bwd_slowdown, self.source)
+        format!(
+            "host cpu share {:.2}, start {:.1} us [{:.1}, {:.1}], resync {:.1} us [{:.1}, {:.1}], work during backward x{:.3} [{:.3}, {:.3}] (brackets: spread over {} round(s); {})",
+            self.cpu_share,
+            self.start_s * 1e6,
+            self.start_range_s.0 * 1e6,
+            self.start_range_s.1 * 1e6,
+            self.sync_s * 1e6,
+            self.sync_range_s.0 * 1e6,
+            self.sync_range_s.1 * 1e6,
+            self.bwd_slowdown,
+            self.bwd_slowdown_range.0,
+            self.bwd_slowdown_range.1,
+            self.rounds,
+            self.source
+        )
     }
 }
 
@@ -90,6 +125,21 @@ impl HostModel {
 /// `min(1, cores / ranks)` on the most loaded host, with a description. `None` when the
 /// file is missing or predates `host_cores`.
 pub fn cpu_share_from_run_json(path: &Path) -> Result<Option<(f64, String)>> {
+    Ok(layout_from_run_json(path)?.map(|l| ((l.cores as f64 / l.ranks as f64).min(1.0), l.what)))
+}
+
+/// The most loaded machine of a run (fewest cores per rank): its ranks and cores, and a
+/// description (`4 ranks on 2 cores of HOST`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Layout {
+    pub ranks: usize,
+    pub cores: u64,
+    pub what: String,
+}
+
+/// [`Layout`] from `run.json` (`hosts`, `host_cores`, `host_kernels`); `None` when the
+/// file is missing or predates `host_cores`.
+pub fn layout_from_run_json(path: &Path) -> Result<Option<Layout>> {
     let Ok(text) = std::fs::read_to_string(path) else {
         return Ok(None);
     };
@@ -151,7 +201,6 @@ pub fn cpu_share_from_run_json(path: &Path) -> Result<Option<(f64, String)>> {
         .values()
         .min_by(|a, b| (a.1 as f64 / a.0 as f64).total_cmp(&(b.1 as f64 / b.0 as f64)))
         .expect("at least one host");
-    let share = (*cores as f64 / *ranks as f64).min(1.0);
     let what = if names.len() > 1 {
         format!(
             "{ranks} ranks on {cores} cores of {} ({} host names, one machine)",
@@ -161,20 +210,48 @@ pub fn cpu_share_from_run_json(path: &Path) -> Result<Option<(f64, String)>> {
     } else {
         format!("{ranks} ranks on {cores} cores of {}", names[0])
     };
-    Ok(Some((share, what)))
+    Ok(Some(Layout {
+        ranks: *ranks,
+        cores: *cores,
+        what,
+    }))
 }
 
 /// Largest factor the calibration gives the work during backward.
 const MAX_BWD_SLOWDOWN: f64 = 16.0;
 
-/// The `x` in `[lo, hi]` at which the non-decreasing `f(x)` meets `target` (`lo` when
-/// `f(lo)` is already there, `hi` when `f(hi)` is still below), by 40 bisections.
-fn bisect(lo: f64, hi: f64, target: f64, mut f: impl FnMut(f64) -> Result<f64>) -> Result<f64> {
-    if f(lo)? >= target {
-        return Ok(lo);
+/// Points at which [`bisect`] checks that a row's simulated iteration does not decrease
+/// with the term.
+const MONOTONE_CHECKS: usize = 16;
+
+/// The `x` in `[lo, hi]` at which `f(x)` meets `target` (`lo` when `f(lo)` is already
+/// there, `hi` when `f(hi)` is still below), by 40 bisections; `None` when the row cannot
+/// tell: `f` decreases somewhere in the range (checked at [`MONOTONE_CHECKS`] points:
+/// with a resynchronisation latency, a communication thread slowed inside backward can
+/// stop waiting for the device and skip the latency, so a compressed method's pipelined
+/// iteration can get faster), or it is already at `target` at `lo` without responding
+/// there (flat over the first 1% of the range: its work inside backward stays hidden).
+fn bisect(
+    lo: f64,
+    hi: f64,
+    target: f64,
+    mut f: impl FnMut(f64) -> Result<f64>,
+) -> Result<Option<f64>> {
+    let mut prev = f64::NEG_INFINITY;
+    for i in 0..=MONOTONE_CHECKS {
+        let v = f(lo + (hi - lo) * i as f64 / MONOTONE_CHECKS as f64)?;
+        if v < prev * (1.0 - 1e-9) {
+            return Ok(None);
+        }
+        prev = v;
+    }
+    let f_lo = f(lo)?;
+    if f_lo >= target {
+        let responds = f(lo + 0.01 * (hi - lo))? > f_lo * (1.0 + 1e-9);
+        return Ok(responds.then_some(lo));
     }
     if f(hi)? < target {
-        return Ok(hi);
+        return Ok(Some(hi));
     }
     let (mut lo, mut hi) = (lo, hi);
     for _ in 0..40 {
@@ -185,38 +262,149 @@ fn bisect(lo: f64, hi: f64, target: f64, mut f: impl FnMut(f64) -> Result<f64>) 
             hi = mid;
         }
     }
-    Ok(0.5 * (lo + hi))
+    Ok(Some(0.5 * (lo + hi)))
 }
 
-/// A measured dense-baseline row used for calibration.
+/// A measured host-compression row used for calibration: its case, which repeat of the
+/// case it is (`round`: the k-th row of the case in the file), and its measurements.
 struct Sample {
     case: SimCase,
+    /// The e2e.csv case key (every non-measurement column), joined.
+    key: String,
+    round: usize,
     fwd_s: f64,
     iter_s: f64,
 }
 
-/// Calibrate a [`HostModel`] per world size from the `ssgd` rows of `e2e_csv` (rows with
-/// `compute = none` are left out: their device never sleeps). `costs(n)` gives the cost
-/// model (network, compression) the host model is added to. `cpu_share` (from
-/// [`cpu_share_from_run_json`]) applies to every world size of the file (one run, one
-/// layout); world sizes without ssgd rows get the share and no latencies.
+/// One term's calibration from per-row estimates `(case key, round, value)`: the median
+/// over cases of each case's median over rounds (one noisy case or one slow round moves
+/// neither), and the spread over rounds, the smallest and largest of the per-round
+/// medians over cases. `None` without estimates.
+fn pool(est: &[(&str, usize, f64)]) -> Option<(f64, f64, f64)> {
+    let mut by_case: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut by_round: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    for &(k, r, v) in est {
+        by_case.entry(k).or_default().push(v);
+        by_round.entry(r).or_default().push(v);
+    }
+    let mut per_case: Vec<f64> = by_case
+        .into_values()
+        .filter_map(|mut v| median(&mut v))
+        .collect();
+    let value = median(&mut per_case)?;
+    let per_round: Vec<f64> = by_round
+        .into_values()
+        .filter_map(|mut v| median(&mut v))
+        .collect();
+    let lo = per_round.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = per_round.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Some((value, lo, hi))
+}
+
+/// The host model calibrated on `samples` (any methods) on top of `cm`: the start
+/// latency from `fwd_s`, then per row without pipelining the resynchronisation latency
+/// at which the simulated `iter_s` meets the measured one, then per row with pipelining
+/// the slowdown inside backward at that latency, each pooled by [`pool`].
+fn calibrate_on(samples: &[&Sample], cm: &mut CostModel, base: &HostModel) -> Result<HostModel> {
+    let mut host = base.clone();
+    let est: Vec<(&str, usize, f64)> = samples
+        .iter()
+        .map(|s| (s.key.as_str(), s.round, s.fwd_s - s.case.workload.fwd_s))
+        .collect();
+    host.term_points[0] = est.len();
+    if let Some((v, lo, hi)) = pool(&est) {
+        host.start_s = v.max(0.0);
+        host.start_range_s = (lo.max(0.0), hi.max(0.0));
+    }
+    cm.host = host.clone();
+    let mut est = Vec::new();
+    for s in samples.iter().filter(|s| !s.case.pipelining) {
+        let v = bisect(0.0, s.iter_s, s.iter_s, |v| {
+            cm.host.sync_s = v;
+            Ok(simulate(&s.case, cm)?.iter_s)
+        })?;
+        if let Some(v) = v {
+            est.push((s.key.as_str(), s.round, v));
+        }
+    }
+    host.term_points[1] = est.len();
+    if let Some((v, lo, hi)) = pool(&est) {
+        (host.sync_s, host.sync_range_s) = (v, (lo, hi));
+    }
+    cm.host.sync_s = host.sync_s;
+    let mut est = Vec::new();
+    for s in samples.iter().filter(|s| s.case.pipelining) {
+        let k = bisect(1.0, MAX_BWD_SLOWDOWN, s.iter_s, |k| {
+            cm.host.bwd_slowdown = k;
+            Ok(simulate(&s.case, cm)?.iter_s)
+        })?;
+        if let Some(k) = k {
+            est.push((s.key.as_str(), s.round, k));
+        }
+    }
+    host.term_points[2] = est.len();
+    if let Some((v, lo, hi)) = pool(&est) {
+        (host.bwd_slowdown, host.bwd_slowdown_range) = (v, (lo, hi));
+    }
+    let mut methods: Vec<String> = samples.iter().map(|s| s.case.method.clone()).collect();
+    methods.sort();
+    methods.dedup();
+    host.points = samples.len();
+    host.rounds = samples.iter().map(|s| s.round + 1).max().unwrap_or(0);
+    host.methods = methods;
+    Ok(host)
+}
+
+/// A world size's host models: [`HostCalibration::all`] on every calibration row (what
+/// projections use), and per method the model calibrated without that method's rows
+/// (leave-one-method-out: what a comparison of the same run prices that method's cases
+/// with, so no case is both calibration and validation).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HostCalibration {
+    pub all: HostModel,
+    pub held_out: BTreeMap<String, HostModel>,
+}
+
+impl HostCalibration {
+    /// The model for a case of `method` out of sample: calibrated without its rows when
+    /// the calibration had other methods, else [`HostCalibration::all`] (`true`: in
+    /// sample, the case calibrated it).
+    pub fn for_method(&self, method: &str) -> (&HostModel, bool) {
+        match self.held_out.get(method) {
+            Some(h) => (h, false),
+            None => (&self.all, self.all.methods.iter().any(|m| m == method)),
+        }
+    }
+}
+
+/// Calibrate per world size from the host-compression rows of every method in
+/// `e2e_csv` (rows with `compute = none` are left out: their device never sleeps; device
+/// rows too: their timeline has no host work to fit): [`HostCalibration::all`] on all of
+/// them and, where two or more methods calibrate, one model per method without it.
+/// `costs(n)` gives the cost model (network, compression) the host model is added to.
+/// `cpu_share` (from [`cpu_share_from_run_json`]) applies to every world size of the
+/// file (one run, one layout); world sizes without such rows get the share and no
+/// latencies.
 pub fn calibrate(
     e2e_csv: &Path,
     cpu_share: Option<(f64, String)>,
     costs: &dyn Fn(usize) -> Result<CostModel>,
-) -> Result<BTreeMap<usize, HostModel>> {
+) -> Result<BTreeMap<usize, HostCalibration>> {
     let (share, share_src) =
         cpu_share.unwrap_or((1.0, "cpu share unknown: run.json without host_cores".into()));
     let mut by_n: BTreeMap<usize, Vec<Sample>> = BTreeMap::new();
-    for (case, m, _) in e2e_rows(e2e_csv)? {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for (case, m, key) in e2e_rows(e2e_csv)? {
+        let key: String = key.iter().map(|(k, v)| format!("{k}={v};")).collect();
+        let round = seen.entry(key.clone()).or_insert(0);
+        let r = *round;
+        *round += 1;
         let rows = by_n.entry(case.world_size).or_default();
-        // Host compression rows only: a device row's timeline has no host work to fit.
-        if case.method == CALIBRATION_METHOD
-            && !m.compute_none
-            && case.compress_on == crate::devcost::CompressOn::Host
-        {
+        if !m.compute_none && case.compress_on == crate::devcost::CompressOn::Host {
             rows.push(Sample {
                 case,
+                key,
+                round: r,
                 fwd_s: m.fwd_s,
                 iter_s: m.iter_s,
             });
@@ -224,58 +412,80 @@ pub fn calibrate(
     }
     let mut out = BTreeMap::new();
     for (n, samples) in by_n {
-        let mut host = HostModel {
+        let base = HostModel {
             cpu_share: share,
             source: share_src.clone(),
             ..HostModel::default()
         };
-        if samples.is_empty() {
-            out.insert(n, host);
-            continue;
-        }
         // No network fit at this size: the comparison itself reports that.
-        let Ok(mut cm) = costs(n) else {
-            out.insert(n, host);
-            continue;
+        let mut cm = match costs(n) {
+            Ok(cm) if !samples.is_empty() => cm,
+            _ => {
+                out.insert(
+                    n,
+                    HostCalibration {
+                        all: base,
+                        held_out: BTreeMap::new(),
+                    },
+                );
+                continue;
+            }
         };
-        // Medians over rows: on a shared machine a whole case can land in a slow spell.
-        let mut start: Vec<f64> = samples
-            .iter()
-            .map(|s| s.fwd_s - s.case.workload.fwd_s)
-            .collect();
-        host.start_s = median(&mut start).unwrap_or(0.0).max(0.0);
-        cm.host = host.clone();
-        // Without pipelining: the latency per wait for the device at which the simulated
-        // iteration meets the measured one, per row (bisection: `iter_s` does not
-        // decrease with it). With pipelining the same latency per wait, and the exchanges
-        // inside backward slowed by the factor found the same way (>= 1).
-        let rows = |on: bool| samples.iter().filter(move |s| s.case.pipelining == on);
-        let mut est = Vec::new();
-        for s in rows(false) {
-            est.push(bisect(0.0, s.iter_s, s.iter_s, |v| {
-                cm.host.sync_s = v;
-                Ok(simulate(&s.case, &cm)?.iter_s)
-            })?);
-        }
-        let sync = median(&mut est).unwrap_or(0.0);
-        host.sync_s = sync;
-        cm.host.sync_s = sync;
-        let mut est = Vec::new();
-        for s in rows(true) {
-            est.push(bisect(1.0, MAX_BWD_SLOWDOWN, s.iter_s, |k| {
-                cm.host.bwd_slowdown = k;
-                Ok(simulate(&s.case, &cm)?.iter_s)
-            })?);
-        }
-        host.bwd_slowdown = median(&mut est).unwrap_or(1.0);
-        host.points = samples.len();
-        host.source = format!(
-            "{}; latencies from {} ssgd row(s) of {}",
-            host.source,
-            samples.len(),
+        let every: Vec<&Sample> = samples.iter().collect();
+        let mut all = calibrate_on(&every, &mut cm, &base)?;
+        all.source = format!(
+            "{}; latencies from {} row(s) of {} ({} method(s), {} round(s)) of {}",
+            base.source,
+            all.points,
+            all.methods.join(" "),
+            all.methods.len(),
+            all.rounds,
             e2e_csv.display()
         );
-        out.insert(n, host);
+        let mut held_out = BTreeMap::new();
+        if all.methods.len() > 1 {
+            for m in &all.methods {
+                let rest: Vec<&Sample> = every
+                    .iter()
+                    .copied()
+                    .filter(|s| &s.case.method != m)
+                    .collect();
+                let mut h = calibrate_on(&rest, &mut cm, &base)?;
+                h.source = format!(
+                    "{}; latencies from {} row(s) of {} method(s), {m} held out, of {}",
+                    base.source,
+                    h.points,
+                    h.methods.len(),
+                    e2e_csv.display()
+                );
+                held_out.insert(m.clone(), h);
+            }
+        }
+        out.insert(n, HostCalibration { all, held_out });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pool;
+
+    #[test]
+    fn pool_is_the_median_of_case_medians_with_the_spread_over_rounds() {
+        // Case a: 1, 2, 9 over rounds 0..3 (one slow round); b: 2, 3, 4; c: 10, 10, 10.
+        let est = [
+            ("a", 0, 1.0),
+            ("a", 1, 2.0),
+            ("a", 2, 9.0),
+            ("b", 0, 2.0),
+            ("b", 1, 3.0),
+            ("b", 2, 4.0),
+            ("c", 0, 10.0),
+            ("c", 1, 10.0),
+            ("c", 2, 10.0),
+        ];
+        // Case medians 2, 3, 10: the median 3. Round medians 2, 3, 9.
+        assert_eq!(pool(&est), Some((3.0, 2.0, 9.0)));
+        assert_eq!(pool(&[]), None);
+    }
 }

@@ -19,6 +19,10 @@ pub struct Comparison {
     pub rel_err: f64,
     /// The case ran with `compute = none` (never a host calibration row).
     pub compute_none: bool,
+    /// Rows (repeats) of the case, and their run-to-run spread `(max - min) / median` of
+    /// `iter_s` (`None` with one row).
+    pub rounds: usize,
+    pub spread_rel: Option<f64>,
 }
 
 /// Pair each measured case (all repeats of one e2e.csv case, [`measured_cases`]) with
@@ -37,6 +41,8 @@ pub fn compare(measured: &[MeasuredCase], sim: &[SimRow]) -> Result<Vec<Comparis
         .zip(sim)
         .filter_map(|(m, s)| {
             let mut v: Vec<f64> = m.rows.iter().map(|r| r.iter_s).collect();
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             crate::bench::stats::median(&mut v).map(|meas| Comparison {
                 key: m.label.clone(),
                 method: s.method.clone(),
@@ -45,6 +51,8 @@ pub fn compare(measured: &[MeasuredCase], sim: &[SimRow]) -> Result<Vec<Comparis
                 simulated_s: s.iter_s,
                 rel_err: (s.iter_s - meas) / meas,
                 compute_none: m.rows.iter().any(|r| r.compute_none),
+                rounds: m.rows.len(),
+                spread_rel: (m.rows.len() > 1 && meas > 0.0).then(|| (hi - lo) / meas),
             })
         })
         .collect();

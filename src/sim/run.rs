@@ -113,7 +113,7 @@ fn costs_for(
             })?;
             let mut c = CostModel::with_network(Box::new(net)).with_compress_fits(rep);
             if let Some(h) = rep.host.get(&n) {
-                c.host = h.clone();
+                c.host = h.all.clone();
             }
             c
         }
@@ -173,13 +173,44 @@ struct VsMeasuredRow {
     rel_err: f64,
     #[serde(serialize_with = "crate::record::display")]
     tolerance: f64,
-    /// `calibration`: the row calibrated the host latencies at its size; `validation`.
+    /// `calibration`: the case calibrated the host model that priced it (in sample);
+    /// `validation`: it did not (a leave-one-method-out model, or another run's).
     role: &'static str,
+    /// Rows (repeats) of the measured case and their spread `(max - min) / median`.
+    rounds: usize,
+    spread_rel: Option<f64>,
+    /// `within`, `outside`, `too-noisy` (spread above the tolerance) or
+    /// `ranks-exceed-cores` (not held to the tolerance); [`verdict`].
+    verdict: &'static str,
+    /// The measured run's most loaded machine when its ranks and their device threads
+    /// outnumber its cores (`4 ranks + 4 device threads on 2 cores of HOST`); else empty.
+    oversubscribed: String,
+}
+
+/// A case's verdict: `too-noisy` when its own run-to-run spread exceeds the tolerance
+/// (the error cannot be told from the noise), `ranks-exceed-cores` when the measured
+/// ranks outnumbered the cores (every rank waits for cores, which the target does not
+/// cover; issue 29), else `within` or `outside` the tolerance.
+pub fn verdict(
+    rel_err: f64,
+    spread_rel: Option<f64>,
+    ranks_exceed_cores: bool,
+    tolerance: f64,
+) -> &'static str {
+    if spread_rel.is_some_and(|s| s > tolerance) {
+        "too-noisy"
+    } else if ranks_exceed_cores {
+        "ranks-exceed-cores"
+    } else if rel_err.abs() <= tolerance {
+        "within"
+    } else {
+        "outside"
+    }
 }
 
 /// Run the simulator: the cartesian product of the axes, or the cases of a measured
-/// e2e.csv (`--compare`), writing `OUT/sim.csv` (source=simulated) and, when comparing,
-/// `OUT/sim_vs_measured.csv`.
+/// e2e.csv (`--compare`), writing `OUT/sim.csv` (source=simulated), with `--fits` the
+/// fits it used (`OUT/fits.csv`) and, when comparing, `OUT/sim_vs_measured.csv`.
 pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
     // An output directory that cannot be created is bad input (exit 2), as for `run`.
     std::fs::create_dir_all(&req.out).map_err(|e| {
@@ -209,6 +240,16 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
     // Registered shapes' wires, shared by every case of the sweep.
     let mut wires = WireCache::default();
     let measured = req.compare.as_deref().map(measured_cases).transpose()?;
+    // Comparing the run the host model was calibrated on: each method's cases priced by
+    // the model calibrated without them (host.rs, leave one method out).
+    let same_run = match (
+        &req.compare,
+        report.as_ref().and_then(|r| r.host_source.as_ref()),
+    ) {
+        (Some(a), Some(b)) => same_file(a, b),
+        _ => false,
+    };
+    let mut in_sample = Vec::new();
     if let Some(measured) = &measured {
         for m in measured {
             let n = m.case.world_size;
@@ -218,7 +259,19 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
                 .compress_device
                 .as_deref()
                 .or(req.compress_device.as_deref());
-            let costs = costs_for(req, n, g, report.as_ref(), dev, profile.as_ref())?;
+            let mut costs = costs_for(req, n, g, report.as_ref(), dev, profile.as_ref())?;
+            let host = report.as_ref().and_then(|r| r.host.get(&n));
+            let mut calibrated = false;
+            if let (Some(h), None) = (host, &req.network) {
+                let (model, inside) = if same_run {
+                    h.for_method(&m.case.method)
+                } else {
+                    (&h.all, false)
+                };
+                costs.host = model.clone();
+                calibrated = inside && model.points > 0 && !m.rows.iter().any(|r| r.compute_none);
+            }
+            in_sample.push((m.label.clone(), calibrated));
             let r = simulate_with(&m.case, &costs, &mut wires)?;
             rows.push(SimRow::new(&m.case, &r, &costs));
         }
@@ -272,19 +325,39 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
     if req.validate_published {
         write_published_validation(req)?;
     }
+    // The fits it used beside it (the host model with its spread over rounds and its
+    // leave-one-method-out calibrations; docs/csv-schema.md, fits.csv).
+    if let Some(rep) = &report {
+        crate::record::write_all(&req.out.join("fits.csv"), &rep.rows, Existing::Replace)?;
+    }
     let mut outside = Vec::new();
     if let Some(measured) = &measured {
         let cmp = compare(measured, &rows)?;
         let mut out = Vec::with_capacity(cmp.len());
+        let in_sample: std::collections::HashMap<String, bool> = in_sample.into_iter().collect();
+        let layout = measured_layout(req)?;
         for c in &cmp {
-            // These rows calibrated the host latencies at this size (sim/host.rs).
-            let calibrated = req.network.is_none()
-                && c.method == super::host::CALIBRATION_METHOD
-                && !c.compute_none
-                && report
-                    .as_ref()
-                    .and_then(|r| r.host.get(&c.world_size))
-                    .is_some_and(|h| h.points > 0);
+            let calibrated = in_sample.get(&c.key).copied().unwrap_or(false);
+            let (exceed, over) = match &layout {
+                // Ranks plus their device threads (compute not `none`) against the cores.
+                Some(l) if l.ranks_total == c.world_size => {
+                    let threads = if c.compute_none { 0 } else { l.ranks };
+                    let over = (l.ranks + threads) as u64 > l.cores;
+                    (
+                        l.ranks as u64 > l.cores,
+                        if over {
+                            format!(
+                                "{} ranks + {threads} device threads on {} cores{}",
+                                l.ranks, l.cores, l.host
+                            )
+                        } else {
+                            String::new()
+                        },
+                    )
+                }
+                _ => (false, String::new()),
+            };
+            let v = verdict(c.rel_err, c.spread_rel, exceed, req.tolerance);
             out.push(VsMeasuredRow {
                 schema_version: crate::record::SCHEMA_VERSION,
                 case: c.key.clone(),
@@ -299,19 +372,48 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
                 } else {
                     "validation"
                 },
+                rounds: c.rounds,
+                spread_rel: c.spread_rel,
+                verdict: v,
+                oversubscribed: over,
             });
             println!(
-                "{:<70} measured {:>10.3} ms  simulated {:>10.3} ms  {:+6.1}%{}",
+                "{:<70} measured {:>10.3} ms (spread {:>5.1}% of {}) simulated {:>10.3} ms  {:+6.1}%  {}{}",
                 c.key,
                 c.measured_s * 1e3,
+                c.spread_rel.unwrap_or(f64::NAN) * 100.0,
+                c.rounds,
                 c.simulated_s * 1e3,
                 c.rel_err * 100.0,
-                if calibrated { "  (calibration)" } else { "" }
+                v,
+                if calibrated { " (calibration)" } else { "" }
             );
-            if c.rel_err.abs() > req.tolerance {
+            if v == "outside" {
                 outside.push(format!("{} ({:+.1}%)", c.key, c.rel_err * 100.0));
             }
         }
+        let count = |v: &str| out.iter().filter(|r| r.verdict == v).count();
+        let over: std::collections::BTreeSet<&str> = out
+            .iter()
+            .map(|r| r.oversubscribed.as_str())
+            .filter(|o| !o.is_empty())
+            .collect();
+        println!(
+            "{} of {} judged case(s) within {:.0}%; {} too noisy to judge (spread over rounds above the tolerance), {} not held to it (more ranks than cores){}",
+            count("within"),
+            count("within") + count("outside"),
+            req.tolerance * 100.0,
+            count("too-noisy"),
+            count("ranks-exceed-cores"),
+            if over.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; oversubscribed: {}",
+                    over.into_iter().collect::<Vec<_>>().join("; ")
+                )
+            }
+        );
         let path = req.out.join("sim_vs_measured.csv");
         crate::record::write_all(&path, &out, Existing::Replace)?;
     }
@@ -320,6 +422,55 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         rows: rows.len(),
         outside_tolerance: outside,
     })
+}
+
+/// Whether two paths name one file (compared canonicalised; as given when either
+/// cannot be).
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// The measured run's most loaded machine, from the run.json beside `--compare`'s file
+/// (else `--fits`'s): ranks there, all ranks of the run, cores, and ` of HOST`.
+struct MeasuredLayout {
+    ranks: usize,
+    ranks_total: usize,
+    cores: u64,
+    host: String,
+}
+
+fn measured_layout(req: &SimulateRequest) -> Result<Option<MeasuredLayout>> {
+    let dirs = [
+        req.compare
+            .as_deref()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf),
+        req.fits.clone(),
+    ];
+    for d in dirs.into_iter().flatten() {
+        let p = d.join("run.json");
+        if let Some(l) = super::host::layout_from_run_json(&p)? {
+            let total = std::fs::read_to_string(&p)
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .and_then(|v| v.get("hosts").and_then(|h| h.as_array()).map(Vec::len))
+                .unwrap_or(l.ranks);
+            let host = l
+                .what
+                .split_once(" cores")
+                .map_or(String::new(), |(_, h)| h.to_string());
+            return Ok(Some(MeasuredLayout {
+                ranks: l.ranks,
+                ranks_total: total,
+                cores: l.cores,
+                host,
+            }));
+        }
+    }
+    Ok(None)
 }
 
 /// `gradcomp fit RESULTS_DIR`: fitted models and their errors, written next to the CSVs.
@@ -355,6 +506,18 @@ mod tests {
             planner_fallback: true,
             validate_published: false,
         }
+    }
+
+    #[test]
+    fn verdicts_judge_only_cases_quieter_than_the_tolerance_on_enough_cores() {
+        assert_eq!(verdict(0.10, Some(0.05), false, 0.15), "within");
+        assert_eq!(verdict(-0.16, Some(0.05), false, 0.15), "outside");
+        // One row: no spread known, judged.
+        assert_eq!(verdict(-0.16, None, false, 0.15), "outside");
+        // The spread decides before the error: a small error is no pass either.
+        assert_eq!(verdict(0.01, Some(0.2), false, 0.15), "too-noisy");
+        assert_eq!(verdict(0.5, Some(0.2), true, 0.15), "too-noisy");
+        assert_eq!(verdict(0.5, Some(0.05), true, 0.15), "ranks-exceed-cores");
     }
 
     #[test]

@@ -1,0 +1,194 @@
+//! Recorded runs as a regression corpus (issue 29): every run under
+//! tests/data/sim-accuracy/MACHINE/npN (a `make sim-accuracy` run's e2e.csv,
+//! micro_comm.csv, micro_compress.csv and run.json; README.md names machine, date and
+//! revision) replayed through `gradcomp simulate --fits RUN --compare RUN/e2e.csv`. A case
+//! passes within the tolerance; it is not judged when its own run-to-run spread
+//! (`(max - min) / median` of its rows' `iter_s`) exceeds the tolerance, or when the run's
+//! ranks outnumber its cores (docs/performance.md, "Simulator accuracy"). This test
+//! computes both from the recorded files itself; the simulator's own `verdict` column
+//! must agree with it. A case outside that is listed in MACHINE/known-misses.csv (with
+//! its reason) is expected outside; a listed case that no longer is fails too, so the
+//! list cannot go stale.
+
+mod common;
+use common::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TOLERANCE: f64 = 0.15;
+
+/// The recorded runs: every directory under tests/data/sim-accuracy/*/ with an e2e.csv.
+fn recorded_runs() -> Vec<PathBuf> {
+    let base = root().join("tests/data/sim-accuracy");
+    let mut runs = Vec::new();
+    for m in std::fs::read_dir(&base).expect("tests/data/sim-accuracy") {
+        let m = m.unwrap().path();
+        if !m.is_dir() {
+            continue;
+        }
+        for r in std::fs::read_dir(&m).unwrap() {
+            let r = r.unwrap().path();
+            if r.join("e2e.csv").exists() {
+                runs.push(r);
+            }
+        }
+    }
+    runs.sort();
+    runs
+}
+
+/// Per case label: the spread of its measured rows, from the library's grouping of
+/// e2e.csv into cases (the same cases `simulate --compare` labels).
+fn spreads(e2e: &Path) -> BTreeMap<String, Option<f64>> {
+    gradcomp::sim::measured_cases(e2e)
+        .unwrap()
+        .into_iter()
+        .map(|c| {
+            let mut v: Vec<f64> = c.rows.iter().map(|r| r.iter_s).collect();
+            v.sort_by(f64::total_cmp);
+            let med = if v.len() % 2 == 1 {
+                v[v.len() / 2]
+            } else {
+                0.5 * (v[v.len() / 2 - 1] + v[v.len() / 2])
+            };
+            let s = (v.len() > 1).then(|| (v[v.len() - 1] - v[0]) / med);
+            (c.label, s)
+        })
+        .collect()
+}
+
+/// Whether the run's ranks outnumbered the cores of its most loaded machine (run.json:
+/// `hosts`, `host_cores`, `host_kernels`: one entry per rank).
+fn ranks_exceed_cores(run_json: &Path) -> bool {
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_json).unwrap()).unwrap();
+    let hosts = v["hosts"].as_array().unwrap();
+    let cores = v["host_cores"].as_array().unwrap();
+    let kernels = v.get("host_kernels").and_then(|k| k.as_array());
+    let mut machines: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for i in 0..hosts.len() {
+        let id = kernels
+            .and_then(|k| k[i].as_str())
+            .filter(|k| !k.is_empty())
+            .unwrap_or_else(|| hosts[i].as_str().unwrap())
+            .to_string();
+        let e = machines.entry(id).or_insert((0, u64::MAX));
+        e.0 += 1;
+        e.1 = e.1.min(cores[i].as_u64().unwrap());
+    }
+    machines.values().any(|&(r, c)| r > c)
+}
+
+/// MACHINE/known-misses.csv: `run,case,reason` rows (run = `np2`, ...).
+fn known_misses(machine: &Path) -> BTreeSet<(String, String)> {
+    let p = machine.join("known-misses.csv");
+    if !p.exists() {
+        return BTreeSet::new();
+    }
+    let (h, rows) = read_csv(&p);
+    assert_eq!(h, ["run", "case", "reason"], "{}", p.display());
+    rows.into_iter()
+        .map(|r| {
+            assert!(
+                !r[2].trim().is_empty(),
+                "{}: a miss needs its reason",
+                p.display()
+            );
+            (r[0].clone(), r[1].clone())
+        })
+        .collect()
+}
+
+#[test]
+fn every_recorded_run_replays_within_the_tolerance_or_too_noisy_to_judge() {
+    let runs = recorded_runs();
+    assert!(
+        runs.len() >= 2,
+        "expected the recorded runs under tests/data/sim-accuracy, found {runs:?}"
+    );
+    let mut failures = Vec::new();
+    let mut judged = 0;
+    for run in &runs {
+        let machine = run.parent().unwrap();
+        let name = run.file_name().unwrap().to_str().unwrap().to_string();
+        assert!(
+            machine.join("README.md").exists(),
+            "{}: a recorded run needs README.md naming machine, date and revision",
+            machine.display()
+        );
+        let misses = known_misses(machine);
+        let out_dir = tmpdir(&format!(
+            "corpus-{}-{name}",
+            machine.file_name().unwrap().to_str().unwrap()
+        ));
+        let out = Command::new(BIN)
+            .args(["simulate", "--fits"])
+            .arg(run)
+            .arg("--compare")
+            .arg(run.join("e2e.csv"))
+            .args(["--tolerance", &TOLERANCE.to_string(), "--out"])
+            .arg(&out_dir)
+            .output()
+            .unwrap();
+        // Exit 1 is a case outside the tolerance, judged below; anything else is broken.
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "{}: {}",
+            run.display(),
+            stderr(&out)
+        );
+        let spread = spreads(&run.join("e2e.csv"));
+        let oversubscribed = ranks_exceed_cores(&run.join("run.json"));
+        let (h, rows) = read_csv(&out_dir.join("sim_vs_measured.csv"));
+        let col = |n: &str| h.iter().position(|c| c == n).unwrap();
+        let verdict_col = h.iter().position(|c| c == "verdict");
+        if verdict_col.is_none() {
+            failures.push(format!(
+                "{}: sim_vs_measured.csv has no verdict column",
+                run.display()
+            ));
+        }
+        assert_eq!(rows.len(), spread.len(), "{}", run.display());
+        for r in &rows {
+            let case = &r[col("case")];
+            let err: f64 = r[col("rel_err")].parse().unwrap();
+            let s = spread[case];
+            let want = if s.is_some_and(|s| s > TOLERANCE) {
+                "too-noisy"
+            } else if oversubscribed {
+                "ranks-exceed-cores"
+            } else if err.abs() <= TOLERANCE {
+                "within"
+            } else {
+                "outside"
+            };
+            judged += usize::from(matches!(want, "within" | "outside"));
+            if let Some(v) = verdict_col.filter(|&v| r[v] != want) {
+                failures.push(format!(
+                    "{}: {case}: simulate says {}, the recorded spread and layout say {want}",
+                    run.display(),
+                    r[v]
+                ));
+            }
+            let listed = misses.contains(&(name.clone(), case.clone()));
+            match (want == "outside", listed) {
+                (true, false) => failures.push(format!(
+                    "{}/{name}: {case} {:+.1}% (spread {:.1}%) outside {}%",
+                    machine.display(),
+                    err * 100.0,
+                    s.unwrap_or(f64::NAN) * 100.0,
+                    TOLERANCE * 100.0
+                )),
+                (false, true) => failures.push(format!(
+                    "{}/{name}: {case} is {want} ({:+.1}%) but listed in known-misses.csv: remove it",
+                    machine.display(),
+                    err * 100.0
+                )),
+                _ => {}
+            }
+        }
+    }
+    assert!(judged > 0, "no case of the corpus was judged");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
