@@ -54,7 +54,7 @@ HEADER = ["method", "stage", "round", "phase", "rows", "cols", "world_size", "ti
 # gradcomp's methods (src/compress/registry.rs, `METHODS`), in its order.
 METHODS = ["ssgd", "signsgd", "signsgd-mv", "topk", "dgc", "powersgd", "acpsgd", "marsit", "sketch", "qsgd"]
 # (rounds, phases) of the methods that have more than one (Compressor::rounds / phases).
-ROUNDS_PHASES = {"powersgd": (2, 1), "acpsgd": (1, 2)}
+ROUNDS_PHASES = {"powersgd": (2, 1), "acpsgd": (1, 2), "sketch": (2, 1)}
 # Methods whose decompress reads one piece per worker (Aggregation::AllGather).
 ALLGATHER = {"signsgd", "signsgd-mv", "topk", "dgc", "qsgd"}
 # gradcomp's defaults (src/compress/params.rs, MethodParams), under the same names.
@@ -723,6 +723,8 @@ class Case:
         self.blocks = t.arange((d + block - 1) // block, device=self.dev)
         self.e = t.zeros(d, device=self.dev)
         self.table = t.zeros(self.nrows, self.c, device=self.dev)
+        self.top = t.arange(self.k, device=self.dev)  # round 0's candidates (round 1 reads them)
+        self.wire1 = t.zeros(self.k, device=self.dev)
 
     def _hashes(self):
         """Bucket and sign of every element per row, from fresh keys (redrawn every step)."""
@@ -740,6 +742,14 @@ class Case:
         return out
 
     def compress_sketch(self, rnd, phase):
+        """Round 0: the sketch of p = g + e; round 1: the k candidates' exact values p[I]
+        (Sketched-SGD / FetchSGD's true top-k; docs/methods.md, "sketch")."""
+        if rnd == 1:
+            def gather():
+                self.wire1 = self.e[self.top]
+
+            return gather
+
         def run():
             p = self.e.add_(self.g.view(-1))
             self.table.zero_()
@@ -751,6 +761,13 @@ class Case:
 
     def decompress_sketch(self, rnd, phase):
         t = self.t
+        if rnd == 1:
+            def apply():
+                out = self.out.view(-1).zero_()
+                out.index_copy_(0, self.top, self.wire1.div(self.n))  # the all-reduced sum / n
+                self.e.index_fill_(0, self.top, 0.0)  # each worker's whole p[I] was applied
+
+            return apply
 
         def run():
             h = self._hashes()
@@ -760,11 +777,7 @@ class Case:
             else:
                 s = vals.sort(0).values
                 est = 0.5 * (s[self.nrows // 2 - 1] + s[self.nrows // 2])
-            top = t.topk(est.abs(), self.k, sorted=False).indices
-            sel = est[top].div_(self.n)
-            out = self.out.view(-1).zero_()
-            out.index_copy_(0, top, sel)
-            self.e.index_add_(0, top, sel, alpha=-1.0)  # e = p - est / n on the kept entries
+            self.top = t.topk(est.abs(), self.k, sorted=False).indices
 
         return run
 
