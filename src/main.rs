@@ -365,6 +365,7 @@ fn converge_command(
             quiet: cli.common.job.quiet,
             thread_level: format!("{provided:?}"),
             resume: a.resume,
+            skip_memory_check: a.skip_memory_check,
         });
     let mut progress = gradcomp::converge::Progress::default();
     let result = gradcomp::converge::command(world, req, &mut progress);

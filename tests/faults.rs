@@ -258,7 +258,8 @@ fn a_locked_out_is_refused_and_a_killed_holder_leaves_no_stale_lock() {
     let _ = wait_bounded(first, 60, "killed run");
     let mut a = strs(&args);
     a.push("--resume");
-    let again = run(2, &a, 300);
+    // At the killed run's world size (another one is refused: issue 30).
+    let again = run(3, &a, 300);
     assert!(again.status.success(), "{}", err_text(&again));
     let ids = case_ids(&csv);
     assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), ids.len());
@@ -1805,4 +1806,116 @@ fn small_slips_of_issue_30_are_refused_up_front_and_clearly() {
     ]);
     assert_eq!(sim.status.code(), Some(0), "{}", err_text(&sim));
     assert!(!err_text(&sim).contains("[gradcomp]"), "{}", err_text(&sim));
+}
+
+// ---- issue 30, item 3: method parameters count in the memory estimate --------------------
+
+/// The memory check ignored method parameters: `micro --methods sketch --shape 1024x1024
+/// --density 0.01 --sketch-rows 50 --sketch-cols-per-k 100` was estimated at 96 MiB and
+/// peaked at 529 MiB, and a sketch of terabytes passed the check and aborted in its
+/// allocation; `converge` had no check. Now run.json's estimate bounds the measured peak
+/// for those runs, and what the node cannot hold is refused with exit 2 before anything
+/// is allocated.
+#[test]
+fn method_parameters_count_in_the_memory_estimate() {
+    let _t = timed();
+    let dir = tmpdir("mem-params");
+    let bound = |out: &Path, what: &str| {
+        let m = run_json(out);
+        let (est, rss) = (
+            m["estimated_peak_bytes"].as_u64().unwrap_or(0),
+            m["peak_rss_bytes"].as_u64().unwrap_or(u64::MAX),
+        );
+        assert!(
+            rss <= est,
+            "{what}: measured peak {rss} B above the estimate {est} B"
+        );
+    };
+    for (rows, cols) in [("50", "100"), ("3", "10"), ("9", "300")] {
+        let out = dir.join(format!("sk-{rows}-{cols}"));
+        let o = out.to_str().unwrap();
+        let r = run(
+            2,
+            &[
+                "micro",
+                "--methods",
+                "sketch",
+                "--shape",
+                "1024x1024",
+                "--density",
+                "0.01",
+                "--sketch-rows",
+                rows,
+                "--sketch-cols-per-k",
+                cols,
+                "--iters",
+                "2",
+                "--warmup",
+                "0",
+                "--quiet",
+                "--skip-memory-check",
+                "--out",
+                o,
+            ],
+            300,
+        );
+        assert_eq!(r.status.code(), Some(0), "{}", err_text(&r));
+        bound(&out, &format!("sketch rows {rows}, cols/k {cols}"));
+    }
+    refused(
+        1,
+        &[
+            "micro",
+            "--methods",
+            "sketch",
+            "--shape",
+            "4096x4096",
+            "--density",
+            "0.1",
+            "--sketch-rows",
+            "1000",
+            "--sketch-cols-per-k",
+            "1000",
+            "--out",
+            dir.join("huge").to_str().unwrap(),
+        ],
+        &[
+            "micro sketch 4096x4096",
+            "needs up to",
+            "--skip-memory-check",
+        ],
+    );
+    let out = dir.join("cv");
+    let r = run(
+        2,
+        &[
+            "converge",
+            "--methods",
+            "ssgd,sketch",
+            "--steps",
+            "20",
+            "--hidden",
+            "256,256",
+            "--quiet",
+            "--skip-memory-check",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        300,
+    );
+    assert_eq!(r.status.code(), Some(0), "{}", err_text(&r));
+    bound(&out, "converge");
+    refused(
+        1,
+        &[
+            "converge",
+            "--methods",
+            "ssgd",
+            "--hidden",
+            "65536,65536,65536",
+            "--out",
+            dir.join("cv-huge").to_str().unwrap(),
+        ],
+        &["converge ssgd", "needs up to", "--skip-memory-check"],
+    );
 }

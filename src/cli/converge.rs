@@ -61,6 +61,9 @@ pub struct ConvergeArgs {
     /// seed and world size); a case cut off by a signal runs again from its first step
     #[arg(long)]
     pub resume: bool,
+    /// Run even if the estimated memory need exceeds this node's available memory
+    #[arg(long)]
+    pub skip_memory_check: bool,
 }
 
 impl ConvergeArgs {

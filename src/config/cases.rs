@@ -119,19 +119,54 @@ impl Case {
                 Collective::RingAllreduce => 0,
                 _ => bytes * 2,
             },
-            Case::MicroCompress { shape, .. } => 32 * shape.numel() as u64 + MEMORY_PROBE_BYTES,
-            Case::Micro { shape, .. } => 32 * shape.numel() as u64,
+            Case::MicroCompress {
+                method,
+                shape,
+                params,
+                ..
+            } => (32 * shape.numel() as u64)
+                .saturating_add(MEMORY_PROBE_BYTES)
+                .saturating_add(method_state_bytes(method, params, &[shape.numel()], 1)),
+            Case::Micro {
+                method,
+                shape,
+                params,
+                ..
+            } => (32 * shape.numel() as u64).saturating_add(method_state_bytes(
+                method,
+                params,
+                &[shape.numel()],
+                n,
+            )),
             Case::E2e(c) => {
-                let model = crate::models::build(&c.model)
-                    .map(|m| m.fp32_bytes() as u64)
-                    .unwrap_or(0);
+                let zoo = crate::models::build(&c.model).ok();
+                let model = zoo.as_ref().map_or(0, |m| m.fp32_bytes() as u64);
                 let gather = if c.collective == crate::comm::exchange::CollectiveMode::AllGather {
                     n.saturating_mul(model)
                 } else {
                     0
                 };
-                5 * model + gather
+                // Per tensor (`k` rounds up per tensor); merged buckets (omgs,
+                // sketch-fusion) have fewer, larger tensors: the model whole bounds them.
+                let mut tensors: Vec<usize> = zoo
+                    .as_ref()
+                    .map(|m| m.tensors.iter().map(|t| t.params()).collect())
+                    .unwrap_or_default();
+                tensors.push(tensors.iter().sum());
+                (5 * model)
+                    .saturating_add(gather)
+                    .saturating_add(method_state_bytes(&c.method, &c.params, &tensors, n))
             }
+        }
+    }
+
+    /// Timed iterations the case may run at most (adaptive e2e timing: its `max_iters`).
+    pub fn max_timed_iters(&self) -> u64 {
+        match self {
+            Case::MicroComm { iters, .. }
+            | Case::MicroCompress { iters, .. }
+            | Case::Micro { iters, .. } => *iters,
+            Case::E2e(c) => c.iters.max(c.timing.max_iters),
         }
     }
 
@@ -166,6 +201,65 @@ impl Case {
     }
 }
 
+/// Bytes of the state a method's parameters size, beyond the tensor copies counted per
+/// case, as an upper bound (tensors of `numel` elements, `world_size` ranks):
+///
+/// - Count Sketch (`sketch`, `sketch-fusion`): `sketch_rows` rows of
+///   `ceil(sketch_cols_per_k * k)` fp32 columns per tensor (`k = ceil(density * d)`): the
+///   rank's table, the all-reduced table, the MPI library's temporary and the decode
+///   scratch, 4 tables (2.6 measured, `micro --methods sketch --shape 1024x1024 --density
+///   0.01 --sketch-rows 50 --sketch-cols-per-k 100`: 529 MiB peak, 200 MiB per table);
+/// - sparse all-gather methods (`topk`, `dgc`, `omgs`): every rank's `k` (index, value)
+///   pairs received, and their decoding, twice `8 k` bytes per rank.
+///
+/// Saturating: an absurd parameter gives `u64::MAX` (refused), never an overflow.
+pub fn method_state_bytes(
+    method: &str,
+    params: &crate::compress::MethodParams,
+    numels: &[usize],
+    world_size: u64,
+) -> u64 {
+    let mut total = 0u64;
+    for &d in numels {
+        let k = params.k_of(d) as f64;
+        let b = match base_method(method) {
+            "sketch" => {
+                let cols = (params.sketch_cols_per_k * k).ceil().max(1.0);
+                let table = params.sketch_rows as f64 * cols * 4.0;
+                4.0 * table
+            }
+            "topk" | "dgc" => 2.0 * 8.0 * k * world_size as f64,
+            _ => 0.0,
+        };
+        // f64 -> u64 saturates (and NaN gives 0; parameters are validated finite).
+        total = total.saturating_add(b as u64);
+    }
+    total
+}
+
+/// Refuse `need` bytes per rank for the case `label` when `ranks_here` ranks of it do not
+/// fit in [`MEMORY_USABLE_FRACTION`] of `available_bytes`.
+pub fn check_memory_need(
+    label: &str,
+    need: u64,
+    ranks_here: usize,
+    available_bytes: u64,
+) -> Result<(), String> {
+    let total = need.saturating_mul(ranks_here as u64);
+    let usable = (available_bytes as f64 * MEMORY_USABLE_FRACTION) as u64;
+    if total > usable {
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        return Err(format!(
+            "case '{label}' needs up to {:.1} GiB per rank, {:.1} GiB for the {ranks_here} rank(s) on this node, but only {:.1} GiB is available ({:.0}% of it usable, the rest is a safety margin); use smaller sizes or parameters, fewer ranks per node, or --skip-memory-check",
+            gib(need),
+            gib(total),
+            gib(available_bytes),
+            MEMORY_USABLE_FRACTION * 100.0
+        ));
+    }
+    Ok(())
+}
+
 impl Config {
     /// Whether the run has threads besides the MPI one (the e2e device thread, the
     /// case-timeout watchdog; `cli_timeout` is `--case-timeout`): they need FUNNELED.
@@ -193,7 +287,14 @@ impl Config {
                     *bytes
                 });
             }
-            let b = c.estimated_bytes(world_size);
+            // samples.csv: rank 0 gathers every rank's time of every timed iteration
+            // (8 bytes each) and each rank keeps its own; the statistics sort a copy.
+            let samples = if self.samples {
+                c.max_timed_iters().saturating_mul(8).saturating_mul(n + 2)
+            } else {
+                c.max_timed_iters().saturating_mul(16)
+            };
+            let b = c.estimated_bytes(world_size).saturating_add(samples);
             if largest.as_ref().map_or(true, |(_, m)| b > *m) {
                 largest = Some((c, b));
             }
@@ -218,20 +319,7 @@ impl Config {
         let (need, Some(case)) = self.estimated_peak_bytes(world_size) else {
             return Ok(());
         };
-        let total = need.saturating_mul(ranks_here as u64);
-        let usable = (available_bytes as f64 * MEMORY_USABLE_FRACTION) as u64;
-        if total > usable {
-            let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-            return Err(format!(
-                "case '{}' needs up to {:.1} GiB per rank, {:.1} GiB for the {ranks_here} rank(s) on this node, but only {:.1} GiB is available ({:.0}% of it usable, the rest is a safety margin); use smaller sizes, fewer ranks per node, or --skip-memory-check",
-                case.label(),
-                gib(need),
-                gib(total),
-                gib(available_bytes),
-                MEMORY_USABLE_FRACTION * 100.0
-            ));
-        }
-        Ok(())
+        check_memory_need(&case.label(), need, ranks_here, available_bytes)
     }
 
     /// The number of cases [`Config::cases`] would expand to, without expanding them.

@@ -105,10 +105,15 @@ impl<'a> Sweep<'a> {
                     )
                     .map_err(|e| {
                         let key = match &e {
-                            // The swept rank is given as lowrank_ranks (--lowrank-rank).
+                            // The swept rank: named as the user gave it (--rank,
+                            // the deprecated name, or --lowrank-rank).
+                            crate::compress::CompressError::BadParam { key: "rank", .. }
+                                if self.ranks.is_some() =>
+                            {
+                                "ranks"
+                            }
                             crate::compress::CompressError::BadParam { key: "rank", .. }
                                 if self.lowrank_ranks.is_some()
-                                    || self.ranks.is_some()
                                     || matches!(origin, Origin::Cli) =>
                             {
                                 "lowrank_ranks"

@@ -50,6 +50,8 @@ pub struct Request {
     pub thread_level: String,
     /// `--resume`: skip the cases whose whole curve is already in `OUT/converge.csv`.
     pub resume: bool,
+    /// `--skip-memory-check`: run even if the estimate exceeds the node's memory.
+    pub skip_memory_check: bool,
 }
 
 /// Where the run went and how far it got (for the caller's messages).
@@ -68,12 +70,28 @@ pub fn command(
     req: Result<Request>,
     progress: &mut Progress,
 ) -> Result<Vec<CaseOutcome>> {
-    let (req, cases) = world.agree(req.and_then(|r| {
+    let (req, cases, estimate) = world.agree(req.and_then(|r| {
         let mut cases = Vec::new();
         for (origin, s) in &r.sections {
             cases.extend(s.validate(origin, world.size)?);
         }
-        Ok((r, cases))
+        let largest = cases
+            .iter()
+            .map(|c| (c.estimated_bytes(world.size), c))
+            .max_by_key(|(b, _)| *b);
+        if let (Some((need, case)), false) = (largest, r.skip_memory_check) {
+            if let (here, Some(avail)) = crate::cli::node_memory(world.size) {
+                crate::config::check_memory_need(
+                    &format!("converge {}", case.method),
+                    need,
+                    here,
+                    avail,
+                )
+                .map_err(crate::error::Error::Input)?;
+            }
+        }
+        let estimate = largest.map(|(b, _)| b);
+        Ok((r, cases, estimate))
     }))?;
     let warnings = crate::config::take_warnings();
     if world.is_root() {
@@ -101,7 +119,7 @@ pub fn command(
         req.thread_level.clone(),
         config,
         cases.len(),
-        None,
+        estimate,
     );
     // Rank 0 alone touches files, under the directory lock (held until we return);
     // an earlier run's run.json is kept, never overwritten.

@@ -143,6 +143,45 @@ pub struct ConvergeCase {
 }
 
 impl ConvergeCase {
+    /// Upper bound of one rank's peak resident memory while training this case (bytes):
+    /// the base every rank holds, 12 fp32 copies of the model (weights, gradients, the
+    /// decompressed average, momentum, the dense check's sum, the compressor's residual
+    /// and wires, the executor's bucket buffers), the whole synthetic data set each rank
+    /// draws before taking its stride (features and labels) and its shard, a minibatch's
+    /// activations (forward and backward) and the held-out shard's forward pass, and the
+    /// state the method's parameters size ([`crate::config::method_state_bytes`]).
+    pub fn estimated_bytes(&self, world_size: usize) -> u64 {
+        let n = world_size.max(1) as f64;
+        let params: f64 = self
+            .widths
+            .windows(2)
+            .map(|w| (w[0] * w[1] + w[1]) as f64)
+            .sum();
+        let input = *self.widths.first().unwrap_or(&1) as f64;
+        let widest = self.widths.iter().copied().max().unwrap_or(1) as f64;
+        let layers: f64 = self.widths.iter().map(|&w| w as f64).sum();
+        let samples = (self.train_samples + self.eval_samples) as f64;
+        let data = samples * (input * 4.0 + 8.0) * (1.0 + 1.0 / n);
+        let batch = 3.0 * self.batch as f64 * layers * 4.0;
+        let eval = 3.0 * (self.eval_samples as f64 / n).ceil() * widest * 4.0;
+        let tensors: Vec<usize> = self
+            .widths
+            .windows(2)
+            .flat_map(|w| [w[0] * w[1], w[1]])
+            .chain(std::iter::once(params as usize))
+            .collect();
+        let method = crate::config::method_state_bytes(
+            self.base_method(),
+            &self.params,
+            &tensors,
+            world_size as u64,
+        );
+        let own = 12.0 * params * 4.0 + data + batch + eval;
+        crate::config::BASE_RSS_BYTES
+            .saturating_add(own as u64)
+            .saturating_add(method)
+    }
+
     /// The registry compressor that runs.
     pub fn base_method(&self) -> &str {
         noef::base_of(&self.method).unwrap_or_else(|| crate::config::base_method(&self.method))
