@@ -1106,8 +1106,8 @@ CONVERGE_WHY_NOT = {
     "signsgd-mv": "unscaled +-1 update at lr 0.05: needs a ~1000x smaller lr",
     "marsit": "1 bit per element; at the tolerance's edge",
     "acpsgd": "at the tolerance's edge",
-    "sketch": "Count Sketch collision noise at this sketch size (not a published result)",
-    "sketch-fusion": "Count Sketch collision noise at this sketch size (not a published result)",
+    "sketch": "a sketch this small cannot find this flat gradient's top k (docs/methods.md, sketch)",
+    "sketch-fusion": "a sketch this small cannot find this flat gradient's top k (docs/methods.md, sketch)",
     "topk-noef": "negative control: residual dropped",
     "powersgd-noef": "negative control: residual and warm start dropped",
     "signsgd-noef": "negative control: residual dropped",
@@ -1142,6 +1142,12 @@ def converge_summary(df: pd.DataFrame) -> pd.DataFrame:
             within = within_tolerance(final, dense_final)
             status = last["status"]
             why_not = "" if within else CONVERGE_WHY_NOT.get(m.split("@")[0], "see docs/methods.md")
+            # A negative control (residual dropped) that passes is a failed control: at this size
+            # the check cannot tell a method that keeps its residual from one that loses it.
+            control = m.split("@")[0].endswith("-noef")
+            if control and within:
+                why_not = ("FAILED CONTROL: this negative control passed the check, so here the check "
+                           "cannot tell; use a control that fails (topk-noef; docs/methods.md)")
             if cut:
                 planned = f" of {int(last['steps'])}" if "steps" in gm.columns and last["steps"] == last["steps"] else ""
                 status = f"incomplete ({int(last['step']) + 1}{planned} steps)"
@@ -1155,6 +1161,8 @@ def converge_summary(df: pd.DataFrame) -> pd.DataFrame:
                 "median_step_ms": float(gm["step_s"].median() * 1e3),
                 "wire_bytes": float(gm["wire_bytes"].median()),
                 "status": status,
+                "control": ("" if not control or cut else "failed control (passed)" if within
+                            else "fails as a control should"),
                 "why_not": why_not,
             })
     return pd.DataFrame(out)

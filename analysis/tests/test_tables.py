@@ -449,3 +449,15 @@ def test_sim_accuracy_keeps_spread_and_verdict_and_the_host_calibration_its_spre
     assert len(c) == 1 and c.iloc[0]["term"] == "sync"
     assert c.iloc[0][["value", "round min", "round max", "one method out min", "one method out max"]].tolist() \
         == pytest.approx([200, 100, 300, 180, 230])
+
+
+def test_a_negative_control_that_passes_is_a_failed_control():
+    """issue 31 item 9: powersgd-noef at 1.11x dense passes the 1.25x check (as at 4 ranks):
+    reported as a failed control, not as a pass; topk-noef at 1.7x fails, as a control should."""
+    rows = (conv_rows("ssgd", [2.3, 1.5, 1.0]) + conv_rows("powersgd-noef", [2.3, 1.6, 1.11])
+            + conv_rows("topk-noef", [2.3, 2.0, 1.7]) + conv_rows("powersgd", [2.3, 1.6, 1.05]))
+    t = T.converge_summary(pd.DataFrame(rows)).set_index("method")
+    assert t.loc["powersgd-noef", "control"] == "failed control (passed)"
+    assert "FAILED CONTROL" in t.loc["powersgd-noef", "why_not"]
+    assert t.loc["topk-noef", "control"] == "fails as a control should"
+    assert t.loc["powersgd", "control"] == ""
