@@ -301,6 +301,30 @@ fn pool(est: &[(&str, usize, f64)]) -> Option<(f64, f64, f64)> {
     Some((value, lo, hi))
 }
 
+/// Per sample with (or without) `pipelining`, the value of one host term (written into
+/// `cm.host` by `set`) at which the simulated `iter_s` meets the measured one, bisected in
+/// `range(s)`; samples the term cannot explain are left out.
+fn term_estimates<'a>(
+    samples: &[&'a Sample],
+    pipelining: bool,
+    cm: &mut CostModel,
+    range: impl Fn(&Sample) -> (f64, f64),
+    set: impl Fn(&mut HostModel, f64),
+) -> Result<Vec<(&'a str, usize, f64)>> {
+    let mut est = Vec::new();
+    for s in samples.iter().filter(|s| s.case.pipelining == pipelining) {
+        let (lo, hi) = range(s);
+        let v = bisect(lo, hi, s.iter_s, |v| {
+            set(&mut cm.host, v);
+            Ok(simulate(&s.case, cm)?.iter_s)
+        })?;
+        if let Some(v) = v {
+            est.push((s.key.as_str(), s.round, v));
+        }
+    }
+    Ok(est)
+}
+
 /// The host model calibrated on `samples` (any methods) on top of `cm`: the start
 /// latency from `fwd_s`, then per row without pipelining the resynchronisation latency
 /// at which the simulated `iter_s` meets the measured one, then per row with pipelining
@@ -317,31 +341,19 @@ fn calibrate_on(samples: &[&Sample], cm: &mut CostModel, base: &HostModel) -> Re
         host.start_range_s = (lo.max(0.0), hi.max(0.0));
     }
     cm.host = host.clone();
-    let mut est = Vec::new();
-    for s in samples.iter().filter(|s| !s.case.pipelining) {
-        let v = bisect(0.0, s.iter_s, s.iter_s, |v| {
-            cm.host.sync_s = v;
-            Ok(simulate(&s.case, cm)?.iter_s)
-        })?;
-        if let Some(v) = v {
-            est.push((s.key.as_str(), s.round, v));
-        }
-    }
+    let est = term_estimates(samples, false, cm, |s| (0.0, s.iter_s), |h, v| h.sync_s = v)?;
     host.term_points[1] = est.len();
     if let Some((v, lo, hi)) = pool(&est) {
         (host.sync_s, host.sync_range_s) = (v, (lo, hi));
     }
     cm.host.sync_s = host.sync_s;
-    let mut est = Vec::new();
-    for s in samples.iter().filter(|s| s.case.pipelining) {
-        let k = bisect(1.0, MAX_BWD_SLOWDOWN, s.iter_s, |k| {
-            cm.host.bwd_slowdown = k;
-            Ok(simulate(&s.case, cm)?.iter_s)
-        })?;
-        if let Some(k) = k {
-            est.push((s.key.as_str(), s.round, k));
-        }
-    }
+    let est = term_estimates(
+        samples,
+        true,
+        cm,
+        |_| (1.0, MAX_BWD_SLOWDOWN),
+        |h, k| h.bwd_slowdown = k,
+    )?;
     host.term_points[2] = est.len();
     if let Some((v, lo, hi)) = pool(&est) {
         (host.bwd_slowdown, host.bwd_slowdown_range) = (v, (lo, hi));
