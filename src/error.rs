@@ -12,15 +12,12 @@ pub enum Error {
     /// Bad input: the message names the flag/key, the value and what is allowed.
     #[error("{0}")]
     Input(String),
-    /// A configuration file could not be read or validated.
+    /// Bad input rejected by a layer's own error type (a configuration key, a method's
+    /// parameters, a model or compute-model name): exit code 2. Each of those layers
+    /// converts its error into this variant (`From` impls beside the types), so this
+    /// module names none of the layers above it.
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
-    /// A method's parameters or usage were rejected.
-    #[error(transparent)]
-    Compress(#[from] crate::compress::CompressError),
-    /// The model zoo or compute model rejected a name or a profile.
-    #[error(transparent)]
-    Models(#[from] crate::models::ModelError),
+    Usage(Box<dyn std::error::Error + Send + Sync>),
     /// A `--check` validation found wrong results.
     #[error("check failed: {0}")]
     Check(String),
@@ -36,7 +33,7 @@ pub enum Error {
     #[error("{0}")]
     Runtime(String),
     /// A stop signal (SIGTERM, SIGINT) on some rank; every rank agreed to stop.
-    #[error("interrupted by {}", crate::bench::stop::name(*signal))]
+    #[error("interrupted by {}", crate::measure::stop::name(*signal))]
     Interrupted { signal: i32 },
     /// Every rank agreed (collectively) that the job fails with `code`; `message` is
     /// set on exactly one rank, the one that reports it.
@@ -48,11 +45,9 @@ impl Error {
     /// Process exit code for this error.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Input(_) | Error::Config(_) | Error::Compress(_) | Error::Models(_) => {
-                EXIT_USAGE
-            }
+            Error::Input(_) | Error::Usage(_) => EXIT_USAGE,
             Error::Check(_) | Error::Runtime(_) | Error::Io { .. } => EXIT_FAILURE,
-            Error::Interrupted { signal } => crate::bench::stop::exit_code(*signal),
+            Error::Interrupted { signal } => crate::measure::stop::exit_code(*signal),
             Error::Agreed { code, .. } => *code,
         }
     }
@@ -79,15 +74,5 @@ mod tests {
         assert_eq!(Error::Runtime("x".into()).exit_code(), EXIT_FAILURE);
         assert_eq!(Error::Check("x".into()).exit_code(), EXIT_FAILURE);
         assert_eq!(Error::Input("x".into()).exit_code(), EXIT_USAGE);
-        let sim_write = crate::sim::SimError::Write {
-            path: "sim.csv".into(),
-            msg: "disk full".into(),
-        };
-        assert_eq!(sim_write.exit_code(), EXIT_FAILURE);
-        let sim_read = crate::sim::SimError::Read {
-            path: "e2e.csv".into(),
-            msg: "missing".into(),
-        };
-        assert_eq!(sim_read.exit_code(), EXIT_USAGE);
     }
 }

@@ -86,8 +86,8 @@ fn main() -> ExitCode {
     let grace = cli
         .common
         .stop_grace
-        .unwrap_or(bench::stop::DEFAULT_GRACE_S);
-    let early_handlers = bench::stop::install(grace);
+        .unwrap_or(gradcomp::measure::stop::DEFAULT_GRACE_S);
+    let early_handlers = gradcomp::measure::stop::install(grace);
     // A panic ends the run without returning: run.json says so (rank 0).
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -101,7 +101,7 @@ fn main() -> ExitCode {
     let provided = mpi_env.thread_level();
     let world = mpi_env.world();
     // Again after MPI_Init, in case the MPI library installed its own.
-    if let Err(e) = early_handlers.and_then(|()| bench::stop::install(grace)) {
+    if let Err(e) = early_handlers.and_then(|()| gradcomp::measure::stop::install(grace)) {
         eprintln!("gradcomp: warning: cannot handle SIGTERM/SIGINT ({e}); a signal ends the run without a record");
     }
     // Secondary problems (the status could not be recorded) are printed after the run's
@@ -168,7 +168,7 @@ fn run(
     let config = world.agree(cli.config().and_then(|c| {
         cli::check_world_size(c.expect_ranks, world.size)?;
         if !cli.common.skip_memory_check {
-            if let (here, Some(avail)) = cli::node_memory(world.size) {
+            if let (here, Some(avail)) = gradcomp::measure::host::node_memory(world.size) {
                 c.check_memory(world.size, here, avail)
                     .map_err(Error::Input)?;
             }
@@ -289,11 +289,11 @@ fn run(
             .or(cli.common.inject_ulp_fault.map(|r| (r, bench::Fault::Ulp))),
         samples: config.samples,
     };
-    let mut summary = bench::RunSummary::default();
+    let mut summary = meta::RunSummary::default();
     let result = bench::run_all(world, &config, &mut sinks, &options, &mut summary);
     // Every rank is here together unless one rank alone failed (then it aborts the job).
     if matches!(result, Ok(()) | Err(Error::Interrupted { .. })) {
-        meta.peak_rss_bytes = Some(world.max_u64(bench::e2e::peak_rss_bytes()));
+        meta.peak_rss_bytes = Some(world.max_u64(gradcomp::measure::host::peak_rss_bytes()));
     }
     if world.is_root() {
         meta::unfollow();
@@ -312,7 +312,7 @@ fn run(
         if let Err(Error::Interrupted { signal }) = &result {
             meta.error = Some(format!(
                 "stopped by {} at {}",
-                bench::stop::name(*signal),
+                gradcomp::measure::stop::name(*signal),
                 meta.end_time.as_deref().unwrap_or("?")
             ));
         }
@@ -322,7 +322,7 @@ fn run(
         if let Err(Error::Interrupted { signal }) = &result {
             eprintln!(
                 "gradcomp: interrupted by {}: {} case(s) done by this run{}, rows are in {}; continue with: {}",
-                bench::stop::name(*signal),
+                gradcomp::measure::stop::name(*signal),
                 summary.cases_done,
                 summary
                     .last_case
@@ -373,7 +373,7 @@ fn converge_command(
         let s = &progress.summary;
         eprintln!(
             "gradcomp: interrupted by {}: {} case(s) done by this run{}, rows are in {}; continue with: {}",
-            bench::stop::name(*signal),
+            gradcomp::measure::stop::name(*signal),
             s.cases_done,
             s.last_case
                 .as_deref()

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use gradcomp::compress::{registry, MethodParams};
 use gradcomp::devcost::profile::{CompressProfile, ProfileError, HEADER};
-use gradcomp::devcost::Stage;
+use gradcomp::roofline::Stage;
 
 fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/compress_profile_resnet20_cpu.csv")

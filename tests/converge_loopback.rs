@@ -4,8 +4,9 @@
 //! 1,000 steps), and never diverges at the default sizes (docs/methods.md, "sketch").
 
 use gradcomp::comm::loopback;
+use gradcomp::config::sections_from_file;
 use gradcomp::config::Origin;
-use gradcomp::converge::{self, sections_from_file, CaseOutcome, RunContext};
+use gradcomp::converge::{self, CaseOutcome, RunContext};
 
 /// Outcomes of the `[[converge]]` section `toml` at `n` loopback ranks and `seed`.
 fn run(n: usize, seed: u64, toml: &str) -> Vec<CaseOutcome> {
@@ -32,7 +33,7 @@ fn run(n: usize, seed: u64, toml: &str) -> Vec<CaseOutcome> {
             quiet: true,
             done: &done,
         };
-        let mut summary = gradcomp::bench::RunSummary::default();
+        let mut summary = gradcomp::record::meta::RunSummary::default();
         converge::run_all(&world, &cases, &ctx, None, &mut summary).unwrap()
     });
     out.swap_remove(0)

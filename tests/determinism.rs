@@ -14,10 +14,10 @@
 //! Wires are compared section by section: `sum_f32` through `f32::to_bits`, `gather_u32`
 //! and `ring_u32` as words.
 
-use gradcomp::bench::tensors::gradient;
 use gradcomp::comm::exchange::received_alone;
 use gradcomp::compress::{registry, Compressor, MethodParams, Wire, WireLen, WorkerCtx};
-use gradcomp::config::Shape;
+use gradcomp::measure::shape::Shape;
+use gradcomp::measure::tensors::gradient;
 use ndarray::Array2;
 
 const SEED: u64 = 0x5EED_2024;

@@ -2,7 +2,7 @@
 //!
 //! Contract under test: `gradcomp::config::parse` never panics; it returns `Ok`, or an
 //! `Err` whose `Display` is one non-empty line. The string parsers (`units::parse_bytes`,
-//! `config::Shape::parse`, `schedule::plan::Fusion::parse`) never panic and name the
+//! `measure::shape::Shape::parse`, `schedule::plan::Fusion::parse`) never panic and name the
 //! offending input in their errors. Inputs: arbitrary text, structured mutations of the
 //! shipped configs in `bench-configs/`, and targeted generators; plus deterministic
 //! regression cases whose errors must name the offending key.
@@ -10,7 +10,8 @@
 //! Bounded: each property runs a fixed number of cases and persists no failures to disk
 //! (a failure prints its minimal input instead).
 
-use gradcomp::config::{parse, Shape, MAX_TENSOR_ELEMENTS};
+use gradcomp::config::parse;
+use gradcomp::measure::shape::{Shape, MAX_TENSOR_ELEMENTS};
 use gradcomp::schedule::plan::Fusion;
 use gradcomp::units::parse_bytes;
 use proptest::prelude::*;

@@ -60,7 +60,7 @@ fn num(row: &HashMap<String, String>, col: &str) -> f64 {
         .unwrap_or_else(|e| panic!("{col} = '{}': {e}", row[col]))
 }
 
-/// The statistics of the summary files, computed as src/bench/stats.rs does: sorted
+/// The statistics of the summary files, computed as src/measure/stats.rs does: sorted
 /// ascending, quantiles by linear interpolation between closest ranks (type 7), mean
 /// as the sum in sorted order over n.
 fn quantile(sorted: &[f64], q: f64) -> f64 {

@@ -3,11 +3,12 @@
 //! the same operations with the same messages as the simulator prices
 //! (docs/architecture.md, "The e2e iteration").
 
-use gradcomp::bench::stats::Timing;
 use gradcomp::comm::exchange::CollectiveMode;
 use gradcomp::comm::loopback;
 use gradcomp::compress::{registry, MethodParams, WireLen};
-use gradcomp::engine::{self, device::ComputeMode, E2eSetup, TensorSpec};
+use gradcomp::config::ComputeMode;
+use gradcomp::engine::{self, E2eSetup, TensorSpec};
+use gradcomp::measure::stats::Timing;
 use gradcomp::schedule::plan::Fusion;
 use gradcomp::schedule::{Executed, Op};
 use gradcomp::sim::{self, CostModel, SimCase, SimWorkload};

@@ -4,14 +4,14 @@
 //! This file only drives: the step, the MPI sums of the shares, the agreement.
 
 use super::compress::{one_step, setup};
-use super::tensors::{gradient, integer_gradient};
 use super::Fault;
 use crate::comm::exchange::Exchange;
 use crate::comm::World;
 use crate::compress::check::{flat, CheckCtx, Verdict, CHECKED};
 use crate::compress::{registry, MethodParams, WireLen, WorkerCtx};
-use crate::config::Shape;
 use crate::error::Result;
+use crate::measure::shape::Shape;
+use crate::measure::tensors::{gradient, integer_gradient};
 
 /// `--check` for micro: run step 0 on fresh state and compare the decompressed result
 /// with the method's reference computed outside any timed region, and with rank 0's result:

@@ -2,13 +2,13 @@
 //! compress -> exchange -> decompress under MPI). Measurement only: raw per-iteration
 //! phase times (max over ranks, and this rank's own), wire bytes and check outcomes.
 
-use super::stats::mean_bytes_per_step;
-use super::tensors::{gradient, rel_error, rel_from_parts, sq_error_parts, GRADIENT_SETS};
 use crate::comm::exchange::{received_alone, Exchange};
 use crate::comm::World;
 use crate::compress::{registry, Aggregation, Compressor, MethodParams, Wire, WireLen, WorkerCtx};
-use crate::config::Shape;
 use crate::error::{Error, Result};
+use crate::measure::shape::Shape;
+use crate::measure::stats::mean_bytes_per_step;
+use crate::measure::tensors::{gradient, rel_error, rel_from_parts, sq_error_parts, GRADIENT_SETS};
 use crate::record::samples::RankSeries;
 use ndarray::{Array2, ArrayView2};
 

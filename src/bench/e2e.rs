@@ -1,14 +1,15 @@
 //! `e2e` driver pieces: turn an [`E2eCase`] into an engine setup (model zoo + compute
 //! model) and the engine's raw series into an e2e.csv row.
 
-use super::stats::Summary;
-use crate::comm::netmodel::CommModels;
 use crate::comm::World;
+use crate::config::ComputeMode;
 use crate::config::E2eCase;
 use crate::devcost::profile::CompressProfile;
-use crate::engine::{self, device::ComputeMode, E2eSetup, TensorSpec};
+use crate::engine::{self, E2eSetup, TensorSpec};
 use crate::error::{Error, Result};
+use crate::measure::stats::Summary;
 use crate::models::{self, ComputeModel};
+use crate::netmodel::CommModels;
 use crate::record::{Fields, SCHEMA_VERSION};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -146,18 +147,6 @@ pub fn overlap_efficiency(bwd_s: f64, sync_seq_s: f64, bwd_sync_s: f64) -> f64 {
         return 0.0;
     }
     ((bwd_s + sync_seq_s - bwd_sync_s) / hideable).clamp(0.0, 1.0)
-}
-
-/// Peak resident memory of this process (VmHWM), bytes; 0 where /proc is unavailable.
-pub fn peak_rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .map_or(0, |kib| kib * 1024)
 }
 
 /// Medians of a finished case, used for the row and the overlap of the "on" case.

@@ -7,6 +7,7 @@ use crate::comm::ring::{ring_scratch_len, sum_merge};
 use crate::comm::{mpi_count, World};
 use crate::config::Collective;
 use crate::error::{Error, Result};
+use crate::measure::tensors::test_value;
 use crate::record::samples::RankSeries;
 
 /// Raw measurements of one case.
@@ -136,12 +137,6 @@ impl CommBuffers {
         }
         v.as_mut().expect("just allocated")
     }
-}
-
-/// Exactly representable test value of element `i` on rank `r` (integers in
-/// [-510, 510]: sums over up to 16,000 ranks stay exact in f32).
-pub fn test_value(i: usize, r: usize) -> f32 {
-    ((i.wrapping_mul(7).wrapping_add(r.wrapping_mul(13))) % 1021) as f32 - 510.0
 }
 
 /// Expected all-reduce sum of element `i`.

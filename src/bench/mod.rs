@@ -11,10 +11,7 @@ pub mod micro_comm;
 pub mod progress;
 mod rows;
 pub mod samples;
-pub mod stats;
-pub mod stop;
 mod table;
-pub mod tensors;
 pub mod watchdog;
 
 pub use rows::{busbw_factor, micro_comm_header, overlap_imb_pct, overlap_osu_pct, MicroCommRow};
@@ -22,6 +19,7 @@ pub use rows::{busbw_factor, micro_comm_header, overlap_imb_pct, overlap_osu_pct
 use crate::comm::World;
 use crate::config::{Case, Config};
 use crate::error::{Error, Result};
+use crate::record::meta::RunSummary;
 use crate::record::samples::{kind, RankSeries, SamplesSink};
 use crate::record::{CsvSink, Fields};
 use crate::units::HumanBytes;
@@ -37,17 +35,6 @@ pub struct Sinks {
     pub e2e: Option<CsvSink>,
     /// samples.csv (every rank's every timed iteration); `None` with `--no-samples`.
     pub samples: Option<SamplesSink>,
-}
-
-/// How far a run got (filled in as cases finish, so it is right after an error too).
-#[derive(Default)]
-pub struct RunSummary {
-    /// Cases run (rows written) by this invocation.
-    pub cases_done: usize,
-    /// Cases skipped by `--resume`.
-    pub cases_skipped: usize,
-    /// Label and id of the last case this invocation finished.
-    pub last_case: Option<String>,
 }
 
 /// How to run the cases (everything but the config).
@@ -177,7 +164,7 @@ pub fn run_all(
                 warmup,
             } => {
                 let bw = *mem_read_gbps.get_or_insert_with(|| {
-                    let mut v = [tensors::memory_read_gbps()];
+                    let mut v = [crate::measure::tensors::memory_read_gbps()];
                     world.max_in_place(&mut v);
                     v[0]
                 });
@@ -283,7 +270,7 @@ pub fn run_all(
                 let w = e2e::workload(c)?;
                 let (mut m, tr) =
                     e2e::measure(world, c, &w, config.seed, trace.is_some(), &mut e2e_inputs)?;
-                let mut rss = [e2e::peak_rss_bytes() as f64];
+                let mut rss = [crate::measure::host::peak_rss_bytes() as f64];
                 world.max_in_place(&mut rss);
                 let mut local = RankSeries::default();
                 for (name, v) in m.local.named() {

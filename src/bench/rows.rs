@@ -3,10 +3,11 @@
 
 use super::compress::CompressMeasurement;
 use super::micro_comm::CommMeasurement;
-use super::stats::Summary;
 use crate::comm::World;
 use crate::compress::MethodParams;
-use crate::config::{Collective, Shape};
+use crate::config::Collective;
+use crate::measure::shape::Shape;
+use crate::measure::stats::Summary;
 use crate::record::{Fields, SCHEMA_VERSION};
 use serde::Serialize;
 

@@ -1,8 +1,8 @@
 //! `gradcomp converge`: its flags and the `[[converge]]` sections they ask for.
 
 use super::{JobFlags, ParamArgs};
+use crate::config::ConvergeSection;
 use crate::config::Origin;
-use crate::converge::ConvergeSection;
 use crate::error::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -71,7 +71,7 @@ impl ConvergeArgs {
     /// config's `[run] seed`, else 1).
     pub fn sections(&self, seed: Option<u64>) -> Result<(u64, Vec<(Origin, ConvergeSection)>)> {
         if let Some(path) = &self.config {
-            let (run_seed, secs) = crate::converge::sections_from_file(path)?;
+            let (run_seed, secs) = crate::config::sections_from_file(path)?;
             let file = path.display().to_string();
             let sections = secs
                 .into_iter()

@@ -2,13 +2,12 @@
 //! ([`mpi`], the only file that names the `mpi` crate) and its in-process loopback backend
 //! ([`loopback`], ranks as threads: tests without `mpirun`), the [`World`] every
 //! benchmark talks through, the exchange of compressed wires ([`exchange`]), our own
-//! ring over point-to-point ([`ring`]) and the fitted network models ([`netmodel`]).
+//! ring over point-to-point ([`ring`]).
 
 pub mod collective;
 pub mod exchange;
 pub mod loopback;
 pub mod mpi;
-pub mod netmodel;
 pub mod ring;
 
 pub use self::mpi::{library_version, mpi_standard, wtime, Mpi, ThreadLevel};
@@ -63,11 +62,11 @@ impl World {
     }
 
     /// A barrier that also agrees whether to stop: every rank contributes the stop signal
-    /// it received (0: none; [`crate::bench::stop`]) to an all-reduce (max), which no rank
+    /// it received (0: none; [`crate::measure::stop`]) to an all-reduce (max), which no rank
     /// leaves before all have entered. All ranks get the same answer, so they stop
     /// together: `Err(Error::Interrupted)` when any rank was signalled.
     pub fn sync_or_stop(&self) -> Result<()> {
-        let local = crate::bench::stop::received().max(0) as u64;
+        let local = crate::measure::stop::received().max(0) as u64;
         match self.max_u64(local) {
             0 => Ok(()),
             sig => Err(Error::Interrupted { signal: sig as i32 }),

@@ -31,7 +31,7 @@ use super::{
     Aggregation, CloseRule, CompressError, Compressor, FusionSizing, MethodParams, Received,
     Result, TensorId, Wire, WireLen, WorkerCtx,
 };
-use crate::devcost::{Kernel, Stage};
+use crate::roofline::{Kernel, Stage};
 
 const NAME: &str = "acpsgd";
 

@@ -11,7 +11,7 @@
 //! bound on every preset.
 
 use super::TensorId;
-use crate::devcost::Kernel;
+use crate::roofline::Kernel;
 
 /// Bytes of an fp32 value.
 pub const F32: f64 = 4.0;

@@ -16,7 +16,6 @@
 //! the reference's `_sparsify`, and read best side by side.
 
 use super::device::{self, Out, BOOL, F32, I64};
-use super::kernels::rng_for;
 use super::select::{
     grad_slice, indexable_len, out_slice, push_pairs, scatter_mean, single_round, tensor_err,
     touched_vec, TopKScratch,
@@ -27,7 +26,8 @@ use super::{
     Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire,
     WireLen, WorkerCtx,
 };
-use crate::devcost::{Kernel, Stage};
+use crate::measure::rng::rng_for;
+use crate::roofline::{Kernel, Stage};
 use ndarray::{ArrayView2, ArrayViewMut2};
 use rand::Rng;
 

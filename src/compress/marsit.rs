@@ -28,11 +28,11 @@ use ndarray::{ArrayView2, ArrayViewMut2};
 use super::bits::{self, BernoulliMask, Slot};
 use super::check::{self, CheckCtx, Verdict};
 use super::device::{self, Out, F32};
-use super::kernels::{mix, rng_for};
 use super::{
     Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
 };
-use crate::devcost::Stage;
+use crate::measure::rng::{mix, rng_for};
+use crate::roofline::Stage;
 
 const NAME: &str = "marsit";
 /// Stream tag separating Marsit's mask RNG from other methods' streams.
@@ -276,7 +276,7 @@ impl Compressor for Marsit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compress::kernels::rng_for;
+    use crate::measure::rng::rng_for;
     use ndarray::Array2;
     use rand_distr::{Distribution, StandardNormal};
 

@@ -11,7 +11,6 @@
 use ndarray::{ArrayView2, ArrayViewMut2};
 use thiserror::Error;
 
-pub mod kernels;
 pub mod params;
 pub mod registry;
 
@@ -23,6 +22,7 @@ pub mod device;
 pub mod dgc;
 pub mod lowrank_kernels;
 pub mod marsit;
+pub mod noef;
 pub mod orth;
 pub mod powersgd;
 pub mod qsgd;
@@ -117,6 +117,13 @@ pub enum CompressError {
     /// The harness called the method in a way it does not support.
     #[error("method {method}: {msg}")]
     Unsupported { method: &'static str, msg: String },
+}
+
+/// Bad input: exit code 2 ([`crate::error::Error::Usage`]).
+impl From<CompressError> for crate::error::Error {
+    fn from(e: CompressError) -> Self {
+        crate::error::Error::Usage(Box::new(e))
+    }
 }
 
 pub type Result<T> = std::result::Result<T, CompressError>;
@@ -358,8 +365,8 @@ pub trait Compressor: Send {
         t: TensorId,
         round: usize,
         phase: usize,
-        stage: crate::devcost::Stage,
-        out: &mut dyn FnMut(crate::devcost::Kernel),
+        stage: crate::roofline::Stage,
+        out: &mut dyn FnMut(crate::roofline::Kernel),
     );
     /// Consume the exchange of `round`; after the last round write the worker-average
     /// gradient into `out` (same shape as the registered tensor).
@@ -398,7 +405,7 @@ pub trait Compressor: Send {
 mod device_kernel_tests {
     //! Every registry method's device kernel lists (docs/methods.md, "Device kernels").
     use super::*;
-    use crate::devcost::{DeviceSpec, Kernel, Stage};
+    use crate::roofline::{DeviceSpec, Kernel, Stage};
 
     const STAGES: [Stage; 2] = [Stage::Compress, Stage::Decompress];
     /// Two matrices, then two 1-D tensors (`rows = 1`), each pair small then large.

@@ -21,7 +21,7 @@ use super::{
     Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire,
     WireLen, WorkerCtx,
 };
-use crate::devcost::{Kernel, Stage};
+use crate::roofline::{Kernel, Stage};
 
 const NAME: &str = "powersgd";
 

@@ -15,11 +15,11 @@ use rand::RngCore;
 
 use super::bits::{self, Slot};
 use super::device::{self, Out, BOOL, F32};
-use super::kernels::{mix, rng_for};
 use super::{
     Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
 };
-use crate::devcost::Stage;
+use crate::measure::rng::{mix, rng_for};
+use crate::roofline::Stage;
 
 const NAME: &str = "qsgd";
 const STREAM_TAG: u64 = 0x5153_4744; // "QSGD"

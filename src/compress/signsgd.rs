@@ -24,7 +24,7 @@ use super::device::{self, Out};
 use super::{
     Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
 };
-use crate::devcost::Stage;
+use crate::roofline::Stage;
 
 /// Per-tensor EF-SignSGD state.
 #[derive(Debug, Clone, Default)]
@@ -296,7 +296,7 @@ impl Compressor for SignSgd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compress::kernels::rng_for;
+    use crate::measure::rng::rng_for;
     use ndarray::Array2;
     use rand::Rng;
     use rand_distr::{Distribution, StandardNormal};

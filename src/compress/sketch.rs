@@ -46,12 +46,12 @@ use rand::RngCore;
 use super::bits::{self, Slot};
 use super::check::{self, CheckCtx, Verdict};
 use super::device::{self, Out, F32, I64};
-use super::kernels::{mix, rng_for};
 use super::select::TopKScratch;
 use super::{
     Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
 };
-use crate::devcost::{Kernel, Stage};
+use crate::measure::rng::{mix, rng_for};
+use crate::roofline::{Kernel, Stage};
 
 const NAME: &str = "sketch";
 /// Stream tag of the hash keys.

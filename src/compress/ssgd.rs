@@ -7,7 +7,7 @@ use super::select::{grad_slice, out_slice, tensor_err};
 use super::{
     Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
 };
-use crate::devcost::{Kernel, Stage};
+use crate::roofline::{Kernel, Stage};
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 const NAME: &str = "ssgd";

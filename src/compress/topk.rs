@@ -3,7 +3,6 @@
 //! the sent entries zeroed; all-gather of (index, value) pairs, decompress = sum / n.
 
 use super::device::{self, Out, F32, I32, I64};
-use super::kernels::rng_for;
 use super::select::{
     grad_slice, indexable_len, out_slice, push_pairs, scatter_mean, single_round, tensor_err,
     touched_vec, TopKScratch,
@@ -12,7 +11,8 @@ use super::{
     Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire,
     WireLen, WorkerCtx,
 };
-use crate::devcost::Stage;
+use crate::measure::rng::rng_for;
+use crate::roofline::Stage;
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 const NAME: &str = "topk";

@@ -46,7 +46,7 @@ pub struct E2eCase {
     pub collective: crate::comm::exchange::CollectiveMode,
     pub device: String,
     pub batch: Option<usize>,
-    pub compute: crate::engine::device::ComputeMode,
+    pub compute: crate::config::ComputeMode,
     pub compute_profile: Option<String>,
     pub cost_comm: Option<String>,
     /// Where compression is charged (not in the case id when `host`: ids of runs
@@ -62,7 +62,7 @@ pub struct E2eCase {
     pub params: crate::compress::MethodParams,
     pub iters: u64,
     pub warmup: u64,
-    pub timing: crate::bench::stats::Timing,
+    pub timing: crate::measure::stats::Timing,
     /// Compress each bucket as one merged tensor (omgs, sketch-fusion).
     pub merge: bool,
 }

@@ -158,13 +158,13 @@ pub struct E2eSpec {
     /// The device cost preset, when `compress_on` has `device`.
     pub compress_device: Option<String>,
     pub compress_profile: Option<String>,
-    pub compute: crate::engine::device::ComputeMode,
+    pub compute: ComputeMode,
     pub compute_profile: Option<String>,
     pub cost_comm: Option<String>,
     pub params: Vec<crate::compress::MethodParams>,
     pub iters: u64,
     pub warmup: u64,
-    pub timing: crate::bench::stats::Timing,
+    pub timing: crate::measure::stats::Timing,
 }
 
 impl E2eSection {
@@ -173,7 +173,8 @@ impl E2eSection {
         &self,
         origin: &Origin,
     ) -> Result<(Vec<crate::devcost::CompressOn>, Option<String>), ConfigError> {
-        use crate::devcost::{CompressOn, DeviceSpec};
+        use crate::devcost::CompressOn;
+        use crate::roofline::DeviceSpec;
         let mut out = Vec::with_capacity(self.compress_on.len());
         for c in &self.compress_on {
             let on = CompressOn::parse(c.trim()).ok_or_else(|| {
@@ -312,16 +313,15 @@ impl E2eSection {
             }
             collectives.push(mode);
         }
-        let compute =
-            crate::engine::device::ComputeMode::parse(&self.compute).ok_or_else(|| {
-                origin.invalid(
-                    "compute",
-                    format!(
-                        "unknown compute mode '{}'; allowed: sleep, spin, none",
-                        self.compute
-                    ),
-                )
-            })?;
+        let compute = ComputeMode::parse(&self.compute).ok_or_else(|| {
+            origin.invalid(
+                "compute",
+                format!(
+                    "unknown compute mode '{}'; allowed: sleep, spin, none",
+                    self.compute
+                ),
+            )
+        })?;
         match &self.compute_profile {
             None => {
                 crate::models::preset(&self.device).map_err(|e| origin.invalid("device", e))?;
@@ -335,7 +335,7 @@ impl E2eSection {
             }
         }
         if let Some(path) = &self.cost_comm {
-            crate::comm::netmodel::CommModels::from_micro_comm_csv(path)
+            crate::netmodel::CommModels::from_micro_comm_csv(path)
                 .map_err(|e| origin.invalid("cost_comm", e))?;
         }
         let (compress_on, compress_device) = self.compress_on(origin)?;
@@ -368,9 +368,9 @@ impl E2eSection {
 }
 
 impl E2eSection {
-    /// The stopping rule of each case ([`crate::bench::stats::Timing`]): `iters` timed
+    /// The stopping rule of each case ([`crate::measure::stats::Timing`]): `iters` timed
     /// iterations, or adaptive when `min_time_s` or `target_ci` is given.
-    fn timing(&self, origin: &Origin) -> Result<crate::bench::stats::Timing, ConfigError> {
+    fn timing(&self, origin: &Origin) -> Result<crate::measure::stats::Timing, ConfigError> {
         let iters = self.iters.unwrap_or(10);
         if self.min_time_s.is_none() && self.target_ci.is_none() {
             for (key, given) in [
@@ -384,7 +384,7 @@ impl E2eSection {
                     ));
                 }
             }
-            return Ok(crate::bench::stats::Timing::fixed(iters));
+            return Ok(crate::measure::stats::Timing::fixed(iters));
         }
         let min_time_s = self.min_time_s.unwrap_or(0.0);
         if !(min_time_s.is_finite() && (0.0..=3600.0).contains(&min_time_s)) {
@@ -414,12 +414,42 @@ impl E2eSection {
                 format!("{max_time_s} must be positive and at least min_time_s ({min_time_s})"),
             ));
         }
-        Ok(crate::bench::stats::Timing {
+        Ok(crate::measure::stats::Timing {
             min_iters: iters,
             min_time_s,
             target_rel_ci: target,
             max_iters,
             max_time_s,
         })
+    }
+}
+
+/// How the device waits out a layer's compute time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum ComputeMode {
+    /// No compute: every gradient is ready at once.
+    None,
+    /// Sleep until each layer's deadline (leaves the core to MPI ranks; default).
+    Sleep,
+    /// Busy-wait until each deadline (occupies a core like a real host thread driving a GPU).
+    Spin,
+}
+
+impl ComputeMode {
+    pub fn parse(s: &str) -> Option<ComputeMode> {
+        match s {
+            "none" => Some(ComputeMode::None),
+            "sleep" => Some(ComputeMode::Sleep),
+            "spin" => Some(ComputeMode::Spin),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ComputeMode::None => "none",
+            ComputeMode::Sleep => "sleep",
+            ComputeMode::Spin => "spin",
+        }
     }
 }

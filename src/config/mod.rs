@@ -2,6 +2,7 @@
 //! a [`Config`], and the expansion of every section into a list of [`Case`]s (lists
 //! expand to the cartesian product). The CLI subcommands build the same sections.
 
+use crate::measure::shape::Shape;
 use crate::units::parse_bytes;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -9,10 +10,12 @@ use std::path::Path;
 use thiserror::Error;
 
 mod cases;
+mod converge;
 mod e2e;
 mod micro;
 mod sweep;
 pub use cases::*;
+pub use converge::{sections_from_file, ConvergeCase, ConvergeSection};
 pub use e2e::*;
 pub use micro::*;
 pub use sweep::{Sweep, MAX_SKETCH_COLS_PER_K, MAX_SKETCH_ROWS};
@@ -29,6 +32,13 @@ pub enum ConfigError {
         file: String,
         source: std::io::Error,
     },
+}
+
+/// Bad input: exit code 2 ([`crate::error::Error::Usage`]).
+impl From<ConfigError> for crate::error::Error {
+    fn from(e: ConfigError) -> Self {
+        crate::error::Error::Usage(Box::new(e))
+    }
 }
 
 /// Where a value came from, for error messages: a CLI flag or a key of a TOML section.
@@ -159,7 +169,7 @@ pub fn parse_fusion(
 /// measured (VmHWM, Open MPI 4.1), bounded with room.
 pub const BASE_RSS_BYTES: u64 = 64 << 20;
 
-/// The buffer micro-compress reads to measure memory bandwidth (bench::tensors).
+/// The buffer micro-compress reads to measure memory bandwidth (measure::tensors).
 pub const MEMORY_PROBE_BYTES: u64 = 256 << 20;
 
 /// Share of the node's available memory a run may plan to use; the rest is a margin
@@ -191,7 +201,7 @@ pub struct FileConfig {
     /// `[[converge]]`: run by `gradcomp converge --config FILE` (src/converge/), not by
     /// `gradcomp run`.
     #[serde(default)]
-    pub converge: Vec<crate::converge::ConvergeSection>,
+    pub converge: Vec<ConvergeSection>,
 }
 
 /// A resolved configuration: what one invocation will run.

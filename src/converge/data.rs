@@ -5,7 +5,7 @@
 //! `r` of `n` trains on the shard of train samples `r, r + n, r + 2n, ...`.
 
 use super::model::argmax_rows;
-use crate::compress::kernels::rng_for;
+use crate::measure::rng::rng_for;
 use ndarray::Array2;
 use rand::Rng;
 use rand_distr::StandardNormal;
@@ -13,7 +13,7 @@ use rand_distr::StandardNormal;
 /// Hidden width of the teacher network.
 pub const TEACHER_HIDDEN: usize = 64;
 
-/// RNG stream tags (`kernels::rng_for`'s `stream`), one per use of the run seed.
+/// RNG stream tags (`measure::rng::rng_for`'s `stream`), one per use of the run seed.
 pub const STREAM_TEACHER: u64 = 0xC0_01;
 pub const STREAM_TRAIN: u64 = 0xC0_02;
 pub const STREAM_EVAL: u64 = 0xC0_03;

@@ -16,12 +16,12 @@
 
 pub mod data;
 pub mod model;
-pub mod noef;
+
 mod resume;
-mod section;
+
 mod train;
 
-pub use section::{sections_from_file, ConvergeCase, ConvergeSection};
+use crate::config::{ConvergeCase, ConvergeSection};
 pub use train::{run_all, run_case, CaseOutcome, ConvergeRow, RunContext, NOMINAL_FLOPS_PER_S};
 
 use crate::comm::World;
@@ -58,7 +58,7 @@ pub struct Request {
 #[derive(Default)]
 pub struct Progress {
     pub out: std::path::PathBuf,
-    pub summary: crate::bench::RunSummary,
+    pub summary: crate::record::meta::RunSummary,
 }
 
 /// `gradcomp converge`: validate (every rank agrees; bad input exits 2 with one
@@ -80,7 +80,7 @@ pub fn command(
             .map(|c| (c.estimated_bytes(world.size), c))
             .max_by_key(|(b, _)| *b);
         if let (Some((need, case)), false) = (largest, r.skip_memory_check) {
-            if let (here, Some(avail)) = crate::cli::node_memory(world.size) {
+            if let (here, Some(avail)) = crate::measure::host::node_memory(world.size) {
                 crate::config::check_memory_need(
                     &format!("converge {}", case.method),
                     need,
@@ -187,7 +187,7 @@ pub fn command(
     let result = run_all(world, &cases, &ctx, sink.as_mut(), &mut progress.summary);
     // Every rank is here together unless one rank alone failed (then it aborts the job).
     if matches!(result, Ok(_) | Err(crate::error::Error::Interrupted { .. })) {
-        meta.peak_rss_bytes = Some(world.max_u64(crate::bench::e2e::peak_rss_bytes()));
+        meta.peak_rss_bytes = Some(world.max_u64(crate::measure::host::peak_rss_bytes()));
     }
     if world.is_root() {
         crate::record::meta::unfollow();
@@ -201,7 +201,7 @@ pub fn command(
                 meta.status = "interrupted".into();
                 meta.error = Some(format!(
                     "stopped by {} at {}",
-                    crate::bench::stop::name(*signal),
+                    crate::measure::stop::name(*signal),
                     meta.end_time.as_deref().unwrap_or("?")
                 ));
             }

@@ -2,8 +2,9 @@
 //! gradient synchronisation through the engine's executor, the SGD loop, evaluation and
 //! the converge.csv rows.
 
-use super::{data, model, noef, ConvergeCase};
+use super::{data, model, ConvergeCase};
 use crate::comm::World;
+use crate::compress::noef;
 use crate::compress::{Compressor, WorkerCtx};
 use crate::engine::exec::{Executor, Hooks, OpTimes};
 use crate::engine::{self, E2eSetup, TensorSpec};
@@ -132,7 +133,7 @@ impl Sync {
             // executor below runs without a clock (pipelining only orders the ops).
             pipelining: true,
             collective: c.collective,
-            compute: crate::engine::device::ComputeMode::None,
+            compute: crate::config::ComputeMode::None,
             merge: c.merge(),
             cost_comm: None,
             planner_costs: Some(fixed_planner_costs(c, world.size, seed)?),
@@ -214,7 +215,7 @@ pub fn run_all(
     cases: &[ConvergeCase],
     ctx: &RunContext,
     mut sink: Option<&mut CsvSink>,
-    summary: &mut crate::bench::RunSummary,
+    summary: &mut crate::record::meta::RunSummary,
 ) -> Result<Vec<CaseOutcome>> {
     let mut outcomes = Vec::with_capacity(cases.len());
     for (i, c) in cases.iter().enumerate() {
@@ -291,7 +292,7 @@ pub fn run_case(
         )));
     }
     // Identical initial weights on every rank: seeded by the run seed only.
-    let mut init_rng = crate::compress::kernels::rng_for(seed, 0, 0, data::STREAM_INIT);
+    let mut init_rng = crate::measure::rng::rng_for(seed, 0, 0, data::STREAM_INIT);
     let mut mlp = model::Mlp::new(&c.widths, &mut init_rng);
     let tensors: Vec<TensorSpec> = mlp
         .shapes()
@@ -384,7 +385,7 @@ pub fn run_case(
             return Err(e);
         }
         // The minibatch: uniform draws from this rank's shard, seeded by (seed, step, rank).
-        let mut rng = crate::compress::kernels::rng_for(seed, step, world.rank, data::STREAM_BATCH);
+        let mut rng = crate::measure::rng::rng_for(seed, step, world.rank, data::STREAM_BATCH);
         for i in idx.iter_mut() {
             *i = rng.gen_range(0..shard.len());
         }

@@ -21,7 +21,7 @@ use ndarray::ArrayViewMut2;
 /// what every rank sent: the work the engine does besides communication), fitted as
 /// `fixed_s per call + per_element_s * elements`. Parameters are max-reduced over ranks
 /// so every rank plans the same buckets. `t_c(e) = rounds * t(e * (wire bytes per
-/// element) / rounds)`, `t` the collective's [`crate::comm::netmodel::CommFit`] (one
+/// element) / rounds)`, `t` the collective's [`crate::netmodel::CommFit`] (one
 /// alpha-beta line, or two regimes); `t_s(e, k)` charges `k` calls (one for merged
 /// compression); the backward times as the schedule that runs sees them
 /// ([`planner::planning_backward`]).
@@ -34,7 +34,7 @@ pub(super) fn plan_with_costs(
     bwd_order: &[usize],
     bwd_times: &[f64],
 ) -> Result<planner::Choice> {
-    use crate::comm::netmodel::{AlphaBeta, CommFit};
+    use crate::netmodel::{AlphaBeta, CommFit};
     let rounds = comp.rounds();
     // Wire bytes per gradient element, from the declared capacities.
     let (mut wire, mut elems) = (0usize, 0usize);
@@ -76,7 +76,7 @@ pub(super) fn plan_with_costs(
                     )
                 })
                 .collect();
-            let c = crate::comm::netmodel::CompressCost::fit(&points)
+            let c = crate::netmodel::CompressCost::fit(&points)
                 .map(|(c, _)| c)
                 .unwrap_or_default();
             (c.per_element_s, c.fixed_s.max(0.0))
@@ -109,8 +109,8 @@ fn calibrate(
     comp: &mut dyn crate::compress::Compressor,
     cap: WireLen,
     max_words: usize,
-) -> Result<(crate::comm::netmodel::CommFit, f64, f64)> {
-    use crate::comm::netmodel::CompressCost;
+) -> Result<(crate::netmodel::CommFit, f64, f64)> {
+    use crate::netmodel::CompressCost;
     let rounds = comp.rounds();
     let agg = comp.aggregation();
     let effective = s.collective.effective(agg);
@@ -144,8 +144,8 @@ fn calibrate(
         let g = match grads {
             Some(gs) => gs[t].view(),
             None => {
-                generated = crate::bench::tensors::gradient(
-                    crate::config::Shape {
+                generated = crate::measure::tensors::gradient(
+                    crate::measure::shape::Shape {
                         rows: ts.rows,
                         cols: ts.cols,
                     },
@@ -196,7 +196,7 @@ fn calibrate(
         .unwrap_or_default();
     let mut comm = fit.to_params();
     world.max_in_place(&mut comm);
-    let fit = crate::comm::netmodel::CommFit::from_params(comm);
+    let fit = crate::netmodel::CommFit::from_params(comm);
     let mut params = [cc.per_element_s, cc.fixed_s];
     world.max_in_place(&mut params);
     Ok((fit, params[0], params[1].max(0.0)))
@@ -206,7 +206,7 @@ fn calibrate(
 /// `max_words` words (at least 4 MiB, at most 256 MiB, and for gathers at most 256 MiB
 /// received by a rank) in steps of 4x, median of 5 after
 /// one warm-up (of 3 above 4 MiB), max over ranks; one alpha-beta line or two regimes
-/// ([`CommFit::fit`](crate::comm::netmodel::CommFit::fit)): a shared-memory or shaped
+/// ([`CommFit::fit`](crate::netmodel::CommFit::fit)): a shared-memory or shaped
 /// link prices a message in cache, or under a burst, differently from a large one.
 fn calibrate_comm(
     world: &World,
@@ -214,7 +214,7 @@ fn calibrate_comm(
     agg: crate::compress::Aggregation,
     gather_exact: bool,
     max_words: usize,
-) -> Result<crate::comm::netmodel::CommFit> {
+) -> Result<crate::netmodel::CommFit> {
     use crate::compress::Aggregation as A;
     // A gather receives every rank's message: keep the largest n-fold receive at 256 MiB.
     use crate::comm::exchange::CollectiveMode as M;
@@ -260,7 +260,7 @@ fn calibrate_comm(
         t.sort_by(f64::total_cmp);
         points.push(((4 * n) as f64, t[t.len() / 2]));
     }
-    crate::comm::netmodel::CommFit::fit(&points, "the collective's calibration")
+    crate::netmodel::CommFit::fit(&points, "the collective's calibration")
         .map(|(f, _)| f)
         .map_err(|e| Error::Runtime(format!("calibrating the collective: {e}")))
 }

@@ -13,38 +13,9 @@
 //! work the device is charged for, the communication thread pauses the device clock
 //! ([`Device::pause`]): that host time does not exist on the emulated timeline.
 
+use crate::config::ComputeMode;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
-
-/// How the device waits out a layer's compute time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub enum ComputeMode {
-    /// No compute: every gradient is ready at once.
-    None,
-    /// Sleep until each layer's deadline (leaves the core to MPI ranks; default).
-    Sleep,
-    /// Busy-wait until each deadline (occupies a core like a real host thread driving a GPU).
-    Spin,
-}
-
-impl ComputeMode {
-    pub fn parse(s: &str) -> Option<ComputeMode> {
-        match s {
-            "none" => Some(ComputeMode::None),
-            "sleep" => Some(ComputeMode::Sleep),
-            "spin" => Some(ComputeMode::Spin),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ComputeMode::None => "none",
-            ComputeMode::Sleep => "sleep",
-            ComputeMode::Spin => "spin",
-        }
-    }
-}
 
 /// State shared between the device thread and the communication thread.
 pub struct DeviceState {

@@ -78,7 +78,7 @@ impl DeviceCharges {
         rounds: usize,
         d: &crate::devcost::DeviceCosts,
     ) -> DeviceCharges {
-        use crate::devcost::{Kernel, Stage};
+        use crate::roofline::{Kernel, Stage};
         let list = |u: usize, r: usize, ph: usize, st: Stage| {
             let mut v: Vec<Kernel> = Vec::new();
             comp.device_kernels(u, r, ph, st, &mut |k| v.push(k));
@@ -550,12 +550,12 @@ mod tests {
             assert_eq!(ch.unit_s[0][0].len(), 3, "{method}");
             for (u, per_round) in ch.unit_s[0][0].iter().enumerate() {
                 for st in [
-                    crate::devcost::Stage::Compress,
-                    crate::devcost::Stage::Decompress,
+                    crate::roofline::Stage::Compress,
+                    crate::roofline::Stage::Decompress,
                 ] {
                     let mut n = 0;
                     comp.device_kernels(u, 0, 0, st, &mut |_| n += 1);
-                    let i = usize::from(st == crate::devcost::Stage::Decompress);
+                    let i = usize::from(st == crate::roofline::Stage::Decompress);
                     assert!(
                         per_round[0][i] >= n as f64 * launch_s,
                         "{method} unit {u}: {} s for {n} kernels",

@@ -15,10 +15,11 @@ pub mod trace;
 
 use crate::comm::World;
 use crate::compress::{registry, MethodParams, WorkerCtx};
+use crate::config::ComputeMode;
 use crate::error::{Error, Result};
 use crate::schedule::plan::{self, Fusion, PlannerKind};
 use crate::schedule::{planner, Bucket, Executed};
-use device::{ComputeMode, Device};
+use device::Device;
 pub(crate) use exec::unit_shape;
 use exec::{Executor, Hooks, OpTimes};
 
@@ -69,7 +70,7 @@ pub struct E2eSetup<'a> {
     /// by tensor.
     pub merge: bool,
     /// Fitted collective models for the planners; `None`: calibrate in this run.
-    pub cost_comm: Option<&'a crate::comm::netmodel::CommModels>,
+    pub cost_comm: Option<&'a crate::netmodel::CommModels>,
     /// Planner costs given in full (no calibration, so the plan is the same run to run:
     /// `gradcomp converge`); overrides `cost_comm`.
     pub planner_costs: Option<planner::FixedCosts>,
@@ -166,7 +167,7 @@ pub struct E2eMeasurement {
 pub fn run(
     world: &World,
     s: &E2eSetup,
-    timing: crate::bench::stats::Timing,
+    timing: crate::measure::stats::Timing,
     warmup: u64,
     mut trace: Option<&mut trace::Trace>,
 ) -> Result<E2eMeasurement> {
@@ -183,8 +184,8 @@ pub fn run(
         .iter()
         .enumerate()
         .map(|(t, ts)| {
-            crate::bench::tensors::gradient(
-                crate::config::Shape {
+            crate::measure::tensors::gradient(
+                crate::measure::shape::Shape {
                     rows: ts.rows,
                     cols: ts.cols,
                 },
@@ -219,7 +220,7 @@ pub fn run(
         let bt = &bwd_times;
         sc.spawn(move || dev.run(fwd_s, bt, compute));
         let r = (|| -> Result<()> {
-            let mut timed = crate::bench::stats::Running::default();
+            let mut timed = crate::measure::stats::Running::default();
             let now = || device.now_s();
             for it in 0.. {
                 // Only timed iterations are traced.
@@ -291,7 +292,7 @@ pub fn run(
         series,
         local,
         buckets: ex.buckets_per_step(),
-        wire_bytes: world.max_u64(crate::bench::stats::mean_bytes_per_step(
+        wire_bytes: world.max_u64(crate::measure::stats::mean_bytes_per_step(
             wire_total, iters_run,
         )),
         aggregation: ex.comp.aggregation().name(),

@@ -90,6 +90,13 @@ pub enum ModelError {
     },
 }
 
+/// Bad input: exit code 2 ([`crate::error::Error::Usage`]).
+impl From<ModelError> for crate::error::Error {
+    fn from(e: ModelError) -> Self {
+        crate::error::Error::Usage(Box::new(e))
+    }
+}
+
 /// One parameter tensor of a model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tensor {

@@ -248,3 +248,14 @@ pub fn new_run_id(stamp: &str) -> String {
 /// Git revision and rustc version baked in by build.rs.
 pub const GIT_REVISION: &str = env!("GRADCOMP_GIT_REVISION");
 pub const RUSTC_VERSION: &str = env!("GRADCOMP_RUSTC_VERSION");
+
+/// How far a run got (filled in as cases finish, so it is right after an error too).
+#[derive(Default)]
+pub struct RunSummary {
+    /// Cases run (rows written) by this invocation.
+    pub cases_done: usize,
+    /// Cases skipped by `--resume`.
+    pub cases_skipped: usize,
+    /// Label and id of the last case this invocation finished.
+    pub last_case: Option<String>,
+}

@@ -10,7 +10,7 @@
 //! per group: `t_s(d, k)` the work besides communication for a group of `k` tensors with
 //! `d` elements in all (compression, feedback and decompression of every round; `k`
 //! carries per-call fixed costs; 0 for dense) and `t_c(d)` the communication time of
-//! the group's message (e.g. [`crate::comm::netmodel::AlphaBeta`] of the method's wire
+//! the group's message (e.g. [`crate::netmodel::AlphaBeta`] of the method's wire
 //! bytes).
 //!
 //! **Timeline model** ([`timeline`]). Backward runs position after position from
@@ -375,7 +375,7 @@ pub fn mgwfbp(t_b: &[f64], p: &[usize], t_c: &dyn Fn(usize) -> f64) -> Vec<Vec<u
 
 /// `t_c` of an fp32 dense all-reduce under an alpha-beta model: `alpha + beta * 4 d`.
 #[cfg(test)]
-fn dense_allreduce_cost(ab: crate::comm::netmodel::AlphaBeta) -> impl Fn(usize) -> f64 {
+fn dense_allreduce_cost(ab: crate::netmodel::AlphaBeta) -> impl Fn(usize) -> f64 {
     move |d| ab.time_elements_s(d, 4.0)
 }
 

@@ -6,9 +6,9 @@
 use super::credit::{self, Credit};
 use super::wire::{self, UnitWire};
 use super::{exchange_collectives, exchange_s, gather_scale, CostModel, Nets, SimCase, SimResult};
-use crate::comm::netmodel::CompressCost;
 use crate::compress::WireLen;
 use crate::devcost::DeviceCosts;
+use crate::netmodel::CompressCost;
 use crate::schedule::{self, Executed, Op as SchedOp};
 
 /// One compression unit of a bucket: its elements, wire per round, and (device
@@ -27,7 +27,7 @@ pub(super) fn unit_device_s(
     shape: (usize, usize),
     k: &wire::PhaseKernels,
 ) -> Vec<Vec<[f64; 2]>> {
-    use crate::devcost::Stage;
+    use crate::roofline::Stage;
     let n = case.world_size.max(1);
     let m = case.base_method.as_str();
     k.iter()

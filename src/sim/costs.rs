@@ -2,7 +2,7 @@
 //! fit or `gradcomp fit`'s), copy costs, the network and the host model ([`CostModel`]).
 
 use super::{fit, host, network, topology, Result, SimError};
-use crate::comm::netmodel::CompressCost;
+use crate::netmodel::CompressCost;
 use network::CollectiveCost;
 use std::collections::HashMap;
 

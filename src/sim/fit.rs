@@ -4,10 +4,10 @@
 //! - micro_comm.csv → per (collective, world size) one alpha-beta model `t = alpha +
 //!   beta * bytes`, or two (small and large messages) split at a fitted breakpoint, via
 //!   [`CommModels::from_micro_comm_csv`] (weighted least squares on relative error, see
-//!   comm/netmodel.rs): one `comm` row per regime, with the sizes it was fitted on.
+//!   netmodel.rs): one `comm` row per regime, with the sizes it was fitted on.
 //! - micro_compress.csv → per method, one linear model `t = fixed + per_element * numel`
 //!   for **each phase**: `compress_s`, `feedback_s` (empty = 0) and `decompress_s`
-//!   ([`crate::comm::netmodel::CompressCost::fit`], phase by phase). Rows of one method
+//!   ([`crate::netmodel::CompressCost::fit`], phase by phase). Rows of one method
 //!   with different parameters are fitted together.
 //!   Rows over a model's layers (`micro-compress --model`, `tensors` > 1) do not enter
 //!   that fit: they scale it by `model_factor`, the median of measured / predicted over
@@ -33,7 +33,7 @@
 
 use super::host::{self, HostCalibration, HostModel};
 use super::{CostModel, MethodCosts, Result, SimError};
-use crate::comm::netmodel::{CommModels, CompressCost, FitQuality};
+use crate::netmodel::{CommModels, CompressCost, FitQuality};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -54,7 +54,7 @@ pub struct FitRow {
     /// ([`model_factor`]; empty without `micro-compress --model` rows).
     pub model_factor: Option<f64>,
     /// Comm rows: the smallest and largest message size (bytes per rank) of the regime's
-    /// points; a collective with two regimes has two rows (comm/netmodel.rs, `CommFit`).
+    /// points; a collective with two regimes has two rows (netmodel.rs, `CommFit`).
     pub from_bytes: Option<f64>,
     pub to_bytes: Option<f64>,
     /// Host rows: the calibration's spread over rounds (the smallest and largest
@@ -314,11 +314,11 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
         let rec = rec.map_err(|e| crate::record::CsvFile::malformed(&p, e))?;
         let line = i + 2;
         let get = |c: usize| rec.get(c).unwrap_or("").trim();
-        if get(c_ver) != crate::comm::netmodel::SCHEMA_VERSION.to_string() {
+        if get(c_ver) != crate::netmodel::SCHEMA_VERSION.to_string() {
             return Err(rerr(format!(
                 "line {line}: schema_version `{}`, this build reads {}",
                 get(c_ver),
-                crate::comm::netmodel::SCHEMA_VERSION
+                crate::netmodel::SCHEMA_VERSION
             )));
         }
         let num = |c: usize, name: &str, empty_zero: bool| -> Result<f64> {
@@ -424,7 +424,7 @@ fn model_factor(c: &CompressCost, rows: &[(f64, f64, f64)]) -> Option<f64> {
             (pred > 0.0 && s > 0.0).then(|| s / pred)
         })
         .collect();
-    crate::bench::stats::median(&mut r)
+    crate::measure::stats::median(&mut r)
 }
 
 #[cfg(test)]

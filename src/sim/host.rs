@@ -50,7 +50,7 @@
 //! case is both calibration and validation.
 
 use super::{e2e_rows, simulate, CostModel, Result, SimCase, SimError};
-use crate::bench::stats::median;
+use crate::measure::stats::median;
 use std::collections::BTreeMap;
 use std::path::Path;
 

@@ -43,7 +43,7 @@ pub fn compare(measured: &[MeasuredCase], sim: &[SimRow]) -> Result<Vec<Comparis
             let mut v: Vec<f64> = m.rows.iter().map(|r| r.iter_s).collect();
             let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            crate::bench::stats::median(&mut v).map(|meas| Comparison {
+            crate::measure::stats::median(&mut v).map(|meas| Comparison {
                 key: m.label.clone(),
                 method: s.method.clone(),
                 world_size: s.world_size,
@@ -152,7 +152,7 @@ pub type E2eRow = (SimCase, MeasuredRow, Vec<(String, String)>);
 
 /// Every simulable row of an e2e.csv ([`E2eRow`]).
 pub fn e2e_rows(path: &std::path::Path) -> Result<Vec<E2eRow>> {
-    use crate::engine::device::ComputeMode;
+    use crate::config::ComputeMode;
     let p = path.display().to_string();
     let rerr = |msg: String| SimError::Read {
         path: p.clone(),

@@ -54,10 +54,10 @@ pub use measured::{
 };
 
 use crate::comm::exchange::{CollectiveMode, ExchangeOp, ExchangePlan};
-use crate::comm::netmodel::CompressCost;
 use crate::compress::{registry, Aggregation, MethodParams, WireLen};
 use crate::devcost::CompressOn;
 use crate::engine::TensorSpec;
+use crate::netmodel::CompressCost;
 use crate::schedule::plan::{self, Fusion};
 use crate::schedule::{planner, Executed};
 use network::{CollectiveCost, Op};
@@ -70,7 +70,7 @@ pub enum SimError {
     #[error("simulate: method {method}: {msg}")]
     Method { method: String, msg: String },
     #[error(transparent)]
-    Net(#[from] crate::comm::netmodel::NetModelError),
+    Net(#[from] crate::netmodel::NetModelError),
     /// An input file (`--fits`, `--compare`, a network model) is missing or unreadable.
     #[error("cannot read {path}: {msg}")]
     Read { path: String, msg: String },

@@ -7,7 +7,7 @@
 //!   MPICH", IJHPCA 2005, §2 and §4), choosing the cheapest algorithm like MPICH's
 //!   size-based switch does. It works for any `n` (1024 simulated workers).
 //! - [`Fitted`]: one cost model per collective fitted from micro_comm.csv
-//!   ([`crate::comm::netmodel::CommModels`]: one alpha-beta line, or two regimes where the
+//!   ([`crate::netmodel::CommModels`]: one alpha-beta line, or two regimes where the
 //!   network's cost per byte changes with the message size); valid only at the world size
 //!   that was measured.
 //!
@@ -27,7 +27,7 @@
 //! per worker to a non-blocking switch (no contention: the ring and recursive-doubling
 //! formulas below hold as written).
 
-use crate::comm::netmodel::{AlphaBeta, CommFit, CommModels};
+use crate::netmodel::{AlphaBeta, CommFit, CommModels};
 use std::fmt;
 
 /// A collective operation the engine's exchange issues (comm/exchange.rs).

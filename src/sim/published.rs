@@ -8,7 +8,8 @@
 
 use super::network::{CollectiveCost, Op};
 use crate::compress::device::{ew, torch_topk};
-use crate::devcost::{DeviceCosts, Kernel};
+use crate::devcost::DeviceCosts;
+use crate::roofline::Kernel;
 
 /// `(P, a_s, b_s_per_byte)` of OMGS's all-gather model on its 1 GbE cluster (utils.py,
 /// `GbE_multi_p_ab`, commit ac10b98).

@@ -260,7 +260,7 @@ impl CollectiveCost for Topology {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::comm::netmodel::{AlphaBeta, CommModels};
+    use crate::netmodel::{AlphaBeta, CommModels};
     use network::Fitted;
 
     fn close(a: f64, b: f64) -> bool {

@@ -3,7 +3,7 @@
 
 use super::{merr, Result, SimCase};
 use crate::compress::{registry, Aggregation, WireLen, WorkerCtx};
-use crate::devcost::{Kernel, Stage};
+use crate::roofline::{Kernel, Stage};
 use std::collections::HashMap;
 
 /// 1-row tensors longer than this (merged buckets) get their wire capacity by affine

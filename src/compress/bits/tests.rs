@@ -3,7 +3,7 @@
 //! the masked merge.
 
 use super::*;
-use crate::compress::kernels::rng_for;
+use crate::measure::rng::rng_for;
 use rand::Rng;
 
 #[test]
@@ -37,7 +37,7 @@ fn avx2_ef_block_matches_sse() {
     if !simd::has_avx2() {
         return;
     }
-    let mut rng = super::super::kernels::rng_for(1, 2, 3, 4);
+    let mut rng = crate::measure::rng::rng_for(1, 2, 3, 4);
     let g: Vec<f32> = (0..1024)
         .map(|_| rng.next_u32() as f32 / u32::MAX as f32 - 0.5)
         .collect();

@@ -11,8 +11,8 @@ use rand::Rng;
 use rand_distr::StandardNormal;
 
 use super::orthonormalize_array;
-use crate::compress::kernels::rng_for;
 use crate::compress::lowrank_kernels::{self as lrk, MAX_FUSED_RANK};
+use crate::measure::rng::rng_for;
 
 /// Target size (f32 elements) of one cache-resident block of the big matrix (~512 KiB).
 const BLOCK_ELEMS: usize = 128 * 1024;

@@ -1,7 +1,7 @@
 //! Seeded inputs shared by the compressor tests.
 
-use crate::compress::kernels::rng_for;
 use crate::compress::{MethodParams, WorkerCtx};
+use crate::measure::rng::rng_for;
 use ndarray::Array2;
 use rand_distr::{Distribution, StandardNormal};
 

@@ -2,7 +2,7 @@
 //! threshold selection, strided sampling, ties and edge sizes.
 
 use super::*;
-use crate::compress::kernels::rng_for;
+use crate::measure::rng::rng_for;
 use rand_distr::{Distribution, StandardNormal};
 
 /// Naive reference: sort all indices by (|x| desc, index asc), keep k, sort by index.

@@ -4,7 +4,7 @@
 
 use super::{method_info, stage_code, CompressProfile, ProfileError, PARAM_KEYS, SCRIPT};
 use crate::compress::MethodParams;
-use crate::devcost::Stage;
+use crate::roofline::Stage;
 
 impl CompressProfile {
     /// Check that the profile covers a run: every method of `methods` (registry names),

@@ -2,7 +2,7 @@
 //! LayerFusion against brute force and the simple plans.
 
 use super::*;
-use crate::comm::netmodel::AlphaBeta;
+use crate::netmodel::AlphaBeta;
 use crate::schedule::plan::{buckets, Fusion};
 
 fn close(a: f64, b: f64) -> bool {

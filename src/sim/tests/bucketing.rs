@@ -40,7 +40,7 @@ fn large_1d_capacity_extrapolation_matches_registration() {
             );
         }
         // Device kernels extrapolate the same way (bytes and flops of each kernel).
-        let flat = |k: &wire::PhaseKernels| -> Vec<crate::devcost::Kernel> {
+        let flat = |k: &wire::PhaseKernels| -> Vec<crate::roofline::Kernel> {
             k.iter().flatten().flatten().flatten().copied().collect()
         };
         let (ka, kb) = (flat(&ext.kernels), flat(&exact.kernels));

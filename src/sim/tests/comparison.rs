@@ -107,3 +107,20 @@ fn cases_from_measured_e2e_rows() {
     assert!(cmp.iter().any(|c| close(c.measured_s, 0.9)));
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn sim_errors_exit_like_the_library_error() {
+    // docs/reliability.md, "Exit codes": a failed write is a failed run (1), an unusable
+    // input file is bad input (2).
+    use crate::error::{EXIT_FAILURE, EXIT_USAGE};
+    let sim_write = crate::sim::SimError::Write {
+        path: "sim.csv".into(),
+        msg: "disk full".into(),
+    };
+    assert_eq!(sim_write.exit_code(), EXIT_FAILURE);
+    let sim_read = crate::sim::SimError::Read {
+        path: "e2e.csv".into(),
+        msg: "missing".into(),
+    };
+    assert_eq!(sim_read.exit_code(), EXIT_USAGE);
+}

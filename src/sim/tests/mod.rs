@@ -88,7 +88,7 @@ fn tiny_costs() -> CostModel {
 /// A device whose every kernel costs `launch_s` (infinite bandwidth and flops).
 fn launch_only_device(launch_s: f64) -> crate::devcost::DeviceCosts {
     crate::devcost::DeviceCosts {
-        spec: crate::devcost::DeviceSpec {
+        spec: crate::roofline::DeviceSpec {
             name: "t".into(),
             launch_s,
             mem_bytes_per_s: 1e30,

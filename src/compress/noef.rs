@@ -5,7 +5,7 @@
 //! error feedback is missing. They are not methods and are accepted by `converge` only,
 //! to show that the tolerance check fails for a compressor that loses its residual.
 
-use crate::compress::{
+use super::{
     registry, Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen,
     WorkerCtx,
 };
@@ -118,8 +118,8 @@ impl Compressor for NoResidual {
         t: TensorId,
         round: usize,
         phase: usize,
-        stage: crate::devcost::Stage,
-        out: &mut dyn FnMut(crate::devcost::Kernel),
+        stage: crate::roofline::Stage,
+        out: &mut dyn FnMut(crate::roofline::Kernel),
     ) {
         self.inner.device_kernels(t, round, phase, stage, out)
     }

@@ -1,4 +1,4 @@
-//! Shared helpers for compressors: seeded random streams.
+//! Seeded random streams: the same arguments give the same stream on every rank.
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;

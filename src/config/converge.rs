@@ -1,8 +1,8 @@
 //! The `[[converge]]` section (TOML keys and CLI flags), its defaults, and its validation
 //! into [`ConvergeCase`]s; reading the sections of a bench config.
 
-use super::noef;
 use crate::comm::exchange::CollectiveMode;
+use crate::compress::noef;
 use crate::compress::MethodParams;
 use crate::config::{Origin, Sweep};
 use crate::error::{Error, Result};
@@ -204,7 +204,7 @@ impl ConvergeCase {
 impl ConvergeSection {
     /// Validate for a world of `world_size` ranks; errors name the key (or CLI flag).
     pub fn validate(&self, origin: &Origin, world_size: usize) -> Result<Vec<ConvergeCase>> {
-        let inv = |k: &str, m: String| Error::Config(origin.invalid(k, m));
+        let inv = |k: &str, m: String| Error::from(origin.invalid(k, m));
         if self.methods.is_empty() {
             return Err(inv(
                 "methods",
@@ -214,7 +214,7 @@ impl ConvergeSection {
         }
         let methods: Vec<String> = self.methods.iter().map(|m| m.trim().to_string()).collect();
         crate::config::no_repeats(origin, "methods", &methods, |m| m.clone())
-            .map_err(Error::Config)?;
+            .map_err(Error::from)?;
         fn base(m: &str) -> &str {
             noef::base_of(m).unwrap_or_else(|| crate::config::base_method(m))
         }

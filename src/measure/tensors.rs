@@ -1,8 +1,8 @@
 //! Synthetic gradients for the compression benchmarks: seeded, heavy-tailed, generated
 //! and touched in setup (never inside a timed region).
 
-use crate::compress::kernels::rng_for;
-use crate::config::Shape;
+use crate::measure::rng::rng_for;
+use crate::measure::shape::Shape;
 use ndarray::Array2;
 use rand::Rng;
 use rand_distr::StandardNormal;
@@ -28,8 +28,14 @@ pub fn gradient(shape: Shape, seed: u64, set: usize, rank: usize) -> Array2<f32>
 /// S-SGD check can demand bit equality).
 pub fn integer_gradient(shape: Shape, rank: usize) -> Array2<f32> {
     Array2::from_shape_fn((shape.rows, shape.cols), |(i, j)| {
-        crate::bench::micro_comm::test_value(i * shape.cols + j, rank)
+        test_value(i * shape.cols + j, rank)
     })
+}
+
+/// Exactly representable test value of element `i` on rank `r` (integers in
+/// [-510, 510]: sums over up to 16,000 ranks stay exact in f32).
+pub fn test_value(i: usize, r: usize) -> f32 {
+    ((i.wrapping_mul(7).wrapping_add(r.wrapping_mul(13))) % 1021) as f32 - 510.0
 }
 
 /// `(||a - b||_2^2, ||b||_2^2)` in f64, the parts of [`rel_error`].
@@ -69,9 +75,9 @@ pub fn memory_read_gbps() -> f64 {
     let v = vec![1.0f32; n];
     let mut best = f64::INFINITY;
     for _ in 0..5 {
-        let t0 = crate::comm::wtime();
+        let t0 = std::time::Instant::now();
         let s = sum_f32(&v);
-        let dt = crate::comm::wtime() - t0;
+        let dt = t0.elapsed().as_secs_f64();
         std::hint::black_box(s);
         best = best.min(dt);
     }

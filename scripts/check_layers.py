@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""The layering check of docs/architecture.md ("Layers"): every `crate::X` path in
+src/ (code, not comments) must name a module of a lower layer than the file's own
+top-level module, so imports only point down and no cycle can form across modules.
+
+    python3 scripts/check_layers.py [--root DIR] [--graph]
+
+Exit 0 when every arrow points down, 1 with one line per upward arrow (file:line, the
+two modules and their layers), 2 when a top-level module is missing from LAYERS (add it
+at the layer it belongs to, here and in docs/architecture.md). `--graph` prints the
+arrows with their counts (the map the docs draw).
+"""
+
+import argparse
+import os
+import re
+import sys
+from collections import Counter
+
+# Bottom to top: a module may use the modules listed before it, never those after it.
+# Keep in step with the table in docs/architecture.md, "Layers".
+LAYERS = [
+    "units",
+    "measure",
+    "error",
+    "models",
+    "roofline",
+    "compress",
+    "devcost",
+    "comm",
+    "record",
+    "netmodel",
+    "schedule",
+    "config",
+    "engine",
+    "sim",
+    "converge",
+    "bench",
+    "cli",
+]
+# `crate::Error` / `crate::Result` are the lib root's re-exports of `error`.
+ALIASES = {"Error": "error", "Result": "error"}
+# The crate root (lib.rs) declares the modules; main.rs is the binary on top of them.
+EXEMPT = {"lib.rs", "main.rs"}
+
+PATH = re.compile(r"\bcrate::(\w+)")
+
+
+def code_lines(text):
+    """(line number, code) with // comments (and so doc comments) removed and string
+    literals blanked, so a path in a message or a doc link is not an import."""
+    for n, line in enumerate(text.splitlines(), 1):
+        out, i, in_str = [], 0, False
+        while i < len(line):
+            c = line[i]
+            if in_str:
+                if c == "\\":
+                    i += 2
+                    continue
+                if c == '"':
+                    in_str = False
+                i += 1
+                continue
+            if c == '"':
+                in_str = True
+            elif line.startswith("//", i):
+                break
+            else:
+                out.append(c)
+            i += 1
+        yield n, "".join(out)
+
+
+def module_of(rel):
+    head = rel.split(os.sep)[0]
+    return head[:-3] if head.endswith(".rs") else head
+
+
+def arrows(root):
+    """Every (file, line, from-module, to-module) under root/src."""
+    src = os.path.join(root, "src")
+    for dirpath, _, files in os.walk(src):
+        for f in sorted(files):
+            if not f.endswith(".rs"):
+                continue
+            path = os.path.join(dirpath, f)
+            rel = os.path.relpath(path, src)
+            if rel in EXEMPT:
+                continue
+            me = module_of(rel)
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+            for n, code in code_lines(text):
+                for m in PATH.finditer(code):
+                    to = ALIASES.get(m.group(1), m.group(1))
+                    if to != me:
+                        yield os.path.join("src", rel), n, me, to
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", default=os.path.join(os.path.dirname(__file__), ".."))
+    ap.add_argument("--graph", action="store_true", help="print the arrows and their counts")
+    a = ap.parse_args()
+    rank = {m: i for i, m in enumerate(LAYERS)}
+    src = os.path.join(a.root, "src")
+    found = {module_of(e) for e in os.listdir(src) if e.endswith(".rs") or os.path.isdir(os.path.join(src, e))}
+    missing = sorted(found - set(rank) - {"lib", "main"})
+    if missing:
+        print(f"check_layers: module(s) {', '.join(missing)} not in LAYERS of {__file__}: "
+              "add each at its layer (and to docs/architecture.md, 'Layers')", file=sys.stderr)
+        return 2
+    bad, count = [], Counter()
+    for path, n, me, to in arrows(a.root):
+        if to not in rank:
+            continue  # not a module (a macro or item of the root)
+        count[(me, to)] += 1
+        if rank[to] >= rank[me]:
+            bad.append(f"{path}:{n}: {me} (layer {rank[me]}) uses {to} (layer {rank[to]}): "
+                       "imports must point down; move the item to a lower layer or the use to a higher one")
+    if a.graph:
+        for (me, to), k in sorted(count.items(), key=lambda x: (rank[x[0][0]], rank[x[0][1]])):
+            print(f"{me:9s} -> {to:9s} {k:4d}")
+    for b in bad:
+        print(b, file=sys.stderr)
+    if bad:
+        print(f"check_layers: {len(bad)} upward arrow(s)", file=sys.stderr)
+        return 1
+    print(f"check_layers: {sum(count.values())} paths, {len(count)} arrows between "
+          f"{len(LAYERS)} modules, all pointing down")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,11 @@
+//! What every layer measures with (the bottom layer above `units`): the stopping rule and
+//! statistics (`stats`), the stop-signal flag (`stop`), seeded random streams (`rng`),
+//! tensor shapes (`shape`), the synthetic gradients and the memory-bandwidth probe
+//! (`tensors`), and facts about this host (`host`). Nothing here communicates.
+
+pub mod host;
+pub mod rng;
+pub mod shape;
+pub mod stats;
+pub mod stop;
+pub mod tensors;

@@ -1,0 +1,266 @@
+//! The roofline device model (docs/performance.md, "Device compression costs"): a kernel
+//! launch as the bytes it moves and the flops it does ([`Kernel`]), which half of a
+//! round a kernel list describes ([`Stage`]), and a device ([`DeviceSpec`], presets with
+//! their cited sources) that prices a kernel as
+//! `launch_s + max(bytes / memory bandwidth, flops / throughput)`. Methods list their
+//! kernels in these terms (`crate::compress`); `crate::devcost` charges them.
+
+/// Which half of a round a kernel list describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stage {
+    /// Compression of one tensor for one round, error feedback included.
+    Compress,
+    /// Decompression of one round's received data (every worker's piece of a gathered
+    /// wire) into the tensor's update, residual updates that need it included.
+    Decompress,
+}
+
+impl Stage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Compress => "compress",
+            Stage::Decompress => "decompress",
+        }
+    }
+}
+
+/// One device kernel launch: the bytes it moves to and from device memory and the
+/// floating-point operations it does.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Kernel {
+    /// What it is (`abs`, `radix select pass`, `P = M Q`, ...), for listings and tests.
+    pub name: &'static str,
+    pub bytes: f64,
+    pub flops: f64,
+}
+
+impl Kernel {
+    /// A memory-bound kernel moving `bytes` (reads plus writes).
+    pub fn mem(name: &'static str, bytes: f64) -> Kernel {
+        Kernel {
+            name,
+            bytes,
+            flops: 0.0,
+        }
+    }
+
+    /// A copy of `bytes`: read them and write them.
+    pub fn copy(name: &'static str, bytes: f64) -> Kernel {
+        Kernel::mem(name, 2.0 * bytes)
+    }
+
+    /// A dense fp32 GEMM `(m x k) (k x n)`: reads both operands, writes the product.
+    pub fn gemm(name: &'static str, m: usize, k: usize, n: usize) -> Kernel {
+        let (m, k, n) = (m as f64, k as f64, n as f64);
+        Kernel {
+            name,
+            bytes: 4.0 * (m * k + k * n + m * n),
+            flops: 2.0 * m * k * n,
+        }
+    }
+}
+
+/// A device's throughput for the roofline of one kernel. Presets from vendor
+/// specifications times stated efficiency factors (docs/performance.md, "Device
+/// compression costs").
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceSpec {
+    pub name: String,
+    /// Per kernel: launch and dispatch latency (s).
+    pub launch_s: f64,
+    /// Achievable device-memory bandwidth (bytes/s).
+    pub mem_bytes_per_s: f64,
+    /// Achievable fp32 throughput (FLOP/s).
+    pub flops_per_s: f64,
+}
+
+/// Fraction of the peak memory bandwidth a streaming kernel achieves (BabelStream-style
+/// triad on V100/A100 reaches 85-90 %; element-wise PyTorch kernels with index and mask
+/// traffic somewhat less).
+pub const MEM_EFFICIENCY: f64 = 0.8;
+/// Fraction of the fp32 peak a cuBLAS SGEMM reaches on the shapes that are compute
+/// bound at all (the tall-skinny low-rank GEMMs are memory bound on every preset).
+pub const FLOPS_EFFICIENCY: f64 = 0.7;
+/// Per-kernel launch latency: a CUDA launch (2-5 us) plus PyTorch's eager dispatch.
+pub const LAUNCH_S: f64 = 5e-6;
+
+/// (name, peak memory GB/s, peak fp32 TFLOP/s, source)
+const PRESETS: &[(&str, f64, f64, &str)] = &[
+    (
+        "v100",
+        900.0,
+        15.7,
+        "NVIDIA Tesla V100 SXM2 datasheet: 900 GB/s HBM2, 15.7 TFLOP/s fp32",
+    ),
+    (
+        "rtx2080ti",
+        616.0,
+        13.4,
+        "NVIDIA GeForce RTX 2080 Ti (Turing) specifications: 616 GB/s GDDR6, 13.4 TFLOP/s fp32",
+    ),
+    (
+        "a100",
+        1555.0,
+        19.5,
+        "NVIDIA A100 SXM4 40GB datasheet: 1,555 GB/s HBM2, 19.5 TFLOP/s fp32",
+    ),
+    (
+        "h100",
+        3350.0,
+        67.0,
+        "NVIDIA H100 SXM5 datasheet: 3.35 TB/s HBM3, 67 TFLOP/s fp32",
+    ),
+    // OMGS-SGD's GPU (Shi et al., INFOCOM 2020; HKBU-HPML/OMGS-SGD utils.py at ac10b98).
+    // NVIDIA publishes no datasheet for this mining board; the figures are the GP102-100
+    // board's configuration as the TechPowerUp GPU database lists it (board PG611 SKU 100).
+    (
+        "p102-100",
+        440.32,
+        10.7712,
+        "NVIDIA P102-100 (GP102, board PG611 SKU 100; TechPowerUp GPU database, no NVIDIA datasheet): 320-bit GDDR5X at 11 Gb/s (1376 MHz) = 440.32 GB/s; 3200 CUDA cores x 2 x 1683 MHz boost = 10.7712 TFLOP/s fp32",
+    ),
+];
+
+impl DeviceSpec {
+    /// The preset called `name` (`v100`, `rtx2080ti`, `a100`, `h100`, `p102-100`).
+    pub fn preset(name: &str) -> Option<DeviceSpec> {
+        PRESETS
+            .iter()
+            .find(|p| p.0 == name)
+            .map(|&(name, gbps, tflops, _)| DeviceSpec {
+                name: name.to_string(),
+                launch_s: LAUNCH_S,
+                mem_bytes_per_s: MEM_EFFICIENCY * gbps * 1e9,
+                flops_per_s: FLOPS_EFFICIENCY * tflops * 1e12,
+            })
+    }
+
+    /// A preset, optionally with its launch latency replaced: `NAME` or
+    /// `NAME:launch_us=X` (e.g. `v100:launch_us=1` for launches captured in a CUDA
+    /// graph). The error names the value and what is allowed.
+    pub fn parse(s: &str) -> Result<DeviceSpec, String> {
+        let (name, opts) = s.split_once(':').unwrap_or((s, ""));
+        let mut spec = DeviceSpec::preset(name).ok_or_else(|| {
+            format!(
+                "unknown compression device '{name}'; allowed: {} (optionally                  NAME:launch_us=X)",
+                DeviceSpec::preset_names().collect::<Vec<_>>().join(", ")
+            )
+        })?;
+        if opts.is_empty() {
+            return Ok(spec);
+        }
+        let us = opts
+            .strip_prefix("launch_us=")
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .ok_or_else(|| {
+                format!(
+                    "'{s}': after the preset name only ':launch_us=X' (X >= 0 microseconds                      per kernel launch) is allowed, e.g. '{name}:launch_us=1'"
+                )
+            })?;
+        spec.launch_s = us * 1e-6;
+        spec.name = s.to_string();
+        Ok(spec)
+    }
+
+    /// Names of the presets.
+    pub fn preset_names() -> impl Iterator<Item = &'static str> {
+        PRESETS.iter().map(|p| p.0)
+    }
+
+    /// The vendor source of preset `name`.
+    pub fn preset_source(name: &str) -> Option<&'static str> {
+        PRESETS.iter().find(|p| p.0 == name).map(|p| p.3)
+    }
+
+    /// Roofline time of one kernel (s).
+    pub fn kernel_s(&self, k: &Kernel) -> f64 {
+        self.launch_s + f64::max(k.bytes / self.mem_bytes_per_s, k.flops / self.flops_per_s)
+    }
+
+    /// Time of a copy of `bytes` in `launches` kernels (packing, unpacking, splitting).
+    pub fn copy_s(&self, bytes: f64, launches: usize) -> f64 {
+        launches as f64 * self.launch_s + 2.0 * bytes / self.mem_bytes_per_s
+    }
+
+    /// Seconds per byte of an element-wise fp32 reduction `a += b` (reads two operands,
+    /// writes one): the reduction arithmetic inside a collective when NCCL runs it on the
+    /// device (the simulator's `gamma`).
+    pub fn reduce_s_per_byte(&self) -> f64 {
+        3.0 / self.mem_bytes_per_s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_price_kernels_by_roofline() {
+        let v = DeviceSpec::preset("v100").unwrap();
+        assert!((v.mem_bytes_per_s - 720e9).abs() < 1.0);
+        // 720 MB at 720 GB/s: 1 ms plus one launch.
+        let k = Kernel::mem("stream", 720e6);
+        assert!((v.kernel_s(&k) - (1e-3 + LAUNCH_S)).abs() < 1e-12);
+        // A square GEMM is compute bound: 2 n^3 flops at 0.7 x 15.7 TFLOP/s.
+        let g = Kernel::gemm("gemm", 4096, 4096, 4096);
+        let want = LAUNCH_S + 2.0 * 4096f64.powi(3) / (0.7 * 15.7e12);
+        assert!((v.kernel_s(&g) - want).abs() < 1e-12);
+        // A rank-4 GEMM is memory bound.
+        let p = Kernel::gemm("P = M Q", 4096, 4096, 4);
+        assert!((v.kernel_s(&p) - (LAUNCH_S + p.bytes / 720e9)).abs() < 1e-12);
+        // Faster devices are faster.
+        let h = DeviceSpec::preset("h100").unwrap();
+        assert!(h.kernel_s(&k) < DeviceSpec::preset("a100").unwrap().kernel_s(&k));
+        assert!(DeviceSpec::preset("a100").unwrap().kernel_s(&k) < v.kernel_s(&k));
+        assert!(DeviceSpec::preset("p100").is_none());
+        // A launch latency override: only the launch term changes.
+        let g = DeviceSpec::parse("v100:launch_us=1").unwrap();
+        assert!((g.kernel_s(&k) - (1e-3 + 1e-6)).abs() < 1e-12);
+        assert_eq!(g.mem_bytes_per_s, v.mem_bytes_per_s);
+        assert_eq!(g.name, "v100:launch_us=1");
+        for bad in [
+            "p100",
+            "v100:launch_us=-1",
+            "v100:launch=1",
+            "v100:launch_us=x",
+        ] {
+            let e = DeviceSpec::parse(bad).unwrap_err();
+            assert!(e.contains("launch_us") && e.contains("'"), "{bad}: {e}");
+        }
+        for n in DeviceSpec::preset_names() {
+            assert!(DeviceSpec::preset_source(n).unwrap().contains("NVIDIA"));
+        }
+    }
+
+    /// Each preset's peak bandwidth and fp32 throughput are the numbers its cited source
+    /// states; P102-100's follow from its bus, data rate, cores and clock (computed here
+    /// from those primary figures, not from the preset).
+    #[test]
+    fn presets_match_their_cited_sources() {
+        for &(name, gbps, tflops, source) in PRESETS {
+            let spec = DeviceSpec::preset(name).unwrap();
+            let peak_gbps = spec.mem_bytes_per_s / MEM_EFFICIENCY / 1e9;
+            let peak_tflops = spec.flops_per_s / FLOPS_EFFICIENCY / 1e12;
+            assert!((peak_gbps - gbps).abs() < 1e-6 && (peak_tflops - tflops).abs() < 1e-9);
+            let tb = format!("{} TB/s", gbps / 1000.0);
+            let gb = format!("{gbps} GB/s");
+            let gb_sep = format!("{},{:03} GB/s", (gbps / 1000.0) as u64, gbps as u64 % 1000);
+            assert!(
+                source.contains(&gb) || source.contains(&tb) || source.contains(&gb_sep),
+                "{name}: {gbps} GB/s not in its source '{source}'"
+            );
+            assert!(
+                source.contains(&format!("{tflops} TFLOP/s")),
+                "{name}: {tflops} TFLOP/s not in its source '{source}'"
+            );
+        }
+        let p = DeviceSpec::preset("p102-100").unwrap();
+        let bus_bits = 320.0;
+        let gbit_per_pin = 4.0 * 2.0 * 1.376; // GDDR5X: 8 transfers per 1376 MHz clock
+        assert!(
+            (p.mem_bytes_per_s / MEM_EFFICIENCY - bus_bits / 8.0 * gbit_per_pin * 1e9).abs() < 1e3
+        );
+        assert!((p.flops_per_s / FLOPS_EFFICIENCY - 3200.0 * 2.0 * 1.683e9).abs() < 1e3);
+    }
+}
