@@ -10,7 +10,7 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 MPIFLAGS ?= $(shell $(MPIRUN) --version 2>&1 | grep -q 'Open MPI' && echo --oversubscribe --bind-to none)
 
-.PHONY: setup build bench lint test report paper paper-scale sim-accuracy planner-accuracy repeatability netlab-bench ci-slurm ci-mpich clean
+.PHONY: setup build bench lint layers check test report paper paper-scale sim-accuracy planner-accuracy repeatability netlab-bench ci-slurm ci-mpich clean
 
 ## setup: install missing Debian packages (as root or via sudo) and the analysis venv
 setup:
@@ -28,10 +28,24 @@ bench: build
 	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis report $(OUT)
 	@echo "results: $(OUT)  (report: $(OUT)/report/report.md)"
 
-## lint: the formatting and clippy gate (lint levels in Cargo.toml's [lints]); `make test` runs it first
+## lint: the formatting, layering and clippy gate (lint levels in Cargo.toml's [lints]); `make test` runs it first
 lint: setup
 	cargo fmt --check
+	python3 scripts/check_layers.py
 	cargo clippy --all-targets -- -D warnings
+
+## layers: every import points down the layers of docs/architecture.md ("Layers"), whose table matches the code
+layers:
+	python3 scripts/check_layers.py
+
+## check: the developer's inner loop (under 2 minutes on 2 cores with a warm build cache):
+## format, layers, clippy, the library's unit tests and the loopback schedule test
+## (cargo's test profile, no mpirun). `make test` stays the full gate.
+check:
+	cargo fmt --check
+	python3 scripts/check_layers.py
+	cargo clippy --all-targets -- -D warnings
+	cargo test --lib --test schedule
 
 ## test: the lint gate, unit tests, MPI integration tests (-np 2 and -np 3), analysis tests
 test: lint

@@ -5,10 +5,12 @@ top-level module, so imports only point down and no cycle can form across module
 
     python3 scripts/check_layers.py [--root DIR] [--graph]
 
-Exit 0 when every arrow points down, 1 with one line per upward arrow (file:line, the
-two modules and their layers), 2 when a top-level module is missing from LAYERS (add it
-at the layer it belongs to, here and in docs/architecture.md). `--graph` prints the
-arrows with their counts (the map the docs draw).
+Exit 0 when every arrow points down and the "Layers" table of docs/architecture.md
+lists, per module, its layer and exactly the modules it uses; 1 with one line per
+upward arrow (file:line, the two modules and their layers) or per table row that
+differs from the code; 2 when a top-level module is missing from LAYERS (add it at the
+layer it belongs to, here and in docs/architecture.md). `--graph` prints the arrows
+with their counts.
 """
 
 import argparse
@@ -97,6 +99,44 @@ def arrows(root):
                         yield os.path.join("src", rel), n, me, to
 
 
+def doc_table(path):
+    """{module: (layer, set of used modules)} from the "## Layers" table of `path`."""
+    rows, in_sec = {}, False
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith("## "):
+                in_sec = line.strip() == "## Layers"
+                continue
+            m = re.match(r"\|\s*(\d+)\s*\|\s*`(\w+)`\s*\|([^|]*)\|", line) if in_sec else None
+            if m:
+                used = {u.strip() for u in m.group(3).split(",") if u.strip()}
+                rows[m.group(2)] = (int(m.group(1)), used)
+    return rows
+
+
+def doc_mismatches(path, rank, count):
+    """One line per difference between the docs' table and LAYERS / the arrows."""
+    rows = doc_table(path)
+    uses = {m: set() for m in rank}
+    for me, to in count:
+        uses[me].add(to)
+    out = []
+    for m in rank:
+        if m not in rows:
+            out.append(f"{path}: module {m} has no row in the 'Layers' table")
+            continue
+        layer, used = rows[m]
+        if layer != rank[m]:
+            out.append(f"{path}: {m} is layer {layer} in the table, {rank[m]} in LAYERS")
+        if used != uses[m]:
+            extra, missing = sorted(used - uses[m]), sorted(uses[m] - used)
+            out.append(f"{path}: {m}'s 'uses' differs from the code: listed but unused "
+                       f"{extra or '-'}, used but not listed {missing or '-'}")
+    for m in sorted(set(rows) - set(rank)):
+        out.append(f"{path}: row {m} is not a module in LAYERS")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=os.path.join(os.path.dirname(__file__), ".."))
@@ -118,6 +158,8 @@ def main():
         if rank[to] >= rank[me]:
             bad.append(f"{path}:{n}: {me} (layer {rank[me]}) uses {to} (layer {rank[to]}): "
                        "imports must point down; move the item to a lower layer or the use to a higher one")
+    doc = os.path.join(a.root, "docs", "architecture.md")
+    bad += doc_mismatches(doc, rank, count)
     if a.graph:
         for (me, to), k in sorted(count.items(), key=lambda x: (rank[x[0][0]], rank[x[0][1]])):
             print(f"{me:9s} -> {to:9s} {k:4d}")
@@ -127,7 +169,7 @@ def main():
         print(f"check_layers: {len(bad)} upward arrow(s)", file=sys.stderr)
         return 1
     print(f"check_layers: {sum(count.values())} paths, {len(count)} arrows between "
-          f"{len(LAYERS)} modules, all pointing down")
+          f"{len(LAYERS)} modules, all pointing down; docs/architecture.md's table matches")
     return 0
 
 
