@@ -561,8 +561,10 @@ fn simulate_command(a: &cli::SimulateArgs, out: Option<&Path>) -> ExitCode {
         Ok(o) if o.outside_tolerance.is_empty() => {
             if !a.quiet {
                 eprintln!(
-                    "[gradcomp] simulated {} case(s): {}",
+                    "[gradcomp] simulated {} case(s) in {:.3} s ({:.0} cases/s): {}",
                     o.rows,
+                    o.simulate_s,
+                    o.rows as f64 / o.simulate_s.max(1e-9),
                     o.sim_csv.display()
                 );
             }

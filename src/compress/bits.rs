@@ -571,9 +571,12 @@ pub(crate) fn check_gathered(
 }
 
 /// Allocate a zeroed buffer and touch it (first touch of fresh pages is ~4x slower, so
-/// it happens in setup).
+/// it happens in setup; not under [`super::setup::untouched_registration`]).
 pub(crate) fn touched_zeros<T: Copy + Default>(len: usize) -> Vec<T> {
     let mut v = vec![T::default(); len];
+    if !super::setup::touching() {
+        return v;
+    }
     for x in v.iter_mut() {
         // A volatile store so the touch is not elided.
         // SAFETY: `x` comes from a `&mut T` into the initialised vector: valid for writes

@@ -27,6 +27,7 @@ pub mod orth;
 pub mod powersgd;
 pub mod qsgd;
 pub mod select;
+pub mod setup;
 pub mod signsgd;
 pub mod sketch;
 pub mod ssgd;

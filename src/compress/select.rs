@@ -57,8 +57,12 @@ fn passes(x: f32, thr: f32) -> bool {
     !(x.abs() < thr)
 }
 
-/// A vector of `n` copies of `v` whose pages are written (touched) now, at setup.
+/// A vector of `n` copies of `v` whose pages are written (touched) now, at setup (unless
+/// [`super::setup::untouched_registration`] is in force: then plain `vec![fill; n]`).
 pub fn touched_vec<T: Copy>(n: usize, fill: T, other: T) -> Vec<T> {
+    if !super::setup::touching() {
+        return vec![fill; n];
+    }
     let mut v = Vec::with_capacity(n);
     v.resize(n, other);
     std::hint::black_box(&mut v);

@@ -89,6 +89,9 @@ fn write_published_validation(req: &SimulateRequest) -> Result<()> {
 pub struct SimulateOutcome {
     pub sim_csv: PathBuf,
     pub rows: usize,
+    /// Wall time of the cases' simulation (from the first case's costs to the last
+    /// row; reading fits and profiles before and writing files after excluded).
+    pub simulate_s: f64,
     pub outside_tolerance: Vec<String>,
 }
 
@@ -237,6 +240,7 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         None => None,
     };
     let mut rows = Vec::new();
+    let t0 = std::time::Instant::now();
     // Registered shapes' wires, shared by every case of the sweep.
     let mut wires = WireCache::default();
     let measured = req.compare.as_deref().map(measured_cases).transpose()?;
@@ -321,6 +325,7 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
             }
         }
     }
+    let simulate_s = t0.elapsed().as_secs_f64();
     crate::record::write_all(&sim_csv, &rows, Existing::Refuse)?;
     if req.validate_published {
         write_published_validation(req)?;
@@ -420,6 +425,7 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
     Ok(SimulateOutcome {
         sim_csv,
         rows: rows.len(),
+        simulate_s,
         outside_tolerance: outside,
     })
 }

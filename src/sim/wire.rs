@@ -170,6 +170,8 @@ impl<'a, 'c> WireOracle<'a, 'c> {
         if self.cache.map.contains_key(&key) {
             return Ok(&self.cache.map[&key]);
         }
+        // Only the wire and the kernel list are read: the state need not be touched.
+        let _untouched = crate::compress::setup::untouched_registration();
         let mut c = registry::build(&self.case.base_method, &self.case.params, ctx(self.case))
             .map_err(|e| merr(self.case, e))?;
         c.register(0, rows, cols).map_err(|e| merr(self.case, e))?;
