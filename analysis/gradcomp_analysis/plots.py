@@ -22,6 +22,17 @@ def _save(fig, out_dir, fname):
     return fname
 
 
+def distinct_colors(n: int) -> list:
+    """N colours, all different: tab10 up to 10, else tab20's (its pairs told apart by
+    shade), else evenly spaced hues."""
+    if n <= 10:
+        return [plt.get_cmap("tab10")(i) for i in range(n)]
+    if n <= 20:
+        order = list(range(0, 20, 2)) + list(range(1, 20, 2))  # the 10 dark shades first
+        return [plt.get_cmap("tab20")(order[i]) for i in range(n)]
+    return [plt.get_cmap("hsv")(i / n) for i in range(n)]
+
+
 def _label(keys, k):
     k = k if isinstance(k, tuple) else (k,)
     return ", ".join(f"{c}={v}" if c in ("world_size", "batch", "density", "rank") else str(v)
@@ -243,3 +254,34 @@ def converge_curves(df: pd.DataFrame, out_dir: str) -> list:
         safe = "".join(ch if ch.isalnum() else "_" for ch in str(run))
         files.append(_save(fig, out_dir, f"converge_np{ws}_{safe}.png"))
     return files
+
+
+def simulated_best(t: pd.DataFrame, out_dir: str) -> list:
+    """`gradcomp simulate`: each method's speedup over S-SGD at its best configuration, one
+    panel per model and network, a line per method against the world size (an integer
+    axis at the simulated sizes, log-scaled when they span more than 8x)."""
+    if t.empty or t["vs ssgd"].isna().all():
+        return []
+    panel_keys = [k for k in ("model", "network") if k in t.columns]
+    groups = list(t.groupby(panel_keys, sort=False))
+    fig, axes = _grid(len(groups), 5.5, 4)
+    for ax, (k, g) in zip(axes, groups):
+        k = k if isinstance(k, tuple) else (k,)
+        methods = list(g.groupby("method", sort=False))
+        for (m, gm), color in zip(methods, distinct_colors(len(methods))):
+            gm = gm.sort_values("ranks")
+            ax.plot(gm["ranks"], gm["vs ssgd"], marker="o", ms=4, color=color, label=m)
+        xs = sorted(int(v) for v in g["ranks"].unique())
+        if xs and xs[-1] / max(xs[0], 1) > 8:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([str(v) for v in xs])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.axhline(1.0, color="k", lw=0.8, ls=":")
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("world size (simulated ranks)")
+        ax.set_ylabel("speedup over S-SGD (best configurations)")
+        ax.set_title("Simulated: " + ", ".join(str(v) for v in k if str(v) != ""))
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    return [_save(fig, out_dir, "simulated_best.png")]

@@ -242,6 +242,43 @@ def find_paper_scale(dirs) -> list:
     return found
 
 
+def find_simulations(dirs) -> list:
+    """`gradcomp simulate` folders below DIRS (a sim.csv with rows; not paper-scale
+    folders, which have their own section, nor `--compare` folders, read as simulator
+    accuracy): dicts with `path`, `label` (relative to the root given) and `sim`."""
+    found = []
+    for root in dirs:
+        for d, subs, files in os.walk(root):
+            subs[:] = sorted(s for s in subs if not os.path.islink(os.path.join(d, s)))
+            if "sim.csv" not in files or PAPER_SCALE_MARKER in files or "sim_vs_measured.csv" in files:
+                continue
+            sim = load_csv(d, "sim.csv")
+            if sim is not None and len(sim):
+                label = os.path.relpath(d, root)
+                found.append({"path": d, "label": os.path.basename(os.path.normpath(d)) if label == "." else label,
+                              "sim": sim})
+    return found
+
+
+def simulate_section(R, found, out_dir):
+    """Section "What-if (gradcomp simulate)": each simulate folder's best configuration
+    per model, world size, network and method, with its speedup over S-SGD's best."""
+    if not found:
+        return
+    R.add("## What-if (`gradcomp simulate`)", "",
+          "Simulated iterations (docs/architecture.md, \"The simulator\"): no measurement, the e2e schedule on a "
+          "virtual clock with the cost model named in `cost_source`. Per model, world size, network and method the "
+          "fastest simulated configuration (`fusion/pipelining/collective`) and `vs ssgd`, S-SGD's fastest "
+          "iteration over the method's (above 1: faster than S-SGD).", "")
+    df = pd.concat([f["sim"].assign(run=f["label"]) for f in found], ignore_index=True)
+    t = T.simulated_best(df)
+    R.table("simulated_best", t, "best simulated configuration per model, world size, network and method")
+    for src in sorted(set(df["cost_source"].dropna().astype(str))) if "cost_source" in df.columns else []:
+        R.add(f"- cost source: {src}")
+    R.add("")
+    R.figs(plots.simulated_best(t, out_dir))
+
+
 def _sims(found, headline: str) -> pd.DataFrame:
     fs = [f["sim"].assign(headline=headline, folder=f["path"]) for f in found
           if f.get("headline") == headline and f["sim"] is not None and len(f["sim"])]
@@ -544,12 +581,13 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
         if not os.path.isdir(d):
             raise ReportError(f"{d}: not a directory")
     paper_scale = find_paper_scale(dirs)
-    if paper_scale and not any(discover(d)[0] for d in dirs):
-        res = Results()  # only paper-scale simulations (scripts/paper_scale.sh): no measured run
+    simulations = find_simulations(dirs)
+    if (paper_scale or simulations) and not any(discover(d)[0] for d in dirs):
+        res = Results()  # only simulations (gradcomp simulate, scripts/paper_scale.sh): no measured run
     else:
         res = load_results(dirs)
     # Folders holding (or inside) paper-scale results are read by their own section, not skipped.
-    ps_paths = [os.path.normpath(f["path"]) for f in paper_scale]
+    ps_paths = [os.path.normpath(f["path"]) for f in paper_scale + simulations]
     res.skipped = [(d, why) for d, why in res.skipped
                    if not any(p == os.path.normpath(d) or p.startswith(os.path.normpath(d) + os.sep)
                               or os.path.normpath(d).startswith(p + os.sep) for p in ps_paths)]
@@ -784,6 +822,7 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
                 "final held-out loss and accuracy per method beside dense S-SGD")
         R.figs(plots.converge_curves(res.converge, out_dir))
 
+    simulate_section(R, simulations, out_dir)
     paper_scale_section(R, paper_scale)
     paper_scale_trains(R, paper_scale)
 

@@ -1166,3 +1166,32 @@ def converge_summary(df: pd.DataFrame) -> pd.DataFrame:
                 "why_not": why_not,
             })
     return pd.DataFrame(out)
+
+
+def simulated_best(sim: pd.DataFrame) -> pd.DataFrame:
+    """sim.csv rows (`gradcomp simulate`, any number of folders with a `run` column): per
+    run, model, world size, ranks per node, network and method the fastest simulated
+    configuration, its iteration (ms) and `vs ssgd` (S-SGD's fastest iteration of the same
+    group over the method's; empty without S-SGD rows). Older sim.csv files without a
+    `network` column get it empty."""
+    df = sim.copy()
+    if "network" not in df.columns:
+        df["network"] = ""
+    if "run" not in df.columns:
+        df["run"] = ""
+    if "ranks_per_node" not in df.columns:
+        df["ranks_per_node"] = 1
+    df["network"] = df["network"].fillna("").astype(str)
+    keys = ["run", "model", "world_size", "ranks_per_node", "network"]
+    b = df.loc[df.groupby(keys + ["method"], sort=False)["iter_s"].idxmin()].copy()
+    b["best configuration"] = [config_label(r) for _, r in b.iterrows()]
+    if "compress_on" in df.columns and df["compress_on"].nunique() > 1:
+        b["best configuration"] += " compress_on=" + b["compress_on"].astype(str)
+    ssgd = b[b["method"] == "ssgd"].set_index(keys)["iter_s"]
+    base = [ssgd.get(tuple(r[k] for k in keys), float("nan")) for _, r in b.iterrows()]
+    b["iter ms"] = b["iter_s"] * 1e3
+    b["vs ssgd"] = pd.Series(base, index=b.index) / b["iter_s"]
+    cols = keys + ["method", "best configuration", "iter ms", "vs ssgd"]
+    out = b[cols].rename(columns={"world_size": "ranks"}).reset_index(drop=True)
+    # The run and the ranks per node only where they vary; the network always.
+    return out.drop(columns=[c for c in ("run", "ranks_per_node") if out[c].nunique() <= 1])

@@ -461,3 +461,20 @@ def test_a_negative_control_that_passes_is_a_failed_control():
     assert "FAILED CONTROL" in t.loc["powersgd-noef", "why_not"]
     assert t.loc["topk-noef", "control"] == "fails as a control should"
     assert t.loc["powersgd", "control"] == ""
+
+
+def test_simulated_best_is_the_fastest_configuration_with_its_speedup_over_ssgd():
+    rows = []
+    for net, scale in (("1gbe", 10.0), ("100gb-ib", 1.0)):
+        for m, fus, pipe, t in [("ssgd", "none", "off", 0.2), ("ssgd", "25MiB", "on", 0.1),
+                                ("topk", "none", "off", 0.08), ("topk", "25MiB", "on", 0.05)]:
+            rows.append(dict(schema_version=1, source="simulated", model="resnet50", method=m, fusion=fus,
+                             pipelining=pipe, collective="allreduce", world_size=8, ranks_per_node=1, network=net,
+                             compress_on="host", iter_s=t * scale, cost_source="x"))
+    t = T.simulated_best(pd.DataFrame(rows))
+    assert list(t.columns) == ["model", "ranks", "network", "method", "best configuration", "iter ms", "vs ssgd"]
+    assert len(t) == 4
+    r = t[(t["network"] == "1gbe") & (t["method"] == "topk")].iloc[0]
+    assert r["best configuration"] == "25MiB/on/allreduce"
+    assert r["iter ms"] == pytest.approx(500.0) and r["vs ssgd"] == pytest.approx(2.0)
+    assert t[t["method"] == "ssgd"]["vs ssgd"].tolist() == [1.0, 1.0]
