@@ -170,11 +170,11 @@ def failures(res: dict, limit: int = 10) -> list:
             out.append(f"  {kind}: ... and {len(items) - limit} more")
 
     bad = t[~t["within"]].sort_values("diff_pct", key=lambda s: s.abs(), ascending=False)
-    some("outside", (f"{r['case']} ({r['model']}, {r['world_size']} ranks): {_fmt(r['a_ms'])} ms vs "
+    some("outside", (f"{r['case']} ({r['model']}, {T.ranks(r['world_size'])}): {_fmt(r['a_ms'])} ms vs "
                      f"{_fmt(r['b_ms'])} ms, {r['diff_pct']:+.1f}%" for _, r in bad.iterrows()))
-    some("wire bytes differ", (f"{r['case']} ({r['model']}, {r['world_size']} ranks)"
+    some("wire bytes differ", (f"{r['case']} ({r['model']}, {T.ranks(r['world_size'])})"
                                for _, r in t[~t["same_wire"]].iterrows()))
-    some("contradiction", (f"{r['case']} vs {r['vs']} ({r['model']}, {r['world_size']} ranks): "
+    some("contradiction", (f"{r['case']} vs {r['vs']} ({r['model']}, {T.ranks(r['world_size'])}): "
                            f"run a {r['run a']}, run b {r['run b']}"
                            for _, r in p[p["verdict"] == "contradiction"].iterrows()))
     some("only in a", (res.get("labels_a", {}).get(k, k) for k in res["only_a"]))

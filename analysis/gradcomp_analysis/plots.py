@@ -22,6 +22,10 @@ def _save(fig, out_dir, fname):
     return fname
 
 
+def _ranks(n) -> str:
+    return f"{n} rank" if str(n) == "1" else f"{n} ranks"
+
+
 def distinct_colors(n: int) -> list:
     """N colours, all different: tab10 up to 10, else tab20's (its pairs told apart by
     shade), else evenly spaced hues."""
@@ -56,7 +60,7 @@ def micro_comm(df: pd.DataFrame, out_dir: str) -> list:
             a.grid(True, alpha=0.3)
         a1.set_yscale("log")
         a1.legend()
-        fig.suptitle(f"Collectives, {n} ranks")
+        fig.suptitle(f"Collectives, {_ranks(n)}")
         files.append(_save(fig, out_dir, f"micro_comm_np{n}.png"))
     return files
 
@@ -88,7 +92,7 @@ def micro_phases(t: pd.DataFrame, out_dir: str) -> list:
     big.plot.bar(stacked=True, ax=ax)
     r = t[numel == numel.max()].iloc[0]
     ax.set_ylabel("ms per step (median, max over ranks)")
-    ax.set_title(f"Phase breakdown, {int(r['rows'])}x{int(r['cols'])} tensor, {int(t['world_size'].max())} ranks")
+    ax.set_title(f"Phase breakdown, {int(r['rows'])}x{int(r['cols'])} tensor, {_ranks(int(t['world_size'].max()))}")
     return [_save(fig, out_dir, "micro_phases.png")]
 
 
@@ -100,7 +104,7 @@ def e2e_phases(t: pd.DataFrame, out_dir: str) -> list:
         cols = [c for c in ["compress_ms", "comm_ms", "decompress_ms", "exposed_ms"] if c in g.columns]
         g.groupby("method", sort=False)[cols].median().plot.bar(ax=ax)
         ax.set_ylabel("ms per iteration (best configuration)")
-        ax.set_title(f"{model}, {n} ranks: phase times (exposed = communication not hidden)")
+        ax.set_title(f"{model}, {_ranks(n)}: phase times (exposed = communication not hidden)")
         files.append(_save(fig, out_dir, f"e2e_{model}_np{n}_phases.png"))
     return files
 
@@ -215,7 +219,7 @@ def sim_accuracy(t: pd.DataFrame, out_dir: str, tol: float) -> list:
     """Simulated vs measured iteration time with the tolerance band, one colour per world size."""
     fig, ax = plt.subplots(figsize=(5.5, 5))
     for n, g in t.groupby("ranks"):
-        ax.scatter(g["measured ms"], g["simulated ms"], label=f"{n} ranks", s=18)
+        ax.scatter(g["measured ms"], g["simulated ms"], label=_ranks(n), s=18)
     hi = max(t["measured ms"].max(), t["simulated ms"].max()) * 1.1
     lo = min(t["measured ms"].min(), t["simulated ms"].min()) * 0.9
     xs = [lo, hi]
@@ -249,7 +253,7 @@ def converge_curves(df: pd.DataFrame, out_dir: str) -> list:
         ax.set_ylim(0, top)
         ax.set_xlabel("step")
         ax.set_ylabel("cross-entropy (line: train, 10-step mean; dots: held-out)")
-        ax.set_title(f"gradcomp converge, {ws} ranks")
+        ax.set_title(f"gradcomp converge, {_ranks(ws)}")
         ax.legend(fontsize=7, ncol=2)
         safe = "".join(ch if ch.isalnum() else "_" for ch in str(run))
         files.append(_save(fig, out_dir, f"converge_np{ws}_{safe}.png"))

@@ -93,6 +93,19 @@ def format_column(values, name: str) -> list:
     return [fmt(v, sig, exact) for v in vals]
 
 
+# A 95% half-width above this multiple of its value: the interval says nothing (it
+# reaches below zero), so the cell says "too noisy" instead of `x ± e` (the CSV keeps e).
+NOISY_REL = 1.0
+
+
+def too_noisy(v, e) -> bool:
+    try:
+        v, e = float(v), float(e)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(v) and v > 0 and math.isfinite(e) and e > NOISY_REL * v
+
+
 def _cells(t: pd.DataFrame, pm: str, esc=lambda x: x):
     """Headers and rows of T for printing: a column `X ±` (a 95% half-width) is shown in
     X's cell as `x ± e` and not as a column of its own."""
@@ -106,7 +119,7 @@ def _cells(t: pd.DataFrame, pm: str, esc=lambda x: x):
             v = esc(text[c][i])
             e = text.get(f"{c} ±")
             if e is not None and v and e[i]:
-                v = f"{v}{pm}{esc(e[i])}"
+                v = f"{v} (too noisy)" if too_noisy(t[c].iloc[i], t[f"{c} ±"].iloc[i]) else f"{v}{pm}{esc(e[i])}"
             row.append(v)
         rows.append(row)
     return [str(c) for c in shown], rows
@@ -188,7 +201,7 @@ class Report:
 def _record_line(m):
     cmd = m.get("command_line") or []
     sub = next((a for a in cmd[1:] if not a.startswith("-")), "?")
-    return (f"(`{m.get('run_id')}`, `{sub}`): status `{m.get('status')}`, {m.get('world_size')} ranks on "
+    return (f"(`{m.get('run_id')}`, `{sub}`): status `{m.get('status')}`, {T.ranks(m.get('world_size'))} on "
             f"{', '.join(sorted(set(m.get('hosts') or [])))}; gradcomp {m.get('gradcomp_version')} "
             f"({m.get('git_revision')}); MPI: {m.get('mpi_library')}; {m.get('start_time')} to {m.get('end_time')}; "
             + (f"Slurm job {m['slurm_job_id']}" if m.get("slurm_job_id") else "not under Slurm"))
@@ -604,7 +617,8 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
         R.add("Rows left out:", "", *[f"- {w}" for w in res.warnings], "")
     R.add("Times are per iteration, the maximum over ranks, median over timed iterations, in ms, shown as "
           "`median ± h` where h is the half-width of the 95% confidence interval of the mean iteration "
-          "(`iter_ci95_s`; in the CSV tables the column `X ±`). A comparison column (`vs ssgd` etc.) says "
+          "(`iter_ci95_s`; in the CSV tables the column `X ±`), or `median (too noisy)` where h exceeds the "
+          "median (the interval reaches below zero and says nothing). A comparison column (`vs ssgd` etc.) says "
           "`faster` or `slower`, or `≈ not significant` when the two intervals overlap: that difference lies "
           "inside the measurement noise, do not rank it. \"best\" = the fastest fusion/pipelining "
           "configuration present for that method (shown as `fusion/pipelining`); an S-SGD baseline is named "
@@ -760,13 +774,13 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
               "ssgd with the same fusion and pipelining, and each method's best configuration with its speedup "
               "over ssgd's best (named below each table).", "")
         for (model, n), g in e2e.groupby(["model", "world_size"]):
-            R.add(f"### {model}, {n} ranks", "")
+            R.add(f"### {model}, {T.ranks(n)}", "")
             R.table(f"e2e_{model}_np{n}", T.e2e_overview(g))
             on = T.auto(g[g["pipelining"] == "on"])
             if len(on) and "overlap_eff" in on.columns and on["overlap_eff"].notna().any():
                 idx = ["run", "method"] if "run" in on.columns and on["run"].nunique() > 1 else ["method"]
                 ov = on.pivot_table(index=idx, columns="fusion", values="overlap_eff", sort=False).reset_index()
-                R.add(f"Overlap efficiency (pipelining on), {model}, {n} ranks:", "")
+                R.add(f"Overlap efficiency (pipelining on), {model}, {T.ranks(n)}:", "")
                 R.table(f"e2e_{model}_np{n}_overlap", ov)
         R.add("### Phase breakdown", "")
         ph = T.e2e_phases(e2e)

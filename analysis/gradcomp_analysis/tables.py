@@ -95,6 +95,18 @@ def fusion_bytes(label) -> float:
     return float(m.group(1)) * _UNITS[m.group(2).upper()]
 
 
+def fusion_order(label):
+    """Sort key of a fusion label: none, byte thresholds ascending, single, then the
+    planners by name (`none, 256KiB, 25MiB, single, mgwfbp, omgs`)."""
+    b = fusion_bytes(label)
+    return (1, 0.0, str(label)) if math.isnan(b) else (0, b, "")
+
+
+def ranks(n) -> str:
+    """`1 rank`, `4 ranks`."""
+    return f"{n} rank" if str(n) == "1" else f"{n} ranks"
+
+
 def human_bytes(n) -> str:
     n = float(n)
     for unit in ["B", "KiB", "MiB", "GiB"]:
@@ -942,6 +954,7 @@ def e2e_overview(g: pd.DataFrame) -> pd.DataFrame:
     g = g.assign(label=label, _ci=ci_s(g))
     b = best(g, ["label", "fusion", "pipelining"])
     ms = b.pivot_table(index="label", columns=["fusion", "pipelining"], values="iter_s", sort=False) * 1e3
+    ms = ms[sorted(ms.columns, key=lambda c: (fusion_order(c[0]), str(c[1]) != "off", str(c[1])))]
     ci = (b.pivot_table(index="label", columns=["fusion", "pipelining"], values="_ci", sort=False) * 1e3).reindex(
         index=ms.index, columns=ms.columns)
     cols = {}

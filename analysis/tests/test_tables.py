@@ -478,3 +478,17 @@ def test_simulated_best_is_the_fastest_configuration_with_its_speedup_over_ssgd(
     assert r["best configuration"] == "25MiB/on/allreduce"
     assert r["iter ms"] == pytest.approx(500.0) and r["vs ssgd"] == pytest.approx(2.0)
     assert t[t["method"] == "ssgd"]["vs ssgd"].tolist() == [1.0, 1.0]
+
+
+def test_e2e_overview_orders_fusion_none_sizes_ascending_single_then_planners():
+    rows = [row(m, 0.01 + i * 1e-4, fusion=f, pipelining=p)
+            for m in ("ssgd", "topk") for i, f in enumerate(["single", "mgwfbp", "256KiB", "none", "25MiB"])
+            for p in ("on", "off")]
+    t = T.e2e_overview(df(*rows))
+    cols = [c[:-3] for c in t.columns if c.endswith(" ms") and not c.startswith("best")]
+    assert cols == ["none/off", "none/on", "256KiB/off", "256KiB/on", "25MiB/off", "25MiB/on", "single/off",
+                    "single/on", "mgwfbp/off", "mgwfbp/on"]
+
+
+def test_ranks_is_singular_for_one():
+    assert T.ranks(1) == "1 rank" and T.ranks(4) == "4 ranks"
