@@ -68,7 +68,7 @@ pub fn missing_config_hint(path: &Path) -> String {
         };
         for e in entries.flatten() {
             let p = e.path();
-            if p.extension().is_none_or(|x| x != "toml") {
+            if p.extension().map_or(true, |x| x != "toml") {
                 continue;
             }
             let stem = p
