@@ -22,6 +22,21 @@ def _save(fig, out_dir, fname):
     return fname
 
 
+LINE_STYLES = ["-", "--", ":", "-."]
+# Setup columns a sweep plot's title names when every line of a panel shares them.
+TITLE_COLUMNS = ("model", "world_size", "network", "batch", "device")
+
+
+def _fixed_label(col: str, v) -> str:
+    """A value every line of a panel shares, for its title: `4 ranks`, `batch=32`, `resnet50`."""
+    if col == "world_size":
+        try:
+            return _ranks(int(v))
+        except (TypeError, ValueError):
+            return f"{v} ranks"
+    return f"{col}={v}" if col in ("batch", "density", "rank") else str(v)
+
+
 def _ranks(n) -> str:
     return f"{n} rank" if str(n) == "1" else f"{n} ranks"
 
@@ -75,9 +90,12 @@ def micro_compress(t: pd.DataFrame, out_dir: str) -> list:
     p = t.pivot_table(index="method", columns="shape", values="input_gbps", sort=False)
     p.plot.bar(ax=ax)
     mem = t["mem_read_gbps"].max()
-    ax.axhline(mem, color="k", ls="--", lw=1, label=f"memory read bandwidth {mem:.1f} GB/s")
-    ax.set_ylabel("GB/s of fp32 input (compress + feedback)")
-    ax.set_title("Compression throughput vs memory bandwidth")
+    n = int(t["world_size"].max()) if "world_size" in t.columns and t["world_size"].notna().any() else 1
+    ax.axhline(mem, color="k", ls="--", lw=1,
+               label=f"memory read bandwidth of one rank alone (the probe, others idle): {mem:.1f} GB/s")
+    ax.set_ylabel("GB/s of fp32 input per rank\n(compress + feedback)")
+    ax.set_title(f"Compression throughput per rank, {_ranks(n)} compressing at once, vs one rank's memory bandwidth")
+    ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
     return [_save(fig, out_dir, "micro_compress_gbps.png")]
 
@@ -175,10 +193,19 @@ def lines(t: pd.DataFrame, x: str, values: list, groups: list, fname: str, out_d
     if t.empty or not values:
         return []
     panels = _panels(t, panel)
-    fig, axes = _grid(len(panels), 6.5 if len(panels) > 1 else 9, 4.5)
+    fig, axes = _grid(len(panels), 8.5 if len(panels) > 1 else 11, 4.5)
     for ax, (ptitle, tp) in zip(axes, panels):
         gcols = [g for g in groups if g in tp.columns and tp[g].nunique() > 1 and g != panel]
-        grouped = tp.groupby(gcols, sort=False) if gcols else [((), tp)]
+        # What every line of the panel shares (model, world size, ...) goes into its title.
+        fixed = [_fixed_label(g, tp[g].iloc[0]) for g in groups
+                 if g in TITLE_COLUMNS and g in tp.columns and (g != panel or not ptitle) and tp[g].nunique() == 1
+                 and str(tp[g].iloc[0]) not in ("", "nan")]
+        if fixed:
+            ptitle = ", ".join([ptitle] + fixed if ptitle else fixed)
+        grouped = list(tp.groupby(gcols, sort=False)) if gcols else [((), tp)]
+        # Every line its own colour; each value column its own line style.
+        colors = iter(distinct_colors(len(grouped) * len(values)))
+        styles = {v: LINE_STYLES[i % len(LINE_STYLES)] for i, v in enumerate(values)}
         if xcat:
             ticks = tp[[x, xcat]].drop_duplicates().sort_values(x)
             pos = {v: i for i, v in enumerate(ticks[x])}
@@ -195,7 +222,8 @@ def lines(t: pd.DataFrame, x: str, values: list, groups: list, fname: str, out_d
                 if f"{v} ±" in g.columns and g[f"{v} ±"].notna().any():
                     hi = g[f"{v} ±"].astype(float).fillna(0).to_numpy()
                     err = [np.minimum(hi, np.nan_to_num(g[v].astype(float).to_numpy())), hi]  # stop at 0
-                ax.errorbar(xs, g[v], yerr=err, marker="o", ms=3, capsize=2, label=lab)
+                ax.errorbar(xs, g[v], yerr=err, marker="o", ms=3, capsize=2, label=lab, color=next(colors),
+                            ls=styles[v])
         if xcat:
             ax.set_xticks(range(len(ticks)))
             ax.set_xticklabels([str(v) for v in ticks[xcat]], rotation=30)
@@ -206,12 +234,45 @@ def lines(t: pd.DataFrame, x: str, values: list, groups: list, fname: str, out_d
             ax.set_xticks(xv)
             ax.set_xticklabels([f"{v:g}" for v in xv])
             ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        else:
+            xv = sorted(float(v) for v in tp[x].unique() if isinstance(v, numbers.Real) and math.isfinite(v))
+            if xv and all(v.is_integer() for v in xv):
+                # Integer data (workers): ticks at the values measured, never 2.25 or 2.5.
+                ax.set_xticks(xv)
+                ax.set_xticklabels([f"{int(v)}" for v in xv])
+                ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         _auto_logy(ax, tp[values])
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel + (" (log scale)" if ax.get_yscale() == "log" else ""))
         ax.set_title(f"{title}: {ptitle}" if ptitle else title)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # beside the data
+    return [_save(fig, out_dir, fname)]
+
+
+def points(t: pd.DataFrame, index: list, values: list, fname: str, out_dir: str, title: str, ylabel: str,
+           logy: bool = False) -> list:
+    """One point per row (labelled by INDEX columns) and VALUES column: for quantities a
+    bar's length would misstate (a log axis, or an axis not starting at zero)."""
+    values = [v for v in values if v in t.columns]
+    if t.empty or not values:
+        return []
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.7 * len(t) + 3), 4))
+    idx = [c for c in index if c in t.columns]
+    labels = [_label(idx, tuple(r)) for r in t[idx].itertuples(index=False)]
+    xs = np.arange(len(t))
+    for v, color, marker in zip(values, distinct_colors(len(values)), ["o", "s", "^", "D", "v", "P"] * 4):
+        ax.plot(xs, t[v].astype(float).to_numpy(), ls="none", marker=marker, ms=7, color=color, label=v)
+    ax.set_xticks(xs)
+    ax.set_xticklabels(labels, rotation=30, ha="right")
+    if logy:
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
+    ax.set_ylabel(ylabel + (" (log scale)" if logy else ""))
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
     return [_save(fig, out_dir, fname)]
 
 
