@@ -394,7 +394,7 @@ def test_planner_accuracy_compares_planned_with_measured_sync():
         r = row(method, bwd_sync_s * 1.2, fusion=fusion)
         return dict(r, planned_s=planned_s, bwd_sync_s=bwd_sync_s, plan_source=source, buckets=3)
     e = df(planned("ssgd", "mgwfbp", 0.09, 0.1, "mgwfbp"),
-           planned("topk", "layerfusion", 0.05, 0.1, "4MiB (layerfusion predicted 6e-2 s)"),
+           planned("topk", "layerfusion", 0.05, 0.1, "4MiB (layerfusion predicted 60.000ms)"),
            dict(row("ssgd", 0.2), planned_s=math.nan, bwd_sync_s=0.15))
     t = T.planner_accuracy(e)
     assert len(t) == 2  # fixed fusions have no prediction
@@ -412,10 +412,10 @@ def test_planner_tables_show_the_plan_that_ran():
     """issue 27: the omgs and sketch_fusion tables show each planner row's plan_source (the
     planner's own plan, or the simple plan that replaced it)."""
     om = dict(row("omgs", 0.4, fusion="omgs"), plan_source="omgs")
-    mg = dict(row("ssgd", 0.8, fusion="mgwfbp"), plan_source="single (mgwfbp predicted 1.0e-1 s)")
+    mg = dict(row("ssgd", 0.8, fusion="mgwfbp"), plan_source="single (mgwfbp predicted 100.000ms)")
     t = T.omgs(pd.DataFrame([row("topk", 0.5), om, mg])).iloc[0]
     assert t["omgs plan that ran"] == "omgs"
-    assert t["ssgd (mgwfbp) plan that ran"] == "single (mgwfbp predicted 1.0e-1 s)"
+    assert t["ssgd (mgwfbp) plan that ran"] == "single (mgwfbp predicted 100.000ms)"
     assert "topk (layer-wise) plan that ran" not in t.index  # fusion none: no planner
     sf = dict(row("sketch-fusion", 0.25, fusion="layerfusion"), plan_source="layerfusion")
     s = T.sketch_fusion(pd.DataFrame([row("sketch", 0.5), sf])).set_index("method")
