@@ -159,6 +159,7 @@ def main():
             bad.append(f"{path}:{n}: {me} (layer {rank[me]}) uses {to} (layer {rank[to]}): "
                        "imports must point down; move the item to a lower layer or the use to a higher one")
     doc = os.path.join(a.root, "docs", "architecture.md")
+    upward = len(bad)
     bad += doc_mismatches(doc, rank, count)
     if a.graph:
         for (me, to), k in sorted(count.items(), key=lambda x: (rank[x[0][0]], rank[x[0][1]])):
@@ -166,7 +167,8 @@ def main():
     for b in bad:
         print(b, file=sys.stderr)
     if bad:
-        print(f"check_layers: {len(bad)} upward arrow(s)", file=sys.stderr)
+        print(f"check_layers: {upward} upward arrow(s), {len(bad) - upward} difference(s) "
+              "between the docs' table and the code", file=sys.stderr)
         return 1
     print(f"check_layers: {sum(count.values())} paths, {len(count)} arrows between "
           f"{len(LAYERS)} modules, all pointing down; docs/architecture.md's table matches")

@@ -180,6 +180,13 @@ fn run(
         for w in warnings {
             eprintln!("gradcomp: warning: {w}");
         }
+        let what = match &cli.command {
+            cli::Command::Run { config, .. } => config.display().to_string(),
+            _ => "the command line".into(),
+        };
+        for n in config.notes(&what) {
+            eprintln!("gradcomp: note: {n}");
+        }
         let communicates =
             !(config.micro_comm.is_empty() && config.micro.is_empty() && config.e2e.is_empty());
         if world.size == 1 && communicates {

@@ -4,19 +4,20 @@ use std::fmt;
 
 /// A size in bytes parsed from `N`, `NB`, `NKiB`, `NMiB`, `NGiB` (binary), or `NkB`,
 /// `NMB`, `NGB` (powers of ten, as SI and the OSU benchmarks mean them); the letters are
-/// case-insensitive. A bare `K`, `M` or `G` is refused as ambiguous rather than guessed.
+/// case-insensitive. `N` may have a fraction (`1.5MiB`) when the size comes out a whole
+/// number of bytes. A bare `K`, `M` or `G` is refused as ambiguous rather than guessed.
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (num, suffix) = t.split_at(split);
-    if num.is_empty() {
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    if int.is_empty() || frac.contains('.') || (num.contains('.') && frac.is_empty()) {
         return Err(format!(
-            "'{s}' is not a size: expected digits with an optional suffix (e.g. 4, 64KiB, 256MiB)"
+            "'{s}' is not a size: expected a number with an optional unit (e.g. 4, 64KiB, 1.5MiB, 256MiB)"
         ));
     }
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is too large a size"))?;
     let unit = suffix.trim().to_ascii_lowercase();
     let mult: u64 = match unit.as_str() {
         "" | "b" => 1,
@@ -28,7 +29,7 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
         "gb" => 1_000_000_000,
         "k" | "m" | "g" => {
             return Err(format!(
-                "'{s}': unit '{}' is ambiguous: write {n}{}iB (binary) or {n}{}B (powers of ten)",
+                "'{s}': unit '{}' is ambiguous: write {num}{}iB (binary) or {num}{}B (powers of ten)",
                 suffix.trim(),
                 unit.to_ascii_uppercase(),
                 if unit == "k" {
@@ -40,12 +41,26 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
         }
         other => {
             return Err(format!(
-                "'{s}' has an unknown unit '{other}': use B, KiB, MiB, GiB (binary) or kB, MB, GB (powers of ten), e.g. 64KiB"
+                "'{s}' has an unknown unit '{other}': use B, KiB, MiB, GiB (binary) or kB, MB, GB (powers of ten), e.g. 64KiB or 1.5MiB"
             ));
         }
     };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("'{s}' is too large a size"))
+    let too_large = || format!("'{s}' is too large a size");
+    if frac.len() > 18 {
+        return Err(format!("'{s}': give at most 18 decimals"));
+    }
+    // Exact: (int.frac) x mult = (int x 10^d + frac) x mult / 10^d, in u128.
+    let scale = 10u128.pow(frac.len() as u32);
+    let digits = format!("{int}{frac}");
+    let n: u128 = digits.parse().map_err(|_| too_large())?;
+    let bytes = n.checked_mul(u128::from(mult)).ok_or_else(too_large)?;
+    if bytes % scale != 0 {
+        return Err(format!(
+            "'{s}' is not a whole number of bytes ({} B); give a size that is",
+            bytes as f64 / scale as f64
+        ));
+    }
+    u64::try_from(bytes / scale).map_err(|_| too_large())
 }
 
 /// Bytes formatted with the largest binary unit that keeps an integer or one decimal.
@@ -65,6 +80,15 @@ impl fmt::Display for HumanBytes {
         } else {
             write!(f, "{:.1}{}", v, UNITS[u])
         }
+    }
+}
+
+/// `n` and the noun, plural unless `n` is 1: `1 rank`, `4 ranks`.
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
     }
 }
 
@@ -138,6 +162,18 @@ mod tests {
         assert!(parse_bytes("-4").is_err());
         assert!(parse_bytes("99999999999999999999").is_err());
         assert!(parse_bytes("99999999999GiB").is_err());
+        // A fraction where the size is a whole number of bytes.
+        assert_eq!(parse_bytes("1.5MiB"), Ok(3 << 19));
+        assert_eq!(parse_bytes("0.5KiB"), Ok(512));
+        assert_eq!(parse_bytes("2.5MB"), Ok(2_500_000));
+        let e = parse_bytes("1.3B").unwrap_err();
+        assert!(e.contains("not a whole number of bytes"), "{e}");
+        for bad in ["1.", ".5MiB", "1.2.3MiB"] {
+            let e = parse_bytes(bad).unwrap_err();
+            assert!(e.contains("not a size"), "{bad}: {e}");
+        }
+        let e = parse_bytes("1.5m").unwrap_err();
+        assert!(e.contains("ambiguous") && e.contains("1.5MiB"), "{e}");
     }
 
     #[test]

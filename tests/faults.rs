@@ -339,7 +339,8 @@ fn interrupt_and_resume(np: usize, sig: &str, target: Target, want: &BTreeSet<St
     let name = format!("sig-{np}-{sig}-{target:?}").replace(['(', ')'], "");
     let dir = tmpdir(&name);
     let d = dir.to_str().unwrap().to_string();
-    let args = sweep_iters(&d, signal_iters(np));
+    let mut args = sweep_iters(&d, signal_iters(np));
+    args.push("--samples".into());
     let mut child = spawn(np, &strs(&args));
     let csv = dir.join("micro_comm.csv");
     wait_rows(&csv, 3, &mut child);
@@ -663,7 +664,7 @@ impl Drop for Unmount {
     }
 }
 
-/// With samples.csv on (the default) the disk may fill while a case's samples or while
+/// With samples.csv on (`--samples`) the disk may fill while a case's samples or while
 /// its summary row is written: the first message names that file, and samples.csv holds
 /// whole cases only, every case of micro_comm.csv and at most the one after it.
 #[test]
@@ -691,8 +692,8 @@ fn a_full_disk_reports_the_first_error_keeps_rows_and_exits_1() {
             "--out",
             d,
         ];
-        if !samples {
-            args.push("--no-samples");
+        if samples {
+            args.push("--samples");
         }
         let what = format!("-np {np}, samples {samples}");
         let out = run(np, &args, 120);

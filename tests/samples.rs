@@ -90,6 +90,7 @@ fn run_config(dir: &Path, extra: &[&str]) -> std::process::Output {
     let mut args = vec![
         "run",
         cfg.to_str().unwrap(),
+        "--samples",
         "--quiet",
         "--out",
         out.to_str().unwrap(),
@@ -278,54 +279,51 @@ fn samples_hold_every_rank_and_iteration_and_reproduce_the_summaries() {
     assert_eq!(sample_ids, summary_ids);
 }
 
+/// samples.csv is written only when asked (`--samples`, `[run] samples = true`);
+/// `--no-samples` overrides the config.
 #[test]
-fn samples_can_be_turned_off_by_flag_and_by_config() {
+fn samples_are_written_only_when_asked() {
     if skip_np(2) {
         return;
     }
     let dir = tmpdir("no-samples");
-    let flag = dir.join("flag");
-    let out = mpirun(
+    let comm = |out: &Path, extra: &[&str]| {
+        let mut args = vec!["micro-comm", "--sizes", "64", "--iters", "3", "--quiet"];
+        args.extend_from_slice(extra);
+        args.extend(["--out", out.to_str().unwrap()]);
+        assert_ok(&mpirun(2, &args));
+        assert!(out.join("micro_comm.csv").exists());
+        out.join("samples.csv").exists()
+    };
+    assert!(!comm(&dir.join("default"), &[]));
+    assert!(!comm(&dir.join("off"), &["--no-samples"]));
+    assert!(comm(&dir.join("on"), &["--samples"]));
+    let both = mpirun(
         2,
-        &[
-            "micro-comm",
-            "--sizes",
-            "64",
-            "--iters",
-            "3",
-            "--no-samples",
-            "--quiet",
-            "--out",
-            flag.to_str().unwrap(),
-        ],
+        &["micro-comm", "--sizes", "64", "--samples", "--no-samples"],
     );
-    assert_ok(&out);
-    assert!(flag.join("micro_comm.csv").exists());
-    assert!(!flag.join("samples.csv").exists());
-    // [run] samples = false.
-    let cfg = dir.join("off.toml");
+    assert_eq!(both.status.code(), Some(2), "{}", stderr(&both));
+    assert!(stderr(&both).contains("--samples and --no-samples"));
+    // [run] samples = true, and --no-samples over it.
+    let cfg = dir.join("on.toml");
     std::fs::write(
         &cfg,
-        "[run]\nsamples = false\n\n[[micro-comm]]\ncollectives = [\"allreduce\"]\nsizes = [64]\niters = 3\n",
+        "[run]\nsamples = true\n\n[[micro-comm]]\ncollectives = [\"allreduce\"]\nsizes = [64]\niters = 3\n",
     )
     .unwrap();
-    let toml = dir.join("toml");
-    let out = mpirun(
-        2,
-        &[
-            "run",
-            cfg.to_str().unwrap(),
-            "--quiet",
-            "--out",
-            toml.to_str().unwrap(),
-        ],
-    );
-    assert_ok(&out);
-    assert!(toml.join("micro_comm.csv").exists());
-    assert!(!toml.join("samples.csv").exists());
-    let meta: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(toml.join("run.json")).unwrap()).unwrap();
-    assert_eq!(meta["config"]["samples"], false);
+    let run = |out: &Path, extra: &[&str]| {
+        let mut args = vec!["run", cfg.to_str().unwrap(), "--quiet"];
+        args.extend_from_slice(extra);
+        args.extend(["--out", out.to_str().unwrap()]);
+        assert_ok(&mpirun(2, &args));
+        let meta: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap();
+        let on = out.join("samples.csv").exists();
+        assert_eq!(meta["config"]["samples"], on);
+        on
+    };
+    assert!(run(&dir.join("toml"), &[]));
+    assert!(!run(&dir.join("toml-off"), &["--no-samples"]));
 }
 
 /// (case_id, rank, iter) of every sample row, and the case_ids of the summary files.
@@ -430,6 +428,7 @@ fn runs_of_other_kinds_into_one_directory_share_samples_csv() {
         "64,128",
         "--iters",
         "3",
+        "--samples",
         "--quiet",
         "--out",
         d,
@@ -443,6 +442,7 @@ fn runs_of_other_kinds_into_one_directory_share_samples_csv() {
         "100",
         "--iters",
         "4",
+        "--samples",
         "--quiet",
         "--out",
         d,
@@ -480,6 +480,7 @@ fn killed_and_resumed_sweep_has_every_sample_once() {
         "200",
         "--warmup",
         "2",
+        "--samples",
         "--quiet",
         "--out",
         &o,

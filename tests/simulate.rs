@@ -292,6 +292,28 @@ fn bad_simulate_input_is_refused() {
             "--intra-link: unknown link 'pcie9'",
         ),
         (vec!["fit", "/nonexistent-dir"], "/nonexistent-dir"),
+        (
+            vec![
+                "simulate",
+                "--compare",
+                "/nonexistent/e2e.csv",
+                "--network",
+                "1gbe,10gbe",
+            ],
+            "--network 1gbe,10gbe: --compare takes one network",
+        ),
+        (
+            vec![
+                "simulate",
+                "--model",
+                "resnet50",
+                "--methods",
+                "ssgd",
+                "--network",
+                "1gbe,1gbe",
+            ],
+            "network",
+        ),
     ] {
         let out = Command::new(BIN).args(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
@@ -460,4 +482,43 @@ fn ranks_per_node_prices_nodes_sharing_a_nic() {
         assert!(it(&nv[i]) > it(&flat[i]), "{:?} vs {:?}", nv[i], flat[i]);
         assert!(it(&pc[i]) >= it(&nv[i]), "{:?} vs {:?}", pc[i], nv[i]);
     }
+}
+
+/// `--network` takes a list, as `--model` does: one sweep per network, sim.csv's
+/// `network` column tells them apart, and the summary table on stdout has each.
+#[test]
+fn a_network_list_sweeps_each_network_and_prints_the_best_configurations() {
+    let (out, dir) = simulate_resnet20(&[
+        "--methods",
+        "ssgd,topk",
+        "--network",
+        "1gbe,100gb-ib",
+        "--fusion",
+        "none,25MiB",
+    ]);
+    assert_ok(&out);
+    let (h, rows) = read_csv(&dir.join("sim.csv"));
+    let net = h.iter().position(|c| c == "network").unwrap();
+    let nets: std::collections::BTreeSet<&str> = rows.iter().map(|r| r[net].as_str()).collect();
+    assert_eq!(nets.into_iter().collect::<Vec<_>>(), ["100gb-ib", "1gbe"]);
+    assert_eq!(rows.len(), 2 * 2 * 2);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let table: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("resnet20"))
+        .collect();
+    assert_eq!(table.len(), 2 * 2, "{stdout}");
+    assert!(
+        table
+            .iter()
+            .any(|l| l.contains("1gbe") && l.contains("topk")),
+        "{stdout}"
+    );
+    assert!(
+        table
+            .iter()
+            .filter(|l| l.contains("ssgd"))
+            .all(|l| l.ends_with("1.00x")),
+        "{stdout}"
+    );
 }

@@ -11,7 +11,7 @@ import pandas as pd
 
 from . import tables as T
 from .io import ReportError, load_csv
-from .compare import compare
+from .compare import compare_result, printed
 from .report import find_paper_scale, paper_scale_tables, verdict_counts_line, write_report
 
 
@@ -68,7 +68,8 @@ def main(argv=None) -> int:
     c.add_argument("run_b")
     c.add_argument("--tolerance", type=float, default=0.10,
                    help="largest relative difference of a case's median iteration [default: 0.10]")
-    c.add_argument("--out", help="output directory [default: RUN_B/compare]")
+    c.add_argument("--out", help="output directory [default: compare-A-vs-B beside the runs, A and B the "
+                                 "parts of their paths that differ]")
     pa = sub.add_parser("planner-accuracy", help="planner fusions: predicted planned_s vs measured bwd_sync_s of "
                                                  "a run's e2e.csv; exit 1 when a case is outside the tolerance")
     pa.add_argument("run", help="a directory with e2e.csv")
@@ -84,8 +85,8 @@ def main(argv=None) -> int:
             return print_verdicts(a.root)
         if a.cmd == "compare":
             check_tolerance(a.tolerance, 0.10)
-            ok, path = compare(a.run_a, a.run_b, a.tolerance, a.out)
-            print(path)
+            ok, path, res = compare_result(a.run_a, a.run_b, a.tolerance, a.out)
+            print(printed(res, a.tolerance, path))
             return 0 if ok else 1
         path = write_report(a.results_dir, a.out, latex=a.latex)
     except ReportError as e:

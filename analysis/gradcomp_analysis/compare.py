@@ -17,6 +17,13 @@ The checks, all on e2e.csv (each run's repeats of a case collapsed as the report
   **contradiction** (the runs rank the two differently: fails). A pair significant in one
   run and inside the noise of the other is **one-sided** (the conclusion is borderline;
   listed, not a failure). Pairs not significant in either run are not conclusions.
+- **Cases:** both runs must hold the same cases. A case in only one run fails the check;
+  when fewer than half of all cases are in both runs (`MIN_SHARED`), the runs are of
+  different configs and the result says so (`FAIL (different configs: ...)`): a few
+  shared cases that agree are no evidence of repeatability.
+
+The verdict and the failing cases are printed; the files go to `--out`, by default a
+folder of their own beside the runs (`compare_dir`), never into either run.
 """
 
 import math
@@ -26,6 +33,9 @@ import pandas as pd
 
 from . import tables as T
 from .io import ReportError, load_csv
+
+# Below this share of all cases in both runs, the two runs are of different configs.
+MIN_SHARED = 0.5
 
 REQUIRED = ["case_id", "method", "fusion", "pipelining", "collective", "iter_s", "wire_bytes"]
 
@@ -112,10 +122,17 @@ def compare_runs(a: pd.DataFrame, b: pd.DataFrame, tolerance: float) -> dict:
                              "case": a.at[x, "label"], "vs": a.at[y, "label"],
                              "run a": sa, "run b": sb, "verdict": verdict})
     pairs = pd.DataFrame(rows, columns=["model", "world_size", "case", "vs", "run a", "run b", "verdict"])
+    only_a = sorted(set(a.index) - set(common))
+    only_b = sorted(set(b.index) - set(common))
+    union = len(common) + len(only_a) + len(only_b)
+    shared = len(common) / union if union else 0.0
     ok = (bool(times["within"].all()) and bool(times["same_wire"].all())
-          and not (pairs["verdict"] == "contradiction").any())
-    return {"times": times, "pairs": pairs, "only_a": sorted(set(a.index) - set(common)),
-            "only_b": sorted(set(b.index) - set(common)), "ok": ok}
+          and not (pairs["verdict"] == "contradiction").any() and not only_a and not only_b
+          and len(common) > 0)
+    return {"times": times, "pairs": pairs, "only_a": only_a, "only_b": only_b, "ok": ok,
+            "shared": shared, "different_configs": shared < MIN_SHARED,
+            "labels_a": {k: a.at[k, "label"] for k in only_a},
+            "labels_b": {k: b.at[k, "label"] for k in only_b}}
 
 
 def _fmt(v, nd=3):
@@ -125,6 +142,44 @@ def _fmt(v, nd=3):
 def _largest(t: pd.DataFrame) -> str:
     d = t.loc[t["judged"], "diff_pct"].abs()
     return f"{d.max():.1f}%" if len(d) else "n/a"
+
+
+def result_line(res: dict) -> str:
+    """`PASS`, `FAIL`, or `FAIL (different configs: K of N cases in both runs)`."""
+    n_a, n_b, k = len(res["only_a"]), len(res["only_b"]), len(res["times"])
+    if res.get("different_configs"):
+        return (f"FAIL (different configs: {k} of {k + n_a + n_b} cases in both runs; "
+                f"compare judges two runs of one config)")
+    if res["ok"]:
+        return "PASS"
+    if n_a or n_b:
+        return f"FAIL ({n_a + n_b} case(s) in one run only)"
+    return "FAIL"
+
+
+def failures(res: dict, limit: int = 10) -> list:
+    """One line per failing case (time outside, wire bytes differ, contradiction, case in
+    one run only), at most `limit` per kind, with a count of the rest."""
+    t, p = res["times"], res["pairs"]
+    out = []
+
+    def some(kind, items):
+        items = list(items)
+        out.extend(f"  {kind}: {x}" for x in items[:limit])
+        if len(items) > limit:
+            out.append(f"  {kind}: ... and {len(items) - limit} more")
+
+    bad = t[~t["within"]].sort_values("diff_pct", key=lambda s: s.abs(), ascending=False)
+    some("outside", (f"{r['case']} ({r['model']}, {T.ranks(r['world_size'])}): {_fmt(r['a_ms'])} ms vs "
+                     f"{_fmt(r['b_ms'])} ms, {r['diff_pct']:+.1f}%" for _, r in bad.iterrows()))
+    some("wire bytes differ", (f"{r['case']} ({r['model']}, {T.ranks(r['world_size'])})"
+                               for _, r in t[~t["same_wire"]].iterrows()))
+    some("contradiction", (f"{r['case']} vs {r['vs']} ({r['model']}, {T.ranks(r['world_size'])}): "
+                           f"run a {r['run a']}, run b {r['run b']}"
+                           for _, r in p[p["verdict"] == "contradiction"].iterrows()))
+    some("only in a", (res.get("labels_a", {}).get(k, k) for k in res["only_a"]))
+    some("only in b", (res.get("labels_b", {}).get(k, k) for k in res["only_b"]))
+    return out
 
 
 def summary(res: dict, run_a: str, run_b: str, tolerance: float) -> str:
@@ -143,7 +198,7 @@ def summary(res: dict, run_a: str, run_b: str, tolerance: float) -> str:
              f"- significant conclusions (pairs of cases of one setup significant in either run): {n_sig}; "
              f"agree {int(counts.get('agree', 0))}, one-sided {int(counts.get('one-sided', 0))}, "
              f"contradictions {int(counts.get('contradiction', 0))}",
-             f"- result: {'PASS' if res['ok'] else 'FAIL'}", ""]
+             f"- result: {result_line(res)}", ""]
     out = t.sort_values("diff_pct", key=lambda s: s.abs(), ascending=False)
     lines += ["| case | model | ranks | run a ms | ± | run b ms | ± | b vs a |", "|---|---|---|---|---|---|---|---|"]
     for _, r in out.iterrows():
@@ -158,18 +213,57 @@ def summary(res: dict, run_a: str, run_b: str, tolerance: float) -> str:
         for _, r in bad.iterrows():
             lines.append(f"| {r['model']} | {r['world_size']} | {r['case']} | {r['vs']} | {r['run a']} "
                          f"| {r['run b']} | {r['verdict']} |")
+    for which in ("a", "b"):
+        only = res[f"only_{which}"]
+        if only:
+            lines += ["", f"Cases only in run {which}: "
+                      + ", ".join(res.get(f"labels_{which}", {}).get(k, k) for k in only)]
     return "\n".join(lines) + "\n"
+
+
+def compare_dir(run_a: str, run_b: str) -> str:
+    """The default output folder: `compare-A-vs-B` in the runs' common parent, A and B
+    the parts of their paths that differ (`x/a/np4`, `x/b/np4` -> `x/compare-a_np4-vs-b_np4`)."""
+    pa = os.path.normpath(os.path.abspath(run_a)).split(os.sep)
+    pb = os.path.normpath(os.path.abspath(run_b)).split(os.sep)
+    i = 0
+    while i < min(len(pa), len(pb)) - 1 and pa[i] == pb[i]:
+        i += 1
+    name_a, name_b = "_".join(pa[i:]) or "a", "_".join(pb[i:]) or "b"
+    parent = os.sep.join(pa[:i]) or os.sep
+    return os.path.join(parent, f"compare-{name_a}-vs-{name_b}")
 
 
 def compare(run_a: str, run_b: str, tolerance: float = 0.10, out: str = None):
     """Compare two runs' e2e.csv; write OUT/compare.md and compare_times.csv /
-    compare_pairs.csv (OUT defaults to RUN_B/compare). Returns (ok, path of compare.md)."""
+    compare_pairs.csv (OUT defaults to `compare_dir(RUN_A, RUN_B)`). Returns (ok, path
+    of compare.md)."""
+    ok, path, _ = compare_result(run_a, run_b, tolerance, out)
+    return ok, path
+
+
+def compare_result(run_a: str, run_b: str, tolerance: float = 0.10, out: str = None):
+    """`compare`, also returning `compare_runs`' result."""
     res = compare_runs(_e2e(run_a), _e2e(run_b), tolerance)
-    out = out or os.path.join(run_b, "compare")
+    out = out or compare_dir(run_a, run_b)
     os.makedirs(out, exist_ok=True)
     res["times"].to_csv(os.path.join(out, "compare_times.csv"), index=False)
     res["pairs"].to_csv(os.path.join(out, "compare_pairs.csv"), index=False)
     path = os.path.join(out, "compare.md")
     with open(path, "w") as f:
         f.write(summary(res, run_a, run_b, tolerance))
-    return res["ok"], path
+    return res["ok"], path, res
+
+
+def printed(res: dict, tolerance: float, path: str) -> str:
+    """What `compare` prints: the summary lines, the result, the failing cases, the file."""
+    t = res["times"]
+    head = summary(res, "a", "b", tolerance).split("\n")
+    lines = [x[2:] for x in head if x.startswith("- ") and not x.startswith("- result:")]
+    lines.append(f"result: {result_line(res)}")
+    fails = failures(res)
+    if fails:
+        lines.append("failing cases:")
+        lines += fails
+    lines.append(f"written: {path} ({len(t)} case(s) compared)")
+    return "\n".join(lines)

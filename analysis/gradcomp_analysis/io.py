@@ -193,7 +193,8 @@ def find_runs(paths, skipped=None) -> list:
     if not runs:
         raise ReportError(
             f"{', '.join(paths)}: no gradcomp CSV file with rows (expected micro_comm.csv, micro_compress.csv, "
-            f"micro.csv or e2e.csv, in the directory or the folders below it)")
+            f"micro.csv, e2e.csv or converge.csv, or a `gradcomp simulate` folder's sim.csv, in the directory or "
+            f"the folders below it)")
     return runs
 
 
@@ -293,5 +294,5 @@ def load_results(paths) -> Results:
     if res.empty():
         raise ReportError(
             f"{', '.join(paths)}: no gradcomp CSV file with rows (expected micro_comm.csv, micro_compress.csv, "
-            f"micro.csv or e2e.csv)")
+            f"micro.csv, e2e.csv or converge.csv, or a `gradcomp simulate` folder's sim.csv)")
     return res

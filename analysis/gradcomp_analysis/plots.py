@@ -22,6 +22,36 @@ def _save(fig, out_dir, fname):
     return fname
 
 
+LINE_STYLES = ["-", "--", ":", "-."]
+# Setup columns a sweep plot's title names when every line of a panel shares them.
+TITLE_COLUMNS = ("model", "world_size", "network", "batch", "device")
+
+
+def _fixed_label(col: str, v) -> str:
+    """A value every line of a panel shares, for its title: `4 ranks`, `batch=32`, `resnet50`."""
+    if col == "world_size":
+        try:
+            return _ranks(int(v))
+        except (TypeError, ValueError):
+            return f"{v} ranks"
+    return f"{col}={v}" if col in ("batch", "density", "rank") else str(v)
+
+
+def _ranks(n) -> str:
+    return f"{n} rank" if str(n) == "1" else f"{n} ranks"
+
+
+def distinct_colors(n: int) -> list:
+    """N colours, all different: tab10 up to 10, else tab20's (its pairs told apart by
+    shade), else evenly spaced hues."""
+    if n <= 10:
+        return [plt.get_cmap("tab10")(i) for i in range(n)]
+    if n <= 20:
+        order = list(range(0, 20, 2)) + list(range(1, 20, 2))  # the 10 dark shades first
+        return [plt.get_cmap("tab20")(order[i]) for i in range(n)]
+    return [plt.get_cmap("hsv")(i / n) for i in range(n)]
+
+
 def _label(keys, k):
     k = k if isinstance(k, tuple) else (k,)
     return ", ".join(f"{c}={v}" if c in ("world_size", "batch", "density", "rank") else str(v)
@@ -45,7 +75,7 @@ def micro_comm(df: pd.DataFrame, out_dir: str) -> list:
             a.grid(True, alpha=0.3)
         a1.set_yscale("log")
         a1.legend()
-        fig.suptitle(f"Collectives, {n} ranks")
+        fig.suptitle(f"Collectives, {_ranks(n)}")
         files.append(_save(fig, out_dir, f"micro_comm_np{n}.png"))
     return files
 
@@ -60,9 +90,12 @@ def micro_compress(t: pd.DataFrame, out_dir: str) -> list:
     p = t.pivot_table(index="method", columns="shape", values="input_gbps", sort=False)
     p.plot.bar(ax=ax)
     mem = t["mem_read_gbps"].max()
-    ax.axhline(mem, color="k", ls="--", lw=1, label=f"memory read bandwidth {mem:.1f} GB/s")
-    ax.set_ylabel("GB/s of fp32 input (compress + feedback)")
-    ax.set_title("Compression throughput vs memory bandwidth")
+    n = int(t["world_size"].max()) if "world_size" in t.columns and t["world_size"].notna().any() else 1
+    ax.axhline(mem, color="k", ls="--", lw=1,
+               label=f"memory read bandwidth of one rank alone (the probe, others idle): {mem:.1f} GB/s")
+    ax.set_ylabel("GB/s of fp32 input per rank\n(compress + feedback)")
+    ax.set_title(f"Compression throughput per rank, {_ranks(n)} compressing at once, vs one rank's memory bandwidth")
+    ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
     return [_save(fig, out_dir, "micro_compress_gbps.png")]
 
@@ -77,7 +110,7 @@ def micro_phases(t: pd.DataFrame, out_dir: str) -> list:
     big.plot.bar(stacked=True, ax=ax)
     r = t[numel == numel.max()].iloc[0]
     ax.set_ylabel("ms per step (median, max over ranks)")
-    ax.set_title(f"Phase breakdown, {int(r['rows'])}x{int(r['cols'])} tensor, {int(t['world_size'].max())} ranks")
+    ax.set_title(f"Phase breakdown, {int(r['rows'])}x{int(r['cols'])} tensor, {_ranks(int(t['world_size'].max()))}")
     return [_save(fig, out_dir, "micro_phases.png")]
 
 
@@ -89,7 +122,7 @@ def e2e_phases(t: pd.DataFrame, out_dir: str) -> list:
         cols = [c for c in ["compress_ms", "comm_ms", "decompress_ms", "exposed_ms"] if c in g.columns]
         g.groupby("method", sort=False)[cols].median().plot.bar(ax=ax)
         ax.set_ylabel("ms per iteration (best configuration)")
-        ax.set_title(f"{model}, {n} ranks: phase times (exposed = communication not hidden)")
+        ax.set_title(f"{model}, {_ranks(n)}: phase times (exposed = communication not hidden)")
         files.append(_save(fig, out_dir, f"e2e_{model}_np{n}_phases.png"))
     return files
 
@@ -160,10 +193,19 @@ def lines(t: pd.DataFrame, x: str, values: list, groups: list, fname: str, out_d
     if t.empty or not values:
         return []
     panels = _panels(t, panel)
-    fig, axes = _grid(len(panels), 6.5 if len(panels) > 1 else 9, 4.5)
+    fig, axes = _grid(len(panels), 8.5 if len(panels) > 1 else 11, 4.5)
     for ax, (ptitle, tp) in zip(axes, panels):
         gcols = [g for g in groups if g in tp.columns and tp[g].nunique() > 1 and g != panel]
-        grouped = tp.groupby(gcols, sort=False) if gcols else [((), tp)]
+        # What every line of the panel shares (model, world size, ...) goes into its title.
+        fixed = [_fixed_label(g, tp[g].iloc[0]) for g in groups
+                 if g in TITLE_COLUMNS and g in tp.columns and (g != panel or not ptitle) and tp[g].nunique() == 1
+                 and str(tp[g].iloc[0]) not in ("", "nan")]
+        if fixed:
+            ptitle = ", ".join([ptitle] + fixed if ptitle else fixed)
+        grouped = list(tp.groupby(gcols, sort=False)) if gcols else [((), tp)]
+        # Every line its own colour; each value column its own line style.
+        colors = iter(distinct_colors(len(grouped) * len(values)))
+        styles = {v: LINE_STYLES[i % len(LINE_STYLES)] for i, v in enumerate(values)}
         if xcat:
             ticks = tp[[x, xcat]].drop_duplicates().sort_values(x)
             pos = {v: i for i, v in enumerate(ticks[x])}
@@ -180,7 +222,8 @@ def lines(t: pd.DataFrame, x: str, values: list, groups: list, fname: str, out_d
                 if f"{v} ±" in g.columns and g[f"{v} ±"].notna().any():
                     hi = g[f"{v} ±"].astype(float).fillna(0).to_numpy()
                     err = [np.minimum(hi, np.nan_to_num(g[v].astype(float).to_numpy())), hi]  # stop at 0
-                ax.errorbar(xs, g[v], yerr=err, marker="o", ms=3, capsize=2, label=lab)
+                ax.errorbar(xs, g[v], yerr=err, marker="o", ms=3, capsize=2, label=lab, color=next(colors),
+                            ls=styles[v])
         if xcat:
             ax.set_xticks(range(len(ticks)))
             ax.set_xticklabels([str(v) for v in ticks[xcat]], rotation=30)
@@ -191,12 +234,45 @@ def lines(t: pd.DataFrame, x: str, values: list, groups: list, fname: str, out_d
             ax.set_xticks(xv)
             ax.set_xticklabels([f"{v:g}" for v in xv])
             ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        else:
+            xv = sorted(float(v) for v in tp[x].unique() if isinstance(v, numbers.Real) and math.isfinite(v))
+            if xv and all(v.is_integer() for v in xv):
+                # Integer data (workers): ticks at the values measured, never 2.25 or 2.5.
+                ax.set_xticks(xv)
+                ax.set_xticklabels([f"{int(v)}" for v in xv])
+                ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         _auto_logy(ax, tp[values])
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel + (" (log scale)" if ax.get_yscale() == "log" else ""))
         ax.set_title(f"{title}: {ptitle}" if ptitle else title)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # beside the data
+    return [_save(fig, out_dir, fname)]
+
+
+def points(t: pd.DataFrame, index: list, values: list, fname: str, out_dir: str, title: str, ylabel: str,
+           logy: bool = False) -> list:
+    """One point per row (labelled by INDEX columns) and VALUES column: for quantities a
+    bar's length would misstate (a log axis, or an axis not starting at zero)."""
+    values = [v for v in values if v in t.columns]
+    if t.empty or not values:
+        return []
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.7 * len(t) + 3), 4))
+    idx = [c for c in index if c in t.columns]
+    labels = [_label(idx, tuple(r)) for r in t[idx].itertuples(index=False)]
+    xs = np.arange(len(t))
+    for v, color, marker in zip(values, distinct_colors(len(values)), ["o", "s", "^", "D", "v", "P"] * 4):
+        ax.plot(xs, t[v].astype(float).to_numpy(), ls="none", marker=marker, ms=7, color=color, label=v)
+    ax.set_xticks(xs)
+    ax.set_xticklabels(labels, rotation=30, ha="right")
+    if logy:
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
+    ax.set_ylabel(ylabel + (" (log scale)" if logy else ""))
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
     return [_save(fig, out_dir, fname)]
 
 
@@ -204,7 +280,7 @@ def sim_accuracy(t: pd.DataFrame, out_dir: str, tol: float) -> list:
     """Simulated vs measured iteration time with the tolerance band, one colour per world size."""
     fig, ax = plt.subplots(figsize=(5.5, 5))
     for n, g in t.groupby("ranks"):
-        ax.scatter(g["measured ms"], g["simulated ms"], label=f"{n} ranks", s=18)
+        ax.scatter(g["measured ms"], g["simulated ms"], label=_ranks(n), s=18)
     hi = max(t["measured ms"].max(), t["simulated ms"].max()) * 1.1
     lo = min(t["measured ms"].min(), t["simulated ms"].min()) * 0.9
     xs = [lo, hi]
@@ -238,8 +314,39 @@ def converge_curves(df: pd.DataFrame, out_dir: str) -> list:
         ax.set_ylim(0, top)
         ax.set_xlabel("step")
         ax.set_ylabel("cross-entropy (line: train, 10-step mean; dots: held-out)")
-        ax.set_title(f"gradcomp converge, {ws} ranks")
+        ax.set_title(f"gradcomp converge, {_ranks(ws)}")
         ax.legend(fontsize=7, ncol=2)
         safe = "".join(ch if ch.isalnum() else "_" for ch in str(run))
         files.append(_save(fig, out_dir, f"converge_np{ws}_{safe}.png"))
     return files
+
+
+def simulated_best(t: pd.DataFrame, out_dir: str) -> list:
+    """`gradcomp simulate`: each method's speedup over S-SGD at its best configuration, one
+    panel per model and network, a line per method against the world size (an integer
+    axis at the simulated sizes, log-scaled when they span more than 8x)."""
+    if t.empty or t["vs ssgd"].isna().all():
+        return []
+    panel_keys = [k for k in ("model", "network") if k in t.columns]
+    groups = list(t.groupby(panel_keys, sort=False))
+    fig, axes = _grid(len(groups), 5.5, 4)
+    for ax, (k, g) in zip(axes, groups):
+        k = k if isinstance(k, tuple) else (k,)
+        methods = list(g.groupby("method", sort=False))
+        for (m, gm), color in zip(methods, distinct_colors(len(methods))):
+            gm = gm.sort_values("ranks")
+            ax.plot(gm["ranks"], gm["vs ssgd"], marker="o", ms=4, color=color, label=m)
+        xs = sorted(int(v) for v in g["ranks"].unique())
+        if xs and xs[-1] / max(xs[0], 1) > 8:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([str(v) for v in xs])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.axhline(1.0, color="k", lw=0.8, ls=":")
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("world size (simulated ranks)")
+        ax.set_ylabel("speedup over S-SGD (best configurations)")
+        ax.set_title("Simulated: " + ", ".join(str(v) for v in k if str(v) != ""))
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    return [_save(fig, out_dir, "simulated_best.png")]

@@ -93,6 +93,19 @@ def format_column(values, name: str) -> list:
     return [fmt(v, sig, exact) for v in vals]
 
 
+# A 95% half-width above this multiple of its value: the interval says nothing (it
+# reaches below zero), so the cell says "too noisy" instead of `x ± e` (the CSV keeps e).
+NOISY_REL = 1.0
+
+
+def too_noisy(v, e) -> bool:
+    try:
+        v, e = float(v), float(e)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(v) and v > 0 and math.isfinite(e) and e > NOISY_REL * v
+
+
 def _cells(t: pd.DataFrame, pm: str, esc=lambda x: x):
     """Headers and rows of T for printing: a column `X ±` (a 95% half-width) is shown in
     X's cell as `x ± e` and not as a column of its own."""
@@ -106,7 +119,7 @@ def _cells(t: pd.DataFrame, pm: str, esc=lambda x: x):
             v = esc(text[c][i])
             e = text.get(f"{c} ±")
             if e is not None and v and e[i]:
-                v = f"{v}{pm}{esc(e[i])}"
+                v = f"{v} (too noisy)" if too_noisy(t[c].iloc[i], t[f"{c} ±"].iloc[i]) else f"{v}{pm}{esc(e[i])}"
             row.append(v)
         rows.append(row)
     return [str(c) for c in shown], rows
@@ -188,7 +201,7 @@ class Report:
 def _record_line(m):
     cmd = m.get("command_line") or []
     sub = next((a for a in cmd[1:] if not a.startswith("-")), "?")
-    return (f"(`{m.get('run_id')}`, `{sub}`): status `{m.get('status')}`, {m.get('world_size')} ranks on "
+    return (f"(`{m.get('run_id')}`, `{sub}`): status `{m.get('status')}`, {T.ranks(m.get('world_size'))} on "
             f"{', '.join(sorted(set(m.get('hosts') or [])))}; gradcomp {m.get('gradcomp_version')} "
             f"({m.get('git_revision')}); MPI: {m.get('mpi_library')}; {m.get('start_time')} to {m.get('end_time')}; "
             + (f"Slurm job {m['slurm_job_id']}" if m.get("slurm_job_id") else "not under Slurm"))
@@ -240,6 +253,43 @@ def find_paper_scale(dirs) -> list:
             info["error"] = open(err).read().strip() if os.path.exists(err) else ""
             found.append(info)
     return found
+
+
+def find_simulations(dirs) -> list:
+    """`gradcomp simulate` folders below DIRS (a sim.csv with rows; not paper-scale
+    folders, which have their own section, nor `--compare` folders, read as simulator
+    accuracy): dicts with `path`, `label` (relative to the root given) and `sim`."""
+    found = []
+    for root in dirs:
+        for d, subs, files in os.walk(root):
+            subs[:] = sorted(s for s in subs if not os.path.islink(os.path.join(d, s)))
+            if "sim.csv" not in files or PAPER_SCALE_MARKER in files or "sim_vs_measured.csv" in files:
+                continue
+            sim = load_csv(d, "sim.csv")
+            if sim is not None and len(sim):
+                label = os.path.relpath(d, root)
+                found.append({"path": d, "label": os.path.basename(os.path.normpath(d)) if label == "." else label,
+                              "sim": sim})
+    return found
+
+
+def simulate_section(R, found, out_dir):
+    """Section "What-if (gradcomp simulate)": each simulate folder's best configuration
+    per model, world size, network and method, with its speedup over S-SGD's best."""
+    if not found:
+        return
+    R.add("## What-if (`gradcomp simulate`)", "",
+          "Simulated iterations (docs/architecture.md, \"The simulator\"): no measurement, the e2e schedule on a "
+          "virtual clock with the cost model named in `cost_source`. Per model, world size, network and method the "
+          "fastest simulated configuration (`fusion/pipelining/collective`) and `vs ssgd`, S-SGD's fastest "
+          "iteration over the method's (above 1: faster than S-SGD).", "")
+    df = pd.concat([f["sim"].assign(run=f["label"]) for f in found], ignore_index=True)
+    t = T.simulated_best(df)
+    R.table("simulated_best", t, "best simulated configuration per model, world size, network and method")
+    for src in sorted(set(df["cost_source"].dropna().astype(str))) if "cost_source" in df.columns else []:
+        R.add(f"- cost source: {src}")
+    R.add("")
+    R.figs(plots.simulated_best(t, out_dir))
 
 
 def _sims(found, headline: str) -> pd.DataFrame:
@@ -544,12 +594,13 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
         if not os.path.isdir(d):
             raise ReportError(f"{d}: not a directory")
     paper_scale = find_paper_scale(dirs)
-    if paper_scale and not any(discover(d)[0] for d in dirs):
-        res = Results()  # only paper-scale simulations (scripts/paper_scale.sh): no measured run
+    simulations = find_simulations(dirs)
+    if (paper_scale or simulations) and not any(discover(d)[0] for d in dirs):
+        res = Results()  # only simulations (gradcomp simulate, scripts/paper_scale.sh): no measured run
     else:
         res = load_results(dirs)
     # Folders holding (or inside) paper-scale results are read by their own section, not skipped.
-    ps_paths = [os.path.normpath(f["path"]) for f in paper_scale]
+    ps_paths = [os.path.normpath(f["path"]) for f in paper_scale + simulations]
     res.skipped = [(d, why) for d, why in res.skipped
                    if not any(p == os.path.normpath(d) or p.startswith(os.path.normpath(d) + os.sep)
                               or os.path.normpath(d).startswith(p + os.sep) for p in ps_paths)]
@@ -566,7 +617,8 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
         R.add("Rows left out:", "", *[f"- {w}" for w in res.warnings], "")
     R.add("Times are per iteration, the maximum over ranks, median over timed iterations, in ms, shown as "
           "`median ± h` where h is the half-width of the 95% confidence interval of the mean iteration "
-          "(`iter_ci95_s`; in the CSV tables the column `X ±`). A comparison column (`vs ssgd` etc.) says "
+          "(`iter_ci95_s`; in the CSV tables the column `X ±`), or `median (too noisy)` where h exceeds the "
+          "median (the interval reaches below zero and says nothing). A comparison column (`vs ssgd` etc.) says "
           "`faster` or `slower`, or `≈ not significant` when the two intervals overlap: that difference lies "
           "inside the measurement noise, do not rank it. \"best\" = the fastest fusion/pipelining "
           "configuration present for that method (shown as `fusion/pipelining`); an S-SGD baseline is named "
@@ -634,7 +686,8 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
     t = R.paper_table("acpsgd_rank_sweep", T.acpsgd_rank_sweep, e2e, caption="iteration time (ms) per rank")
     if t is not None:
         R.figs(plots.lines(t, "rank", ["powersgd ms", "acpsgd ms"], ["model", "world_size", "network", "run"],
-                           "acpsgd_rank_sweep.png", out_dir, "Rank sweep", "rank", "ms per iteration", logx=True))
+                           "acpsgd_rank_sweep.png", out_dir, "Rank sweep",
+                           "low-rank approximation rank r (not MPI ranks)", "ms per iteration", logx=True))
     R.add("### Sweep: world size", "")
     t = R.paper_table("acpsgd_scaling", T.acpsgd_scaling, e2e, caption="iteration time (ms) per world size")
     if t is not None:
@@ -648,9 +701,10 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
           "sends per iteration at the final density (no warm-up), fusion none.", "")
     t = R.paper_table("dgc_ratio", T.dgc_ratio, e2e, caption="fp32 gradient vs DGC message size")
     if t is not None:
-        R.figs(plots.bars(t[t["ratio"].notna() | t["ratio (published)"].notna()], ["model (paper)", "model"],
-                          ["ratio", "ratio (published)"], "dgc_ratio.png", out_dir,
-                          "DGC compression ratio", "dense / message", logy=True, panel=None))  # ratios: one axis
+        # Points, not bars: on the log axis the ratios need, a bar's length would misstate them.
+        R.figs(plots.points(t[t["ratio"].notna() | t["ratio (published)"].notna()], ["model (paper)", "model"],
+                            ["ratio", "ratio (published)"], "dgc_ratio.png", out_dir,
+                            "DGC compression ratio", "dense / message", logy=True))
 
     R.add("## OMGS-SGD", "", pub.cite("omgs") + f" Published: up to {pub.OMGS_IMPROVEMENT_PCT:g}% faster than "
           "layer-wise sparsified SGD (16 GPUs, 1 GbE, rho = 0.001); their figure is training throughput.", "")
@@ -722,13 +776,13 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
               "ssgd with the same fusion and pipelining, and each method's best configuration with its speedup "
               "over ssgd's best (named below each table).", "")
         for (model, n), g in e2e.groupby(["model", "world_size"]):
-            R.add(f"### {model}, {n} ranks", "")
+            R.add(f"### {model}, {T.ranks(n)}", "")
             R.table(f"e2e_{model}_np{n}", T.e2e_overview(g))
             on = T.auto(g[g["pipelining"] == "on"])
             if len(on) and "overlap_eff" in on.columns and on["overlap_eff"].notna().any():
                 idx = ["run", "method"] if "run" in on.columns and on["run"].nunique() > 1 else ["method"]
                 ov = on.pivot_table(index=idx, columns="fusion", values="overlap_eff", sort=False).reset_index()
-                R.add(f"Overlap efficiency (pipelining on), {model}, {n} ranks:", "")
+                R.add(f"Overlap efficiency (pipelining on), {model}, {T.ranks(n)}:", "")
                 R.table(f"e2e_{model}_np{n}_overlap", ov)
         R.add("### Phase breakdown", "")
         ph = T.e2e_phases(e2e)
@@ -784,6 +838,7 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
                 "final held-out loss and accuracy per method beside dense S-SGD")
         R.figs(plots.converge_curves(res.converge, out_dir))
 
+    simulate_section(R, simulations, out_dir)
     paper_scale_section(R, paper_scale)
     paper_scale_trains(R, paper_scale)
 

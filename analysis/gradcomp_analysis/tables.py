@@ -95,6 +95,18 @@ def fusion_bytes(label) -> float:
     return float(m.group(1)) * _UNITS[m.group(2).upper()]
 
 
+def fusion_order(label):
+    """Sort key of a fusion label: none, byte thresholds ascending, single, then the
+    planners by name (`none, 256KiB, 25MiB, single, mgwfbp, omgs`)."""
+    b = fusion_bytes(label)
+    return (1, 0.0, str(label)) if math.isnan(b) else (0, b, "")
+
+
+def ranks(n) -> str:
+    """`1 rank`, `4 ranks`."""
+    return f"{n} rank" if str(n) == "1" else f"{n} ranks"
+
+
 def human_bytes(n) -> str:
     n = float(n)
     for unit in ["B", "KiB", "MiB", "GiB"]:
@@ -942,6 +954,7 @@ def e2e_overview(g: pd.DataFrame) -> pd.DataFrame:
     g = g.assign(label=label, _ci=ci_s(g))
     b = best(g, ["label", "fusion", "pipelining"])
     ms = b.pivot_table(index="label", columns=["fusion", "pipelining"], values="iter_s", sort=False) * 1e3
+    ms = ms[sorted(ms.columns, key=lambda c: (fusion_order(c[0]), str(c[1]) != "off", str(c[1])))]
     ci = (b.pivot_table(index="label", columns=["fusion", "pipelining"], values="_ci", sort=False) * 1e3).reindex(
         index=ms.index, columns=ms.columns)
     cols = {}
@@ -1166,3 +1179,32 @@ def converge_summary(df: pd.DataFrame) -> pd.DataFrame:
                 "why_not": why_not,
             })
     return pd.DataFrame(out)
+
+
+def simulated_best(sim: pd.DataFrame) -> pd.DataFrame:
+    """sim.csv rows (`gradcomp simulate`, any number of folders with a `run` column): per
+    run, model, world size, ranks per node, network and method the fastest simulated
+    configuration, its iteration (ms) and `vs ssgd` (S-SGD's fastest iteration of the same
+    group over the method's; empty without S-SGD rows). Older sim.csv files without a
+    `network` column get it empty."""
+    df = sim.copy()
+    if "network" not in df.columns:
+        df["network"] = ""
+    if "run" not in df.columns:
+        df["run"] = ""
+    if "ranks_per_node" not in df.columns:
+        df["ranks_per_node"] = 1
+    df["network"] = df["network"].fillna("").astype(str)
+    keys = ["run", "model", "world_size", "ranks_per_node", "network"]
+    b = df.loc[df.groupby(keys + ["method"], sort=False)["iter_s"].idxmin()].copy()
+    b["best configuration"] = [config_label(r) for _, r in b.iterrows()]
+    if "compress_on" in df.columns and df["compress_on"].nunique() > 1:
+        b["best configuration"] += " compress_on=" + b["compress_on"].astype(str)
+    ssgd = b[b["method"] == "ssgd"].set_index(keys)["iter_s"]
+    base = [ssgd.get(tuple(r[k] for k in keys), float("nan")) for _, r in b.iterrows()]
+    b["iter ms"] = b["iter_s"] * 1e3
+    b["vs ssgd"] = pd.Series(base, index=b.index) / b["iter_s"]
+    cols = keys + ["method", "best configuration", "iter ms", "vs ssgd"]
+    out = b[cols].rename(columns={"world_size": "ranks"}).reset_index(drop=True)
+    # The run and the ranks per node only where they vary; the network always.
+    return out.drop(columns=[c for c in ("run", "ranks_per_node") if out[c].nunique() <= 1])

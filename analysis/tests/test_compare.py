@@ -1,5 +1,7 @@
 """Repeatability check (gradcomp_analysis.compare): two runs of one config."""
 
+import os
+
 import pandas as pd
 import pytest
 
@@ -96,3 +98,56 @@ def test_a_run_without_e2e_rows_is_refused_naming_it(tmp_path):
     d = tmp_path / "empty"
     d.mkdir()
     assert main(["compare", str(d), str(d)]) == 2
+
+
+def test_runs_sharing_few_cases_are_different_configs_not_a_pass(tmp_path, capsys):
+    # Run a: 28 cases; run b: 3 of them, identical times (the old check said PASS).
+    methods = {f"m{i}": 0.002 + i * 1e-4 for i in range(28)}
+    a = write(tmp_path, "a", e2e(methods))
+    b = write(tmp_path, "b", e2e({k: methods[k] for k in ("m0", "m1", "m2")}))
+    ok, path = C.compare(a, b, 0.10, str(tmp_path / "o"))
+    assert not ok
+    text = open(path).read()
+    assert "result: FAIL (different configs: 3 of 28 cases in both runs" in text, text
+    assert main(["compare", a, b, "--out", str(tmp_path / "o2")]) == 1
+    out = capsys.readouterr().out
+    assert "result: FAIL (different configs: 3 of 28 cases in both runs" in out
+    assert "only in a: m10 256KiB/on/allreduce" in out and "only in a: ... and 15 more" in out
+
+
+def test_a_case_in_one_run_only_fails(tmp_path):
+    a = write(tmp_path, "a", e2e({"ssgd": 0.0020, "topk": 0.0030, "dgc": 0.0040}))
+    b = write(tmp_path, "b", e2e({"ssgd": 0.0020, "topk": 0.0030}))
+    ok, path = C.compare(a, b, 0.10, str(tmp_path / "o"))
+    assert not ok
+    text = open(path).read()
+    assert "result: FAIL (1 case(s) in one run only)" in text
+    assert "Cases only in run a: dgc 256KiB/on/allreduce" in text
+
+
+def test_the_verdict_and_failing_cases_are_printed(tmp_path, capsys):
+    a = write(tmp_path, "a", e2e({"ssgd": 0.0020, "topk": 0.0030}))
+    b = write(tmp_path, "b", e2e({"ssgd": 0.0020, "topk": 0.0034}))
+    assert main(["compare", a, b, "--out", str(tmp_path / "o")]) == 1
+    out = capsys.readouterr().out
+    assert "result: FAIL" in out
+    assert "outside: topk 256KiB/on/allreduce (resnet20, 4 ranks): 3 ms vs 3.4 ms, +13.3%" in out
+    assert "times within 10%: 1 of 2" in out
+    assert f"written: {tmp_path / 'o' / 'compare.md'}" in out
+    b2 = write(tmp_path, "b2", e2e({"ssgd": 0.0020, "topk": 0.0031}))
+    assert main(["compare", a, b2, "--out", str(tmp_path / "o2")]) == 0
+    out = capsys.readouterr().out
+    assert "result: PASS" in out and "failing cases" not in out
+
+
+def test_the_output_goes_to_a_folder_of_its_own_not_into_run_b(tmp_path):
+    root = tmp_path / "rep"
+    root.mkdir()
+    (root / "a").mkdir()
+    (root / "b").mkdir()
+    a = write(root / "a", "np4", e2e({"ssgd": 0.0020}))
+    b = write(root / "b", "np4", e2e({"ssgd": 0.0020}))
+    assert C.compare_dir(a, b) == str(root / "compare-a_np4-vs-b_np4")
+    ok, path = C.compare(a, b, 0.10)
+    assert ok and path == str(root / "compare-a_np4-vs-b_np4" / "compare.md")
+    assert sorted(os.listdir(b)) == ["e2e.csv"]

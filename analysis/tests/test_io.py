@@ -79,6 +79,14 @@ def test_printed_numbers_have_consistent_significant_digits():
     assert md.splitlines()[3] == "| 283.4 | ≈ not significant |"
 
 
+def test_an_interval_wider_than_its_median_is_printed_as_too_noisy():
+    """micro_comm's `14.06 ± 800` us: a half-width 57 times the median says nothing."""
+    from gradcomp_analysis.report import to_markdown
+    md = to_markdown(pd.DataFrame({"median us": [14.06, 20.0], "median us ±": [800.0, 2.0]}))
+    assert md.splitlines()[2] == "| 14.06 (too noisy) |"
+    assert md.splitlines()[3] == "| 20 ± 2 |"
+
+
 def test_plots_panel_per_model_and_buffer_sweep_ticks(tmp_path, monkeypatch):
     """Item 5: ResNet-20 (ms) and ResNet-50 (hundreds of ms) get a panel each in
     acpsgd_main.png; acpsgd_buffer_sweep.png labels its ticks by fusion (none ... single)

@@ -246,3 +246,27 @@ def test_run_then_converge_into_one_folder_keeps_both_records(results, tmp_path)
     assert f"(`{now['run_id']}`, `converge`)" in text
     assert f"earlier invocation into it (`{first['run_id']}`, `run`)" in text
     assert "## Convergence" in text
+
+
+def test_a_simulate_folder_is_reported(tmp_path):
+    """`report DIR` on a `gradcomp simulate --out DIR` folder: the best configuration per model,
+    world size, network and method with its speedup over S-SGD, from sim.csv."""
+    out = tmp_path / "sim"
+    p = subprocess.run([BIN, "simulate", "--model", "resnet20", "--methods", "ssgd,topk", "--world-sizes", "4,8",
+                        "--network", "1gbe,100gb-ib", "--fusion", "none,25MiB", "--out", str(out)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    # simulate prints the same summary on stdout.
+    assert "best configuration" in p.stdout and "vs S-SGD" in p.stdout
+    assert len([x for x in p.stdout.splitlines() if x.startswith("resnet20")]) == 2 * 2 * 2
+    path = write_report(str(out))
+    rep = open(path).read()
+    assert "## What-if (`gradcomp simulate`)" in rep and "simulated_best.png" in rep
+    t = pd.read_csv(os.path.join(os.path.dirname(path), "simulated_best.csv"))
+    sim = pd.read_csv(out / "sim.csv")
+    assert len(t) == 2 * 2 * 2 and set(t["network"]) == {"1gbe", "100gb-ib"}
+    for _, r in t.iterrows():
+        g = sim[(sim["network"] == r["network"]) & (sim["world_size"] == r["ranks"])]
+        best = g.groupby("method")["iter_s"].min()
+        assert r["iter ms"] == pytest.approx(best[r["method"]] * 1e3)
+        assert r["vs ssgd"] == pytest.approx(best["ssgd"] / best[r["method"]])

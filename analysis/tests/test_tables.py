@@ -394,7 +394,7 @@ def test_planner_accuracy_compares_planned_with_measured_sync():
         r = row(method, bwd_sync_s * 1.2, fusion=fusion)
         return dict(r, planned_s=planned_s, bwd_sync_s=bwd_sync_s, plan_source=source, buckets=3)
     e = df(planned("ssgd", "mgwfbp", 0.09, 0.1, "mgwfbp"),
-           planned("topk", "layerfusion", 0.05, 0.1, "4MiB (layerfusion predicted 6e-2 s)"),
+           planned("topk", "layerfusion", 0.05, 0.1, "4MiB (layerfusion predicted 60.000ms)"),
            dict(row("ssgd", 0.2), planned_s=math.nan, bwd_sync_s=0.15))
     t = T.planner_accuracy(e)
     assert len(t) == 2  # fixed fusions have no prediction
@@ -412,10 +412,10 @@ def test_planner_tables_show_the_plan_that_ran():
     """issue 27: the omgs and sketch_fusion tables show each planner row's plan_source (the
     planner's own plan, or the simple plan that replaced it)."""
     om = dict(row("omgs", 0.4, fusion="omgs"), plan_source="omgs")
-    mg = dict(row("ssgd", 0.8, fusion="mgwfbp"), plan_source="single (mgwfbp predicted 1.0e-1 s)")
+    mg = dict(row("ssgd", 0.8, fusion="mgwfbp"), plan_source="single (mgwfbp predicted 100.000ms)")
     t = T.omgs(pd.DataFrame([row("topk", 0.5), om, mg])).iloc[0]
     assert t["omgs plan that ran"] == "omgs"
-    assert t["ssgd (mgwfbp) plan that ran"] == "single (mgwfbp predicted 1.0e-1 s)"
+    assert t["ssgd (mgwfbp) plan that ran"] == "single (mgwfbp predicted 100.000ms)"
     assert "topk (layer-wise) plan that ran" not in t.index  # fusion none: no planner
     sf = dict(row("sketch-fusion", 0.25, fusion="layerfusion"), plan_source="layerfusion")
     s = T.sketch_fusion(pd.DataFrame([row("sketch", 0.5), sf])).set_index("method")
@@ -461,3 +461,34 @@ def test_a_negative_control_that_passes_is_a_failed_control():
     assert "FAILED CONTROL" in t.loc["powersgd-noef", "why_not"]
     assert t.loc["topk-noef", "control"] == "fails as a control should"
     assert t.loc["powersgd", "control"] == ""
+
+
+def test_simulated_best_is_the_fastest_configuration_with_its_speedup_over_ssgd():
+    rows = []
+    for net, scale in (("1gbe", 10.0), ("100gb-ib", 1.0)):
+        for m, fus, pipe, t in [("ssgd", "none", "off", 0.2), ("ssgd", "25MiB", "on", 0.1),
+                                ("topk", "none", "off", 0.08), ("topk", "25MiB", "on", 0.05)]:
+            rows.append(dict(schema_version=1, source="simulated", model="resnet50", method=m, fusion=fus,
+                             pipelining=pipe, collective="allreduce", world_size=8, ranks_per_node=1, network=net,
+                             compress_on="host", iter_s=t * scale, cost_source="x"))
+    t = T.simulated_best(pd.DataFrame(rows))
+    assert list(t.columns) == ["model", "ranks", "network", "method", "best configuration", "iter ms", "vs ssgd"]
+    assert len(t) == 4
+    r = t[(t["network"] == "1gbe") & (t["method"] == "topk")].iloc[0]
+    assert r["best configuration"] == "25MiB/on/allreduce"
+    assert r["iter ms"] == pytest.approx(500.0) and r["vs ssgd"] == pytest.approx(2.0)
+    assert t[t["method"] == "ssgd"]["vs ssgd"].tolist() == [1.0, 1.0]
+
+
+def test_e2e_overview_orders_fusion_none_sizes_ascending_single_then_planners():
+    rows = [row(m, 0.01 + i * 1e-4, fusion=f, pipelining=p)
+            for m in ("ssgd", "topk") for i, f in enumerate(["single", "mgwfbp", "256KiB", "none", "25MiB"])
+            for p in ("on", "off")]
+    t = T.e2e_overview(df(*rows))
+    cols = [c[:-3] for c in t.columns if c.endswith(" ms") and not c.startswith("best")]
+    assert cols == ["none/off", "none/on", "256KiB/off", "256KiB/on", "25MiB/off", "25MiB/on", "single/off",
+                    "single/on", "mgwfbp/off", "mgwfbp/on"]
+
+
+def test_ranks_is_singular_for_one():
+    assert T.ranks(1) == "1 rank" and T.ranks(4) == "4 ranks"

@@ -163,8 +163,14 @@ pub fn run_all(
                 iters,
                 warmup,
             } => {
+                // Rank 0 probes alone while the others wait: ranks probing at once on
+                // one node would each see a share of its bandwidth, not the bandwidth.
                 let bw = *mem_read_gbps.get_or_insert_with(|| {
-                    let mut v = [crate::measure::tensors::memory_read_gbps()];
+                    let mut v = [if world.is_root() {
+                        crate::measure::tensors::memory_read_gbps()
+                    } else {
+                        0.0
+                    }];
                     world.max_in_place(&mut v);
                     v[0]
                 });

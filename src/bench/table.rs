@@ -81,8 +81,9 @@ impl Table {
         if self.last != Some(r.collective) {
             self.last = Some(r.collective);
             println!(
-                "\n# {}  ({} ranks; times are the max over ranks per iteration)",
-                r.collective, r.world_size
+                "\n# {}  ({}; times are the max over ranks per iteration)",
+                r.collective,
+                crate::units::count(r.world_size, "rank")
             );
             if r.overlap_osu_pct.is_some() {
                 println!(

@@ -126,12 +126,13 @@ pub struct PlacementArgs {
 /// Method hyper-parameters (flags named after the TOML keys).
 #[derive(Debug, Args, Clone)]
 pub struct ParamArgs {
-    /// Density rho in (0,1] (topk, dgc, sketch); a comma list sweeps [default: 0.001]
+    /// Density rho in (0,1] (topk, dgc, sketch), a fraction (0.001) or a percentage (0.1%); a comma list sweeps [default: 0.001]
     #[arg(
         long,
         value_delimiter = ',',
         allow_hyphen_values = true,
-        value_name = "LIST"
+        value_name = "LIST",
+        value_parser = parse_density
     )]
     pub density: Option<Vec<f64>>,
     /// Low-rank rank r (powersgd, acpsgd; not a number of MPI ranks); a comma list sweeps [default: 4]
@@ -178,6 +179,21 @@ pub struct ParamArgs {
     /// QSGD levels s [default: 127]
     #[arg(long, allow_negative_numbers = true, value_name = "S")]
     pub qsgd_levels: Option<u32>,
+}
+
+/// `--density`: a fraction (`0.001`) or a percentage (`0.1%`); the range is checked
+/// with the section.
+pub fn parse_density(s: &str) -> std::result::Result<f64, String> {
+    let t = s.trim();
+    let (num, scale) = match t.strip_suffix('%') {
+        Some(n) => (n.trim(), 0.01),
+        None => (t, 1.0),
+    };
+    num.parse::<f64>().map(|v| v * scale).map_err(|_| {
+        format!(
+            "'{s}' is not a density: give a fraction such as 0.001 or a percentage such as 0.1%"
+        )
+    })
 }
 
 impl ParamArgs {

@@ -12,12 +12,13 @@ impl Cli {
             seed: 1,
             expect_ranks: None,
             case_timeout_s: None,
-            samples: true,
+            samples: false,
             rounds: 1,
             micro_comm: vec![],
             micro_compress: vec![],
             micro: vec![],
             e2e: vec![],
+            converge_sections: 0,
         };
         let mut cfg =
             match &self.command {
@@ -62,6 +63,14 @@ impl Cli {
             };
         if let Some(seed) = self.common.job.seed {
             cfg.seed = seed;
+        }
+        if self.common.samples && self.common.no_samples {
+            return Err(Error::Input(
+                "--samples and --no-samples: give one (samples.csv is off unless --samples)".into(),
+            ));
+        }
+        if self.common.samples {
+            cfg.samples = true;
         }
         if self.common.no_samples {
             cfg.samples = false;

@@ -28,14 +28,19 @@ pub struct Common {
     #[command(flatten)]
     pub job: JobFlags,
     /// e2e: write a Chrome trace (JSON for Perfetto / chrome://tracing) of rank 0's timed
-    /// iterations; with several e2e cases FILE-<i>.json per case
+    /// iterations; with several e2e cases one file per case, named by the case and its
+    /// case_id (t.json: t-resnet50-topk-25MiB-pipe_on-allgather-<case_id>.json)
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
     /// Skip cases whose rows are already in --out's CSV files (same case and configuration)
     #[arg(long)]
     pub resume: bool,
-    /// Do not write samples.csv (every rank's time of every timed iteration; the
-    /// summary CSVs are unchanged) [config: [run] samples = false]
+    /// Also write samples.csv: every rank's time of every timed iteration (large: tens
+    /// of bytes per rank and iteration; the summary CSVs do not need it) [config: [run]
+    /// samples = true]
+    #[arg(long)]
+    pub samples: bool,
+    /// Do not write samples.csv (the default; overrides [run] samples = true)
     #[arg(long)]
     pub no_samples: bool,
     /// Run the e2e cases N times, round after round: each case's repeats spread over the

@@ -193,6 +193,40 @@ mod tests {
         }
     }
 
+    /// `--density` takes a fraction or a percentage; anything else names the forms.
+    #[test]
+    fn density_takes_a_percentage() {
+        assert_eq!(groups::parse_density("0.001"), Ok(0.001));
+        assert!((groups::parse_density("0.1%").unwrap() - 0.001).abs() < 1e-15);
+        let e = groups::parse_density("0.1 percent").unwrap_err();
+        assert!(e.contains("percentage such as 0.1%"), "{e}");
+        assert!(parse(&[
+            "e2e",
+            "--model",
+            "resnet20",
+            "--methods",
+            "topk",
+            "--density",
+            "0.1%,1%"
+        ])
+        .is_ok());
+    }
+
+    /// `--trace`'s help says how per-case files are named (by case and case_id).
+    #[test]
+    fn trace_help_names_the_per_case_files() {
+        let cmd = Parsed::command();
+        let e2e = cmd.find_subcommand("e2e").unwrap();
+        let help = e2e
+            .get_arguments()
+            .find(|a| a.get_id() == "trace")
+            .and_then(|a| a.get_help())
+            .unwrap()
+            .to_string();
+        assert!(!help.contains("<i>"), "{help}");
+        assert!(help.contains("case_id"), "{help}");
+    }
+
     /// The shared workload group is required by e2e, and by simulate unless --compare.
     #[test]
     fn each_command_sets_whether_models_and_methods_are_required() {

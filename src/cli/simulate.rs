@@ -35,9 +35,9 @@ pub struct SimulateArgs {
     pub world_sizes: Vec<usize>,
     #[command(flatten)]
     pub schedule: ScheduleArgs,
-    /// Network preset: 1gbe, 10gbe, 25gbe, 100gb-ib [default: 10gbe, or fitted with --fits]
-    #[arg(long, value_name = "PRESET")]
-    pub network: Option<String>,
+    /// Network presets, comma-separated: 1gbe, 10gbe, 25gbe, 100gb-ib (a list sweeps; one with --compare or --validate-published) [default: 10gbe, or fitted with --fits]
+    #[arg(long = "network", value_delimiter = ',', value_name = "LIST")]
+    pub networks: Vec<String>,
     /// Fit collective and compression costs from this results directory (micro_comm.csv, micro_compress.csv)
     #[arg(long, value_name = "DIR")]
     pub fits: Option<PathBuf>,
@@ -101,7 +101,23 @@ impl SimulateArgs {
                 "--world-sizes: {n} ranks is beyond what the simulator models; give at most {MAX_SIM_WORLD_SIZE}"
             )));
         }
-        if let Some(n) = &self.network {
+        config::no_repeats(&Origin::Cli, "network", &self.networks, |n| n.clone())?;
+        if self.networks.len() > 1 {
+            let single = if self.compare.is_some() {
+                Some("--compare")
+            } else if self.validate_published.is_some() {
+                Some("--validate-published")
+            } else {
+                None
+            };
+            if let Some(flag) = single {
+                return Err(Error::Input(format!(
+                    "--network {}: {flag} takes one network; give one preset",
+                    self.networks.join(",")
+                )));
+            }
+        }
+        for n in &self.networks {
             if crate::sim::network::Link::preset(n).is_none() {
                 return Err(Error::Input(format!(
                     "--network: unknown preset '{n}'; allowed: {}",
@@ -179,7 +195,8 @@ impl SimulateArgs {
             compress_on: spec.compress_on,
             compress_device: spec.compress_device,
             compress_profile: spec.compress_profile,
-            network: self.network.clone(),
+            network: self.networks.first().cloned(),
+            networks: self.networks.clone(),
             fits: self.fits.clone(),
             compare: self.compare.clone(),
             tolerance: self.tolerance,

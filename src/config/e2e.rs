@@ -13,8 +13,9 @@ pub struct E2eSection {
     /// `omgs`, `layerfusion`.
     #[serde(default = "default_fusion")]
     pub fusion: Vec<String>,
-    /// Pipelining (wait-free backprop) on and/or off.
-    #[serde(default = "default_pipelining")]
+    /// Pipelining (wait-free backprop) on and/or off: booleans or `"on"` / `"off"`, as
+    /// the command line takes them.
+    #[serde(default = "default_pipelining", deserialize_with = "on_off_list")]
     pub pipelining: Vec<bool>,
     /// Collectives: `auto` (the method's own), `allreduce`, `allgather`, `ps`.
     #[serde(default = "default_collectives")]
@@ -81,6 +82,30 @@ pub struct E2eSection {
 fn default_fusion() -> Vec<String> {
     vec!["none".into()]
 }
+/// A list of booleans, each written `true` / `false` or `"on"` / `"off"`.
+fn on_off_list<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<bool>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OnOff {
+        Bool(bool),
+        Text(String),
+    }
+    let items: Vec<OnOff> = Vec::deserialize(d)?;
+    items
+        .into_iter()
+        .map(|x| match x {
+            OnOff::Bool(b) => Ok(b),
+            OnOff::Text(t) => match t.trim() {
+                "on" | "true" => Ok(true),
+                "off" | "false" => Ok(false),
+                other => Err(serde::de::Error::custom(format!(
+                    "'{other}' is not on or off; give [\"off\", \"on\"] or [false, true]"
+                ))),
+            },
+        })
+        .collect()
+}
+
 fn default_pipelining() -> Vec<bool> {
     vec![false, true]
 }

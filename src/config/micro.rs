@@ -69,7 +69,8 @@ pub struct RunSection {
     pub expect_ranks: Option<usize>,
     /// End the job when one case runs longer than this (seconds).
     pub case_timeout_s: Option<f64>,
-    /// Write samples.csv (every rank's every timed iteration); `false` as `--no-samples`.
+    /// Write samples.csv (every rank's every timed iteration); off unless asked
+    /// (`true`, or `--samples`).
     pub samples: bool,
     /// Run the e2e cases this many times, round after round (each case's repeats spread
     /// over the run; the report takes each case's median repeat); `--rounds`.
@@ -82,7 +83,7 @@ impl Default for RunSection {
             seed: 1,
             expect_ranks: None,
             case_timeout_s: None,
-            samples: true,
+            samples: false,
             rounds: 1,
         }
     }

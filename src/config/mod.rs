@@ -32,6 +32,80 @@ pub enum ConfigError {
         file: String,
         source: std::io::Error,
     },
+    #[error("config file {file} does not exist; {hint}")]
+    NotFound { file: String, hint: String },
+}
+
+/// Levenshtein distance of two short names (bytes).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b = b.as_bytes();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, &x) in a.as_bytes().iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, &y) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(x != y))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// What to say when config `path` does not exist: the closest names among the TOML
+/// files beside it and in `bench-configs/` (from the working directory), or where the
+/// shipped configs are.
+pub fn missing_config_hint(path: &Path) -> String {
+    let want = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    let beside = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => Path::new(".").to_path_buf(),
+    };
+    let mut found: Vec<(usize, String)> = Vec::new();
+    for dir in [beside, Path::new("bench-configs").to_path_buf()] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.extension().map_or(true, |x| x != "toml") {
+                continue;
+            }
+            let stem = p
+                .file_stem()
+                .map(|s| s.to_string_lossy().to_lowercase())
+                .unwrap_or_default();
+            let d = edit_distance(&want, &stem);
+            let close = d <= (want.len().max(stem.len()) / 3).max(2)
+                || (!want.is_empty() && (stem.contains(&want) || want.contains(&stem)));
+            let shown = if dir == Path::new(".") {
+                p.file_name()
+                    .map_or(String::new(), |n| n.to_string_lossy().into())
+            } else {
+                p.display().to_string()
+            };
+            if close && !found.iter().any(|(_, s)| *s == shown) {
+                found.push((d, shown));
+            }
+        }
+    }
+    found.sort();
+    if found.is_empty() {
+        "the shipped configs are in bench-configs/ (e.g. bench-configs/laptop.toml)".into()
+    } else {
+        format!(
+            "did you mean {}?",
+            found
+                .into_iter()
+                .take(3)
+                .map(|(_, s)| s)
+                .collect::<Vec<_>>()
+                .join(" or ")
+        )
+    }
 }
 
 /// Bad input: exit code 2 ([`crate::error::Error::Usage`]).
@@ -210,7 +284,7 @@ pub struct Config {
     pub seed: u64,
     pub expect_ranks: Option<usize>,
     pub case_timeout_s: Option<f64>,
-    /// Write samples.csv (`[run] samples`, default on; `--no-samples` turns it off).
+    /// Write samples.csv (`[run] samples = true` or `--samples`; default off).
     pub samples: bool,
     /// e2e cases run this many times, round after round (`[run] rounds`, `--rounds`).
     pub rounds: usize,
@@ -218,6 +292,47 @@ pub struct Config {
     pub micro_compress: Vec<CompressSpec>,
     pub micro: Vec<CompressSpec>,
     pub e2e: Vec<E2eSpec>,
+    /// `[[converge]]` sections of the file, which `gradcomp run` does not run
+    /// (`gradcomp converge --config FILE` does); [`Config::notes`] says so.
+    #[serde(skip)]
+    pub converge_sections: usize,
+}
+
+impl Config {
+    /// What this run will not do that its config or flags may lead one to expect, one
+    /// line each (printed once by rank 0): `[[converge]]` sections left to `gradcomp
+    /// converge`, and fusion values a method with its own fusion (omgs, sketch-fusion)
+    /// does not sweep. `what` names the config (its file, or "the command line").
+    pub fn notes(&self, what: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.converge_sections > 0 {
+            out.push(format!(
+                "{what}: {} [[converge]] section(s) not run by `gradcomp run`; run them with `gradcomp converge --config {what} --out DIR` (make bench does)",
+                self.converge_sections
+            ));
+        }
+        for s in &self.e2e {
+            for m in &s.methods {
+                let Some(own) = implied_fusion(m) else {
+                    continue;
+                };
+                let others: Vec<String> = s
+                    .fusion
+                    .iter()
+                    .filter(|f| **f != own)
+                    .map(ToString::to_string)
+                    .collect();
+                if !others.is_empty() {
+                    out.push(format!(
+                        "{m} keeps its own fusion ({own}): it runs once per case, not with fusion {}",
+                        others.join(", ")
+                    ));
+                }
+            }
+        }
+        out.dedup();
+        out
+    }
 }
 
 /// Most timed iterations one case may ask for (`iters`, `--iters`, and e2e's
@@ -317,7 +432,16 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
         location: file.clone(),
         msg,
     };
-    let meta = std::fs::metadata(path).map_err(read_err)?;
+    let meta = std::fs::metadata(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            ConfigError::NotFound {
+                file: file.clone(),
+                hint: missing_config_hint(path),
+            }
+        } else {
+            read_err(e)
+        }
+    })?;
     if !meta.is_file() {
         return Err(refuse(
             "is not a regular file (a directory, device or FIFO); give the path of a TOML bench config".into(),
@@ -427,6 +551,7 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         case_timeout_s: raw.run.case_timeout_s,
         samples: raw.run.samples,
         rounds: raw.run.rounds,
+        converge_sections: raw.converge.len(),
         micro_comm,
         micro_compress,
         micro,
@@ -570,10 +695,10 @@ iters = 10
     }
 
     #[test]
-    fn samples_are_on_unless_the_run_section_turns_them_off() {
-        assert!(parse(GOOD, "x.toml").unwrap().samples);
-        let off = GOOD.replace("seed = 7", "seed = 7\nsamples = false");
-        assert!(!parse(&off, "x.toml").unwrap().samples);
+    fn samples_are_off_unless_the_run_section_asks_for_them() {
+        assert!(!parse(GOOD, "x.toml").unwrap().samples);
+        let on = GOOD.replace("seed = 7", "seed = 7\nsamples = true");
+        assert!(parse(&on, "x.toml").unwrap().samples);
         let e = err(&GOOD.replace("seed = 7", "seed = 7\nsamples = \"no\""));
         assert!(e.contains("samples"), "{e}");
     }
@@ -594,6 +719,68 @@ iters = 10
 
     fn err(text: &str) -> String {
         parse(text, "bad.toml").unwrap_err().to_string()
+    }
+
+    /// TOML `pipelining` takes what the command line takes (on/off) as well as booleans.
+    #[test]
+    fn pipelining_takes_booleans_and_on_off() {
+        let e2e = |p: &str| {
+            parse(
+                &format!(
+                    "[[e2e]]\nmodels = [\"resnet20\"]\nmethods = [\"ssgd\"]\npipelining = {p}\n"
+                ),
+                "x.toml",
+            )
+            .map(|c| c.e2e[0].pipelining.clone())
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(e2e("[false, true]").unwrap(), [false, true]);
+        assert_eq!(e2e("[\"off\", \"on\"]").unwrap(), [false, true]);
+        assert_eq!(e2e("[\"on\"]").unwrap(), [true]);
+        let e = e2e("[\"maybe\"]").unwrap_err();
+        assert!(e.contains("'maybe' is not on or off"), "{e}");
+    }
+
+    /// `gradcomp run` says which sections it leaves out and which fusion values a
+    /// method with its own fusion does not sweep.
+    #[test]
+    fn notes_name_skipped_converge_sections_and_fixed_fusions() {
+        let c = parse(
+            "[[e2e]]\nmodels = [\"resnet20\"]\nmethods = [\"ssgd\", \"omgs\"]\nfusion = [\"none\", \"25MiB\", \"mgwfbp\"]\n\n[[converge]]\nmethods = [\"ssgd\"]\n",
+            "x.toml",
+        )
+        .unwrap();
+        let notes = c.notes("x.toml");
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(
+            notes[0].contains("1 [[converge]] section(s) not run by `gradcomp run`")
+                && notes[0].contains("gradcomp converge --config x.toml"),
+            "{notes:?}"
+        );
+        assert_eq!(
+            notes[1],
+            "omgs keeps its own fusion (omgs): it runs once per case, not with fusion none, 25MiB, mgwfbp"
+        );
+        let quiet = parse(GOOD, "x.toml").unwrap();
+        assert!(quiet.notes("x.toml").is_empty());
+    }
+
+    /// A config that does not exist: exit 2 with the close names of the shipped configs.
+    #[test]
+    fn a_missing_config_gets_a_suggestion() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let e = load(&root.join("bench-configs/laptp.toml")).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("does not exist") && msg.contains("did you mean"),
+            "{msg}"
+        );
+        assert!(msg.contains("bench-configs/laptop.toml"), "{msg}");
+        assert_eq!(crate::error::Error::from(e).exit_code(), 2);
+        let far = load(&root.join("bench-configs/zzzzzzzzzzzzzzzzzzzz.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(far.contains("bench-configs/"), "{far}");
     }
 
     #[test]

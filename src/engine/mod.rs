@@ -403,11 +403,33 @@ pub(crate) fn layout(
 }
 
 /// The `plan_source` of a planner's choice: the planner's name when its plan was kept,
-/// else `SIMPLE (PLANNER predicted X s)`, e.g. `single (mgwfbp predicted 0.0123 s)`.
+/// else `SIMPLE (PLANNER predicted T)`, T in plain units, e.g. `single (mgwfbp predicted 549.250ms)`.
 pub fn plan_source_of(kind: PlannerKind, c: &planner::Choice) -> String {
     let name = crate::schedule::plan::Fusion::Planner(kind).to_string();
     match &c.replaced {
         None => name,
-        Some((simple, own_s)) => format!("{simple} ({name} predicted {own_s:.4e} s)"),
+        Some((simple, own_s)) => format!(
+            "{simple} ({name} predicted {})",
+            crate::units::fmt_seconds(*own_s)
+        ),
+    }
+}
+
+#[cfg(test)]
+mod plan_source_tests {
+    use super::*;
+
+    /// A planner's prediction is printed in plain units, not `5.4925e-1 s`.
+    #[test]
+    fn a_replaced_plan_names_the_prediction_in_plain_units() {
+        let c = planner::Choice {
+            groups: vec![],
+            predicted_s: 0.3,
+            replaced: Some(("single".into(), 0.549_25)),
+        };
+        assert_eq!(
+            plan_source_of(PlannerKind::Mgwfbp, &c),
+            "single (mgwfbp predicted 549.250ms)"
+        );
     }
 }

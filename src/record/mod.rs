@@ -37,7 +37,7 @@ impl CsvSink {
         let file = OpenOptions::new().write(true).create_new(true).open(path).map_err(|e| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
                 Error::Input(format!(
-                    "{} already exists: results are never overwritten; choose a new --out directory",
+                    "{} already exists: results are never overwritten; choose a new --out directory, or add --resume to run only the cases not in it yet",
                     path.display()
                 ))
             } else {

@@ -123,18 +123,16 @@ impl CostModel {
         Ok(CostModel::with_network(Box::new(a)))
     }
 
-    /// Compression costs fitted by [`fit::fit_results`] (replace the defaults).
+    /// Compression costs fitted by [`fit::fit_results`] (replace the defaults). Without
+    /// a micro_compress.csv in the fitted directory the reference fit stays, and
+    /// `compress_source` names it.
     pub fn with_compress_fits(mut self, report: &fit::FitReport) -> CostModel {
         for (m, c) in report.method_costs() {
             self.methods.insert(m, c);
         }
-        self.compress_source = format!(
-            "fitted {}",
-            report
-                .compress_source
-                .as_deref()
-                .unwrap_or("micro_compress.csv")
-        );
+        if let Some(src) = &report.compress_source {
+            self.compress_source = format!("fitted {src} (other methods: the reference fit)");
+        }
         self
     }
 

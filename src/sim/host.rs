@@ -203,12 +203,17 @@ pub fn layout_from_run_json(path: &Path) -> Result<Option<Layout>> {
         .expect("at least one host");
     let what = if names.len() > 1 {
         format!(
-            "{ranks} ranks on {cores} cores of {} ({} host names, one machine)",
+            "{} on {cores} cores of {} ({} host names, one machine)",
+            crate::units::count(*ranks, "rank"),
             names[0],
             names.len()
         )
     } else {
-        format!("{ranks} ranks on {cores} cores of {}", names[0])
+        format!(
+            "{} on {cores} cores of {}",
+            crate::units::count(*ranks, "rank"),
+            names[0]
+        )
     };
     Ok(Some(Layout {
         ranks: *ranks,

@@ -40,6 +40,7 @@ pub mod network;
 pub mod published;
 pub mod row;
 pub mod run;
+pub mod summary;
 pub mod topology;
 mod wire;
 

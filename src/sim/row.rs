@@ -16,6 +16,8 @@ pub struct SimRow {
     pub aggregation: &'static str,
     pub world_size: usize,
     pub ranks_per_node: usize,
+    /// The network preset, or `fitted` (`--fits` without `--network`); set by the caller.
+    pub network: String,
     pub batch: usize,
     pub device: String,
     pub compress_on: &'static str,
@@ -58,6 +60,7 @@ impl SimRow {
             aggregation: r.aggregation,
             world_size: case.world_size,
             ranks_per_node: costs.ranks_per_node,
+            network: String::new(),
             batch: wl.batch,
             device: wl.device.clone(),
             compress_on: case.compress_on.name(),

@@ -29,6 +29,7 @@ pub fn check_profile(p: &CompressProfile, model: &str, methods: &[String], n: us
 }
 
 /// What `gradcomp simulate` asks for (validated from the flags).
+#[derive(Clone)]
 pub struct SimulateRequest {
     pub models: Vec<String>,
     pub methods: Vec<String>,
@@ -44,8 +45,12 @@ pub struct SimulateRequest {
     pub compress_device: Option<String>,
     /// Measured device compression times (validated: it reads).
     pub compress_profile: Option<String>,
-    /// Network preset, or None with `fits` set.
+    /// The network preset of this pass (the first of `networks`), or None: fitted with
+    /// `fits` set, else 10gbe.
     pub network: Option<String>,
+    /// Every network preset asked for (`--network a,b`): the sweep runs once per
+    /// network; empty: the default (fitted, or 10gbe).
+    pub networks: Vec<String>,
     /// A results directory with micro_comm.csv / micro_compress.csv to fit costs from.
     pub fits: Option<PathBuf>,
     /// Compare against this measured e2e.csv instead of sweeping the axes.
@@ -277,56 +282,26 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
             }
             in_sample.push((m.label.clone(), calibrated));
             let r = simulate_with(&m.case, &costs, &mut wires)?;
-            rows.push(SimRow::new(&m.case, &r, &costs));
+            let mut row = SimRow::new(&m.case, &r, &costs);
+            row.network = network_label(req);
+            rows.push(row);
+        }
+    } else if req.networks.len() > 1 {
+        for net in &req.networks {
+            let one = SimulateRequest {
+                network: Some(net.clone()),
+                ..req.clone()
+            };
+            rows.extend(sweep(&one, report.as_ref(), profile.as_ref(), &mut wires)?);
         }
     } else {
-        for model in &req.models {
-            let compute = crate::models::ComputeModel::from_preset(
-                &crate::models::preset(&req.device).map_err(|e| SimError::Input(e.to_string()))?,
-            );
-            let wl = SimWorkload::zoo(model, req.batch, &compute, &req.device)?;
-            for &n in &req.world_sizes {
-                let dev = req.compress_device.as_deref();
-                let g = req.ranks_per_node.unwrap_or(1);
-                let costs = costs_for(req, n, g, report.as_ref(), dev, profile.as_ref())?;
-                if let Some(p) = &profile {
-                    check_profile(p, model, &req.methods, n)?;
-                }
-                for method in &req.methods {
-                    // omgs / sketch-fusion imply their fusion: one case, not one per value.
-                    let fusions = match crate::config::implied_fusion(method) {
-                        Some(f) => vec![f],
-                        None => req.fusion.clone(),
-                    };
-                    for p in &req.params {
-                        for c in crate::config::distinct_collectives(method, &req.collectives) {
-                            for &f in &fusions {
-                                for &pipe in &req.pipelining {
-                                    for &on in &req.compress_on {
-                                        let mut case = SimCase::new(
-                                            wl.clone(),
-                                            method,
-                                            f,
-                                            pipe,
-                                            c,
-                                            n,
-                                            p.clone(),
-                                        );
-                                        case.compress_on = on;
-                                        case.planner_fallback = req.planner_fallback;
-                                        let r = simulate_with(&case, &costs, &mut wires)?;
-                                        rows.push(SimRow::new(&case, &r, &costs));
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        rows = sweep(req, report.as_ref(), profile.as_ref(), &mut wires)?;
     }
     let simulate_s = t0.elapsed().as_secs_f64();
     crate::record::write_all(&sim_csv, &rows, Existing::Refuse)?;
+    if measured.is_none() && !rows.is_empty() {
+        print!("{}", super::summary::best_configurations(&rows));
+    }
     if req.validate_published {
         write_published_validation(req)?;
     }
@@ -430,6 +405,67 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
     })
 }
 
+/// The network column of sim.csv: the preset, `fitted` (`--fits` without `--network`),
+/// or the default `10gbe`.
+fn network_label(req: &SimulateRequest) -> String {
+    match (&req.network, &req.fits) {
+        (Some(n), _) => n.clone(),
+        (None, Some(_)) => "fitted".into(),
+        (None, None) => "10gbe".into(),
+    }
+}
+
+/// The cartesian product of the request's axes on its one network (`req.network`).
+fn sweep(
+    req: &SimulateRequest,
+    report: Option<&fit::FitReport>,
+    profile: Option<&Arc<CompressProfile>>,
+    wires: &mut WireCache,
+) -> Result<Vec<SimRow>> {
+    let mut rows = Vec::new();
+    let network = network_label(req);
+    for model in &req.models {
+        let compute = crate::models::ComputeModel::from_preset(
+            &crate::models::preset(&req.device).map_err(|e| SimError::Input(e.to_string()))?,
+        );
+        let wl = SimWorkload::zoo(model, req.batch, &compute, &req.device)?;
+        for &n in &req.world_sizes {
+            let dev = req.compress_device.as_deref();
+            let g = req.ranks_per_node.unwrap_or(1);
+            let costs = costs_for(req, n, g, report, dev, profile)?;
+            if let Some(p) = profile {
+                check_profile(p, model, &req.methods, n)?;
+            }
+            for method in &req.methods {
+                // omgs / sketch-fusion imply their fusion: one case, not one per value.
+                let fusions = match crate::config::implied_fusion(method) {
+                    Some(f) => vec![f],
+                    None => req.fusion.clone(),
+                };
+                for p in &req.params {
+                    for c in crate::config::distinct_collectives(method, &req.collectives) {
+                        for &f in &fusions {
+                            for &pipe in &req.pipelining {
+                                for &on in &req.compress_on {
+                                    let mut case =
+                                        SimCase::new(wl.clone(), method, f, pipe, c, n, p.clone());
+                                    case.compress_on = on;
+                                    case.planner_fallback = req.planner_fallback;
+                                    let r = simulate_with(&case, &costs, wires)?;
+                                    let mut row = SimRow::new(&case, &r, &costs);
+                                    row.network = network.clone();
+                                    rows.push(row);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(rows)
+}
+
 /// Whether two paths name one file (compared canonicalised; as given when either
 /// cannot be).
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -500,6 +536,7 @@ mod tests {
             device: "v100".into(),
             params: vec![],
             network: network.map(String::from),
+            networks: network.map(String::from).into_iter().collect(),
             fits: None,
             compare: None,
             tolerance: 0.15,

@@ -38,3 +38,26 @@ fn reference_costs_cover_every_method() {
         MethodCosts::reference("topk").unwrap()
     );
 }
+
+/// `--fits DIR` without micro_compress.csv keeps the reference compression costs, and
+/// `cost_source` names them, not a fit of a file that was not there.
+#[test]
+fn compression_source_names_the_costs_used() {
+    let mut rep = fit::FitReport::default();
+    let without = CostModel::preset("10gbe").unwrap().with_compress_fits(&rep);
+    let d = without.describe();
+    assert!(
+        d.contains(&format!("compression {}", costs::reference_source())),
+        "{d}"
+    );
+    assert!(!d.contains("fitted"), "{d}");
+    rep.compress_source = Some("run/micro_compress.csv".into());
+    let with = CostModel::preset("10gbe").unwrap().with_compress_fits(&rep);
+    assert!(
+        with.describe().contains(
+            "compression fitted run/micro_compress.csv (other methods: the reference fit)"
+        ),
+        "{}",
+        with.describe()
+    );
+}
