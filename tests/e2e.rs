@@ -60,7 +60,14 @@ fn every_method_runs_with_every_fusion_and_pipelining() {
             if r[col("pipelining")] == "on" {
                 let o = f("overlap_eff");
                 assert!((0.0..=1.0).contains(&o));
+                // It claims no more hidden time than the row's own synchronisation work
+                // (docs/csv-schema.md, overlap_eff).
+                let work = f("pack_s") + f("compress_s") + f("comm_s") + f("decompress_s");
+                let claimed = o * f("bwd_s").min(f("sync_seq_s"));
+                assert!(claimed <= work * (1.0 + 1e-9) + 1e-12, "{r:?}");
             }
+            // The emulated device reports its drift from the compute model.
+            assert!(f("compute_drift") >= 0.0 && f("compute_drift_max") >= f("compute_drift"));
         }
     }
 }

@@ -295,7 +295,12 @@ pub fn run_all(
                     k.pipelining = false;
                     k
                 };
-                let seq = sync_seq.iter().find(|(k, _)| *k == key(c)).map(|(_, v)| *v);
+                // The latest `off` twin: with rounds, the one of this round.
+                let seq = sync_seq
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| *k == key(c))
+                    .map(|(_, v)| *v);
                 let (f, med) = e2e::row(
                     world,
                     run_id,
@@ -313,6 +318,14 @@ pub fn run_all(
                 table.fields("e2e", &f, table::E2E);
                 if let Some(s) = sinks.e2e.as_mut() {
                     s.write_fields(&f)?;
+                }
+                // A busy machine distorts the emulation: say so (also under --quiet).
+                if let Some(w) = med
+                    .compute_drift
+                    .and_then(|(m, x)| e2e::drift_warning(&case.label(), m, x))
+                    .filter(|_| world.is_root())
+                {
+                    eprintln!("gradcomp: warning: {w}");
                 }
                 if let (Some(tr), Some(path)) = (tr, trace) {
                     let path = if e2e_total > 1 {

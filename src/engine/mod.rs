@@ -159,6 +159,10 @@ pub struct E2eMeasurement {
     pub executed: Vec<Vec<Executed>>,
     /// The buckets of phase 0 as backward positions (a planner's choice included).
     pub plan: Vec<Vec<usize>>,
+    /// Per timed iteration, the max over ranks of the emulated device's drift from its
+    /// compute model ([`device::compute_drift`]); empty when the case has no compute
+    /// (`ComputeMode::None`).
+    pub compute_drift: Vec<f64>,
 }
 
 /// Run `warmup` iterations of one e2e case, then timed ones until `timing` has enough
@@ -211,6 +215,11 @@ pub fn run(
     for v in series.all_mut() {
         v.reserve(timing.max_iters as usize);
     }
+    let mut drift = Vec::with_capacity(if s.compute == ComputeMode::None {
+        0
+    } else {
+        timing.max_iters as usize
+    });
     let mut wire_total = 0u64;
     let fwd_s = s.fwd_s;
     let compute = s.compute;
@@ -248,9 +257,9 @@ pub fn run(
                 };
                 ex.iteration(world, it, &grads, None, &mut hooks, &mut t)?;
                 let t_end = device.now_s();
-                let (fwd_end, bwd_end) = {
+                let (fwd_end, bwd_end, fwd_model, bwd_model) = {
                     let st = device.lock();
-                    (st.fwd_end_s, st.bwd_end_s)
+                    (st.fwd_end_s, st.bwd_end_s, st.fwd_model_s, st.bwd_model_s)
                 };
                 if let Some(tr) = trace {
                     tr.iteration(&device, t0, fwd_end, t_end, &bwd_order);
@@ -269,6 +278,14 @@ pub fn run(
                     series.last_bucket_s.push(t_end - last_start);
                     series.host_compress_s.push(t.host_compress_s);
                     series.host_decompress_s.push(t.host_decompress_s);
+                    if compute != ComputeMode::None {
+                        drift.push(device::compute_drift(
+                            fwd_end - t0,
+                            fwd_model,
+                            bwd_end - fwd_end,
+                            bwd_model,
+                        ));
+                    }
                     timed.push(t_end - t0);
                     // Stop once every rank has enough (outside the timed region).
                     if world.max_u64(u64::from(!timing.enough(&timed))) == 0 {
@@ -286,6 +303,7 @@ pub fn run(
     for v in series.all_mut() {
         world.max_in_place(v);
     }
+    world.max_in_place(&mut drift);
     let iters_run = series.iter_s.len() as u64;
     Ok(E2eMeasurement {
         series,
@@ -303,6 +321,7 @@ pub fn run(
             .iter()
             .map(|b| b.tensors.iter().map(|&t| m - 1 - t).collect())
             .collect(),
+        compute_drift: drift,
     })
 }
 
