@@ -57,6 +57,9 @@ pub fn workload(c: &E2eCase) -> Result<Workload> {
 pub struct Inputs {
     comm: HashMap<String, Arc<CommModels>>,
     profiles: HashMap<String, Arc<CompressProfile>>,
+    /// Planner fusions: each case's plan, chosen by its first run; later runs of the
+    /// case (rounds) run it again (the plan is part of the case).
+    plans: Vec<(E2eCase, crate::schedule::planner::Choice)>,
 }
 
 impl Inputs {
@@ -115,6 +118,11 @@ pub fn measure(
         }
         None => None,
     };
+    let planned = inputs
+        .plans
+        .iter()
+        .find(|(k, _)| k == c)
+        .map(|(_, p)| p.clone());
     let setup = E2eSetup {
         tensors: &w.tensors,
         bwd_s: &w.bwd_s,
@@ -131,9 +139,13 @@ pub fn measure(
         planner_costs: None,
         compress_on: c.compress_on,
         device_costs: device_costs.as_ref(),
+        planned: planned.as_ref(),
     };
     let mut trace = (want_trace && world.is_root()).then(|| engine::trace::Trace::with_capacity(0));
     let m = engine::run(world, &setup, c.timing, c.warmup, trace.as_mut())?;
+    if let (None, Some(choice)) = (&planned, &m.choice) {
+        inputs.plans.push((c.clone(), choice.clone()));
+    }
     Ok((m, trace))
 }
 
