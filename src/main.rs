@@ -301,6 +301,7 @@ fn run(
     // Every rank is here together unless one rank alone failed (then it aborts the job).
     if matches!(result, Ok(()) | Err(Error::Interrupted { .. })) {
         meta.peak_rss_bytes = Some(world.max_u64(gradcomp::measure::host::peak_rss_bytes()));
+        meta.end_load(world);
     }
     if world.is_root() {
         meta::unfollow();

@@ -192,6 +192,17 @@ fn same_seed_and_world_size_give_bit_identical_curves() {
             meta["end_time"].is_string() && meta["peak_rss_bytes"].is_u64(),
             "{meta}"
         );
+        // The machine's load average at start and end, one per rank.
+        for key in ["load_avg_start", "load_avg_end"] {
+            let l = meta[key].as_array().expect(key);
+            assert_eq!(l.len(), np, "{key}: {l:?}");
+            assert!(
+                l.iter().all(|x| x.as_array().is_some_and(
+                    |a| a.len() == 3 && a.iter().all(|v| v.as_f64().is_some_and(|v| v >= 0.0))
+                )),
+                "{key}: {l:?}"
+            );
+        }
         assert!(
             meta["command_line"].to_string().contains("converge"),
             "{meta}"

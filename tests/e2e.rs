@@ -60,8 +60,91 @@ fn every_method_runs_with_every_fusion_and_pipelining() {
             if r[col("pipelining")] == "on" {
                 let o = f("overlap_eff");
                 assert!((0.0..=1.0).contains(&o));
+                // It claims no more hidden time than the row's own synchronisation work
+                // (docs/csv-schema.md, overlap_eff).
+                let work = f("pack_s") + f("compress_s") + f("comm_s") + f("decompress_s");
+                let claimed = o * f("bwd_s").min(f("sync_seq_s"));
+                assert!(claimed <= work * (1.0 + 1e-9) + 1e-12, "{r:?}");
+            }
+            // The emulated device reports its drift from the compute model.
+            assert!(f("compute_drift") >= 0.0 && f("compute_drift_max") >= f("compute_drift"));
+        }
+    }
+}
+
+/// Rounds repeat a case, not its planning: a planner case plans once (its first round)
+/// and every round runs that plan (same buckets, prediction and source), so the median
+/// over rounds is over one plan; and a pipelined row's overlap is against the `off` row
+/// of its own round.
+#[test]
+fn planner_cases_plan_once_across_rounds() {
+    if skip_np(2) {
+        return;
+    }
+    let dir = tmpdir("plan_once");
+    let out = mpirun(
+        2,
+        &[
+            "e2e",
+            "--model",
+            "resnet20",
+            "--methods",
+            "ssgd,omgs",
+            "--fusion",
+            "mgwfbp,layerfusion",
+            "--pipelining",
+            "off,on",
+            "--rounds",
+            "3",
+            "--iters",
+            "2",
+            "--warmup",
+            "1",
+            "--quiet",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    );
+    assert_ok(&out);
+    let (header, rows) = read_csv(&dir.join("e2e.csv"));
+    let col = |n: &str| header.iter().position(|c| c == n).unwrap();
+    // ssgd x 2 planners x 2 pipelining, omgs (its own planner) x 2 pipelining; 3 rounds.
+    assert_eq!(rows.len(), 6 * 3);
+    let key = |r: &Vec<String>| {
+        ["method", "fusion", "pipelining"]
+            .map(|n| r[col(n)].clone())
+            .join("/")
+    };
+    let mut seen: std::collections::BTreeMap<String, Vec<&Vec<String>>> = Default::default();
+    for r in &rows {
+        seen.entry(key(r)).or_default().push(r);
+    }
+    assert_eq!(seen.len(), 6, "{:?}", seen.keys());
+    for (k, rs) in &seen {
+        assert_eq!(rs.len(), 3, "{k}");
+        for c in ["buckets", "planned_s", "plan_source"] {
+            let first = &rs[0][col(c)];
+            assert!(!first.is_empty(), "{k}: {c} empty");
+            for r in &rs[1..] {
+                assert_eq!(&r[col(c)], first, "{k}: {c} differs between rounds");
             }
         }
+    }
+    // Each on row's sync_seq_s is the exposed_s of the off row before it (its round's).
+    for (i, r) in rows.iter().enumerate() {
+        if r[col("pipelining")] != "on" {
+            continue;
+        }
+        let twin = rows[..i]
+            .iter()
+            .rev()
+            .find(|o| {
+                o[col("pipelining")] == "off"
+                    && o[col("method")] == r[col("method")]
+                    && o[col("fusion")] == r[col("fusion")]
+            })
+            .expect("off twin");
+        assert_eq!(r[col("sync_seq_s")], twin[col("exposed_s")], "{}", key(r));
     }
 }
 

@@ -966,6 +966,17 @@ fn memory_estimate_bounds_the_measured_peak_of_every_benchmark() {
         let meta = run_json(&out_dir);
         let est = meta["estimated_peak_bytes"].as_u64().unwrap();
         let rss = meta["peak_rss_bytes"].as_u64().expect("peak_rss_bytes");
+        // The machine's load average at start and end, one per rank.
+        for key in ["load_avg_start", "load_avg_end"] {
+            let l = meta[key].as_array().expect(key);
+            assert_eq!(l.len(), *np, "{key}: {l:?}");
+            assert!(
+                l.iter().all(|x| x.as_array().is_some_and(
+                    |a| a.len() == 3 && a.iter().all(|v| v.as_f64().is_some_and(|v| v >= 0.0))
+                )),
+                "{key}: {l:?}"
+            );
+        }
         let line = format!(
             "-np {np} {}: estimate {:.0} MiB, peak RSS {:.0} MiB ({:.2})",
             args.join(" "),

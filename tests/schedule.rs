@@ -118,6 +118,7 @@ fn check(
             planner_costs: None,
             compress_on: gradcomp::devcost::CompressOn::Host,
             device_costs: None,
+            planned: None,
         };
         // 3 iterations: both phases of a two-phase method (ACP-SGD) run.
         engine::run(&world, &setup, Timing::fixed(2), 1, None)

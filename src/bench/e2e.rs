@@ -58,6 +58,9 @@ pub fn workload(c: &E2eCase) -> Result<Workload> {
 pub struct Inputs {
     comm: HashMap<String, Arc<CommModels>>,
     profiles: HashMap<String, Arc<CompressProfile>>,
+    /// Planner fusions: each case's plan, chosen by its first run; later runs of the
+    /// case (rounds) run it again (the plan is part of the case).
+    plans: Vec<(E2eCase, crate::schedule::planner::Choice)>,
 }
 
 impl Inputs {
@@ -116,6 +119,11 @@ pub fn measure(
         }
         None => None,
     };
+    let planned = inputs
+        .plans
+        .iter()
+        .find(|(k, _)| k == c)
+        .map(|(_, p)| p.clone());
     let setup = E2eSetup {
         tensors: &w.tensors,
         bwd_s: &w.bwd_s,
@@ -132,21 +140,64 @@ pub fn measure(
         planner_costs: None,
         compress_on: c.compress_on,
         device_costs: device_costs.as_ref(),
+        planned: planned.as_ref(),
     };
     let mut trace = (want_trace && world.is_root()).then(|| engine::trace::Trace::with_capacity(0));
     let m = engine::run(world, &setup, c.timing, c.warmup, trace.as_mut())?;
+    if let (None, Some(choice)) = (&planned, &m.choice) {
+        inputs.plans.push((c.clone(), choice.clone()));
+    }
     Ok((m, trace))
 }
 
-/// Overlap efficiency (docs/architecture.md, "The e2e iteration"):
-/// `(bwd + sync_seq - bwd_sync) / min(bwd, sync_seq)`, clamped to [0, 1]: the share of the
-/// hideable synchronisation that was hidden.
-pub fn overlap_efficiency(bwd_s: f64, sync_seq_s: f64, bwd_sync_s: f64) -> f64 {
+/// Overlap efficiency (docs/architecture.md, "The e2e iteration") of a pipelined row:
+/// the share of the hideable synchronisation that was hidden,
+///
+/// ```text
+/// hideable    = min(bwd_s, sync_seq_s)
+/// overlap_eff = clamp((bwd_s + sync_seq_s - bwd_sync_s) / hideable, 0, bound)
+/// bound       = min(1, sync_work_s / hideable)
+/// sync_work_s = pack_s + compress_s + comm_s + decompress_s   (the row's own work)
+/// ```
+///
+/// and 0 when nothing is hideable. The numerator is the synchronisation time pipelining
+/// took off the sequential case's (`sync_seq_s`, the `off` twin's `exposed_s`); it is
+/// hidden behind backward only if the row's own synchronisation work was, so the row's
+/// columns allow at most `min(bwd_s, sync_seq_s, sync_work_s)` hidden: a row never claims
+/// more (a twin slowed by a busy machine, or a distorted backward, would otherwise read
+/// 1.0 whatever the row did).
+pub fn overlap_efficiency(bwd_s: f64, sync_seq_s: f64, bwd_sync_s: f64, sync_work_s: f64) -> f64 {
     let hideable = bwd_s.min(sync_seq_s);
     if hideable <= 0.0 {
         return 0.0;
     }
-    ((bwd_s + sync_seq_s - bwd_sync_s) / hideable).clamp(0.0, 1.0)
+    let bound = (sync_work_s.max(0.0) / hideable).min(1.0);
+    ((bwd_s + sync_seq_s - bwd_sync_s) / hideable).clamp(0.0, bound)
+}
+
+/// Drift of the emulated device from its compute model above which a case is reported
+/// (`compute_drift`, the median over the timed iterations): 10%.
+pub const DRIFT_WARN: f64 = 0.10;
+
+/// The warning for a case whose emulated device drifted more than [`DRIFT_WARN`] from
+/// its compute model (`median` and `max` of the iterations' `compute_drift`); `None`
+/// within it. `explain`: say what it means and where it is recorded (the first such
+/// case of a run; the later ones get one short line each).
+pub fn drift_warning(label: &str, median: f64, max: f64, explain: bool) -> Option<String> {
+    (median > DRIFT_WARN).then(|| {
+        let mut w = format!(
+            "{label}: the emulated device's compute drifted {:.0}% from the compute model (median over iterations, worst {:.0}%)",
+            100.0 * median,
+            100.0 * max,
+        );
+        if explain {
+            w += &format!(
+                "; above {:.0}% a busy machine (or layers shorter than the timer's resolution) distorts the row's times and overlap_eff (e2e.csv compute_drift, run.json load_avg_start)",
+                100.0 * DRIFT_WARN
+            );
+        }
+        w
+    })
 }
 
 /// Medians of a finished case, used for the row and the overlap of the "on" case.
@@ -154,6 +205,8 @@ pub struct E2eMedians {
     pub bwd_s: f64,
     pub exposed_s: f64,
     pub bwd_sync_s: f64,
+    /// The row's `compute_drift` and `compute_drift_max` (none without compute).
+    pub compute_drift: Option<(f64, f64)>,
 }
 
 /// One row of e2e.csv (docs/csv-schema.md). `sync_seq_s`: the same configuration's
@@ -190,9 +243,15 @@ pub fn row(
         Some(exposed)
     };
     let overlap = match (c.pipelining, sync_seq) {
-        (true, Some(seq)) => Some(overlap_efficiency(bwd, seq, bwd_sync)),
+        (true, Some(seq)) => Some(overlap_efficiency(
+            bwd,
+            seq,
+            bwd_sync,
+            pack + compress + comm + decompress,
+        )),
         _ => None,
     };
+    let drift = (!m.compute_drift.is_empty()).then(|| Summary::of(&mut m.compute_drift));
     let opt = |x: Option<f64>| x.map(|v| v.to_string()).unwrap_or_default();
     let mut f: Fields = vec![
         ("schema_version", SCHEMA_VERSION.to_string()),
@@ -257,6 +316,8 @@ pub fn row(
         ("plan_source", m.plan_source.clone().unwrap_or_default()),
         ("sync_seq_s", opt(sync_seq)),
         ("overlap_eff", opt(overlap)),
+        ("compute_drift", opt(drift.map(|d| d.median))),
+        ("compute_drift_max", opt(drift.map(|d| d.max))),
         ("peak_rss_bytes", peak_rss.to_string()),
         ("compute_source", w.compute_source.clone()),
     ]);
@@ -266,6 +327,7 @@ pub fn row(
             bwd_s: bwd,
             exposed_s: exposed,
             bwd_sync_s: bwd_sync,
+            compute_drift: drift.map(|d| (d.median, d.max)),
         },
     )
 }
@@ -276,12 +338,66 @@ mod tests {
 
     #[test]
     fn overlap_efficiency_bounds() {
-        // Fully hidden: bwd 1 s, sync 0.5 s, pipelined bwd+sync = 1 s.
-        assert_eq!(overlap_efficiency(1.0, 0.5, 1.0), 1.0);
+        // Fully hidden: bwd 1 s, sync 0.5 s (all of it work), pipelined bwd+sync = 1 s.
+        assert_eq!(overlap_efficiency(1.0, 0.5, 1.0, 0.5), 1.0);
         // Nothing hidden.
-        assert_eq!(overlap_efficiency(1.0, 0.5, 1.5), 0.0);
+        assert_eq!(overlap_efficiency(1.0, 0.5, 1.5, 0.5), 0.0);
         // Half hidden.
-        assert!((overlap_efficiency(1.0, 0.5, 1.25) - 0.5).abs() < 1e-12);
-        assert_eq!(overlap_efficiency(0.0, 0.5, 0.5), 0.0);
+        assert!((overlap_efficiency(1.0, 0.5, 1.25, 0.5) - 0.5).abs() < 1e-12);
+        assert_eq!(overlap_efficiency(0.0, 0.5, 0.5, 0.5), 0.0);
+    }
+
+    /// The row of issue 31's kind: its `off` twin was slow (sync_seq 1 ms) but the row
+    /// itself only worked 0.3 ms on synchronisation, so of its 0.56 ms backward at most
+    /// 0.3 ms can have hidden work: 0.3 / 0.56, not the 1.0 the unbounded formula gives
+    /// ((0.56 + 1 - 0.76) / 0.56 = 1.43, clamped to 1).
+    #[test]
+    fn overlap_efficiency_never_exceeds_the_rows_own_work() {
+        let (bwd, seq, bwd_sync, work) = (0.56e-3, 1.0e-3, 0.76e-3, 0.3e-3);
+        let eff = overlap_efficiency(bwd, seq, bwd_sync, work);
+        assert!((eff - 0.3 / 0.56).abs() < 1e-12, "{eff}");
+        // Work beyond the hideable span does not lift the bound above 1.
+        assert_eq!(overlap_efficiency(bwd, seq, bwd_sync, 5e-3), 1.0);
+        // No synchronisation work: nothing can have been hidden.
+        assert_eq!(overlap_efficiency(bwd, seq, bwd_sync, 0.0), 0.0);
+    }
+
+    /// Above 10% (median) a case is reported, naming the drift and the column; at or
+    /// below it, not.
+    #[test]
+    fn drift_warning_past_ten_percent() {
+        let w = drift_warning("e2e resnet20 ssgd", 0.35, 2.2, true).expect("35% warns");
+        assert!(
+            w.contains("e2e resnet20 ssgd") && w.contains("35%") && w.contains("220%"),
+            "{w}"
+        );
+        assert!(w.contains("compute_drift") && w.contains("busy"), "{w}");
+        let short = drift_warning("e2e resnet20 ssgd", 0.35, 2.2, false).unwrap();
+        assert!(short.contains("35%") && !short.contains("busy"), "{short}");
+        assert!(drift_warning("x", 0.10, 5.0, true).is_none());
+        assert!(drift_warning("x", 0.02, 0.5, true).is_none());
+    }
+
+    /// On any columns, the efficiency is in [0, 1] and the hidden time it claims
+    /// (`eff * min(bwd, seq)`) is at most each of `bwd`, `seq` and the row's own work.
+    #[test]
+    fn overlap_efficiency_claims_no_more_than_the_columns_allow() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(31);
+        for _ in 0..10_000 {
+            let bwd = rng.gen_range(0.0..2e-3);
+            let seq = rng.gen_range(0.0..4e-3);
+            let bwd_sync = bwd + rng.gen_range(0.0..4e-3);
+            let work = rng.gen_range(0.0..4e-3);
+            let eff = overlap_efficiency(bwd, seq, bwd_sync, work);
+            assert!((0.0..=1.0).contains(&eff), "{eff}");
+            let claimed = eff * bwd.min(seq);
+            for (name, limit) in [("bwd_s", bwd), ("sync_seq_s", seq), ("sync work", work)] {
+                assert!(
+                    claimed <= limit * (1.0 + 1e-12),
+                    "claims {claimed} s hidden, more than {name} = {limit}"
+                );
+            }
+        }
     }
 }

@@ -100,7 +100,25 @@ pub fn run_all(
 ) -> Result<()> {
     let (run_id, trace) = (o.run_id, o.trace);
     let cases = config.cases();
-    let mut progress = progress::Progress::new(world.is_root() && !o.quiet, cases.len());
+    let mut progress = progress::Progress::new(
+        world.is_root() && !o.quiet,
+        cases.iter().map(progress::time_limit_s).collect(),
+    );
+    // The sweep's worst case (the cases this run will run, not those `--resume` skips).
+    let to_run: Vec<&Case> = cases
+        .iter()
+        .zip(config.case_ids(&cases, world.size))
+        .filter(|(_, id)| !o.done.contains(id))
+        .map(|(c, _)| c)
+        .collect();
+    let unlimited = to_run
+        .iter()
+        .filter(|c| progress::is_adaptive(c) && progress::time_limit_s(c).is_none())
+        .count();
+    let limits: Vec<Option<f64>> = to_run.iter().map(|c| progress::time_limit_s(c)).collect();
+    if let Some(line) = progress::worst_case_line(&limits, unlimited) {
+        progress.note(&line);
+    }
     let watchdog = o.case_timeout_s.map(watchdog::Watchdog::start);
     let mut table = Table::new(world.is_root());
     let mut mem_read_gbps: Option<f64> = None;
@@ -110,15 +128,19 @@ pub fn run_all(
     let mut sync_seq: Vec<(crate::config::E2eCase, f64)> = Vec::new();
     let mut e2e_inputs = e2e::Inputs::default();
     let e2e_total = cases.iter().filter(|c| matches!(c, Case::E2e(_))).count();
+    // e2e cases whose emulated device drifted past the warning threshold, and all run.
+    let mut drifted = (0usize, 0usize);
     let ids = config.case_ids(&cases, world.size);
     for (case, id) in cases.iter().zip(ids) {
         if o.done.contains(&id) {
             summary.cases_skipped += 1;
-            progress.finish_case();
+            progress.skip_case();
             continue;
         }
         world.sync_or_stop()?;
         progress.start_case(&case.label());
+        // The case's timed iterations (e2e), for the time-limit bound of the ETA.
+        let mut timed_s = None;
         if let Some(w) = &watchdog {
             w.arm(&case.label());
         }
@@ -276,6 +298,7 @@ pub fn run_all(
                 let w = e2e::workload(c)?;
                 let (mut m, tr) =
                     e2e::measure(world, c, &w, config.seed, trace.is_some(), &mut e2e_inputs)?;
+                timed_s = Some(m.series.iter_s.iter().sum::<f64>());
                 let mut rss = [crate::measure::host::peak_rss_bytes() as f64];
                 world.max_in_place(&mut rss);
                 let mut local = RankSeries::default();
@@ -288,7 +311,12 @@ pub fn run_all(
                     k.pipelining = false;
                     k
                 };
-                let seq = sync_seq.iter().find(|(k, _)| *k == key(c)).map(|(_, v)| *v);
+                // The latest `off` twin: with rounds, the one of this round.
+                let seq = sync_seq
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| *k == key(c))
+                    .map(|(_, v)| *v);
                 let (f, med) = e2e::row(
                     world,
                     run_id,
@@ -307,6 +335,17 @@ pub fn run_all(
                 if let Some(s) = sinks.e2e.as_mut() {
                     s.write_fields(&f)?;
                 }
+                // A busy machine distorts the emulation: say so (also under --quiet).
+                if let Some(w) = med
+                    .compute_drift
+                    .and_then(|(m, x)| e2e::drift_warning(&case.label(), m, x, drifted.0 == 0))
+                {
+                    drifted.0 += 1;
+                    if world.is_root() {
+                        eprintln!("gradcomp: warning: {w}");
+                    }
+                }
+                drifted.1 += 1;
                 if let (Some(tr), Some(path)) = (tr, trace) {
                     let path = if e2e_total > 1 {
                         per_case_trace(path, c, &id)
@@ -323,7 +362,7 @@ pub fn run_all(
         if let Some(w) = &watchdog {
             w.disarm();
         }
-        progress.finish_case();
+        progress.finish_case(timed_s);
         summary.cases_done += 1;
         summary.last_case = Some(format!("{} ({id})", case.label()));
         crate::record::meta::case_done(
@@ -331,6 +370,14 @@ pub fn run_all(
             summary.cases_skipped,
             summary.last_case.clone(),
         )?;
+    }
+    if drifted.0 > 0 && world.is_root() {
+        eprintln!(
+            "gradcomp: warning: the emulated device drifted more than {:.0}% from the compute model in {} of {} e2e case(s) (e2e.csv compute_drift)",
+            100.0 * e2e::DRIFT_WARN,
+            drifted.0,
+            drifted.1
+        );
     }
     Ok(())
 }

@@ -188,6 +188,7 @@ pub fn command(
     // Every rank is here together unless one rank alone failed (then it aborts the job).
     if matches!(result, Ok(_) | Err(crate::error::Error::Interrupted { .. })) {
         meta.peak_rss_bytes = Some(world.max_u64(crate::measure::host::peak_rss_bytes()));
+        meta.end_load(world);
     }
     if world.is_root() {
         crate::record::meta::unfollow();

@@ -139,6 +139,7 @@ impl Sync {
             planner_costs: Some(fixed_planner_costs(c, world.size, seed)?),
             compress_on: crate::devcost::CompressOn::Host,
             device_costs: None,
+            planned: None,
         };
         let mut lay = engine::layout(world, &setup, None)?;
         if noef::base_of(&c.method).is_some() {

@@ -17,6 +17,22 @@ use crate::config::ComputeMode;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+/// Drift of one iteration's realised compute from the model (a share): the larger of
+/// `|fwd_s - fwd_model_s| / fwd_model_s` and `|bwd_s - bwd_model_s| / bwd_model_s`, over
+/// the phases the model gives time (0 when it gives none). A thread that wakes late
+/// (a busy machine, or layers shorter than the timer's slack) makes the forward longer
+/// and, with absolute deadlines, the backward shorter: both count.
+pub fn compute_drift(fwd_s: f64, fwd_model_s: f64, bwd_s: f64, bwd_model_s: f64) -> f64 {
+    let rel = |real: f64, model: f64| {
+        if model > 0.0 {
+            (real - model).abs() / model
+        } else {
+            0.0
+        }
+    };
+    rel(fwd_s, fwd_model_s).max(rel(bwd_s, bwd_model_s))
+}
+
 /// State shared between the device thread and the communication thread.
 pub struct DeviceState {
     /// Iterations requested so far (the device runs iteration `go - 1`).
@@ -42,6 +58,12 @@ pub struct DeviceState {
     pub extend_s: f64,
     /// End of the last queued kernel (device clock).
     pub queue_end_s: f64,
+    /// What the model asked of this iteration (s): the forward, and the backward with
+    /// the kernels queued on the stream during it (the span between the forward's and
+    /// the last layer's deadlines). The realised spans are `fwd_end_s` and `bwd_end_s`
+    /// less their starts; [`compute_drift`] compares the two.
+    pub fwd_model_s: f64,
+    pub bwd_model_s: f64,
 }
 
 /// The device clock's pauses: total paused time and the start of the current pause
@@ -76,6 +98,8 @@ impl Device {
                 delay_s: 0.0,
                 extend_s: 0.0,
                 queue_end_s: 0.0,
+                fwd_model_s: 0.0,
+                bwd_model_s: 0.0,
             }),
             to_device: Condvar::new(),
             to_comm: Condvar::new(),
@@ -182,12 +206,14 @@ impl Device {
                 } else {
                     fwd_s
                 };
+            let fwd_deadline = deadline;
             self.wait_until(deadline, mode);
             {
                 let now = self.now_s();
                 let mut st = self.lock();
                 st.fwd_end_s = now;
                 st.layer_end_s = now;
+                st.fwd_model_s = fwd_deadline - start;
             }
             for (pos, &b) in bwd_s.iter().enumerate() {
                 if mode != ComputeMode::None {
@@ -215,6 +241,7 @@ impl Device {
                 st.ready = pos + 1;
                 if pos + 1 == bwd_s.len() {
                     st.bwd_end_s = t;
+                    st.bwd_model_s = deadline - fwd_deadline;
                 }
                 self.to_comm.notify_one();
             }
@@ -259,5 +286,79 @@ impl Device {
     pub fn stop(&self) {
         self.lock().quit = true;
         self.to_device.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One iteration as the engine times it: `t0` before the start, then the realised
+    /// forward and backward against the model the device thread recorded.
+    fn iteration(dev: &Device, stall: Option<Duration>) -> (f64, f64, f64, f64, f64) {
+        let t0 = dev.now_s();
+        match stall {
+            None => dev.start_iteration(),
+            Some(d) => {
+                // A busy machine: the device thread is kept off its work (here by
+                // holding the state it needs) for `d` after the iteration was started.
+                let mut st = dev.lock();
+                st.go += 1;
+                st.ready = 0;
+                dev.to_device.notify_one();
+                std::thread::sleep(d);
+                drop(st);
+            }
+        }
+        let layers = dev.lock().layers;
+        dev.wait_ready(layers);
+        let st = dev.lock();
+        (
+            st.fwd_end_s - t0,
+            st.fwd_model_s,
+            st.bwd_end_s - st.fwd_end_s,
+            st.bwd_model_s,
+            compute_drift(
+                st.fwd_end_s - t0,
+                st.fwd_model_s,
+                st.bwd_end_s - st.fwd_end_s,
+                st.bwd_model_s,
+            ),
+        )
+    }
+
+    /// The device thread records what the model asked (forward 4 ms, backward 4 x 2 ms),
+    /// and a thread kept from running for 30 ms drifts by more than the 10% warning
+    /// threshold: the forward realised at least 30 ms against 4 ms modelled, a drift of
+    /// at least (30 - 4) / 4 = 6.5.
+    #[test]
+    fn a_stalled_device_thread_reports_its_drift() {
+        let dev = Device::new(4);
+        let bwd = [2e-3; 4];
+        std::thread::scope(|s| {
+            s.spawn(|| dev.run(4e-3, &bwd, ComputeMode::Sleep));
+            let (fwd, fwd_model, bwd_real, bwd_model, _) = iteration(&dev, None);
+            assert!((fwd_model - 4e-3).abs() < 1e-12, "{fwd_model}");
+            assert!((bwd_model - 8e-3).abs() < 1e-12, "{bwd_model}");
+            assert!(fwd >= 4e-3 && bwd_real > 0.0, "{fwd} {bwd_real}");
+            let (fwd, _, _, _, drift) = iteration(&dev, Some(Duration::from_millis(30)));
+            assert!(fwd >= 30e-3, "{fwd}");
+            assert!(drift >= (30e-3 - 4e-3) / 4e-3 - 1e-9, "drift {drift}");
+            // Past the 10% warning threshold (docs/csv-schema.md, `compute_drift`).
+            assert!(drift > 0.10);
+            dev.stop();
+        });
+    }
+
+    /// Drift by hand: the larger relative deviation of the two phases; a phase the model
+    /// gives no time does not count.
+    #[test]
+    fn compute_drift_by_hand() {
+        // Forward 10% long, backward 25% short (absolute deadlines: a late forward
+        // shortens the backward).
+        assert!((compute_drift(1.1e-3, 1e-3, 3e-3, 4e-3) - 0.25).abs() < 1e-12);
+        assert!((compute_drift(1.5e-3, 1e-3, 4e-3, 4e-3) - 0.5).abs() < 1e-12);
+        assert_eq!(compute_drift(1e-3, 1e-3, 4e-3, 4e-3), 0.0);
+        assert_eq!(compute_drift(2e-5, 0.0, 1e-5, 0.0), 0.0);
     }
 }

@@ -77,6 +77,10 @@ pub struct E2eSetup<'a> {
     /// Where compression is charged; `device` needs `device_costs`.
     pub compress_on: crate::devcost::CompressOn,
     pub device_costs: Option<&'a crate::devcost::DeviceCosts>,
+    /// Planner fusions: the plan this case already chose (its first run in this
+    /// invocation, [`E2eMeasurement::choice`]), run as it is, without calibrating or
+    /// planning again: the plan is part of the case, so its rounds run one plan.
+    pub planned: Option<&'a planner::Choice>,
 }
 
 /// Per-iteration measurements (s): one rank's as recorded, or (in
@@ -160,6 +164,13 @@ pub struct E2eMeasurement {
     pub executed: Vec<Vec<Executed>>,
     /// The buckets of phase 0 as backward positions (a planner's choice included).
     pub plan: Vec<Vec<usize>>,
+    /// Planner fusions: the choice that ran (the planner's, or the simple plan its model
+    /// rated faster), for the later runs of the same case ([`E2eSetup::planned`]).
+    pub choice: Option<planner::Choice>,
+    /// Per timed iteration, the max over ranks of the emulated device's drift from its
+    /// compute model ([`device::compute_drift`]); empty when the case has no compute
+    /// (`ComputeMode::None`).
+    pub compute_drift: Vec<f64>,
 }
 
 /// Run `warmup` iterations of one e2e case, then timed ones until `timing` has enough
@@ -197,6 +208,7 @@ pub fn run(
         .collect();
     let lay = layout(world, s, Some(&grads))?;
     let (planned_s, plan_source) = (lay.planned_s, lay.plan_source.clone());
+    let choice = lay.choice.clone();
     let mut ex = Executor::new(world, s, lay, s.pipelining)?;
     // Backward order = reverse registration order.
     let bwd_order: Vec<usize> = (0..m).rev().collect();
@@ -212,6 +224,11 @@ pub fn run(
     for v in series.all_mut() {
         v.reserve(timing.max_iters as usize);
     }
+    let mut drift = Vec::with_capacity(if s.compute == ComputeMode::None {
+        0
+    } else {
+        timing.max_iters as usize
+    });
     let mut wire_total = 0u64;
     let fwd_s = s.fwd_s;
     let compute = s.compute;
@@ -249,9 +266,9 @@ pub fn run(
                 };
                 ex.iteration(world, it, &grads, None, &mut hooks, &mut t)?;
                 let t_end = device.now_s();
-                let (fwd_end, bwd_end) = {
+                let (fwd_end, bwd_end, fwd_model, bwd_model) = {
                     let st = device.lock();
-                    (st.fwd_end_s, st.bwd_end_s)
+                    (st.fwd_end_s, st.bwd_end_s, st.fwd_model_s, st.bwd_model_s)
                 };
                 if let Some(tr) = trace {
                     tr.iteration(&device, t0, fwd_end, t_end, &bwd_order);
@@ -270,6 +287,14 @@ pub fn run(
                     series.last_bucket_s.push(t_end - last_start);
                     series.host_compress_s.push(t.host_compress_s);
                     series.host_decompress_s.push(t.host_decompress_s);
+                    if compute != ComputeMode::None {
+                        drift.push(device::compute_drift(
+                            fwd_end - t0,
+                            fwd_model,
+                            bwd_end - fwd_end,
+                            bwd_model,
+                        ));
+                    }
                     timed.push(t_end - t0);
                     // Stop once every rank has enough (outside the timed region).
                     if world.max_u64(u64::from(!timing.enough(&timed))) == 0 {
@@ -287,6 +312,7 @@ pub fn run(
     for v in series.all_mut() {
         world.max_in_place(v);
     }
+    world.max_in_place(&mut drift);
     let iters_run = series.iter_s.len() as u64;
     Ok(E2eMeasurement {
         series,
@@ -304,6 +330,8 @@ pub fn run(
             .iter()
             .map(|b| b.tensors.iter().map(|&t| m - 1 - t).collect())
             .collect(),
+        compute_drift: drift,
+        choice,
     })
 }
 
@@ -318,6 +346,8 @@ pub(crate) struct Layout {
     pub(crate) pack_len: usize,
     pub(crate) planned_s: Option<f64>,
     pub(crate) plan_source: Option<String>,
+    /// Planner fusions: the choice the buckets come from.
+    pub(crate) choice: Option<planner::Choice>,
 }
 
 /// Build the [`Layout`] of case `s` on this rank (planner fusions calibrate with
@@ -348,25 +378,40 @@ pub(crate) fn layout(
         .collect();
     // One bucket list per phase of the method's step cycle (ACP-SGD: P and Q steps).
     let mut plan_source = None;
+    let mut choice = None;
     let (phase_groups, planned_s) = match s.fusion {
         Fusion::Planner(kind) => {
-            // Calibrate on a fresh compressor: the timed one must start without the
-            // calibration gradients in its residuals, momenta or warm-start factors.
-            let mut probe = registry::build(s.method, s.params, ctx)?;
-            for (t, ts) in s.tensors.iter().enumerate() {
-                probe.register(t, ts.rows, ts.cols)?;
-            }
-            let c = calibrate::plan_with_costs(
-                world,
-                s,
-                grads,
-                probe.as_mut(),
-                kind,
-                &bwd_order,
-                &bwd_times,
-            )?;
+            let c = match s.planned {
+                // The case's plan, chosen by its first run: no calibration, no planning.
+                Some(c) => {
+                    planner::check_groups(&c.groups, m).map_err(|e| {
+                        Error::Runtime(format!("e2e: the case's earlier plan: {e}"))
+                    })?;
+                    c.clone()
+                }
+                None => {
+                    // Calibrate on a fresh compressor: the timed one must start without
+                    // the calibration gradients in its residuals, momenta or warm-start
+                    // factors.
+                    let mut probe = registry::build(s.method, s.params, ctx)?;
+                    for (t, ts) in s.tensors.iter().enumerate() {
+                        probe.register(t, ts.rows, ts.cols)?;
+                    }
+                    calibrate::plan_with_costs(
+                        world,
+                        s,
+                        grads,
+                        probe.as_mut(),
+                        kind,
+                        &bwd_order,
+                        &bwd_times,
+                    )?
+                }
+            };
             plan_source = Some(plan_source_of(kind, &c));
-            (vec![c.groups], Some(c.predicted_s))
+            let out = (vec![c.groups.clone()], Some(c.predicted_s));
+            choice = Some(c);
+            out
         }
         f => (
             plan::phase_buckets(&registry::fusion_sizing(s.method, s.params, &shapes), f),
@@ -399,6 +444,7 @@ pub(crate) fn layout(
         pack_len,
         planned_s,
         plan_source,
+        choice,
     })
 }
 

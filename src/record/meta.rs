@@ -61,6 +61,13 @@ pub struct RunMeta {
     pub estimated_peak_bytes: Option<u64>,
     /// Measured peak resident memory (VmHWM), the max over ranks (bytes); set at the end.
     pub peak_rss_bytes: Option<u64>,
+    /// Per rank (as `hosts`): the 1-, 5- and 15-minute load averages of its machine
+    /// (`/proc/loadavg`) when the run started; null where unreadable. Above the machine's
+    /// cores (`host_cores`), other work competed with the run.
+    pub load_avg_start: Vec<Option<[f64; 3]>>,
+    /// The same when the run ended ([`RunMeta::end_load`]); empty when it ended without
+    /// every rank (a failure on one rank, the `--case-timeout` watchdog).
+    pub load_avg_end: Vec<Option<[f64; 3]>>,
     pub config: serde_json::Value,
 }
 
@@ -114,8 +121,15 @@ impl RunMeta {
             previous_run: None,
             estimated_peak_bytes,
             peak_rss_bytes: None,
+            load_avg_start: load_avgs(world),
+            load_avg_end: Vec::new(),
             config,
         }
+    }
+
+    /// Record every rank's load average at the end (a collective: every rank calls it).
+    pub fn end_load(&mut self, world: &crate::comm::World) {
+        self.load_avg_end = load_avgs(world);
     }
 
     /// Write `dir/run.json` atomically.
@@ -163,6 +177,24 @@ impl RunMeta {
         self.previous_run = Some(keep);
         Ok(())
     }
+}
+
+/// Every rank's [`load_avg`] (a collective), in rank order.
+fn load_avgs(world: &crate::comm::World) -> Vec<Option<[f64; 3]>> {
+    let mine = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    world
+        .all_gather_str(mine.trim())
+        .iter()
+        .map(|s| load_avg(s))
+        .collect()
+}
+
+/// The 1-, 5- and 15-minute load averages of a `/proc/loadavg` line
+/// (`0.52 0.58 0.59 1/123 4567`); `None` when it is not one.
+pub fn load_avg(line: &str) -> Option<[f64; 3]> {
+    let mut f = line.split_whitespace().map(str::parse::<f64>);
+    let mut next = || f.next()?.ok().filter(|x| x.is_finite() && *x >= 0.0);
+    Some([next()?, next()?, next()?])
 }
 
 /// The run.json of this process's run as last written (rank 0 only; `None` elsewhere and
@@ -258,4 +290,20 @@ pub struct RunSummary {
     pub cases_skipped: usize,
     /// Label and id of the last case this invocation finished.
     pub last_case: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::load_avg;
+
+    #[test]
+    fn load_average_of_a_proc_loadavg_line() {
+        assert_eq!(
+            load_avg("7.55 6.02 4.79 8/139 21262\n"),
+            Some([7.55, 6.02, 4.79])
+        );
+        assert_eq!(load_avg(""), None);
+        assert_eq!(load_avg("1.0 2.0"), None);
+        assert_eq!(load_avg("1.0 x 3.0 1/2 3"), None);
+    }
 }
