@@ -362,7 +362,7 @@ pub struct Dgc {
 /// `k (1 + ln(d / k))` (see [`Dgc::compress_sparse`]), at most `d / 8` (a quarter of the
 /// tensor's bytes; past it the pass falls back to a second scan, as it does whenever
 /// the candidates do not fit).
-fn wide_capacity(d: usize, k: usize) -> usize {
+pub fn wide_capacity(d: usize, k: usize) -> usize {
     if k == 0 {
         return 0;
     }
