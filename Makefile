@@ -10,7 +10,7 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 MPIFLAGS ?= $(shell $(MPIRUN) --version 2>&1 | grep -q 'Open MPI' && echo --oversubscribe --bind-to none)
 
-.PHONY: setup build bench lint layers check test report paper paper-scale sim-accuracy planner-accuracy repeatability netlab-bench ci-slurm ci-mpich clean
+.PHONY: setup build bench lint layers check test report paper paper-scale sim-accuracy planner-accuracy repeatability peer-compare netlab-bench ci-slurm ci-mpich clean
 
 ## setup: install missing Debian packages (as root or via sudo) and the analysis venv
 setup:
@@ -98,6 +98,34 @@ planner-accuracy: build setup
 ## for a subset; ~15 min on 2 cores; a timing measurement: run it on a quiet machine)
 repeatability: build setup
 	scripts/repeatability.sh $(OUT) $(CONFIGS)
+
+## peer-compare: gradcomp's kernels against the same methods in PyTorch on this CPU, one thread
+## each, same shape (PEER_SHAPE, a 25.56 M-element matrix): PEER_ROUNDS rounds of `micro-compress
+## -np 1` and `analysis/profile_compress.py --device cpu`, alternated, into PEER_OUT; then the
+## table (step times, GB/s, speed-up, share of the memory read bandwidth, roofline; docs/performance.md,
+## "Compression kernels"). PyTorch lives in its own venv, TORCH_VENV (created with `pip install
+## torch` when it cannot import torch; not part of `make setup`). About 10 minutes on 2 cores.
+PEER_OUT ?= results/peer-$(STAMP)
+PEER_METHODS ?= ssgd,signsgd,signsgd-mv,topk,dgc,powersgd,acpsgd,marsit,sketch,qsgd
+PEER_SHAPE ?= 5057x5054
+PEER_ROUNDS ?= 3
+PEER_ITERS ?= 5
+PEER_WARMUP ?= 1
+TORCH_VENV ?= .venv-torch
+peer-compare: build
+	@if ! $(TORCH_VENV)/bin/python -c 'import torch' 2>/dev/null; then \
+	  echo "creating $(TORCH_VENV) with PyTorch (pip install torch)"; \
+	  python3 -m venv $(TORCH_VENV) && $(TORCH_VENV)/bin/pip install --quiet torch numpy || exit 1; fi
+	@set -e; for r in $$(seq 1 $(PEER_ROUNDS)); do \
+	  echo "round $$r of $(PEER_ROUNDS): gradcomp micro-compress, then PyTorch"; \
+	  OPENBLAS_NUM_THREADS=1 $(MPIRUN) $(MPIFLAGS) -np 1 target/release/gradcomp micro-compress --methods $(PEER_METHODS) \
+	    --shape $(PEER_SHAPE) --iters $(PEER_ITERS) --warmup $(PEER_WARMUP) --out $(PEER_OUT)/gradcomp-$$r --quiet; \
+	  OMP_NUM_THREADS=1 $(TORCH_VENV)/bin/python analysis/profile_compress.py --device cpu --cpu-threads 1 --world-size 1 \
+	    --methods $(PEER_METHODS) --shapes $(PEER_SHAPE) --iters $(PEER_ITERS) --warmup $(PEER_WARMUP) \
+	    --out $(PEER_OUT)/torch-$$r.csv; \
+	done
+	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis peer-compare $(PEER_OUT)
+	@echo "tables: $(PEER_OUT)/peer_compare.md, peer_compare.csv, roofline_goals.csv"
 
 ## netlab-bench: an emulated cluster on this machine (scripts/netlab.sh; root, iproute2, tbf):
 ## NETLAB_NODES=4 network namespaces at NETLAB_RATE=1gbit. micro-comm (ring and MPI

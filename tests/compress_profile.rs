@@ -41,18 +41,37 @@ fn profile_written_by_the_python_script_reads_and_covers_resnet20() {
 
     let m = gradcomp::models::build("resnet20").unwrap();
     let shapes: Vec<(usize, usize)> = m.tensors.iter().map(|t| t.rows_cols()).collect();
-    // The fixture was recorded (2026-11-25, torch 2.15 on CPU) before Count Sketch had its
-    // second round (b9cb16e): it covers every other method, and the reader refuses it for
-    // `sketch`, naming the round it lacks, instead of pricing a step it never measured.
-    // Regenerate it with the script's command line (its `# command:` comment) where torch
-    // is installed; the script times both rounds since b9cb16e.
-    let current: Vec<&str> = registry::METHODS
-        .iter()
-        .copied()
-        .filter(|&m| m != "sketch")
+    // Every method, Count Sketch's two rounds included (the fixture's `# command:` line,
+    // rerun with torch 2.15 on the CPU).
+    p.check(registry::METHODS, &shapes, 2).unwrap();
+    assert!(
+        p.time_s(
+            "sketch",
+            Stage::Decompress,
+            1,
+            0,
+            shapes[0].0,
+            shapes[0].1,
+            2
+        )
+        .unwrap()
+            > 0.0
+    );
+    // A profile without sketch's round 1 (one recorded before the second round existed)
+    // is refused for `sketch`, naming the round it lacks, instead of pricing a step it
+    // never measured.
+    let text = std::fs::read_to_string(fixture()).unwrap();
+    let one_round: String = text
+        .lines()
+        .filter(|l| !l.starts_with("sketch,compress,1,") && !l.starts_with("sketch,decompress,1,"))
+        .map(|l| format!("{l}\n"))
         .collect();
-    p.check(&current, &shapes, 2).unwrap();
-    let e = p.check(&["sketch"], &shapes, 2).unwrap_err();
+    assert!(one_round.len() < text.len());
+    let old = std::env::temp_dir().join(format!("gradcomp-profile-1r-{}.csv", std::process::id()));
+    std::fs::write(&old, one_round).unwrap();
+    let q = CompressProfile::read(&old).unwrap();
+    let _ = std::fs::remove_file(&old);
+    let e = q.check(&["sketch"], &shapes, 2).unwrap_err();
     assert!(
         matches!(e, ProfileError::MissingShape { round: 1, .. }),
         "{e}"

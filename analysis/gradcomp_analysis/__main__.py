@@ -1,7 +1,8 @@
 """Entry point: python -m gradcomp_analysis report RESULTS_DIR [RESULTS_DIR ...] [--out DIR] [--latex];
 python -m gradcomp_analysis compare RUN_A RUN_B [--tolerance 0.10] [--out DIR];
 python -m gradcomp_analysis planner-accuracy RUN [--tolerance 0.25];
-python -m gradcomp_analysis verdicts PAPER_SCALE_DIR (the paper-scale headlines' verdicts and counts)."""
+python -m gradcomp_analysis verdicts PAPER_SCALE_DIR (the paper-scale headlines' verdicts and counts);
+python -m gradcomp_analysis peer-compare PEER_DIR [--out DIR] (gradcomp's kernels vs PyTorch on the CPU, `make peer-compare`)."""
 
 import argparse
 import os
@@ -12,6 +13,7 @@ import pandas as pd
 from . import tables as T
 from .io import ReportError, load_csv
 from .compare import compare_result, printed
+from .peer import peer_compare
 from .report import find_paper_scale, paper_scale_tables, verdict_counts_line, write_report
 
 
@@ -77,12 +79,20 @@ def main(argv=None) -> int:
                     help=f"largest accepted |planned/measured - 1| [default: {T.PLANNER_TOLERANCE_REL}]")
     v = sub.add_parser("verdicts", help="the paper-scale headlines' ours/published and verdicts, with counts")
     v.add_argument("root", help="the folder scripts/paper_scale.sh wrote")
+    pc = sub.add_parser("peer-compare", help="gradcomp micro-compress vs the PyTorch CPU profile of the same methods "
+                                             "and shape (the folder `make peer-compare` writes): per method both "
+                                             "step times, GB/s, speed-up, memory-bandwidth share, roofline")
+    pc.add_argument("root", help="folder with gradcomp-<i>/micro_compress.csv and torch-<i>.csv per round")
+    pc.add_argument("--out", help="where to write peer_compare.md/.csv and roofline_goals.csv [default: ROOT]")
     a = p.parse_args(argv)
     try:
         if a.cmd == "planner-accuracy":
             return planner_accuracy_check(a.run, a.tolerance)
         if a.cmd == "verdicts":
             return print_verdicts(a.root)
+        if a.cmd == "peer-compare":
+            print(peer_compare(a.root, a.out), end="")
+            return 0
         if a.cmd == "compare":
             check_tolerance(a.tolerance, 0.10)
             ok, path, res = compare_result(a.run_a, a.run_b, a.tolerance, a.out)

@@ -18,6 +18,10 @@
 //! the chunk is used ([`LowRank::add_project_rows_deferred`],
 //! [`LowRank::add_project_t_deferred`]; same arithmetic as the eager update). `feedback`
 //! has nothing left to do. 1-D and uncompressible tensors travel raw every step.
+//!
+//! Memory traffic of a step on a `d`-element matrix (f32): the one pass reads `g` and `e`
+//! and writes `e` back (`8d` bytes read), decompress writes `out` (`4d`, streamed): `12d`
+//! bytes read per step, against Power-SGD's `20d`.
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 

@@ -17,8 +17,8 @@
 
 use super::device::{self, Out, BOOL, F32, I64};
 use super::select::{
-    grad_slice, indexable_len, out_slice, push_pairs, scatter_mean, single_round, tensor_err,
-    touched_vec, TopKScratch,
+    abs_bits, grad_slice, indexable_len, out_slice, push_pairs, scatter_mean, single_round,
+    strided_count, tensor_err, touched_vec, TopKScratch, TouchedSet, WideCandidates,
 };
 use super::ssgd::check_summed;
 use super::topk::check_density;
@@ -34,8 +34,11 @@ use rand::Rng;
 const NAME: &str = "dgc";
 /// RNG stream tag of the threshold sample's start.
 const STREAM_SAMPLE: u64 = 0x0064_6763;
-/// Elements per fused momentum-and-scan chunk (fits L1).
+/// Elements per chunk of the single pass: the running sample bound is updated once per
+/// chunk, from the chunk's samples while they are in cache.
 const CHUNK: usize = 4096;
+/// Elements per block of the single pass (momentum, then the block's candidates).
+const BLOCK: usize = 32;
 /// Sampled fraction of the tensor, at least (reference `sample_ratio`).
 const SAMPLE_RATIO: f64 = 0.01;
 /// More than `UPPER_BOUND * k` survivors: keep the exact top-k of them (reference
@@ -209,6 +212,7 @@ fn momentum<const NESTEROV: bool>(u: f32, v: f32, g: f32, m: f32) -> (f32, f32) 
 }
 
 /// Apply [`momentum`] to a chunk with the gradient scaled by `clip`.
+#[inline(always)]
 fn momentum_chunk<const NESTEROV: bool>(
     u: &mut [f32],
     v: &mut [f32],
@@ -218,6 +222,99 @@ fn momentum_chunk<const NESTEROV: bool>(
 ) {
     for ((u, v), &g) in u.iter_mut().zip(v.iter_mut()).zip(g) {
         (*u, *v) = momentum::<NESTEROV>(*u, *v, g * clip, m);
+    }
+}
+
+/// DGC's single pass over `u`, `v`, `g` ([`Dgc::compress_sparse`]).
+struct Pass {
+    m: f32,
+    clip: f32,
+    start: usize,
+    stride: usize,
+}
+
+impl Pass {
+    /// [`Pass::run`], compiled for AVX2 where the CPU has it (the same operations, no
+    /// fused multiply-add: identical results).
+    fn dispatch<const NESTEROV: bool>(
+        &self,
+        u: &mut [f32],
+        v: &mut [f32],
+        g: &[f32],
+        sample: &mut [u32],
+        bound: &mut LargestR,
+        wide: &mut WideCandidates,
+    ) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2 (checked just above), `run_avx2`'s only contract.
+                return unsafe { self.run_avx2::<NESTEROV>(u, v, g, sample, bound, wide) };
+            }
+        }
+        self.run::<NESTEROV>(u, v, g, sample, bound, wide)
+    }
+
+    /// [`Pass::run`] compiled with AVX2.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn run_avx2<const NESTEROV: bool>(
+        &self,
+        u: &mut [f32],
+        v: &mut [f32],
+        g: &[f32],
+        sample: &mut [u32],
+        bound: &mut LargestR,
+        wide: &mut WideCandidates,
+    ) -> usize {
+        self.run::<NESTEROV>(u, v, g, sample, bound, wide)
+    }
+
+    /// Per block of [`BLOCK`] elements the momentum update and the block's candidates
+    /// against the running bound (one block in registers: the memory streams never
+    /// wait for the scan); per chunk of [`CHUNK`] the chunk's sampled `|v|` (still in
+    /// cache) into `sample` and `bound`, which sets the bound of the next chunk. Returns
+    /// how many were sampled.
+    #[inline(always)]
+    fn run<const NESTEROV: bool>(
+        &self,
+        u: &mut [f32],
+        v: &mut [f32],
+        g: &[f32],
+        sample: &mut [u32],
+        bound: &mut LargestR,
+        wide: &mut WideCandidates,
+    ) -> usize {
+        let (mut next, mut drawn, mut lower) = (self.start, 0, 0.0f32);
+        for (c, ((uc, vc), gc)) in u
+            .chunks_mut(CHUNK)
+            .zip(v.chunks_mut(CHUNK))
+            .zip(g.chunks(CHUNK))
+            .enumerate()
+        {
+            let base = c * CHUNK;
+            for (b, ((ub, vb), gb)) in uc
+                .chunks_mut(BLOCK)
+                .zip(vc.chunks_mut(BLOCK))
+                .zip(gc.chunks(BLOCK))
+                .enumerate()
+            {
+                momentum_chunk::<NESTEROV>(ub, vb, gb, self.m, self.clip);
+                wide.scan(base + b * BLOCK, vb, lower);
+            }
+            while next < base + vc.len() {
+                let bits = abs_bits(vc[next - base]);
+                sample[drawn] = bits;
+                drawn += 1;
+                bound.add(bits);
+                next += self.stride;
+            }
+            lower = bound.bound().map_or(0.0, f32::from_bits);
+        }
+        drawn
     }
 }
 
@@ -250,10 +347,90 @@ pub struct Dgc {
     density_now: f64,
     tensors: Vec<Option<TensorState>>,
     scratch: TopKScratch,
+    /// The single pass's candidates and its running sample bound ([`Dgc::compress_sparse`]).
+    wide: WideCandidates,
+    bound: LargestR,
+    /// Decompress's record of the written output entries (largest tensor).
+    touched: TouchedSet,
     /// Selected values (scratch).
     vals: Vec<f32>,
     /// What the last sparse `compress` did.
     last: SelectionStats,
+}
+
+/// Room for the single pass's candidates at `k` of `d`: twice the expected
+/// `k (1 + ln(d / k))` (see [`Dgc::compress_sparse`]), at most `d / 8` (a quarter of the
+/// tensor's bytes; past it the pass falls back to a second scan, as it does whenever
+/// the candidates do not fit).
+pub fn wide_capacity(d: usize, k: usize) -> usize {
+    if k == 0 {
+        return 0;
+    }
+    let expected = k as f64 * (1.0 + (d as f64 / k as f64).ln());
+    ((2.0 * expected).ceil() as usize).min(d / 8)
+}
+
+/// The `r` largest sample values drawn so far (bits of `|v|`), as a binary min-heap in a
+/// buffer sized at registration: its minimum is the running lower bound of the sample
+/// threshold in [`Dgc::compress_sparse`].
+#[derive(Debug, Clone, Default)]
+struct LargestR {
+    heap: Vec<u32>,
+    len: usize,
+    r: usize,
+}
+
+impl LargestR {
+    /// Room for `r` values (setup only).
+    fn ensure(&mut self, r: usize) {
+        if r > self.heap.len() {
+            self.heap = touched_vec(r, 0, 1);
+        }
+    }
+
+    /// Start over, keeping the `r` largest (an error past the room reserved).
+    fn reset(&mut self, r: usize) -> std::result::Result<(), String> {
+        if r > self.heap.len() {
+            return Err(format!(
+                "sample rank {r} exceeds the {} reserved",
+                self.heap.len()
+            ));
+        }
+        self.len = 0;
+        self.r = r;
+        Ok(())
+    }
+
+    /// The `r`-th largest so far, once `r` values were added.
+    fn bound(&self) -> Option<u32> {
+        (self.len == self.r && self.r > 0).then(|| self.heap[0])
+    }
+
+    #[inline]
+    fn add(&mut self, bits: u32) {
+        let h = &mut self.heap[..self.r];
+        if self.len < self.r {
+            let mut i = self.len;
+            self.len += 1;
+            while i > 0 && h[(i - 1) / 2] > bits {
+                h[i] = h[(i - 1) / 2];
+                i = (i - 1) / 2;
+            }
+            h[i] = bits;
+        } else if self.r > 0 && bits > h[0] {
+            let mut i = 0;
+            loop {
+                let (a, b) = (2 * i + 1, 2 * i + 2);
+                let c = if b < self.r && h[b] < h[a] { b } else { a };
+                if c >= self.r || h[c] >= bits {
+                    break;
+                }
+                h[i] = h[c];
+                i = c;
+            }
+            h[i] = bits;
+        }
+    }
 }
 
 impl Dgc {
@@ -284,6 +461,9 @@ impl Dgc {
             density_now: warmup_density(p.density, p.warmup_steps_per_epoch, 0),
             tensors: Vec::new(),
             scratch: TopKScratch::new(0, 0),
+            wide: WideCandidates::default(),
+            bound: LargestR::default(),
+            touched: TouchedSet::default(),
             vals: Vec::new(),
             last: SelectionStats::empty(),
         })
@@ -323,6 +503,22 @@ impl Dgc {
 
     /// Sparse path: clipping, momentum correction, sampled threshold, selection
     /// (reference `DGCCompressor._sparsify`).
+    ///
+    /// One pass over memory: per chunk of [`CHUNK`] elements the momentum update, then
+    /// the chunk's sampled entries (`|v|[start::stride]`, the reference's sample of the
+    /// updated `v`), then the chunk's candidates: entries with `|v|` at or above the
+    /// `r`-th largest sample drawn so far (`r` = [`SamplePlan::top_k_samples`]). That
+    /// running value can only grow as samples are added, so it is a lower bound of the
+    /// final threshold and every survivor is a candidate; the candidates then replay the
+    /// survivor scan exactly ([`TopKScratch::scan_candidates`]). Where the magnitudes do
+    /// not trend along the index, about `k (1 + ln(d / k))` entries are candidates (a
+    /// share `r / m` of the entries pass after `m` samples, `r stride ~ k`). When they do
+    /// not fit ([`wide_capacity`]) the pass stops collecting and `v` is scanned once
+    /// more: the same result.
+    ///
+    /// Minimal memory traffic (`d` elements, f32): read `g`, `u`, `v` and write `u`, `v`
+    /// back, `12 d` bytes read and `8 d` written, the write-back of lines just read; the
+    /// sample and candidates stay in cache (the sample is `d / stride` values, about 1%).
     fn compress_sparse(&mut self, t: TensorId, g: &[f32], wire: &mut Wire) -> Result<()> {
         let rho = self.density_now;
         let d = g.len();
@@ -344,6 +540,8 @@ impl Dgc {
         let Dgc {
             tensors,
             scratch,
+            wide,
+            bound,
             vals,
             last,
             ..
@@ -354,32 +552,29 @@ impl Dgc {
             .ok_or_else(|| tensor_err(NAME, t, "not registered".into()))?;
         st.apply_masking();
         let (u, v) = (&mut st.u, &mut st.v);
-        // The sample of the updated |v|, its momentum computed on the fly, so that the
-        // momentum update and the survivor scan below share one pass over memory.
-        let drawn = if nesterov {
-            scratch.draw_strided(d, start, plan.stride, |i| {
-                momentum::<true>(u[i], v[i], g[i] * clip, m).1
-            })?
-        } else {
-            scratch.draw_strided(d, start, plan.stride, |i| {
-                momentum::<false>(u[i], v[i], g[i] * clip, m).1
-            })?
+        let r = plan.top_k_samples;
+        let n_sample = strided_count(d, start, plan.stride);
+        let sample = scratch.sample_slots(n_sample)?;
+        bound.reset(r).map_err(|msg| tensor_err(NAME, t, msg))?;
+        wide.clear();
+        let pass = Pass {
+            m,
+            clip,
+            start,
+            stride: plan.stride,
         };
-        let sample_thr = scratch.sample_nth_largest(drawn, plan.top_k_samples);
+        let drawn = if nesterov {
+            pass.dispatch::<true>(u, v, g, sample, bound, wide)
+        } else {
+            pass.dispatch::<false>(u, v, g, sample, bound, wide)
+        };
+        let sample_thr = scratch.sample_nth_largest(drawn, r);
         let mut thr = sample_thr;
         scratch.begin(k, thr)?;
-        for (c, ((uc, vc), gc)) in u
-            .chunks_mut(CHUNK)
-            .zip(v.chunks_mut(CHUNK))
-            .zip(g.chunks(CHUNK))
-            .enumerate()
-        {
-            if nesterov {
-                momentum_chunk::<true>(uc, vc, gc, m, clip);
-            } else {
-                momentum_chunk::<false>(uc, vc, gc, m, clip);
-            }
-            scratch.scan(c * CHUNK, vc);
+        if wide.overflowed() {
+            scratch.scan(0, v);
+        } else {
+            scratch.scan_candidates(wide.keys(), d);
         }
         // The reference's adaptation loop (only for a strided sample): at most 10
         // passes, each either ends the loop or lowers the threshold and recounts; the
@@ -447,15 +642,20 @@ impl Compressor for Dgc {
         // The reference compresses tensors of two or more dimensions, and only while
         // its ratio is below 1.
         let sparse = rows > 1 && self.params.density < 1.0;
-        let (mut k_max, mut sample_max) = (0, 0);
+        let (mut k_max, mut sample_max, mut r_max) = (0, 0, 0);
         if sparse {
             for rho in self.densities() {
                 k_max = k_max.max(self.k_at(rho, d));
                 let plan = sample_plan(d, rho);
                 sample_max = sample_max.max(d.div_ceil(plan.stride));
+                r_max = r_max.max(plan.top_k_samples);
             }
             self.scratch.ensure_keys(k_max);
             self.scratch.ensure_sample(sample_max);
+            self.wide
+                .ensure(wide_capacity(d, self.k_at(self.params.density, d)));
+            self.touched.ensure(d);
+            self.bound.ensure(r_max);
             if self.vals.len() < k_max {
                 self.vals = touched_vec(k_max, 0.0, 1.0);
             }
@@ -616,10 +816,16 @@ impl Compressor for Dgc {
         out: ArrayViewMut2<f32>,
     ) -> Result<()> {
         let (m, nesterov) = (self.params.momentum, self.params.nesterov);
-        let st = self.state(t)?;
+        let Dgc {
+            tensors, touched, ..
+        } = self;
+        let st = tensors
+            .get_mut(t)
+            .and_then(Option::as_mut)
+            .ok_or_else(|| tensor_err(NAME, t, "not registered".into()))?;
         let out = out_slice(NAME, t, out, st.rows, st.cols)?;
         if st.sparse {
-            return scatter_mean(NAME, t, received, out);
+            return scatter_mean(NAME, t, received, out, touched);
         }
         check_summed(NAME, t, received, out.len())?;
         // Dense tensors: plain momentum on the worker average, the same formula as the

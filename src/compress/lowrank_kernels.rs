@@ -44,6 +44,15 @@ const BAND: usize = 4096;
 /// exceed the caches, and a plain store would first read each line (write-allocate).
 const STREAM_MIN_BYTES: usize = 16 << 20;
 
+/// Software prefetch distance (f32 elements) on each streamed row of the big matrices.
+/// A stream needs `latency x bandwidth` bytes in flight to run at the memory's speed
+/// (about 100 ns x 25 GB/s = 2.5 KB on one core), shared by the 2-4 rows a kernel streams
+/// at once: 1 KiB ahead per row. The hardware prefetchers stop at every 4 KiB page and
+/// restart at every row of a row block, which left these kernels latency-bound at 55-65%
+/// of a plain streaming loop of the same traffic (docs/performance.md, "Compression
+/// kernels").
+const AHEAD: usize = 256;
+
 /// Rows accumulated together into `Q` (one load/store of `Q` per `RB` rows).
 const RB: usize = 4;
 
@@ -69,6 +78,9 @@ trait V8: Copy {
     unsafe fn stream(self, p: *mut f32);
     /// Order streamed stores before later stores (`sfence`).
     fn fence();
+    /// Hint that the cache line holding `p` will be read soon (`prefetcht0`); never
+    /// faults, so `p` may lie outside any allocation.
+    fn prefetch(p: *const f32);
     fn zero() -> Self;
     fn splat(x: f32) -> Self;
     fn add(self, o: Self) -> Self;
@@ -108,6 +120,8 @@ impl V8 for Lanes {
     }
     #[inline(always)]
     fn fence() {}
+    #[inline(always)]
+    fn prefetch(_p: *const f32) {}
     #[inline(always)]
     fn zero() -> Self {
         Lanes([0.0; L])
@@ -178,6 +192,12 @@ mod avx {
         fn fence() {
             // SAFETY: sfence is SSE (x86-64 baseline) and touches no memory.
             unsafe { _mm_sfence() }
+        }
+        #[inline(always)]
+        fn prefetch(p: *const f32) {
+            // SAFETY: prefetcht0 is SSE (x86-64 baseline); a prefetch never faults and
+            // reads nothing architecturally, so any address is sound.
+            unsafe { _mm_prefetch(p as *const i8, _MM_HINT_T0) }
         }
         #[inline(always)]
         fn zero() -> Self {
@@ -308,6 +328,7 @@ fn row_sub<V: V8, const R: usize>(e: &mut [f32], c: &[f32; R], qs: &[&[f32]; R])
     while j < nc {
         // SAFETY: j + L <= n for e and every qs[k].
         unsafe {
+            V::prefetch(ep.add(j).wrapping_add(AHEAD));
             let mut v = V::zero();
             for k in 0..R {
                 v = v.add(cv[k].mul(V::load(qs[k].as_ptr().add(j))));

@@ -8,6 +8,14 @@
 //! sends `Q = (M+e)^T P` (cols*r' floats), `Q = Q_sum / n`; the result is `P Q^T` and
 //! `e = (M+e) - P Q^T`. 1-D and uncompressible tensors, and every tensor during the dense
 //! warm-up (`start_iter`), are all-reduced raw in round 0 (round 1 sends nothing).
+//!
+//! Memory traffic of a step on a `d`-element matrix (f32; the factors stay in cache): round
+//! 0 reads `g` and `e` and writes `M + e` back into `e` (`8d` bytes read); round 1 reads it
+//! for `Q = (M+e)^T P` (`4d`), then reads it again for `out = P Q^T`, `e -= out` and
+//! writes `out` (`8d`: `e`, and `out`'s lines, streamed): `20d` bytes read, the least the
+//! two dependent all-reduces allow (each of the three products needs the whole matrix
+//! after the previous exchange). [`crate::compress::lowrank_kernels`] makes one pass per
+//! product.
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 

@@ -225,22 +225,24 @@ impl TopKScratch {
         stride: usize,
         get: F,
     ) -> Result<usize> {
-        let n = if stride == 0 || start >= d {
-            0
-        } else {
-            (d - start).div_ceil(stride)
-        };
-        let slots = self
-            .sample
-            .get_mut(..n)
-            .ok_or_else(|| CompressError::Unsupported {
-                method: "select",
-                msg: format!("strided sample of {n} elements exceeds the sample buffer"),
-            })?;
+        let n = strided_count(d, start, stride);
+        let slots = self.sample_slots(n)?;
         for (j, slot) in slots.iter_mut().enumerate() {
             *slot = abs_bits(get(start + j * stride));
         }
         Ok(n)
+    }
+
+    /// The first `n` slots of the sample buffer, for a caller that draws the sample
+    /// itself (then [`TopKScratch::sample_nth_largest`]); an error if the buffer
+    /// ([`TopKScratch::ensure_sample`]) is too small.
+    pub fn sample_slots(&mut self, n: usize) -> Result<&mut [u32]> {
+        self.sample
+            .get_mut(..n)
+            .ok_or_else(|| CompressError::Unsupported {
+                method: "select",
+                msg: format!("strided sample of {n} elements exceeds the sample buffer"),
+            })
     }
 
     /// The `r`-th largest (1-based) `|x|` of the last sample of `n` elements, as f32.
@@ -301,6 +303,53 @@ impl TopKScratch {
                 thr = self.thr;
             }
             self.push_block(off, rest, thr);
+        }
+    }
+
+    /// [`TopKScratch::scan`] of `d` elements of which only `cands` can pass the current
+    /// threshold: `cands` are the keys of every element with `|x| >= t` for some
+    /// `t <= thr` (at least all that pass), in index order, as [`WideCandidates`]
+    /// collects them. The state afterwards is the one `scan(0, x)` leaves: the same
+    /// blocks of `BLOCK` elements test for a hit, compact and push with the same
+    /// thresholds, in the same order.
+    pub fn scan_candidates(&mut self, cands: &[u64], d: usize) {
+        let full_end = d / BLOCK * BLOCK;
+        let mut i = 0;
+        while i < cands.len() {
+            let blk = key_index(cands[i]) as usize / BLOCK;
+            if blk * BLOCK >= full_end {
+                break;
+            }
+            let n = cands[i..]
+                .iter()
+                .take_while(|&&c| key_index(c) as usize / BLOCK == blk)
+                .count();
+            let group = &cands[i..i + n];
+            if group.iter().any(|&c| key_passes(c, self.thr)) {
+                if self.len + BLOCK > self.keys.len() {
+                    self.compact();
+                }
+                self.push_keys(group);
+            }
+            i += n;
+        }
+        // `scan`'s partial last block checks for room whether or not it holds a hit.
+        if full_end < d {
+            if self.len + BLOCK > self.keys.len() {
+                self.compact();
+            }
+            self.push_keys(&cands[i..]);
+        }
+    }
+
+    /// Append the keys (at most `BLOCK`, room guaranteed) that pass the threshold.
+    fn push_keys(&mut self, group: &[u64]) {
+        let thr = self.thr;
+        for &c in group {
+            if key_passes(c, thr) {
+                self.keys[self.len] = c;
+                self.len += 1;
+            }
         }
     }
 
@@ -430,6 +479,87 @@ impl TopKScratch {
     }
 }
 
+/// Elements of `start, start + stride, ... < d` (0 for `stride == 0`).
+pub fn strided_count(d: usize, start: usize, stride: usize) -> usize {
+    if stride == 0 || start >= d {
+        0
+    } else {
+        (d - start).div_ceil(stride)
+    }
+}
+
+/// [`passes`] for the element a key was made from.
+#[inline(always)]
+fn key_passes(c: u64, thr: f32) -> bool {
+    passes(f32::from_bits((c >> 32) as u32), thr)
+}
+
+/// Candidates of a streaming pass whose final threshold is known only after the pass:
+/// the keys (as [`TopKScratch`] makes them) of the elements with `|x| >= t`, `t` a lower
+/// bound of the final threshold given per call, in index order; a full buffer stops
+/// the collection (the caller then scans the data again). DGC's single pass
+/// (`dgc.rs`, `compress_sparse`) uses it; [`TopKScratch::scan_candidates`] replays it.
+#[derive(Debug, Clone, Default)]
+pub struct WideCandidates {
+    keys: Vec<u64>,
+    len: usize,
+    overflow: bool,
+}
+
+impl WideCandidates {
+    /// Room for at least `cap` candidates (setup only; allocates and touches).
+    pub fn ensure(&mut self, cap: usize) {
+        if cap + BLOCK > self.keys.len() {
+            self.keys = touched_vec(cap + BLOCK, 0, 1);
+        }
+    }
+
+    /// Start a pass.
+    pub fn clear(&mut self) {
+        self.len = 0;
+        self.overflow = false;
+    }
+
+    /// Whether the buffer filled (the candidates are then incomplete).
+    pub fn overflowed(&self) -> bool {
+        self.overflow
+    }
+
+    /// The candidates collected, in index order (meaningless after an overflow).
+    pub fn keys(&self) -> &[u64] {
+        &self.keys[..self.len]
+    }
+
+    /// Collect the elements of `x` (first index `base`) with `|x| >= thr`.
+    #[inline(always)]
+    pub fn scan(&mut self, base: usize, x: &[f32], thr: f32) {
+        if self.overflow {
+            return;
+        }
+        let mut off = base;
+        for b in x.chunks(BLOCK) {
+            let mut hit = 0u32;
+            for &v in b {
+                hit |= passes(v, thr) as u32;
+            }
+            if hit != 0 {
+                if self.len + BLOCK > self.keys.len() {
+                    self.overflow = true;
+                    return;
+                }
+                let dst = &mut self.keys[self.len..self.len + BLOCK];
+                let mut n = 0;
+                for (j, &v) in b.iter().enumerate() {
+                    dst[n & (BLOCK - 1)] = key(v, off + j);
+                    n += passes(v, thr) as usize;
+                }
+                self.len += n;
+            }
+            off += BLOCK;
+        }
+    }
+}
+
 /// Sample buffer size for [`TopKScratch::sample_threshold`] on `d` elements (DGC sizes
 /// its own sample with [`TopKScratch::ensure_sample`]).
 fn sample_cap(d: usize) -> usize {
@@ -547,13 +677,52 @@ pub fn push_pairs(wire: &mut Wire, idx: &[u32], val: &[f32]) {
     wire.gather_u32.extend(val.iter().map(|v| v.to_bits()));
 }
 
+/// A set of indices of a tensor as a bitmap, empty between uses (setup allocates it for
+/// the largest tensor): which elements of the output [`scatter_mean`] has written.
+#[derive(Debug, Clone, Default)]
+pub struct TouchedSet {
+    words: Vec<u64>,
+}
+
+impl TouchedSet {
+    /// Room for indices `0..d` (setup only; allocates and touches).
+    pub fn ensure(&mut self, d: usize) {
+        let n = d.div_ceil(64);
+        if n > self.words.len() {
+            self.words = touched_vec(n, 0, 1);
+        }
+    }
+
+    /// Insert `i`; true when it was not in the set.
+    #[inline(always)]
+    fn insert(&mut self, i: usize) -> bool {
+        let (w, b) = (i / 64, 1u64 << (i % 64));
+        let fresh = self.words[w] & b == 0;
+        self.words[w] |= b;
+        fresh
+    }
+
+    /// Empty the set again, given every index inserted.
+    fn clear_at<'a>(&mut self, idx: impl Iterator<Item = &'a u32>) {
+        for &i in idx {
+            self.words[i as usize / 64] = 0;
+        }
+    }
+}
+
 /// Decompress all-gathered sparse sections (docs/methods.md, "topk"): zero `out`, scatter-add
 /// every worker's (index, value) pairs in rank order, divide by the number of workers.
+///
+/// Memory: one write of `out` (4 bytes per element) and the pairs. The division touches
+/// only the written entries (each once: `touched` records them): an entry no worker sent
+/// stays `0 = 0 / n`, so the result is the division of every entry, without a second
+/// pass over `out`.
 pub fn scatter_mean(
     method: &'static str,
     t: TensorId,
     received: &Received,
     out: &mut [f32],
+    touched: &mut TouchedSet,
 ) -> Result<()> {
     let n = received.world_size;
     let total: usize = received.gather_counts.iter().sum();
@@ -589,8 +758,32 @@ pub fn scatter_mean(
             *slot += f32::from_bits(v);
         }
     }
+    if touched.words.len() < d.div_ceil(64) {
+        return Err(tensor_err(
+            method,
+            t,
+            format!(
+                "touched set holds {} words, {d} elements need {}",
+                touched.words.len(),
+                d.div_ceil(64)
+            ),
+        ));
+    }
     let nf = n as f32;
-    out.iter_mut().for_each(|x| *x /= nf);
+    let sent = || {
+        let mut start = 0;
+        received.gather_counts.iter().flat_map(move |&c| {
+            let idx = &received.gathered_u32[start..start + c / 2];
+            start += c;
+            idx.iter()
+        })
+    };
+    for &i in sent() {
+        if touched.insert(i as usize) {
+            out[i as usize] /= nf;
+        }
+    }
+    touched.clear_at(sent());
     Ok(())
 }
 

@@ -5,7 +5,7 @@
 use super::device::{self, Out, F32, I32, I64};
 use super::select::{
     grad_slice, indexable_len, out_slice, push_pairs, scatter_mean, single_round, tensor_err,
-    touched_vec, TopKScratch,
+    touched_vec, TopKScratch, TouchedSet,
 };
 use super::{
     Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire,
@@ -59,6 +59,8 @@ pub struct TopK {
     scratch: TopKScratch,
     /// Selected values (scratch of the largest k).
     vals: Vec<f32>,
+    /// Decompress's record of the written output entries (largest tensor).
+    touched: TouchedSet,
 }
 
 /// Validate `density` in (0, 1] (shared by the sparsifying methods).
@@ -85,6 +87,7 @@ impl TopK {
             tensors: Vec::new(),
             scratch: TopKScratch::new(0, 0),
             vals: Vec::new(),
+            touched: TouchedSet::default(),
         })
     }
 
@@ -107,6 +110,7 @@ impl Compressor for TopK {
         let d = indexable_len(NAME, t, rows, cols)?;
         let k = self.params.k_of(d);
         self.scratch.ensure(d, k);
+        self.touched.ensure(d);
         if self.vals.len() < k {
             self.vals = touched_vec(k, 0.0, 1.0);
         }
@@ -236,8 +240,9 @@ impl Compressor for TopK {
         out: ArrayViewMut2<f32>,
     ) -> Result<()> {
         let st = self.state(t)?;
-        let out = out_slice(NAME, t, out, st.rows, st.cols)?;
-        scatter_mean(NAME, t, received, out)
+        let (rows, cols) = (st.rows, st.cols);
+        let out = out_slice(NAME, t, out, rows, cols)?;
+        scatter_mean(NAME, t, received, out, &mut self.touched)
     }
 }
 

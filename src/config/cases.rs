@@ -210,7 +210,9 @@ impl Case {
 ///   scratch, 4 tables (2.6 measured, `micro --methods sketch --shape 1024x1024 --density
 ///   0.01 --sketch-rows 50 --sketch-cols-per-k 100`: 529 MiB peak, 200 MiB per table);
 /// - sparse all-gather methods (`topk`, `dgc`, `omgs`): every rank's `k` (index, value)
-///   pairs received, and their decoding, twice `8 k` bytes per rank.
+///   pairs received, and their decoding, twice `8 k` bytes per rank; once for the largest
+///   tensor, decompress's record of the written entries (`d / 8` bytes) and DGC's
+///   candidate buffer (`8` bytes per candidate, `dgc::wide_capacity`).
 ///
 /// Saturating: an absurd parameter gives `u64::MAX` (refused), never an overflow.
 pub fn method_state_bytes(
@@ -220,6 +222,16 @@ pub fn method_state_bytes(
     world_size: u64,
 ) -> u64 {
     let mut total = 0u64;
+    if let Some(&d) = numels.iter().max() {
+        let once = match base_method(method) {
+            "topk" => d as f64 / 8.0,
+            "dgc" => {
+                d as f64 / 8.0 + 8.0 * crate::compress::dgc::wide_capacity(d, params.k_of(d)) as f64
+            }
+            _ => 0.0,
+        };
+        total = once as u64;
+    }
     for &d in numels {
         let k = params.k_of(d) as f64;
         let b = match base_method(method) {

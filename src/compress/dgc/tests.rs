@@ -625,6 +625,39 @@ fn decompress_is_mean_of_sent_pairs() {
     }
 }
 
+/// The single pass's fallback (candidates that do not fit: `v` scanned again) selects
+/// exactly what the pass that keeps its candidates selects, step after step, on every
+/// path (the densities give Exact, Band, lowered and TopOfSurvivors selections).
+#[test]
+fn candidate_overflow_falls_back_to_the_same_selection() {
+    for (rows, cols, rho) in [
+        (200, 300, 0.01),
+        (64, 1000, 0.001),
+        (30, 20, 0.1),
+        (500, 400, 0.05),
+    ] {
+        let mut a = Dgc::new(&params(rho), ctx(0, 2)).expect("new");
+        a.register(0, rows, cols).expect("register");
+        let mut b = a.clone();
+        b.wide = WideCandidates::default();
+        b.wide.ensure(1);
+        let mut paths = Vec::new();
+        for s in 0..4 {
+            let g = grad(rows, cols, 90 + s);
+            a.begin_step(s);
+            b.begin_step(s);
+            let (va, sa, ua, _) = step(&mut a, 0, &g);
+            let (vb, sb, ub, _) = step(&mut b, 0, &g);
+            assert_eq!(sa, sb, "{rows}x{cols} rho {rho} step {s}");
+            assert_eq!((va, ua), (vb, ub));
+            assert_eq!(a.last_stats(), b.last_stats());
+            paths.push(a.last_stats().path);
+        }
+        assert!(b.wide.overflowed());
+        eprintln!("{rows}x{cols} rho {rho}: {paths:?}");
+    }
+}
+
 #[test]
 fn validates_params_and_ids() {
     assert!(Dgc::new(&params(0.0), ctx(0, 1)).is_err());
@@ -672,4 +705,22 @@ fn validates_params_and_ids() {
     assert!(m
         .compress(2, 1, grad(2, 2, 0).view(), &mut Wire::default())
         .is_err());
+}
+
+/// The running bound is the r-th largest value added so far.
+#[test]
+fn largest_r_keeps_the_rth_largest() {
+    let mut h = LargestR::default();
+    h.ensure(5);
+    assert!(h.reset(6).is_err());
+    let vals: Vec<u32> = (0..200u32).map(|i| (i * 7919) % 211).collect();
+    for r in [1usize, 2, 5] {
+        h.reset(r).expect("reset");
+        for (n, &v) in vals.iter().enumerate() {
+            h.add(v);
+            let mut seen = vals[..=n].to_vec();
+            seen.sort_unstable_by(|a, b| b.cmp(a));
+            assert_eq!(h.bound(), seen.get(r - 1).copied(), "r {r} after {n}");
+        }
+    }
 }

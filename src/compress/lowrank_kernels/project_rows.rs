@@ -3,7 +3,7 @@
 
 #[cfg(target_arch = "x86_64")]
 use super::avx;
-use super::{check_args, columns, row_sub, use_avx2, Lanes, L, V8};
+use super::{check_args, columns, row_sub, use_avx2, Lanes, AHEAD, L, V8};
 
 /// For every row `i`: `e_i += g_i` (when `g` is given), `P[i, :] = e_i Q`, and with
 /// `residual` also `e_i -= P[i, :] Q^T`, in one pass over `e` (and `g`). `e`, `g`: row-major
@@ -173,6 +173,10 @@ fn row_project<V: V8, const R: usize, const NR: usize, const ADD: bool, const PE
                 [V::zero(); R]
             };
             for b in 0..NR {
+                V::prefetch(eps[b].wrapping_add(j + AHEAD));
+                if ADD {
+                    V::prefetch(g[b].as_ptr().wrapping_add(j + AHEAD));
+                }
                 let mut pc = V::load(eps[b].add(j));
                 if PEND {
                     let mut v = V::zero();

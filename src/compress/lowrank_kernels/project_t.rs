@@ -3,7 +3,7 @@
 
 #[cfg(target_arch = "x86_64")]
 use super::avx;
-use super::{check_args, columns, row_sub, use_avx2, Lanes, BAND, L, RB, V8, WHOLE_ROW_Q};
+use super::{check_args, columns, row_sub, use_avx2, Lanes, AHEAD, BAND, L, RB, V8, WHOLE_ROW_Q};
 
 /// `e += g` (when `g` is given) and `Q = e^T P` in one pass (four rows at a time, so each
 /// load/store of `Q` serves four rows), then with `residual` a second pass
@@ -219,6 +219,10 @@ fn band_accumulate<V: V8, const R: usize, const NB: usize, const PEND: bool>(
             let mut pc = [V::zero(); NB];
             for b in 0..NB {
                 let ptr = ep.add(b * cols + j);
+                V::prefetch(ptr.wrapping_add(AHEAD));
+                if let Some(gp) = gp {
+                    V::prefetch(gp.wrapping_add(b * cols + j + AHEAD));
+                }
                 let mut v = V::load(ptr);
                 if PEND {
                     let mut s = V::zero();

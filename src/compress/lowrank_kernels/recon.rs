@@ -3,7 +3,7 @@
 
 #[cfg(target_arch = "x86_64")]
 use super::avx;
-use super::{columns, use_avx2, Lanes, L, STREAM_MIN_BYTES, V8};
+use super::{columns, use_avx2, Lanes, AHEAD, L, STREAM_MIN_BYTES, V8};
 
 /// `out = alpha P Q^T`, and with `e` also `e -= out`, in one pass. `out`, `e`: row-major
 /// `rows x cols`; `p`: column-major `rows x r`; `q`: column-major `cols x r`.
@@ -100,6 +100,7 @@ pub(super) fn recon_body<V: V8, const R: usize>(
                 }
                 if let Some(ei) = ei.as_deref_mut() {
                     let ptr = ei.as_mut_ptr().add(j);
+                    V::prefetch(ptr.wrapping_add(AHEAD));
                     V::load(ptr).sub(v).store(ptr);
                 }
             }

@@ -151,3 +151,101 @@ fn strided_sample_and_first_survivors() {
         }
     }
 }
+
+/// `scan_candidates` over the keys `WideCandidates` collected at a lower threshold leaves
+/// exactly the state of a full `scan`: the same candidates, compaction and selection,
+/// whether the buffer compacts or not and whether `d` is a multiple of the block.
+#[test]
+fn candidate_replay_equals_full_scan() {
+    for d in [10_000usize, 10_007, 31, 64] {
+        let x = normal(d, 11 + d as u64);
+        for (lower, thr, k) in [
+            (1.5f32, 2.5f32, 40usize),
+            (0.0, 2.5, 40),
+            (0.3, 0.5, 40),
+            (0.5, 0.5, 3),
+            (1.0, 1.0, 1),
+        ] {
+            let mut wide = WideCandidates::default();
+            wide.ensure(d);
+            wide.clear();
+            // In chunks, as DGC's pass feeds it.
+            for (c, xc) in x.chunks(4096).enumerate() {
+                wide.scan(c * 4096, xc, lower);
+            }
+            assert!(!wide.overflowed());
+            let naive: Vec<usize> = (0..d).filter(|&i| x[i].abs() >= lower).collect();
+            let got: Vec<usize> = wide.keys().iter().map(|&c| key_index(c) as usize).collect();
+            assert_eq!(got, naive, "d {d} lower {lower}");
+            let mut full = TopKScratch::new(0, 0);
+            full.ensure_keys(k);
+            let mut replay = full.clone();
+            full.begin(k, thr).expect("begin");
+            full.scan(0, &x);
+            replay.begin(k, thr).expect("begin");
+            replay.scan_candidates(wide.keys(), d);
+            assert_eq!(
+                replay.candidates(),
+                full.candidates(),
+                "d {d} thr {thr} k {k}"
+            );
+            assert_eq!(replay.thr.to_bits(), full.thr.to_bits());
+            assert_eq!(replay.keys[..replay.len], full.keys[..full.len]);
+            let (mut a, mut b) = (vec![0u32; k], vec![0u32; k]);
+            let (mut va, mut vb) = (vec![0f32; k], vec![0f32; k]);
+            let ma = full.finish_first(&x, k, &mut a, &mut va).expect("first");
+            let mb = replay.finish_first(&x, k, &mut b, &mut vb).expect("first");
+            assert_eq!(a[..ma], b[..mb]);
+        }
+    }
+    // A full buffer stops the collection and says so.
+    let x = normal(10_000, 3);
+    let mut wide = WideCandidates::default();
+    wide.ensure(10);
+    wide.clear();
+    wide.scan(0, &x, 0.0);
+    assert!(wide.overflowed());
+}
+
+/// The mean of overlapping sections is the sum divided once per entry; entries nobody
+/// sent are 0; the record of written entries is empty again for the next call.
+#[test]
+fn scatter_mean_divides_each_written_entry_once() {
+    let d = 200;
+    let idx0 = [3u32, 64, 65, 199];
+    let idx1 = [3u32, 65, 128];
+    let v0 = [1.0f32, 0.1, -2.5, 7.0];
+    let v1 = [0.3f32, 1.7, -0.2];
+    let mut words = Vec::new();
+    words.extend(idx0);
+    words.extend(v0.iter().map(|v| v.to_bits()));
+    words.extend(idx1);
+    words.extend(v1.iter().map(|v| v.to_bits()));
+    let counts = [8, 6];
+    let rec = Received {
+        sum_f32: &[],
+        gathered_u32: &words,
+        gather_counts: &counts,
+        ring_u32: &[],
+        world_size: 2,
+    };
+    let mut touched = TouchedSet::default();
+    touched.ensure(d);
+    for _ in 0..2 {
+        let mut out = vec![9.0f32; d];
+        scatter_mean("t", 0, &rec, &mut out, &mut touched).expect("scatter");
+        let mut want = vec![0.0f32; d];
+        for (i, v) in idx0.iter().zip(&v0).chain(idx1.iter().zip(&v1)) {
+            want[*i as usize] += v;
+        }
+        for w in want.iter_mut() {
+            *w /= 2.0;
+        }
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&out), bits(&want));
+        assert!(touched.words.iter().all(|&w| w == 0));
+    }
+    let mut small = TouchedSet::default();
+    small.ensure(64);
+    assert!(scatter_mean("t", 0, &rec, &mut vec![0.0; d], &mut small).is_err());
+}
