@@ -39,13 +39,13 @@ layers:
 	python3 scripts/check_layers.py
 
 ## check: the developer's inner loop (under 2 minutes on 2 cores with a warm build cache):
-## format, layers, clippy, the library's unit tests and the loopback schedule test
-## (cargo's test profile, no mpirun). `make test` stays the full gate.
+## format, layers, clippy, the library's unit tests (the loopback schedule test among them:
+## src/sim/tests/engine_vs_sim.rs), in cargo's test profile, no mpirun. `make test` stays the full gate.
 check:
 	cargo fmt --check
 	python3 scripts/check_layers.py
 	cargo clippy --all-targets -- -D warnings
-	cargo test --lib --test schedule
+	cargo test --lib
 
 ## test: the lint gate, unit tests, MPI integration tests (-np 2 and -np 3), analysis tests
 test: lint

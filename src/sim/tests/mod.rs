@@ -12,6 +12,7 @@ mod bucketing;
 mod comparison;
 mod cost_model;
 mod device;
+mod engine_vs_sim;
 mod host_model;
 mod schedule;
 mod shaper;

@@ -1,17 +1,17 @@
-//! The e2e schedule of every method x fusion x pipelining (x collective at 3 ranks) runs
+//! (The loopback schedule test; `make check` runs it.) The e2e schedule of every method x fusion x pipelining (x collective at 3 ranks) runs
 //! on the in-process loopback backend at 1-4 ranks, without mpirun, and the engine runs
 //! the same operations with the same messages as the simulator prices
 //! (docs/architecture.md, "The e2e iteration").
 
-use gradcomp::comm::exchange::CollectiveMode;
-use gradcomp::comm::loopback;
-use gradcomp::compress::{registry, MethodParams, WireLen};
-use gradcomp::config::ComputeMode;
-use gradcomp::engine::{self, E2eSetup, TensorSpec};
-use gradcomp::measure::stats::Timing;
-use gradcomp::schedule::plan::Fusion;
-use gradcomp::schedule::{Executed, Op};
-use gradcomp::sim::{self, CostModel, SimCase, SimWorkload};
+use crate::comm::exchange::CollectiveMode;
+use crate::comm::loopback;
+use crate::compress::{registry, MethodParams, WireLen};
+use crate::config::ComputeMode;
+use crate::engine::{self, E2eSetup, TensorSpec};
+use crate::measure::stats::Timing;
+use crate::schedule::plan::Fusion;
+use crate::schedule::{Executed, Op};
+use crate::sim::{self, CostModel, SimCase, SimWorkload};
 
 /// A small CNN-like model: conv weights and biases, then a classifier (registration order).
 fn model() -> Vec<TensorSpec> {
@@ -116,7 +116,7 @@ fn check(
             merge,
             cost_comm: None,
             planner_costs: None,
-            compress_on: gradcomp::devcost::CompressOn::Host,
+            compress_on: crate::devcost::CompressOn::Host,
             device_costs: None,
             planned: None,
         };
@@ -195,7 +195,7 @@ fn sweep(n: usize, every_collective: bool) {
                     let agg = registry::build(
                         base,
                         &params(),
-                        gradcomp::compress::WorkerCtx {
+                        crate::compress::WorkerCtx {
                             rank: 0,
                             world_size: n,
                             seed: 1,
