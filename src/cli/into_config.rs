@@ -14,6 +14,7 @@ impl Cli {
             case_timeout_s: None,
             samples: true,
             rounds: 1,
+            time_dilation: 1,
             micro_comm: vec![],
             micro_compress: vec![],
             micro: vec![],
@@ -75,6 +76,11 @@ impl Cli {
             }
             cfg.rounds = r;
         }
+        if let Some(k) = self.common.time_dilation {
+            crate::measure::dilation::Dilation::new(k)
+                .map_err(|m| Error::Input(format!("--time-dilation {k}: {m}")))?;
+            cfg.time_dilation = k;
+        }
         if let Some(n) = self.common.job.expect_ranks {
             if n == 0 {
                 return Err(Error::Input(
@@ -89,6 +95,7 @@ impl Cli {
             _ => "the command line".into(),
         };
         cfg.check_cases(&what).map_err(Error::Input)?;
+        cfg.check_dilation(&what).map_err(Error::Input)?;
         Ok(cfg)
     }
 }

@@ -364,6 +364,33 @@ impl Config {
         Ok(())
     }
 
+    /// Refuse a time-dilated run (`time_dilation` > 1) of what dilation cannot emulate
+    /// honestly: micro-compress (kernels on one rank, no network: dilating them and
+    /// dividing by K again measures nothing new, only the padding's error) and
+    /// iallreduce-overlap (the compute runs while MPI reduces in the background, so the
+    /// library's reduction cannot be padded where it happens).
+    pub fn check_dilation(&self, what: &str) -> Result<(), String> {
+        let k = self.time_dilation;
+        if k <= 1 {
+            return Ok(());
+        }
+        if !self.micro_compress.is_empty() {
+            return Err(format!(
+                "{what}: --time-dilation {k} (time_dilation) with micro-compress: its kernels run on one rank with no network, so dilation has nothing to emulate (it would pad each kernel and divide the padding away again); run micro-compress without --time-dilation, outside netlab"
+            ));
+        }
+        if self
+            .micro_comm
+            .iter()
+            .any(|s| s.collectives.contains(&Collective::IallreduceOverlap))
+        {
+            return Err(format!(
+                "{what}: --time-dilation {k} (time_dilation) with iallreduce-overlap: MPI reduces in the background while the test computes, so its reduction cannot be stretched where it runs; leave iallreduce-overlap out of a dilated run"
+            ));
+        }
+        Ok(())
+    }
+
     /// The case_id of every case of [`Config::cases`], in order. A case repeated by a
     /// later section (a deliberate second measurement) gets its own id, so `--resume`
     /// runs every repeat once.

@@ -61,6 +61,13 @@ pub struct RunMeta {
     pub estimated_peak_bytes: Option<u64>,
     /// Measured peak resident memory (VmHWM), the max over ranks (bytes); set at the end.
     pub peak_rss_bytes: Option<u64>,
+    /// Time dilation K (1: none): the run emulated a cluster whose clocks run K times
+    /// slower, and every time in its CSV files is wall time / K (src/measure/dilation.rs).
+    pub time_dilation: u32,
+    /// Dilated runs: the MPI library's reduction kernel as measured for the padding of
+    /// reducing collectives (s per byte, MPI_Reduce_local; `comm::World::dilate`); null
+    /// otherwise.
+    pub reduce_s_per_byte: Option<f64>,
     pub config: serde_json::Value,
 }
 
@@ -114,6 +121,8 @@ impl RunMeta {
             previous_run: None,
             estimated_peak_bytes,
             peak_rss_bytes: None,
+            time_dilation: 1,
+            reduce_s_per_byte: None,
             config,
         }
     }
