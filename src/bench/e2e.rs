@@ -259,6 +259,7 @@ pub fn row(
         ("overlap_eff", opt(overlap)),
         ("peak_rss_bytes", peak_rss.to_string()),
         ("compute_source", w.compute_source.clone()),
+        ("time_dilation", world.dilation().factor().to_string()),
     ]);
     (
         f,
