@@ -22,10 +22,10 @@
 # Checks 2-6 need root (1 is then run as nobody via setpriv); without root only 1 runs.
 # "Nothing left behind" = no namespace gcnlt-*, no link named gcnlt-* and no qdisc on one
 # (ip netns list, ip -o link, tc qdisc show) in the host namespace.
-# Env: NETLAB_TEST_SKIP_RUN=1 skips 6 and 7's runs; NETLAB_BIN as for netlab.sh.
+# Env: NETLAB_TEST_SKIP_RUN=1 skips 6 and 7's runs; NETLAB_TEST_PREFIX (gcnlt); NETLAB_BIN as for netlab.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export NETLAB_PREFIX=gcnlt
+export NETLAB_PREFIX=${NETLAB_TEST_PREFIX:-gcnlt}  # another prefix lets two checkouts test at once
 P=$NETLAB_PREFIX
 NL=$PWD/scripts/netlab.sh
 MIN_FRAC=${NETLAB_TEST_MIN_FRACTION:-0.6}
