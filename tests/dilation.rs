@@ -78,9 +78,10 @@ fn the_device_runs_k_times_slower_and_rows_report_emulated_seconds() {
             (7.5e-3..16e-3).contains(&bwd),
             "k {k}: bwd_s {bwd} (modelled 8 ms; 24 ms would be undivided)"
         );
+        let it = med(&m.series.iter_s);
         assert!(
-            med(&m.series.iter_s) >= fwd + bwd,
-            "k {k}: iter_s below its parts"
+            (13e-3..35e-3).contains(&it),
+            "k {k}: iter_s {it} (modelled device time 14 ms; 42 ms would be undivided)"
         );
     }
     // 5 iterations of >= 14 ms of device time each, 3 x longer on the wall clock.
@@ -105,13 +106,13 @@ fn burn(s: f64) {
     std::hint::black_box(x);
 }
 
-/// A reducing collective is padded by (K - 1) x its estimated reduction (here 2 ns per
-/// byte of a 4 MB message on 2 ranks: (n - 1)/n x 4e6 x 2e-9 = 4 ms, x (4 - 1) = 12 ms);
-/// a gather is not; our ring's merge (host work) is stretched to K x its CPU time.
+/// A reducing collective is padded by (K - 1) x its estimated reduction (here 10 ns per
+/// byte of a 4 MB message on 2 ranks: (n - 1)/n x 4e6 x 1e-8 = 20 ms, x (4 - 1) = 60 ms);
+/// our ring's merge (host work) is stretched to K x its CPU time.
 #[test]
 fn reductions_are_padded_and_ring_merges_stretched() {
     let walls = loopback::run(2, |world| {
-        world.set_dilation(Dilation::new(4).unwrap(), 2e-9);
+        world.set_dilation(Dilation::new(4).unwrap(), 1e-8);
         let send = vec![1.0f32; 1 << 20];
         let mut recv = vec![0.0f32; 1 << 20];
         world.barrier();
@@ -119,11 +120,6 @@ fn reductions_are_padded_and_ring_merges_stretched() {
         world.all_reduce(&send, &mut recv, ReduceOp::Sum);
         let reduce = w0.elapsed().as_secs_f64();
         assert!(recv.iter().all(|&x| x == 2.0));
-        let mut all = vec![0.0f32; 2 << 20];
-        world.barrier();
-        let w0 = Instant::now();
-        world.all_gather(&send, &mut all);
-        let gather = w0.elapsed().as_secs_f64();
         // One merge per rank on 2 ranks, of 10 ms CPU each: 40 ms at K = 4.
         let mut data = vec![1.0f32; 1024];
         let mut scratch = vec![0.0f32; 512];
@@ -140,14 +136,10 @@ fn reductions_are_padded_and_ring_merges_stretched() {
             .unwrap();
         let ring = w0.elapsed().as_secs_f64();
         assert!(data.iter().all(|&x| x == 2.0));
-        (reduce, gather, ring)
+        (reduce, ring)
     });
-    for (r, &(reduce, gather, ring)) in walls.iter().enumerate() {
-        assert!(reduce >= 0.012, "rank {r}: all-reduce took {reduce} s");
-        assert!(
-            gather < reduce,
-            "rank {r}: all-gather {gather} s, all-reduce {reduce} s"
-        );
+    for (r, &(reduce, ring)) in walls.iter().enumerate() {
+        assert!(reduce >= 0.06, "rank {r}: all-reduce took {reduce} s");
         assert!(
             ring >= 0.04,
             "rank {r}: ring with a 10 ms merge took {ring} s"
@@ -352,6 +344,32 @@ fn dilated_rows_and_run_json_carry_the_factor() {
     assert_eq!(meta["time_dilation"], 2);
     assert!(meta["reduce_s_per_byte"].as_f64().unwrap() > 0.0, "{meta}");
     assert_eq!(meta["config"]["time_dilation"], 2);
+
+    // A config's micro-compress sections run undilated, with a note (netlab.sh run
+    // passes --time-dilation to a whole config such as sim-accuracy.toml).
+    let toml = d.join("mixed.toml");
+    std::fs::write(
+        &toml,
+        "[[micro-comm]]\ncollectives = [\"allreduce\"]\nsizes = [\"4KiB\"]\niters = 3\n\n[[micro-compress]]\nmethods = [\"topk\"]\nshapes = [\"64\"]\niters = 2\nwarmup = 1\n",
+    )
+    .unwrap();
+    let o = d.join("mixed");
+    let out = mpirun_dilated(
+        2,
+        2,
+        &[
+            "run",
+            toml.to_str().unwrap(),
+            "--time-dilation",
+            "2",
+            "--quiet",
+            "--out",
+            o.to_str().unwrap(),
+        ],
+    );
+    assert_ok(&out);
+    assert!(stderr(&out).contains("run undilated"), "{}", stderr(&out));
+    assert_eq!(read_csv(&o.join("micro_compress.csv")).1.len(), 1);
 
     let o = d.join("micro");
     let out = mpirun_dilated(

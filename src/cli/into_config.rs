@@ -79,6 +79,11 @@ impl Cli {
         if let Some(k) = self.common.time_dilation {
             crate::measure::dilation::Dilation::new(k)
                 .map_err(|m| Error::Input(format!("--time-dilation {k}: {m}")))?;
+            if k > 1 && matches!(self.command, Command::MicroCompress(_)) {
+                return Err(Error::Input(format!(
+                    "--time-dilation {k} with micro-compress: its kernels run on one rank with no network or emulated device, so dilation has nothing to emulate (it would stretch each kernel and divide the stretch away again); run micro-compress without --time-dilation"
+                )));
+            }
             cfg.time_dilation = k;
         }
         if let Some(n) = self.common.job.expect_ranks {
