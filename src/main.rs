@@ -497,6 +497,9 @@ fn open_outputs(
             return CsvSink::create(&path).map(Some);
         }
         record::check_world_size(&path, world_size)?;
+        if file != "micro_compress.csv" {
+            record::check_time_dilation(&path, meta.time_dilation)?;
+        }
         let (s, ids) = CsvSink::resume(&path)?;
         if file == "micro_comm.csv" {
             if let Some(h) = s.existing_header() {

@@ -344,6 +344,23 @@ fn dilated_rows_and_run_json_carry_the_factor() {
     assert_eq!(meta["time_dilation"], 2);
     assert!(meta["reduce_s_per_byte"].as_f64().unwrap() > 0.0, "{meta}");
     assert_eq!(meta["config"]["time_dilation"], 2);
+    // Resuming those rows undilated would mix the two dilations in one file.
+    assert_refused(
+        2,
+        &[
+            "micro-comm",
+            "--collectives",
+            "allreduce,ring-allreduce,allgather",
+            "--sizes",
+            "64KiB",
+            "--iters",
+            "3",
+            "--resume",
+            "--out",
+            os,
+        ],
+        &["--resume", "time dilation 2", "--time-dilation 1"],
+    );
 
     // A config's micro-compress sections run undilated, with a note (netlab.sh run
     // passes --time-dilation to a whole config such as sim-accuracy.toml).
