@@ -12,14 +12,20 @@
 #   6. a 2-node 1 Gbit all-reduce (gradcomp's ring and MPI_Allreduce, 16 MiB, --check): rows
 #      pass the check, network.txt says netlab-1gbit, and the bus bandwidth is at most 1.10 of
 #      the rate (the shaping works: unshaped veth is several GB/s) and at least
-#      NETLAB_TEST_MIN_FRACTION of it (default 0.6: the half-duplex fault gave 0.47).
+#      NETLAB_TEST_MIN_FRACTION of it (default 0.6: the half-duplex fault gave 0.47);
+#   7. time dilation (issue 34): `up --dilate 0` refused in one line; a 2-node 1 Gbit lab
+#      dilated by 4: tbf at 250Mbit, status names the dilation, run refuses a different
+#      --time-dilation in one line, passes --time-dilation 4 itself: micro-comm rows carry
+#      time_dilation 4, pass --check and reach [NETLAB_TEST_MIN_FRACTION, 1.10] of 1 Gbit
+#      in emulated seconds; netlab.txt and network.txt record the dilation; a short e2e run
+#      writes time_dilation 4 and run.json's time_dilation.
 # Checks 2-6 need root (1 is then run as nobody via setpriv); without root only 1 runs.
 # "Nothing left behind" = no namespace gcnlt-*, no link named gcnlt-* and no qdisc on one
 # (ip netns list, ip -o link, tc qdisc show) in the host namespace.
-# Env: NETLAB_TEST_SKIP_RUN=1 skips 6; NETLAB_BIN as for netlab.sh.
+# Env: NETLAB_TEST_SKIP_RUN=1 skips 6 and 7's runs; NETLAB_TEST_PREFIX (gcnlt); NETLAB_BIN as for netlab.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export NETLAB_PREFIX=gcnlt
+export NETLAB_PREFIX=${NETLAB_TEST_PREFIX:-gcnlt}  # another prefix lets two checkouts test at once
 P=$NETLAB_PREFIX
 NL=$PWD/scripts/netlab.sh
 MIN_FRAC=${NETLAB_TEST_MIN_FRACTION:-0.6}
@@ -155,6 +161,52 @@ else
   fi
   bash "$NL" down >/dev/null
   expect_clean "down after the run"
+fi
+
+# ------------------------------------------------------------ 7. time dilation
+expect_one_line "up --dilate 0" "dilate" 1 bash "$NL" up 2 --rate 1gbit --dilate 0
+expect_clean "up --dilate 0"
+if [[ ${NETLAB_TEST_SKIP_RUN:-0} == 1 ]]; then
+  echo "[netlab_test] NETLAB_TEST_SKIP_RUN=1: 2-node dilated run skipped"
+else
+  bash "$NL" up 2 --rate 1gbit --dilate 4 >/dev/null
+  st=$(bash "$NL" status)
+  if grep -q 'time dilation 4' <<<"$st" && grep -q 'rate 250Mbit' <<<"$st"; then ok "dilated status: time dilation 4, tbf rate 250Mbit"
+  else bad "dilated status: $(head -3 <<<"$st" | tr '\n' ' ')"; fi
+  expect_one_line "run with another --time-dilation" "dilated by 4" 1 \
+    bash "$NL" run -- micro-comm --sizes 4 --time-dilation 2 --out "$TMP/mismatch"
+  out=$TMP/dil
+  if ! timeout 150 bash "$NL" run -- micro-comm --collectives ring-allreduce,allreduce --sizes 8MiB \
+      --iters 3 --warmup 1 --check --quiet --out "$out" >"$TMP/dil.log" 2>&1; then
+    tail -20 "$TMP/dil.log" >&2; bad "2-node dilated all-reduce: run failed"
+  else
+    if [[ $(cat "$out/network.txt") == netlab-1gbit-dilate4 ]]; then ok "network.txt: netlab-1gbit-dilate4"; else bad "network.txt: '$(cat "$out/network.txt")'"; fi
+    if grep -qx 'rate=1gbit' "$out/netlab.txt" && grep -qx 'dilate=4' "$out/netlab.txt" && grep -qx 'tbf_rate=250mbit' "$out/netlab.txt"; then
+      ok "netlab.txt: rate=1gbit dilate=4 tbf_rate=250mbit"
+    else
+      bad "netlab.txt: '$(tr '\n' ' ' <"$out/netlab.txt" 2>/dev/null)'"
+    fi
+    # Emulated seconds: the bus bandwidth is against the undilated 1 Gbit (0.125 GB/s).
+    rows=$(awk -F, -v lo="$MIN_FRAC" 'NR == 1 {for (i = 1; i <= NF; i++) c[$i] = i; next}
+      {f = $c["busbw_gbps"] / 0.125
+       printf "%s dilation %s %s busbw %.3f GB/s = %.2f of the rate %s\n", $c["collective"], $c["time_dilation"], $c["check"], $c["busbw_gbps"], f,
+         ($c["check"] == "pass" && $c["time_dilation"] == 4 && f <= 1.10 && f >= lo) ? "OK" : "BAD"}' "$out/micro_comm.csv")
+    while IFS= read -r r; do echo "[netlab_test]   $r"; done <<<"$rows"
+    n=$(grep -c ' OK$' <<<"$rows" || true)
+    if ((n == 2)) && ! grep -q ' BAD$' <<<"$rows"; then ok "2-node dilated all-reduce: time_dilation 4, check pass, busbw in [$MIN_FRAC, 1.10] of 1 Gbit"
+    else bad "2-node dilated all-reduce: expected 2 rows with time_dilation 4, check pass and busbw in [$MIN_FRAC, 1.10] x 0.125 GB/s"; fi
+  fi
+  out=$TMP/dil-e2e
+  if ! timeout 150 bash "$NL" run -- e2e --model resnet20 --methods ssgd,topk --pipelining off --iters 3 --warmup 1 \
+      --quiet --out "$out" >"$TMP/dil-e2e.log" 2>&1; then
+    tail -20 "$TMP/dil-e2e.log" >&2; bad "2-node dilated e2e: run failed"
+  else
+    k=$(awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) c[$i] = i; next} {print $c["time_dilation"]}' "$out/e2e.csv" | sort -u | tr '\n' ' ')
+    if [[ $k == "4 " ]] && grep -q '"time_dilation": 4' "$out/run.json"; then ok "2-node dilated e2e: rows and run.json say time_dilation 4"
+    else bad "2-node dilated e2e: time_dilation '$k' in e2e.csv, run.json: $(grep time_dilation "$out/run.json")"; fi
+  fi
+  bash "$NL" down >/dev/null
+  expect_clean "down after the dilated runs"
 fi
 
 if ((fails)); then echo "[netlab_test] $fails check(s) failed" >&2; exit 1; fi

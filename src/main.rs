@@ -167,6 +167,10 @@ fn run(
     // Bad input: every rank validates the same way; agree so exactly one rank reports.
     let config = world.agree(cli.config().and_then(|c| {
         cli::check_world_size(c.expect_ranks, world.size)?;
+        cli::check_dilation_env(
+            c.time_dilation,
+            std::env::var("NETLAB_DILATE").ok().as_deref(),
+        )?;
         if !cli.common.skip_memory_check {
             if let (here, Some(avail)) = gradcomp::measure::host::node_memory(world.size) {
                 c.check_memory(world.size, here, avail)
@@ -227,6 +231,22 @@ fn run(
         Some(config.estimated_peak_bytes(world.size).0),
     );
     let cases_total = cases.len();
+    // Time dilation (validated with the config): set on the world, which pads reducing
+    // collectives by the library's measured reduction kernel.
+    let dilation =
+        gradcomp::measure::dilation::Dilation::new(config.time_dilation).map_err(Error::Input)?;
+    let reduce_s_per_byte = world.dilate(dilation);
+    meta.time_dilation = dilation.factor();
+    meta.reduce_s_per_byte = dilation.is_on().then_some(reduce_s_per_byte);
+    if world.is_root() && dilation.is_on() && !cli.common.job.quiet {
+        eprintln!(
+            "[gradcomp] time dilation {}: device and host work {}x slower, times written / {} (MPI reduction {:.2} GB/s, padded)",
+            dilation.factor(),
+            dilation.factor(),
+            dilation.factor(),
+            1e-9 / reduce_s_per_byte.max(1e-30)
+        );
+    }
 
     // Output: only rank 0 touches files; everyone learns whether that worked, and (with
     // --resume) which cases are already done.
@@ -485,6 +505,9 @@ fn open_outputs(
             return CsvSink::create(&path).map(Some);
         }
         record::check_world_size(&path, world_size)?;
+        if file != "micro_compress.csv" {
+            record::check_time_dilation(&path, meta.time_dilation)?;
+        }
         let (s, ids) = CsvSink::resume(&path)?;
         if file == "micro_comm.csv" {
             if let Some(h) = s.existing_header() {

@@ -27,6 +27,10 @@ CSV_FILES = ("micro_comm.csv", "micro_compress.csv", "micro.csv", "e2e.csv", "co
 
 SIM_VS_MEASURED = "sim_vs_measured.csv"
 
+# Files with a `time_dilation` column (docs/csv-schema.md): a file from before it gets the
+# column with 1 (no dilation), so old and new runs read alike.
+DILATED_FILES = ("micro_comm.csv", "micro.csv", "e2e.csv")
+
 # Columns every table computation relies on, per file (a subset of docs/csv-schema.md).
 REQUIRED_COLUMNS = {
     "micro_comm.csv": ["collective", "world_size", "bytes", "median_s", "busbw_gbps"],
@@ -121,6 +125,9 @@ def load_csv(results_dir: str, name: str):
     except pd.errors.ParserError as e:
         raise ReportError(f"{path}: not a CSV file ({str(e).strip()})") from None
     check_schema(df, path)
+    if name in DILATED_FILES and "time_dilation" not in df.columns:
+        # Written before time dilation existed (issue 34): those runs were not dilated.
+        df["time_dilation"] = 1
     return df
 
 

@@ -247,3 +247,21 @@ def test_a_damaged_row_inside_the_file_is_refused_not_read(tmp_path):
     p = report_cli(run, "--out", tmp_path / "rep")
     assert p.returncode == 2
     assert "micro_comm.csv: line 3 has" in p.stderr, p.stderr
+
+
+def test_files_from_before_time_dilation_read_as_undilated(tmp_path):
+    """issue 34: e2e.csv / micro_comm.csv / micro.csv gained a `time_dilation` column (schema
+    version unchanged); a recorded run from before it (tests/data) reads with 1, a dilated
+    run keeps its own K."""
+    from gradcomp_analysis.io import load_csv
+    here = os.path.dirname(os.path.abspath(__file__))
+    old = os.path.join(here, "..", "..", "tests", "data", "sim-accuracy", "zen3-epyc-2vcpu", "np2")
+    df = load_csv(old, "e2e.csv")
+    assert df is not None and len(df) > 0
+    assert "time_dilation" in df.columns and set(df["time_dilation"]) == {1}
+    d = str(tmp_path / "dilated")
+    os.makedirs(d)
+    pd.DataFrame([{"schema_version": 1, "collective": "allreduce", "world_size": 2, "bytes": 4,
+                   "median_s": 1e-5, "busbw_gbps": 0.1, "time_dilation": 4}]).to_csv(
+        os.path.join(d, "micro_comm.csv"), index=False)
+    assert list(load_csv(d, "micro_comm.csv")["time_dilation"]) == [4]

@@ -381,7 +381,8 @@ pub fn measure_collective(
 }
 
 /// One step of compress -> exchange -> decompress over all rounds; returns the phase
-/// times (compress, feedback, comm, decompress) of this rank and the bytes it sent.
+/// times (compress, feedback, comm, decompress) of this rank (under time dilation in
+/// emulated seconds) and the bytes it sent.
 pub(super) fn one_step(
     world: &World,
     comp: &mut dyn Compressor,
@@ -395,11 +396,18 @@ pub(super) fn one_step(
     let (mut tc, mut tf, mut tx, mut td) = (0.0, 0.0, 0.0, 0.0);
     let mut bytes = 0u64;
     world.sync_or_stop()?;
+    // Time dilation: host work stretched to K x its CPU time, the exchange's reductions
+    // padded inside `World`, every time / K (src/measure/dilation.rs).
+    let d = world.dilation();
     for round in 0..comp.rounds() {
         let t0 = world.time();
+        let span = d.start();
         comp.compress(0, round, g, wire)?;
+        d.stretch(span);
         let t1 = world.time();
+        let span = d.start();
         comp.feedback(0, round)?;
+        d.stretch(span);
         let t2 = world.time();
         let exact = comp
             .wire_capacity(0, round)
@@ -408,12 +416,14 @@ pub(super) fn one_step(
             comp.ring_merge(0, agg, off, inc, own).map_err(Error::from)
         })?;
         let t3 = world.time();
+        let span = d.start();
         comp.decompress(0, round, &ex.received(), out.view_mut())?;
+        d.stretch(span);
         let t4 = world.time();
-        tc += t1 - t0;
-        tf += t2 - t1;
-        tx += t3 - t2;
-        td += t4 - t3;
+        tc += d.emulated_s(t1 - t0);
+        tf += d.emulated_s(t2 - t1);
+        tx += d.emulated_s(t3 - t2);
+        td += d.emulated_s(t4 - t3);
         bytes += wire.bytes() as u64;
     }
     Ok((tc, tf, tx, td, bytes))

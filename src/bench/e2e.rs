@@ -320,6 +320,7 @@ pub fn row(
         ("compute_drift_max", opt(drift.map(|d| d.max))),
         ("peak_rss_bytes", peak_rss.to_string()),
         ("compute_source", w.compute_source.clone()),
+        ("time_dilation", world.dilation().factor().to_string()),
     ]);
     (
         f,

@@ -26,7 +26,8 @@ impl Times {
 
 /// Run `warmup + iters` iterations of `op` on `state`; `prep` runs before each one,
 /// outside the timed region (e.g. to restore an in-place input). Returns the `iters`
-/// timed durations (s) of this rank and, per iteration, their max over ranks.
+/// timed durations (s) of this rank and, per iteration, their max over ranks; under time
+/// dilation in emulated seconds (wall / K; src/measure/dilation.rs).
 pub fn time_iterations<S: ?Sized>(
     world: &World,
     iters: u64,
@@ -43,7 +44,8 @@ pub fn time_iterations<S: ?Sized>(
         op(state)?;
         let t1 = world.time();
         if i >= warmup {
-            times.push(t1 - t0);
+            // A dilated run's wall time in the emulated cluster's seconds.
+            times.push(world.dilation().emulated_s(t1 - t0));
         }
     }
     Ok(Times::reduce(world, times))

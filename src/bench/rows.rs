@@ -39,6 +39,8 @@ pub struct MicroCommRow {
     pub t_overall_s: Option<f64>,
     pub overlap_osu_pct: Option<f64>,
     pub overlap_imb_pct: Option<f64>,
+    /// Time dilation K of the run (1: none); the times are wall / K.
+    pub time_dilation: u32,
 }
 
 /// The header of micro_comm.csv (the field names of [`MicroCommRow`]).
@@ -118,6 +120,7 @@ pub(super) fn micro_comm_row(
         p95_s: s.p95,
         std_s: s.std,
         ci95_s: s.ci95,
+        time_dilation: world.dilation().factor(),
         ..MicroCommRow::default()
     };
     // Bandwidth from the collective alone: the pure time for the overlap test.
@@ -283,6 +286,7 @@ pub(super) fn compress_fields(
             Some(Err(_)) => "fail",
         };
         f.push(("check", check.to_string()));
+        f.push(("time_dilation", world.dilation().factor().to_string()));
     }
     f
 }

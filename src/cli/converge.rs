@@ -3,7 +3,7 @@
 use super::{JobFlags, ParamArgs};
 use crate::config::ConvergeSection;
 use crate::config::Origin;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -64,12 +64,22 @@ pub struct ConvergeArgs {
     /// Run even if the estimated memory need exceeds this node's available memory
     #[arg(long)]
     pub skip_memory_check: bool,
+    /// Refused with a reason (converge has nothing time dilation could emulate); accepted
+    /// here so that scripts/netlab.sh run on a dilated netlab gets that reason
+    #[arg(long, hide = true, value_name = "K", allow_negative_numbers = true)]
+    pub time_dilation: Option<u32>,
 }
 
 impl ConvergeArgs {
     /// The sections to run with their origins, and the seed (`--seed`, else the
     /// config's `[run] seed`, else 1).
     pub fn sections(&self, seed: Option<u64>) -> Result<(u64, Vec<(Origin, ConvergeSection)>)> {
+        if let Some(k) = self.time_dilation.filter(|&k| k != 1) {
+            return Err(Error::Input(format!(
+                "--time-dilation {k}: {}",
+                crate::config::CONVERGE_NOT_DILATED
+            )));
+        }
         if let Some(path) = &self.config {
             let (run_seed, secs) = crate::config::sections_from_file(path)?;
             let file = path.display().to_string();

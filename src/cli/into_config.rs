@@ -14,6 +14,7 @@ impl Cli {
             case_timeout_s: None,
             samples: false,
             rounds: 1,
+            time_dilation: 1,
             micro_comm: vec![],
             micro_compress: vec![],
             micro: vec![],
@@ -84,6 +85,16 @@ impl Cli {
             }
             cfg.rounds = r;
         }
+        if let Some(k) = self.common.time_dilation {
+            crate::measure::dilation::Dilation::new(k)
+                .map_err(|m| Error::Input(format!("--time-dilation {k}: {m}")))?;
+            if k > 1 && matches!(self.command, Command::MicroCompress(_)) {
+                return Err(Error::Input(format!(
+                    "--time-dilation {k} with micro-compress: its kernels run on one rank with no network or emulated device, so dilation has nothing to emulate (it would stretch each kernel and divide the stretch away again); run micro-compress without --time-dilation"
+                )));
+            }
+            cfg.time_dilation = k;
+        }
         if let Some(n) = self.common.job.expect_ranks {
             if n == 0 {
                 return Err(Error::Input(
@@ -98,6 +109,7 @@ impl Cli {
             _ => "the command line".into(),
         };
         cfg.check_cases(&what).map_err(Error::Input)?;
+        cfg.check_dilation(&what).map_err(Error::Input)?;
         Ok(cfg)
     }
 }

@@ -48,6 +48,12 @@ pub struct Common {
     /// rounds] [default: 1, or the config's]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub rounds: Option<usize>,
+    /// Time dilation K of an emulated cluster: the emulated device and host work run K
+    /// times slower, every time written is divided by K; needs links shaped to RATE/K
+    /// (scripts/netlab.sh up N --rate RATE --dilate K, whose run passes it) [config: [run]
+    /// time_dilation] [default: 1]
+    #[arg(long, value_name = "K", allow_negative_numbers = true)]
+    pub time_dilation: Option<u32>,
     /// End the job when one case runs longer than SECONDS (finished rows are kept)
     #[arg(long, allow_negative_numbers = true, value_name = "SECONDS", value_parser = parse_timeout)]
     pub case_timeout: Option<f64>,
@@ -94,6 +100,25 @@ pub fn check_world_size(expect_ranks: Option<usize>, world_size: usize) -> Resul
         }
     }
     Ok(())
+}
+
+/// A dilated run needs links shaped to RATE / K, which `scripts/netlab.sh run` vouches for
+/// by exporting `NETLAB_DILATE=K` to every rank: refuse `--time-dilation K` without it
+/// (the device and the host would be dilated, the network not, and every row would be
+/// K times too fast on the wire), and a netlab dilated by K run without the flag.
+pub fn check_dilation_env(k: u32, netlab_dilate: Option<&str>) -> Result<()> {
+    let env = netlab_dilate.map(str::trim);
+    if env.map_or(k == 1, |v| v.parse::<u32>().ok() == Some(k)) {
+        return Ok(());
+    }
+    Err(Error::Input(match env {
+        None => format!(
+            "--time-dilation {k}: the network is not dilated (NETLAB_DILATE is not set): dilation needs links shaped to RATE/{k}; run it on scripts/netlab.sh up N --rate RATE --dilate {k} through scripts/netlab.sh run, or set NETLAB_DILATE={k} if you shaped the links yourself"
+        ),
+        Some(v) => format!(
+            "--time-dilation {k}: the network is dilated by NETLAB_DILATE={v}; give --time-dilation {v} (scripts/netlab.sh run passes it), or bring netlab up again with --dilate {k}"
+        ),
+    }))
 }
 
 /// `--case-timeout`: a positive, finite number of seconds, at most a year.

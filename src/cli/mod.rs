@@ -14,7 +14,7 @@ mod simulate;
 pub use bench::{CompressArgs, E2eArgs, MicroCommArgs};
 pub use converge::ConvergeArgs;
 pub use groups::{ParamArgs, PlacementArgs, ScheduleArgs, WorkloadArgs};
-pub use job::{check_world_size, Common, JobFlags};
+pub use job::{check_dilation_env, check_world_size, Common, JobFlags};
 pub use simulate::{SimulateArgs, MAX_SIM_WORLD_SIZE};
 
 const MAIN_EXAMPLES: &str = "Examples:

@@ -71,6 +71,10 @@ pub struct SimulateArgs {
     /// No progress lines on stderr
     #[arg(long, short)]
     pub quiet: bool,
+    /// Refused with a reason (a dilated run's files are already in real units); accepted
+    /// here so that the flag gets that reason instead of "unexpected argument"
+    #[arg(long, hide = true, value_name = "K", allow_negative_numbers = true)]
+    pub time_dilation: Option<u32>,
 }
 
 impl SimulateArgs {
@@ -79,6 +83,11 @@ impl SimulateArgs {
         &self,
         out: Option<&std::path::Path>,
     ) -> Result<crate::sim::run::SimulateRequest> {
+        if let Some(k) = self.time_dilation {
+            return Err(Error::Input(format!(
+                "--time-dilation {k}: simulate runs no emulation; a dilated run's CSV files are already in real (emulated) seconds, and simulate --fits reads the dilation of the links from the run's netlab.txt and run.json: drop the flag"
+            )));
+        }
         let mut workload = self.workload.clone();
         if self.compare.is_some() && workload.models.is_empty() {
             workload.models = vec!["resnet20".into()];

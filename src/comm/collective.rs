@@ -124,6 +124,11 @@ pub trait Collective {
     /// Send `send` to `dest` while receiving `recv` from `src` (MPI_Sendrecv). The
     /// loopback backend requires every rank to call it together (as a ring step does).
     fn send_receive(&self, send: Buf, dest: usize, recv: BufMut, src: usize);
+    /// `inout[i] = input[i] + inout[i]` on this rank alone, by the library's own reduction
+    /// kernel (MPI_Reduce_local with MPI_SUM): what its collectives run on each received
+    /// segment, timed to estimate their reduction arithmetic under time dilation
+    /// ([`super::World::dilate`]).
+    fn reduce_local_sum_f32(&self, input: &[f32], inout: &mut [f32]);
     /// This rank's host name.
     fn processor_name(&self) -> String;
     /// End the whole job (MPI_Abort).

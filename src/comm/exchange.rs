@@ -303,12 +303,16 @@ impl Exchange {
             ExchangeOp::SumAllGather => {
                 let all = &mut self.sum_gathered[..ns * self.n];
                 world.all_gather(send, all);
+                // The local sum is host work: under time dilation stretched to k x its
+                // CPU time.
+                let span = world.dilation().start();
                 out.copy_from_slice(&all[..ns]);
                 for w in 1..self.n {
                     for (o, x) in out.iter_mut().zip(&all[w * ns..(w + 1) * ns]) {
                         *o += *x;
                     }
                 }
+                world.dilation().stretch(span);
             }
             ExchangeOp::SumReduceBcast => {
                 world.reduce_sum_to(0, send, out);

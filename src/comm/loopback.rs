@@ -350,6 +350,12 @@ impl Collective for Loopback {
         typed_pair!(send, recv, |s, r| self.send_receive_t(s, dest, r, src))
     }
 
+    fn reduce_local_sum_f32(&self, input: &[f32], inout: &mut [f32]) {
+        for (o, x) in inout.iter_mut().zip(input) {
+            *o += *x;
+        }
+    }
+
     fn processor_name(&self) -> String {
         "loopback".into()
     }

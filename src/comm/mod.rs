@@ -12,6 +12,7 @@ pub mod ring;
 
 pub use self::mpi::{library_version, mpi_standard, wtime, Mpi, ThreadLevel};
 use crate::error::{Error, Result};
+use crate::measure::dilation::Dilation;
 pub use collective::{Collective, Elem, ReduceOp};
 
 /// One rank's view of the job: its communicator ([`Collective`], MPI or loopback) plus
@@ -23,7 +24,23 @@ pub struct World {
     pub size: usize,
     /// The most ranks on one host, known once [`World::host_names`] ran.
     ranks_per_node: std::sync::OnceLock<usize>,
+    /// The run's time dilation and the reduction estimate its pads use, once
+    /// [`World::dilate`] ran (none before).
+    dilated: std::sync::OnceLock<Dilated>,
 }
+
+/// A dilated run's clock factor and the measured reduction cost that stretches the MPI
+/// library's reduction arithmetic ([`World::dilate`]).
+#[derive(Clone, Copy, Debug)]
+struct Dilated {
+    dilation: Dilation,
+    reduce_s_per_byte: f64,
+}
+
+/// Elements of the buffer [`World::dilate`] times MPI_Reduce_local on (1 MiB of f32:
+/// larger than the compressed methods' messages, small enough to stay in cache as a
+/// reduction of received segments does).
+const REDUCE_PROBE_ELEMS: usize = 1 << 18;
 
 /// The most ranks sharing one host name (0 for no hosts): the ranks behind the busiest
 /// node's NIC, every node's count when the ranks are spread evenly.
@@ -44,6 +61,68 @@ impl World {
             rank,
             size,
             ranks_per_node: std::sync::OnceLock::new(),
+            dilated: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Make this a dilated run (every rank calls it, once, before the first case; a
+    /// collective): records `d` and, when dilated, measures the MPI library's reduction
+    /// kernel, which every reducing collective is then padded by (below). Returns the
+    /// estimate (s per byte of message, max over ranks; 0 without dilation).
+    ///
+    /// **The estimate.** A reducing collective's arithmetic runs inside the library, where
+    /// it cannot be timed apart from the network. Open MPI's collectives reduce each
+    /// received segment with `ompi_op_reduce` (ompi/op/op.h; e.g. the ring all-reduce of
+    /// ompi/mca/coll/base/coll_base_allreduce.c, `ompi_coll_base_allreduce_intra_ring`),
+    /// the function MPI_Reduce_local calls too, so MPI_Reduce_local (sum of f32) over a
+    /// 1 MiB buffer, the fastest of 5 after one warm-up, measures the library's own
+    /// kernel on this machine. Per collective of `m` bytes on `n` ranks the pad assumes
+    /// `(n - 1) / n x m` bytes reduced per rank: the ring's and Rabenseifner's volume, the
+    /// least any all-reduce algorithm reduces (recursive doubling, used for small
+    /// messages, reduces `log2(n) x m`, where the pad is below a microsecond anyway).
+    pub fn dilate(&self, d: Dilation) -> f64 {
+        let reduce_s_per_byte = if d.is_on() {
+            let input = vec![1.0f32; REDUCE_PROBE_ELEMS];
+            let mut inout = vec![0.0f32; REDUCE_PROBE_ELEMS];
+            let mut best = f64::INFINITY;
+            for i in 0..6 {
+                let t0 = std::time::Instant::now();
+                self.comm.reduce_local_sum_f32(&input, &mut inout);
+                let t = t0.elapsed().as_secs_f64();
+                if i > 0 {
+                    best = best.min(t);
+                }
+            }
+            let mut v = [best / (4 * REDUCE_PROBE_ELEMS) as f64];
+            self.max_in_place(&mut v);
+            v[0]
+        } else {
+            0.0
+        };
+        self.set_dilation(d, reduce_s_per_byte);
+        reduce_s_per_byte
+    }
+
+    /// [`World::dilate`] with a given reduction estimate (tests).
+    pub fn set_dilation(&self, dilation: Dilation, reduce_s_per_byte: f64) {
+        let _ = self.dilated.set(Dilated {
+            dilation,
+            reduce_s_per_byte,
+        });
+    }
+
+    /// The run's time dilation (none until [`World::dilate`]).
+    pub fn dilation(&self) -> Dilation {
+        self.dilated.get().map_or(Dilation::NONE, |d| d.dilation)
+    }
+
+    /// Pad a reducing collective of `bytes` per rank by `(k - 1)` x its estimated
+    /// reduction arithmetic ([`World::dilate`]); nothing without dilation.
+    fn pad_reduction(&self, bytes: usize) {
+        if let Some(d) = self.dilated.get().filter(|d| d.dilation.is_on()) {
+            let n = self.size as f64;
+            d.dilation
+                .pad((n - 1.0) / n * bytes as f64 * d.reduce_s_per_byte);
         }
     }
 
@@ -79,8 +158,10 @@ impl World {
     }
 
     /// `recv = op over ranks of send`, element-wise (MPI_Allreduce).
+    /// Under time dilation padded by its estimated reduction arithmetic ([`World::dilate`]).
     pub fn all_reduce<T: Elem>(&self, send: &[T], recv: &mut [T], op: ReduceOp) {
         self.comm.all_reduce(T::buf(send), T::buf_mut(recv), op);
+        self.pad_reduction(std::mem::size_of_val(send));
     }
 
     /// Every rank's `send` (same length on all), in rank order (MPI_Allgather).
@@ -101,9 +182,12 @@ impl World {
     }
 
     /// Sum over ranks into `recv` on rank `root` (MPI_Reduce); `recv` is ignored elsewhere.
+    /// Under time dilation padded by its estimated reduction arithmetic ([`World::dilate`]).
     pub fn reduce_sum_to<T: Elem>(&self, root: usize, send: &[T], recv: &mut [T]) {
+        let bytes = std::mem::size_of_val(send);
         let recv = (self.rank == root).then(|| T::buf_mut(recv));
         self.comm.reduce_to(root, T::buf(send), recv, ReduceOp::Sum);
+        self.pad_reduction(bytes);
     }
 
     /// Every rank's `send` at `displs[r]` of `recv` on rank `root` (MPI_Gatherv); `recv`

@@ -188,6 +188,10 @@ impl Collective for MpiComm {
         })
     }
 
+    fn reduce_local_sum_f32(&self, input: &[f32], inout: &mut [f32]) {
+        mpi::collective::reduce_local_into(input, inout, SystemOperation::sum());
+    }
+
     fn processor_name(&self) -> String {
         mpi::environment::processor_name().unwrap_or_else(|_| "unknown".into())
     }

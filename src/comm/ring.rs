@@ -32,7 +32,8 @@ fn split_pair<T>(data: &mut [T], a: Range<usize>, b: Range<usize>) -> (&[T], &mu
 /// chunk that already aggregates `aggregated` workers into this worker's chunk at
 /// `offset`; after it, `own` aggregates `aggregated + 1` workers.
 /// Rank r sends chunk (r - s) mod n at reduce-scatter step s and ends owning chunk
-/// (r + 1) mod n; the all-gather then circulates the finished chunks.
+/// (r + 1) mod n; the all-gather then circulates the finished chunks. Under time
+/// dilation each merge is stretched to `k` x its CPU time (`World::dilation`).
 pub fn ring_allreduce<T, F>(
     world: &World,
     data: &mut [T],
@@ -64,7 +65,10 @@ where
         let inc = &mut scratch[..recv_c.len()];
         world.send_receive(&data[send_c], right, inc, left);
         let off = recv_c.start;
+        // Under time dilation the merge is host work: stretched to k x its CPU time.
+        let span = world.dilation().start();
         merge(s + 1, off, inc, &mut data[recv_c])?;
+        world.dilation().stretch(span);
     }
     for s in 0..n - 1 {
         let send_c = chunk(len, n, (r + 1 + n - s) % n);

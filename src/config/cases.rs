@@ -376,6 +376,35 @@ impl Config {
         Ok(())
     }
 
+    /// Refuse a time-dilated run (`time_dilation` > 1) of what dilation cannot emulate
+    /// honestly: iallreduce-overlap (the compute runs while MPI reduces in the
+    /// background, so the library's reduction cannot be padded where it happens). A
+    /// config's micro-compress sections run undilated, with a note: their kernels run on
+    /// one rank between barriers with no network or emulated device, so their times are
+    /// this CPU's whatever K (the `micro-compress` command itself refuses the flag,
+    /// src/cli/into_config.rs).
+    pub fn check_dilation(&self, what: &str) -> Result<(), String> {
+        let k = self.time_dilation;
+        if k <= 1 {
+            return Ok(());
+        }
+        if self
+            .micro_comm
+            .iter()
+            .any(|s| s.collectives.contains(&Collective::IallreduceOverlap))
+        {
+            return Err(format!(
+                "{what}: --time-dilation {k} (time_dilation) with iallreduce-overlap: MPI reduces in the background while the test computes, so its reduction cannot be stretched where it runs; leave iallreduce-overlap out of a dilated run"
+            ));
+        }
+        if !self.micro_compress.is_empty() {
+            super::warn(format!(
+                "{what}: time dilation {k}: the [[micro-compress]] sections run undilated (kernels on one rank, no network or emulated device: their times are this CPU's at any K; micro_compress.csv has no time_dilation column)"
+            ));
+        }
+        Ok(())
+    }
+
     /// The case_id of every case of [`Config::cases`], in order. A case repeated by a
     /// later section (a deliberate second measurement) gets its own id, so `--resume`
     /// runs every repeat once.

@@ -364,8 +364,20 @@ pub fn sections_from_file(path: &std::path::Path) -> Result<(u64, Vec<ConvergeSe
             path.display()
         )));
     }
+    if only.run.time_dilation > 1 {
+        return Err(Error::Input(format!(
+            "{}: [run] time_dilation = {}: {CONVERGE_NOT_DILATED}",
+            path.display(),
+            only.run.time_dilation
+        )));
+    }
     Ok((only.run.seed, only.converge))
 }
+
+/// Why `gradcomp converge` refuses time dilation (`--time-dilation`, `[run]
+/// time_dilation`): its rows are losses per step, and its real MLP's forward and backward
+/// run on the host, not on the emulated device that dilation slows.
+pub const CONVERGE_NOT_DILATED: &str = "converge trains a real model on the host (no emulated device to slow down) and reports losses per step, which dilation cannot change: run it without time dilation, outside a dilated netlab";
 
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")

@@ -75,6 +75,9 @@ pub struct RunSection {
     /// Run the e2e cases this many times, round after round (each case's repeats spread
     /// over the run; the report takes each case's median repeat); `--rounds`.
     pub rounds: usize,
+    /// Time dilation K of an emulated cluster (`--time-dilation`; scripts/netlab.sh
+    /// `up --dilate K`): 1 = none (src/measure/dilation.rs).
+    pub time_dilation: u32,
 }
 
 impl Default for RunSection {
@@ -85,6 +88,7 @@ impl Default for RunSection {
             case_timeout_s: None,
             samples: false,
             rounds: 1,
+            time_dilation: 1,
         }
     }
 }

@@ -15,7 +15,7 @@ mod e2e;
 mod micro;
 mod sweep;
 pub use cases::*;
-pub use converge::{sections_from_file, ConvergeCase, ConvergeSection};
+pub use converge::{sections_from_file, ConvergeCase, ConvergeSection, CONVERGE_NOT_DILATED};
 pub use e2e::*;
 pub use micro::*;
 pub use sweep::{Sweep, MAX_SKETCH_COLS_PER_K, MAX_SKETCH_ROWS};
@@ -288,6 +288,9 @@ pub struct Config {
     pub samples: bool,
     /// e2e cases run this many times, round after round (`[run] rounds`, `--rounds`).
     pub rounds: usize,
+    /// Time dilation K (`[run] time_dilation`, `--time-dilation`; 1 = none): the run
+    /// emulates a cluster whose clocks run K times slower (src/measure/dilation.rs).
+    pub time_dilation: u32,
     pub micro_comm: Vec<MicroCommSpec>,
     pub micro_compress: Vec<CompressSpec>,
     pub micro: Vec<CompressSpec>,
@@ -545,7 +548,16 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
             .invalid("case_timeout_s", m)
         })?;
     }
+    crate::measure::dilation::Dilation::new(raw.run.time_dilation).map_err(|m| {
+        Origin::File {
+            file: file.to_string(),
+            section: "run",
+            index: 1,
+        }
+        .invalid("time_dilation", m)
+    })?;
     Ok(Config {
+        time_dilation: raw.run.time_dilation,
         seed: raw.run.seed,
         expect_ranks: raw.run.expect_ranks,
         case_timeout_s: raw.run.case_timeout_s,

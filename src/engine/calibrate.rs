@@ -157,22 +157,30 @@ fn calibrate(
             }
         };
         let mut work_s = 0.0;
+        // Time dilation: host work stretched to K x its CPU time as the engine's is, and
+        // every time / K (src/measure/dilation.rs), so the costs are in the backward
+        // times' (emulated) seconds.
+        let d = world.dilation();
         if s.merge {
             // Op::Pack: the gradient into the merged buffer, the copy the engine makes.
             let src = g
                 .as_slice()
                 .ok_or_else(|| Error::Runtime("gradient not contiguous".into()))?;
             let t0 = world.time();
+            let span = d.start();
             packed[..src.len()].copy_from_slice(src);
-            work_s += world.time() - t0;
+            d.stretch(span);
+            work_s += d.emulated_s(world.time() - t0);
         }
         for r in 0..rounds {
             let t0 = world.time();
+            let span = d.start();
             comp.compress(t, r, g, &mut w)?;
             comp.feedback(t, r)?;
             bucket.clear();
             exec::append(&mut bucket, &w);
-            work_s += world.time() - t0;
+            d.stretch(span);
+            work_s += d.emulated_s(world.time() - t0);
             let exact = comp.wire_capacity(t, r).exact_gather_of(comp.name(), &w)?;
             ex.run(world, &w, exact, |agg, off, inc, own| {
                 comp.ring_merge(t, agg, off, inc, own).map_err(Error::from)
@@ -180,14 +188,18 @@ fn calibrate(
             let view = ArrayViewMut2::from_shape((ts.rows, ts.cols), &mut out[..ts.numel()])
                 .map_err(|e| Error::Runtime(e.to_string()))?;
             let t1 = world.time();
+            let span = d.start();
             comp.decompress(t, r, &ex.received(), view)?;
-            work_s += world.time() - t1;
+            d.stretch(span);
+            work_s += d.emulated_s(world.time() - t1);
         }
         if s.merge {
             // Op::Unpack: the merged result back into the bucket's tensors.
             let t0 = world.time();
+            let span = d.start();
             packed[..ts.numel()].copy_from_slice(&out[..ts.numel()]);
-            work_s += world.time() - t0;
+            d.stretch(span);
+            work_s += d.emulated_s(world.time() - t0);
         }
         points.push((ts.numel() as f64, work_s));
     }
@@ -253,7 +265,8 @@ fn calibrate_comm(
                     Ok(())
                 },
             )?;
-            *x = world.time() - t0;
+            // Under time dilation in emulated seconds (the link is shaped to rate / K).
+            *x = world.dilation().emulated_s(world.time() - t0);
         }
         world.max_in_place(&mut times);
         let mut t = times[1..reps].to_vec();

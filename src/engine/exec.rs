@@ -12,6 +12,7 @@ use crate::comm::exchange::Exchange;
 use crate::comm::World;
 use crate::compress::{Compressor, Wire, WireLen};
 use crate::error::{Error, Result};
+use crate::measure::dilation::Dilation;
 use crate::schedule::{self, Bucket, Executed, Op};
 use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 
@@ -71,6 +72,21 @@ struct DeviceCharges {
 }
 
 impl DeviceCharges {
+    /// Every charge K x longer: the emulated device runs K times slower under time
+    /// dilation, as its forward and backward do.
+    fn dilated(mut self, d: Dilation) -> DeviceCharges {
+        if d.is_on() {
+            self.pack_s
+                .iter_mut()
+                .flatten()
+                .for_each(|x| *x = d.wall_s(*x));
+            for x in self.unit_s.iter_mut().flatten().flatten().flatten() {
+                *x = [d.wall_s(x[0]), d.wall_s(x[1])];
+            }
+        }
+        self
+    }
+
     fn new(
         comp: &dyn Compressor,
         plans: &[Vec<Bucket>],
@@ -168,6 +184,9 @@ pub struct Executor {
     /// the device clock, as the simulator's clock has it (the bucket's gradients ready,
     /// or the previous collective's end), free of this thread's wake-up latency.
     launch_s: f64,
+    /// Time dilation (src/measure/dilation.rs): every host operation below is stretched
+    /// to K x its CPU time; the device's charged kernels are K x longer.
+    dil: Dilation,
 }
 
 impl Executor {
@@ -208,13 +227,16 @@ impl Executor {
             .collect();
         let device = match (s.compress_on, s.device_costs) {
             (crate::devcost::CompressOn::Host, _) => None,
-            (crate::devcost::CompressOn::Device, Some(d)) => Some(DeviceCharges::new(
-                comp.as_ref(),
-                &plans,
-                (s.tensors, s.merge, world.size),
-                rounds,
-                d,
-            )),
+            (crate::devcost::CompressOn::Device, Some(d)) => Some(
+                DeviceCharges::new(
+                    comp.as_ref(),
+                    &plans,
+                    (s.tensors, s.merge, world.size),
+                    rounds,
+                    d,
+                )
+                .dilated(world.dilation()),
+            ),
             (crate::devcost::CompressOn::Device, None) => {
                 return Err(Error::Input(
                     "e2e: compress_on = device needs a device cost model (compress_device)".into(),
@@ -225,6 +247,7 @@ impl Executor {
             device,
             queue_end_s: 0.0,
             launch_s: 0.0,
+            dil: world.dilation(),
             unit_wire: Wire::with_touched_capacity(caps.unit_cap),
             bucket_wire: Wire::with_touched_capacity(caps.bucket_cap),
             gather_scratch: vec![0u32; caps.unit_cap.gather_u32 * world.size],
@@ -326,6 +349,7 @@ impl Executor {
             }
             Op::Pack { bucket } => {
                 let ta = now();
+                let span = self.dil.start();
                 let mut off = 0;
                 for &tn in &self.plans[phase][bucket].tensors {
                     let g = grads[tn]
@@ -334,6 +358,7 @@ impl Executor {
                     self.packed[off..off + g.len()].copy_from_slice(g);
                     off += g.len();
                 }
+                self.dil.stretch(span);
                 t.pack_s += now() - ta;
             }
             Op::Compress {
@@ -347,6 +372,7 @@ impl Executor {
                     self.bucket_wire.clear();
                 }
                 let (ta, wa) = (now(), world.time());
+                let span = self.dil.start();
                 let (rows, cols) = unit_shape(&self.tensors, &self.plans, self.merge, unit);
                 let g = if self.merge {
                     ArrayView2::from_shape((rows, cols), &self.packed[..rows * cols])
@@ -356,9 +382,12 @@ impl Executor {
                 };
                 self.comp.compress(unit, round, g, &mut self.unit_wire)?;
                 self.comp.feedback(unit, round)?;
+                self.dil.stretch(span);
                 t.host_compress_s += world.time() - wa;
                 let tb = now();
+                let span = self.dil.start();
                 self.layout[slot] = append(&mut self.bucket_wire, &self.unit_wire);
+                self.dil.stretch(span);
                 t.pack_s += now() - tb;
                 t.compress_s += tb - ta;
                 wire = self.unit_wire.lens();
@@ -372,9 +401,11 @@ impl Executor {
                 if self.caps.gather_used {
                     // Trailer: each unit's gathered length, so receivers can split.
                     let ta = now();
+                    let span = self.dil.start();
                     for l in &self.layout[..units] {
                         self.bucket_wire.gather_u32.push(l.gather_len as u32);
                     }
+                    self.dil.stretch(span);
                     t.pack_s += now() - ta;
                 }
                 if let Some((_, d)) = dev {
@@ -420,6 +451,7 @@ impl Executor {
                 let b = &self.plans[phase][bucket];
                 let unit = b.units[slot];
                 let tc = now();
+                let span = self.dil.start();
                 let (rows, cols) = unit_shape(&self.tensors, &self.plans, self.merge, unit);
                 let rec = self.ex.received();
                 let unit_rec = unit_received(
@@ -430,13 +462,16 @@ impl Executor {
                     &mut self.gather_scratch,
                     &mut self.gather_counts,
                 )?;
+                self.dil.stretch(span);
                 let (td, wd) = (now(), world.time());
+                let span = self.dil.start();
                 let view = match outs.as_deref_mut() {
                     Some(o) if !self.merge => o[unit].view_mut(),
                     _ => ArrayViewMut2::from_shape((rows, cols), &mut self.unit_out[..rows * cols])
                         .map_err(|e| Error::Runtime(e.to_string()))?,
                 };
                 self.comp.decompress(unit, round, &unit_rec, view)?;
+                self.dil.stretch(span);
                 t.host_decompress_s += world.time() - wd;
                 let te = now();
                 t.pack_s += td - tc;
@@ -449,6 +484,7 @@ impl Executor {
                 // The merged result back into the bucket's tensors (or, without outputs,
                 // into the pack buffer: the same copy).
                 let ta = now();
+                let span = self.dil.start();
                 let mut off = 0;
                 for &tn in &self.plans[phase][bucket].tensors {
                     let n = self.tensors[tn].numel();
@@ -462,6 +498,7 @@ impl Executor {
                     }
                     off += n;
                 }
+                self.dil.stretch(span);
                 t.pack_s += now() - ta;
             }
         }

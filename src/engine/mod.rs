@@ -210,10 +210,14 @@ pub fn run(
     let (planned_s, plan_source) = (lay.planned_s, lay.plan_source.clone());
     let choice = lay.choice.clone();
     let mut ex = Executor::new(world, s, lay, s.pipelining)?;
+    // Time dilation (src/measure/dilation.rs): the emulated device runs K times slower on
+    // this machine's clock; the series below are divided by K at the end.
+    let dil = world.dilation();
     // Backward order = reverse registration order.
     let bwd_order: Vec<usize> = (0..m).rev().collect();
-    let bwd_times: Vec<f64> = bwd_order.iter().map(|&t| s.bwd_s[t]).collect();
+    let bwd_times: Vec<f64> = bwd_order.iter().map(|&t| dil.wall_s(s.bwd_s[t])).collect();
     if let Some(tr) = trace.as_deref_mut() {
+        tr.dilation = dil;
         // Per timed iteration: forward, iteration, a backward span per tensor, and at most
         // one span per operation. At least the minimum iterations; a trace that outgrows
         // it counts what it drops.
@@ -230,7 +234,7 @@ pub fn run(
         timing.max_iters as usize
     });
     let mut wire_total = 0u64;
-    let fwd_s = s.fwd_s;
+    let fwd_s = dil.wall_s(s.fwd_s);
     let compute = s.compute;
     let result: Result<()> = std::thread::scope(|sc| {
         let dev = &device;
@@ -295,7 +299,8 @@ pub fn run(
                             bwd_model,
                         ));
                     }
-                    timed.push(t_end - t0);
+                    // The stopping rule sees emulated seconds (--min-time, --max-time).
+                    timed.push(dil.emulated_s(t_end - t0));
                     // Stop once every rank has enough (outside the timed region).
                     if world.max_u64(u64::from(!timing.enough(&timed))) == 0 {
                         break;
@@ -308,6 +313,10 @@ pub fn run(
         r
     });
     result?;
+    // Every time in the emulated cluster's seconds (wall / K).
+    for v in series.all_mut() {
+        dil.to_emulated(v);
+    }
     let local = series.clone();
     for v in series.all_mut() {
         world.max_in_place(v);

@@ -24,6 +24,8 @@ struct Span {
 pub struct Trace {
     spans: Vec<Span>,
     pub dropped: usize,
+    /// Time dilation: spans are recorded in wall seconds and written / K.
+    pub dilation: crate::measure::dilation::Dilation,
 }
 
 impl Trace {
@@ -31,6 +33,7 @@ impl Trace {
         Trace {
             spans: Vec::with_capacity(n),
             dropped: 0,
+            dilation: crate::measure::dilation::Dilation::NONE,
         }
     }
 
@@ -118,8 +121,8 @@ impl Trace {
                 name: s.name,
                 cat: if s.tid == DEVICE { "compute" } else { "sync" },
                 ph: "X",
-                ts: s.start_s * 1e6,
-                dur: ((s.end_s - s.start_s) * 1e6).max(0.0),
+                ts: self.dilation.emulated_s(s.start_s) * 1e6,
+                dur: (self.dilation.emulated_s(s.end_s - s.start_s) * 1e6).max(0.0),
                 pid: 0,
                 tid: s.tid,
                 args: serde_json::json!({ "what": label }),

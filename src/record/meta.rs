@@ -68,6 +68,13 @@ pub struct RunMeta {
     /// The same when the run ended ([`RunMeta::end_load`]); empty when it ended without
     /// every rank (a failure on one rank, the `--case-timeout` watchdog).
     pub load_avg_end: Vec<Option<[f64; 3]>>,
+    /// Time dilation K (1: none): the run emulated a cluster whose clocks run K times
+    /// slower, and every time in its CSV files is wall time / K (src/measure/dilation.rs).
+    pub time_dilation: u32,
+    /// Dilated runs: the MPI library's reduction kernel as measured for the padding of
+    /// reducing collectives (s per byte, MPI_Reduce_local; `comm::World::dilate`); null
+    /// otherwise.
+    pub reduce_s_per_byte: Option<f64>,
     pub config: serde_json::Value,
 }
 
@@ -123,6 +130,8 @@ impl RunMeta {
             peak_rss_bytes: None,
             load_avg_start: load_avgs(world),
             load_avg_end: Vec::new(),
+            time_dilation: 1,
+            reduce_s_per_byte: None,
             config,
         }
     }

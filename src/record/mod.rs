@@ -409,6 +409,36 @@ pub fn check_world_size(path: &Path, world_size: usize) -> Result<()> {
     )))
 }
 
+/// `--resume` into a file of another time dilation: refused. Case ids do not include K
+/// (a dilated row is the same case in emulated seconds), so without this a resumed run
+/// would skip cases measured at another K and mix the two in one file. Rows without the
+/// column (files from before it) are K = 1.
+pub fn check_time_dilation(path: &Path, k: u32) -> Result<()> {
+    let Ok(bytes) = std::fs::read(path) else {
+        return Ok(());
+    };
+    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+    let mut r = csv::Reader::from_reader(&bytes[..keep]);
+    let col = r
+        .headers()
+        .ok()
+        .and_then(|h| h.iter().position(|c| c == "time_dilation"));
+    let other = r.records().flatten().find_map(|rec| {
+        let v = col
+            .and_then(|c| rec.get(c))
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(1);
+        (v != k).then_some(v)
+    });
+    match other {
+        None => Ok(()),
+        Some(v) => Err(Error::Input(format!(
+            "--resume: {} holds rows of time dilation {v}, this run has --time-dilation {k}: the file would mix the two; resume on a netlab dilated by {v} (scripts/netlab.sh up ... --dilate {v}), or give this dilation its own --out",
+            path.display()
+        ))),
+    }
+}
+
 /// Name of the lock file in an output directory.
 pub const LOCK_FILE: &str = ".gradcomp.lock";
 

@@ -16,16 +16,25 @@ use super::network::Op;
 use super::{Result, SimError};
 use std::path::Path;
 
-/// One direction of every node's link, shaped by a token bucket.
+/// One direction of every node's link, shaped by a token bucket, in the emulated
+/// network's units: under time dilation K (`netlab.sh up --dilate K`) tbf shapes to
+/// `rate / K` on this machine's clock, which is `rate` on the emulated clock the run's
+/// times are in (every time written is wall / K); the burst is bytes, which dilation does
+/// not change (it refills in `burst / rate` emulated seconds either way).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Shaper {
     pub rate_bytes_per_s: f64,
     pub burst_bytes: f64,
+    /// The run's time dilation K (1: none), for the description.
+    pub dilation: u32,
 }
 
 impl Shaper {
     /// The shaping a netlab run recorded in `dir/netlab.txt` (`rate=1gbit`,
-    /// `burst=262144`), `None` when the run was not over netlab.
+    /// `burst=262144`), `None` when the run was not over netlab. A dilated run's file
+    /// (`dilate=4`, `tbf_rate=250mbit`) gives the emulated link's `rate` and the rate tbf
+    /// really shaped to; they must agree (`tbf_rate x dilate = rate`): the shaper is the
+    /// emulated link's (the undilated equivalent), in the same units as the run's times.
     pub fn from_run_dir(dir: &Path) -> Result<Option<Shaper>> {
         let path = dir.join("netlab.txt");
         let text = match std::fs::read_to_string(&path) {
@@ -56,24 +65,65 @@ impl Shaper {
             .and_then(|b| b.parse::<u64>().ok())
             .filter(|&b| b > 0)
             .ok_or_else(|| bad("burst", burst, "a positive number of bytes"))?;
+        let dilate = get("dilate");
+        let dilation = match dilate {
+            None => 1,
+            Some(d) => d
+                .parse::<u32>()
+                .ok()
+                .filter(|k| crate::measure::dilation::Dilation::new(*k).is_ok())
+                .ok_or_else(|| {
+                    bad(
+                        "dilate",
+                        dilate,
+                        "a time dilation factor (an integer from 1 to 64)",
+                    )
+                })?,
+        };
+        if let Some(t) = get("tbf_rate") {
+            let agrees = rate_bits_per_s(t)
+                .is_some_and(|tbf| (tbf * f64::from(dilation) - rate_bps).abs() <= 1e-4 * rate_bps);
+            if !agrees {
+                return Err(bad(
+                    "tbf_rate",
+                    Some(t),
+                    &format!(
+                        "rate / dilate = {:.6} Mbit/s (rate={}, dilate={dilation})",
+                        rate_bps / f64::from(dilation) * 1e-6,
+                        rate.unwrap_or("?")
+                    ),
+                ));
+            }
+        }
         Ok(Some(Shaper {
             rate_bytes_per_s: rate_bps / 8.0,
             burst_bytes: burst_bytes as f64,
+            dilation,
         }))
     }
 
     pub fn describe(&self) -> String {
+        let dilated = if self.dilation > 1 {
+            format!(
+                " (time dilation {}: tbf shaped to {:.3} Gbit/s on the machine's clock)",
+                self.dilation,
+                self.rate_bytes_per_s * 8e-9 / f64::from(self.dilation)
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "tbf {:.3} Gbit/s burst {:.0} B",
+            "tbf {:.3} Gbit/s burst {:.0} B{dilated}",
             self.rate_bytes_per_s * 8e-9,
             self.burst_bytes
         )
     }
 }
 
-/// `1gbit` / `100mbit` / `500kbit` (tc's units, as netlab.sh accepts them) in bit/s.
+/// `1gbit` / `100mbit` / `500kbit` / `333333333bit` (tc's units, as netlab.sh writes
+/// them) in bit/s.
 fn rate_bits_per_s(s: &str) -> Option<f64> {
-    let (num, scale) = [("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)]
+    let (num, scale) = [("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1.0)]
         .iter()
         .find_map(|&(u, k)| s.strip_suffix(u).map(|n| (n, k)))?;
     let v: f64 = num.parse().ok()?;
@@ -147,6 +197,7 @@ mod tests {
         Shaper {
             rate_bytes_per_s: 125e6,
             burst_bytes: 250_000.0,
+            dilation: 1,
         }
     }
 
@@ -203,6 +254,58 @@ mod tests {
         std::fs::write(dir.join("netlab.txt"), "rate=1gbit\n").unwrap();
         let e = Shaper::from_run_dir(&dir).unwrap_err().to_string();
         assert!(e.contains("'burst'") && e.contains("<missing>"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A dilated run's netlab.txt (scripts/netlab.sh up 2 --rate 1gbit --dilate 4): the
+    /// shaper is the emulated link's, 1 Gbit/s with the same burst in bytes, not the
+    /// 250 Mbit/s tbf shaped to on the machine's clock, so the credit is in the run's
+    /// (emulated, real-unit) seconds; a file whose tbf rate does not match is refused.
+    #[test]
+    fn a_dilated_netlab_txt_gives_the_undilated_link() {
+        let dir = std::env::temp_dir().join(format!("gc-credit-dil-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("netlab.txt"),
+            "nodes=2\nrate=1gbit\nburst=262144\nlimit=2000000\ndilate=4\ntbf_rate=250mbit\n",
+        )
+        .unwrap();
+        let s = Shaper::from_run_dir(&dir).unwrap().unwrap();
+        assert_eq!(s.rate_bytes_per_s, 125e6);
+        assert_eq!(s.burst_bytes, 262144.0);
+        assert_eq!(s.dilation, 4);
+        assert!(s.describe().contains("time dilation 4"), "{}", s.describe());
+        assert!(s.describe().contains("0.250 Gbit/s"), "{}", s.describe());
+        // The credit after an idle spell is the undilated link's: 1 ms of emulated idle
+        // refills 125 kB (at 250 Mbit/s it would be 31 kB).
+        let c = Credit::new(s, 0.0);
+        assert!((c.at(1e-3) - 125_000.0).abs() < 1e-6);
+        // K = 3: tbf at the bit rate netlab.sh writes when RATE / K is not whole kbit.
+        std::fs::write(
+            dir.join("netlab.txt"),
+            "rate=1gbit\nburst=262144\ndilate=3\ntbf_rate=333333333bit\n",
+        )
+        .unwrap();
+        assert_eq!(Shaper::from_run_dir(&dir).unwrap().unwrap().dilation, 3);
+        // A run before dilation existed reads as K = 1.
+        std::fs::write(dir.join("netlab.txt"), "rate=1gbit\nburst=262144\n").unwrap();
+        assert_eq!(Shaper::from_run_dir(&dir).unwrap().unwrap().dilation, 1);
+        for (bad, key) in [
+            (
+                "rate=1gbit\nburst=262144\ndilate=4\ntbf_rate=1gbit\n",
+                "'tbf_rate'",
+            ),
+            ("rate=1gbit\nburst=262144\ndilate=0\n", "'dilate'"),
+            (
+                "rate=1gbit\nburst=262144\ndilate=3\ntbf_rate=2mbit\n",
+                "'tbf_rate'",
+            ),
+            ("rate=1gbit\nburst=262144\ndilate=four\n", "'dilate'"),
+        ] {
+            std::fs::write(dir.join("netlab.txt"), bad).unwrap();
+            let e = Shaper::from_run_dir(&dir).unwrap_err().to_string();
+            assert!(e.contains("netlab.txt") && e.contains(key), "{e}");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

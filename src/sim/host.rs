@@ -124,8 +124,35 @@ impl HostModel {
 /// CPU share per rank from `run.json` (`hosts` and `host_cores`, one entry per rank):
 /// `min(1, cores / ranks)` on the most loaded host, with a description. `None` when the
 /// file is missing or predates `host_cores`.
+///
+/// A time-dilated run (`run.json` `time_dilation` K > 1) gave every rank K times its
+/// cores' time per emulated second (its host work stretched to K x its CPU time,
+/// src/measure/dilation.rs), so its share is `min(1, K x cores / ranks)`: 4 ranks on 2
+/// cores at K = 4 are the ideal host's share of 1, as on a cluster with a core per rank.
 pub fn cpu_share_from_run_json(path: &Path) -> Result<Option<(f64, String)>> {
-    Ok(layout_from_run_json(path)?.map(|l| ((l.cores as f64 / l.ranks as f64).min(1.0), l.what)))
+    let k = dilation_from_run_json(path);
+    Ok(layout_from_run_json(path)?.map(|l| {
+        let share = (k as f64 * l.cores as f64 / l.ranks as f64).min(1.0);
+        let what = if k > 1 {
+            format!(
+                "{}, time dilation {k} (each rank {k}x the cores' time per emulated second)",
+                l.what
+            )
+        } else {
+            l.what
+        };
+        (share, what)
+    }))
+}
+
+/// `run.json`'s `time_dilation` (1 when absent: a run from before dilation, or none).
+pub fn dilation_from_run_json(path: &Path) -> u64 {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v.get("time_dilation").and_then(serde_json::Value::as_u64))
+        .filter(|&k| k >= 1)
+        .unwrap_or(1)
 }
 
 /// The most loaded machine of a run (fewest cores per rank): its ranks and cores, and a

@@ -134,6 +134,25 @@ fn cpu_share_comes_from_run_json() {
             && what.contains("one machine"),
         "{share} {what}"
     );
+    // The same netlab dilated by 2 and by 4: each rank had 2 (4) x its cores' time per
+    // emulated second, 4 ranks on 2 cores share 1.
+    for (k, want) in [(2, 1.0), (4, 1.0), (1, 0.5)] {
+        std::fs::write(
+            &p,
+            format!(r#"{{"hosts": ["n0", "n1", "n2", "n3"], "host_cores": [2, 2, 2, 2], "host_kernels": ["k", "k", "k", "k"], "time_dilation": {k}}}"#),
+        )
+        .unwrap();
+        let (share, what) = host::cpu_share_from_run_json(&p).unwrap().unwrap();
+        assert!(close(share, want), "k {k}: {share} {what}");
+        assert_eq!(what.contains("time dilation"), k > 1, "{what}");
+    }
+    std::fs::write(
+        &p,
+        r#"{"hosts": ["n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7"], "host_cores": [2, 2, 2, 2, 2, 2, 2, 2], "host_kernels": ["k", "k", "k", "k", "k", "k", "k", "k"], "time_dilation": 2}"#,
+    )
+    .unwrap();
+    let (share, _) = host::cpu_share_from_run_json(&p).unwrap().unwrap();
+    assert!(close(share, 0.5), "8 ranks on 2 cores at K = 2: {share}");
     // Two machines, two host names each: per machine.
     std::fs::write(
         &p,

@@ -15,6 +15,7 @@ fn network_only(shaper: Option<Shaper>) -> CostModel {
 /// The link rate of [`Lin`] in [`tiny_costs`]: 1e-4 s per byte.
 fn shaper(burst_bytes: f64) -> Shaper {
     Shaper {
+        dilation: 1,
         rate_bytes_per_s: 1e4,
         burst_bytes,
     }
