@@ -282,7 +282,10 @@ mod tests {
         assert!(c > 0.0 && c < 1e-4, "{c}");
         let cpus: Vec<f64> = (0..50).map(|_| d.stretch(d.start())).collect();
         let least = cpus.iter().copied().fold(f64::INFINITY, f64::min);
-        assert!(least < c, "an empty span measured {least} s of CPU (clock read {c} s)");
+        assert!(
+            least < c,
+            "an empty span measured {least} s of CPU (clock read {c} s)"
+        );
     }
 
     #[test]
