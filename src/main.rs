@@ -137,16 +137,18 @@ fn main() -> ExitCode {
                     world.barrier();
                 }
                 _ => {
-                    eprintln!(
-                        "gradcomp: error on rank {} of {}: {err:#}",
+                    // One write per message: `eprintln!` writes each formatted piece
+                    // separately, and mpirun's abort banner can land between the pieces.
+                    say(&format!(
+                        "gradcomp: error on rank {} of {}: {err:#}\n",
                         world.rank, world.size
-                    );
+                    ));
                     print_notes();
                     if world.size > 1 {
-                        eprintln!(
-                            "gradcomp: rank {} aborts the whole job (MPI_Abort)",
+                        say(&format!(
+                            "gradcomp: rank {} aborts the whole job (MPI_Abort)\n",
                             world.rank
-                        );
+                        ));
                         world.abort(i32::from(code));
                     }
                 }
@@ -640,4 +642,11 @@ fn fit_command(dir: &Path, quiet: bool) -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// Write `msg` to stderr in one `write` call where the pipe allows (see the error path of
+/// `main`: pieces of a line must not interleave with mpirun's own messages).
+fn say(msg: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_all(msg.as_bytes());
 }
