@@ -95,7 +95,8 @@ pub struct SimulateOutcome {
     pub sim_csv: PathBuf,
     pub rows: usize,
     /// Wall time of the cases' simulation (from the first case's costs to the last
-    /// row; reading fits and profiles before and writing files after excluded).
+    /// row; reading fits, profiles and the --compare CSV before and writing files after
+    /// excluded).
     pub simulate_s: f64,
     pub outside_tolerance: Vec<String>,
 }
@@ -245,10 +246,10 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         None => None,
     };
     let mut rows = Vec::new();
-    let t0 = std::time::Instant::now();
     // Registered shapes' wires, shared by every case of the sweep.
     let mut wires = WireCache::default();
     let measured = req.compare.as_deref().map(measured_cases).transpose()?;
+    let t0 = std::time::Instant::now();
     // Comparing the run the host model was calibrated on: each method's cases priced by
     // the model calibrated without them (host.rs, leave one method out).
     let same_run = match (
