@@ -1319,6 +1319,8 @@ fn converge_cases(path: &Path) -> Vec<(String, Vec<(String, u64)>)> {
 #[test]
 fn converge_stops_on_a_signal_records_it_and_resumes_per_case() {
     let _t = timed();
+    const STEPS: u64 = 3000;
+    let steps_s = STEPS.to_string();
     let dir = tmpdir("converge-stop");
     let out = dir.join("cv");
     let o = out.to_str().unwrap();
@@ -1327,7 +1329,7 @@ fn converge_stops_on_a_signal_records_it_and_resumes_per_case() {
         "--methods",
         "ssgd,topk,powersgd,acpsgd",
         "--steps",
-        "400",
+        &steps_s,
         "--hidden",
         "64",
         "--train-samples",
@@ -1338,13 +1340,24 @@ fn converge_stops_on_a_signal_records_it_and_resumes_per_case() {
     let child = spawn(2, &args);
     let csv = out.join("converge.csv");
     let t0 = Instant::now();
-    // Wait until a case is done and the next one has rows: run.json must already say so.
+    let pids = loop {
+        let p = rank_pids(o);
+        if p.len() == 2 {
+            break p;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "no ranks started");
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    // Wait until a case is done and the next one has rows, then freeze both ranks at
+    // once (SIGSTOP), so the state seen is the state the signal lands on however fast
+    // the machine runs the cases (a fast CI machine finished all four between a 50 ms
+    // poll and the signal). run.json must already count the finished case.
     let live_done = loop {
         assert!(
             t0.elapsed() < Duration::from_secs(180),
             "no case finished in 180 s"
         );
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(1));
         let Ok(bytes) = std::fs::read(out.join("run.json")) else {
             continue;
         };
@@ -1353,6 +1366,9 @@ fn converge_stops_on_a_signal_records_it_and_resumes_per_case() {
         };
         let done = meta["cases_done"].as_u64().unwrap_or(0);
         if done >= 1 && csv.exists() && converge_cases(&csv).len() > done as usize {
+            for &pid in &pids {
+                signal("STOP", pid);
+            }
             assert_eq!(meta["status"], "running");
             assert!(
                 meta["last_case"].as_str().is_some_and(|l| !l.is_empty()),
@@ -1361,8 +1377,15 @@ fn converge_stops_on_a_signal_records_it_and_resumes_per_case() {
             break done;
         }
     };
-    for pid in rank_pids(o) {
+    assert!(
+        live_done < 4,
+        "the run ended before the signal: make the cases longer"
+    );
+    for &pid in &pids {
         signal("TERM", pid);
+    }
+    for &pid in &pids {
+        signal("CONT", pid);
     }
     let stopped = wait_bounded(child, 60, "converge after SIGTERM");
     let err = err_text(&stopped);
@@ -1400,7 +1423,7 @@ fn converge_stops_on_a_signal_records_it_and_resumes_per_case() {
         .collect();
     assert!(cut.len() <= 1, "{cut:?}");
     for (_, rows) in &cut {
-        assert!(rows.len() < 400);
+        assert!(rows.len() < STEPS as usize);
         // Only the last row of a cut curve may say "interrupted"; none says "done".
         assert!(rows[..rows.len() - 1].iter().all(|(s, _)| s == "ok"));
     }
@@ -1420,7 +1443,7 @@ fn converge_stops_on_a_signal_records_it_and_resumes_per_case() {
         let steps: Vec<u64> = rows.iter().map(|(_, s)| *s).collect();
         assert_eq!(
             steps,
-            (0..400).collect::<Vec<_>>(),
+            (0..STEPS).collect::<Vec<_>>(),
             "case {id}: not one whole curve"
         );
         assert_eq!(rows.last().unwrap().0, "done", "case {id}");
