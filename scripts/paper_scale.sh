@@ -31,13 +31,36 @@ if "$GRADCOMP" simulate --help | grep -q -- --ranks-per-node; then RPN_SUPPORTED
 mkdir -p "$OUT"
 failed=()
 
+# Measured device costs: PAPER_SCALE_PROFILE_DIR (environment) names a folder holding
+# profile-r4.csv and profile-r32.csv (compress profiles at Power-SGD / ACP-SGD rank 4 and
+# 32, e.g. docs/data/h200-2026-11-26, measured on an H200). Every headline's device
+# compression is then priced by the profile where it has the operation and by
+# PAPER_SCALE_DEVICE's roofline elsewhere (default h200, the GPU of that profile; the
+# papers' own GPUs are not measured, so no headline keeps its paper's device), and a
+# --lowrank-rank 4,32 sweep runs as one simulate per rank, each with its profile, into
+# r4/ and r32/ below the headline's folder, merged into its sim.csv. The DGC headline
+# (message sizes only) runs without the profile: a compression time cannot move it.
+PROFILE_DIR=${PAPER_SCALE_PROFILE_DIR:-}
+if [[ -n $PROFILE_DIR ]]; then
+    DEVICE=${PAPER_SCALE_DEVICE:-h200}
+    for r in 4 32; do
+        [[ -f $PROFILE_DIR/profile-r$r.csv ]] || { echo "paper_scale.sh: PAPER_SCALE_PROFILE_DIR=$PROFILE_DIR has no profile-r$r.csv (python -m gradcomp_analysis gpu-profile writes it)" >&2; exit 2; }
+    done
+fi
+
 # sim HEADLINE SUBDIR RANKS_PER_NODE NETWORK SIMULATE_ARGS...
 #   RANKS_PER_NODE: GPUs per node of the paper's cluster, empty when unknown.
-#   SIM_DEVICE (environment): the compression device of this headline [default: $DEVICE].
+#   SIM_DEVICE (environment): the compression device of this headline [default: $DEVICE;
+#   ignored with a profile]. NO_PROFILE=1 (environment): this headline without it.
 sim() {
     local headline=$1 sub=$2 dir=$OUT/$2 rpn=$3 net=$4
     shift 4
     local dev=${SIM_DEVICE:-$DEVICE}
+    local profile=""
+    if [[ -n $PROFILE_DIR && -z ${NO_PROFILE:-} ]]; then
+        dev=$DEVICE
+        profile=$PROFILE_DIR
+    fi
     local args=(simulate "$@" --network "$net" --compress-on "host,device" --compress-device "$dev")
     local rpn_note="unknown (not passed)"
     if [[ -n $rpn ]]; then
@@ -48,22 +71,53 @@ sim() {
             rpn_note="$rpn (not passed: this gradcomp's simulate has no --ranks-per-node)"
         fi
     fi
-    args+=(--out "$dir")
     mkdir -p "$dir"
-    rm -f "$dir/sim.csv" "$dir/error.txt" "$dir/published_validation.csv"
+    rm -rf "$dir/sim.csv" "$dir/error.txt" "$dir/published_validation.csv" "$dir/r4" "$dir/r32"
+    # One run per rank with a profile (a profile holds one rank), else one run.
+    local ranks=("")
+    local i
+    if [[ -n $profile ]]; then
+        ranks=(4)
+        for ((i = 0; i < ${#args[@]}; i++)); do
+            [[ ${args[i]} == --lowrank-rank ]] && IFS=, read -r -a ranks <<<"${args[i + 1]}"
+        done
+    fi
+    local commands=() ok=1 r
+    for r in "${ranks[@]}"; do
+        local run=("${args[@]}") out=$dir
+        if [[ -n $r ]]; then
+            for ((i = 0; i < ${#run[@]}; i++)); do
+                [[ ${run[i]} == --lowrank-rank ]] && run[i + 1]=$r
+            done
+            run+=(--compress-profile "$profile/profile-r$r.csv")
+            ((${#ranks[@]} > 1)) && out=$dir/r$r
+        fi
+        run+=(--out "$out")
+        commands+=("gradcomp ${run[*]}")
+        echo "+ gradcomp ${run[*]}"
+        if ! "$GRADCOMP" "${run[@]}" 2>>"$dir/error.txt"; then
+            ok=0
+            break
+        fi
+    done
+    if ((ok)) && ((${#ranks[@]} > 1)); then
+        head -n 1 "$dir/r${ranks[0]}/sim.csv" >"$dir/sim.csv"
+        for r in "${ranks[@]}"; do tail -n +2 "$dir/r$r/sim.csv" >>"$dir/sim.csv"; done
+    fi
     {
         echo "headline=$headline"
         echo "network=$net"
         echo "compress_device=$dev"
+        echo "compress_profile=${profile:-none}"
         echo "ranks_per_node=$rpn_note"
-        echo "command=gradcomp ${args[*]}"
+        local c
+        for c in "${commands[@]}"; do echo "command=$c"; done
     } >"$dir/paper_scale.txt"
-    echo "+ gradcomp ${args[*]}"
-    if ! "$GRADCOMP" "${args[@]}" 2>"$dir/error.txt"; then
+    if ((ok)); then
+        rm -f "$dir/error.txt"
+    else
         echo "paper_scale.sh: $headline ($sub) failed: $(tail -n 1 "$dir/error.txt")" >&2
         failed+=("$sub")
-    else
-        rm -f "$dir/error.txt"
     fi
 }
 
@@ -117,7 +171,7 @@ sim sketch-scaling sketch-scaling "" 10gbe --model resnet50,vgg16,bert-base \
 
 # --- DGC (Lin et al., ICLR 2018): gradient vs message size, 277x (ResNet-50), 597x
 # (AlexNet), 462x (LSTM-PTB) at density 0.001. Sizes only: any world size and network.
-sim dgc dgc "" 10gbe --model resnet50,alexnet-caffe,lstm-ptb --methods dgc --fusion none \
+NO_PROFILE=1 sim dgc dgc "" 10gbe --model resnet50,alexnet-caffe,lstm-ptb --methods dgc --fusion none \
     --world-sizes 8 --pipelining off --density 0.001
 
 if ((${#failed[@]})); then

@@ -61,6 +61,12 @@ fn main() -> ExitCode {
 
     match &cli.command {
         cli::Command::Models { name, .. } => return models_command(name.as_deref()),
+        cli::Command::Devcost {
+            profiles,
+            compress_device,
+            out,
+            quiet,
+        } => return devcost_command(profiles, compress_device, out, *quiet),
         cli::Command::Simulate(a) => return simulate_command(a, a.out.as_deref()),
         cli::Command::Fit { dir, quiet } => return fit_command(dir, *quiet),
         _ => {}
@@ -572,6 +578,39 @@ fn models_command(name: Option<&str>) -> ExitCode {
                 ExitCode::from(EXIT_USAGE)
             }
         },
+    }
+}
+
+/// `gradcomp devcost`: every row of the profiles beside the preset's price of it
+/// (src/devcost/profile/price.rs), written to `out`, and the median ratio per method and
+/// stage on stdout. No MPI; under a launcher only the first rank runs.
+fn devcost_command(profiles: &[PathBuf], device: &str, out: &Path, quiet: bool) -> ExitCode {
+    if launcher_rank().unwrap_or(0) != 0 {
+        return ExitCode::SUCCESS;
+    }
+    let run = || -> Result<Vec<gradcomp::devcost::profile::PricedRow>, gradcomp::Error> {
+        let spec = gradcomp::roofline::DeviceSpec::parse(device)
+            .map_err(|e| gradcomp::Error::Input(format!("--compress-device: {e}")))?;
+        let mut rows = Vec::new();
+        for p in profiles {
+            let profile = gradcomp::devcost::profile::CompressProfile::read(p)?;
+            rows.extend(profile.priced(&spec)?);
+        }
+        gradcomp::record::write_all(out, &rows, gradcomp::record::Existing::Replace)?;
+        Ok(rows)
+    };
+    match run() {
+        Ok(rows) => {
+            if !quiet {
+                print!("{}", gradcomp::devcost::profile::summary(&rows));
+                eprintln!("[gradcomp] wrote {}", out.display());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("gradcomp: error: devcost: {e}");
+            ExitCode::from(e.exit_code())
+        }
     }
 }
 

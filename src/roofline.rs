@@ -110,6 +110,12 @@ const PRESETS: &[(&str, f64, f64, &str)] = &[
         67.0,
         "NVIDIA H100 SXM5 datasheet: 3.35 TB/s HBM3, 67 TFLOP/s fp32",
     ),
+    (
+        "h200",
+        4800.0,
+        67.0,
+        "NVIDIA H200 SXM datasheet: 4.8 TB/s HBM3e, 67 TFLOP/s fp32",
+    ),
     // OMGS-SGD's GPU (Shi et al., INFOCOM 2020; HKBU-HPML/OMGS-SGD utils.py at ac10b98).
     // NVIDIA publishes no datasheet for this mining board; the figures are the GP102-100
     // board's configuration as the TechPowerUp GPU database lists it (board PG611 SKU 100).
@@ -122,7 +128,7 @@ const PRESETS: &[(&str, f64, f64, &str)] = &[
 ];
 
 impl DeviceSpec {
-    /// The preset called `name` (`v100`, `rtx2080ti`, `a100`, `h100`, `p102-100`).
+    /// The preset called `name` (`v100`, `rtx2080ti`, `a100`, `h100`, `h200`, `p102-100`).
     pub fn preset(name: &str) -> Option<DeviceSpec> {
         PRESETS
             .iter()

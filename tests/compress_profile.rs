@@ -116,3 +116,59 @@ fn profile_written_by_the_python_script_reads_and_covers_resnet20() {
     assert_eq!(q.rows(), p.rows());
     let _ = std::fs::remove_file(&out);
 }
+
+/// `CompressProfile::priced` (what `gradcomp devcost` writes): each measured row beside
+/// the roofline of the kernels the method lists, at the preset's constants. References
+/// restated here: NVIDIA's H200 datasheet (4.8 TB/s) times the stated 0.8 efficiency and
+/// 5 us per launch; S-SGD's compress is one copy (read and write 4 bytes per element);
+/// layer-wise top-k's decompress is OMGS-SGD's loop (hv_distributed_optimizer.py
+/// @ac10b98: zero the output, per worker `.long()`, gather, add, scatter, then divide):
+/// 2 + 4 n launches.
+#[test]
+fn priced_rows_follow_the_roofline_and_the_reference_launches() {
+    let text = "# device: test\n# density: 0.001\n# rank: 4\n\
+                method,stage,round,phase,rows,cols,world_size,time_s\n\
+                ssgd,compress,0,0,1000,1000,16,2e-5\n\
+                topk,decompress,0,0,1,1000000,8,1e-4\n\
+                copy,copy,0,0,1,4194304,8,1e-5\n\
+                copy,copy,0,0,1,1024,8,4e-6\n";
+    let p = CompressProfile::parse(text, "inline.csv").unwrap();
+    let spec = gradcomp::roofline::DeviceSpec::preset("h200").unwrap();
+    let rows = p.priced(&spec).unwrap();
+    assert_eq!(rows.len(), 4);
+    let bw = 0.8 * 4.8e12;
+    let ssgd = rows.iter().find(|r| r.method == "ssgd").unwrap();
+    let want = 5e-6 + 2.0 * 4.0 * 1e6 / bw;
+    assert!((ssgd.model_s - want).abs() < 1e-12, "{ssgd:?}");
+    assert_eq!(ssgd.launches, 1);
+    assert!((ssgd.model_over_measured - want / 2e-5).abs() < 1e-9);
+    let topk = rows.iter().find(|r| r.method == "topk").unwrap();
+    assert_eq!(topk.launches, 2 + 4 * 8, "{topk:?}");
+    assert!(topk.kernels.contains(") x8 + "), "{}", topk.kernels);
+    assert!(topk.model_s > 34.0 * 5e-6 && topk.model_s < 34.0 * 5e-6 + 1e-4);
+    let copy = rows
+        .iter()
+        .find(|r| r.method == "copy" && r.cols == 4194304)
+        .unwrap();
+    assert!((copy.model_s - (5e-6 + 8.0 * 4194304.0 / bw)).abs() < 1e-12);
+    // A recorded parameter the method's kernels depend on is the one priced: topk's k.
+    // Bytes: zero and divide the output (4 + 8 bytes per element), and per worker and
+    // selected element 12 (int32 -> int64), 16 (gather: int64 index, value read and
+    // written), 12 (add), 16 (scatter).
+    let want_bytes = |k: f64| 12.0 * 1e6 + 8.0 * 56.0 * k;
+    assert_eq!(topk.model_bytes, want_bytes(1000.0), "{topk:?}");
+    let dense = CompressProfile::parse(&text.replace("0.001", "0.01"), "inline.csv")
+        .unwrap()
+        .priced(&spec)
+        .unwrap();
+    let t2 = dense.iter().find(|r| r.method == "topk").unwrap();
+    assert_eq!(t2.model_bytes, want_bytes(10000.0), "{t2:?}");
+    // A recorded value that is no value of its parameter is bad input, naming it.
+    let bad = CompressProfile::parse(&text.replace("# rank: 4", "# rank: four"), "inline.csv")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        bad.contains("rank = 'four'") && bad.contains("inline.csv"),
+        "{bad}"
+    );
+}

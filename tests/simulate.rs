@@ -433,6 +433,119 @@ fn bad_compress_profiles_exit_2_naming_the_row() {
     }
 }
 
+/// `gradcomp devcost`: one row per measured row with the model beside it, a summary per
+/// method and stage; bad input (an unknown preset, a missing file) exits 2 naming it.
+#[test]
+fn devcost_prices_every_row_and_refuses_bad_input() {
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/compress_profile_resnet20_cpu.csv"
+    );
+    let dir = tmpdir("devcost");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out_csv = dir.join("priced.csv");
+    let out = Command::new(BIN)
+        .args(["devcost", fixture, "--compress-device", "v100", "--out"])
+        .arg(&out_csv)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        text.contains("topk") && text.contains("model: v100"),
+        "{text}"
+    );
+    let (h, rows) = read_csv(&out_csv);
+    let data_rows = std::fs::read_to_string(fixture)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .count()
+        - 1;
+    assert_eq!(rows.len(), data_rows, "one priced row per measured row");
+    for col in [
+        "measured_s",
+        "model_s",
+        "model_over_measured",
+        "launches",
+        "kernels",
+    ] {
+        assert!(h.iter().any(|c| c == col), "{h:?}");
+    }
+    for (args, word) in [
+        (
+            vec!["devcost", fixture, "--compress-device", "v200"],
+            "v200",
+        ),
+        (
+            vec!["devcost", "/nonexistent/p.csv", "--compress-device", "v100"],
+            "/nonexistent/p.csv",
+        ),
+    ] {
+        let out = Command::new(BIN)
+            .args(&args)
+            .arg("--out")
+            .arg(dir.join("x.csv"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(word), "{}", stderr(&out));
+    }
+}
+
+/// A profile holds one rank (`# rank: 4`): a sweep that asks for another rank is refused
+/// naming it, whether the rank is the base parameter or one of a `--lowrank-rank` sweep
+/// (the check used to read only the base parameters, so `--lowrank-rank 32` or `4,32`
+/// silently priced rank-32 cases with rank-4 times).
+#[test]
+fn a_profile_is_checked_against_every_swept_rank() {
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/compress_profile_resnet20_cpu.csv"
+    );
+    let text = std::fs::read_to_string(fixture).unwrap();
+    assert!(text.lines().any(|l| l == "# rank: 4"), "the fixture's rank");
+    let dir = tmpdir("profile-ranks");
+    for (ranks, code) in [("4", 0), ("32", 2), ("4,32", 2), ("8,4", 2)] {
+        let out = Command::new(BIN)
+            .args([
+                "simulate",
+                "--model",
+                "resnet20",
+                "--methods",
+                "ssgd,powersgd",
+                "--world-sizes",
+                "2",
+                "--lowrank-rank",
+                ranks,
+                "--compress-on",
+                "device",
+                "--compress-profile",
+                fixture,
+                "--out",
+                dir.join(format!("r{}", ranks.replace(',', "-")))
+                    .to_str()
+                    .unwrap(),
+            ])
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "--lowrank-rank {ranks}: {err}"
+        );
+        if code == 2 {
+            assert!(
+                err.contains("rank = 4")
+                    && err.contains("--lowrank-rank")
+                    && err.contains("powersgd"),
+                "--lowrank-rank {ranks}: {err}"
+            );
+        }
+    }
+}
+
 /// Dense S-SGD on ResNet-50 at 32 ranks over 100 Gb/s InfiniBand: 8 nodes of 4 ranks
 /// sharing a NIC cost more than 32 ranks with a link each (docs/performance.md,
 /// "Topology"), more over PCIe 3 than over NVLink; `--ranks-per-node 1` is the flat

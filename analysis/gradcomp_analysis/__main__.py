@@ -2,7 +2,9 @@
 python -m gradcomp_analysis compare RUN_A RUN_B [--tolerance 0.10] [--out DIR];
 python -m gradcomp_analysis planner-accuracy RUN [--tolerance 0.25];
 python -m gradcomp_analysis verdicts PAPER_SCALE_DIR (the paper-scale headlines' verdicts and counts);
-python -m gradcomp_analysis peer-compare PEER_DIR [--out DIR] (gradcomp's kernels vs PyTorch on the CPU, `make peer-compare`)."""
+python -m gradcomp_analysis peer-compare PEER_DIR [--out DIR] (gradcomp's kernels vs PyTorch on the CPU, `make peer-compare`);
+python -m gradcomp_analysis gpu-profile RUN_DIR RUN_DIR ... --out DIR --revision REV (runs of scripts/gpu_profile.sh -> median profiles);
+python -m gradcomp_analysis device-model DEVCOST_CSV [--min-elems N] (`gradcomp devcost` rows -> a table per kernel family)."""
 
 import argparse
 import os
@@ -13,6 +15,7 @@ import pandas as pd
 from . import tables as T
 from .io import ReportError, load_csv
 from .compare import compare_result, printed
+from .devmodel import family_table, merge_repeats
 from .peer import peer_compare
 from .report import find_paper_scale, paper_scale_tables, verdict_counts_line, write_report
 
@@ -84,8 +87,22 @@ def main(argv=None) -> int:
                                              "step times, GB/s, speed-up, memory-bandwidth share, roofline")
     pc.add_argument("root", help="folder with gradcomp-<i>/micro_compress.csv and torch-<i>.csv per round")
     pc.add_argument("--out", help="where to write peer_compare.md/.csv and roofline_goals.csv [default: ROOT]")
+    gp = sub.add_parser("gpu-profile", help="runs of scripts/gpu_profile.sh on one GPU -> median compress profiles, "
+                                            "kernel families and each row's spread over the runs")
+    gp.add_argument("runs", nargs="+", help="the OUT_DIR of each run")
+    gp.add_argument("--out", required=True, help="folder for profile-r4.csv, profile-r32.csv, kernels.csv, spread.csv")
+    gp.add_argument("--revision", required=True, help="the gradcomp revision the runs measured (recorded in the files)")
+    dm = sub.add_parser("device-model", help="`gradcomp devcost` CSV -> model / measured per kernel family (Markdown)")
+    dm.add_argument("devcost_csv")
+    dm.add_argument("--min-elems", type=int, default=0, help="only tensors of at least this many elements")
     a = p.parse_args(argv)
     try:
+        if a.cmd == "gpu-profile":
+            print(merge_repeats(a.runs, a.out, a.revision), end="")
+            return 0
+        if a.cmd == "device-model":
+            print(family_table(a.devcost_csv, a.min_elems), end="")
+            return 0
         if a.cmd == "planner-accuracy":
             return planner_accuracy_check(a.run, a.tolerance)
         if a.cmd == "verdicts":

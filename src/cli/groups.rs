@@ -114,7 +114,7 @@ pub struct PlacementArgs {
         value_name = "LIST"
     )]
     pub compress_on: Vec<String>,
-    /// Device cost preset for --compress-on device: v100, rtx2080ti, a100, h100, p102-100, optionally
+    /// Device cost preset for --compress-on device: v100, rtx2080ti, a100, h100, h200, p102-100, optionally
     /// with the per-kernel launch latency replaced (v100:launch_us=1) [default: --device]
     #[arg(long, value_name = "PRESET")]
     pub compress_device: Option<String>,

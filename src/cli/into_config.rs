@@ -51,6 +51,7 @@ impl Cli {
                     ..none
                 },
                 Command::Models { .. }
+                | Command::Devcost { .. }
                 | Command::Simulate(_)
                 | Command::Fit { .. }
                 | Command::Converge(_) => return Err(Error::Input(

@@ -66,7 +66,9 @@ impl Cli {
                 },
                 ..Common::default()
             },
-            Command::Fit { quiet, .. } | Command::Models { quiet, .. } => Common {
+            Command::Fit { quiet, .. }
+            | Command::Models { quiet, .. }
+            | Command::Devcost { quiet, .. } => Common {
                 job: JobFlags {
                     quiet: *quiet,
                     ..JobFlags::default()
@@ -112,6 +114,23 @@ pub enum Command {
         /// A results directory with micro_comm.csv and/or micro_compress.csv
         dir: PathBuf,
         /// No progress lines on stderr
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// The device cost model beside measured compress profiles: every row priced by a preset (writes a CSV)
+    #[command(after_help = "Example:
+  gradcomp devcost docs/data/h200-2026-11-26/profile-r4.csv --compress-device h200 --out model-vs-h200.csv")]
+    Devcost {
+        /// Compress profiles (analysis/profile_compress.py's CSV files), each priced at the parameters it records
+        #[arg(required = true)]
+        profiles: Vec<PathBuf>,
+        /// Device cost preset whose roofline prices the rows: v100, rtx2080ti, a100, h100, h200, p102-100 (NAME:launch_us=X too)
+        #[arg(long)]
+        compress_device: String,
+        /// CSV file to write (one row per measured row: measured_s, model_s, model_over_measured, launches, kernels)
+        #[arg(long)]
+        out: PathBuf,
+        /// No summary table on stdout
         #[arg(long, short)]
         quiet: bool,
     },

@@ -194,9 +194,12 @@ pub struct E2eSpec {
 
 impl E2eSection {
     /// `compress_on` and the device preset it needs (`compress_device`, else `device`).
+    /// A compression profile is checked against every parameter set of the sweep
+    /// (`params`, the expanded densities and ranks), not only the base parameters.
     fn compress_on(
         &self,
         origin: &Origin,
+        params: &[crate::compress::MethodParams],
     ) -> Result<(Vec<crate::devcost::CompressOn>, Option<String>), ConfigError> {
         use crate::devcost::CompressOn;
         use crate::roofline::DeviceSpec;
@@ -223,8 +226,10 @@ impl E2eSection {
             let prof = crate::devcost::profile::CompressProfile::read(p)
                 .map_err(|e| origin.invalid("compress_profile", e))?;
             let base: Vec<&str> = self.methods.iter().map(|m| base_method(m)).collect();
-            prof.check_params(&base, &self.params)
-                .map_err(|e| origin.invalid("compress_profile", e))?;
+            for p in params {
+                prof.check_params(&base, p)
+                    .map_err(|e| origin.invalid("compress_profile", e))?;
+            }
             if !out.contains(&CompressOn::Device) {
                 return Err(origin.invalid(
                     "compress_profile",
@@ -363,7 +368,7 @@ impl E2eSection {
             crate::netmodel::CommModels::from_micro_comm_csv(path)
                 .map_err(|e| origin.invalid("cost_comm", e))?;
         }
-        let (compress_on, compress_device) = self.compress_on(origin)?;
+        let (compress_on, compress_device) = self.compress_on(origin, &params)?;
         if self.batch == Some(0) {
             return Err(origin.invalid(
                 "batch",

@@ -86,8 +86,9 @@ impl DeviceCosts {
     }
 
     /// Time of `stage` of `method`'s `round` in steps of `phase` on a `rows x cols` unit
-    /// among `world_size` workers: the profile's measurement, else the roofline of the
-    /// method's kernels `list`.
+    /// among `world_size` workers: the profile's measurement, else the profile's
+    /// interpolation over element counts ([`profile::CompressProfile::time_s_by_elements`]:
+    /// merged buckets), else the roofline of the method's kernels `list`.
     #[allow(clippy::too_many_arguments)]
     pub fn op_s(
         &self,
@@ -101,7 +102,12 @@ impl DeviceCosts {
     ) -> f64 {
         self.profile
             .as_ref()
-            .and_then(|p| p.time_s(method, stage, round, phase, rows, cols, world_size))
+            .and_then(|p| {
+                p.time_s(method, stage, round, phase, rows, cols, world_size)
+                    .or_else(|| {
+                        p.time_s_by_elements(method, stage, round, phase, rows * cols, world_size)
+                    })
+            })
             .unwrap_or_else(|| self.kernels_s(list))
     }
 

@@ -41,7 +41,8 @@
 //!
 //! Files: this one holds the format's constants, [`Row`], the profile and its lookups,
 //! the copy fit and writing; `read.rs` reads and validates text and rows, `check.rs`
-//! checks a profile against a run, `error.rs` holds [`ProfileError`].
+//! checks a profile against a run, `price.rs` prices its rows with a device model,
+//! `error.rs` holds [`ProfileError`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -51,9 +52,11 @@ use crate::compress::{registry, Aggregation, MethodParams, WorkerCtx};
 
 mod check;
 mod error;
+mod price;
 mod read;
 
 pub use error::{Loc, ProfileError};
+pub use price::{summary, PricedRow};
 
 /// The header `analysis/profile_compress.py` writes (columns may come in any order).
 pub const HEADER: &str = "method,stage,round,phase,rows,cols,world_size,time_s";
@@ -150,6 +153,13 @@ pub fn world_size_matters(method: &str, stage: Stage) -> bool {
         && matches!(method_info(method), Some((_, _, Aggregation::AllGather)))
 }
 
+/// Whether `method`'s device time depends on the element count alone (its kernels view
+/// the tensor flat): every method but the low-rank ones, whose GEMMs and orthogonalisation
+/// depend on rows and columns, and DGC, which sends 1-D tensors dense (other kernels).
+pub fn by_elements(method: &str) -> bool {
+    !matches!(method, "powersgd" | "acpsgd" | "dgc")
+}
+
 /// A measured compression profile (see the module doc for the format).
 #[derive(Clone, Debug, Default)]
 pub struct CompressProfile {
@@ -199,8 +209,14 @@ impl CompressProfile {
     /// For run metadata: `compress profile FILE (device NAME)`.
     pub fn describe(&self) -> String {
         match self.meta("device") {
-            Some(d) => format!("compress profile {} (device {d})", self.path),
-            None => format!("compress profile {}", self.path),
+            Some(d) => format!(
+                "compress profile {} (device {d}; shapes it lacks interpolated in elements)",
+                self.path
+            ),
+            None => format!(
+                "compress profile {} (shapes it lacks interpolated in elements)",
+                self.path
+            ),
         }
     }
 
@@ -291,6 +307,66 @@ impl CompressProfile {
         ws.iter()
             .min_by_key(|(&w, _)| (w.abs_diff(world_size), w))
             .map(|(_, &t)| t)
+    }
+
+    /// The time of an operation on a shape the profile lacks, from the method's measured
+    /// shapes, for methods whose device time depends on the element count alone
+    /// ([`by_elements`]: every kernel views the tensor flat; not Power-SGD or ACP-SGD,
+    /// whose GEMMs and QR depend on rows and columns): the merged buckets of OMGS and
+    /// Sketch-Fusion, which no model listing holds. Between two measured element counts,
+    /// linear in log time over log elements; below the smallest, its time (launch
+    /// bound); above the largest, its time scaled by the element ratio (memory bound).
+    /// Several shapes of one element count: their median. `None` when the method has no
+    /// rows at this world size ([`CompressProfile::time_s`]'s rule) or is not element-wise.
+    #[allow(clippy::too_many_arguments)]
+    pub fn time_s_by_elements(
+        &self,
+        method: &str,
+        stage: Stage,
+        round: usize,
+        phase: usize,
+        elements: usize,
+        world_size: usize,
+    ) -> Option<f64> {
+        if !by_elements(method) {
+            return None;
+        }
+        let code = stage_code(stage);
+        let mut pts: Vec<(usize, f64)> = self
+            .times
+            .get(method)?
+            .keys()
+            .filter(|k| k.0 == code && k.1 == round && k.2 == phase)
+            .filter_map(|k| {
+                self.time_s(method, stage, round, phase, k.3, k.4, world_size)
+                    .map(|t| (k.3 * k.4, t))
+            })
+            .collect();
+        pts.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        let mut by_d: Vec<(f64, f64)> = Vec::new();
+        let mut i = 0;
+        while i < pts.len() {
+            let j = pts[i..].iter().take_while(|p| p.0 == pts[i].0).count();
+            let mut ts: Vec<f64> = pts[i..i + j].iter().map(|p| p.1).collect();
+            let t = crate::measure::stats::median(&mut ts)?;
+            by_d.push((pts[i].0 as f64, t));
+            i += j;
+        }
+        let d = elements as f64;
+        let (first, last) = (*by_d.first()?, *by_d.last()?);
+        if d <= first.0 {
+            return Some(first.1);
+        }
+        if d >= last.0 {
+            return Some(last.1 * d / last.0);
+        }
+        let k = by_d.iter().position(|p| p.0 >= d)?;
+        let ((d0, t0), (d1, t1)) = (by_d[k - 1], by_d[k]);
+        if t0 <= 0.0 || t1 <= 0.0 {
+            return Some(t0 + (t1 - t0) * (d - d0) / (d1 - d0));
+        }
+        let w = (d / d0).ln() / (d1 / d0).ln();
+        Some((t0.ln() + w * (t1 / t0).ln()).exp())
     }
 
     /// `(launch_s, bytes_per_s)` fitted to the copy rows, `None` without copy rows.

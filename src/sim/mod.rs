@@ -402,7 +402,7 @@ pub fn simulate_with(
             merr(
                 case,
                 "compress_on = device needs a device cost model: give --compress-device \
-                 (v100, rtx2080ti, a100, h100, p102-100) or a --compute preset that is one",
+                 (v100, rtx2080ti, a100, h100, h200, p102-100) or a --compute preset that is one",
             )
         })?),
     };

@@ -134,3 +134,17 @@ impl ProfileError {
         }
     }
 }
+
+/// A failed write is a failed run ([`crate::error::Error::Io`], exit 1); everything
+/// else is bad input ([`crate::error::Error::Usage`], exit 2).
+impl From<ProfileError> for crate::error::Error {
+    fn from(e: ProfileError) -> Self {
+        match e {
+            ProfileError::Write { path, source } => crate::error::Error::Io {
+                path,
+                cause: source,
+            },
+            other => crate::error::Error::Usage(Box::new(other)),
+        }
+    }
+}

@@ -506,3 +506,46 @@ fn check_params_compares_what_the_times_depend_on() {
     let e = q.check_params(&["dgc"], &nest).unwrap_err().to_string();
     assert!(e.contains("line 3") && e.contains("nesterov"), "{e}");
 }
+
+/// Shapes a profile lacks (merged buckets): element-wise methods interpolate in log time
+/// over log elements between measured counts, keep the smallest count's time below it and
+/// scale the largest's by the element ratio above it (closed forms restated here); the
+/// low-rank methods and DGC are never interpolated, and an all-gather decompress only at
+/// a world size the profile has.
+#[test]
+fn lacking_shapes_are_interpolated_in_elements_for_element_wise_methods() {
+    let mut p = CompressProfile::new("mem.csv");
+    let c = Some(Stage::Compress);
+    let d = Some(Stage::Decompress);
+    for r in [
+        row("topk", c, 0, 0, (1, 1000), 8, 10e-6),
+        row("topk", c, 0, 0, (100, 1000), 8, 100e-6),
+        // Two shapes of one element count: their median (here the mean of two).
+        row("topk", c, 0, 0, (10, 100), 8, 8e-6),
+        row("topk", c, 0, 0, (1, 1000), 16, 12e-6),
+        row("topk", d, 0, 0, (1, 1000), 8, 20e-6),
+        row("powersgd", c, 0, 0, (100, 1000), 8, 50e-6),
+    ] {
+        p.insert(r).unwrap();
+    }
+    let at = |m: &str, st: Stage, n: usize, ws: usize| p.time_s_by_elements(m, st, 0, 0, n, ws);
+    let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-12 * b.max(1e-9));
+    // 1000 elements: (1 x 1000, 10 us) and (10 x 100, 8 us) -> 9 us.
+    assert!(close(at("topk", Stage::Compress, 1000, 8), 9e-6));
+    // Half way in log elements between 1e3 (9 us) and 1e5 (100 us): sqrt(9 * 100) us.
+    assert!(close(
+        at("topk", Stage::Compress, 10_000, 8),
+        (9e-6f64 * 100e-6).sqrt()
+    ));
+    assert!(close(at("topk", Stage::Compress, 10, 8), 9e-6));
+    assert!(close(at("topk", Stage::Compress, 1_000_000, 8), 1e-3));
+    // Compress at a world size without rows: the nearest world size's rows (8 for 9, and
+    // the 16-worker row stands alone at 16).
+    assert!(close(at("topk", Stage::Compress, 10, 9), 9e-6));
+    // All-gather decompress: exactly the world size.
+    assert!(close(at("topk", Stage::Decompress, 2000, 8), 40e-6));
+    assert_eq!(at("topk", Stage::Decompress, 2000, 16), None);
+    assert_eq!(at("powersgd", Stage::Compress, 100_000, 8), None);
+    assert_eq!(at("dgc", Stage::Compress, 100_000, 8), None);
+    assert_eq!(at("sketch", Stage::Compress, 100_000, 8), None);
+}
