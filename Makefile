@@ -69,6 +69,7 @@ paper: build
 ## paper-scale: every paper's headline setup through `gradcomp simulate` with compression on
 ## the host and on a GPU model (scripts/paper_scale.sh, seconds), into OUT=results/paper-scale,
 ## then its report (section "Paper scale (simulated)") and the verdicts with their counts. Exit 1 when a headline's simulate failed.
+## PAPER_SCALE_PROFILE_DIR=docs/data/h200-2026-11-26 prices device compression by that measured GPU profile.
 PAPER_SCALE_OUT ?= results/paper-scale
 paper-scale: build
 	@rc=0; GRADCOMP=target/release/gradcomp bash scripts/paper_scale.sh $(PAPER_SCALE_OUT) || rc=1; \

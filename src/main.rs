@@ -65,8 +65,17 @@ fn main() -> ExitCode {
             profiles,
             compress_device,
             out,
+            interpolate_from,
             quiet,
-        } => return devcost_command(profiles, compress_device, out, *quiet),
+        } => {
+            return devcost_command(
+                profiles,
+                compress_device,
+                out,
+                interpolate_from.as_deref(),
+                *quiet,
+            )
+        }
         cli::Command::Simulate(a) => return simulate_command(a, a.out.as_deref()),
         cli::Command::Fit { dir, quiet } => return fit_command(dir, *quiet),
         _ => {}
@@ -584,7 +593,13 @@ fn models_command(name: Option<&str>) -> ExitCode {
 /// `gradcomp devcost`: every row of the profiles beside the preset's price of it
 /// (src/devcost/profile/price.rs), written to `out`, and the median ratio per method and
 /// stage on stdout. No MPI; under a launcher only the first rank runs.
-fn devcost_command(profiles: &[PathBuf], device: &str, out: &Path, quiet: bool) -> ExitCode {
+fn devcost_command(
+    profiles: &[PathBuf],
+    device: &str,
+    out: &Path,
+    interpolate_from: Option<&Path>,
+    quiet: bool,
+) -> ExitCode {
     if launcher_rank().unwrap_or(0) != 0 {
         return ExitCode::SUCCESS;
     }
@@ -595,6 +610,10 @@ fn devcost_command(profiles: &[PathBuf], device: &str, out: &Path, quiet: bool) 
         for p in profiles {
             let profile = gradcomp::devcost::profile::CompressProfile::read(p)?;
             rows.extend(profile.priced(&spec)?);
+        }
+        if let Some(r) = interpolate_from {
+            let reference = gradcomp::devcost::profile::CompressProfile::read(r)?;
+            gradcomp::devcost::profile::interpolate_from(&mut rows, &reference);
         }
         gradcomp::record::write_all(out, &rows, gradcomp::record::Existing::Replace)?;
         Ok(rows)

@@ -130,6 +130,9 @@ pub enum Command {
         /// CSV file to write (one row per measured row: measured_s, model_s, model_over_measured, launches, kernels)
         #[arg(long)]
         out: PathBuf,
+        /// Also each row's time as this profile interpolates it in elements (column interpolated_s): checks the rule for shapes a profile lacks against shapes measured apart
+        #[arg(long, value_name = "PROFILE")]
+        interpolate_from: Option<PathBuf>,
         /// No summary table on stdout
         #[arg(long, short)]
         quiet: bool,

@@ -56,7 +56,7 @@ mod price;
 mod read;
 
 pub use error::{Loc, ProfileError};
-pub use price::{summary, PricedRow};
+pub use price::{interpolate_from, summary, PricedRow};
 
 /// The header `analysis/profile_compress.py` writes (columns may come in any order).
 pub const HEADER: &str = "method,stage,round,phase,rows,cols,world_size,time_s";

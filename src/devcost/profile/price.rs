@@ -30,6 +30,10 @@ pub struct PricedRow {
     pub kernels: String,
     /// The preset that priced it.
     pub device: String,
+    /// `gradcomp devcost --interpolate-from REF`: REF's interpolation in elements for
+    /// this operation ([`CompressProfile::time_s_by_elements`]; empty where REF has no
+    /// such method, stage or world size, or the method is not element-wise).
+    pub interpolated_s: Option<f64>,
 }
 
 impl CompressProfile {
@@ -124,6 +128,26 @@ fn price(row: &Row, spec: &DeviceSpec, list: &[Kernel]) -> PricedRow {
         model_bytes: list.iter().map(|k| k.bytes).sum(),
         kernels: kernel_names(list),
         device: spec.name.clone(),
+        interpolated_s: None,
+    }
+}
+
+/// Fill [`PricedRow::interpolated_s`] of `rows` from `reference`.
+pub fn interpolate_from(rows: &mut [PricedRow], reference: &CompressProfile) {
+    for r in rows.iter_mut() {
+        let stage = match r.stage {
+            "compress" => Stage::Compress,
+            "decompress" => Stage::Decompress,
+            _ => continue,
+        };
+        r.interpolated_s = reference.time_s_by_elements(
+            &r.method,
+            stage,
+            r.round,
+            r.phase,
+            r.rows * r.cols,
+            r.world_size,
+        );
     }
 }
 
