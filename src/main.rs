@@ -103,6 +103,13 @@ fn main() -> ExitCode {
         .stop_grace
         .unwrap_or(gradcomp::measure::stop::DEFAULT_GRACE_S);
     let early_handlers = gradcomp::measure::stop::install(grace);
+    // A rank that cannot stop within the grace time exits 4: rank 0 says so in run.json.
+    gradcomp::measure::stop::on_stuck(|| {
+        meta::record_end(
+            "interrupted",
+            "stopped by a signal, but this rank could not reach an agreed stop point within the grace time (stuck in a collective?) and exited with code 4; finished rows are kept, continue with --resume",
+        )
+    });
     // A panic ends the run without returning: run.json says so (rank 0).
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
