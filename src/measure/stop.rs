@@ -153,7 +153,6 @@ fn start_grace_thread() -> std::io::Result<()> {
 /// time a signalled rank may take to stop in an orderly way.
 pub fn install(grace_s: u32) -> std::io::Result<()> {
     GRACE_S.store(grace_s.max(1), Ordering::SeqCst);
-    start_grace_thread()?;
     for (sig, handler) in [
         (libc::SIGTERM, on_stop as extern "C" fn(libc::c_int)),
         (libc::SIGINT, on_stop),
@@ -173,5 +172,7 @@ pub fn install(grace_s: u32) -> std::io::Result<()> {
             return Err(std::io::Error::last_os_error());
         }
     }
-    Ok(())
+    // After the handlers: a signal from process start on is recorded (before the
+    // thread exists, the SIGALRM fallback ends a stuck rank).
+    start_grace_thread()
 }
