@@ -58,7 +58,9 @@ pub struct FitRow {
     pub from_bytes: Option<f64>,
     pub to_bytes: Option<f64>,
     /// Host rows: the calibration's spread over rounds (the smallest and largest
-    /// per-round value, host.rs), in the unit of `fixed_s`. Empty otherwise.
+    /// per-round value, host.rs), in the unit of `fixed_s`. Compression rows: the
+    /// smallest and largest round (s) of the phase's repeated measurement that varied
+    /// most ([`round_range`]). Empty otherwise.
     pub round_min: Option<f64>,
     pub round_max: Option<f64>,
 }
@@ -82,6 +84,25 @@ pub struct FitReport {
 }
 
 impl FitReport {
+    /// The relative spread over rounds of `method`'s host compression measurements
+    /// (`micro-compress` rounds, summed over its phases): `(max - min) / max` of the
+    /// phases' summed smallest and largest rounds; `None` without repeated rounds.
+    pub fn compress_spread(&self, method: &str) -> Option<f64> {
+        let (mut lo, mut hi, mut any) = (0.0, 0.0, false);
+        for r in self
+            .rows
+            .iter()
+            .filter(|r| r.kind == "compress" && r.name == method)
+        {
+            if let (Some(a), Some(b)) = (r.round_min, r.round_max) {
+                lo += a;
+                hi += b;
+                any = true;
+            }
+        }
+        (any && hi > 0.0).then(|| (hi - lo) / hi)
+    }
+
     /// Per-method phase costs from the compress rows.
     pub fn method_costs(&self) -> BTreeMap<String, MethodCosts> {
         let mut out: BTreeMap<String, MethodCosts> = BTreeMap::new();
@@ -390,6 +411,11 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
                 .get(&m)
                 .and_then(|rows| model_factor(&c, &rows[i]));
             let f = factor.unwrap_or(1.0);
+            let (round_min, round_max) = match model_rows.get(&m) {
+                Some(rows) => round_range(rows[i].iter().map(|&(t, n, s)| ((t, n), s))),
+                None => round_range(pts.iter().map(|&(n, s)| ((1.0, n), s))),
+            }
+            .unzip();
             out.push(FitRow {
                 kind: "compress",
                 name: m.clone(),
@@ -404,11 +430,36 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
                 model_factor: factor,
                 from_bytes: None,
                 to_bytes: None,
+                round_min,
+                round_max,
                 ..FitRow::default()
             });
         }
     }
     Ok(out)
+}
+
+/// The spread over rounds of one phase's repeated measurements: the rows of one
+/// `(tensors, numel)` are the rounds of one measurement (the repeated `[[micro-compress]]`
+/// sections of a config); of the measurements with two or more rounds, the smallest and
+/// largest round of the one whose relative spread `(max - min) / max` is largest.
+/// `None` when nothing was measured twice.
+fn round_range(points: impl Iterator<Item = ((f64, f64), f64)>) -> Option<(f64, f64)> {
+    let mut by: Vec<((f64, f64), f64, f64, usize)> = Vec::new();
+    for (k, s) in points {
+        match by.iter_mut().find(|b| b.0 == k) {
+            Some(b) => {
+                b.1 = b.1.min(s);
+                b.2 = b.2.max(s);
+                b.3 += 1;
+            }
+            None => by.push((k, s, s, 1)),
+        }
+    }
+    by.into_iter()
+        .filter(|b| b.3 > 1 && b.2 > 0.0)
+        .max_by(|a, b| ((a.2 - a.1) / a.2).total_cmp(&((b.2 - b.1) / b.2)))
+        .map(|b| (b.1, b.2))
 }
 
 /// The level of a phase inside a model's sweep against one tensor timed alone: the
@@ -495,6 +546,46 @@ mod tests {
             (ss.fixed_s - 1e-6).abs() < 1e-9 && (ss.per_unit_s - 1e-9).abs() < 1e-12,
             "{ss:?}"
         );
+    }
+
+    /// The rounds of a repeated measurement give the compression fit's own spread: the
+    /// in-model sweep measured 1.6 / 1.6 / 2.3 ms over three rounds (the Zen 3 qsgd case
+    /// of tests/data/sim-accuracy) spreads (2.3 - 1.6) / 2.3; phases sum; without repeats
+    /// there is none.
+    #[test]
+    fn repeated_rounds_give_the_compression_fits_spread() {
+        let d = tmpdir("rounds");
+        let mut s = String::from(
+            "schema_version,method,numel,model,tensors,compress_s,feedback_s,decompress_s\n",
+        );
+        for e in [1000.0f64, 100000.0] {
+            for _ in 0..3 {
+                s += &format!("1,qsgd,{e},,1,{},0,{}\n", 1e-6 + 1e-9 * e, 1e-9 * e);
+            }
+            s += &format!("1,topk,{e},,1,{},0,{}\n", 1e-6 + 1e-9 * e, 1e-9 * e);
+        }
+        for (c, dc) in [(1.6e-3, 0.4e-3), (1.6e-3, 0.4e-3), (2.3e-3, 0.5e-3)] {
+            s += &format!("1,qsgd,270000,resnet20,59,{c},0,{dc}\n");
+        }
+        std::fs::write(d.join("micro_compress.csv"), s).unwrap();
+        let rows = fit_compress_phases(&d.join("micro_compress.csv")).unwrap();
+        let get = |m: &str, ph: &str| rows.iter().find(|r| r.name == m && r.phase == ph).unwrap();
+        let c = get("qsgd", "compress");
+        assert_eq!((c.round_min, c.round_max), (Some(1.6e-3), Some(2.3e-3)));
+        let dc = get("qsgd", "decompress");
+        assert_eq!((dc.round_min, dc.round_max), (Some(0.4e-3), Some(0.5e-3)));
+        // Feedback does nothing: every round 0, no spread to speak of.
+        let fb = get("qsgd", "feedback");
+        assert_eq!((fb.round_min, fb.round_max), (None, None));
+        assert_eq!(get("topk", "compress").round_min, None);
+        let report = FitReport {
+            rows,
+            ..FitReport::default()
+        };
+        let want = (2.8e-3 - 2.0e-3) / 2.8e-3;
+        assert!((report.compress_spread("qsgd").unwrap() - want).abs() < 1e-12);
+        assert_eq!(report.compress_spread("topk"), None);
+        assert_eq!(report.compress_spread("ssgd"), None);
     }
 
     #[test]

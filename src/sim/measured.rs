@@ -23,6 +23,10 @@ pub struct Comparison {
     /// `iter_s` (`None` with one row).
     pub rounds: usize,
     pub spread_rel: Option<f64>,
+    /// Host compression cases: the simulated host compression and decompression time
+    /// over the simulated iteration (how much of the prediction the compression fit
+    /// decides); 0 on device cases.
+    pub host_compress_share: f64,
 }
 
 /// Pair each measured case (all repeats of one e2e.csv case, [`measured_cases`]) with
@@ -53,6 +57,11 @@ pub fn compare(measured: &[MeasuredCase], sim: &[SimRow]) -> Result<Vec<Comparis
                 compute_none: m.rows.iter().any(|r| r.compute_none),
                 rounds: m.rows.len(),
                 spread_rel: (m.rows.len() > 1 && meas > 0.0).then(|| (hi - lo) / meas),
+                host_compress_share: if s.compress_on == "host" && s.iter_s > 0.0 {
+                    ((s.host_compress_s + s.host_decompress_s) / s.iter_s).min(1.0)
+                } else {
+                    0.0
+                },
             })
         })
         .collect();

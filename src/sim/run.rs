@@ -188,6 +188,13 @@ struct VsMeasuredRow {
     /// Rows (repeats) of the measured case and their spread `(max - min) / median`.
     rounds: usize,
     spread_rel: Option<f64>,
+    /// Host compression cases: the simulated host compression and decompression time
+    /// over the simulated iteration (0 on the device).
+    host_compress_share: f64,
+    /// Host compression cases with `--fits`: how far the compression fit's own rounds
+    /// move the prediction, `host_compress_share x` [`super::fit::FitReport::compress_spread`]
+    /// (empty otherwise). The verdict judges the error against `spread_rel` plus this.
+    fit_spread_rel: Option<f64>,
     /// `within`, `outside`, `too-noisy` (spread above the tolerance) or
     /// `ranks-exceed-cores` (not held to the tolerance); [`verdict`].
     verdict: &'static str,
@@ -338,7 +345,16 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
                 }
                 _ => (false, String::new()),
             };
-            let v = verdict(c.rel_err, c.spread_rel, exceed, req.tolerance);
+            let fit_spread = report
+                .as_ref()
+                .filter(|_| c.host_compress_share > 0.0)
+                .and_then(|r| r.compress_spread(crate::config::base_method(&c.method)))
+                .map(|s| s * c.host_compress_share);
+            let noise = match (c.spread_rel, fit_spread) {
+                (Some(a), Some(b)) => Some(a + b),
+                (a, b) => a.or(b),
+            };
+            let v = verdict(c.rel_err, noise, exceed, req.tolerance);
             out.push(VsMeasuredRow {
                 schema_version: crate::record::SCHEMA_VERSION,
                 case: c.key.clone(),
@@ -355,15 +371,21 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
                 },
                 rounds: c.rounds,
                 spread_rel: c.spread_rel,
+                host_compress_share: c.host_compress_share,
+                fit_spread_rel: fit_spread,
                 verdict: v,
                 oversubscribed: over,
             });
             println!(
-                "{:<70} measured {:>10.3} ms (spread {:>5.1}% of {}) simulated {:>10.3} ms  {:+6.1}%  {}{}",
+                "{:<70} measured {:>10.3} ms (spread {:>5.1}% of {}{}) simulated {:>10.3} ms  {:+6.1}%  {}{}",
                 c.key,
                 c.measured_s * 1e3,
                 c.spread_rel.unwrap_or(f64::NAN) * 100.0,
                 c.rounds,
+                fit_spread.map_or(String::new(), |f| format!(
+                    ", compression fit {:.1}%",
+                    f * 100.0
+                )),
                 c.simulated_s * 1e3,
                 c.rel_err * 100.0,
                 v,
@@ -380,7 +402,7 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
             .filter(|o| !o.is_empty())
             .collect();
         println!(
-            "{} of {} judged case(s) within {:.0}%; {} too noisy to judge (spread over rounds above the tolerance), {} not held to it (more ranks than cores){}",
+            "{} of {} judged case(s) within {:.0}%; {} too noisy to judge (spread over rounds, the compression fit's included, above the tolerance), {} not held to it (more ranks than cores){}",
             count("within"),
             count("within") + count("outside"),
             req.tolerance * 100.0,
