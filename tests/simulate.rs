@@ -433,6 +433,51 @@ fn bad_compress_profiles_exit_2_naming_the_row() {
     }
 }
 
+/// The rounds of a case (a repeated `[[e2e]]` section) are one case to compare, whatever
+/// their measured columns: e2e.csv's `compute_drift`, `compute_drift_max` and
+/// `iters_run` differ from round to round, and split every case into one per round (a
+/// spread of nothing, never "too noisy") until they were read as measurements.
+#[test]
+fn rounds_of_a_case_compare_as_one_case() {
+    if skip_np(2) {
+        return;
+    }
+    let dir = tmpdir("sim-rounds");
+    std::fs::create_dir_all(&dir).unwrap();
+    let section = "[[e2e]]\nmodels = [\"resnet20\"]\nmethods = [\"ssgd\", \"topk\"]\n\
+                   fusion = [\"256KiB\"]\npipelining = [true]\niters = 3\nwarmup = 1\n";
+    let cfg = dir.join("rounds.toml");
+    std::fs::write(&cfg, format!("[run]\nseed = 1\n{section}{section}")).unwrap();
+    let run_dir = dir.join("run");
+    assert_ok(&mpirun(
+        2,
+        &[
+            "run",
+            cfg.to_str().unwrap(),
+            "--quiet",
+            "--out",
+            run_dir.to_str().unwrap(),
+        ],
+    ));
+    let (eh, e2e) = read_csv(&run_dir.join("e2e.csv"));
+    assert_eq!(e2e.len(), 4, "2 cases x 2 rounds");
+    let drift = eh.iter().position(|c| c == "compute_drift").unwrap();
+    assert!(e2e.iter().all(|r| !r[drift].is_empty()), "{e2e:?}");
+    let sim = dir.join("sim");
+    let out = Command::new(BIN)
+        .args(["simulate", "--network", "10gbe", "--compare"])
+        .arg(run_dir.join("e2e.csv"))
+        .args(["--tolerance", "1e9", "--out"])
+        .arg(&sim)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let (h, cmp) = read_csv(&sim.join("sim_vs_measured.csv"));
+    let rounds = h.iter().position(|c| c == "rounds").unwrap();
+    assert_eq!(cmp.len(), 2, "{cmp:?}");
+    assert!(cmp.iter().all(|r| r[rounds] == "2"), "{cmp:?}");
+}
+
 /// `gradcomp devcost`: one row per measured row with the model beside it, a summary per
 /// method and stage; bad input (an unknown preset, a missing file) exits 2 naming it.
 #[test]

@@ -291,8 +291,11 @@ fn is_measurement(col: &str) -> bool {
                 | "case_id"
                 | "iters"
                 | "warmup"
+                | "iters_run"
                 | "buckets"
                 | "overlap_eff"
+                | "compute_drift"
+                | "compute_drift_max"
                 | "compute_source"
                 | "tensors"
         )
