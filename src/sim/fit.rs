@@ -432,7 +432,6 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
                 to_bytes: None,
                 round_min,
                 round_max,
-                ..FitRow::default()
             });
         }
     }
