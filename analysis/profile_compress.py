@@ -210,8 +210,10 @@ def write_profile(path: str, rows, meta) -> None:
             f.write(f"{method},{stage},{int(rnd)},{int(phase)},{int(nrows)},{int(ncols)},{int(ws)},{format_time(t)}\n")
 
 
-def read_profile(path: str):
-    """(meta dict, rows) of a profile file (for tests and comparisons)."""
+def read_commented_csv(path: str):
+    """(meta dict, header, rows) of a CSV whose `# key: value` lines are provenance (the
+    first value of a key counts; other `#` lines are comments): the format of the
+    profiles this script and analysis/profile_kernels.py write."""
     meta, rows, header = {}, [], None
     with open(path) as f:
         for line in f:
@@ -226,11 +228,16 @@ def read_profile(path: str):
             fields = [x.strip() for x in s.split(",")]
             if header is None:
                 header = fields
-                continue
-            d = dict(zip(header, fields))
-            rows.append((d["method"], d["stage"], int(d["round"]), int(d["phase"]), int(d["rows"]),
-                         int(d["cols"]), int(d["world_size"]), float(d["time_s"])))
-    return meta, rows
+            else:
+                rows.append(dict(zip(header, fields)))
+    return meta, header, rows
+
+
+def read_profile(path: str):
+    """(meta dict, rows) of a profile file (for tests and comparisons)."""
+    meta, _, rows = read_commented_csv(path)
+    return meta, [(d["method"], d["stage"], int(d["round"]), int(d["phase"]), int(d["rows"]),
+                   int(d["cols"]), int(d["world_size"]), float(d["time_s"])) for d in rows]
 
 
 # ---------------------------------------------------------------------------------------

@@ -37,25 +37,6 @@ KERNEL_KEY = ["family", "variant", "d", "rows", "cols", "rank", "workers", "coun
 PROVENANCE = ["device", "torch", "cuda", "date"]
 
 
-def _read_kernels(path):
-    meta, rows, header = {}, [], None
-    with open(path) as f:
-        for line in f:
-            s = line.strip()
-            if not s:
-                continue
-            if s.startswith("#"):
-                k, _, v = s[1:].partition(":")
-                meta.setdefault(k.strip(), v.strip())
-                continue
-            fields = s.split(",")
-            if header is None:
-                header = fields
-                continue
-            rows.append(dict(zip(header, fields)))
-    return meta, rows
-
-
 def _spread(values):
     lo, hi = min(values), max(values)
     return hi / lo if lo > 0 else (1.0 if hi == 0 else math.inf)
@@ -113,7 +94,7 @@ def merge_repeats(rep_dirs, out_dir, revision):
     kern = defaultdict(list)
     kmeta = None
     for d in rep_dirs:
-        m, rows = _read_kernels(os.path.join(d, KERNELS))
+        m, _, rows = pc.read_commented_csv(os.path.join(d, KERNELS))
         kmeta = kmeta or m
         for r in rows:
             kern[tuple(r[k] for k in KERNEL_KEY)].append(float(r["time_s"]))
