@@ -886,18 +886,23 @@ def profile_case(torch, timer, case, iters, warmup):
     return {key: (statistics.median(samples[key]) if fn is not None else 0.0) for key, fn in ops}
 
 
+def median_s(timer, fn, iters, warmup):
+    """Median seconds of `fn` over `iters` calls after `warmup`, one synchronize per call."""
+    times = []
+    for it in range(warmup + iters):
+        get = timer.start(fn)
+        timer.sync()
+        if it >= warmup:
+            times.append(get())
+    return statistics.median(times)
+
+
 def profile_copies(torch, timer, dev, sizes, iters, warmup):
     out = []
     for n in sizes:
         src = torch.randn(n, device=dev)
         dst = torch.empty_like(src)
-        times = []
-        for it in range(warmup + iters):
-            get = timer.start(lambda: dst.copy_(src))
-            timer.sync()
-            if it >= warmup:
-                times.append(get())
-        out.append((n, statistics.median(times)))
+        out.append((n, median_s(timer, lambda: dst.copy_(src), iters, warmup)))
     return out
 
 

@@ -30,37 +30,13 @@ workers, count (matrices, workers or calls in the timed call), time_s.
 import argparse
 import datetime
 import math
-import statistics
+import os
 import sys
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from profile_compress import Timer, median_s  # noqa: E402
 
 HEADER = ["family", "variant", "d", "rows", "cols", "rank", "workers", "count", "time_s"]
-
-
-class Timer:
-    """CUDA events on a GPU (one synchronize per call), perf_counter on the CPU."""
-
-    def __init__(self, torch, dev, iters, warmup):
-        self.torch, self.cuda, self.iters, self.warmup = torch, dev.type == "cuda", iters, warmup
-
-    def median_s(self, fn):
-        t = self.torch
-        times = []
-        for i in range(self.warmup + self.iters):
-            if self.cuda:
-                a, b = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
-                a.record()
-                fn()
-                b.record()
-                t.cuda.synchronize()
-                dt = a.elapsed_time(b) / 1e3
-            else:
-                t0 = time.perf_counter()
-                fn()
-                dt = time.perf_counter() - t0
-            if i >= self.warmup:
-                times.append(dt)
-        return statistics.median(times)
 
 
 def gram_schmidt(t, m):
@@ -165,13 +141,13 @@ def main(argv=None) -> int:
         torch.set_num_threads(1)
     torch.manual_seed(1)
     only = set(a.families.split(",")) if a.families else None
-    timer = Timer(torch, dev, a.iters, a.warmup)
+    timer = Timer(torch, dev)
     rows = []
     with torch.no_grad():
         for fam, var, d, r, c, rank, n, count, fn in families(torch, dev, a.quick):
             if only and fam not in only:
                 continue
-            rows.append((fam, var, d, r, c, rank, n, count, timer.median_s(fn)))
+            rows.append((fam, var, d, r, c, rank, n, count, median_s(timer, fn, a.iters, a.warmup)))
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu (1 thread)"
     with open(a.out, "w") as f:
         f.write(f"# device: {name}\n# torch: {torch.__version__}\n# cuda: {torch.version.cuda or 'none'}\n")

@@ -100,15 +100,6 @@ fn known_misses(machine: &Path) -> BTreeSet<(String, String)> {
         .collect()
 }
 
-/// The e2e method's compressor (omgs and sketch-fusion run topk's and sketch's).
-fn base(method: &str) -> &str {
-    match method {
-        "omgs" => "topk",
-        "sketch-fusion" => "sketch",
-        m => m,
-    }
-}
-
 /// Per method, the relative spread of its micro-compress rounds, written again from the
 /// rule (docs/csv-schema.md, fits.csv `round_min` / `round_max`): per phase, the rows of
 /// one (tensors, numel) are rounds; the in-model sweep (tensors > 1) where the method has
@@ -223,7 +214,7 @@ fn every_recorded_run_replays_within_the_tolerance_or_too_noisy_to_judge() {
             let share: f64 = r[col("host_compress_share")].parse().unwrap();
             let method = r[col("method")].as_str();
             let fit = fit_spreads
-                .get(base(method))
+                .get(gradcomp::config::base_method(method))
                 .filter(|_| share > 0.0)
                 .map(|f| f * share);
             let fit_col = &r[col("fit_spread_rel")];

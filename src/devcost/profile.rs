@@ -332,26 +332,20 @@ impl CompressProfile {
             return None;
         }
         let code = stage_code(stage);
-        let mut pts: Vec<(usize, f64)> = self
-            .times
-            .get(method)?
-            .keys()
-            .filter(|k| k.0 == code && k.1 == round && k.2 == phase)
-            .filter_map(|k| {
-                self.time_s(method, stage, round, phase, k.3, k.4, world_size)
-                    .map(|t| (k.3 * k.4, t))
-            })
-            .collect();
-        pts.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
-        let mut by_d: Vec<(f64, f64)> = Vec::new();
-        let mut i = 0;
-        while i < pts.len() {
-            let j = pts[i..].iter().take_while(|p| p.0 == pts[i].0).count();
-            let mut ts: Vec<f64> = pts[i..i + j].iter().map(|p| p.1).collect();
-            let t = crate::measure::stats::median(&mut ts)?;
-            by_d.push((pts[i].0 as f64, t));
-            i += j;
+        // Measured times by element count, ascending.
+        let mut by_numel: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+        for k in self.times.get(method)?.keys() {
+            if (k.0, k.1, k.2) != (code, round, phase) {
+                continue;
+            }
+            if let Some(t) = self.time_s(method, stage, round, phase, k.3, k.4, world_size) {
+                by_numel.entry(k.3 * k.4).or_default().push(t);
+            }
         }
+        let by_d: Vec<(f64, f64)> = by_numel
+            .into_iter()
+            .filter_map(|(d, mut ts)| crate::measure::stats::median(&mut ts).map(|t| (d as f64, t)))
+            .collect();
         let d = elements as f64;
         let (first, last) = (*by_d.first()?, *by_d.last()?);
         if d <= first.0 {

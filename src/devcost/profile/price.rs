@@ -4,7 +4,7 @@
 //! ([`crate::compress::Compressor::device_kernels`]), at the parameters the profile
 //! records. Nothing is fitted: the model's constants are the preset's.
 
-use super::{CompressProfile, ProfileError, Row, COPY, PARAM_KEYS};
+use super::{parse_stage, CompressProfile, ProfileError, Row, COPY, PARAM_KEYS};
 use crate::compress::{registry, setup, MethodParams, WorkerCtx};
 use crate::roofline::{DeviceSpec, Kernel, Stage};
 
@@ -135,10 +135,8 @@ fn price(row: &Row, spec: &DeviceSpec, list: &[Kernel]) -> PricedRow {
 /// Fill [`PricedRow::interpolated_s`] of `rows` from `reference`.
 pub fn interpolate_from(rows: &mut [PricedRow], reference: &CompressProfile) {
     for r in rows.iter_mut() {
-        let stage = match r.stage {
-            "compress" => Stage::Compress,
-            "decompress" => Stage::Decompress,
-            _ => continue,
+        let Some(stage) = parse_stage(r.stage) else {
+            continue;
         };
         r.interpolated_s = reference.time_s_by_elements(
             &r.method,
