@@ -811,7 +811,8 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
         R.add("## Simulator accuracy", "",
               f"`gradcomp simulate --fits RUN --compare RUN/e2e.csv` (bench-configs/sim-accuracy.toml): simulated vs "
               f"measured median iteration time over the case's rounds, beside its run-to-run spread "
-              f"(`(max - min) / median`). {int(v.get('within', 0))} of {judged} judged cases within "
+              f"(the median's order-statistic interval over the median: of 2-4 rounds the range, of 5 the second to "
+              f"fourth smallest). {int(v.get('within', 0))} of {judged} judged cases within "
               f"{', '.join(f'{x * 100:g}%' for x in tol)}; {int(v.get('too-noisy', 0))} too noisy to judge "
               f"(spread above the tolerance), {int(v.get('ranks-exceed-cores', 0))} not held to it (more ranks than "
               f"cores). The host model is calibrated on every method's host-compression cases (median over cases of "

@@ -43,9 +43,9 @@ pub struct Common {
     /// Do not write samples.csv (the default; overrides [run] samples = true)
     #[arg(long)]
     pub no_samples: bool,
-    /// Run the e2e cases N times, round after round: each case's repeats spread over the
-    /// run, the report takes each case's median repeat and shows the spread [config: [run]
-    /// rounds] [default: 1, or the config's]
+    /// Run every case (micro and e2e) N times, round after round: each case's repeats
+    /// spread over the run, the report takes each case's median repeat and shows the
+    /// spread [config: [run] rounds] [default: 1, or the config's]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub rounds: Option<usize>,
     /// Time dilation K of an emulated cluster: the emulated device and host work run K

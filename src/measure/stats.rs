@@ -131,6 +131,52 @@ pub fn median(xs: &mut [f64]) -> Option<f64> {
     Some(quantile_sorted(xs, 0.5))
 }
 
+/// Repeated measurements of one point collapsed to their median: `(x, y)` pairs grouped
+/// by equal `x`, one `(x, median y)` per group, in ascending `x`. A fit over repeated
+/// rounds then weighs every point once and one slow round cannot move it.
+pub fn median_per_x(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut sorted = points.to_vec();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut out = Vec::new();
+    let mut ys = Vec::new();
+    for (i, &(x, y)) in sorted.iter().enumerate() {
+        ys.push(y);
+        if sorted.get(i + 1).map_or(true, |n| n.0 != x) {
+            out.push((x, median(&mut ys).unwrap_or(f64::NAN)));
+            ys.clear();
+        }
+    }
+    out
+}
+
+/// The distribution-free interval of the median of `xs` by order statistics (sorts
+/// `xs` in place): `(x_(j), x_(n+1-j))` with the largest `j` whose coverage
+/// `1 - 2 P(B <= j - 1)`, `B ~ Binomial(n, 1/2)`, is still at least 50% (Conover,
+/// *Practical Nonparametric Statistics*, 3rd ed., section 3.2; 50%: the coverage of an
+/// interquartile range). Of five values the second and fourth smallest (62.5%), so one
+/// slow round does not widen it; of two to four values the smallest and largest. NaN
+/// when empty.
+pub fn median_interval(xs: &mut [f64]) -> (f64, f64) {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n == 0 {
+        return (f64::NAN, f64::NAN);
+    }
+    // P(B <= i) for i = 0, 1, ...: pmf(i) = C(n, i) / 2^n, built up term by term.
+    let (mut j, mut pmf, mut cdf) = (1, 0.5f64.powi(n as i32), 0.0);
+    for i in 0..n / 2 {
+        cdf += pmf;
+        pmf *= (n - i) as f64 / (i + 1) as f64;
+        // j = i + 2 covers 1 - 2 P(B <= i + 1): take it while that is at least 50%.
+        if 1.0 - 2.0 * (cdf + pmf) >= 0.5 {
+            j = i + 2;
+        } else {
+            break;
+        }
+    }
+    (xs[j - 1], xs[n - j])
+}
+
 /// Quantile with linear interpolation between closest ranks (NumPy's default, type 7).
 pub fn quantile_sorted(xs: &[f64], q: f64) -> f64 {
     let n = xs.len();
@@ -165,6 +211,47 @@ pub fn t975(df: usize) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn repeated_points_collapse_to_their_median() {
+        let pts = [
+            (8.0, 5.0),
+            (2.0, 1.0),
+            (8.0, 50.0),
+            (2.0, 3.0),
+            (8.0, 6.0),
+            (4.0, 7.0),
+        ];
+        // 8: {5, 6, 50} -> 6 (a slow round does not move it); 2: {1, 3} -> 2; 4 alone.
+        assert_eq!(
+            super::median_per_x(&pts),
+            vec![(2.0, 2.0), (4.0, 7.0), (8.0, 6.0)]
+        );
+        assert!(super::median_per_x(&[]).is_empty());
+    }
+
+    /// The median's order-statistic interval against coverages worked by hand: n = 5,
+    /// j = 2 covers 1 - 2 (1 + 5) / 32 = 62.5% (j = 3 would cover 0); n = 3, j = 1
+    /// covers 75%; n = 7, j = 3 covers 1 - 2 (1 + 7 + 21) / 128 = 54.7%; n = 10, j = 4
+    /// covers 1 - 2 (1 + 10 + 45 + 120) / 1024 = 65.6% (j = 5: 24.6%).
+    #[test]
+    fn median_interval_keeps_half_coverage() {
+        assert_eq!(
+            super::median_interval(&mut [9.0, 1.0, 500.0, 3.0, 2.0]),
+            (2.0, 9.0)
+        );
+        assert_eq!(super::median_interval(&mut [4.0, 1.0, 2.0]), (1.0, 4.0));
+        assert_eq!(super::median_interval(&mut [2.0, 1.0]), (1.0, 2.0));
+        assert_eq!(
+            super::median_interval(&mut [3.0, 1.0, 4.0, 2.0]),
+            (1.0, 4.0)
+        );
+        let mut seven: Vec<f64> = (1..=7).rev().map(f64::from).collect();
+        assert_eq!(super::median_interval(&mut seven), (3.0, 5.0));
+        let mut ten: Vec<f64> = (1..=10).map(f64::from).collect();
+        assert_eq!(super::median_interval(&mut ten), (4.0, 7.0));
+        assert_eq!(super::median_interval(&mut [7.0]), (7.0, 7.0));
+    }
+
     /// Bytes per step round half up, written as f64 rounding (an independent rule):
     /// 5 B over 2 steps is 3, 4 over 3 is 1, 5 over 3 is 2; no steps, no bytes.
     #[test]

@@ -51,7 +51,8 @@ impl CommModels {
     }
 
     /// Read micro_comm.csv (docs/csv-schema.md) and fit one model per (collective,
-    /// world_size) group ([`CommFit::fit`]: one line or two regimes). Columns used:
+    /// world_size) group ([`CommFit::fit`]: one line or two regimes) over the median of
+    /// each size's rows (a run with `rounds` measures every size once per round). Columns used:
     /// `schema_version` (must be 1), `collective`, `world_size`, `bytes` (or, in its
     /// absence, `total_bytes`, divided by `world_size` for all-gather rows), `median_s`. Overlap rows (`iallreduce-overlap`) are fitted
     /// on `t_pure_s` (the collective alone) when that column holds a value, since their
@@ -95,6 +96,8 @@ impl CommModels {
         }
         let mut models = CommModels::new();
         for (key, pts) in groups {
+            // Repeats of a size (`[run] rounds`) count once, at their median.
+            let pts = crate::measure::stats::median_per_x(&pts);
             let (fit, q) = CommFit::fit(
                 &pts,
                 &format!("{} at world_size {} from {}", key.0, key.1, t.path),
