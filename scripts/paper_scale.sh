@@ -48,6 +48,12 @@ if [[ -n $PROFILE_DIR ]]; then
     done
 fi
 
+# Readings of the references' launches (src/roofline.rs READINGS, docs/methods.md,
+# "Device kernels"): PAPER_SCALE_READINGS (environment), e.g.
+# `topk_decompress=index-add`, is appended to every headline's compression device
+# (`v100:topk_decompress=index-add`), so each headline can be priced in each reading.
+READINGS=${PAPER_SCALE_READINGS:-}
+
 # sim HEADLINE SUBDIR RANKS_PER_NODE NETWORK SIMULATE_ARGS...
 #   RANKS_PER_NODE: GPUs per node of the paper's cluster, empty when unknown.
 #   SIM_DEVICE (environment): the compression device of this headline [default: $DEVICE;
@@ -60,6 +66,9 @@ sim() {
     if [[ -n $PROFILE_DIR && -z ${NO_PROFILE:-} ]]; then
         dev=$DEVICE
         profile=$PROFILE_DIR
+    fi
+    if [[ -n $READINGS ]]; then
+        if [[ $dev == *:* ]]; then dev="$dev,$READINGS"; else dev="$dev:$READINGS"; fi
     fi
     local args=(simulate "$@" --network "$net" --compress-on "host,device" --compress-device "$dev")
     local rpn_note="unknown (not passed)"

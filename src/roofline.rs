@@ -32,7 +32,32 @@ pub struct Kernel {
     pub name: &'static str,
     pub bytes: f64,
     pub flops: f64,
+    /// The reading of the reference code this launch belongs to, where references (or
+    /// readings of one) launch the same step differently; `None`: every reading launches
+    /// it. A [`DeviceSpec`] launches only the kernels of the readings it selects.
+    pub reading: Option<Reading>,
 }
+
+/// One reading of a step that references launch differently: `choice` (a key of
+/// [`READINGS`]) and the `variant` this kernel belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reading {
+    pub choice: &'static str,
+    pub variant: &'static str,
+}
+
+/// The steps whose launches differ between references, with their variants (the first is
+/// the default) and where each comes from (docs/methods.md, "Device kernels"; selected
+/// with `--compress-device NAME:CHOICE=VARIANT`).
+pub const READINGS: &[(&str, &[&str], &str)] = &[(
+    "topk_decompress",
+    &["loop", "dense-sum", "index-add"],
+    "top-k decompression of the gathered pairs: `loop` a Python loop over the workers \
+     (HKBU-HPML/OMGS-SGD hv_distributed_optimizer.py `synchronize`), `dense-sum` a dense \
+     tensor per worker summed (sands-lab/grace communicator/allgather.py `wait_receive`, \
+     compressor/topk.py `desparsify`, `Compressor.aggregate`), `index-add` one \
+     `index_add_` of every worker's pairs (analysis/profile_compress.py `decompress_topk`)",
+)];
 
 impl Kernel {
     /// A memory-bound kernel moving `bytes` (reads plus writes).
@@ -41,6 +66,21 @@ impl Kernel {
             name,
             bytes,
             flops: 0.0,
+            reading: None,
+        }
+    }
+
+    /// This kernel as part of reading `variant` of `choice` ([`READINGS`]) only.
+    pub fn in_reading(self, choice: &'static str, variant: &'static str) -> Kernel {
+        debug_assert!(
+            READINGS
+                .iter()
+                .any(|r| r.0 == choice && r.1.contains(&variant)),
+            "{choice}={variant} is not a reading"
+        );
+        Kernel {
+            reading: Some(Reading { choice, variant }),
+            ..self
         }
     }
 
@@ -56,6 +96,7 @@ impl Kernel {
             name,
             bytes: 4.0 * (m * k + k * n + m * n),
             flops: 2.0 * m * k * n,
+            reading: None,
         }
     }
 }
@@ -72,6 +113,9 @@ pub struct DeviceSpec {
     pub mem_bytes_per_s: f64,
     /// Achievable fp32 throughput (FLOP/s).
     pub flops_per_s: f64,
+    /// The readings selected where references differ ([`READINGS`]); a choice not listed
+    /// takes its first (default) variant.
+    pub readings: Vec<Reading>,
 }
 
 /// Fraction of the peak memory bandwidth a streaming kernel achieves (BabelStream-style
@@ -138,35 +182,78 @@ impl DeviceSpec {
                 launch_s: LAUNCH_S,
                 mem_bytes_per_s: MEM_EFFICIENCY * gbps * 1e9,
                 flops_per_s: FLOPS_EFFICIENCY * tflops * 1e12,
+                readings: Vec::new(),
             })
     }
 
-    /// A preset, optionally with its launch latency replaced: `NAME` or
-    /// `NAME:launch_us=X` (e.g. `v100:launch_us=1` for launches captured in a CUDA
-    /// graph). The error names the value and what is allowed.
+    /// A preset, optionally with options after a colon, comma-separated:
+    /// `launch_us=X` replaces its launch latency (e.g. `v100:launch_us=1` for launches
+    /// captured in a CUDA graph) and `CHOICE=VARIANT` selects a reading ([`READINGS`],
+    /// e.g. `v100:topk_decompress=index-add`). The error names the value and what is
+    /// allowed.
     pub fn parse(s: &str) -> Result<DeviceSpec, String> {
         let (name, opts) = s.split_once(':').unwrap_or((s, ""));
         let mut spec = DeviceSpec::preset(name).ok_or_else(|| {
             format!(
-                "unknown compression device '{name}'; allowed: {} (optionally                  NAME:launch_us=X)",
+                "unknown compression device '{name}'; allowed: {} (optionally \
+                 NAME:launch_us=X,CHOICE=VARIANT)",
                 DeviceSpec::preset_names().collect::<Vec<_>>().join(", ")
             )
         })?;
         if opts.is_empty() {
             return Ok(spec);
         }
-        let us = opts
-            .strip_prefix("launch_us=")
-            .and_then(|v| v.parse::<f64>().ok())
-            .filter(|v| v.is_finite() && *v >= 0.0)
-            .ok_or_else(|| {
+        let allowed = || {
+            let mut a = vec![format!(
+                "launch_us=X (X >= 0 microseconds per kernel launch)"
+            )];
+            a.extend(
+                READINGS
+                    .iter()
+                    .map(|(c, v, _)| format!("{c}={}", v.join("|"))),
+            );
+            a.join(", ")
+        };
+        for opt in opts.split(',') {
+            let bad = || {
                 format!(
-                    "'{s}': after the preset name only ':launch_us=X' (X >= 0 microseconds                      per kernel launch) is allowed, e.g. '{name}:launch_us=1'"
+                    "'{s}': option '{opt}' is not allowed; after the preset name give \
+                     comma-separated {}, e.g. '{name}:launch_us=1'",
+                    allowed()
                 )
-            })?;
-        spec.launch_s = us * 1e-6;
+            };
+            let (key, value) = opt.split_once('=').ok_or_else(bad)?;
+            if key == "launch_us" {
+                let us = value
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite() && *v >= 0.0)
+                    .ok_or_else(bad)?;
+                spec.launch_s = us * 1e-6;
+                continue;
+            }
+            let (choice, variants, _) = READINGS.iter().find(|r| r.0 == key).ok_or_else(bad)?;
+            let variant = variants.iter().find(|v| **v == value).ok_or_else(bad)?;
+            spec.readings.retain(|r| r.choice != *choice);
+            spec.readings.push(Reading { choice, variant });
+        }
         spec.name = s.to_string();
         Ok(spec)
+    }
+
+    /// Whether this device launches `k`: kernels of no reading always, others when their
+    /// reading is the selected (or default) variant of its choice.
+    pub fn launches(&self, k: &Kernel) -> bool {
+        let Some(r) = k.reading else {
+            return true;
+        };
+        let selected = self
+            .readings
+            .iter()
+            .find(|s| s.choice == r.choice)
+            .map(|s| s.variant)
+            .or_else(|| READINGS.iter().find(|c| c.0 == r.choice).map(|c| c.1[0]));
+        selected == Some(r.variant)
     }
 
     /// Names of the presets.
@@ -179,8 +266,12 @@ impl DeviceSpec {
         PRESETS.iter().find(|p| p.0 == name).map(|p| p.3)
     }
 
-    /// Roofline time of one kernel (s).
+    /// Roofline time of one kernel (s); 0 for a kernel of a reading this device does not
+    /// select ([`DeviceSpec::launches`]).
     pub fn kernel_s(&self, k: &Kernel) -> f64 {
+        if !self.launches(k) {
+            return 0.0;
+        }
         self.launch_s + f64::max(k.bytes / self.mem_bytes_per_s, k.flops / self.flops_per_s)
     }
 
@@ -236,6 +327,38 @@ mod tests {
         }
         for n in DeviceSpec::preset_names() {
             assert!(DeviceSpec::preset_source(n).unwrap().contains("NVIDIA"));
+        }
+    }
+
+    /// `CHOICE=VARIANT` selects which reading's kernels launch; the default is each
+    /// choice's first variant; a kernel of no reading always launches; bad options name
+    /// what is allowed.
+    #[test]
+    fn readings_select_which_kernels_launch() {
+        let k = Kernel::mem("x", 1e6);
+        let of = |v: &'static str| k.in_reading("topk_decompress", v);
+        let v = DeviceSpec::preset("v100").unwrap();
+        assert!(v.launches(&k) && v.launches(&of("loop")));
+        assert!(!v.launches(&of("dense-sum")) && !v.launches(&of("index-add")));
+        assert_eq!(v.kernel_s(&of("index-add")), 0.0);
+        let s = DeviceSpec::parse("v100:launch_us=2,topk_decompress=index-add").unwrap();
+        assert!(s.launches(&k) && s.launches(&of("index-add")) && !s.launches(&of("loop")));
+        assert!((s.kernel_s(&of("index-add")) - (2e-6 + 1e6 / 720e9)).abs() < 1e-15);
+        assert_eq!(s.name, "v100:launch_us=2,topk_decompress=index-add");
+        // The last selection of a choice holds.
+        let t = DeviceSpec::parse("h200:topk_decompress=loop,topk_decompress=dense-sum").unwrap();
+        assert!(t.launches(&of("dense-sum")) && !t.launches(&of("loop")));
+        for bad in [
+            "v100:topk_decompress=scatter",
+            "v100:qr=call",
+            "v100:topk_decompress",
+            "v100:launch_us=1,",
+        ] {
+            let e = DeviceSpec::parse(bad).unwrap_err();
+            assert!(
+                e.contains("topk_decompress=loop|dense-sum|index-add") && e.contains(bad),
+                "{bad}: {e}"
+            );
         }
     }
 

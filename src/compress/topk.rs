@@ -12,10 +12,12 @@ use super::{
     WireLen, WorkerCtx,
 };
 use crate::measure::rng::rng_for;
-use crate::roofline::Stage;
+use crate::roofline::{Kernel, Stage};
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 const NAME: &str = "topk";
+/// The reading choice of top-k decompression's launches ([`crate::roofline::READINGS`]).
+const DECOMPRESS: &str = "topk_decompress";
 /// RNG stream tag of the threshold sample.
 const STREAM_SAMPLE: u64 = 0x746f_706b;
 /// Elements per fused accumulate-and-scan chunk (fits L1).
@@ -188,7 +190,9 @@ impl Compressor for TopK {
     }
     /// OMGS-SGD's `TopKCompressor` (HKBU-HPML/OMGS-SGD `compression.py`) and the
     /// decompress of its `synchronize` (`hv_distributed_optimizer.py`); docs/methods.md,
-    /// "Device kernels": compress 7 kernels plus `torch.topk`'s, decompress `4n + 2`.
+    /// "Device kernels": compress 7 kernels plus `torch.topk`'s. Decompress in the three
+    /// readings of [`crate::roofline::READINGS`] `topk_decompress`: `loop` (OMGS-SGD, the
+    /// default) `4n + 2` kernels; `dense-sum` (grace) `3n + 1`; `index-add` 3.
     fn device_kernels(&self, t: TensorId, round: usize, _phase: usize, stage: Stage, out: Out) {
         let Some(st) = device::round0(&self.tensors, t, round) else {
             return;
@@ -215,20 +219,50 @@ impl Compressor for TopK {
                 ));
             }
             Stage::Decompress => {
-                out(device::mem("new_grad.fill_(0)", F32 * df));
-                for _ in 0..self.ctx.world_size.max(1) {
-                    out(device::mem("worker's indexes.long()", (I32 + I64) * kf));
-                    out(device::mem(
+                let n = self.ctx.world_size.max(1);
+                // OMGS-SGD `synchronize`: `for i in range(num_of_workers)`, each worker's
+                // slice of the gathered values and indexes added in place.
+                let mut lp = |k: Kernel| out(k.in_reading(DECOMPRESS, "loop"));
+                lp(device::mem("new_grad.fill_(0)", F32 * df));
+                for _ in 0..n {
+                    lp(device::mem("worker's indexes.long()", (I32 + I64) * kf));
+                    lp(device::mem(
                         "new_grad[indexes] (gather)",
                         (I64 + 2.0 * F32) * kf,
                     ));
-                    out(device::mem("+= values", 3.0 * F32 * kf));
-                    out(device::mem(
+                    lp(device::mem("+= values", 3.0 * F32 * kf));
+                    lp(device::mem(
                         "new_grad[indexes] = sum (scatter)",
                         (I64 + 2.0 * F32) * kf,
                     ));
                 }
-                out(device::ew("new_grad /= n", d, 1, 1));
+                lp(device::ew("new_grad /= n", d, 1, 1));
+                // grace `Allgather.wait_receive`: per worker `desparsify` (a zero tensor
+                // and `scatter_` of its pairs), `aggregate` = Python `sum` of the dense
+                // tensors (`0 + t0`, then n - 1 adds), `/ world_size`.
+                let mut ds = |k: Kernel| out(k.in_reading(DECOMPRESS, "dense-sum"));
+                for _ in 0..n {
+                    ds(device::mem("torch.zeros(numel)", F32 * df));
+                    ds(device::mem(
+                        "scatter_(0, indices, values)",
+                        (I64 + 2.0 * F32) * kf,
+                    ));
+                }
+                ds(device::ew("sum: 0 + t0", d, 1, 1));
+                for _ in 1..n {
+                    ds(device::ew("sum: + t_w", d, 2, 1));
+                }
+                ds(device::ew("/ world_size", d, 1, 1));
+                // One `index_add_` of every worker's pairs (analysis/profile_compress.py
+                // `decompress_topk`): reads n k indexes and values, adds into the output.
+                let nk = (n * k) as f64;
+                let mut ia = |k: Kernel| out(k.in_reading(DECOMPRESS, "index-add"));
+                ia(device::mem("out.zero_()", F32 * df));
+                ia(device::mem(
+                    "out.index_add_(0, idx, val) (n k pairs)",
+                    (I64 + 3.0 * F32) * nk,
+                ));
+                ia(device::ew("out.div_(n)", d, 1, 1));
             }
         }
     }
@@ -251,6 +285,46 @@ mod tests {
     use super::*;
     use crate::compress::select::test_support::{ctx, grad, params};
     use ndarray::Array2;
+
+    /// Decompression's device time in each reading against a hand computation from the
+    /// references' launches (n = 5 workers, d = 10^6, k = 1000; v100: 5 us per launch,
+    /// 720 GB/s): OMGS-SGD's loop `fill` + n x (`.long()`, gather, add, scatter) + `/= n`;
+    /// grace's n x (zeros, scatter_) + `0 + t0` + (n - 1) adds + `/ n`; one `index_add_`.
+    #[test]
+    fn decompression_is_priced_in_each_reading() {
+        let (n, d, k) = (5.0, 1e6, 1000.0);
+        let mut m = TopK::new(&params(0.001), ctx(0, 5)).expect("new");
+        m.register(0, 1000, 1000).expect("register");
+        let list =
+            crate::compress::device::collect(|o| m.device_kernels(0, 0, 0, Stage::Decompress, o));
+        let (l, bw) = (5e-6, 720e9);
+        let want = [
+            (
+                "loop",
+                (2.0 + 4.0 * n) * l
+                    + (4.0 * d + n * k * (12.0 + 16.0 + 12.0 + 16.0) + 8.0 * d) / bw,
+            ),
+            (
+                "dense-sum",
+                (3.0 * n + 1.0) * l
+                    + (n * (4.0 * d + 16.0 * k) + 8.0 * d + (n - 1.0) * 12.0 * d + 8.0 * d) / bw,
+            ),
+            (
+                "index-add",
+                3.0 * l + (4.0 * d + n * k * 20.0 + 8.0 * d) / bw,
+            ),
+        ];
+        for (variant, want_s) in want {
+            let spec =
+                crate::roofline::DeviceSpec::parse(&format!("v100:topk_decompress={variant}"))
+                    .unwrap();
+            let got: f64 = list.iter().map(|k| spec.kernel_s(k)).sum();
+            assert!(
+                (got - want_s).abs() < 1e-12 * want_s.max(1.0),
+                "{variant}: {got} vs {want_s}"
+            );
+        }
+    }
 
     #[test]
     fn keeps_k_largest_and_conserves_p() {

@@ -421,6 +421,7 @@ impl CompressProfile {
             launch_s,
             mem_bytes_per_s,
             flops_per_s: f64::INFINITY,
+            readings: Vec::new(),
         })
     }
 

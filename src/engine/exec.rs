@@ -591,7 +591,9 @@ mod tests {
                     crate::roofline::Stage::Decompress,
                 ] {
                     let mut n = 0;
-                    comp.device_kernels(u, 0, 0, st, &mut |_| n += 1);
+                    comp.device_kernels(u, 0, 0, st, &mut |k| {
+                        n += usize::from(d.spec.launches(&k))
+                    });
                     let i = usize::from(st == crate::roofline::Stage::Decompress);
                     assert!(
                         per_round[0][i] >= n as f64 * launch_s,

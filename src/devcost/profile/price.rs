@@ -97,7 +97,11 @@ impl CompressProfile {
                     .map_err(|e| fail(e.to_string()))?;
                 c.begin_step(0);
                 let stage = row.stage.unwrap_or(Stage::Compress);
-                c.device_kernels(0, row.round, row.phase, stage, &mut |k| list.push(k));
+                c.device_kernels(0, row.round, row.phase, stage, &mut |k| {
+                    if spec.launches(&k) {
+                        list.push(k)
+                    }
+                });
             }
             out.push(price(&row, spec, &list));
         }

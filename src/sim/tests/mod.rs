@@ -94,6 +94,7 @@ fn launch_only_device(launch_s: f64) -> crate::devcost::DeviceCosts {
             launch_s,
             mem_bytes_per_s: 1e30,
             flops_per_s: 1e30,
+            readings: Vec::new(),
         },
         profile: None,
     }
