@@ -49,15 +49,37 @@ pub struct Reading {
 /// The steps whose launches differ between references, with their variants (the first is
 /// the default) and where each comes from (docs/methods.md, "Device kernels"; selected
 /// with `--compress-device NAME:CHOICE=VARIANT`).
-pub const READINGS: &[(&str, &[&str], &str)] = &[(
-    "topk_decompress",
-    &["loop", "dense-sum", "index-add"],
-    "top-k decompression of the gathered pairs: `loop` a Python loop over the workers \
-     (HKBU-HPML/OMGS-SGD hv_distributed_optimizer.py `synchronize`), `dense-sum` a dense \
-     tensor per worker summed (sands-lab/grace communicator/allgather.py `wait_receive`, \
-     compressor/topk.py `desparsify`, `Compressor.aggregate`), `index-add` one \
-     `index_add_` of every worker's pairs (analysis/profile_compress.py `decompress_topk`)",
-)];
+pub const READINGS: &[(&str, &[&str], &str)] = &[
+    (
+        "topk_decompress",
+        &["loop", "dense-sum", "index-add"],
+        "top-k decompression of the gathered pairs: `loop` a Python loop over the workers \
+         (HKBU-HPML/OMGS-SGD hv_distributed_optimizer.py `synchronize`), `dense-sum` a \
+         dense tensor per worker summed (sands-lab/grace communicator/allgather.py \
+         `wait_receive`, compressor/topk.py `desparsify`, `Compressor.aggregate`), \
+         `index-add` one `index_add_` of every worker's pairs \
+         (analysis/profile_compress.py `decompress_topk`)",
+    ),
+    (
+        "orth",
+        &["reference", "gram-schmidt", "householder"],
+        "orthogonalisation of a low-rank factor (powersgd, acpsgd): `reference` each \
+         method's own (PyTorch's powerSGD_hook `_orthogonalize`: Gram-Schmidt per column; \
+         lzhangbv/acpsgd: `torch.linalg.qr`, read as unblocked Householder), \
+         `gram-schmidt` or `householder` for both",
+    ),
+];
+
+/// Whether the default readings (each choice's first variant) launch `k`.
+pub fn launched_by_default(k: &Kernel) -> bool {
+    match k.reading {
+        None => true,
+        Some(r) => READINGS
+            .iter()
+            .find(|c| c.0 == r.choice)
+            .is_some_and(|c| c.1[0] == r.variant),
+    }
+}
 
 impl Kernel {
     /// A memory-bound kernel moving `bytes` (reads plus writes).
@@ -247,13 +269,10 @@ impl DeviceSpec {
         let Some(r) = k.reading else {
             return true;
         };
-        let selected = self
-            .readings
-            .iter()
-            .find(|s| s.choice == r.choice)
-            .map(|s| s.variant)
-            .or_else(|| READINGS.iter().find(|c| c.0 == r.choice).map(|c| c.1[0]));
-        selected == Some(r.variant)
+        match self.readings.iter().find(|s| s.choice == r.choice) {
+            Some(s) => s.variant == r.variant,
+            None => launched_by_default(k),
+        }
     }
 
     /// Names of the presets.

@@ -116,7 +116,8 @@ pub struct PlacementArgs {
     pub compress_on: Vec<String>,
     /// Device cost preset for --compress-on device: v100, rtx2080ti, a100, h100, h200, p102-100, optionally
     /// with options: the per-kernel launch latency replaced (v100:launch_us=1), a reading of the
-    /// references' launches (v100:topk_decompress=loop|dense-sum|index-add) [default: --device]
+    /// references' launches (v100:topk_decompress=loop|dense-sum|index-add,
+    /// v100:orth=reference|gram-schmidt|householder) [default: --device]
     #[arg(long, value_name = "PRESET")]
     pub compress_device: Option<String>,
     /// Measured device compression times (CSV from analysis/profile_compress.py) for --compress-on device

@@ -124,7 +124,7 @@ pub enum Command {
         /// Compress profiles (analysis/profile_compress.py's CSV files), each priced at the parameters it records
         #[arg(required = true)]
         profiles: Vec<PathBuf>,
-        /// Device cost preset whose roofline prices the rows: v100, rtx2080ti, a100, h100, h200, p102-100 (NAME:launch_us=X,topk_decompress=VARIANT too)
+        /// Device cost preset whose roofline prices the rows: v100, rtx2080ti, a100, h100, h200, p102-100 (NAME:launch_us=X,topk_decompress=V,orth=V too)
         #[arg(long)]
         compress_device: String,
         /// CSV file to write (one row per measured row: measured_s, model_s, model_over_measured, launches, kernels)

@@ -179,7 +179,7 @@ impl Compressor for AcpSgd {
                 match stage {
                     Stage::Compress => {
                         if phase % 2 == 0 {
-                            device::householder_qr(out, cols, r);
+                            device::orth(out, cols, r, device::householder_qr);
                             out(device::ew("M + E", d, 2, 1));
                             out(Kernel::gemm("P = (M + E) Q", rows, cols, r));
                             out(Kernel::copy(
@@ -187,7 +187,7 @@ impl Compressor for AcpSgd {
                                 F32 * (rows * r) as f64,
                             ));
                         } else {
-                            device::householder_qr(out, rows, r);
+                            device::orth(out, rows, r, device::householder_qr);
                             out(device::ew("M + E", d, 2, 1));
                             out(Kernel::gemm("Q = (M + E)^T P", cols, rows, r));
                             out(Kernel::copy(

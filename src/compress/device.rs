@@ -249,11 +249,28 @@ pub fn unpack_signs(name: &'static str, d: usize) -> Kernel {
     mem(name, F32 * sign_words(d) as f64 + F32 * d as f64)
 }
 
-/// Every kernel `list` reports, collected (tests and listings).
+/// The kernels `list` reports that the default readings launch
+/// ([`crate::roofline::launched_by_default`]), collected (tests and listings).
 pub fn collect(list: impl FnOnce(Out)) -> Vec<Kernel> {
+    let mut v = collect_all(list);
+    v.retain(crate::roofline::launched_by_default);
+    v
+}
+
+/// Every kernel `list` reports, of every reading.
+pub fn collect_all(list: impl FnOnce(Out)) -> Vec<Kernel> {
     let mut v = Vec::new();
     list(&mut |k| v.push(k));
     v
+}
+
+/// The orthogonalisation of a `rows x r` factor in each reading of `orth`
+/// ([`crate::roofline::READINGS`]): `reference`, the method's own (`reference`: its
+/// reference's launches), and [`gram_schmidt`] and [`householder_qr`] for any method.
+pub fn orth(out: Out, rows: usize, r: usize, reference: fn(Out, usize, usize)) {
+    reference(&mut |k| out(k.in_reading("orth", "reference")), rows, r);
+    gram_schmidt(&mut |k| out(k.in_reading("orth", "gram-schmidt")), rows, r);
+    householder_qr(&mut |k| out(k.in_reading("orth", "householder")), rows, r);
 }
 
 #[cfg(test)]

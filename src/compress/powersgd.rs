@@ -140,7 +140,7 @@ impl Compressor for PowerSgd {
                         out(device::ew("keep a copy of M (clone)", d, 1, 1));
                         out(Kernel::gemm("P = M Q", rows, cols, r));
                     }
-                    (0, Stage::Decompress) => device::gram_schmidt(out, rows, r),
+                    (0, Stage::Decompress) => device::orth(out, rows, r, device::gram_schmidt),
                     (1, Stage::Compress) => out(Kernel::gemm("Q = M^T P", cols, rows, r)),
                     (1, Stage::Decompress) => {
                         out(device::ew("Q /= n", cols * r, 1, 1));
@@ -274,6 +274,20 @@ mod tests {
             let orth = kernels(&c, 0, Stage::Decompress);
             assert_eq!(orth.len(), 2 * rank + 4 * (rank - 1), "rank {rank}");
             assert_eq!(orth.len(), device::gram_schmidt_kernels(rank));
+            // Readings of `orth`: the hook's Gram-Schmidt by default and for
+            // `gram-schmidt`, unblocked Householder (7r - 1: 1 clone, 4r - 2 in geqrf,
+            // 1 triu, 3r - 2 in orgqr, 1 copy back) for `householder`.
+            let all = device::collect_all(|o| c.device_kernels(0, 0, 0, Stage::Decompress, o));
+            for (reading, want) in [
+                ("reference", 2 * rank + 4 * (rank - 1)),
+                ("gram-schmidt", 2 * rank + 4 * (rank - 1)),
+                ("householder", 1 + (4 * rank - 2) + 1 + (3 * rank - 2) + 1),
+            ] {
+                let spec =
+                    crate::roofline::DeviceSpec::parse(&format!("v100:orth={reading}")).unwrap();
+                let n = all.iter().filter(|k| spec.launches(k)).count();
+                assert_eq!(n, want, "rank {rank} orth={reading}");
+            }
             assert_eq!(kernels(&c, 0, Stage::Compress).len(), 3);
             assert_eq!(kernels(&c, 1, Stage::Compress).len(), 1);
             assert_eq!(kernels(&c, 1, Stage::Decompress).len(), 3);

@@ -295,8 +295,9 @@ mod tests {
         let (n, d, k) = (5.0, 1e6, 1000.0);
         let mut m = TopK::new(&params(0.001), ctx(0, 5)).expect("new");
         m.register(0, 1000, 1000).expect("register");
-        let list =
-            crate::compress::device::collect(|o| m.device_kernels(0, 0, 0, Stage::Decompress, o));
+        let list = crate::compress::device::collect_all(|o| {
+            m.device_kernels(0, 0, 0, Stage::Decompress, o)
+        });
         let (l, bw) = (5e-6, 720e9);
         let want = [
             (

@@ -39,6 +39,19 @@ fn device_kernels_alternate_and_count_the_qr() {
                 device::householder_qr_kernels(rank)
             );
             assert_eq!(kernels(&c, phase, Stage::Decompress).len(), 3);
+            // Readings of `orth`: linalg.qr read as Householder by default and for
+            // `householder`; the hook's Gram-Schmidt (2r + 4(r - 1)) for `gram-schmidt`.
+            let all = device::collect_all(|o| c.device_kernels(0, 0, phase, Stage::Compress, o));
+            for (reading, orth) in [
+                ("reference", 7 * rank - 1),
+                ("householder", 7 * rank - 1),
+                ("gram-schmidt", 2 * rank + 4 * (rank - 1)),
+            ] {
+                let spec =
+                    crate::roofline::DeviceSpec::parse(&format!("v100:orth={reading}")).unwrap();
+                let n = all.iter().filter(|k| spec.launches(k)).count();
+                assert_eq!(n, orth + 6, "rank {rank} phase {phase} orth={reading}");
+            }
         }
         // P steps orthogonalise Q (cols x r) and compute P; Q steps the reverse.
         let gemm = |phase| {
