@@ -15,7 +15,8 @@
 # HKBU-HPML/OMGS-SGD utils.py at ac10b98: compression device p102-100); the other seeds'
 # abstracts name no GPU, so those headlines are priced on PAPER_SCALE_DEVICE (default
 # v100, the device the bench configs emulate), and the report says so. The compute model
-# (backward times) stays v100 for every headline: gradcomp has no P102-100 compute preset.
+# (backward times) is the paper's GPU too where it names one (OMGS-SGD: --device p102-100,
+# fp32 at 30% of its peak, src/models/compute.rs), else v100.
 #
 # Ranks per node: the papers' nodes hold several GPUs sharing one NIC. A headline whose
 # topology is known passes --ranks-per-node G when this gradcomp's simulate has the
@@ -158,9 +159,10 @@ sim acpsgd-scaling acpsgd-scaling 4 10gbe --model "$ACP_MODELS" --methods ssgd,p
 # predictions (--validate-published omgs: published_validation.csv).
 OMGS_MODELS=vgg16,resnet50,alexnet-caffe,lstm-ptb
 SIM_DEVICE=p102-100 sim omgs omgs/baselines "" 1gbe --model "$OMGS_MODELS" --methods topk,ssgd \
-    --fusion none,mgwfbp --world-sizes 16 --pipelining on --density 0.001
+    --fusion none,mgwfbp --world-sizes 16 --pipelining on --density 0.001 --device p102-100
 SIM_DEVICE=p102-100 sim omgs omgs/omgs "" 1gbe --model "$OMGS_MODELS" --methods omgs --fusion omgs \
-    --world-sizes 16 --pipelining on --density 0.001 --planner-fallback off --validate-published omgs
+    --world-sizes 16 --pipelining on --density 0.001 --planner-fallback off --validate-published omgs \
+    --device p102-100
 
 # --- Marsit (Wu et al., 2022): up to 35% less training time than S-SGD. World size,
 # network and nodes not recorded here: 16 workers (the marsit bench config), 10 GbE.

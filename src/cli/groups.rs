@@ -48,7 +48,7 @@ pub struct ScheduleArgs {
         value_name = "LIST"
     )]
     pub collectives: Vec<String>,
-    /// Device preset of the compute model: v100, rtx2080ti, a100, h100
+    /// Device preset of the compute model: v100, rtx2080ti, a100, h100, p102-100
     #[arg(long, default_value = "v100", value_name = "PRESET")]
     pub device: String,
     /// Per-worker batch size [default: the model's]

@@ -17,13 +17,15 @@
 //! | `rtx2080ti` | 53.8         | GeForce RTX 2080 Ti fp16 tensor, fp32 accumulate (Turing whitepaper; 107.6 with fp16 accumulate) | 16.14 |
 //! | `a100`      | 312          | A100 SXM4 dense bf16/fp16 tensor (Ampere whitepaper)         | 93.6      |
 //! | `h100`      | 989          | H100 SXM5 dense bf16/fp16 tensor (Hopper whitepaper; 1979 with sparsity) | 296.7 |
+//! | `p102-100`  | 10.7712      | P102-100 (GP102, Pascal), **fp32**: no tensor cores and fp16 at 1/64 rate, so it trains in fp32; 3200 CUDA cores x 2 x 1683 MHz boost (TechPowerUp GPU database; no NVIDIA datasheet). OMGS-SGD's GPU (HKBU-HPML/OMGS-SGD utils.py at ac10b98) | 3.23 |
 //!
 //! Why 30 %: ResNet-50 mixed-precision training on a V100 runs at about 1,400 images/s
 //! (NVIDIA DeepLearningExamples), i.e. 1,400 × 3 × 8.2 GFLOP ≈ 34 TFLOP/s = 27 % of
 //! peak; large transformers reach 40–50 % model FLOPs utilisation on A100/H100, small
 //! CNNs on those GPUs less (about 20 %). 30 % is a middle value: treat the presets as
 //! "a device of this class", and use a measured profile when the exact ratio of compute
-//! to communication matters.
+//! to communication matters. `p102-100` has no tensor cores: its peak is the fp32 one,
+//! at the same 30 %.
 //!
 //! # Measured profiles (`--compute-profile FILE.csv`)
 //! See [`load_profile`] for the format.
@@ -62,7 +64,7 @@ macro_rules! device {
     };
 }
 
-static PRESETS: [DevicePreset; 4] = [
+static PRESETS: [DevicePreset; 5] = [
     device!("v100", 125.0, "NVIDIA Tesla V100 SXM2: 125 TFLOP/s fp16 tensor-core peak x 30% = 37.5 effective"),
     device!(
         "rtx2080ti",
@@ -71,6 +73,11 @@ static PRESETS: [DevicePreset; 4] = [
     ),
     device!("a100", 312.0, "NVIDIA A100 SXM4: 312 TFLOP/s dense bf16 tensor-core peak x 30% = 93.6 effective"),
     device!("h100", 989.0, "NVIDIA H100 SXM5: 989 TFLOP/s dense bf16 tensor-core peak x 30% = 296.7 effective"),
+    device!(
+        "p102-100",
+        10.7712,
+        "NVIDIA P102-100 (GP102, no tensor cores, trains in fp32): 10.7712 TFLOP/s fp32 peak (3200 CUDA cores x 2 x 1683 MHz boost; TechPowerUp GPU database) x 30% = 3.23 effective"
+    ),
 ];
 
 /// Every device preset.

@@ -32,7 +32,7 @@ fn good_body(m: &Model, forward: bool) -> String {
 
 #[test]
 fn presets_are_documented_and_consistent() {
-    for n in ["v100", "rtx2080ti", "a100", "h100"] {
+    for n in ["v100", "rtx2080ti", "a100", "h100", "p102-100"] {
         let p = preset(n).unwrap();
         assert_eq!(p.name, n);
         assert!((p.effective_tflops - p.peak_tflops * p.utilisation).abs() < 1e-9);
@@ -46,12 +46,16 @@ fn presets_are_documented_and_consistent() {
     assert!((preset("a100").unwrap().effective_tflops - 93.6).abs() < 1e-9);
     assert!((preset("h100").unwrap().effective_tflops - 296.7).abs() < 1e-9);
     assert!((preset("rtx2080ti").unwrap().effective_tflops - 16.14).abs() < 1e-9);
+    // P102-100: fp32 from its configuration, 3200 cores x 2 FLOP x 1.683 GHz.
+    let p102 = preset("p102-100").unwrap();
+    assert!((p102.peak_tflops - 3200.0 * 2.0 * 1.683e9 / 1e12).abs() < 1e-9);
+    assert!((p102.effective_tflops - 0.3 * 10.7712).abs() < 1e-9);
     let e = preset("p100").unwrap_err().to_string();
     assert!(
-        e.contains("p100") && e.contains("v100, rtx2080ti, a100, h100"),
+        e.contains("p100") && e.contains("v100, rtx2080ti, a100, h100, p102-100"),
         "{e}"
     );
-    assert_eq!(presets().len(), 4);
+    assert_eq!(presets().len(), 5);
 }
 
 #[test]
