@@ -78,10 +78,12 @@ fn spreads(e2e: &Path) -> BTreeMap<String, Option<f64>> {
 }
 
 /// Whether the run's ranks outnumbered the cores of its most loaded machine (run.json:
-/// `hosts`, `host_cores`, `host_kernels`: one entry per rank).
+/// `hosts`, `host_cores`, `host_kernels`: one entry per rank), its cores counted
+/// `time_dilation` times (each thread had that many times its CPU time).
 fn ranks_exceed_cores(run_json: &Path) -> bool {
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run_json).unwrap()).unwrap();
+    let k = v.get("time_dilation").and_then(|k| k.as_u64()).unwrap_or(1);
     let hosts = v["hosts"].as_array().unwrap();
     let cores = v["host_cores"].as_array().unwrap();
     let kernels = v.get("host_kernels").and_then(|k| k.as_array());
@@ -96,7 +98,7 @@ fn ranks_exceed_cores(run_json: &Path) -> bool {
         e.0 += 1;
         e.1 = e.1.min(cores[i].as_u64().unwrap());
     }
-    machines.values().any(|&(r, c)| r > c)
+    machines.values().any(|&(r, c)| r > c * k)
 }
 
 /// MACHINE/known-misses.csv: `run,case,reason` rows (run = `np2`, ...).

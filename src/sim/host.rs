@@ -421,11 +421,68 @@ impl HostCalibration {
     }
 }
 
+/// Largest noise of a case the host model is calibrated on: the accuracy target
+/// (docs/performance.md, "Simulator accuracy", 15%). A case too noisy to be judged
+/// against it is too noisy to calibrate on: the slowdown inside backward was once set
+/// by qsgd's pipelined rows alone (their compression fit spread 15-25%), 1.4 in one run
+/// and 4.0 in the next, and moved every pipelined prediction with it (issue 29).
+pub const CALIBRATION_MAX_NOISE: f64 = 0.15;
+
+/// The keys of the cases among `samples` quiet enough to calibrate on: a case's noise,
+/// as its verdict counts it (src/sim/run.rs), is the width of its median's
+/// order-statistic interval over the median of its rounds' `iter_s`
+/// ([`crate::measure::stats::median_interval`]) plus its method's compression-fit spread
+/// (`compress_spread`, [`super::fit::FitReport::compress_spread`]) times the share of
+/// the simulated iteration that host compression takes; at most
+/// [`CALIBRATION_MAX_NOISE`]. A case of one round has no spread of its own.
+fn quiet_cases(
+    samples: &[Sample],
+    cm: &CostModel,
+    compress_spread: &dyn Fn(&str) -> Option<f64>,
+) -> Result<std::collections::BTreeSet<String>> {
+    let mut by_case: BTreeMap<&str, (Vec<f64>, &Sample)> = BTreeMap::new();
+    for s in samples {
+        by_case
+            .entry(&s.key)
+            .or_insert((Vec::new(), s))
+            .0
+            .push(s.iter_s);
+    }
+    let mut quiet = std::collections::BTreeSet::new();
+    for (key, (mut v, s)) in by_case {
+        let (lo, hi) = crate::measure::stats::median_interval(&mut v);
+        let med = median(&mut v).unwrap_or(f64::NAN);
+        let own = if v.len() > 1 && med > 0.0 {
+            (hi - lo) / med
+        } else {
+            0.0
+        };
+        let fit = match compress_spread(crate::config::base_method(&s.case.method)) {
+            Some(f) => {
+                let r = simulate(&s.case, cm)?;
+                let share = if r.iter_s > 0.0 {
+                    ((r.host_compress_s + r.host_decompress_s) / r.iter_s).min(1.0)
+                } else {
+                    0.0
+                };
+                f * share
+            }
+            None => 0.0,
+        };
+        if own + fit <= CALIBRATION_MAX_NOISE {
+            quiet.insert(key.to_string());
+        }
+    }
+    Ok(quiet)
+}
+
 /// Calibrate per world size from the host-compression rows of every method in
 /// `e2e_csv` (rows with `compute = none` are left out: their device never sleeps; device
-/// rows too: their timeline has no host work to fit): [`HostCalibration::all`] on all of
+/// rows too: their timeline has no host work to fit) whose cases are quiet enough
+/// ([`quiet_cases`]; all of them when none is): [`HostCalibration::all`] on all of
 /// them and, where two or more methods calibrate, one model per method without it.
-/// `costs(n)` gives the cost model (network, compression) the host model is added to.
+/// `costs(n)` gives the cost model (network, compression) the host model is added to,
+/// `compress_spread(method)` the spread of its compression fit over rounds.
 /// `cpu_share` (from [`cpu_share_from_run_json`]) applies to every world size of the
 /// file (one run, one layout); world sizes without such rows get the share and no
 /// latencies.
@@ -433,6 +490,7 @@ pub fn calibrate(
     e2e_csv: &Path,
     cpu_share: Option<(f64, String)>,
     costs: &dyn Fn(usize) -> Result<CostModel>,
+    compress_spread: &dyn Fn(&str) -> Option<f64>,
 ) -> Result<BTreeMap<usize, HostCalibration>> {
     let (share, share_src) =
         cpu_share.unwrap_or((1.0, "cpu share unknown: run.json without host_cores".into()));
@@ -475,10 +533,33 @@ pub fn calibrate(
                 continue;
             }
         };
-        let every: Vec<&Sample> = samples.iter().collect();
+        let quiet = quiet_cases(&samples, &cm, compress_spread)?;
+        let cases = samples
+            .iter()
+            .map(|s| s.key.as_str())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        let (every, which): (Vec<&Sample>, String) = if quiet.is_empty() {
+            (
+                samples.iter().collect(),
+                format!(
+                    "all {cases} case(s): none within {:.0}% noise",
+                    CALIBRATION_MAX_NOISE * 100.0
+                ),
+            )
+        } else {
+            (
+                samples.iter().filter(|s| quiet.contains(&s.key)).collect(),
+                format!(
+                    "the {} of {cases} case(s) within {:.0}% noise",
+                    quiet.len(),
+                    CALIBRATION_MAX_NOISE * 100.0
+                ),
+            )
+        };
         let mut all = calibrate_on(&every, &mut cm, &base)?;
         all.source = format!(
-            "{}; latencies from {} row(s) of {} ({} method(s), {} round(s)) of {}",
+            "{}; latencies from {} row(s) of {} ({} method(s), {} round(s); {which}) of {}",
             base.source,
             all.points,
             all.methods.join(" "),

@@ -328,22 +328,7 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         for c in &cmp {
             let calibrated = in_sample.get(&c.key).copied().unwrap_or(false);
             let (exceed, over) = match &layout {
-                // Ranks plus their device threads (compute not `none`) against the cores.
-                Some(l) if l.ranks_total == c.world_size => {
-                    let threads = if c.compute_none { 0 } else { l.ranks };
-                    let over = (l.ranks + threads) as u64 > l.cores;
-                    (
-                        l.ranks as u64 > l.cores,
-                        if over {
-                            format!(
-                                "{} ranks + {threads} device threads on {} cores{}",
-                                l.ranks, l.cores, l.host
-                            )
-                        } else {
-                            String::new()
-                        },
-                    )
-                }
+                Some(l) if l.ranks_total == c.world_size => l.oversubscription(c.compute_none),
                 _ => (false, String::new()),
             };
             let fit_spread = report
@@ -506,6 +491,31 @@ struct MeasuredLayout {
     ranks_total: usize,
     cores: u64,
     host: String,
+    /// run.json's `time_dilation` K (1 without): every thread had K times its CPU time
+    /// per emulated second (src/measure/dilation.rs), so the cores count K times.
+    dilation: u64,
+}
+
+impl MeasuredLayout {
+    /// Whether the ranks outnumber the cores (times the run's dilation K), and, when
+    /// the ranks plus their device threads (compute not `none`) do, the text saying so.
+    fn oversubscription(&self, compute_none: bool) -> (bool, String) {
+        let threads = if compute_none { 0 } else { self.ranks };
+        let cores = self.cores * self.dilation.max(1);
+        let over = (self.ranks + threads) as u64 > cores;
+        let text = match (over, self.dilation > 1) {
+            (false, _) => String::new(),
+            (true, false) => format!(
+                "{} ranks + {threads} device threads on {} cores{}",
+                self.ranks, self.cores, self.host
+            ),
+            (true, true) => format!(
+                "{} ranks + {threads} device threads on {} cores{} at time dilation {} ({cores} core-equivalents)",
+                self.ranks, self.cores, self.host, self.dilation
+            ),
+        };
+        (self.ranks as u64 > cores, text)
+    }
 }
 
 fn measured_layout(req: &SimulateRequest) -> Result<Option<MeasuredLayout>> {
@@ -533,6 +543,7 @@ fn measured_layout(req: &SimulateRequest) -> Result<Option<MeasuredLayout>> {
                 ranks_total: total,
                 cores: l.cores,
                 host,
+                dilation: super::host::dilation_from_run_json(&p),
             }));
         }
     }
@@ -573,6 +584,33 @@ mod tests {
             planner_fallback: true,
             validate_published: false,
         }
+    }
+
+    /// 4 ranks on 2 cores exceed them undilated; at time dilation K they have 2K
+    /// core-equivalents: K = 2 holds the ranks (not their device threads), K = 4 both.
+    #[test]
+    fn time_dilation_multiplies_the_cores_a_run_had() {
+        let at = |dilation| MeasuredLayout {
+            ranks: 4,
+            ranks_total: 4,
+            cores: 2,
+            host: " of vm".into(),
+            dilation,
+        };
+        assert_eq!(
+            at(1).oversubscription(false),
+            (true, "4 ranks + 4 device threads on 2 cores of vm".into())
+        );
+        assert_eq!(
+            at(2).oversubscription(false),
+            (
+                false,
+                "4 ranks + 4 device threads on 2 cores of vm at time dilation 2 (4 core-equivalents)"
+                    .into()
+            )
+        );
+        assert_eq!(at(2).oversubscription(true), (false, String::new()));
+        assert_eq!(at(4).oversubscription(false), (false, String::new()));
     }
 
     #[test]
