@@ -237,6 +237,18 @@ fn calibration_csv(
     e2e
 }
 
+/// The calibration tests' network (alpha 20 us, 1 ns per byte) and an empty temporary
+/// directory named after `tag`.
+fn calibration_setup(tag: &str) -> (impl Fn(usize) -> Result<CostModel>, std::path::PathBuf) {
+    let costs = |_: usize| -> Result<CostModel> {
+        Ok(CostModel::with_network(Box::new(Lin { a: 2e-5, b: 1e-9 })))
+    };
+    let d = std::env::temp_dir().join(format!("gradcomp-sim-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    (costs, d)
+}
+
 #[test]
 fn calibration_recovers_the_host_latencies_from_every_method() {
     // "Measured" rows made by the simulator with a known host; calibration must find it
@@ -249,12 +261,7 @@ fn calibration_recovers_the_host_latencies_from_every_method() {
         bwd_slowdown: 1.5,
         ..host::HostModel::default()
     };
-    let costs = |_: usize| -> Result<CostModel> {
-        Ok(CostModel::with_network(Box::new(Lin { a: 2e-5, b: 1e-9 })))
-    };
-    let d = std::env::temp_dir().join(format!("gradcomp-sim-calib-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
+    let (costs, d) = calibration_setup("calib");
     let e2e = calibration_csv(&d, &truth, &costs, 2, ("", 1.0));
     let got = host::calibrate(&e2e, Some((0.5, "test".into())), &costs, &|_| None).unwrap();
     let cal = &got[&2];
@@ -301,12 +308,7 @@ fn one_noisy_case_moves_neither_the_calibration_nor_its_own_prediction() {
         bwd_slowdown: 1.2,
         ..host::HostModel::default()
     };
-    let costs = |_: usize| -> Result<CostModel> {
-        Ok(CostModel::with_network(Box::new(Lin { a: 2e-5, b: 1e-9 })))
-    };
-    let d = std::env::temp_dir().join(format!("gradcomp-sim-noisy-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
+    let (costs, d) = calibration_setup("noisy");
     let e2e = calibration_csv(&d, &truth, &costs, 3, ("topk", 1.25));
     let got = host::calibrate(&e2e, Some((1.0, "test".into())), &costs, &|_| None).unwrap();
     let cal = &got[&2];
@@ -344,12 +346,7 @@ fn a_case_too_noisy_to_judge_does_not_calibrate() {
         bwd_slowdown: 1.2,
         ..host::HostModel::default()
     };
-    let costs = |_: usize| -> Result<CostModel> {
-        Ok(CostModel::with_network(Box::new(Lin { a: 2e-5, b: 1e-9 })))
-    };
-    let d = std::env::temp_dir().join(format!("gradcomp-sim-quiet-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
+    let (costs, d) = calibration_setup("quiet");
     let e2e = calibration_csv(&d, &truth, &costs, 3, ("", 1.0));
     let text = std::fs::read_to_string(&e2e).unwrap();
     let mut nth = 0;
