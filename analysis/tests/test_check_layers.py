@@ -55,7 +55,7 @@ def test_the_docs_table_must_match_the_code(tmp_path):
     doc = root / "docs" / "architecture.md"
     text = doc.read_text()
     row = next(line for line in text.splitlines() if line.startswith("| 9 | `netmodel` |"))
-    doc.write_text(text.replace(row, row.replace("| record |", "| record, comm |")))
+    doc.write_text(text.replace(row, row.replace("| measure, record |", "| measure, record, comm |")))
     p = check(root)
     assert p.returncode == 1
     assert "netmodel's 'uses' differs from the code" in p.stderr and "['comm']" in p.stderr
