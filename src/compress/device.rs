@@ -265,8 +265,9 @@ pub fn collect_all(list: impl FnOnce(Out)) -> Vec<Kernel> {
 }
 
 /// The orthogonalisation of a `rows x r` factor in each reading of `orth`
-/// ([`crate::roofline::READINGS`]): `reference`, the method's own (`reference`: its
-/// reference's launches), and [`gram_schmidt`] and [`householder_qr`] for any method.
+/// ([`crate::roofline::READINGS`]): `reference` launches what the method's reference
+/// does (the function given), `gram-schmidt` and `householder` [`gram_schmidt`] and
+/// [`householder_qr`] whatever the method.
 pub fn orth(out: Out, rows: usize, r: usize, reference: fn(Out, usize, usize)) {
     reference(&mut |k| out(k.in_reading("orth", "reference")), rows, r);
     gram_schmidt(&mut |k| out(k.in_reading("orth", "gram-schmidt")), rows, r);

@@ -177,6 +177,15 @@ pub fn median_interval(xs: &mut [f64]) -> (f64, f64) {
     (xs[j - 1], xs[n - j])
 }
 
+/// The run-to-run spread of repeated measurements `xs` (reordered): the width of the
+/// median's interval ([`median_interval`]) over the median; `None` with fewer than two
+/// values or a median that is not positive.
+pub fn spread_about_median(xs: &mut [f64]) -> Option<f64> {
+    let (lo, hi) = median_interval(xs);
+    let med = median(xs)?;
+    (xs.len() > 1 && med > 0.0).then(|| (hi - lo) / med)
+}
+
 /// Quantile with linear interpolation between closest ranks (NumPy's default, type 7).
 pub fn quantile_sorted(xs: &[f64], q: f64) -> f64 {
     let n = xs.len();

@@ -59,8 +59,8 @@ pub struct FitRow {
     pub to_bytes: Option<f64>,
     /// Host rows: the calibration's spread over rounds (the smallest and largest
     /// per-round value, host.rs), in the unit of `fixed_s`. Compression rows: the
-    /// smallest and largest round (s) of the phase's repeated measurement that varied
-    /// most ([`round_range`]). Empty otherwise.
+    /// bounds (s) of the median's interval of the phase's repeated measurement whose
+    /// interval is relatively widest ([`round_range`]). Empty otherwise.
     pub round_min: Option<f64>,
     pub round_max: Option<f64>,
 }
@@ -85,8 +85,8 @@ pub struct FitReport {
 
 impl FitReport {
     /// The relative spread over rounds of `method`'s host compression measurements
-    /// (`micro-compress` rounds, summed over its phases): `(max - min) / max` of the
-    /// phases' summed smallest and largest rounds; `None` without repeated rounds.
+    /// (`micro-compress` rounds, summed over its phases): `(hi - lo) / hi` of the phases'
+    /// summed `round_min` and `round_max`; `None` without repeated rounds.
     pub fn compress_spread(&self, method: &str) -> Option<f64> {
         let (mut lo, mut hi, mut any) = (0.0, 0.0, false);
         for r in self

@@ -429,11 +429,9 @@ impl HostCalibration {
 pub const CALIBRATION_MAX_NOISE: f64 = 0.15;
 
 /// The keys of the cases among `samples` quiet enough to calibrate on: a case's noise,
-/// as its verdict counts it (src/sim/run.rs), is the width of its median's
-/// order-statistic interval over the median of its rounds' `iter_s`
-/// ([`crate::measure::stats::median_interval`]) plus its method's compression-fit spread
-/// (`compress_spread`, [`super::fit::FitReport::compress_spread`]) times the share of
-/// the simulated iteration that host compression takes; at most
+/// as its verdict counts it ([`super::measured::case_noise`]: the spread of its rounds'
+/// `iter_s` plus its method's compression-fit spread, `compress_spread`, times the share
+/// of the simulated iteration that host compression takes), at most
 /// [`CALIBRATION_MAX_NOISE`]. A case of one round has no spread of its own.
 fn quiet_cases(
     samples: &[Sample],
@@ -450,26 +448,21 @@ fn quiet_cases(
     }
     let mut quiet = std::collections::BTreeSet::new();
     for (key, (mut v, s)) in by_case {
-        let (lo, hi) = crate::measure::stats::median_interval(&mut v);
-        let med = median(&mut v).unwrap_or(f64::NAN);
-        let own = if v.len() > 1 && med > 0.0 {
-            (hi - lo) / med
-        } else {
-            0.0
-        };
+        let own = crate::measure::stats::spread_about_median(&mut v);
         let fit = match compress_spread(crate::config::base_method(&s.case.method)) {
             Some(f) => {
                 let r = simulate(&s.case, cm)?;
-                let share = if r.iter_s > 0.0 {
-                    ((r.host_compress_s + r.host_decompress_s) / r.iter_s).min(1.0)
-                } else {
-                    0.0
-                };
-                f * share
+                Some(
+                    f * super::measured::host_compress_share(
+                        r.host_compress_s,
+                        r.host_decompress_s,
+                        r.iter_s,
+                    ),
+                )
             }
-            None => 0.0,
+            None => None,
         };
-        if own + fit <= CALIBRATION_MAX_NOISE {
+        if super::measured::case_noise(own, fit).unwrap_or(0.0) <= CALIBRATION_MAX_NOISE {
             quiet.insert(key.to_string());
         }
     }

@@ -33,6 +33,26 @@ pub struct Comparison {
     pub host_compress_share: f64,
 }
 
+/// The share of a simulated iteration of `iter_s` that host compression and
+/// decompression take (at most 1; 0 for an empty iteration).
+pub fn host_compress_share(compress_s: f64, decompress_s: f64, iter_s: f64) -> f64 {
+    if iter_s > 0.0 {
+        ((compress_s + decompress_s) / iter_s).min(1.0)
+    } else {
+        0.0
+    }
+}
+
+/// The noise a case's verdict is judged against: its own spread over rounds plus its
+/// compression fit's (`fit_spread`: the fit's spread times the case's host compression
+/// share), either alone where the other is unknown.
+pub fn case_noise(spread: Option<f64>, fit_spread: Option<f64>) -> Option<f64> {
+    match (spread, fit_spread) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Pair each measured case (all repeats of one e2e.csv case, [`measured_cases`]) with
 /// its simulated row (`sim[i]` simulates `measured[i].case`); of the repeats the median
 /// `iter_s` counts (a slow spell of a shared machine does not move it). Sorted by label.
@@ -49,7 +69,7 @@ pub fn compare(measured: &[MeasuredCase], sim: &[SimRow]) -> Result<Vec<Comparis
         .zip(sim)
         .filter_map(|(m, s)| {
             let mut v: Vec<f64> = m.rows.iter().map(|r| r.iter_s).collect();
-            let (lo, hi) = crate::measure::stats::median_interval(&mut v);
+            let spread_rel = crate::measure::stats::spread_about_median(&mut v);
             crate::measure::stats::median(&mut v).map(|meas| Comparison {
                 key: m.label.clone(),
                 method: s.method.clone(),
@@ -59,9 +79,9 @@ pub fn compare(measured: &[MeasuredCase], sim: &[SimRow]) -> Result<Vec<Comparis
                 rel_err: (s.iter_s - meas) / meas,
                 compute_none: m.rows.iter().any(|r| r.compute_none),
                 rounds: m.rows.len(),
-                spread_rel: (m.rows.len() > 1 && meas > 0.0).then(|| (hi - lo) / meas),
-                host_compress_share: if s.compress_on == "host" && s.iter_s > 0.0 {
-                    ((s.host_compress_s + s.host_decompress_s) / s.iter_s).min(1.0)
+                spread_rel,
+                host_compress_share: if s.compress_on == "host" {
+                    host_compress_share(s.host_compress_s, s.host_decompress_s, s.iter_s)
                 } else {
                     0.0
                 },

@@ -185,7 +185,8 @@ struct VsMeasuredRow {
     /// `calibration`: the case calibrated the host model that priced it (in sample);
     /// `validation`: it did not (a leave-one-method-out model, or another run's).
     role: &'static str,
-    /// Rows (repeats) of the measured case and their spread `(max - min) / median`.
+    /// Rows (repeats) of the measured case and their spread (the median interval's
+    /// width over the median, [`crate::measure::stats::spread_about_median`]).
     rounds: usize,
     spread_rel: Option<f64>,
     /// Host compression cases: the simulated host compression and decompression time
@@ -336,11 +337,12 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
                 .filter(|_| c.host_compress_share > 0.0)
                 .and_then(|r| r.compress_spread(crate::config::base_method(&c.method)))
                 .map(|s| s * c.host_compress_share);
-            let noise = match (c.spread_rel, fit_spread) {
-                (Some(a), Some(b)) => Some(a + b),
-                (a, b) => a.or(b),
-            };
-            let v = verdict(c.rel_err, noise, exceed, req.tolerance);
+            let v = verdict(
+                c.rel_err,
+                super::measured::case_noise(c.spread_rel, fit_spread),
+                exceed,
+                req.tolerance,
+            );
             out.push(VsMeasuredRow {
                 schema_version: crate::record::SCHEMA_VERSION,
                 case: c.key.clone(),
