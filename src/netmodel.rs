@@ -16,23 +16,29 @@
 //! [`FitQuality::r2`] is the weighted coefficient of determination (the same weights
 //! as the fit, so it measures what the fit minimises).
 //!
-//! **Two regimes.** A collective's fit ([`CommFit`]) may instead be two such lines split
-//! at a fitted breakpoint: a network whose cost per byte changes with the message size
-//! (a token-bucket shaper that passes a sweep's small messages at memory speed and
-//! large ones at the link rate; docs/performance.md, "Emulated network (netlab)") is
-//! not one line, and one line fitted by relative error to both regimes gets both wrong.
-//! Every split between consecutive measured sizes with at least [`MIN_REGIME_SIZES`]
-//! sizes on each side is fitted (lower line as above; the upper one with its time at
-//! its first size and its slope non-negative, so its intercept may be negative, as a
-//! shaper's burst credit makes it), the split with the least squared relative error is
-//! taken, and it is kept only when Schwarz's Bayesian information criterion prefers it
-//! to one line: `n ln(SSR/n) + k ln n` with `k` = 2 for a line and 5 for two lines and
-//! their breakpoint (docs/architecture.md, "The simulator"). Data of one regime thus
-//! stays one line. Between the lower regime's largest size and the upper one's smallest
-//! the cost is interpolated linearly.
+//! **Regimes.** A collective's fit ([`CommFit`]) may instead be two or three such lines
+//! split at fitted breakpoints: a network whose cost per byte changes with the message
+//! size is not one line, and one line fitted by relative error to several regimes gets
+//! them all wrong. A token-bucket shaper passes a sweep's small messages at memory speed
+//! and large ones at the link rate (docs/performance.md, "Emulated network (netlab)");
+//! at 4 emulated nodes the all-gather showed three (in cache up to 4 KiB; 8-128 KiB per
+//! rank partly under the bucket's burst, 25 ns per byte; from 256 KiB 42 ns per byte:
+//! one line over the last two priced 32-128 KiB 18-22% slow, docs/performance.md,
+//! "Time dilation"), as SMPI's piecewise-linear network factors have several segments
+//! (SimGrid, Degomme et al., "Simulating MPI applications: the SMPI approach", IEEE
+//! TPDS 2017). Every split between consecutive measured sizes into two or three
+//! regimes of at least [`MIN_REGIME_SIZES`] sizes each is fitted (the first line as
+//! above; each later one with its time at its first size and its slope non-negative,
+//! so its intercept may be negative, as a shaper's burst credit makes it); per number
+//! of regimes the split with the least squared relative error is taken, and among one,
+//! two and three regimes Schwarz's Bayesian information criterion decides:
+//! `n ln(SSR/n) + k ln n` with `k = 3r - 1` for `r` regimes (two per line, one per
+//! breakpoint; docs/architecture.md, "The simulator"). Data of one regime thus stays
+//! one line. Between one regime's largest size and the next one's smallest the cost is
+//! interpolated linearly.
 //!
 //! Files: this one holds the error type, [`AlphaBeta`], [`CompressCost`] and the
-//! weighted fit they share; `regimes.rs` the one- or two-regime fit of a collective
+//! weighted fit they share; `regimes.rs` the one- to three-regime fit of a collective
 //! ([`CommFit`]); `micro_comm.rs` the models read from micro_comm.csv ([`CommModels`]).
 
 use thiserror::Error;
@@ -41,7 +47,7 @@ mod micro_comm;
 mod regimes;
 
 pub use micro_comm::CommModels;
-pub use regimes::{CommFit, Regime, MIN_REGIME_SIZES};
+pub use regimes::{CommFit, Regime, MAX_REGIMES, MIN_REGIME_SIZES};
 
 /// Times below this (s) are weighted as this in the relative-error fit (1 ns, below
 /// any timer's resolution), so a row with `t = 0` does not get an infinite weight.

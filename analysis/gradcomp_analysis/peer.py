@@ -17,7 +17,10 @@ per-round medians, and the spread min-max), the fp32 input rate of a step
 (`4 numel / step_s`), the speed-up (PyTorch step / gradcomp step), gradcomp's share of
 the machine's memory read bandwidth (its input rate / the `mem_read_gbps` probe of the
 same run) and, where the bytes a step must move are worked out
-(`ROOFLINE_BYTES_PER_ELEMENT`), the roofline time and how far gradcomp is from it.
+(`ROOFLINE_BYTES_PER_ELEMENT`), the roofline time, how far gradcomp is from it, and the
+**ceiling**: PyTorch's step over the roofline, the largest speed-up over PyTorch that any
+kernel of that method could reach on this machine (a speed-up goal above it cannot be
+met by a faster kernel, only by a method that moves fewer bytes).
 """
 
 import glob
@@ -37,6 +40,9 @@ from .io import ReportError, check_schema
 # v back runs at the read probe's speed, docs/performance.md). Per method and phase
 # group, with the formula (d elements, f32):
 ROOFLINE_BYTES_PER_ELEMENT = {
+    # compress: read g, write the wire (a copy) = 8 d; decompress: read the summed wire,
+    # write the output (`out = sum / n`) = 8 d.
+    "ssgd": {"compress+feedback": 8, "decompress": 8},
     # compress + feedback: read g, u, v (u, v written back) = 12 d; the sample and the
     # candidates stay in cache. decompress: write the output, 4 d.
     "dgc": {"compress+feedback": 12, "decompress": 4},
@@ -170,12 +176,13 @@ def peer_table(g: pd.DataFrame, t: pd.DataFrame) -> pd.DataFrame:
             "torch_ms": ts * 1e3, "torch_min_ms": tmin * 1e3, "torch_max_ms": tmax * 1e3,
             "gradcomp_gbps": g_gbps, "torch_gbps": 4 * numel / ts / 1e9,
             "speedup": ts / gs, "mem_read_gbps": probe, "mem_share": g_gbps / probe,
-            "roofline_ms": math.nan, "x_roofline": math.nan,
+            "roofline_ms": math.nan, "x_roofline": math.nan, "ceiling": math.nan,
         }
         model = ROOFLINE_BYTES_PER_ELEMENT.get(method)
         if model:
             row["roofline_ms"] = sum(model.values()) * numel / (probe * 1e9) * 1e3
             row["x_roofline"] = row["gradcomp_ms"] / row["roofline_ms"]
+            row["ceiling"] = row["torch_ms"] / row["roofline_ms"]
         rows.append(row)
     if not rows:
         raise ReportError("no method and shape measured by both gradcomp and PyTorch")
@@ -218,8 +225,8 @@ def markdown(peer: pd.DataFrame, goals: pd.DataFrame, meta: dict) -> str:
     out = [f"PyTorch {meta.get('torch', '?')} on {meta.get('device', '?')}; one thread each side; "
            f"times: median over {int(peer['rounds'].max())} rounds [min-max]", "",
            "| method | shape | gradcomp step | PyTorch step | gradcomp GB/s | PyTorch GB/s | speed-up | "
-           "share of memory read bandwidth | roofline | x roofline |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "share of memory read bandwidth | roofline | x roofline | ceiling |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in peer.iterrows():
         out.append(
             f"| {r['method']} | {r['shape']} | {_f(r['gradcomp_ms'])} ms [{_f(r['gradcomp_min_ms'])}-{_f(r['gradcomp_max_ms'])}] "
@@ -227,7 +234,7 @@ def markdown(peer: pd.DataFrame, goals: pd.DataFrame, meta: dict) -> str:
             f"| {_f(r['gradcomp_gbps'])} | {_f(r['torch_gbps'], 3)} | {_f(r['speedup'], 1)}x "
             f"| {_f(r['mem_share'])} of {_f(r['mem_read_gbps'], 1)} GB/s "
             f"| {(_f(r['roofline_ms']) + ' ms') if not math.isnan(r['roofline_ms']) else ''} "
-            f"| {_f(r['x_roofline'])} |")
+            f"| {_f(r['x_roofline'])} | {(_f(r['ceiling'], 1) + 'x') if not math.isnan(r['ceiling']) else ''} |")
     if not goals.empty:
         out += ["", f"| method | shape | kernel | bytes per element | roofline | measured | x roofline | within {ROOFLINE_GOAL}x |",
                 "|---|---|---|---|---|---|---|---|"]

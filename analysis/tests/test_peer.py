@@ -68,6 +68,8 @@ def test_peer_table_arithmetic(tmp_path):
     # Roofline of a DGC step: 12 + 4 bytes per element at the median probe.
     assert dgc["roofline_ms"] == pytest.approx(16e6 / 22.5e9 * 1e3)
     assert dgc["x_roofline"] == pytest.approx(18.0 / (16e6 / 22.5e9 * 1e3))
+    # The ceiling: PyTorch's step over the roofline, the most any DGC kernel could gain.
+    assert dgc["ceiling"] == pytest.approx(240.0 / (16e6 / 22.5e9 * 1e3))
     # ACP-SGD alternates P and Q steps: a step is the mean of the two phases.
     acp = peer.loc["acpsgd"]
     assert acp["torch_ms"] == pytest.approx(80.0)  # (50 + 70) / 2 + (10 + 30) / 2 ms
@@ -75,6 +77,7 @@ def test_peer_table_arithmetic(tmp_path):
     assert acp["speedup"] == pytest.approx(80.0 / 0.7)
     # No byte model for top-k: no roofline.
     assert peer.loc["topk"]["roofline_ms"] != peer.loc["topk"]["roofline_ms"]
+    assert peer.loc["topk"]["ceiling"] != peer.loc["topk"]["ceiling"]
     assert meta["torch"] == "2.x"
 
 
@@ -102,6 +105,7 @@ def test_cli_writes_tables_and_refuses_an_empty_folder(tmp_path, capsys):
     assert main(["peer-compare", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "| dgc | 1000x1000 | 18.00 ms [16.00-20.00] | 240.0 ms [160.0-320.0]" in out
+    assert out.count("| 337.5x |") == 1  # DGC's ceiling: 240 ms / 0.711 ms
     for name in ("peer_compare.md", "peer_compare.csv", "roofline_goals.csv"):
         assert os.path.isfile(os.path.join(str(tmp_path), name))
     empty = tmp_path / "empty"

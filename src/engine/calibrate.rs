@@ -16,13 +16,13 @@ use ndarray::ArrayViewMut2;
 /// Plan buckets with a cost-model planner ([`planner::choose`]). Costs are given in full
 /// (`s.planner_costs`), or come from `s.cost_comm` (fitted from a micro-comm CSV) or are
 /// calibrated here ([`calibrate`]): the exchange of the method's collective up to the
-/// largest message a plan sends (one or two regimes), and one real step of every tensor
+/// largest message a plan sends (one to three regimes), and one real step of every tensor
 /// (every round's compress + feedback and the copies, the exchange, then decompress of
 /// what every rank sent: the work the engine does besides communication), fitted as
 /// `fixed_s per call + per_element_s * elements`. Parameters are max-reduced over ranks
 /// so every rank plans the same buckets. `t_c(e) = rounds * t(e * (wire bytes per
 /// element) / rounds)`, `t` the collective's [`crate::netmodel::CommFit`] (one
-/// alpha-beta line, or two regimes); `t_s(e, k)` charges `k` calls (one for merged
+/// alpha-beta line, or two or three regimes); `t_s(e, k)` charges `k` calls (one for merged
 /// compression); the backward times as the schedule that runs sees them
 /// ([`planner::planning_backward`]).
 pub(super) fn plan_with_costs(
@@ -217,7 +217,7 @@ fn calibrate(
 /// The cost of the exchange a method uses, measured now: messages from 4 KiB up to
 /// `max_words` words (at least 4 MiB, at most 256 MiB, and for gathers at most 256 MiB
 /// received by a rank) in steps of 4x, median of 5 after
-/// one warm-up (of 3 above 4 MiB), max over ranks; one alpha-beta line or two regimes
+/// one warm-up (of 3 above 4 MiB), max over ranks; one alpha-beta line or two or three regimes
 /// ([`CommFit::fit`](crate::netmodel::CommFit::fit)): a shared-memory or shaped
 /// link prices a message in cache, or under a burst, differently from a large one.
 fn calibrate_comm(

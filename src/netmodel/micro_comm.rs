@@ -7,7 +7,7 @@ use std::path::Path;
 use super::{AlphaBeta, CommFit, FitQuality, NetModelError, SCHEMA_VERSION};
 use crate::record::{require_in, CsvFile};
 
-/// Collective cost models ([`CommFit`]: one or two alpha-beta regimes) per (collective,
+/// Collective cost models ([`CommFit`]: one to three alpha-beta regimes) per (collective,
 /// world size), e.g. `("allreduce", 8)`. Sizes are **bytes per rank** (micro_comm.csv's
 /// `bytes`: the vector all-reduced, or each rank's all-gather contribution).
 #[derive(Clone, Debug, Default)]
@@ -51,7 +51,7 @@ impl CommModels {
     }
 
     /// Read micro_comm.csv (docs/csv-schema.md) and fit one model per (collective,
-    /// world_size) group ([`CommFit::fit`]: one line or two regimes) over the median of
+    /// world_size) group ([`CommFit::fit`]: one line, or two or three regimes) over the median of
     /// each size's rows (a run with `rounds` measures every size once per round). Columns used:
     /// `schema_version` (must be 1), `collective`, `world_size`, `bytes` (or, in its
     /// absence, `total_bytes`, divided by `world_size` for all-gather rows), `median_s`. Overlap rows (`iallreduce-overlap`) are fitted

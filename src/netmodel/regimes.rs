@@ -1,10 +1,10 @@
-//! The fitted cost of one collective, [`CommFit`]: one alpha-beta line, or two regimes
-//! split at a fitted breakpoint, chosen by the rule of the parent module's doc ("Two
-//! regimes").
+//! The fitted cost of one collective, [`CommFit`]: one alpha-beta line, or two or three
+//! regimes split at fitted breakpoints, chosen by the rule of the parent module's doc
+//! ("Regimes").
 
 use super::{fit_linear, quality_of, rel_ssr, AlphaBeta, FitQuality, NetModelError};
 
-/// Distinct message sizes each regime of a two-regime [`CommFit`] must span: two fix
+/// Distinct message sizes each regime of a several-regime [`CommFit`] must span: two fix
 /// its line, a third checks it.
 pub const MIN_REGIME_SIZES: usize = 3;
 
@@ -27,162 +27,196 @@ pub struct Regime {
     pub quality: Option<FitQuality>,
 }
 
-/// The fitted cost of one collective: one alpha-beta line, or two regimes split between
-/// two measured sizes (module docs). [`CommFit::time_s`] prices a message.
+/// Most regimes a [`CommFit`] has: three is what a token-bucket-shaped link shows (messages
+/// in cache, messages under the bucket's burst, messages at the rate; measured at 4
+/// emulated nodes, docs/performance.md, "Time dilation").
+pub const MAX_REGIMES: usize = 3;
+
+/// The fitted cost of one collective: one alpha-beta line, or two or three regimes split
+/// between measured sizes (module docs). [`CommFit::time_s`] prices a message.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CommFit {
-    /// The small messages' regime; with one regime, every message's.
-    pub lower: Regime,
-    /// The large messages' regime, when the data has two.
-    pub upper: Option<Regime>,
+    /// The regimes, small messages first; `parts[..len]` are used.
+    parts: [Regime; MAX_REGIMES],
+    len: usize,
 }
 
 impl CommFit {
-    /// One line for every size (a given model, or a fit without a second regime).
+    /// One line for every size (a given model, or a fit of one regime).
     pub fn line(line: AlphaBeta) -> CommFit {
+        CommFit::of(&[Regime {
+            line,
+            from_bytes: 0.0,
+            to_bytes: f64::INFINITY,
+            quality: None,
+        }])
+    }
+
+    /// The fit of these regimes (1 to [`MAX_REGIMES`], small messages first).
+    fn of(regimes: &[Regime]) -> CommFit {
+        assert!((1..=MAX_REGIMES).contains(&regimes.len()));
+        let mut parts = [regimes[0]; MAX_REGIMES];
+        parts[..regimes.len()].copy_from_slice(regimes);
         CommFit {
-            lower: Regime {
-                line,
-                from_bytes: 0.0,
-                to_bytes: f64::INFINITY,
-                quality: None,
-            },
-            upper: None,
+            parts,
+            len: regimes.len(),
         }
     }
 
-    /// The regimes, small messages first (one or two).
+    /// The regimes, small messages first (one to three).
     pub fn regimes(&self) -> Vec<Regime> {
-        std::iter::once(self.lower).chain(self.upper).collect()
+        self.parts[..self.len].to_vec()
     }
 
-    /// Time of one message of `bytes` per rank: the lower line up to its largest fitted
-    /// size, the upper from its smallest, linear interpolation between the two.
+    /// The small messages' regime; with one regime, every message's.
+    pub fn lower(&self) -> Regime {
+        self.parts[0]
+    }
+
+    /// The large messages' regime, when the data has more than one.
+    pub fn upper(&self) -> Option<Regime> {
+        (self.len > 1).then(|| self.parts[self.len - 1])
+    }
+
+    /// Time of one message of `bytes` per rank: the line of the regime whose fitted sizes
+    /// hold it, linear interpolation in the gap between two regimes.
     pub fn time_s(&self, bytes: f64) -> f64 {
         self.local_line(bytes).time_s(bytes)
     }
 
-    /// The line that prices `bytes`: its regime's, or between the regimes the secant
-    /// through the lower line's last and the upper line's first fitted size.
+    /// The line that prices `bytes`: its regime's (below the first regime's sizes the
+    /// first's, above the last's the last's), or between two regimes the secant through
+    /// the lower one's last and the upper one's first fitted size.
     pub fn local_line(&self, bytes: f64) -> AlphaBeta {
-        let lo = &self.lower;
-        match &self.upper {
-            None => lo.line,
-            Some(up) if bytes >= up.from_bytes => up.line,
-            Some(_) if bytes <= lo.to_bytes => lo.line,
-            Some(up) => {
-                let (x0, x1) = (lo.to_bytes, up.from_bytes);
-                let (y0, y1) = (lo.line.time_s(x0), up.line.time_s(x1));
-                let beta = (y1 - y0) / (x1 - x0);
-                AlphaBeta::new(y0 - beta * x0, beta)
-            }
+        let rs = &self.parts[..self.len];
+        let i = rs.iter().rposition(|r| r.from_bytes <= bytes).unwrap_or(0);
+        let lo = &rs[i];
+        if bytes <= lo.to_bytes || i + 1 == rs.len() {
+            return lo.line;
         }
+        let up = &rs[i + 1];
+        let (x0, x1) = (lo.to_bytes, up.from_bytes);
+        let (y0, y1) = (lo.line.time_s(x0), up.line.time_s(x1));
+        let beta = (y1 - y0) / (x1 - x0);
+        AlphaBeta::new(y0 - beta * x0, beta)
     }
 
-    /// Least-squares fit of one or two regimes to `(bytes, seconds)` points (module
-    /// docs); the quality is over all points. Needs at least two distinct sizes; `what`
-    /// names the data in an error.
+    /// Least-squares fit of one, two or three regimes to `(bytes, seconds)` points
+    /// (module docs); the quality is over all points. Needs at least two distinct sizes;
+    /// `what` names the data in an error.
     pub fn fit(points: &[(f64, f64)], what: &str) -> Result<(CommFit, FitQuality), NetModelError> {
         let (a, b, q) = fit_linear(points, what)?;
         let mut sizes: Vec<f64> = points.iter().map(|p| p.0).collect();
         sizes.sort_by(f64::total_cmp);
         sizes.dedup();
-        let range = |lo: f64, hi: f64| -> Vec<(f64, f64)> {
-            points
+        let n_sizes = sizes.len();
+        let one = CommFit::of(&[Regime {
+            line: AlphaBeta::new(a, b),
+            from_bytes: sizes[0],
+            to_bytes: sizes[n_sizes - 1],
+            quality: Some(q),
+        }]);
+        // The regime over sizes[lo..hi]: the first as a plain line; a later one with x
+        // measured from its first size, so `a >= 0` is a non-negative time at that size
+        // whatever the intercept at 0 bytes.
+        let regime = |lo: usize, hi: usize| -> Result<Regime, NetModelError> {
+            let (from, to) = (sizes[lo], sizes[hi - 1]);
+            let shift = if lo == 0 { 0.0 } else { from };
+            let pts: Vec<(f64, f64)> = points
                 .iter()
-                .filter(|p| p.0 >= lo && p.0 <= hi)
-                .copied()
-                .collect()
-        };
-        let one = CommFit {
-            lower: Regime {
-                line: AlphaBeta::new(a, b),
-                from_bytes: sizes[0],
-                to_bytes: sizes[sizes.len() - 1],
-                quality: Some(q),
-            },
-            upper: None,
-        };
-        let mut best = (rel_ssr(points, |x| one.time_s(x)), one);
-        let ssr_one = best.0;
-        for k in MIN_REGIME_SIZES..=sizes.len().saturating_sub(MIN_REGIME_SIZES) {
-            let (lo_to, up_from, up_to) = (sizes[k - 1], sizes[k], sizes[sizes.len() - 1]);
-            let lo_pts = range(sizes[0], lo_to);
-            let (la, lb, lq) = fit_linear(&lo_pts, what)?;
-            // The upper line with x measured from its first size: `a >= 0` there is a
-            // non-negative time at that size, whatever the intercept at 0 bytes.
-            let up_pts: Vec<(f64, f64)> = range(up_from, up_to)
-                .iter()
-                .map(|&(x, y)| (x - up_from, y))
+                .filter(|p| p.0 >= from && p.0 <= to)
+                .map(|&(x, y)| (x - shift, y))
                 .collect();
-            let (ua, ub, uq) = fit_linear(&up_pts, what)?;
-            let cand = CommFit {
-                lower: Regime {
-                    line: AlphaBeta::new(la, lb),
-                    from_bytes: sizes[0],
-                    to_bytes: lo_to,
-                    quality: Some(lq),
-                },
-                upper: Some(Regime {
-                    line: AlphaBeta::new(ua - ub * up_from, ub),
-                    from_bytes: up_from,
-                    to_bytes: up_to,
-                    quality: Some(uq),
-                }),
-            };
-            let ssr = rel_ssr(points, |x| cand.time_s(x));
-            if ssr < best.0 {
-                best = (ssr, cand);
+            let (a, b, q) = fit_linear(&pts, what)?;
+            Ok(Regime {
+                line: AlphaBeta::new(a - b * shift, b),
+                from_bytes: from,
+                to_bytes: to,
+                quality: Some(q),
+            })
+        };
+        // The best fit with each number of regimes (each spanning MIN_REGIME_SIZES sizes
+        // at least), by squared relative error over every point.
+        let mut best: Vec<(f64, CommFit)> = vec![(rel_ssr(points, |x| one.time_s(x)), one)];
+        let m = MIN_REGIME_SIZES;
+        // Cut indices (the first size of each later regime), >= m sizes in every regime;
+        // MAX_REGIMES = 3, so one or two cuts.
+        let mut cut_sets: Vec<Vec<usize>> = Vec::new();
+        for c1 in m..=n_sizes.saturating_sub(m) {
+            cut_sets.push(vec![c1]);
+            for c2 in c1 + m..=n_sizes.saturating_sub(m) {
+                cut_sets.push(vec![c1, c2]);
             }
         }
+        for regimes in 2..=MAX_REGIMES {
+            let mut top: Option<(f64, CommFit)> = None;
+            for cuts in cut_sets.iter().filter(|c| c.len() + 1 == regimes) {
+                let bounds: Vec<usize> = std::iter::once(0)
+                    .chain(cuts.iter().copied())
+                    .chain(std::iter::once(n_sizes))
+                    .collect();
+                let parts = bounds
+                    .windows(2)
+                    .map(|w| regime(w[0], w[1]))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let cand = CommFit::of(&parts);
+                let ssr = rel_ssr(points, |x| cand.time_s(x));
+                if top.as_ref().map_or(true, |t| ssr < t.0) {
+                    top = Some((ssr, cand));
+                }
+            }
+            best.extend(top);
+        }
+        // Schwarz's criterion: `n ln(SSR / n) + k ln n`, k = 3 r - 1 for r regimes (two
+        // per line, one per breakpoint).
         let n = points.len() as f64;
-        let bic = |ssr: f64, k: f64| {
-            n * (ssr / n).max(REL_RESIDUAL_FLOOR * REL_RESIDUAL_FLOOR).ln() + k * n.ln()
+        let bic = |ssr: f64, regimes: usize| {
+            n * (ssr / n).max(REL_RESIDUAL_FLOOR * REL_RESIDUAL_FLOOR).ln()
+                + (3 * regimes - 1) as f64 * n.ln()
         };
-        let fit = if best.1.upper.is_some() && bic(best.0, 5.0) < bic(ssr_one, 2.0) {
-            best.1
-        } else {
-            one
-        };
+        let fit = best
+            .iter()
+            .enumerate()
+            .map(|(i, (ssr, f))| (bic(*ssr, i + 1), *f))
+            .min_by(|x, y| x.0.total_cmp(&y.0))
+            .map(|(_, f)| f)
+            .unwrap_or(one);
         Ok((fit, quality_of(points, |x| fit.time_s(x))))
     }
 
-    /// The fit as 8 numbers, lower then upper regime's `alpha, beta, from_bytes,
-    /// to_bytes` (the upper four infinite without an upper regime), e.g. to reduce over
+    /// The fit as `4 MAX_REGIMES` numbers, per regime (small messages first) `alpha, beta,
+    /// from_bytes, to_bytes`, infinite for the regimes it lacks, e.g. to reduce over
     /// ranks; [`CommFit::from_params`] is the inverse (qualities are not kept).
-    pub fn to_params(&self) -> [f64; 8] {
-        let lo = &self.lower;
-        let up = self.upper.map_or([f64::INFINITY; 4], |u| {
-            [
-                u.line.alpha_s,
-                u.line.beta_s_per_byte,
-                u.from_bytes,
-                u.to_bytes,
-            ]
-        });
-        [
-            lo.line.alpha_s,
-            lo.line.beta_s_per_byte,
-            lo.from_bytes,
-            lo.to_bytes,
-            up[0],
-            up[1],
-            up[2],
-            up[3],
-        ]
+    pub fn to_params(&self) -> [f64; 4 * MAX_REGIMES] {
+        let mut p = [f64::INFINITY; 4 * MAX_REGIMES];
+        for (q, r) in p.chunks_exact_mut(4).zip(&self.parts[..self.len]) {
+            q.copy_from_slice(&[
+                r.line.alpha_s,
+                r.line.beta_s_per_byte,
+                r.from_bytes,
+                r.to_bytes,
+            ]);
+        }
+        p
     }
 
-    /// See [`CommFit::to_params`]. An upper regime with an infinite `from_bytes`, or one
-    /// starting below the lower regime's end, is dropped.
-    pub fn from_params(p: [f64; 8]) -> CommFit {
+    /// See [`CommFit::to_params`]. A regime with an infinite `from_bytes`, or one
+    /// starting at or below the previous regime's end, ends the list.
+    pub fn from_params(p: [f64; 4 * MAX_REGIMES]) -> CommFit {
         let regime = |q: &[f64]| Regime {
             line: AlphaBeta::new(q[0], q[1]),
             from_bytes: q[2],
             to_bytes: q[3],
             quality: None,
         };
-        let lower = regime(&p[..4]);
-        let upper = (p[6].is_finite() && p[6] > lower.to_bytes).then(|| regime(&p[4..]));
-        CommFit { lower, upper }
+        let mut parts = vec![regime(&p[..4])];
+        for q in p.chunks_exact(4).skip(1) {
+            let prev_to = parts[parts.len() - 1].to_bytes;
+            if !(q[2].is_finite() && q[2] > prev_to) {
+                break;
+            }
+            parts.push(regime(q));
+        }
+        CommFit::of(&parts)
     }
 }

@@ -2,7 +2,7 @@
 //! directory and write them with their fit error.
 //!
 //! - micro_comm.csv → per (collective, world size) one alpha-beta model `t = alpha +
-//!   beta * bytes`, or two (small and large messages) split at a fitted breakpoint, via
+//!   beta * bytes`, or two or three (message size ranges) split at fitted breakpoints, via
 //!   [`CommModels::from_micro_comm_csv`] (weighted least squares on relative error, see
 //!   netmodel.rs): one `comm` row per regime, with the sizes it was fitted on.
 //! - micro_compress.csv → per method, one linear model `t = fixed + per_element * numel`
@@ -54,7 +54,7 @@ pub struct FitRow {
     /// ([`model_factor`]; empty without `micro-compress --model` rows).
     pub model_factor: Option<f64>,
     /// Comm rows: the smallest and largest message size (bytes per rank) of the regime's
-    /// points; a collective with two regimes has two rows (netmodel.rs, `CommFit`).
+    /// points; a collective with several regimes has a row per regime (netmodel.rs, `CommFit`).
     pub from_bytes: Option<f64>,
     pub to_bytes: Option<f64>,
     /// Host rows: the calibration's spread over rounds (the smallest and largest

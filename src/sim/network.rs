@@ -7,7 +7,7 @@
 //!   MPICH", IJHPCA 2005, §2 and §4), choosing the cheapest algorithm like MPICH's
 //!   size-based switch does. It works for any `n` (1024 simulated workers).
 //! - [`Fitted`]: one cost model per collective fitted from micro_comm.csv
-//!   ([`crate::netmodel::CommModels`]: one alpha-beta line, or two regimes where the
+//!   ([`crate::netmodel::CommModels`]: one alpha-beta line, or two or three regimes where the
 //!   network's cost per byte changes with the message size); valid only at the world size
 //!   that was measured.
 //!
@@ -275,7 +275,7 @@ impl CollectiveCost for Analytic {
 }
 
 /// Fitted backend: the cost model micro_comm.csv gives for each collective at the
-/// measured world size ([`CommFit`]: one or two alpha-beta regimes). Operations without a
+/// measured world size ([`CommFit`]: one to three alpha-beta regimes). Operations without a
 /// measurement there (the PS patterns), and other world sizes, use an analytic link
 /// derived from the fitted all-reduce's line at the message's size
 /// ([`CommFit::local_line`]) by inverting the ring formula: `alpha_link = alpha /
