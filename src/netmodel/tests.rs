@@ -224,7 +224,7 @@ fn two_regime_fit_recovers_both_lines_and_the_break() {
     }
 }
 
-/// Three lines as the 4-node dilated all-gather measured them (docs/performance.md,
+/// Three lines close to the 4-node dilated all-gather's (docs/performance.md,
 /// "Time dilation"): memory speed up to 4 KiB, 25 ns/B from 8 KiB, 42 ns/B from 256 KiB.
 fn three_regimes(b: f64) -> f64 {
     if b <= 4096.0 {
