@@ -176,17 +176,23 @@ fn two_regime_data_is_priced_right_in_both_regimes() {
     }
 }
 
+/// `t(b)` at the 21 sizes 4 B .. 4 MiB, times `1 +- noise` alternately (a deterministic
+/// stand-in for measurement noise).
+fn sweep(t: impl Fn(f64) -> f64, noise: f64) -> Vec<(f64, f64)> {
+    (0..21)
+        .map(|i| {
+            let b = (4u64 << i) as f64;
+            let f = if i % 2 == 0 { 1.0 + noise } else { 1.0 - noise };
+            (b, t(b) * f)
+        })
+        .collect()
+}
+
 #[test]
 fn two_regime_fit_recovers_both_lines_and_the_break() {
     // Exact, and with +-1 % multiplicative noise (deterministic pattern).
     for noise in [0.0, 0.01] {
-        let pts: Vec<(f64, f64)> = (0..21)
-            .map(|i| {
-                let b = (4u64 << i) as f64;
-                let f = if i % 2 == 0 { 1.0 + noise } else { 1.0 - noise };
-                (b, tbf_like(b) * f)
-            })
-            .collect();
+        let pts = sweep(tbf_like, noise);
         let (fit, q) = CommFit::fit(&pts, "test").unwrap();
         assert_eq!(fit.regimes().len(), 2, "{noise}: {fit:?}");
         let up = fit.upper().expect("two regimes");
@@ -239,13 +245,7 @@ fn three_regimes(b: f64) -> f64 {
 #[test]
 fn three_regime_fit_recovers_the_three_lines() {
     for noise in [0.0, 0.01] {
-        let pts: Vec<(f64, f64)> = (0..21)
-            .map(|i| {
-                let b = (4u64 << i) as f64;
-                let f = if i % 2 == 0 { 1.0 + noise } else { 1.0 - noise };
-                (b, three_regimes(b) * f)
-            })
-            .collect();
+        let pts = sweep(three_regimes, noise);
         let (fit, q) = CommFit::fit(&pts, "test").unwrap();
         let rs = fit.regimes();
         assert_eq!(rs.len(), 3, "{noise}: {fit:?}");
@@ -293,13 +293,7 @@ fn one_regime_data_stays_one_line() {
         ("noise 5%", 20e-6, 8e-9, 0.05),
     ];
     for (what, alpha, beta, noise) in cases {
-        let pts: Vec<(f64, f64)> = (0..21)
-            .map(|i| {
-                let b = (4u64 << i) as f64;
-                let f = if i % 2 == 0 { 1.0 + noise } else { 1.0 - noise };
-                (b, (alpha + beta * b) * f)
-            })
-            .collect();
+        let pts = sweep(|b| alpha + beta * b, noise);
         let (fit, _) = CommFit::fit(&pts, "test").unwrap();
         assert!(fit.upper().is_none(), "{what}: {fit:?}");
         let (a, b, _) = fit_linear(&pts, "x").unwrap();
