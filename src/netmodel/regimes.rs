@@ -176,8 +176,7 @@ impl CommFit {
         };
         let fit = best
             .iter()
-            .enumerate()
-            .map(|(i, (ssr, f))| (bic(*ssr, i + 1), *f))
+            .map(|(ssr, f)| (bic(*ssr, f.len), *f))
             .min_by(|x, y| x.0.total_cmp(&y.0))
             .map(|(_, f)| f)
             .unwrap_or(one);
