@@ -136,11 +136,13 @@ impl CommFit {
             })
         };
         // The best fit with each number of regimes (each spanning MIN_REGIME_SIZES sizes
-        // at least), by squared relative error over every point.
-        let mut best: Vec<(f64, CommFit)> = vec![(rel_ssr(points, |x| one.time_s(x)), one)];
+        // at least), by squared relative error over every point: `best[r - 1]`.
+        let mut best: [Option<(f64, CommFit)>; MAX_REGIMES] = [None; MAX_REGIMES];
+        best[0] = Some((rel_ssr(points, |x| one.time_s(x)), one));
         let m = MIN_REGIME_SIZES;
-        // Cut indices (the first size of each later regime), >= m sizes in every regime;
-        // MAX_REGIMES = 3, so one or two cuts.
+        // Cut indices (the first size of each later regime), >= m sizes in every regime:
+        // one or two cuts, for MAX_REGIMES = 3.
+        const _: () = assert!(MAX_REGIMES == 3);
         let mut cut_sets: Vec<Vec<usize>> = Vec::new();
         for c1 in m..=n_sizes.saturating_sub(m) {
             cut_sets.push(vec![c1]);
@@ -148,24 +150,21 @@ impl CommFit {
                 cut_sets.push(vec![c1, c2]);
             }
         }
-        for regimes in 2..=MAX_REGIMES {
-            let mut top: Option<(f64, CommFit)> = None;
-            for cuts in cut_sets.iter().filter(|c| c.len() + 1 == regimes) {
-                let bounds: Vec<usize> = std::iter::once(0)
-                    .chain(cuts.iter().copied())
-                    .chain(std::iter::once(n_sizes))
-                    .collect();
-                let parts = bounds
-                    .windows(2)
-                    .map(|w| regime(w[0], w[1]))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let cand = CommFit::of(&parts);
-                let ssr = rel_ssr(points, |x| cand.time_s(x));
-                if top.as_ref().map_or(true, |t| ssr < t.0) {
-                    top = Some((ssr, cand));
-                }
+        for cuts in &cut_sets {
+            let bounds: Vec<usize> = std::iter::once(0)
+                .chain(cuts.iter().copied())
+                .chain(std::iter::once(n_sizes))
+                .collect();
+            let parts = bounds
+                .windows(2)
+                .map(|w| regime(w[0], w[1]))
+                .collect::<Result<Vec<_>, _>>()?;
+            let cand = CommFit::of(&parts);
+            let ssr = rel_ssr(points, |x| cand.time_s(x));
+            let slot = &mut best[parts.len() - 1];
+            if slot.map_or(true, |t| ssr < t.0) {
+                *slot = Some((ssr, cand));
             }
-            best.extend(top);
         }
         // Schwarz's criterion: `n ln(SSR / n) + k ln n`, k = 3 r - 1 for r regimes (two
         // per line, one per breakpoint).
@@ -176,6 +175,7 @@ impl CommFit {
         };
         let fit = best
             .iter()
+            .flatten()
             .map(|(ssr, f)| (bic(*ssr, f.len), *f))
             .min_by(|x, y| x.0.total_cmp(&y.0))
             .map(|(_, f)| f)
