@@ -250,6 +250,10 @@ fn columns_are_documented_and_divergence_ends_only_that_case() {
             "30",
             "--lr",
             "1e6",
+            "--sketch-rows",
+            "5",
+            "--sketch-cols-per-k",
+            "30",
             "--out",
             dir.to_str().unwrap(),
         ],
@@ -258,6 +262,11 @@ fn columns_are_documented_and_divergence_ends_only_that_case() {
     let (header, _) = read_csv(&dir.join("converge.csv"));
     assert_eq!(header, documented_columns("converge.csv"));
     let rs = rows(&dir);
+    // The sketch size the run was given, on every row (the trains column joins on it).
+    for r in &rs {
+        assert_eq!(r["sketch_rows"], "5");
+        assert_eq!(r["sketch_cols_per_k"].parse::<f64>().ok(), Some(30.0));
+    }
     for m in ["ssgd", "qsgd"] {
         let mine: Vec<_> = rs.iter().filter(|r| r["method"] == m).collect();
         assert!(

@@ -51,11 +51,19 @@ def _case(last: pd.Series, dense: float) -> tuple:
     return ("trains" if T.within_tolerance(final, dense) else "outside tolerance"), "", final / dense
 
 
+def _recorded(row: pd.Series, col: str, fallback):
+    """ROW's COL where converge.csv records it (its own column since the sketch size was added),
+    else FALLBACK (the run record's, or the default): a file written before the column existed,
+    or concatenated with one, has it empty."""
+    v = row.get(col)
+    return fallback if v is None or (isinstance(v, float) and v != v) else v
+
+
 def checks(converge: pd.DataFrame | None, records=()) -> pd.DataFrame:
     """One row per converge case: method, world_size, the parameters of `params_of`, `kind`
     (one of SEVERITY), `text` and `ratio` (final held-out loss / dense S-SGD's of the same run,
     world size and seed; NaN where the case did not finish). RECORDS: run.json dicts, for the
-    sketch size of a converge.csv that does not record it."""
+    sketch size of a converge.csv written before it recorded its own."""
     cols = ["method", "world_size", "density", "rank", *DEFAULT_SKETCH, "kind", "text", "ratio"]
     if converge is None or not len(converge):
         return pd.DataFrame(columns=cols)
@@ -72,7 +80,7 @@ def checks(converge: pd.DataFrame | None, records=()) -> pd.DataFrame:
         kind, text, ratio = _case(r, float(dense.get(k if len(k) > 1 else k[0], math.nan)))
         size = sizes.get((r.get("run_id"), r["method"]), DEFAULT_SKETCH)
         rows.append({"method": r["method"], "world_size": int(r["world_size"]), "density": r.get("density"),
-                     "rank": r.get("rank"), **{c: r[c] if c in d.columns else size[c] for c in DEFAULT_SKETCH},
+                     "rank": r.get("rank"), **{c: _recorded(r, c, size[c]) for c in DEFAULT_SKETCH},
                      "kind": kind, "text": text, "ratio": ratio})
     return pd.DataFrame(rows, columns=cols)
 

@@ -92,6 +92,23 @@ def test_sketch_size_from_the_run_record(converge):
         == trains.NOT_CHECKED
 
 
+def test_sketch_size_from_converge_csv_before_the_run_record(converge):
+    """converge.csv's own sketch_rows / sketch_cols_per_k decide; a row without them (a file
+    from before the columns, concatenated with a newer one) falls back to the run record."""
+    rec = {"run_id": "r1", "config": {"converge": [{"methods": ["sketch"],
+                                                    "params": {"sketch_rows": 5, "sketch_cols_per_k": 4.0}}]}}
+    new = converge.assign(sketch_rows=3, sketch_cols_per_k=30.0)
+    c = trains.checks(new, [rec])
+    assert trains.verdict(c, "sketch", 2, {"density": 0.001, "sketch_rows": 3, "sketch_cols_per_k": 30.0}) \
+        == "diverged at step 2"
+    assert trains.verdict(c, "sketch", 2, {"density": 0.001, "sketch_rows": 5, "sketch_cols_per_k": 4.0}) \
+        == trains.NOT_CHECKED
+    old = converge.assign(run="r0", case_id=lambda d: d["case_id"] + "0")
+    both = trains.checks(pd.concat([new, old], ignore_index=True), [rec])
+    s = both[both["method"] == "sketch"]
+    assert sorted(zip(s["sketch_rows"], s["sketch_cols_per_k"])) == [(3, 30.0), (5, 4.0)]
+
+
 def test_tables_carry_the_column(checks):
     e = pd.DataFrame([e2e_row("ssgd", 0.2), e2e_row("powersgd", 0.1), e2e_row("acpsgd", 0.05),
                       e2e_row("topk", 0.3), e2e_row("topk", 0.25, density=0.01)])
