@@ -5,8 +5,9 @@
 //! passes within the tolerance; it is not judged when the run's ranks outnumber its
 //! cores, or when its own run-to-run spread (the width of the median's order-statistic
 //! interval over the median of its rows' `iter_s`: the range of 2-4 rounds, the second
-//! to fourth of 5) exceeds the tolerance (docs/performance.md, "Simulator accuracy"). This test
-//! computes both from the recorded files itself; the simulator's own `verdict` column
+//! to fourth of 5), plus its compression fit's and at least the run's host jitter times
+//! its host share, exceeds the tolerance (docs/performance.md, "Simulator accuracy"). This
+//! test computes these from the recorded files itself; the simulator's own `verdict` column
 //! must agree with it. A case outside that is listed in MACHINE/known-misses.csv (with
 //! its reason) is expected outside; a listed case that no longer is fails too, so the
 //! list cannot go stale.
@@ -75,6 +76,44 @@ fn spreads(e2e: &Path) -> BTreeMap<String, Option<f64>> {
             (c.label, s)
         })
         .collect()
+}
+
+/// The run's host jitter, written again from the rule in docs/performance.md ("Simulator
+/// accuracy"): every host-compression row's `host_compress_s + host_decompress_s` over
+/// its case's median (cases of two or more rows), pooled, 90th minus 10th percentile
+/// (linear interpolation between closest ranks); `None` under 10 pooled rows.
+fn host_jitter(e2e: &Path) -> Option<f64> {
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            0.5 * (v[n / 2 - 1] + v[n / 2])
+        }
+    };
+    let mut pooled = Vec::new();
+    for c in gradcomp::sim::measured_cases(e2e).unwrap() {
+        if c.case.compress_on != gradcomp::devcost::CompressOn::Host {
+            continue;
+        }
+        let h: Vec<f64> = c.rows.iter().filter_map(|r| r.host_s).collect();
+        if h.len() < 2 {
+            continue;
+        }
+        let m = median(&mut h.clone());
+        pooled.extend(h.iter().map(|x| x / m));
+    }
+    if pooled.len() < 10 {
+        return None;
+    }
+    pooled.sort_by(f64::total_cmp);
+    let at = |p: f64| {
+        let x = (pooled.len() - 1) as f64 * p;
+        let (i, f) = (x.floor() as usize, x - x.floor());
+        pooled[i] + f * (pooled[(i + 1).min(pooled.len() - 1)] - pooled[i])
+    };
+    Some(at(0.9) - at(0.1))
 }
 
 /// Whether the run's ranks outnumbered the cores of its most loaded machine (run.json:
@@ -214,6 +253,7 @@ fn every_recorded_run_replays_within_the_tolerance_or_too_noisy_to_judge() {
         );
         let spread = spreads(&run.join("e2e.csv"));
         let fit_spreads = compress_round_spreads(&run.join("micro_compress.csv"));
+        let jitter = host_jitter(&run.join("e2e.csv"));
         let oversubscribed = ranks_exceed_cores(&run.join("run.json"));
         let (h, rows) = read_csv(&out_dir.join("sim_vs_measured.csv"));
         let col = |n: &str| h.iter().position(|c| c == n).unwrap();
@@ -255,9 +295,26 @@ fn every_recorded_run_replays_within_the_tolerance_or_too_noisy_to_judge() {
                 )),
                 None => {}
             }
+            // The run's host jitter times the case's host share: a floor under the noise.
+            let jit = jitter.filter(|_| share > 0.0).map(|j| j * share);
+            let jit_col = &r[col("host_jitter_rel")];
+            let same = match jit {
+                Some(j) => (jit_col.parse::<f64>().unwrap_or(f64::NAN) - j).abs() < 1e-9,
+                None => jit_col.is_empty(),
+            };
+            if !same {
+                failures.push(format!(
+                    "{}: {case}: host_jitter_rel {jit_col:?}, want {jit:?}",
+                    run.display()
+                ));
+            }
             let noise = match (s, fit) {
                 (Some(a), Some(b)) => Some(a + b),
                 (a, b) => a.or(b),
+            };
+            let noise = match (noise, jit) {
+                (Some(a), Some(j)) => Some(a.max(j)),
+                (a, j) => a.or(j),
             };
             let want = if oversubscribed {
                 "ranks-exceed-cores"

@@ -1007,8 +1007,9 @@ def e2e_phases(e2e: pd.DataFrame) -> pd.DataFrame:
 
 
 def sim_accuracy(sv: pd.DataFrame) -> pd.DataFrame:
-    """sim_vs_measured.csv rows: case parts, measured ms with its run-to-run spread over rounds,
-    simulated ms, error %, the verdict (within, outside, too-noisy: spread above the tolerance,
+    """sim_vs_measured.csv rows: case parts, measured ms with its run-to-run spread over rounds
+    (and, where recorded, the compression fit's spread and the host jitter's share), simulated
+    ms, error %, the verdict (within, outside, too-noisy: noise above the tolerance,
     ranks-exceed-cores: not held to it) and whether the run was oversubscribed."""
     # model/method/fusion/pipelining/collective/n/batch[/column=value...]: the tail tells
     # apart cases that share the first seven parts (e.g. a rank sweep).
@@ -1031,6 +1032,11 @@ def sim_accuracy(sv: pd.DataFrame) -> pd.DataFrame:
     if "spread_rel" in sv.columns:
         t.insert(t.columns.get_loc("simulated ms"), "spread %", pd.to_numeric(sv["spread_rel"]) * 100)
         t.insert(t.columns.get_loc("spread %"), "rounds", sv["rounds"])
+    # The rest of the noise a verdict counts (host compression): the compression fit's
+    # spread and the run's host jitter, each times the case's host share.
+    for col, name in [("fit_spread_rel", "fit spread %"), ("host_jitter_rel", "host jitter %")]:
+        if col in sv.columns:
+            t.insert(t.columns.get_loc("simulated ms"), name, pd.to_numeric(sv[col]) * 100)
     if "verdict" in sv.columns:
         t["verdict"] = sv["verdict"].fillna("")
         t["oversubscribed"] = sv["oversubscribed"].fillna("") if "oversubscribed" in sv.columns else ""

@@ -435,6 +435,11 @@ def test_sim_accuracy_keeps_spread_and_verdict_and_the_host_calibration_its_spre
     t = T.sim_accuracy(sv)
     assert t["verdict"].tolist() == ["too-noisy", "within"]
     assert t["spread %"].tolist() == pytest.approx([20, 3])
+    assert "host jitter %" not in t.columns
+    # Since the host jitter: the fit's spread and the jitter's share beside the spread.
+    j = T.sim_accuracy(sv.assign(fit_spread_rel=[None, 0.02], host_jitter_rel=[None, 0.05]))
+    assert j["host jitter %"].tolist()[1] == pytest.approx(5) and j["fit spread %"].tolist()[1] == pytest.approx(2)
+    assert pd.isna(j["host jitter %"].tolist()[0])
     assert t["within"].tolist() == ["no", "yes"]
     old = T.sim_accuracy(sv.drop(columns=["rounds", "spread_rel", "verdict", "oversubscribed"]))
     assert old["verdict"].tolist() == ["outside", "within"] and "spread %" not in old.columns

@@ -431,12 +431,14 @@ pub const CALIBRATION_MAX_NOISE: f64 = 0.15;
 /// The keys of the cases among `samples` quiet enough to calibrate on: a case's noise,
 /// as its verdict counts it ([`super::measured::case_noise`]: the spread of its rounds'
 /// `iter_s` plus its method's compression-fit spread, `compress_spread`, times the share
-/// of the simulated iteration that host compression takes), at most
-/// [`CALIBRATION_MAX_NOISE`]. A case of one round has no spread of its own.
+/// of the simulated iteration that host compression takes, and at least the run's
+/// `jitter` times that share), at most [`CALIBRATION_MAX_NOISE`]. A case of one round
+/// has no spread of its own.
 fn quiet_cases(
     samples: &[Sample],
     cm: &CostModel,
     compress_spread: &dyn Fn(&str) -> Option<f64>,
+    jitter: Option<f64>,
 ) -> Result<std::collections::BTreeSet<String>> {
     let mut by_case: BTreeMap<&str, (Vec<f64>, &Sample)> = BTreeMap::new();
     for s in samples {
@@ -449,20 +451,19 @@ fn quiet_cases(
     let mut quiet = std::collections::BTreeSet::new();
     for (key, (mut v, s)) in by_case {
         let own = crate::measure::stats::spread_about_median(&mut v);
-        let fit = match compress_spread(crate::config::base_method(&s.case.method)) {
-            Some(f) => {
-                let r = simulate(&s.case, cm)?;
-                Some(
-                    f * super::measured::host_compress_share(
-                        r.host_compress_s,
-                        r.host_decompress_s,
-                        r.iter_s,
-                    ),
-                )
-            }
-            None => None,
+        let fit_spread = compress_spread(crate::config::base_method(&s.case.method));
+        let share = if fit_spread.is_some() || jitter.is_some() {
+            let r = simulate(&s.case, cm)?;
+            super::measured::host_compress_share(r.host_compress_s, r.host_decompress_s, r.iter_s)
+        } else {
+            0.0
         };
-        if super::measured::case_noise(own, fit).unwrap_or(0.0) <= CALIBRATION_MAX_NOISE {
+        let noise = super::measured::case_noise(
+            own,
+            fit_spread.map(|f| f * share),
+            jitter.filter(|_| share > 0.0).map(|j| j * share),
+        );
+        if noise.unwrap_or(0.0) <= CALIBRATION_MAX_NOISE {
             quiet.insert(key.to_string());
         }
     }
@@ -489,11 +490,18 @@ pub fn calibrate(
         cpu_share.unwrap_or((1.0, "cpu share unknown: run.json without host_cores".into()));
     let mut by_n: BTreeMap<usize, Vec<Sample>> = BTreeMap::new();
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut host_rows: Vec<(String, f64)> = Vec::new();
     for (case, m, key) in e2e_rows(e2e_csv)? {
         let key: String = key.iter().map(|(k, v)| format!("{k}={v};")).collect();
         let round = seen.entry(key.clone()).or_insert(0);
         let r = *round;
         *round += 1;
+        if let Some(h) = m
+            .host_s
+            .filter(|_| case.compress_on == crate::devcost::CompressOn::Host)
+        {
+            host_rows.push((key.clone(), h));
+        }
         let rows = by_n.entry(case.world_size).or_default();
         if !m.compute_none && case.compress_on == crate::devcost::CompressOn::Host {
             rows.push(Sample {
@@ -505,6 +513,7 @@ pub fn calibrate(
             });
         }
     }
+    let jitter = super::measured::host_jitter(host_rows.iter().map(|(k, h)| (k.as_str(), *h)));
     let mut out = BTreeMap::new();
     for (n, samples) in by_n {
         let base = HostModel {
@@ -526,7 +535,7 @@ pub fn calibrate(
                 continue;
             }
         };
-        let quiet = quiet_cases(&samples, &cm, compress_spread)?;
+        let quiet = quiet_cases(&samples, &cm, compress_spread, jitter)?;
         let cases = samples
             .iter()
             .map(|s| s.key.as_str())

@@ -45,12 +45,61 @@ pub fn host_compress_share(compress_s: f64, decompress_s: f64, iter_s: f64) -> f
 
 /// The noise a case's verdict is judged against: its own spread over rounds plus its
 /// compression fit's (`fit_spread`: the fit's spread times the case's host compression
-/// share), either alone where the other is unknown.
-pub fn case_noise(spread: Option<f64>, fit_spread: Option<f64>) -> Option<f64> {
-    match (spread, fit_spread) {
+/// share), either alone where the other is unknown, and at least `jitter`, the run's
+/// [`host_jitter`] times that share: a case's rounds and its fit's can each land in one
+/// speed of a machine whose host speed changes, so their own spreads miss what moves
+/// their medians between runs.
+pub fn case_noise(
+    spread: Option<f64>,
+    fit_spread: Option<f64>,
+    jitter: Option<f64>,
+) -> Option<f64> {
+    let own = match (spread, fit_spread) {
         (Some(a), Some(b)) => Some(a + b),
         (a, b) => a.or(b),
+    };
+    match (own, jitter) {
+        (Some(a), Some(j)) => Some(a.max(j)),
+        (a, j) => a.or(j),
     }
+}
+
+/// Fewest host-compression rows (over all cases with two or more rounds) that
+/// [`host_jitter`] reads a run's host speed from.
+pub const JITTER_MIN_ROWS: usize = 10;
+
+/// The run's host jitter (issue 29): how much the host's speed at compression moved
+/// over the run, read from its repeated host-compression e2e rows `(case key, host_s)`:
+/// each row's host compression time over its case's median, pooled over every case with
+/// two or more rounds, and the width between the pooled 10th and 90th percentiles
+/// (linear interpolation, [`crate::measure::stats::quantile_sorted`]): the central 80%
+/// of the speeds the run's host compression ran at. `None` with fewer than
+/// [`JITTER_MIN_ROWS`] such rows.
+///
+/// Why: on a shared virtual machine the host's speed can switch between two levels for
+/// seconds at a time (docs/performance.md, "Simulator accuracy": a 2-vCPU EPYC guest ran
+/// qsgd's compression of ResNet-20 at 1.6 or 2.3 ms, alone or not). One case's round
+/// lasts well under a second, so each round sits in one level and the median of a
+/// handful of rounds takes whichever level most of them hit; the run's pooled rows show
+/// both levels where one case's rounds may not.
+pub fn host_jitter<'a>(rows: impl IntoIterator<Item = (&'a str, f64)>) -> Option<f64> {
+    let mut by_case: HashMap<&str, Vec<f64>> = HashMap::new();
+    for (key, h) in rows {
+        by_case.entry(key).or_default().push(h);
+    }
+    let mut ratios = Vec::new();
+    for v in by_case.values_mut().filter(|v| v.len() > 1) {
+        let Some(med) = crate::measure::stats::median(v).filter(|m| *m > 0.0) else {
+            continue;
+        };
+        ratios.extend(v.iter().map(|h| h / med));
+    }
+    if ratios.len() < JITTER_MIN_ROWS {
+        return None;
+    }
+    ratios.sort_by(f64::total_cmp);
+    let q = |p: f64| crate::measure::stats::quantile_sorted(&ratios, p);
+    Some(q(0.9) - q(0.1))
 }
 
 /// Pair each measured case (all repeats of one e2e.csv case, [`measured_cases`]) with
@@ -176,6 +225,10 @@ pub struct MeasuredRow {
     pub compute_none: bool,
     /// The run's ranks per node (e2e.csv `ranks_per_node`; `None` in files without it).
     pub ranks_per_node: Option<usize>,
+    /// Host compression and decompression per iteration (`host_compress_s +
+    /// host_decompress_s`, the host's own time also where the device is charged); `None`
+    /// where they are 0 or the file predates the columns.
+    pub host_s: Option<f64>,
 }
 
 /// One simulable row of an e2e.csv: its case, its measurements and its case key (every
@@ -288,6 +341,13 @@ pub fn e2e_rows(path: &std::path::Path) -> Result<Vec<E2eRow>> {
                         .ok_or_else(|| bad("ranks_per_node", &v))?,
                 ),
                 None => None,
+            },
+            host_s: {
+                let part = |name: &str| pos(name).and_then(|c| g(c).parse::<f64>().ok());
+                match (part("host_compress_s"), part("host_decompress_s")) {
+                    (Some(a), Some(b)) if (a + b).is_finite() && a + b > 0.0 => Some(a + b),
+                    _ => None,
+                }
             },
         };
         let mut case = SimCase::new(wl, &g(c_method), fusion, g(c_pipe) == "on", mode, n, params);

@@ -196,6 +196,9 @@ struct VsMeasuredRow {
     /// move the prediction, `host_compress_share x` [`super::fit::FitReport::compress_spread`]
     /// (empty otherwise). The verdict judges the error against `spread_rel` plus this.
     fit_spread_rel: Option<f64>,
+    /// Host compression cases: the run's host jitter times `host_compress_share`
+    /// ([`super::measured::host_jitter`]); the verdict's noise is at least this.
+    host_jitter_rel: Option<f64>,
     /// `within`, `outside`, `too-noisy` (spread above the tolerance) or
     /// `ranks-exceed-cores` (not held to the tolerance); [`verdict`].
     verdict: &'static str,
@@ -323,6 +326,18 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
     let mut outside = Vec::new();
     if let Some(measured) = &measured {
         let cmp = compare(measured, &rows)?;
+        let jitter = super::measured::host_jitter(measured.iter().flat_map(|m| {
+            m.rows
+                .iter()
+                .filter(|_| m.case.compress_on == crate::devcost::CompressOn::Host)
+                .filter_map(|r| r.host_s.map(|h| (m.label.as_str(), h)))
+        }));
+        if let Some(j) = jitter {
+            println!(
+                "host jitter {:.1}%: the 10th to 90th percentile of the host-compression rows' time over their case's median; each host case's noise is at least this times its host share",
+                j * 100.0
+            );
+        }
         let mut out = Vec::with_capacity(cmp.len());
         let in_sample: std::collections::HashMap<String, bool> = in_sample.into_iter().collect();
         let layout = measured_layout(req)?;
@@ -337,9 +352,12 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
                 .filter(|_| c.host_compress_share > 0.0)
                 .and_then(|r| r.compress_spread(crate::config::base_method(&c.method)))
                 .map(|s| s * c.host_compress_share);
+            let jitter_part = jitter
+                .filter(|_| c.host_compress_share > 0.0)
+                .map(|j| j * c.host_compress_share);
             let v = verdict(
                 c.rel_err,
-                super::measured::case_noise(c.spread_rel, fit_spread),
+                super::measured::case_noise(c.spread_rel, fit_spread, jitter_part),
                 exceed,
                 req.tolerance,
             );
@@ -361,11 +379,12 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
                 spread_rel: c.spread_rel,
                 host_compress_share: c.host_compress_share,
                 fit_spread_rel: fit_spread,
+                host_jitter_rel: jitter_part,
                 verdict: v,
                 oversubscribed: over,
             });
             println!(
-                "{:<70} measured {:>10.3} ms (spread {:>5.1}% of {}{}) simulated {:>10.3} ms  {:+6.1}%  {}{}",
+                "{:<70} measured {:>10.3} ms (spread {:>5.1}% of {}{}{}) simulated {:>10.3} ms  {:+6.1}%  {}{}",
                 c.key,
                 c.measured_s * 1e3,
                 c.spread_rel.unwrap_or(f64::NAN) * 100.0,
@@ -374,6 +393,7 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
                     ", compression fit {:.1}%",
                     f * 100.0
                 )),
+                jitter_part.map_or(String::new(), |j| format!(", host jitter {:.1}%", j * 100.0)),
                 c.simulated_s * 1e3,
                 c.rel_err * 100.0,
                 v,
@@ -390,7 +410,7 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
             .filter(|o| !o.is_empty())
             .collect();
         println!(
-            "{} of {} judged case(s) within {:.0}%; {} too noisy to judge (spread over rounds, the compression fit's included, above the tolerance), {} not held to it (more ranks than cores){}",
+            "{} of {} judged case(s) within {:.0}%; {} too noisy to judge (spread over rounds, the compression fit's included, or the host jitter's share, above the tolerance), {} not held to it (more ranks than cores){}",
             count("within"),
             count("within") + count("outside"),
             req.tolerance * 100.0,

@@ -18,6 +18,7 @@ fn rows_and_comparison() {
         iter_s,
         compute_none: false,
         ranks_per_node: None,
+        host_s: None,
     };
     let measured = MeasuredCase {
         case: case.clone(),
@@ -123,4 +124,42 @@ fn sim_errors_exit_like_the_library_error() {
         msg: "missing".into(),
     };
     assert_eq!(sim_read.exit_code(), EXIT_USAGE);
+}
+
+/// The run's host jitter against a hand computation: two host cases of five rounds,
+/// one at a steady 2.0 ms with one fast round, one alternating between two speeds; a
+/// case of one round and a zero median are left out.
+#[test]
+fn host_jitter_pools_each_rows_time_over_its_cases_median() {
+    use crate::sim::measured::{host_jitter, JITTER_MIN_ROWS};
+    let a = [2.0, 2.0, 1.4, 2.0, 2.0]; // median 2.0: ratios 1, 1, 0.7, 1, 1
+    let b = [1.6, 2.4, 1.6, 2.4, 2.4]; // median 2.4: 2/3, 1, 2/3, 1, 1
+    let mut rows: Vec<(&str, f64)> = a.iter().map(|&h| ("a", h)).collect();
+    rows.extend(b.iter().map(|&h| ("b", h)));
+    rows.push(("single", 9.0));
+    rows.extend([("zero", 0.0), ("zero", 0.0)]);
+    // Pooled, sorted: 2/3, 2/3, 0.7, 1 x 7. 10th percentile at rank 0.9 of 0..9:
+    // 2/3 + 0.9 x (2/3 - 2/3) = 2/3; 90th at rank 8.1: 1. Jitter 1/3.
+    let j = host_jitter(rows.iter().copied()).unwrap();
+    assert!((j - 1.0 / 3.0).abs() < 1e-12, "{j}");
+    // Steady rows: no jitter.
+    let steady: Vec<(&str, f64)> = (0..12).map(|i| (["x", "y"][i % 2], 3.0)).collect();
+    assert_eq!(host_jitter(steady.iter().copied()), Some(0.0));
+    // Too few rows to tell.
+    assert_eq!(
+        host_jitter(rows[..JITTER_MIN_ROWS - 1].iter().copied()),
+        None
+    );
+}
+
+/// A case's noise: its spread plus its fit's, and at least the jitter's share.
+#[test]
+fn case_noise_is_at_least_the_host_jitters_share() {
+    use crate::sim::measured::case_noise;
+    assert_eq!(case_noise(Some(0.02), Some(0.03), None), Some(0.05));
+    assert_eq!(case_noise(Some(0.02), Some(0.03), Some(0.18)), Some(0.18));
+    assert_eq!(case_noise(Some(0.10), Some(0.03), Some(0.04)), Some(0.13));
+    assert_eq!(case_noise(None, None, Some(0.04)), Some(0.04));
+    assert_eq!(case_noise(None, Some(0.03), None), Some(0.03));
+    assert_eq!(case_noise(None, None, None), None);
 }
