@@ -496,10 +496,7 @@ pub fn calibrate(
         let round = seen.entry(key.clone()).or_insert(0);
         let r = *round;
         *round += 1;
-        if let Some(h) = m
-            .host_s
-            .filter(|_| case.compress_on == crate::devcost::CompressOn::Host)
-        {
+        if let Some(h) = m.host_s {
             host_rows.push((key.clone(), h));
         }
         let rows = by_n.entry(case.world_size).or_default();

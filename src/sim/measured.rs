@@ -226,8 +226,8 @@ pub struct MeasuredRow {
     /// The run's ranks per node (e2e.csv `ranks_per_node`; `None` in files without it).
     pub ranks_per_node: Option<usize>,
     /// Host compression and decompression per iteration (`host_compress_s +
-    /// host_decompress_s`, the host's own time also where the device is charged); `None`
-    /// where they are 0 or the file predates the columns.
+    /// host_decompress_s`) of a `compress_on = host` row; `None` on device rows, where
+    /// they are 0, or where the file predates the columns.
     pub host_s: Option<f64>,
 }
 
@@ -329,7 +329,7 @@ pub fn e2e_rows(path: &std::path::Path) -> Result<Vec<E2eRow>> {
                 .filter(|v| v.is_finite() && *v >= 0.0)
                 .ok_or_else(|| bad(col, &g(c)))
         };
-        let measured = MeasuredRow {
+        let mut measured = MeasuredRow {
             fwd_s: time(c_fwd, "fwd_s")?,
             iter_s: time(c_iter, "iter_s")?,
             compute_none,
@@ -358,6 +358,9 @@ pub fn e2e_rows(path: &std::path::Path) -> Result<Vec<E2eRow>> {
             } else {
                 crate::devcost::CompressOn::parse(&v).ok_or_else(|| bad("compress_on", &v))?
             };
+        }
+        if case.compress_on != crate::devcost::CompressOn::Host {
+            measured.host_s = None;
         }
         out.push((case, measured, key));
     }

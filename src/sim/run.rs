@@ -329,7 +329,6 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         let jitter = super::measured::host_jitter(measured.iter().flat_map(|m| {
             m.rows
                 .iter()
-                .filter(|_| m.case.compress_on == crate::devcost::CompressOn::Host)
                 .filter_map(|r| r.host_s.map(|h| (m.label.as_str(), h)))
         }));
         if let Some(j) = jitter {
