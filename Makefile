@@ -105,7 +105,9 @@ repeatability: build setup
 ## -np 1` and `analysis/profile_compress.py --device cpu`, alternated, into PEER_OUT; then the
 ## table (step times, GB/s, speed-up, share of the memory read bandwidth, roofline; docs/performance.md,
 ## "Compression kernels"). PyTorch lives in its own venv, TORCH_VENV (created with `pip install
-## torch` when it cannot import torch; not part of `make setup`). About 10 minutes on 2 cores.
+## torch` when it cannot import torch; not part of `make setup`). Both sides put their large buffers on
+## transparent huge pages (gradcomp always, src/measure/pages.rs; PyTorch with THP_MEM_ALLOC_ENABLE=1).
+## About 10 minutes on 2 cores.
 PEER_OUT ?= results/peer-$(STAMP)
 PEER_METHODS ?= ssgd,signsgd,signsgd-mv,topk,dgc,powersgd,acpsgd,marsit,sketch,qsgd
 PEER_SHAPE ?= 5057x5054
@@ -121,7 +123,7 @@ peer-compare: build
 	  echo "round $$r of $(PEER_ROUNDS): gradcomp micro-compress, then PyTorch"; \
 	  OPENBLAS_NUM_THREADS=1 $(MPIRUN) $(MPIFLAGS) -np 1 target/release/gradcomp micro-compress --methods $(PEER_METHODS) \
 	    --shape $(PEER_SHAPE) --iters $(PEER_ITERS) --warmup $(PEER_WARMUP) --out $(PEER_OUT)/gradcomp-$$r --quiet; \
-	  OMP_NUM_THREADS=1 $(TORCH_VENV)/bin/python analysis/profile_compress.py --device cpu --cpu-threads 1 --world-size 1 \
+	  OMP_NUM_THREADS=1 THP_MEM_ALLOC_ENABLE=1 C10_THP_MEM_ALLOC_ENABLE=1 $(TORCH_VENV)/bin/python analysis/profile_compress.py --device cpu --cpu-threads 1 --world-size 1 \
 	    --methods $(PEER_METHODS) --shapes $(PEER_SHAPE) --iters $(PEER_ITERS) --warmup $(PEER_WARMUP) \
 	    --out $(PEER_OUT)/torch-$$r.csv; \
 	done

@@ -24,7 +24,12 @@ fn launcher_rank() -> Option<usize> {
     .find_map(|k| std::env::var(k).ok().and_then(|v| v.parse().ok()))
 }
 
+/// Large buffers on transparent huge pages (src/measure/pages.rs).
+#[global_allocator]
+static ALLOC: gradcomp::measure::pages::HugePageAlloc = gradcomp::measure::pages::HugePageAlloc;
+
 fn main() -> ExitCode {
+    gradcomp::measure::pages::configure();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -75,6 +75,12 @@ pub struct RunMeta {
     /// reducing collectives (s per byte, MPI_Reduce_local; `comm::World::dilate`); null
     /// otherwise.
     pub reduce_s_per_byte: Option<f64>,
+    /// Rank 0's transparent huge page mode (`always`, `madvise`, `never`; null where the
+    /// kernel has none): with `madvise`, only the buffers gradcomp advises get 2 MiB pages.
+    pub transparent_huge_pages: Option<String>,
+    /// Whether gradcomp advised its large buffers for huge pages (src/measure/pages.rs; off
+    /// with `GRADCOMP_HUGE_PAGES=0`).
+    pub huge_pages_advised: bool,
     pub config: serde_json::Value,
 }
 
@@ -132,6 +138,8 @@ impl RunMeta {
             load_avg_end: Vec::new(),
             time_dilation: 1,
             reduce_s_per_byte: None,
+            transparent_huge_pages: crate::measure::pages::system_mode(),
+            huge_pages_advised: crate::measure::pages::advised(),
             config,
         }
     }
