@@ -44,7 +44,9 @@ const BAND: usize = 4096;
 /// exceed the caches, and a plain store would first read each line (write-allocate).
 const STREAM_MIN_BYTES: usize = 16 << 20;
 
-/// Software prefetch distance (f32 elements) on each streamed row of the big matrices.
+/// Software prefetch distance (f32 elements) on each streamed row of the big matrices
+/// (`add_project_t`, `reconstruct`, the residual pass; not `add_project_rows`, whose
+/// four-row sweeps run faster without it on huge pages).
 /// A stream needs `latency x bandwidth` bytes in flight to run at the memory's speed
 /// (about 100 ns x 25 GB/s = 2.5 KB on one core), shared by the 2-4 rows a kernel streams
 /// at once: 1 KiB ahead per row. The hardware prefetchers stop at every 4 KiB page and

@@ -1,9 +1,9 @@
 //! `P = (g + e) Q`, `e <- g + e [- P Q^T]`: [`add_project_rows`], one pass over the big
-//! matrix, two rows per sweep.
+//! matrix, four rows per sweep (two above rank 4).
 
 #[cfg(target_arch = "x86_64")]
 use super::avx;
-use super::{check_args, columns, row_sub, use_avx2, Lanes, AHEAD, L, V8};
+use super::{check_args, columns, row_sub, use_avx2, Lanes, L, V8};
 
 /// For every row `i`: `e_i += g_i` (when `g` is given), `P[i, :] = e_i Q`, and with
 /// `residual` also `e_i -= P[i, :] Q^T`, in one pass over `e` (and `g`). `e`, `g`: row-major
@@ -68,38 +68,57 @@ pub(super) fn rows_body<V: V8, const R: usize>(
     let rows = e.len() / cols;
     let qs = columns::<R>(q, cols);
     let olds = pending.map(|(po, qo)| (columns::<R>(po, rows), columns::<R>(qo, cols)));
-    // Two rows per sweep: each factor chunk loaded from L2 serves both rows (the
-    // `2 r` factor columns, ~r * 40 KB at 5k columns, do not fit in L1).
+    // Several rows per sweep: each factor chunk loaded from L2 serves every row of the
+    // block (the `r` factor columns, ~r * 20 KB at 5k columns, do not fit in L1 beside
+    // the streams). Four rows at rank <= 4 (16 accumulators), else two. No software
+    // prefetch here: on huge pages (measure::pages) the hardware prefetchers keep up and
+    // the prefetches cost load slots; on 5057 x 5054 at rank 4, four rows without them
+    // 10.8-11.0 ms against two rows with them 12.5-14.8 (on 4 KiB pages: alike, 12-17 ms;
+    // docs/performance.md, "Compression kernels").
+    let wide = if R <= 4 { 4 } else { 2 };
     let mut rest = &mut e[..];
     let mut i = 0;
     while !rest.is_empty() {
-        let nr = if rest.len() >= 2 * cols { 2 } else { 1 };
+        let left = rest.len() / cols;
+        let nr = if left >= wide {
+            wide
+        } else if left >= 2 {
+            2
+        } else {
+            1
+        };
         let (block, tail) = std::mem::take(&mut rest).split_at_mut(nr * cols);
         rest = tail;
         let gi = g.map(|g| &g[i * cols..(i + nr) * cols]);
-        let po: [[f32; R]; 2] = match &olds {
+        let po: [[f32; R]; 4] = match &olds {
             Some((po, _)) => std::array::from_fn(|b| {
                 std::array::from_fn(|k| if b < nr { po[k][i + b] } else { 0.0 })
             }),
-            None => [[0.0; R]; 2],
+            None => [[0.0; R]; 4],
         };
         let qo = olds.as_ref().map_or(&qs, |(_, qo)| qo);
         let (add, pend) = (gi.is_some(), olds.is_some());
-        let pis: [[f32; R]; 2] = if nr == 2 {
-            let (e0, e1) = block.split_at_mut(cols);
-            let (g0, g1) = gi.map_or((&[][..], &[][..]), |g| g.split_at(cols));
-            project_rows_block::<V, R, 2>([e0, e1], [g0, g1], &qs, &po, qo, add, pend)
-        } else {
-            let one = project_rows_block::<V, R, 1>(
-                [block],
-                [gi.unwrap_or(&[])],
-                &qs,
-                &po,
-                qo,
-                add,
-                pend,
-            );
-            [one[0], [0.0; R]]
+        macro_rules! rows_of {
+            ($NR:literal) => {{
+                let mut es = block.chunks_exact_mut(cols);
+                let er: [&mut [f32]; $NR] = std::array::from_fn(|_| es.next().expect("nr rows"));
+                let gr: [&[f32]; $NR] = match gi {
+                    Some(g) => {
+                        let mut gs = g.chunks_exact(cols);
+                        std::array::from_fn(|_| gs.next().expect("nr rows"))
+                    }
+                    None => [&[][..]; $NR],
+                };
+                let out = project_rows_block::<V, R, $NR>(er, gr, &qs, &po, qo, add, pend);
+                let mut pis = [[0.0f32; R]; 4];
+                pis[..$NR].copy_from_slice(&out);
+                pis
+            }};
+        }
+        let pis: [[f32; R]; 4] = match nr {
+            4 => rows_of!(4),
+            2 => rows_of!(2),
+            _ => rows_of!(1),
         };
         for (b, pi) in pis.iter().enumerate().take(nr) {
             for k in 0..R {
@@ -173,10 +192,6 @@ fn row_project<V: V8, const R: usize, const NR: usize, const ADD: bool, const PE
                 [V::zero(); R]
             };
             for b in 0..NR {
-                V::prefetch(eps[b].wrapping_add(j + AHEAD));
-                if ADD {
-                    V::prefetch(g[b].as_ptr().wrapping_add(j + AHEAD));
-                }
                 let mut pc = V::load(eps[b].add(j));
                 if PEND {
                     let mut v = V::zero();

@@ -37,9 +37,13 @@ fn close(a: &Array2<f32>, b: &Array2<f32>, what: &str) {
     );
 }
 
-const SHAPES: [(usize, usize); 7] = [
+// Row counts cover every remainder of the four- and two-row blocks of `add_project_rows`
+// (4k + 0, 1, 2, 3) and of `add_project_t`'s four-row blocks.
+const SHAPES: [(usize, usize); 9] = [
     (1, 1),
     (3, 7),
+    (6, 9),
+    (7, 20),
     (9, 17),
     (33, 8),
     (64, 100),
