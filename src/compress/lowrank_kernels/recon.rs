@@ -3,7 +3,7 @@
 
 #[cfg(target_arch = "x86_64")]
 use super::avx;
-use super::{columns, use_avx2, Lanes, AHEAD, L, STREAM_MIN_BYTES, V8};
+use super::{columns, use_avx2, Lanes, L, STREAM_MIN_BYTES, V8};
 
 /// `out = alpha P Q^T`, and with `e` also `e -= out`, in one pass. `out`, `e`: row-major
 /// `rows x cols`; `p`: column-major `rows x r`; `q`: column-major `cols x r`.
@@ -54,13 +54,151 @@ pub(super) fn recon_body<V: V8, const R: usize>(
     out: &mut [f32],
     mut e: Option<&mut [f32]>,
 ) {
+    if e.is_none() {
+        return recon_rowwise::<V, R>(alpha, p, q, cols, out);
+    }
+    let rows = out.len() / cols;
+    let qs = columns::<R>(q, cols);
+    // With `e` (Power-SGD): several rows per sweep, so that each chunk of `Q` loaded from L2 serves every row
+    // of the block (four at rank <= 4, else two), as in `add_project_rows`; no software
+    // prefetch (huge pages: measure::pages). Outputs beyond the caches are streamed,
+    // which needs 32-byte alignment at every vector: rows of a multiple of `L` columns
+    // share one alignment, so a block of them takes one scalar head; rows of other
+    // widths get plain stores (the shared factor loads gain more than streaming).
+    // Measured on Power-SGD's decompress, rank 4, against one streamed row per sweep
+    // with prefetch (docs/performance.md, "Compression kernels").
+    let wide = if R <= 4 { 4 } else { 2 };
+    let stream = out.len() * 4 >= STREAM_MIN_BYTES && cols % L == 0;
+    let mut i = 0;
+    while i < rows {
+        let left = rows - i;
+        let nb = if left >= wide {
+            wide
+        } else if left >= 2 {
+            2
+        } else {
+            1
+        };
+        let rows_out = &mut out[i * cols..(i + nb) * cols];
+        let rows_e = e.as_deref_mut().map(|e| &mut e[i * cols..(i + nb) * cols]);
+        match nb {
+            4 => recon_rows::<V, R, 4>(alpha, p, rows, i, &qs, rows_out, rows_e, stream),
+            2 => recon_rows::<V, R, 2>(alpha, p, rows, i, &qs, rows_out, rows_e, stream),
+            _ => recon_rows::<V, R, 1>(alpha, p, rows, i, &qs, rows_out, rows_e, stream),
+        }
+        i += nb;
+    }
+    if stream {
+        V::fence();
+    }
+}
+
+/// Rows `i..i+NB` of `out = alpha P Q^T [, e -= out]`: `out` and `e` hold exactly those
+/// rows; `p` is the whole column-major `rows x R` factor. Each element sums
+/// `alpha p[i,k] q[j,k]` over `k` in order from zero, in the vector lanes and the scalar
+/// tail alike, so the result does not depend on `NB`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)] // a fused kernel: every slice and flag is an operand of the one pass
+#[allow(clippy::needless_range_loop)] // `b` indexes the coefficients and offsets the row pointers
+fn recon_rows<V: V8, const R: usize, const NB: usize>(
+    alpha: f32,
+    p: &[f32],
+    rows: usize,
+    i: usize,
+    qs: &[&[f32]; R],
+    out: &mut [f32],
+    mut e: Option<&mut [f32]>,
+    stream: bool,
+) {
+    let cols = out.len() / NB;
+    assert_eq!(out.len(), NB * cols);
+    // Streaming needs one alignment for every row of the block.
+    assert!(!stream || NB == 1 || cols % L == 0);
+    assert!(i + NB <= rows && p.len() >= R * rows);
+    for qk in qs {
+        assert_eq!(qk.len(), cols);
+    }
+    if let Some(e) = &e {
+        assert_eq!(e.len(), out.len());
+    }
+    let c: [[f32; R]; NB] =
+        std::array::from_fn(|b| std::array::from_fn(|k| alpha * p[k * rows + i + b]));
+    let cv: [[V; R]; NB] = std::array::from_fn(|b| std::array::from_fn(|k| V::splat(c[b][k])));
+    let op = out.as_mut_ptr();
+    let ep = e.as_deref_mut().map(|e| e.as_mut_ptr());
+    // With `stream` (one row, or rows of a multiple of `L` columns) every row's element j
+    // has the same alignment: a scalar head of `head` elements, then aligned vectors.
+    let head = if stream {
+        ((32 - op as usize % 32) % 32 / 4).min(cols)
+    } else {
+        0
+    };
+    let nc = head + (cols - head) / L * L;
+    let mut j = head;
+    while j < nc {
+        // SAFETY: j + L <= cols, so for b < NB the lanes at b * cols + j lie in row b of
+        // `out` (and `e`, of the same length: asserted) and at j in every `qs[k]`
+        // (asserted lengths); with `stream`, NB == 1 or cols % L == 0 (asserted), and
+        // j - head is a multiple of L, so op + b * cols + j is 32-byte aligned. `out` and
+        // `e` are written only through op / ep.
+        unsafe {
+            // A plain loop, not `array::from_fn`: a closure body would not inherit the
+            // caller's AVX2 target feature if it were not inlined.
+            let mut qv = [V::zero(); R];
+            for k in 0..R {
+                qv[k] = V::load(qs[k].as_ptr().add(j));
+            }
+            for b in 0..NB {
+                let mut v = V::zero();
+                for k in 0..R {
+                    v = v.add(cv[b][k].mul(qv[k]));
+                }
+                let o = op.add(b * cols + j);
+                if stream {
+                    v.stream(o);
+                } else {
+                    v.store(o);
+                }
+                if let Some(ep) = ep {
+                    let x = ep.add(b * cols + j);
+                    V::load(x).sub(v).store(x);
+                }
+            }
+        }
+        j += L;
+    }
+    for b in 0..NB {
+        for j in (0..head).chain(nc..cols) {
+            let mut v = 0.0f32;
+            for k in 0..R {
+                v += c[b][k] * qs[k][j];
+            }
+            out[b * cols + j] = v;
+            if let Some(e) = e.as_deref_mut() {
+                e[b * cols + j] -= v;
+            }
+        }
+    }
+}
+
+/// `out = alpha P Q^T` one row per sweep, each streamed after its own scalar head when the
+/// output exceeds the caches: `reconstruct` without `e` (ACP-SGD). Four-row blocks were
+/// no faster here beyond the runs' spread and, on widths that are not a multiple of `L`,
+/// 10-20% slower (they lose the streamed stores).
+#[inline(always)]
+fn recon_rowwise<V: V8, const R: usize>(
+    alpha: f32,
+    p: &[f32],
+    q: &[f32],
+    cols: usize,
+    out: &mut [f32],
+) {
     let rows = out.len() / cols;
     let qs = columns::<R>(q, cols);
     let stream = out.len() * 4 >= STREAM_MIN_BYTES;
     for (i, oi) in out.chunks_exact_mut(cols).enumerate() {
         let c: [f32; R] = std::array::from_fn(|k| alpha * p[k * rows + i]);
         let cv: [V; R] = std::array::from_fn(|k| V::splat(c[k]));
-        let mut ei = e.as_deref_mut().map(|e| &mut e[i * cols..(i + 1) * cols]);
         let op = oi.as_mut_ptr();
         // Streamed stores need 32-byte alignment: the row's unaligned head is scalar.
         let head = if stream {
@@ -78,15 +216,11 @@ pub(super) fn recon_body<V: V8, const R: usize>(
             v
         };
         for j in (0..head).chain(nc..cols) {
-            let v = scalar(j);
-            oi[j] = v;
-            if let Some(ei) = ei.as_deref_mut() {
-                ei[j] -= v;
-            }
+            oi[j] = scalar(j);
         }
         let mut j = head;
         while j < nc {
-            // SAFETY: j + L <= cols for the row of out, of e and every qs[k]; with
+            // SAFETY: j + L <= cols for the row of out and every qs[k]; with
             // `stream`, op + j is 32-byte aligned (j - head is a multiple of L).
             unsafe {
                 let mut v = V::zero();
@@ -97,11 +231,6 @@ pub(super) fn recon_body<V: V8, const R: usize>(
                     v.stream(op.add(j));
                 } else {
                     v.store(op.add(j));
-                }
-                if let Some(ei) = ei.as_deref_mut() {
-                    let ptr = ei.as_mut_ptr().add(j);
-                    V::prefetch(ptr.wrapping_add(AHEAD));
-                    V::load(ptr).sub(v).store(ptr);
                 }
             }
             j += L;
