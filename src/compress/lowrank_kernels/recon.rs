@@ -59,9 +59,9 @@ pub(super) fn recon_body<V: V8, const R: usize>(
     }
     let rows = out.len() / cols;
     let qs = columns::<R>(q, cols);
-    // With `e` (Power-SGD): several rows per sweep, so that each chunk of `Q` loaded from L2 serves every row
-    // of the block (four at rank <= 4, else two), as in `add_project_rows`; no software
-    // prefetch (huge pages: measure::pages). Outputs beyond the caches are streamed,
+    // With `e` (Power-SGD): several rows per sweep, so that each chunk of `Q` loaded
+    // from L2 serves every row of the block (four at rank <= 4, else two), as in
+    // `add_project_rows`; no software prefetch (huge pages: measure::pages). Outputs beyond the caches are streamed,
     // which needs 32-byte alignment at every vector: rows of a multiple of `L` columns
     // share one alignment, so a block of them takes one scalar head; rows of other
     // widths get plain stores (the shared factor loads gain more than streaming).
