@@ -392,3 +392,52 @@ fn check_requires_every_rank_to_agree() {
         );
     }
 }
+
+/// run.json tells whether gradcomp advised its large buffers for huge pages
+/// (`GRADCOMP_HUGE_PAGES=0` turns it off) and the system's THP mode, read here from sysfs
+/// independently of src/measure/pages.rs.
+#[test]
+fn run_json_records_the_huge_page_advice_and_the_system_mode() {
+    let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .ok()
+        .and_then(|s| {
+            let a = s.find('[')?;
+            let b = s[a..].find(']')? + a;
+            Some(s[a + 1..b].to_string())
+        });
+    for (env, advised) in [(None, true), (Some("0"), false), (Some("1"), true)] {
+        let dir = tmpdir(&format!("huge-pages-{}", env.unwrap_or("unset")));
+        let args = [
+            "micro-compress",
+            "--methods",
+            "ssgd",
+            "--shape",
+            "2048x1024",
+            "--iters",
+            "2",
+            "--warmup",
+            "1",
+            "--quiet",
+            "--out",
+            dir.to_str().unwrap(),
+        ];
+        let vars: Vec<(&str, &str)> = env
+            .map(|v| ("GRADCOMP_HUGE_PAGES", v))
+            .into_iter()
+            .collect();
+        let o = mpirun_env(1, &args, &vars);
+        assert_ok(&o);
+        let meta: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+        assert_eq!(
+            meta["huge_pages_advised"],
+            serde_json::json!(advised),
+            "GRADCOMP_HUGE_PAGES={env:?}"
+        );
+        assert_eq!(
+            meta["transparent_huge_pages"],
+            serde_json::json!(mode),
+            "{meta}"
+        );
+    }
+}

@@ -24,8 +24,14 @@ fn is_open_mpi(launcher: &str) -> bool {
 
 /// Run `gradcomp ARGS` on `np` ranks; returns the process output.
 pub fn mpirun(np: usize, args: &[&str]) -> Output {
+    mpirun_env(np, args, &[])
+}
+
+/// [`mpirun`] with extra environment variables for the launcher and the ranks.
+pub fn mpirun_env(np: usize, args: &[&str], env: &[(&str, &str)]) -> Output {
     let launcher = mpirun_cmd();
     let mut cmd = Command::new(&launcher);
+    cmd.envs(env.iter().copied());
     if is_open_mpi(&launcher) {
         cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
