@@ -58,6 +58,21 @@ const AHEAD: usize = 256;
 /// Rows accumulated together into `Q` (one load/store of `Q` per `RB` rows).
 const RB: usize = 4;
 
+/// Rows swept together by `add_project_rows` and by `reconstruct` with the residual, so
+/// that each factor chunk loaded from L2 serves every row of the block: four at rank
+/// <= 4 (16 accumulators), else two; fewer only for the last `left` rows.
+#[inline(always)]
+fn sweep_rows(left: usize, r: usize) -> usize {
+    let wide = if r <= 4 { 4 } else { 2 };
+    if left >= wide {
+        wide
+    } else if left >= 2 {
+        2
+    } else {
+        1
+    }
+}
+
 /// Eight f32 lanes: `__m256` under AVX2 + FMA, `[f32; 8]` otherwise. The loads and
 /// stores take raw pointers; callers guarantee `L` readable (writable) elements.
 trait V8: Copy {

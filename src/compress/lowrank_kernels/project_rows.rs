@@ -3,7 +3,7 @@
 
 #[cfg(target_arch = "x86_64")]
 use super::avx;
-use super::{check_args, columns, row_sub, use_avx2, Lanes, L, V8};
+use super::{check_args, columns, row_sub, sweep_rows, use_avx2, Lanes, L, V8};
 
 /// For every row `i`: `e_i += g_i` (when `g` is given), `P[i, :] = e_i Q`, and with
 /// `residual` also `e_i -= P[i, :] Q^T`, in one pass over `e` (and `g`). `e`, `g`: row-major
@@ -68,25 +68,17 @@ pub(super) fn rows_body<V: V8, const R: usize>(
     let rows = e.len() / cols;
     let qs = columns::<R>(q, cols);
     let olds = pending.map(|(po, qo)| (columns::<R>(po, rows), columns::<R>(qo, cols)));
-    // Several rows per sweep: each factor chunk loaded from L2 serves every row of the
-    // block (the `r` factor columns, ~r * 20 KB at 5k columns, do not fit in L1 beside
-    // the streams). Four rows at rank <= 4 (16 accumulators), else two. No software
+    // Several rows per sweep ([`sweep_rows`]): each factor chunk loaded from L2 serves
+    // every row of the block (the `r` factor columns, ~r * 20 KB at 5k columns, do not
+    // fit in L1 beside the streams). No software
     // prefetch here: on huge pages (measure::pages) the hardware prefetchers keep up and
     // the prefetches cost load slots; on 5057 x 5054 at rank 4, four rows without them
     // 10.8-11.0 ms against two rows with them 12.5-14.8 (on 4 KiB pages: alike, 12-17 ms;
     // docs/performance.md, "Compression kernels").
-    let wide = if R <= 4 { 4 } else { 2 };
     let mut rest = &mut e[..];
     let mut i = 0;
     while !rest.is_empty() {
-        let left = rest.len() / cols;
-        let nr = if left >= wide {
-            wide
-        } else if left >= 2 {
-            2
-        } else {
-            1
-        };
+        let nr = sweep_rows(rest.len() / cols, R);
         let (block, tail) = std::mem::take(&mut rest).split_at_mut(nr * cols);
         rest = tail;
         let gi = g.map(|g| &g[i * cols..(i + nr) * cols]);

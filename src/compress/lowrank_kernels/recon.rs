@@ -3,7 +3,7 @@
 
 #[cfg(target_arch = "x86_64")]
 use super::avx;
-use super::{columns, use_avx2, Lanes, L, STREAM_MIN_BYTES, V8};
+use super::{columns, sweep_rows, use_avx2, Lanes, L, STREAM_MIN_BYTES, V8};
 
 /// `out = alpha P Q^T`, and with `e` also `e -= out`, in one pass. `out`, `e`: row-major
 /// `rows x cols`; `p`: column-major `rows x r`; `q`: column-major `cols x r`.
@@ -52,35 +52,27 @@ pub(super) fn recon_body<V: V8, const R: usize>(
     q: &[f32],
     cols: usize,
     out: &mut [f32],
-    mut e: Option<&mut [f32]>,
+    e: Option<&mut [f32]>,
 ) {
-    if e.is_none() {
+    let Some(e) = e else {
         return recon_rowwise::<V, R>(alpha, p, q, cols, out);
-    }
+    };
     let rows = out.len() / cols;
     let qs = columns::<R>(q, cols);
-    // With `e` (Power-SGD): several rows per sweep, so that each chunk of `Q` loaded
-    // from L2 serves every row of the block (four at rank <= 4, else two), as in
-    // `add_project_rows`; no software prefetch (huge pages: measure::pages). Outputs beyond the caches are streamed,
-    // which needs 32-byte alignment at every vector: rows of a multiple of `L` columns
-    // share one alignment, so a block of them takes one scalar head; rows of other
-    // widths get plain stores (the shared factor loads gain more than streaming).
-    // Measured on Power-SGD's decompress, rank 4, against one streamed row per sweep
-    // with prefetch (docs/performance.md, "Compression kernels").
-    let wide = if R <= 4 { 4 } else { 2 };
+    // With `e` (Power-SGD): several rows per sweep ([`sweep_rows`], as in
+    // `add_project_rows`), so that each chunk of `Q` loaded from L2 serves every row of
+    // the block; no software prefetch (huge pages: measure::pages). Outputs beyond the
+    // caches are streamed, which needs 32-byte alignment at every vector: rows of a
+    // multiple of `L` columns share one alignment, so a block of them takes one scalar
+    // head; rows of other widths get plain stores (the shared factor loads gain more than
+    // streaming). Measured on Power-SGD's decompress, rank 4, against one streamed row
+    // per sweep with prefetch (docs/performance.md, "Compression kernels").
     let stream = out.len() * 4 >= STREAM_MIN_BYTES && cols % L == 0;
     let mut i = 0;
     while i < rows {
-        let left = rows - i;
-        let nb = if left >= wide {
-            wide
-        } else if left >= 2 {
-            2
-        } else {
-            1
-        };
+        let nb = sweep_rows(rows - i, R);
         let rows_out = &mut out[i * cols..(i + nb) * cols];
-        let rows_e = e.as_deref_mut().map(|e| &mut e[i * cols..(i + nb) * cols]);
+        let rows_e = &mut e[i * cols..(i + nb) * cols];
         match nb {
             4 => recon_rows::<V, R, 4>(alpha, p, rows, i, &qs, rows_out, rows_e, stream),
             2 => recon_rows::<V, R, 2>(alpha, p, rows, i, &qs, rows_out, rows_e, stream),
@@ -93,7 +85,7 @@ pub(super) fn recon_body<V: V8, const R: usize>(
     }
 }
 
-/// Rows `i..i+NB` of `out = alpha P Q^T [, e -= out]`: `out` and `e` hold exactly those
+/// Rows `i..i+NB` of `out = alpha P Q^T, e -= out`: `out` and `e` hold exactly those
 /// rows; `p` is the whole column-major `rows x R` factor. Each element sums
 /// `alpha p[i,k] q[j,k]` over `k` in order from zero, in the vector lanes and the scalar
 /// tail alike, so the result does not depend on `NB`.
@@ -107,27 +99,25 @@ fn recon_rows<V: V8, const R: usize, const NB: usize>(
     i: usize,
     qs: &[&[f32]; R],
     out: &mut [f32],
-    mut e: Option<&mut [f32]>,
+    e: &mut [f32],
     stream: bool,
 ) {
     let cols = out.len() / NB;
     assert_eq!(out.len(), NB * cols);
     // Streaming needs one alignment for every row of the block.
-    assert!(!stream || NB == 1 || cols % L == 0);
+    assert!(!stream || cols % L == 0);
     assert!(i + NB <= rows && p.len() >= R * rows);
     for qk in qs {
         assert_eq!(qk.len(), cols);
     }
-    if let Some(e) = &e {
-        assert_eq!(e.len(), out.len());
-    }
+    assert_eq!(e.len(), out.len());
     let c: [[f32; R]; NB] =
         std::array::from_fn(|b| std::array::from_fn(|k| alpha * p[k * rows + i + b]));
     let cv: [[V; R]; NB] = std::array::from_fn(|b| std::array::from_fn(|k| V::splat(c[b][k])));
     let op = out.as_mut_ptr();
-    let ep = e.as_deref_mut().map(|e| e.as_mut_ptr());
-    // With `stream` (one row, or rows of a multiple of `L` columns) every row's element j
-    // has the same alignment: a scalar head of `head` elements, then aligned vectors.
+    let ep = e.as_mut_ptr();
+    // With `stream` (rows of a multiple of `L` columns) every row's element j has the
+    // same alignment: a scalar head of `head` elements, then aligned vectors.
     let head = if stream {
         ((32 - op as usize % 32) % 32 / 4).min(cols)
     } else {
@@ -137,10 +127,10 @@ fn recon_rows<V: V8, const R: usize, const NB: usize>(
     let mut j = head;
     while j < nc {
         // SAFETY: j + L <= cols, so for b < NB the lanes at b * cols + j lie in row b of
-        // `out` (and `e`, of the same length: asserted) and at j in every `qs[k]`
-        // (asserted lengths); with `stream`, NB == 1 or cols % L == 0 (asserted), and
-        // j - head is a multiple of L, so op + b * cols + j is 32-byte aligned. `out` and
-        // `e` are written only through op / ep.
+        // `out` and of `e` (the same length: asserted) and at j in every `qs[k]`
+        // (asserted lengths); with `stream`, cols % L == 0 (asserted) and j - head is a
+        // multiple of L, so op + b * cols + j is 32-byte aligned. `out` and `e` are
+        // written only through op / ep.
         unsafe {
             // A plain loop, not `array::from_fn`: a closure body would not inherit the
             // caller's AVX2 target feature if it were not inlined.
@@ -159,10 +149,8 @@ fn recon_rows<V: V8, const R: usize, const NB: usize>(
                 } else {
                     v.store(o);
                 }
-                if let Some(ep) = ep {
-                    let x = ep.add(b * cols + j);
-                    V::load(x).sub(v).store(x);
-                }
+                let x = ep.add(b * cols + j);
+                V::load(x).sub(v).store(x);
             }
         }
         j += L;
@@ -174,9 +162,7 @@ fn recon_rows<V: V8, const R: usize, const NB: usize>(
                 v += c[b][k] * qs[k][j];
             }
             out[b * cols + j] = v;
-            if let Some(e) = e.as_deref_mut() {
-                e[b * cols + j] -= v;
-            }
+            e[b * cols + j] -= v;
         }
     }
 }
