@@ -7,7 +7,7 @@
 //! them fail on an older revision).
 
 mod common;
-use common::{mpirun_cmd, read_csv, tmpdir, wait_rows};
+use common::{mpirun_cmd, read_csv, run_json, tmpdir, wait_rows};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -129,10 +129,6 @@ fn case_ids(path: &Path) -> Vec<String> {
         path.display()
     );
     rows.iter().map(|r| r[c].clone()).collect()
-}
-
-fn run_json(dir: &Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap()
 }
 
 /// A micro-comm sweep of 40 cases that takes a few seconds on 2 oversubscribed cores.

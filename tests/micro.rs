@@ -427,8 +427,7 @@ fn run_json_records_the_huge_page_advice_and_the_system_mode() {
             .collect();
         let o = mpirun_env(1, &args, &vars);
         assert_ok(&o);
-        let meta: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+        let meta = run_json(&dir);
         assert_eq!(
             meta["huge_pages_advised"],
             serde_json::json!(advised),

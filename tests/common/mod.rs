@@ -43,6 +43,11 @@ pub fn mpirun_env(np: usize, args: &[&str], env: &[(&str, &str)]) -> Output {
         .expect("cannot launch mpirun: is MPI installed? (make setup)")
 }
 
+/// `DIR/run.json`, parsed.
+pub fn run_json(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap()
+}
+
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
