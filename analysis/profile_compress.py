@@ -31,7 +31,7 @@ CPU (for testing: the times then describe the CPU). Needs torch; not needed by g
 itself. Output format (docs/csv-schema.md, "Compress profile"):
 
     # device: NVIDIA H100 80GB HBM3
-    # density: 0.001
+    # rank: 4
     method,stage,round,phase,rows,cols,world_size,time_s
     topk,compress,0,0,64,147,8,4.1e-05
     ...
@@ -58,15 +58,19 @@ ROUNDS_PHASES = {"powersgd": (2, 1), "acpsgd": (1, 2), "sketch": (2, 1)}
 # Methods whose decompress reads one piece per worker (Aggregation::AllGather).
 ALLGATHER = {"signsgd", "signsgd-mv", "topk", "dgc", "qsgd"}
 # gradcomp's defaults (src/compress/params.rs, MethodParams), under the same names.
+# density None: each method's own (DEFAULT_DENSITY; Count Sketch SKETCH_DENSITY), and no
+# `# density` line is written.
+DEFAULT_DENSITY = 0.001
+SKETCH_DENSITY = 0.0076
 PARAM_DEFAULTS = {
-    "density": 0.001,
+    "density": None,
     "rank": 4,
     "min_compression_rate": 2.0,
     "momentum": 0.9,
     "nesterov": False,
     "clip_norm": 0.0,
     "sketch_rows": 3,
-    "sketch_cols_per_k": 10.0,
+    "sketch_cols_per_k": 20.0,
     "qsgd_levels": 127,
 }
 QSGD_MAX_LEVELS = 1 << 24
@@ -260,14 +264,14 @@ def build_parser():
     p.add_argument("--gradcomp", metavar="BIN", help="gradcomp binary for --model (default: $GRADCOMP, target/release/gradcomp, then PATH)")
     p.add_argument("--methods", required=True, help=f"comma list of: {', '.join(METHODS)}")
     p.add_argument("--world-size", type=int, required=True, help="workers whose pieces a decompress reads (use the run's -np)")
-    p.add_argument("--density", type=float, default=PARAM_DEFAULTS["density"], help="topk, dgc, sketch (default 0.001)")
+    p.add_argument("--density", type=float, default=PARAM_DEFAULTS["density"], help="topk, dgc, sketch (default: each method's own, 0.001; sketch 0.0076)")
     p.add_argument("--lowrank-rank", type=int, default=PARAM_DEFAULTS["rank"], help="powersgd, acpsgd (default 4)")
     p.add_argument("--min-compression-rate", type=float, default=PARAM_DEFAULTS["min_compression_rate"], help="powersgd, acpsgd (default 2)")
     p.add_argument("--momentum", type=float, default=PARAM_DEFAULTS["momentum"], help="dgc (default 0.9)")
     p.add_argument("--nesterov", action="store_true", help="dgc")
     p.add_argument("--clip-norm", type=float, default=PARAM_DEFAULTS["clip_norm"], help="dgc, 0 = off (default 0)")
     p.add_argument("--sketch-rows", type=int, default=PARAM_DEFAULTS["sketch_rows"], help="sketch (default 3)")
-    p.add_argument("--sketch-cols-per-k", type=float, default=PARAM_DEFAULTS["sketch_cols_per_k"], help="sketch (default 10)")
+    p.add_argument("--sketch-cols-per-k", type=float, default=PARAM_DEFAULTS["sketch_cols_per_k"], help="sketch (default 20)")
     p.add_argument("--qsgd-levels", type=int, default=PARAM_DEFAULTS["qsgd_levels"], help="qsgd (default 127)")
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
@@ -297,7 +301,7 @@ def validate(a):
         (a.iters >= 1, "--iters must be >= 1"),
         (a.warmup >= 0, "--warmup must be >= 0"),
         (a.cpu_threads >= 1, "--cpu-threads must be >= 1"),
-        (0 < a.density <= 1, f"--density {a.density} must be in (0, 1]"),
+        (a.density is None or 0 < a.density <= 1, f"--density {a.density} must be in (0, 1]"),
         (a.lowrank_rank >= 1, f"--lowrank-rank {a.lowrank_rank} must be >= 1"),
         (math.isfinite(a.min_compression_rate) and a.min_compression_rate > 0, "--min-compression-rate must be finite and > 0"),
         (0 <= a.momentum < 1, f"--momentum {a.momentum} must be in [0, 1)"),
@@ -348,6 +352,14 @@ def shapes_of(a):
 # for the sum), or n gathered pieces (all-gather methods: synthetic pieces of the wire's
 # size, random indices, bits or codes, in one buffer as an all-gather writes them; DGC's
 # pieces have its target k pairs, the most it sends).
+
+
+def density_of(p, method):
+    """The density `method` runs at: the one given, else its own default (gradcomp's
+    `default_density`, src/compress/params.rs)."""
+    if p["density"] is not None:
+        return p["density"]
+    return SKETCH_DENSITY if method == "sketch" else DEFAULT_DENSITY
 
 
 def k_of(density, d):
@@ -472,7 +484,7 @@ class Case:
     # --- topk with error feedback (grace topk + residual memory) -------------------------
     def setup_topk(self):
         t = self.t
-        self.k = k_of(self.p["density"], self.d)
+        self.k = k_of(density_of(self.p, "topk"), self.d)
         self.e = t.zeros(self.d, device=self.dev)
         pieces = [self._sparse_piece(self.k) for _ in range(self.n)]
         self.g_idx = t.cat([p[0] for p in pieces])
@@ -501,7 +513,7 @@ class Case:
     # --- dgc (synxlin/deep-gradient-compression: momentum correction, sampled threshold) -
     def setup_dgc(self):
         t = self.t
-        rho = self.p["density"]
+        rho = density_of(self.p, "dgc")
         self.sparse = self.rows > 1 and rho < 1
         self.u = t.zeros(self.d, device=self.dev)
         self.v = t.zeros(self.d, device=self.dev)
@@ -719,7 +731,7 @@ class Case:
     def setup_sketch(self):
         t = self.t
         d = self.d
-        self.k = k_of(self.p["density"], d)
+        self.k = k_of(density_of(self.p, "sketch"), d)
         self.c = max(1, math.ceil(self.p["sketch_cols_per_k"] * self.k))
         self.nrows = self.p["sketch_rows"]
         block = min(1024, self.c)
@@ -951,7 +963,7 @@ def run(a, methods, params, shapes, copy_sizes):
         ("world_size", a.world_size),
         ("iters", a.iters),
         ("warmup", a.warmup),
-    ] + list(params.items())
+    ] + [(k, v) for k, v in params.items() if v is not None]
     return rows, meta
 
 

@@ -78,6 +78,42 @@ fn profile_written_by_the_python_script_reads_and_covers_resnet20() {
     );
     p.check_params(registry::METHODS, &MethodParams::default())
         .unwrap();
+    // A profile taken at one density for every method (`--density 0.001`, as every
+    // profile before Count Sketch had its own default) prices topk at the default, not
+    // sketch (0.0076 by default): refused for sketch, naming it and the way out.
+    let at_one: String = text
+        .lines()
+        .map(|l| match l {
+            "# rank: 4" => "# density: 0.001\n# rank: 4\n".to_string(),
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    assert!(at_one.contains("# density: 0.001"));
+    let one = std::env::temp_dir().join(format!("gradcomp-profile-d-{}.csv", std::process::id()));
+    std::fs::write(&one, at_one).unwrap();
+    let q = CompressProfile::read(&one).unwrap();
+    let _ = std::fs::remove_file(&one);
+    q.check_params(&["topk", "dgc", "ssgd"], &MethodParams::default())
+        .unwrap();
+    let e = q
+        .check_params(&["topk", "sketch"], &MethodParams::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("sketch's time") && e.contains("0.0076") && e.contains("without --density"),
+        "{e}"
+    );
+    // The default profile (no density recorded) against a run given one density.
+    let given = MethodParams {
+        density: Some(0.001),
+        ..MethodParams::default()
+    };
+    p.check_params(&["topk"], &given).unwrap();
+    let e = p.check_params(&["sketch"], &given).unwrap_err().to_string();
+    assert!(
+        e.contains("default density 0.0076") && e.contains("--density 0.001"),
+        "{e}"
+    );
     // All-reduce and ring methods are taken from world size 2 at any world size; the
     // all-gather ones' decompress is not.
     p.check(&["ssgd", "powersgd", "acpsgd", "marsit"], &shapes, 16)

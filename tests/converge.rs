@@ -154,6 +154,52 @@ fn every_method_against_dense_np3() {
     methods_against_dense(3);
 }
 
+/// Count Sketch at its default sizes (FetchSGD's: density 0.0076, 20 columns per kept
+/// element; docs/methods.md, "sketch") matches dense over 1,000 steps at -np 3, two
+/// seeds, and every row records the sizes it ran at (the other sparsifiers keep 0.001).
+#[test]
+fn sketch_trains_at_its_default_sizes_np3() {
+    if skip_np(3) {
+        return;
+    }
+    for seed in ["1", "2"] {
+        let dir = tmpdir(&format!("conv-sketch-default-{seed}"));
+        let out = converge(
+            3,
+            &[
+                "--methods",
+                "ssgd,topk,sketch,sketch-fusion",
+                "--steps",
+                "1000",
+                "--eval-every",
+                "1000",
+                "--seed",
+                seed,
+                "--out",
+                dir.to_str().unwrap(),
+            ],
+        );
+        assert_ok(&out);
+        let rs = rows(&dir);
+        let f = finals(&rs);
+        let dense = f["ssgd"].0;
+        for m in ["sketch", "sketch-fusion"] {
+            assert_eq!(f[m].1, "done", "seed {seed} {m}");
+            assert!(
+                within(f[m].0, dense),
+                "seed {seed} {m}: {} vs dense {dense}",
+                f[m].0
+            );
+        }
+        for r in &rs {
+            let sketch = r["method"].starts_with("sketch");
+            let want = if sketch { 0.0076 } else { 0.001 };
+            assert_eq!(r["density"].parse::<f64>().ok(), Some(want), "{r:?}");
+            assert_eq!(r["sketch_cols_per_k"].parse::<f64>().ok(), Some(20.0));
+        }
+    }
+}
+
 #[test]
 fn same_seed_and_world_size_give_bit_identical_curves() {
     let np = 2;

@@ -58,7 +58,7 @@ const PER_WORKER_NOISE: &[&str] = &["qsgd"];
 /// levels, higher density so more entries move).
 fn param_sets() -> Vec<(&'static str, MethodParams)> {
     let tuned = MethodParams {
-        density: 0.05,
+        density: Some(0.05),
         rank: 2,
         min_compression_rate: 1.0,
         start_iter: 1,

@@ -12,7 +12,8 @@ Selection rules used throughout (documented in docs/reproduce.md):
   and pipelining settings present; the chosen `fusion/pipelining` is shown.
 - Defaults when a run sweeps hyper-parameters: Power-SGD/ACP-SGD use the paper's rank for
   the model (4 for CNNs, 32 for BERT) if present, else the smallest; sparsifiers use
-  rho = 0.001 if present, else the smallest density.
+  their own default density if present (0.001; Count Sketch 0.0076, `DEFAULT_DENSITY`), else
+  the smallest density.
 - Several runs combined (`run` column, io.py): a setup's methods are compared within one
   run wherever one run holds all of the table's methods present for that setup (each such
   run is its own comparison, and `run` says which); otherwise the rows come from several
@@ -129,6 +130,11 @@ def auto(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["collective"] == df["aggregation"]]
 
 
+# Densities other than the sparsifiers' 0.001 that a method runs at by default
+# (src/compress/params.rs, `default_density`: FetchSGD's size for Count Sketch).
+DEFAULT_DENSITY = {"sketch": 0.0076, "sketch-fusion": 0.0076}
+
+
 def defaults(df: pd.DataFrame) -> pd.DataFrame:
     """Keep one rank per (model, low-rank method) and one density per (model, sparse method)."""
     keep = pd.Series(True, index=df.index)
@@ -138,7 +144,8 @@ def defaults(df: pd.DataFrame) -> pd.DataFrame:
             r = want if (g["rank"] == want).any() else g["rank"].min()
             keep[g.index] = g["rank"] == r
         elif method in SPARSE and g["density"].nunique() > 1:
-            d = 0.001 if (g["density"] - 0.001).abs().lt(1e-12).any() else g["density"].min()
+            own = DEFAULT_DENSITY.get(method, 0.001)
+            d = own if (g["density"] - own).abs().lt(1e-12).any() else g["density"].min()
             keep[g.index] = (g["density"] - d).abs() < 1e-12
     return df[keep]
 
@@ -1125,8 +1132,8 @@ CONVERGE_WHY_NOT = {
     "signsgd-mv": "unscaled +-1 update at lr 0.05: needs a ~1000x smaller lr",
     "marsit": "1 bit per element; at the tolerance's edge",
     "acpsgd": "at the tolerance's edge",
-    "sketch": "a sketch this small cannot find this flat gradient's top k (docs/methods.md, sketch)",
-    "sketch-fusion": "a sketch this small cannot find this flat gradient's top k (docs/methods.md, sketch)",
+    "sketch": "k coordinates per step: matches dense at 1,000 steps, not in 200 (docs/methods.md, sketch)",
+    "sketch-fusion": "as sketch: matches dense at 1,000 steps, not in 200 (docs/methods.md, sketch)",
     "topk-noef": "negative control: residual dropped",
     "powersgd-noef": "negative control: residual and warm start dropped",
     "signsgd-noef": "negative control: residual dropped",

@@ -14,8 +14,9 @@ from . import tables as T
 
 NOT_CHECKED = "not checked"
 SKETCH = ("sketch", "sketch-fusion")
-# gradcomp's default Count Sketch size (src/compress/params.rs, MethodParams::default): what a
-# converge case ran with when neither converge.csv nor its run.json records another.
+# gradcomp's default Count Sketch size until converge.csv recorded it (825a44a; the default is
+# now 20 columns per k): what a converge case ran with when neither converge.csv nor its
+# run.json records another.
 DEFAULT_SKETCH = {"sketch_rows": 3, "sketch_cols_per_k": 10.0}
 # Worst first: the verdict shown for a configuration checked several times (seeds, runs).
 SEVERITY = ("diverged", "interrupted", "outside tolerance", "no dense run", "trains")

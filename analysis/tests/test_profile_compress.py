@@ -50,14 +50,25 @@ def test_methods_rounds_and_defaults_follow_the_rust_code():
         for fn, want in (("rounds", rounds), ("phases", phases)):
             got = re.search(rf"fn {fn}\(&self\) -> usize \{{\s*(\d+)", text)
             assert (int(got.group(1)) if got else 1) == want, (method, fn)
-    defaults = re.search(r"impl Default for MethodParams.*?MethodParams \{(.*?)\}", src("src/compress/params.rs"), re.S).group(1)
-    rust = dict(re.findall(r"(\w+): ([\w.]+),", defaults))
+    params_rs = src("src/compress/params.rs")
+    consts = dict(re.findall(r"pub const (\w+): f64 = ([\d.]+);", params_rs))
+    assert float(consts["DEFAULT_DENSITY"]) == pc.DEFAULT_DENSITY
+    assert float(consts["SKETCH_DENSITY"]) == pc.SKETCH_DENSITY
+    defaults = re.search(r"impl Default for MethodParams.*?MethodParams \{(.*?)\}", params_rs, re.S).group(1)
+    rust = {k: consts.get(v, v) for k, v in re.findall(r"(\w+): ([\w.]+),", defaults)}
     for key, value in pc.PARAM_DEFAULTS.items():
         want = rust[key]
-        if isinstance(value, bool):
+        if value is None:
+            assert want == "None", key
+        elif isinstance(value, bool):
             assert str(value).lower() == want, key
         else:
             assert float(value) == float(want), key
+    # Each method's own density, as gradcomp's `default_density`.
+    for method in pc.METHODS:
+        want = pc.SKETCH_DENSITY if method == "sketch" else pc.DEFAULT_DENSITY
+        assert pc.density_of(pc.PARAM_DEFAULTS, method) == want, method
+    assert '"sketch" | "sketch-fusion" => SKETCH_DENSITY' in params_rs
 
 
 def test_writer_format_round_trips(tmp_path):
@@ -149,7 +160,9 @@ def args(*extra):
 def test_argument_validation():
     methods, params, sizes = pc.validate(args())
     assert methods == ["topk", "powersgd"]
-    assert params["density"] == 0.001 and params["rank"] == 4 and params["nesterov"] is False
+    # No density given: each method at its own (none written into the profile).
+    assert params["density"] is None and params["rank"] == 4 and params["nesterov"] is False
+    assert pc.validate(args("--density", "0.01"))[1]["density"] == 0.01
     assert sizes == [4 ** k for k in range(5, 12)]
     assert pc.validate(args("--copy-sizes", "4096,1024,1024"))[2] == [1024, 4096]
     assert pc.validate(args("--lowrank-rank", "32", "--nesterov"))[1]["rank"] == 32

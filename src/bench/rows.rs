@@ -145,7 +145,11 @@ pub(super) fn micro_comm_row(
 /// The hyper-parameter columns written into every compression row.
 pub(super) fn param_fields(p: &MethodParams) -> Fields {
     vec![
-        ("density", p.density.to_string()),
+        // Cases carry it resolved; a density left to the method is written as its default.
+        (
+            "density",
+            p.density_or(crate::compress::DEFAULT_DENSITY).to_string(),
+        ),
         ("rank", p.rank.to_string()),
         ("min_compression_rate", p.min_compression_rate.to_string()),
         ("start_iter", p.start_iter.to_string()),

@@ -128,7 +128,7 @@ pub struct PlacementArgs {
 /// Method hyper-parameters (flags named after the TOML keys).
 #[derive(Debug, Args, Clone)]
 pub struct ParamArgs {
-    /// Density rho in (0,1] (topk, dgc, sketch), a fraction (0.001) or a percentage (0.1%); a comma list sweeps [default: 0.001]
+    /// Density rho in (0,1] (topk, dgc, sketch), a fraction (0.001) or a percentage (0.1%); a comma list sweeps [default: each method's own: 0.001; sketch 0.0076]
     #[arg(
         long,
         value_delimiter = ',',
@@ -175,7 +175,7 @@ pub struct ParamArgs {
     /// Count Sketch rows [default: 3]
     #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub sketch_rows: Option<usize>,
-    /// Count Sketch columns per kept element [default: 10]
+    /// Count Sketch columns per kept element [default: 20]
     #[arg(long, allow_negative_numbers = true, value_name = "X")]
     pub sketch_cols_per_k: Option<f64>,
     /// QSGD levels s [default: 127]

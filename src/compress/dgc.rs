@@ -24,7 +24,7 @@ use super::ssgd::check_summed;
 use super::topk::check_density;
 use super::{
     Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire,
-    WireLen, WorkerCtx,
+    WireLen, WorkerCtx, DEFAULT_DENSITY,
 };
 use crate::measure::rng::rng_for;
 use crate::roofline::{Kernel, Stage};
@@ -437,7 +437,8 @@ impl Dgc {
     /// Reads `density` (0, 1], `momentum` [0, 1), `clip_norm` >= 0, `nesterov`,
     /// `warmup_steps_per_epoch`.
     pub fn new(p: &MethodParams, ctx: WorkerCtx) -> Result<Self> {
-        check_density(NAME, p.density)?;
+        let p = &p.for_method(NAME);
+        check_density(NAME, p.density_or(DEFAULT_DENSITY))?;
         if !(p.momentum >= 0.0 && p.momentum < 1.0) {
             return Err(CompressError::BadParam {
                 method: NAME,
@@ -458,7 +459,7 @@ impl Dgc {
             params: p.clone(),
             ctx,
             step: 0,
-            density_now: warmup_density(p.density, p.warmup_steps_per_epoch, 0),
+            density_now: warmup_density(p.density_or(DEFAULT_DENSITY), p.warmup_steps_per_epoch, 0),
             tensors: Vec::new(),
             scratch: TopKScratch::new(0, 0),
             wide: WideCandidates::default(),
@@ -479,20 +480,25 @@ impl Dgc {
     /// `k = ceil(rho d)` of `d` elements at density `rho` (the reference's `num_selects`).
     fn k_at(&self, rho: f64, d: usize) -> usize {
         MethodParams {
-            density: rho,
+            density: Some(rho),
             ..self.params.clone()
         }
         .k_of(d)
     }
 
+    /// The steady-state density `rho` (resolved in `new`).
+    fn rho(&self) -> f64 {
+        self.params.density_or(DEFAULT_DENSITY)
+    }
+
     /// Every density of the schedule: `density`, and the warm-up densities if on.
     fn densities(&self) -> impl Iterator<Item = f64> + '_ {
         let warm = self.params.warmup_steps_per_epoch > 0;
-        std::iter::once(self.params.density).chain(
+        std::iter::once(self.rho()).chain(
             WARMUP_DENSITIES
                 .iter()
                 .filter(move |_| warm)
-                .map(|w| w.max(self.params.density)),
+                .map(|w| w.max(self.rho())),
         )
     }
 
@@ -641,7 +647,7 @@ impl Compressor for Dgc {
         let d = indexable_len(NAME, t, rows, cols)?;
         // The reference compresses tensors of two or more dimensions, and only while
         // its ratio is below 1.
-        let sparse = rows > 1 && self.params.density < 1.0;
+        let sparse = rows > 1 && self.rho() < 1.0;
         let (mut k_max, mut sample_max, mut r_max) = (0, 0, 0);
         if sparse {
             for rho in self.densities() {
@@ -652,8 +658,7 @@ impl Compressor for Dgc {
             }
             self.scratch.ensure_keys(k_max);
             self.scratch.ensure_sample(sample_max);
-            self.wide
-                .ensure(wide_capacity(d, self.k_at(self.params.density, d)));
+            self.wide.ensure(wide_capacity(d, self.k_at(self.rho(), d)));
             self.touched.ensure(d);
             self.bound.ensure(r_max);
             if self.vals.len() < k_max {
@@ -695,11 +700,7 @@ impl Compressor for Dgc {
     }
     fn begin_step(&mut self, step: u64) {
         self.step = step;
-        self.density_now = warmup_density(
-            self.params.density,
-            self.params.warmup_steps_per_epoch,
-            step,
-        );
+        self.density_now = warmup_density(self.rho(), self.params.warmup_steps_per_epoch, step);
     }
     fn compress(
         &mut self,
@@ -752,7 +753,7 @@ impl Compressor for Dgc {
             }
             return;
         }
-        let rho = self.params.density;
+        let rho = self.rho();
         let k = self.k_at(rho, d);
         let kf = k as f64;
         match stage {

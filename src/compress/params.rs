@@ -8,8 +8,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MethodParams {
-    /// Fraction of elements kept, rho in (0, 1] (topk, dgc, sketch). Default 0.001.
-    pub density: f64,
+    /// Fraction of elements kept, rho in (0, 1] (topk, dgc, sketch). `None`: the
+    /// method's own default ([`default_density`]): 0.001 for topk and dgc, 0.0076 for
+    /// sketch. Cases carry it resolved ([`MethodParams::for_method`]).
+    pub density: Option<f64>,
     /// Low-rank approximation rank r >= 1 (powersgd, acpsgd). Default 4 (CNNs).
     pub rank: usize,
     /// Power-SGD compresses a matrix only if (rows+cols)*r*rate < rows*cols. Default 2.
@@ -27,7 +29,8 @@ pub struct MethodParams {
     pub warmup_steps_per_epoch: u64,
     /// Count Sketch rows r (independent hash rows). Default 3.
     pub sketch_rows: usize,
-    /// Count Sketch columns per selected element: c = ceil(sketch_cols_per_k * k). Default 10.
+    /// Count Sketch columns per selected element: c = ceil(sketch_cols_per_k * k). Default
+    /// 20 ([`SKETCH_COLS_PER_K`]).
     pub sketch_cols_per_k: f64,
     /// QSGD quantisation levels s >= 1. Default 127 (8-bit levels).
     pub qsgd_levels: u32,
@@ -36,7 +39,7 @@ pub struct MethodParams {
 impl Default for MethodParams {
     fn default() -> Self {
         MethodParams {
-            density: 0.001,
+            density: None,
             rank: 4,
             min_compression_rate: 2.0,
             start_iter: 0,
@@ -45,16 +48,59 @@ impl Default for MethodParams {
             clip_norm: 0.0,
             warmup_steps_per_epoch: 0,
             sketch_rows: 3,
-            sketch_cols_per_k: 10.0,
+            sketch_cols_per_k: SKETCH_COLS_PER_K,
             qsgd_levels: 127,
         }
     }
 }
 
+/// Density of the sparsifiers (topk, dgc, their e2e forms): DGC's 0.1% (Lin et al.,
+/// ICLR 2018, Section 4: "99.9% of the gradient exchange is redundant"), one value for
+/// all of them so that they are timed at one compression.
+pub const DEFAULT_DENSITY: f64 = 0.001;
+
+/// Count Sketch's density: FetchSGD's CIFAR-10 run (kiddyboots216/CommEfficient
+/// `CommEfficient/cifar10.sh`: `--k 50000`) over its ResNet-9's 6,573,120 trainable
+/// parameters (`models/resnet9.py`: 6,568,640 weights and 4,480 batch-norm scales and
+/// shifts), 50,000 / 6,573,120 = 0.00761, to two digits. At the sparsifiers' 0.001 even
+/// an exact global top k of the summed residual does not match dense on the converge MLP
+/// (docs/methods.md, "sketch": how large a sketch the MLP needs).
+pub const SKETCH_DENSITY: f64 = 0.0076;
+
+/// Count Sketch columns per kept element: the same run's `--num_cols 1000000` over
+/// `--k 50000` (docs/methods.md, "sketch").
+pub const SKETCH_COLS_PER_K: f64 = 20.0;
+
+/// The density `method` (a registry name, or an e2e name built on one) runs at when none
+/// is given: [`SKETCH_DENSITY`] for Count Sketch (`sketch`, `sketch-fusion`),
+/// [`DEFAULT_DENSITY`] for every other method.
+pub fn default_density(method: &str) -> f64 {
+    match method {
+        "sketch" | "sketch-fusion" => SKETCH_DENSITY,
+        _ => DEFAULT_DENSITY,
+    }
+}
+
 impl MethodParams {
+    /// These parameters as `method` runs them: a density not given becomes the method's
+    /// default ([`default_density`]), so rows, estimates and the simulator see the one
+    /// the method uses.
+    pub fn for_method(&self, method: &str) -> MethodParams {
+        MethodParams {
+            density: Some(self.density_or(default_density(method))),
+            ..self.clone()
+        }
+    }
+
+    /// The density given, else `default`.
+    pub fn density_or(&self, default: f64) -> f64 {
+        self.density.unwrap_or(default)
+    }
+
     /// `k = ceil(rho * d)`, at least 1 and at most `d` (docs/methods.md, "Notation" under
-    /// "The `Compressor` contract").
+    /// "The `Compressor` contract"), with `rho` the density given, else
+    /// [`DEFAULT_DENSITY`] (resolve Count Sketch's first: [`MethodParams::for_method`]).
     pub fn k_of(&self, d: usize) -> usize {
-        ((self.density * d as f64).ceil() as usize).clamp(1, d.max(1))
+        ((self.density_or(DEFAULT_DENSITY) * d as f64).ceil() as usize).clamp(1, d.max(1))
     }
 }

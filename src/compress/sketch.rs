@@ -49,6 +49,7 @@ use super::device::{self, Out, F32, I64};
 use super::select::TopKScratch;
 use super::{
     Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
+    SKETCH_DENSITY,
 };
 use crate::measure::rng::{mix, rng_for};
 use crate::roofline::{Kernel, Stage};
@@ -335,7 +336,8 @@ impl Sketch {
     /// Reads `density` in (0, 1], `sketch_rows >= 1` (odd recommended) and
     /// `sketch_cols_per_k > 0` (finite).
     pub fn new(p: &MethodParams, ctx: WorkerCtx) -> Result<Self> {
-        bits::check_density(NAME, p.density)?;
+        let density = p.density_or(SKETCH_DENSITY);
+        bits::check_density(NAME, density)?;
         if p.sketch_rows == 0 {
             return Err(bits::bad_param(
                 NAME,
@@ -349,7 +351,7 @@ impl Sketch {
                 NAME,
                 "sketch_cols_per_k",
                 p.sketch_cols_per_k,
-                "must be a finite number > 0 (default 10)",
+                "must be a finite number > 0 (default 20)",
             ));
         }
         #[cfg(target_arch = "x86_64")]
@@ -359,7 +361,7 @@ impl Sketch {
         Ok(Sketch {
             ctx,
             step: 0,
-            density: p.density,
+            density,
             rows: p.sketch_rows,
             cols_per_k: p.sketch_cols_per_k,
             slots: Vec::new(),
@@ -498,7 +500,7 @@ impl Compressor for Sketch {
     fn register(&mut self, t: TensorId, rows: usize, cols: usize) -> Result<()> {
         let d = super::select::indexable_len(NAME, t, rows, cols)?;
         let k = MethodParams {
-            density: self.density,
+            density: Some(self.density),
             ..MethodParams::default()
         }
         .k_of(d)
@@ -713,7 +715,7 @@ impl Compressor for Sketch {
     fn check_verdict(&self, out: &[f32], summed: &[f32], c: &mut CheckCtx) -> Result<Verdict> {
         let (n, t) = (c.world_size, check::CHECKED);
         let d = c.rows * c.cols;
-        let k = c.params.k_of(d).min(d);
+        let k = c.params.for_method(NAME).k_of(d).min(d);
         let cols = (c.params.sketch_cols_per_k * k.max(1) as f64)
             .ceil()
             .max(1.0) as usize;

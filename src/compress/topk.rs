@@ -9,7 +9,7 @@ use super::select::{
 };
 use super::{
     Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire,
-    WireLen, WorkerCtx,
+    WireLen, WorkerCtx, DEFAULT_DENSITY,
 };
 use crate::measure::rng::rng_for;
 use crate::roofline::{Kernel, Stage};
@@ -81,7 +81,8 @@ pub fn check_density(method: &'static str, density: f64) -> Result<()> {
 impl TopK {
     /// Reads `density` (rho in (0, 1]).
     pub fn new(p: &MethodParams, ctx: WorkerCtx) -> Result<Self> {
-        check_density(NAME, p.density)?;
+        let p = &p.for_method(NAME);
+        check_density(NAME, p.density_or(DEFAULT_DENSITY))?;
         Ok(TopK {
             params: p.clone(),
             ctx,

@@ -467,8 +467,8 @@ impl Config {
                     for params in &s.params {
                         let (di, dw) = default_compress_iters(shape.numel());
                         let (iters, warmup) = (s.iters.unwrap_or(di), s.warmup.unwrap_or(dw));
+                        let params = params.for_method(method);
                         let method = method.clone();
-                        let params = params.clone();
                         out.push(if kind {
                             Case::Micro {
                                 method,
@@ -505,7 +505,7 @@ impl Config {
                             method: method.clone(),
                             shape,
                             model: Some(model.clone()),
-                            params: params.clone(),
+                            params: params.for_method(method),
                             iters: s.iters.unwrap_or(di),
                             warmup: s.warmup.unwrap_or(dw),
                         });
@@ -551,7 +551,7 @@ impl Config {
                                                 s.compress_profile.clone()
                                             }
                                         },
-                                        params: params.clone(),
+                                        params: params.for_method(method),
                                         iters: s.iters,
                                         warmup: s.warmup,
                                         timing: s.timing,

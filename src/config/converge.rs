@@ -326,7 +326,7 @@ impl ConvergeSection {
             for p in &params {
                 cases.push(ConvergeCase {
                     method: m.clone(),
-                    params: p.clone(),
+                    params: p.for_method(m),
                     steps: self.steps,
                     batch: self.batch,
                     lr: self.lr,

@@ -50,13 +50,14 @@ impl<'a> Sweep<'a> {
         origin: &Origin,
     ) -> Result<Vec<MethodParams>, ConfigError> {
         use crate::compress::{registry, WorkerCtx};
-        let densities = self
-            .densities
-            .clone()
-            .unwrap_or_else(|| vec![self.params.density]);
+        // `None`: each method's own default (resolved per case: `MethodParams::for_method`).
+        let densities: Vec<Option<f64>> = match self.densities {
+            Some(v) => v.iter().map(|&d| Some(d)).collect(),
+            None => vec![self.params.density],
+        };
         let ranks = lowrank_sweep(self.lowrank_ranks, self.ranks, origin)?
             .unwrap_or_else(|| vec![self.params.rank]);
-        no_repeats(origin, "densities", &densities, |d| d.to_string())?;
+        no_repeats(origin, "densities", &densities, |d| format!("{d:?}"))?;
         no_repeats(origin, "lowrank_ranks", &ranks, |r| r.to_string())?;
         if densities.is_empty() || ranks.is_empty() {
             return Err(origin.invalid(
@@ -83,7 +84,7 @@ impl<'a> Sweep<'a> {
         if c.is_finite() && c > MAX_SKETCH_COLS_PER_K {
             return Err(origin.invalid(
                 "sketch_cols_per_k",
-                format!("{c} columns per kept element is more than {MAX_SKETCH_COLS_PER_K} (a sketch wider than the tensor compresses nothing); give a value in (0, {MAX_SKETCH_COLS_PER_K}], e.g. 10"),
+                format!("{c} columns per kept element is more than {MAX_SKETCH_COLS_PER_K} (a sketch wider than the tensor compresses nothing); give a value in (0, {MAX_SKETCH_COLS_PER_K}], e.g. 20"),
             ));
         }
         let mut params = Vec::new();

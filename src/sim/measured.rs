@@ -292,7 +292,9 @@ pub fn e2e_rows(path: &std::path::Path) -> Result<Vec<E2eRow>> {
                 }
             };
         }
-        param!(density, "density");
+        if let Some(v) = num("density") {
+            params.density = Some(v.parse().map_err(|_| bad("density", &v))?);
+        }
         param!(rank, "rank");
         param!(min_compression_rate, "min_compression_rate");
         param!(start_iter, "start_iter");

@@ -68,7 +68,10 @@ impl SimRow {
                 (crate::devcost::CompressOn::Device, Some(d)) => d.spec.name.clone(),
                 _ => String::new(),
             },
-            density: case.params.density,
+            density: case
+                .params
+                .for_method(&case.method)
+                .density_or(crate::compress::DEFAULT_DENSITY),
             rank: case.params.rank,
             tensors: wl.tensors.len(),
             buckets: r.buckets,

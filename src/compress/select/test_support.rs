@@ -21,7 +21,7 @@ pub fn grad(rows: usize, cols: usize, seed: u64) -> Array2<f32> {
 
 pub fn params(density: f64) -> MethodParams {
     MethodParams {
-        density,
+        density: Some(density),
         ..MethodParams::default()
     }
 }

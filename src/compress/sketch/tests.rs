@@ -7,7 +7,7 @@ use rand_distr::{Distribution, StandardNormal};
 
 fn params(density: f64, rows: usize, cols_per_k: f64) -> MethodParams {
     MethodParams {
-        density,
+        density: Some(density),
         sketch_rows: rows,
         sketch_cols_per_k: cols_per_k,
         ..MethodParams::default()

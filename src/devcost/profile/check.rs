@@ -103,43 +103,62 @@ impl CompressProfile {
         methods: &[&str],
         params: &MethodParams,
     ) -> Result<(), ProfileError> {
-        let run = serde_json::to_value(params).unwrap_or_default();
         for &(key, users) in PARAM_KEYS {
-            let Some(user) = methods.iter().find(|m| users.contains(m)) else {
-                continue;
-            };
-            let want = &run[key];
-            let shown_want = match want {
-                serde_json::Value::Number(n) => n.to_string(),
-                other => other.to_string(),
-            };
-            let flag = format!("--{}", key.replace('_', "-"));
-            let flag = if key == "rank" {
-                "--lowrank-rank".to_string()
-            } else {
-                flag
-            };
-            let Some((_, got, line)) = self.meta.iter().find(|m| m.0 == key) else {
-                return Err(ProfileError::Param {
-                    at: self.at(0),
-                    msg: format!("{user}'s time depends on {key}, which the profile does not record; re-run {SCRIPT} {flag} {shown_want} (it writes '# {key}: {shown_want}'), or add that comment if the profile was taken at it"),
-                });
-            };
-            let same = match want {
-                serde_json::Value::Bool(b) => got.parse::<bool>().ok() == Some(*b),
-                serde_json::Value::Number(n) => {
-                    let w = n.as_f64().unwrap_or(f64::NAN);
-                    got.parse::<f64>()
-                        .map(|g| (g - w).abs() <= 1e-9 * w.abs().max(g.abs()))
-                        .unwrap_or(false)
+            for &user in methods.iter().filter(|m| users.contains(m)) {
+                // Each method at the density it runs at (`MethodParams::for_method`).
+                let run = serde_json::to_value(params.for_method(user)).unwrap_or_default();
+                let want = &run[key];
+                let shown_want = match want {
+                    serde_json::Value::Number(n) => n.to_string(),
+                    other => other.to_string(),
+                };
+                let flag = format!("--{}", key.replace('_', "-"));
+                let flag = if key == "rank" {
+                    "--lowrank-rank".to_string()
+                } else {
+                    flag
+                };
+                let Some((_, got, line)) = self.meta.iter().find(|m| m.0 == key) else {
+                    if key == "density" {
+                        // Not recorded: every method at its own default (the script
+                        // records the density only when given one).
+                        let ours = crate::compress::default_density(user);
+                        let w = want.as_f64().unwrap_or(f64::NAN);
+                        if (ours - w).abs() <= 1e-9 * w.abs() {
+                            continue;
+                        }
+                        return Err(ProfileError::Param {
+                            at: self.at(0),
+                            msg: format!("measured at {user}'s default density {ours}, but the run uses density = {shown_want}, and {user}'s time depends on it; re-run {SCRIPT} {flag} {shown_want}"),
+                        });
+                    }
+                    return Err(ProfileError::Param {
+                        at: self.at(0),
+                        msg: format!("{user}'s time depends on {key}, which the profile does not record; re-run {SCRIPT} {flag} {shown_want} (it writes '# {key}: {shown_want}'), or add that comment if the profile was taken at it"),
+                    });
+                };
+                let same = match want {
+                    serde_json::Value::Bool(b) => got.parse::<bool>().ok() == Some(*b),
+                    serde_json::Value::Number(n) => {
+                        let w = n.as_f64().unwrap_or(f64::NAN);
+                        got.parse::<f64>()
+                            .map(|g| (g - w).abs() <= 1e-9 * w.abs().max(g.abs()))
+                            .unwrap_or(false)
+                    }
+                    _ => false,
+                };
+                if !same {
+                    // A density left to the methods: the script's default does the same.
+                    let rerun = if key == "density" && params.density.is_none() {
+                        format!("{SCRIPT} without --density (each method at its own)")
+                    } else {
+                        format!("{SCRIPT} {flag} {shown_want}")
+                    };
+                    return Err(ProfileError::Param {
+                        at: self.at(*line),
+                        msg: format!("measured at {key} = {got}, but the run uses {key} = {shown_want}, and {user}'s time depends on it; re-run {rerun}"),
+                    });
                 }
-                _ => false,
-            };
-            if !same {
-                return Err(ProfileError::Param {
-                    at: self.at(*line),
-                    msg: format!("measured at {key} = {got}, but the run uses {key} = {shown_want}, and {user}'s time depends on it; re-run {SCRIPT} {flag} {shown_want}"),
-                });
             }
         }
         Ok(())

@@ -47,6 +47,12 @@ impl CompressProfile {
             };
             let parsed = match &v[key] {
                 serde_json::Value::Bool(_) => got.parse::<bool>().ok().map(Into::into),
+                // `density` defaults to each method's own (`null` here).
+                serde_json::Value::Null => got
+                    .parse::<f64>()
+                    .ok()
+                    .and_then(serde_json::Number::from_f64)
+                    .map(Into::into),
                 serde_json::Value::Number(n) if n.is_f64() => got
                     .parse::<f64>()
                     .ok()

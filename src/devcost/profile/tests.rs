@@ -472,7 +472,7 @@ fn check_params_compares_what_the_times_depend_on() {
     let mut params = MethodParams::default();
     p.check_params(&["topk", "powersgd", "ssgd"], &params)
         .unwrap();
-    params.density = 0.01;
+    params.density = Some(0.01);
     let e = p.check_params(&["topk"], &params).unwrap_err().to_string();
     assert!(
         e.contains("density = 0.001")

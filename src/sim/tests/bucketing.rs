@@ -175,7 +175,7 @@ fn a_shared_wire_cache_changes_no_result() {
     for method in ["ssgd", "topk", "powersgd", "signsgd"] {
         for density in [0.01, 0.1] {
             let params = MethodParams {
-                density,
+                density: Some(density),
                 ..MethodParams::default()
             };
             for n in [2, 8] {

@@ -91,7 +91,7 @@ fn cases_from_measured_e2e_rows() {
     let cases: Vec<SimCase> = measured.iter().map(|m| m.case.clone()).collect();
     assert_eq!(cases.len(), 4);
     assert_eq!(cases[0].collective, CollectiveMode::Native);
-    assert_eq!(cases[0].params.density, 0.01);
+    assert_eq!(cases[0].params.density, Some(0.01));
     assert_eq!(cases[0].fusion, Fusion::Bytes(25 << 20));
     assert_eq!(cases[1].collective, CollectiveMode::Ps);
     assert_eq!(cases[1].workload.fwd_s, 0.0);

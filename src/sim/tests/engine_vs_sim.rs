@@ -36,7 +36,7 @@ fn model() -> Vec<TensorSpec> {
 
 fn params() -> MethodParams {
     MethodParams {
-        density: 0.01,
+        density: Some(0.01),
         ..MethodParams::default()
     }
 }
