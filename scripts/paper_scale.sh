@@ -171,14 +171,18 @@ sim marsit marsit "" 10gbe --model resnet50,vgg16,bert-base --methods ssgd,marsi
 
 # --- Sketch-Fusion (Dai et al., JPDC 2024): up to 18.6% faster training on 16 GPUs
 # (Sketch-Fusion vs a Count Sketch per tensor). Network and nodes not recorded: 10 GbE.
+# Sketch size not recorded either: density 0.001 with 10 columns per kept element, the
+# size the recorded GPU profiles (docs/data/h200-*, h100-*) measured, not Count Sketch's
+# default (0.0076, 20: the size at which it trains, docs/methods.md "sketch"); the
+# report's paper_scale_trains table says which trains.
 sim sketch-fusion sketch-fusion "" 10gbe --model resnet50,vgg16,bert-base --methods sketch,sketch-fusion \
-    --fusion none,layerfusion --world-sizes 16 --pipelining on --density 0.001
+    --fusion none,layerfusion --world-sizes 16 --pipelining on --density 0.001 --sketch-cols-per-k 10
 
 # --- Sketch-Fusion scalability: LayerFusion improves other methods' scalability
 # (throughput at 64 / at 8 workers) by up to 2.87x.
 sim sketch-scaling sketch-scaling "" 10gbe --model resnet50,vgg16,bert-base \
     --methods ssgd,signsgd,topk,powersgd,sketch --fusion none,layerfusion --world-sizes 8,16,32,64 \
-    --pipelining on --density 0.001
+    --pipelining on --density 0.001 --sketch-cols-per-k 10
 
 # --- DGC (Lin et al., ICLR 2018): gradient vs message size, 277x (ResNet-50), 597x
 # (AlexNet), 462x (LSTM-PTB) at density 0.001. Sizes only: any world size and network.
