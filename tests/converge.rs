@@ -13,14 +13,10 @@ use std::process::{Command, Output};
 /// Every method and the controls, in the order of the documented table.
 const ALL: &str = "ssgd,signsgd,signsgd-mv,topk,dgc,powersgd,acpsgd,marsit,sketch,qsgd,omgs,sketch-fusion,powersgd-noef,topk-noef";
 
-/// One MPI job at a time: on 2 cores, concurrent oversubscribed jobs busy-poll each
-/// other and take several times longer together than one after the other.
-static ONE_JOB: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 /// `mpirun` with one BLAS thread per rank (the documented setting: ranks = cores, and
 /// bit-identical curves need the same BLAS threading).
 fn converge(np: usize, args: &[&str]) -> Output {
-    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_mpi_job();
     let launcher = mpirun_cmd();
     let mut cmd = Command::new(&launcher);
     if launcher.contains("mpirun") && !launcher.contains("mpich") {
@@ -48,13 +44,29 @@ fn rows(dir: &Path) -> Vec<HashMap<String, String>> {
 }
 
 /// The last row of each method: (final eval loss, status).
-fn finals(rs: &[HashMap<String, String>]) -> HashMap<String, (f64, String)> {
+fn finals(rs: &[HashMap<String, String>]) -> Finals {
     let mut out = HashMap::new();
     for r in rs {
         let loss = r["eval_loss"].parse::<f64>().unwrap_or(f64::NAN);
         out.insert(r["method"].clone(), (loss, r["status"].clone()));
     }
     out
+}
+
+/// Each method's last (final eval loss, status).
+type Finals = HashMap<String, (f64, String)>;
+
+/// `converge ARGS --out DIR` on `np` ranks, which must succeed: its rows, [`Finals`], and
+/// dense S-SGD's final eval loss.
+fn run_finals(np: usize, dir: &Path, args: &[&str]) -> (Vec<HashMap<String, String>>, Finals, f64) {
+    let mut all = args.to_vec();
+    all.extend(["--out", dir.to_str().unwrap()]);
+    let out = converge(np, &all);
+    assert_ok(&out);
+    let rs = rows(dir);
+    let f = finals(&rs);
+    let dense = f["ssgd"].0;
+    (rs, f, dense)
 }
 
 /// The documented check (docs/methods.md): final eval loss <= dense * 1.25.
@@ -69,21 +81,7 @@ fn methods_against_dense(np: usize) {
         return;
     }
     let dir = tmpdir(&format!("conv-all-{np}"));
-    let out = converge(
-        np,
-        &[
-            "--methods",
-            ALL,
-            "--eval-every",
-            "100",
-            "--out",
-            dir.to_str().unwrap(),
-        ],
-    );
-    assert_ok(&out);
-    let rs = rows(&dir);
-    let f = finals(&rs);
-    let dense = f["ssgd"].0;
+    let (rs, f, dense) = run_finals(np, &dir, &["--methods", ALL, "--eval-every", "100"]);
     // Dense S-SGD learns: its held-out loss ends well below its first training loss and
     // below chance level ln(10).
     let first: f64 = rs
@@ -164,8 +162,9 @@ fn sketch_trains_at_its_default_sizes_np3() {
     }
     for seed in ["1", "2"] {
         let dir = tmpdir(&format!("conv-sketch-default-{seed}"));
-        let out = converge(
+        let (rs, f, dense) = run_finals(
             3,
+            &dir,
             &[
                 "--methods",
                 "ssgd,topk,sketch,sketch-fusion",
@@ -175,14 +174,8 @@ fn sketch_trains_at_its_default_sizes_np3() {
                 "1000",
                 "--seed",
                 seed,
-                "--out",
-                dir.to_str().unwrap(),
             ],
         );
-        assert_ok(&out);
-        let rs = rows(&dir);
-        let f = finals(&rs);
-        let dense = f["ssgd"].0;
         for m in ["sketch", "sketch-fusion"] {
             assert_eq!(f[m].1, "done", "seed {seed} {m}");
             assert!(
@@ -330,7 +323,7 @@ fn columns_are_documented_and_divergence_ends_only_that_case() {
 
 #[test]
 fn bad_input_exits_2_naming_the_flag() {
-    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    // assert_refused's mpirun takes one_mpi_job itself.
     assert_refused(
         1,
         &["converge", "--methods", "nope"],
@@ -413,7 +406,6 @@ fn config_sections_run_and_bad_keys_are_refused() {
     assert_eq!(rs[4]["status"], "done");
     // A bad value in the file names the section and key.
     std::fs::write(&cfg, "[[converge]]\nmethods = [\"ssgd\"]\nlr = -0.5\n").unwrap();
-    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
     assert_refused(
         1,
         &["converge", "--config", cfg.to_str().unwrap()],
