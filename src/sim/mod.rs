@@ -197,7 +197,8 @@ impl SimCase {
             pipelining,
             collective,
             world_size,
-            params,
+            // The density the method runs at (a density not given is its own default).
+            params: params.for_method(method),
             seed: 1,
             fixed_plan: None,
             compress_on: CompressOn::Host,
