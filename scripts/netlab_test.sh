@@ -187,14 +187,24 @@ else
       bad "netlab.txt: '$(tr '\n' ' ' <"$out/netlab.txt" 2>/dev/null)'"
     fi
     # Emulated seconds: the bus bandwidth is against the undilated 1 Gbit (0.125 GB/s).
-    rows=$(awk -F, -v lo="$MIN_FRAC" 'NR == 1 {for (i = 1; i <= NF; i++) c[$i] = i; next}
-      {f = $c["busbw_gbps"] / 0.125
-       printf "%s dilation %s %s busbw %.3f GB/s = %.2f of the rate %s\n", $c["collective"], $c["time_dilation"], $c["check"], $c["busbw_gbps"], f,
-         ($c["check"] == "pass" && $c["time_dilation"] == 4 && f <= 1.10 && f >= lo) ? "OK" : "BAD"}' "$out/micro_comm.csv")
-    while IFS= read -r r; do echo "[netlab_test]   $r"; done <<<"$rows"
-    n=$(grep -c ' OK$' <<<"$rows" || true)
-    if ((n == 2)) && ! grep -q ' BAD$' <<<"$rows"; then ok "2-node dilated all-reduce: time_dilation 4, check pass, busbw in [$MIN_FRAC, 1.10] of 1 Gbit"
-    else bad "2-node dilated all-reduce: expected 2 rows with time_dilation 4, check pass and busbw in [$MIN_FRAC, 1.10] x 0.125 GB/s"; fi
+    judge() {
+      rows=$(awk -F, -v lo="$MIN_FRAC" 'NR == 1 {for (i = 1; i <= NF; i++) c[$i] = i; next}
+        {f = $c["busbw_gbps"] / 0.125
+         printf "%s dilation %s %s busbw %.3f GB/s = %.2f of the rate %s\n", $c["collective"], $c["time_dilation"], $c["check"], $c["busbw_gbps"], f,
+           ($c["check"] == "pass" && $c["time_dilation"] == 4 && f <= 1.10 && f >= lo) ? "OK" : "BAD"}' "$1/micro_comm.csv")
+      while IFS= read -r r; do echo "[netlab_test]   $r"; done <<<"$rows"
+      n=$(grep -c ' OK$' <<<"$rows" || true)
+      ((n == 2)) && ! grep -q ' BAD$' <<<"$rows"
+    }
+    # One more run when the first misses the band: its medians of 3 sat in one slow
+    # spell of a shared 2-vCPU machine once (ring 0.50 of the rate; 0.65-0.96 in six
+    # runs right after). A real fault (the dilation's arithmetic, a wrong tbf rate) is off
+    # by integer factors and misses both.
+    if judge "$out"; then ok "2-node dilated all-reduce: time_dilation 4, check pass, busbw in [$MIN_FRAC, 1.10] of 1 Gbit"
+    elif echo "[netlab_test]   outside [$MIN_FRAC, 1.10]: once more" && timeout 150 bash "$NL" run -- micro-comm --collectives ring-allreduce,allreduce \
+        --sizes 8MiB --iters 3 --warmup 1 --check --quiet --out "$out-2" >>"$TMP/dil.log" 2>&1 && judge "$out-2"; then
+      ok "2-node dilated all-reduce: time_dilation 4, check pass, busbw in [$MIN_FRAC, 1.10] of 1 Gbit (second run)"
+    else bad "2-node dilated all-reduce: expected 2 rows with time_dilation 4, check pass and busbw in [$MIN_FRAC, 1.10] x 0.125 GB/s, in one of two runs"; fi
   fi
   out=$TMP/dil-e2e
   if ! timeout 150 bash "$NL" run -- e2e --model resnet20 --methods ssgd,topk --pipelining off --iters 3 --warmup 1 \
