@@ -24,7 +24,7 @@ use super::ssgd::check_summed;
 use super::topk::check_density;
 use super::{
     Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire,
-    WireLen, WorkerCtx, DEFAULT_DENSITY,
+    WireLen, WorkerCtx,
 };
 use crate::measure::rng::rng_for;
 use crate::roofline::{Kernel, Stage};
@@ -438,7 +438,7 @@ impl Dgc {
     /// `warmup_steps_per_epoch`.
     pub fn new(p: &MethodParams, ctx: WorkerCtx) -> Result<Self> {
         let p = &p.for_method(NAME);
-        check_density(NAME, p.density_or(DEFAULT_DENSITY))?;
+        check_density(NAME, p.density_for(NAME))?;
         if !(p.momentum >= 0.0 && p.momentum < 1.0) {
             return Err(CompressError::BadParam {
                 method: NAME,
@@ -459,7 +459,7 @@ impl Dgc {
             params: p.clone(),
             ctx,
             step: 0,
-            density_now: warmup_density(p.density_or(DEFAULT_DENSITY), p.warmup_steps_per_epoch, 0),
+            density_now: warmup_density(p.density_for(NAME), p.warmup_steps_per_epoch, 0),
             tensors: Vec::new(),
             scratch: TopKScratch::new(0, 0),
             wide: WideCandidates::default(),
@@ -488,7 +488,7 @@ impl Dgc {
 
     /// The steady-state density `rho` (resolved in `new`).
     fn rho(&self) -> f64 {
-        self.params.density_or(DEFAULT_DENSITY)
+        self.params.density_for(NAME)
     }
 
     /// Every density of the schedule: `density`, and the warm-up densities if on.

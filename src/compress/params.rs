@@ -87,9 +87,15 @@ impl MethodParams {
     /// the method uses.
     pub fn for_method(&self, method: &str) -> MethodParams {
         MethodParams {
-            density: Some(self.density_or(default_density(method))),
+            density: Some(self.density_for(method)),
             ..self.clone()
         }
+    }
+
+    /// The density `method` runs at: the one given, else its default
+    /// ([`default_density`]).
+    pub fn density_for(&self, method: &str) -> f64 {
+        self.density_or(default_density(method))
     }
 
     /// The density given, else `default`.

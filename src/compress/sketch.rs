@@ -49,7 +49,6 @@ use super::device::{self, Out, F32, I64};
 use super::select::TopKScratch;
 use super::{
     Aggregation, Compressor, MethodParams, Received, Result, TensorId, Wire, WireLen, WorkerCtx,
-    SKETCH_DENSITY,
 };
 use crate::measure::rng::{mix, rng_for};
 use crate::roofline::{Kernel, Stage};
@@ -336,7 +335,7 @@ impl Sketch {
     /// Reads `density` in (0, 1], `sketch_rows >= 1` (odd recommended) and
     /// `sketch_cols_per_k > 0` (finite).
     pub fn new(p: &MethodParams, ctx: WorkerCtx) -> Result<Self> {
-        let density = p.density_or(SKETCH_DENSITY);
+        let density = p.density_for(NAME);
         bits::check_density(NAME, density)?;
         if p.sketch_rows == 0 {
             return Err(bits::bad_param(

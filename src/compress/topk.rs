@@ -9,7 +9,7 @@ use super::select::{
 };
 use super::{
     Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire,
-    WireLen, WorkerCtx, DEFAULT_DENSITY,
+    WireLen, WorkerCtx,
 };
 use crate::measure::rng::rng_for;
 use crate::roofline::{Kernel, Stage};
@@ -82,7 +82,7 @@ impl TopK {
     /// Reads `density` (rho in (0, 1]).
     pub fn new(p: &MethodParams, ctx: WorkerCtx) -> Result<Self> {
         let p = &p.for_method(NAME);
-        check_density(NAME, p.density_or(DEFAULT_DENSITY))?;
+        check_density(NAME, p.density_for(NAME))?;
         Ok(TopK {
             params: p.clone(),
             ctx,

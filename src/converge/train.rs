@@ -347,10 +347,7 @@ pub fn run_case(
         batch: c.batch,
         lr: c.lr,
         sgd_momentum: f64::from(momentum),
-        density: c
-            .params
-            .for_method(&c.method)
-            .density_or(crate::compress::DEFAULT_DENSITY),
+        density: c.params.density_for(&c.method),
         rank: c.params.rank,
         sketch_rows: c.params.sketch_rows,
         sketch_cols_per_k: c.params.sketch_cols_per_k,

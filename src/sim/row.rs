@@ -68,10 +68,7 @@ impl SimRow {
                 (crate::devcost::CompressOn::Device, Some(d)) => d.spec.name.clone(),
                 _ => String::new(),
             },
-            density: case
-                .params
-                .for_method(&case.method)
-                .density_or(crate::compress::DEFAULT_DENSITY),
+            density: case.params.density_for(&case.method),
             rank: case.params.rank,
             tensors: wl.tensors.len(),
             buckets: r.buckets,

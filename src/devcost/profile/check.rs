@@ -104,6 +104,10 @@ impl CompressProfile {
         params: &MethodParams,
     ) -> Result<(), ProfileError> {
         for &(key, users) in PARAM_KEYS {
+            let flag = match key {
+                "rank" => "--lowrank-rank".to_string(),
+                _ => format!("--{}", key.replace('_', "-")),
+            };
             for &user in methods.iter().filter(|m| users.contains(m)) {
                 // Each method at the density it runs at (`MethodParams::for_method`).
                 let run = serde_json::to_value(params.for_method(user)).unwrap_or_default();
@@ -112,30 +116,25 @@ impl CompressProfile {
                     serde_json::Value::Number(n) => n.to_string(),
                     other => other.to_string(),
                 };
-                let flag = format!("--{}", key.replace('_', "-"));
-                let flag = if key == "rank" {
-                    "--lowrank-rank".to_string()
-                } else {
-                    flag
-                };
-                let Some((_, got, line)) = self.meta.iter().find(|m| m.0 == key) else {
-                    if key == "density" {
-                        // Not recorded: every method at its own default (the script
-                        // records the density only when given one).
+                // (value, line, what the message calls it)
+                let (got, line, shown_got) = match self.meta.iter().find(|m| m.0 == key) {
+                    Some((_, got, line)) => (got.clone(), *line, format!("{key} = {got}")),
+                    // Not recorded: every method at its own default (the script records
+                    // the density only when given one).
+                    None if key == "density" => {
                         let ours = crate::compress::default_density(user);
-                        let w = want.as_f64().unwrap_or(f64::NAN);
-                        if (ours - w).abs() <= 1e-9 * w.abs() {
-                            continue;
-                        }
+                        (
+                            ours.to_string(),
+                            0,
+                            format!("{user}'s default density {ours}"),
+                        )
+                    }
+                    None => {
                         return Err(ProfileError::Param {
                             at: self.at(0),
-                            msg: format!("measured at {user}'s default density {ours}, but the run uses density = {shown_want}, and {user}'s time depends on it; re-run {SCRIPT} {flag} {shown_want}"),
+                            msg: format!("{user}'s time depends on {key}, which the profile does not record; re-run {SCRIPT} {flag} {shown_want} (it writes '# {key}: {shown_want}'), or add that comment if the profile was taken at it"),
                         });
                     }
-                    return Err(ProfileError::Param {
-                        at: self.at(0),
-                        msg: format!("{user}'s time depends on {key}, which the profile does not record; re-run {SCRIPT} {flag} {shown_want} (it writes '# {key}: {shown_want}'), or add that comment if the profile was taken at it"),
-                    });
                 };
                 let same = match want {
                     serde_json::Value::Bool(b) => got.parse::<bool>().ok() == Some(*b),
@@ -155,8 +154,8 @@ impl CompressProfile {
                         format!("{SCRIPT} {flag} {shown_want}")
                     };
                     return Err(ProfileError::Param {
-                        at: self.at(*line),
-                        msg: format!("measured at {key} = {got}, but the run uses {key} = {shown_want}, and {user}'s time depends on it; re-run {rerun}"),
+                        at: self.at(line),
+                        msg: format!("measured at {shown_got}, but the run uses {key} = {shown_want}, and {user}'s time depends on it; re-run {rerun}"),
                     });
                 }
             }
