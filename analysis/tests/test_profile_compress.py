@@ -8,6 +8,7 @@ import re
 import pytest
 
 import profile_compress as pc
+from gradcomp_analysis import tables
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 FIXTURE = os.path.join(ROOT, "tests", "data", "compress_profile_resnet20_cpu.csv")
@@ -69,6 +70,8 @@ def test_methods_rounds_and_defaults_follow_the_rust_code():
         want = pc.SKETCH_DENSITY if method == "sketch" else pc.DEFAULT_DENSITY
         assert pc.density_of(pc.PARAM_DEFAULTS, method) == want, method
     assert '"sketch" | "sketch-fusion" => SKETCH_DENSITY' in params_rs
+    # The report's table selection prefers the same defaults (tables.defaults).
+    assert tables.DEFAULT_DENSITY == {"sketch": pc.SKETCH_DENSITY, "sketch-fusion": pc.SKETCH_DENSITY}
 
 
 def test_writer_format_round_trips(tmp_path):
