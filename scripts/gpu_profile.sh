@@ -18,6 +18,11 @@
 #   profile-r32-ws32.csv powersgd, acpsgd at rank 32 on the ACP-SGD models, 32 workers
 #   profile-ws{8,32,64}.csv  the all-gather methods the scalability headline runs (topk,
 #                        signsgd) on its models at 8, 32 and 64 workers
+#   profile-sketch-ws{16,8,32,64}.csv  Count Sketch at its own default size (density 0.0076,
+#                        20 columns per kept element; the others above are at 0.001 and 10):
+#                        every shape at 16 workers, the scalability models at 8, 32, 64
+# STEPS (an extended regex, default: every step) runs only the steps whose name matches,
+# e.g. STEPS='^profile-sketch' for the default-size sketch profiles alone.
 set -uo pipefail
 SHAPES=${1:?usage: scripts/gpu_profile.sh SHAPES_DIR OUT_DIR REVISION}
 OUT=${2:?usage: scripts/gpu_profile.sh SHAPES_DIR OUT_DIR REVISION}
@@ -61,6 +66,10 @@ EOF
 step() {
     local name=$1 limit=$2
     shift 2
+    if ! [[ $name =~ ${STEPS:-.} ]]; then
+        echo "== $name: skipped (STEPS=$STEPS)" >>"$LOG"
+        return
+    fi
     local t0=$SECONDS
     echo "== $name (limit ${limit}s): $*" >>"$LOG"
     timeout "$limit" "$@" >>"$LOG" 2>&1
@@ -89,5 +98,14 @@ step profile-r32-ws32 ${LIMIT_R32:-60} "${PC[@]}" --shapes-from "$TMP/acp.txt" -
 for ws in 8 32 64; do
     step "profile-ws$ws" ${LIMIT_WS:-35} "${PC[@]}" --shapes-from "$TMP/scaling.txt" --methods topk,signsgd \
         --world-size "$ws" --out "$OUT/profile-ws$ws.csv"
+done
+# Count Sketch at its own default size (src/compress/params.rs: SKETCH_DENSITY,
+# SKETCH_COLS_PER_K; docs/methods.md, "sketch"): no --density, no --sketch-cols-per-k.
+PC0=("$PY" analysis/profile_compress.py --device "$DEV" --iters "$ITERS" --warmup "$WARMUP" --methods sketch)
+step profile-sketch-ws16 ${LIMIT_WS16:-150} "${PC0[@]}" --shapes-from "$TMP/all.txt" --world-size 16 \
+    --out "$OUT/profile-sketch-ws16.csv"
+for ws in 8 32 64; do
+    step "profile-sketch-ws$ws" ${LIMIT_WS:-35} "${PC0[@]}" --shapes-from "$TMP/scaling.txt" --world-size "$ws" \
+        --out "$OUT/profile-sketch-ws$ws.csv"
 done
 rm -rf "$TMP"

@@ -48,6 +48,19 @@ band() {
   n=$(grep -c ' OK$' <<<"$rows" || true)
   ((n == 2)) && ! grep -q ' BAD$' <<<"$rows"
 }
+# band_twice RUN OUT COL WANT LABEL WHAT: band on OUT (already run by RUN); when it misses,
+# RUN OUT-2 once more and band that. Why a second run: these medians of 3-5 transfers sat
+# in one slow spell of a shared 2-vCPU machine twice in CI (ring 0.49 and 0.50 of the rate;
+# 0.65-0.96 in six runs right after). A real fault (a half-duplex link gave 0.47 run after
+# run; the dilation's arithmetic or a wrong tbf rate is off by integer factors) misses both.
+band_twice() {
+  local run=$1 out=$2 col=$3 want=$4 label=$5 what=$6
+  if band "$out" "$col" "$want" "$label"; then ok "$what, check pass, busbw in [$MIN_FRAC, 1.10] of 1 Gbit"
+  elif echo "[netlab_test]   outside [$MIN_FRAC, 1.10]: once more" && "$run" "$out-2" &&
+    band "$out-2" "$col" "$want" "$label"; then
+    ok "$what, check pass, busbw in [$MIN_FRAC, 1.10] of 1 Gbit (second run)"
+  else bad "$what: expected 2 rows with check pass and busbw in [$MIN_FRAC, 1.10] x 0.125 GB/s, in one of two runs"; fi
+}
 cleanup() {
   local rc=$?
   if [[ $(id -u) -eq 0 ]]; then bash "$NL" down >/dev/null 2>&1 || true; fi
@@ -153,8 +166,11 @@ else
   expect_one_line "run before up" "not up" 1 bash "$NL" run -- micro-comm
   bash "$NL" up 2 --rate 1gbit
   out=$TMP/run
-  if ! timeout 150 bash "$NL" run -- micro-comm --collectives ring-allreduce,allreduce --sizes 16MiB \
-      --iters 5 --warmup 1 --check --quiet --out "$out" >"$TMP/run.log" 2>&1; then
+  und_run() {
+    timeout 150 bash "$NL" run -- micro-comm --collectives ring-allreduce,allreduce --sizes 16MiB \
+      --iters 5 --warmup 1 --check --quiet --out "$1" >>"$TMP/run.log" 2>&1
+  }
+  if ! und_run "$out"; then
     tail -20 "$TMP/run.log" >&2; bad "2-node all-reduce: run failed"
   else
     if [[ $(cat "$out/network.txt") == netlab-1gbit ]]; then ok "network.txt: netlab-1gbit"; else bad "network.txt: '$(cat "$out/network.txt")'"; fi
@@ -163,8 +179,7 @@ else
     else
       bad "netlab.txt: '$(tr '\n' ' ' <"$out/netlab.txt" 2>/dev/null)'"
     fi
-    if band "$out" world_size 2 ""; then ok "2-node 1 Gbit all-reduce within [$MIN_FRAC, 1.10] of the rate, check pass"
-    else bad "2-node 1 Gbit all-reduce: expected 2 rows with check pass and busbw in [$MIN_FRAC, 1.10] x 0.125 GB/s"; fi
+    band_twice und_run "$out" world_size 2 "" "2-node 1 Gbit all-reduce: world_size 2"
   fi
   bash "$NL" down >/dev/null
   expect_clean "down after the run"
@@ -197,15 +212,7 @@ else
       bad "netlab.txt: '$(tr '\n' ' ' <"$out/netlab.txt" 2>/dev/null)'"
     fi
     # Emulated seconds: the bus bandwidth is against the undilated 1 Gbit (0.125 GB/s).
-    # One more run when the first misses the band: its medians of 3 sat in one slow
-    # spell of a shared 2-vCPU machine once (ring 0.50 of the rate; 0.65-0.96 in six
-    # runs right after). A real fault (the dilation's arithmetic, a wrong tbf rate) is off
-    # by integer factors and misses both.
-    if band "$out" time_dilation 4 "dilation "; then ok "2-node dilated all-reduce: time_dilation 4, check pass, busbw in [$MIN_FRAC, 1.10] of 1 Gbit"
-    elif echo "[netlab_test]   outside [$MIN_FRAC, 1.10]: once more" && dil_run "$out-2" &&
-      band "$out-2" time_dilation 4 "dilation "; then
-      ok "2-node dilated all-reduce: time_dilation 4, check pass, busbw in [$MIN_FRAC, 1.10] of 1 Gbit (second run)"
-    else bad "2-node dilated all-reduce: expected 2 rows with time_dilation 4, check pass and busbw in [$MIN_FRAC, 1.10] x 0.125 GB/s, in one of two runs"; fi
+    band_twice dil_run "$out" time_dilation 4 "dilation " "2-node dilated all-reduce: time_dilation 4"
   fi
   out=$TMP/dil-e2e
   if ! timeout 150 bash "$NL" run -- e2e --model resnet20 --methods ssgd,topk --pipelining off --iters 3 --warmup 1 \
