@@ -26,6 +26,9 @@ import profile_compress as pc  # noqa: E402
 GROUPS = {
     "profile-r4.csv": ["profile-ws16-a.csv", "profile-ws16-b.csv", "profile-ws8.csv", "profile-ws32.csv", "profile-ws64.csv"],
     "profile-r32.csv": ["profile-r32-ws32.csv"],
+    # Count Sketch at its own default size (gpu_profile.sh's profile-sketch steps).
+    "profile-sketch.csv": ["profile-sketch-ws16.csv", "profile-sketch-ws8.csv", "profile-sketch-ws32.csv",
+                           "profile-sketch-ws64.csv"],
 }
 # A group measured for rank-dependent methods only takes the other methods' rows from
 # another group: their times do not depend on the rank (src/devcost/profile.rs,
@@ -43,8 +46,10 @@ def _spread(values):
 
 
 def merge_repeats(rep_dirs, out_dir, revision):
-    """Write OUT_DIR/profile-r4.csv, profile-r32.csv, kernels.csv and spread.csv from the
-    runs in REP_DIRS; returns the spread summary as text."""
+    """Write OUT_DIR/profile-r4.csv, profile-r32.csv, profile-sketch.csv, kernels.csv and
+    spread.csv from the runs in REP_DIRS; returns the spread summary as text. A group (or
+    kernels.csv) that no run holds is left out (runs of a STEPS subset); one that some
+    runs hold and others lack is refused."""
     if len(rep_dirs) < 2:
         raise ReportError("give two or more runs of scripts/gpu_profile.sh: a row's spread needs repeats")
     os.makedirs(out_dir, exist_ok=True)
@@ -54,6 +59,8 @@ def merge_repeats(rep_dirs, out_dir, revision):
         # key -> per run -> samples (a key repeats across files: the copy rows)
         samples = defaultdict(lambda: defaultdict(list))
         meta = None
+        if not any(os.path.exists(os.path.join(d, name)) for d in rep_dirs for name in files):
+            continue
         for i, d in enumerate(rep_dirs):
             for name in files:
                 path = os.path.join(d, name)
@@ -71,7 +78,7 @@ def merge_repeats(rep_dirs, out_dir, revision):
             merged.append(key + (statistics.median(per_run),))
             spread_rows.append((out_name, "/".join(str(x) for x in key), _spread(per_run)))
         borrowed = ""
-        if out_name in BORROW:
+        if out_name in BORROW and BORROW[out_name][0] in done:
             src, own = BORROW[out_name]
             have = {r[:7] for r in merged}
             extra = [r for r in done[src] if r[0] not in own and r[0] != pc.COPY and r[:7] not in have]
@@ -91,6 +98,23 @@ def merge_repeats(rep_dirs, out_dir, revision):
             out_meta.append(("borrowed", f"rows of {borrowed} from {BORROW[out_name][0]} (their times do not depend on the rank)"))
         out_meta += [(k, meta[k]) for k in pc.PARAM_DEFAULTS if k in meta]
         pc.write_profile(os.path.join(out_dir, out_name), merged, out_meta)
+    if not done:
+        raise ReportError(f"{', '.join(rep_dirs)}: no profile of scripts/gpu_profile.sh in them "
+                          f"({', '.join(f for fs in GROUPS.values() for f in fs)})")
+    have_kernels = [os.path.exists(os.path.join(d, KERNELS)) for d in rep_dirs]
+    if any(have_kernels) and not all(have_kernels):
+        raise ReportError(f"{KERNELS}: in {sum(have_kernels)} of {len(rep_dirs)} runs (every run or none)")
+    if all(have_kernels):
+        _merge_kernels(rep_dirs, out_dir, revision, spread_rows)
+    with open(os.path.join(out_dir, "spread.csv"), "w") as f:
+        f.write("file,row,spread\n")
+        for name, key, s in spread_rows:
+            f.write(f"{name},{key},{s:.4f}\n")
+    return spread_summary(spread_rows)
+
+
+def _merge_kernels(rep_dirs, out_dir, revision, spread_rows):
+    """OUT_DIR/kernels.csv: each kernel row's median over the runs; spreads appended."""
     kern = defaultdict(list)
     kmeta = None
     for d in rep_dirs:
@@ -111,11 +135,6 @@ def merge_repeats(rep_dirs, out_dir, revision):
                 raise ReportError(f"{KERNELS}: row {key} is not in every run")
             f.write(",".join(key) + f",{statistics.median(ts)!r},{_spread(ts):.4f}\n")
             spread_rows.append((KERNELS, "/".join(key), _spread(ts)))
-    with open(os.path.join(out_dir, "spread.csv"), "w") as f:
-        f.write("file,row,spread\n")
-        for name, key, s in spread_rows:
-            f.write(f"{name},{key},{s:.4f}\n")
-    return spread_summary(spread_rows)
 
 
 def spread_summary(spread_rows):

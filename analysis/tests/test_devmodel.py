@@ -14,10 +14,12 @@ META = [("device", "Test GPU"), ("torch", "9.9"), ("cuda", "99"), ("date", "2026
         ("iters", 30), ("warmup", 5), ("density", 0.001), ("rank", 4)]
 
 
-def write_run(d, scale, drop=None):
-    """One gpu_profile.sh folder: every file of every group, times x `scale`."""
+def write_run(d, scale, drop=None, groups=None, kernels=True):
+    """One gpu_profile.sh folder: every file of every group (or of `groups`), times x `scale`."""
     os.makedirs(d, exist_ok=True)
-    for files in D.GROUPS.values():
+    for group, files in D.GROUPS.items():
+        if groups is not None and group not in groups:
+            continue
         for name in files:
             rank = 32 if "r32" in name else 4
             ws = int(name.split("ws")[1].split("-")[0].split(".")[0])
@@ -30,6 +32,8 @@ def write_run(d, scale, drop=None):
                 rows.pop()
             meta = [(k, v) for k, v in META if k != "rank"] + [("rank", rank)]
             pc.write_profile(os.path.join(d, name), rows, meta)
+    if not kernels:
+        return
     with open(os.path.join(d, D.KERNELS), "w") as f:
         f.write("# device: Test GPU\n# iters: 30\n# warmup: 5\n")
         f.write(",".join(D.KERNEL_KEY + ["time_s"]) + "\n")
@@ -76,6 +80,33 @@ def test_a_row_missing_from_one_run_or_one_run_only_is_refused(tmp_path):
     with pytest.raises(ReportError, match="two or more runs"):
         D.merge_repeats([a], str(tmp_path / "out"), "r")
     assert main(["gpu-profile", a, "--out", str(tmp_path / "o"), "--revision", "r"]) == 2
+
+
+def test_runs_of_a_steps_subset_merge_what_they_hold(tmp_path):
+    """scripts/gpu_profile.sh with STEPS='^profile-sketch': the sketch group alone, no
+    kernels.csv; a group or kernels.csv that some runs hold and others lack is refused."""
+    runs = [str(tmp_path / f"rep{i}") for i in range(3)]
+    for d, scale in zip(runs, [1.0, 2.0, 4.0]):
+        write_run(d, scale, groups={"profile-sketch.csv"}, kernels=False)
+    out = tmp_path / "merged"
+    D.merge_repeats(runs, str(out), "r")
+    assert sorted(os.listdir(out)) == ["profile-sketch.csv", "spread.csv"]
+    meta, rows = pc.read_profile(str(out / "profile-sketch.csv"))
+    assert {r[6] for r in rows if r[0] == "topk"} == {8, 16, 32, 64}
+    assert [r[7] for r in rows if r[0] == "topk" and r[6] == 32] == [pytest.approx(2e-4)]
+    write_run(runs[0], 1.0, groups={"profile-r32.csv"}, kernels=False)
+    with pytest.raises(ReportError, match="missing"):
+        D.merge_repeats(runs, str(tmp_path / "o2"), "r")
+    lone = [str(tmp_path / f"k{i}") for i in range(2)]
+    write_run(lone[0], 1.0, groups={"profile-sketch.csv"})
+    write_run(lone[1], 1.0, groups={"profile-sketch.csv"}, kernels=False)
+    with pytest.raises(ReportError, match="every run or none"):
+        D.merge_repeats(lone, str(tmp_path / "o3"), "r")
+    empty = [str(tmp_path / "e0"), str(tmp_path / "e1")]
+    for d in empty:
+        os.makedirs(d)
+    with pytest.raises(ReportError, match="no profile"):
+        D.merge_repeats(empty, str(tmp_path / "o4"), "r")
 
 
 def test_family_table_reads_gradcomp_devcost_rows(tmp_path):
