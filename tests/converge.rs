@@ -231,6 +231,15 @@ fn same_seed_and_world_size_give_bit_identical_curves() {
             meta["end_time"].is_string() && meta["peak_rss_bytes"].is_u64(),
             "{meta}"
         );
+        // Each rank's processor model (/proc/cpuinfo's `model name` on this x86 machine).
+        let cpus = meta["host_cpus"].as_array().expect("host_cpus");
+        assert!(
+            cpus.len() == np
+                && cpus
+                    .iter()
+                    .all(|c| c.as_str().is_some_and(|c| !c.is_empty())),
+            "host_cpus: {cpus:?}"
+        );
         // The machine's load average at start and end, one per rank.
         for key in ["load_avg_start", "load_avg_end"] {
             let l = meta[key].as_array().expect(key);

@@ -34,6 +34,10 @@ pub struct RunMeta {
     /// under different host names (scripts/netlab.sh's nodes are network namespaces of
     /// one machine); the simulator's CPU share counts ranks per boot id (sim/host.rs).
     pub host_kernels: Vec<String>,
+    /// Per rank (as `hosts`): its machine's processor model ([`cpu_model`] of
+    /// `/proc/cpuinfo`; empty where it names none), so that recorded runs say which kind
+    /// of CPU measured them.
+    pub host_cpus: Vec<String>,
     pub slurm_job_id: Option<String>,
     pub slurm_ntasks: Option<String>,
     pub slurm_nodelist: Option<String>,
@@ -103,6 +107,8 @@ impl RunMeta {
             .map(|s| s.trim().to_string())
             .unwrap_or_default();
         let host_kernels = world.all_gather_str(&boot_id);
+        let cpu = cpu_model(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default());
+        let host_cpus = world.all_gather_str(&cpu);
         RunMeta {
             schema_version: super::SCHEMA_VERSION,
             run_id: run_id.to_string(),
@@ -118,6 +124,7 @@ impl RunMeta {
             hosts,
             host_cores,
             host_kernels,
+            host_cpus,
             slurm_job_id: std::env::var("SLURM_JOB_ID").ok(),
             slurm_ntasks: std::env::var("SLURM_NTASKS").ok(),
             slurm_nodelist: std::env::var("SLURM_JOB_NODELIST").ok(),
@@ -212,6 +219,29 @@ pub fn load_avg(line: &str) -> Option<[f64; 3]> {
     let mut f = line.split_whitespace().map(str::parse::<f64>);
     let mut next = || f.next()?.ok().filter(|x| x.is_finite() && *x >= 0.0);
     Some([next()?, next()?, next()?])
+}
+
+/// The processor model in a `/proc/cpuinfo` text: the first `model name` (x86), else
+/// the first `Model` or `Hardware` line (Arm boards), else `CPU implementer` and `CPU
+/// part` (Arm servers: their hexadecimal ids); empty when it has none of these.
+pub fn cpu_model(cpuinfo: &str) -> String {
+    let field = |name: &str| {
+        cpuinfo.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == name && !v.trim().is_empty()).then(|| v.trim().to_string())
+        })
+    };
+    field("model name")
+        .or_else(|| field("Model"))
+        .or_else(|| field("Hardware"))
+        .or_else(|| {
+            Some(format!(
+                "CPU implementer {} part {}",
+                field("CPU implementer")?,
+                field("CPU part")?
+            ))
+        })
+        .unwrap_or_default()
 }
 
 /// The run.json of this process's run as last written (rank 0 only; `None` elsewhere and
@@ -311,7 +341,21 @@ pub struct RunSummary {
 
 #[cfg(test)]
 mod tests {
-    use super::load_avg;
+    use super::{cpu_model, load_avg};
+
+    #[test]
+    fn cpu_model_of_a_proc_cpuinfo_text() {
+        let x86 = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel\t\t: 17\nmodel name\t: AMD EPYC 9R14 96-Core Processor\n\nprocessor\t: 1\nmodel name\t: other\n";
+        assert_eq!(cpu_model(x86), "AMD EPYC 9R14 96-Core Processor");
+        let arm = "processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU part\t: 0xd0c\n";
+        assert_eq!(cpu_model(arm), "CPU implementer 0x41 part 0xd0c");
+        assert_eq!(
+            cpu_model("processor : 0\nModel : Raspberry Pi 4 Model B Rev 1.4\n"),
+            "Raspberry Pi 4 Model B Rev 1.4"
+        );
+        assert_eq!(cpu_model(""), "");
+        assert_eq!(cpu_model("model name\t:\n"), "");
+    }
 
     #[test]
     fn load_average_of_a_proc_loadavg_line() {
