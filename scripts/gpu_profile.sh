@@ -85,8 +85,8 @@ DEV=${DEVICE:-cuda}
 # The sizes scripts/paper_scale.sh simulates: density 0.001 for every sparsifier, Count
 # Sketch's included, with 10 columns per kept element (not Count Sketch's default 0.0076
 # and 20: the recorded profiles, docs/data/h200-*, h100-*, were taken at these).
-PC=("$PY" analysis/profile_compress.py --device "$DEV" --iters "$ITERS" --warmup "$WARMUP"
-    --density 0.001 --sketch-cols-per-k 10)
+PROFILE=("$PY" analysis/profile_compress.py --device "$DEV" --iters "$ITERS" --warmup "$WARMUP")
+PC=("${PROFILE[@]}" --density 0.001 --sketch-cols-per-k 10)
 step profile-ws16-a ${LIMIT_WS16:-150} "${PC[@]}" --shapes-from "$TMP/all.txt" \
     --methods ssgd,signsgd,signsgd-mv,topk,dgc --world-size 16 --out "$OUT/profile-ws16-a.csv"
 step profile-ws16-b ${LIMIT_WS16:-150} "${PC[@]}" --shapes-from "$TMP/all.txt" \
@@ -101,7 +101,7 @@ for ws in 8 32 64; do
 done
 # Count Sketch at its own default size (src/compress/params.rs: SKETCH_DENSITY,
 # SKETCH_COLS_PER_K; docs/methods.md, "sketch"): no --density, no --sketch-cols-per-k.
-PC0=("$PY" analysis/profile_compress.py --device "$DEV" --iters "$ITERS" --warmup "$WARMUP" --methods sketch)
+PC0=("${PROFILE[@]}" --methods sketch)
 step profile-sketch-ws16 ${LIMIT_WS16:-150} "${PC0[@]}" --shapes-from "$TMP/all.txt" --world-size 16 \
     --out "$OUT/profile-sketch-ws16.csv"
 for ws in 8 32 64; do
