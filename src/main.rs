@@ -85,6 +85,15 @@ fn main() -> ExitCode {
         cli::Command::Fit { dir, quiet } => return fit_command(dir, *quiet),
         _ => {}
     }
+    // The stop handlers go in as soon as the command is known to start MPI (before
+    // its config is read and MPI starts), so a signal that arrives during
+    // start-up (a job cancelled right after it began) is recorded and honoured at the
+    // first agreement point like any other: run.json `interrupted`, exit 128 + signal.
+    let grace = cli
+        .common
+        .stop_grace
+        .unwrap_or(gradcomp::measure::stop::DEFAULT_GRACE_S);
+    let early_handlers = gradcomp::measure::stop::install(grace);
     // FUNNELED only when this run has threads besides the MPI one (the e2e device
     // thread, the --case-timeout watchdog): it costs Open MPI ~0.3 us per small
     // collective (docs/performance.md, "MPI library effects"). Errors in the config are
@@ -100,14 +109,6 @@ fn main() -> ExitCode {
     } else {
         ThreadLevel::Single
     };
-    // The stop handlers go in before MPI starts, so a signal that arrives during
-    // start-up (a job cancelled right after it began) is recorded and honoured at the
-    // first agreement point like any other: run.json `interrupted`, exit 128 + signal.
-    let grace = cli
-        .common
-        .stop_grace
-        .unwrap_or(gradcomp::measure::stop::DEFAULT_GRACE_S);
-    let early_handlers = gradcomp::measure::stop::install(grace);
     // A rank that cannot stop within the grace time exits 4: rank 0 says so in run.json.
     gradcomp::measure::stop::on_stuck(|| {
         meta::record_end(

@@ -112,6 +112,18 @@ fn rank_pids(marker: &str) -> Vec<u32> {
     ranked.into_iter().map(|(_, p)| p).collect()
 }
 
+/// Whether process `pid` has a handler for SIGTERM (`/proc/PID/status` `SigCgt`, a hex
+/// mask with bit `signo - 1` per caught signal): gradcomp's stop handlers are in. Before
+/// them, a process just exec'd dies of SIGTERM like any other.
+fn catches_sigterm(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|m| m & (1 << (15 - 1)) != 0)
+}
+
 fn signal(sig: &str, pid: u32) {
     Command::new("kill")
         .args([&format!("-{sig}"), &pid.to_string()])
@@ -1563,7 +1575,9 @@ fn memory_estimate_bounds_every_method_over_a_grid_of_parameters() {
 /// starts, or while the output directory is being set up) ends like any other stopped
 /// run: exit 143, run.json `interrupted` with `cases_done: 0`, the resume command. The
 /// stop handlers are installed before MPI_Init; before, such a signal killed the ranks
-/// with no record at all.
+/// with no record at all. Each rank is signalled 0, 30 or 150 ms after its handlers are
+/// in (`catches_sigterm`): the first instants after exec, before `main` runs, are every
+/// program's (a CI run once signalled a rank there and it died of SIGTERM).
 #[test]
 fn a_signal_during_start_up_leaves_an_interrupted_record() {
     let _t = timed();
@@ -1578,11 +1592,14 @@ fn a_signal_during_start_up_leaves_an_interrupted_record() {
         let t0 = Instant::now();
         let pids = loop {
             let p = rank_pids(o);
-            if p.len() == 2 {
+            if p.len() == 2 && p.iter().all(|&pid| catches_sigterm(pid)) {
                 break p;
             }
-            assert!(t0.elapsed() < Duration::from_secs(30), "no ranks started");
-            std::thread::sleep(Duration::from_millis(2));
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "no ranks started with their stop handlers: {p:?}"
+            );
+            std::thread::sleep(Duration::from_millis(1));
         };
         std::thread::sleep(Duration::from_millis(delay_ms));
         for p in pids {
