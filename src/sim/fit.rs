@@ -289,7 +289,8 @@ pub fn fit_dir(dir: &Path) -> Result<FitReport> {
     if e2e.exists() {
         let share = host::cpu_share_from_run_json(&dir.join("run.json"))?;
         // Host latencies are calibrated on top of the network and compression fits alone.
-        let hosts = host::calibrate(&e2e, share, &|n| rep.cost_model(n), &|m| {
+        let own_cores = host::device_threads_have_cores(&dir.join("run.json"))?;
+        let hosts = host::calibrate(&e2e, share, own_cores, &|n| rep.cost_model(n), &|m| {
             rep.compress_spread(m)
         })?;
         for (&n, h) in &hosts {

@@ -35,7 +35,15 @@
 //!   (A per-wait latency in its place, fitted the same way, put the whole penalty of
 //!   dense ssgd's long exchanges on every small bucket's wait, the last one included:
 //!   compressed methods came out 12-16% high at 4 ranks on 2 cores; measured, their
-//!   exchanges are slow inside backward and fast after it.)
+//!   exchanges are slow inside backward and fast after it.) Where every rank's
+//!   communication thread and device thread have a core of their own (`2 x ranks <=
+//!   cores` on the most loaded machine, [`device_threads_have_cores`]), nothing takes
+//!   them and the factor is 1, not calibrated: on 16 cores at 2 and 4 ranks the
+//!   measured host compression with pipelining took 0.85-1.17x its time without, and a
+//!   factor calibrated there came from the one or two methods whose pipelined rows
+//!   respond to it (dgc, whose exchanges wait for the rank that compressed last in both
+//!   schedules), x1.3-2.1, and priced Count Sketch's compression inside backward
+//!   10-18% slow (docs/performance.md, "Simulator accuracy").
 //!
 //! **Calibration** ([`calibrate`]) on the host-compression e2e rows of every method, not
 //! one: per row the term at which that row's simulated time meets its measured one, then
@@ -142,6 +150,34 @@ pub fn cpu_share_from_run_json(path: &Path) -> Result<Option<(f64, String)>> {
             l.what
         };
         (share, what)
+    }))
+}
+
+/// Whether every rank's communication thread and emulated-device thread had a core of
+/// its own in the measured run (`run.json`): `2 x ranks <= K x cores` on the most loaded
+/// machine ([`Layout`]; K the time dilation, as in [`cpu_share_from_run_json`]), with a
+/// description. `None` when the file is missing or predates `host_cores`. Where it
+/// holds, the device threads' wake-ups inside backward take no core from the
+/// communication threads and [`HostModel::bwd_slowdown`] is 1.
+pub fn device_threads_have_cores(path: &Path) -> Result<Option<(bool, String)>> {
+    let k = dilation_from_run_json(path);
+    Ok(layout_from_run_json(path)?.map(|l| {
+        let cores = k * l.cores;
+        let own = 2 * l.ranks as u64 <= cores;
+        let dilated = if k > 1 {
+            format!(" ({cores} core-equivalents at time dilation {k})")
+        } else {
+            String::new()
+        };
+        let what = format!(
+            "{} communication + {} device threads on {}{dilated}",
+            l.ranks,
+            l.ranks,
+            l.what
+                .split_once(" on ")
+                .map_or(l.what.as_str(), |(_, rest)| rest)
+        );
+        (own, what)
     }))
 }
 
@@ -360,8 +396,15 @@ fn term_estimates<'a>(
 /// The host model calibrated on `samples` (any methods) on top of `cm`: the start
 /// latency from `fwd_s`, then per row without pipelining the resynchronisation latency
 /// at which the simulated `iter_s` meets the measured one, then per row with pipelining
-/// the slowdown inside backward at that latency, each pooled by [`pool`].
-fn calibrate_on(samples: &[&Sample], cm: &mut CostModel, base: &HostModel) -> Result<HostModel> {
+/// the slowdown inside backward at that latency, each pooled by [`pool`]; with
+/// `own_cores` (every thread had a core, [`device_threads_have_cores`]) the slowdown is
+/// 1 and not calibrated.
+fn calibrate_on(
+    samples: &[&Sample],
+    cm: &mut CostModel,
+    base: &HostModel,
+    own_cores: bool,
+) -> Result<HostModel> {
     let mut host = base.clone();
     let est: Vec<(&str, usize, f64)> = samples
         .iter()
@@ -379,13 +422,19 @@ fn calibrate_on(samples: &[&Sample], cm: &mut CostModel, base: &HostModel) -> Re
         (host.sync_s, host.sync_range_s) = (v, (lo, hi));
     }
     cm.host.sync_s = host.sync_s;
-    let est = term_estimates(
-        samples,
-        true,
-        cm,
-        |_| (1.0, MAX_BWD_SLOWDOWN),
-        |h, k| h.bwd_slowdown = k,
-    )?;
+    let est = if own_cores {
+        host.bwd_slowdown = 1.0;
+        host.bwd_slowdown_range = (1.0, 1.0);
+        Vec::new()
+    } else {
+        term_estimates(
+            samples,
+            true,
+            cm,
+            |_| (1.0, MAX_BWD_SLOWDOWN),
+            |h, k| h.bwd_slowdown = k,
+        )?
+    };
     host.term_points[2] = est.len();
     if let Some((v, lo, hi)) = pool(&est) {
         (host.bwd_slowdown, host.bwd_slowdown_range) = (v, (lo, hi));
@@ -477,17 +526,26 @@ fn quiet_cases(
 /// them and, where two or more methods calibrate, one model per method without it.
 /// `costs(n)` gives the cost model (network, compression) the host model is added to,
 /// `compress_spread(method)` the spread of its compression fit over rounds.
-/// `cpu_share` (from [`cpu_share_from_run_json`]) applies to every world size of the
-/// file (one run, one layout); world sizes without such rows get the share and no
-/// latencies.
+/// `cpu_share` (from [`cpu_share_from_run_json`]) and `own_cores` (from
+/// [`device_threads_have_cores`]: the slowdown inside backward is then 1, not
+/// calibrated) apply to every world size of the file (one run, one layout); world sizes
+/// without such rows get the share and no latencies.
 pub fn calibrate(
     e2e_csv: &Path,
     cpu_share: Option<(f64, String)>,
+    own_cores: Option<(bool, String)>,
     costs: &dyn Fn(usize) -> Result<CostModel>,
     compress_spread: &dyn Fn(&str) -> Option<f64>,
 ) -> Result<BTreeMap<usize, HostCalibration>> {
     let (share, share_src) =
         cpu_share.unwrap_or((1.0, "cpu share unknown: run.json without host_cores".into()));
+    let (own_cores, share_src) = match own_cores {
+        Some((true, what)) => (
+            true,
+            format!("{share_src}; work during backward x1, not calibrated: {what}, a core each"),
+        ),
+        _ => (false, share_src),
+    };
     let mut by_n: BTreeMap<usize, Vec<Sample>> = BTreeMap::new();
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     let mut host_rows: Vec<(String, f64)> = Vec::new();
@@ -556,7 +614,7 @@ pub fn calibrate(
                 ),
             )
         };
-        let mut all = calibrate_on(&every, &mut cm, &base)?;
+        let mut all = calibrate_on(&every, &mut cm, &base, own_cores)?;
         all.source = format!(
             "{}; latencies from {} row(s) of {} ({} method(s), {} round(s); {which}) of {}",
             base.source,
@@ -574,7 +632,7 @@ pub fn calibrate(
                     .copied()
                     .filter(|s| &s.case.method != m)
                     .collect();
-                let mut h = calibrate_on(&rest, &mut cm, &base)?;
+                let mut h = calibrate_on(&rest, &mut cm, &base, own_cores)?;
                 h.source = format!(
                     "{}; latencies from {} row(s) of {} method(s), {m} held out, of {}",
                     base.source,

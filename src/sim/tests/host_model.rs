@@ -263,7 +263,7 @@ fn calibration_recovers_the_host_latencies_from_every_method() {
     };
     let (costs, d) = calibration_setup("calib");
     let e2e = calibration_csv(&d, &truth, &costs, 2, ("", 1.0));
-    let got = host::calibrate(&e2e, Some((0.5, "test".into())), &costs, &|_| None).unwrap();
+    let got = host::calibrate(&e2e, Some((0.5, "test".into())), None, &costs, &|_| None).unwrap();
     let cal = &got[&2];
     assert_eq!(cal.held_out.len(), 3);
     for h in std::iter::once(&cal.all).chain(cal.held_out.values()) {
@@ -310,7 +310,7 @@ fn one_noisy_case_moves_neither_the_calibration_nor_its_own_prediction() {
     };
     let (costs, d) = calibration_setup("noisy");
     let e2e = calibration_csv(&d, &truth, &costs, 3, ("topk", 1.25));
-    let got = host::calibrate(&e2e, Some((1.0, "test".into())), &costs, &|_| None).unwrap();
+    let got = host::calibrate(&e2e, Some((1.0, "test".into())), None, &costs, &|_| None).unwrap();
     let cal = &got[&2];
     assert!((cal.all.sync_s - 2e-4).abs() < 1e-8, "{:?}", cal.all);
     assert!((cal.all.bwd_slowdown - 1.2).abs() < 1e-6, "{:?}", cal.all);
@@ -326,7 +326,7 @@ fn one_noisy_case_moves_neither_the_calibration_nor_its_own_prediction() {
         .map(|l| format!("{l}\n"))
         .collect();
     std::fs::write(&alone, only).unwrap();
-    let got = host::calibrate(&alone, Some((1.0, "test".into())), &costs, &|_| None).unwrap();
+    let got = host::calibrate(&alone, Some((1.0, "test".into())), None, &costs, &|_| None).unwrap();
     assert!(got[&2].all.sync_s > 2e-4 * 1.5, "{:?}", got[&2].all);
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -364,7 +364,7 @@ fn a_case_too_noisy_to_judge_does_not_calibrate() {
         .collect();
     assert_eq!(nth, 3);
     std::fs::write(&e2e, noisy).unwrap();
-    let got = host::calibrate(&e2e, Some((1.0, "test".into())), &costs, &|_| None).unwrap();
+    let got = host::calibrate(&e2e, Some((1.0, "test".into())), None, &costs, &|_| None).unwrap();
     let all = &got[&2].all;
     assert_eq!((all.bwd_slowdown, all.term_points[2]), (1.0, 0), "{all:?}");
     assert!((all.sync_s - 2e-4).abs() < 1e-8, "{all:?}");
@@ -375,12 +375,118 @@ fn a_case_too_noisy_to_judge_does_not_calibrate() {
     );
     // A method whose compression fit is that noisy is left out the same way (its share
     // of the simulated iteration times its fit's spread): here every case.
-    let got = host::calibrate(&e2e, Some((1.0, "test".into())), &costs, &|_| Some(1e9)).unwrap();
+    let got = host::calibrate(&e2e, Some((1.0, "test".into())), None, &costs, &|_| {
+        Some(1e9)
+    })
+    .unwrap();
     let all = &got[&2].all;
     assert!(
         all.source.contains("all 6 case(s): none within 15% noise"),
         "{}",
         all.source
     );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn device_threads_have_cores_counts_two_threads_per_rank() {
+    let d = std::env::temp_dir().join(format!("gradcomp-sim-threads-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let p = d.join("run.json");
+    // (run.json, whether every rank's communication and device thread has a core)
+    for (json, want) in [
+        // 2 ranks + 2 device threads on 2 cores: shared (the 2-vCPU machines).
+        (r#"{"hosts": ["a", "a"], "host_cores": [2, 2]}"#, false),
+        // On 16 cores at 2 and at 4 ranks (the lent machines' runs): a core each.
+        (r#"{"hosts": ["a", "a"], "host_cores": [16, 16]}"#, true),
+        (
+            r#"{"hosts": ["a", "a", "a", "a"], "host_cores": [16, 16, 16, 16]}"#,
+            true,
+        ),
+        // Exactly enough: 4 ranks + 4 threads on 8 cores; one more rank is too many.
+        (
+            r#"{"hosts": ["a", "a", "a", "a"], "host_cores": [8, 8, 8, 8]}"#,
+            true,
+        ),
+        (
+            r#"{"hosts": ["a", "a", "a", "a", "a"], "host_cores": [8, 8, 8, 8, 8]}"#,
+            false,
+        ),
+        // The most loaded machine decides: b has 2 ranks on 2 cores.
+        (
+            r#"{"hosts": ["a", "b", "b"], "host_cores": [16, 2, 2]}"#,
+            false,
+        ),
+        // netlab: 4 nodes on one 2-core machine, at time dilation 4 (8 core-equivalents)
+        // and 2 (4).
+        (
+            r#"{"hosts": ["n0", "n1", "n2", "n3"], "host_cores": [2, 2, 2, 2], "host_kernels": ["k", "k", "k", "k"], "time_dilation": 4}"#,
+            true,
+        ),
+        (
+            r#"{"hosts": ["n0", "n1", "n2", "n3"], "host_cores": [2, 2, 2, 2], "host_kernels": ["k", "k", "k", "k"], "time_dilation": 2}"#,
+            false,
+        ),
+    ] {
+        std::fs::write(&p, json).unwrap();
+        let (own, what) = host::device_threads_have_cores(&p).unwrap().unwrap();
+        assert_eq!(own, want, "{json}: {what}");
+        assert!(what.contains("device threads on"), "{what}");
+    }
+    std::fs::write(&p, r#"{"hosts": ["a", "b"]}"#).unwrap();
+    assert!(host::device_threads_have_cores(&p).unwrap().is_none());
+    assert!(host::device_threads_have_cores(&d.join("missing.json"))
+        .unwrap()
+        .is_none());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn with_a_core_per_thread_the_work_inside_backward_is_not_slowed() {
+    // Rows made with a slowdown of 1.5 inside backward: on a machine where every rank's
+    // threads had a core of their own the calibration does not fit one (the factor is 1,
+    // no row informs it) and still finds the latencies; on a shared one it finds 1.5.
+    let truth = host::HostModel {
+        cpu_share: 1.0,
+        start_s: 2e-4,
+        sync_s: 3e-4,
+        bwd_slowdown: 1.5,
+        ..host::HostModel::default()
+    };
+    let (costs, d) = calibration_setup("owncores");
+    let e2e = calibration_csv(&d, &truth, &costs, 2, ("", 1.0));
+    let share = || Some((1.0, "test".to_string()));
+    let own = Some((
+        true,
+        "2 communication + 2 device threads on 16 cores".to_string(),
+    ));
+    let got = host::calibrate(&e2e, share(), own, &costs, &|_| None).unwrap();
+    let cal = &got[&2];
+    for h in std::iter::once(&cal.all).chain(cal.held_out.values()) {
+        assert_eq!(
+            (h.bwd_slowdown, h.bwd_slowdown_range, h.term_points[2]),
+            (1.0, (1.0, 1.0), 0),
+            "{h:?}"
+        );
+        assert!((h.start_s - 2e-4).abs() < 1e-9, "{h:?}");
+        assert!((h.sync_s - 3e-4).abs() < 1e-8, "{h:?}");
+        assert!(
+            h.source.contains("x1, not calibrated: 2 communication"),
+            "{}",
+            h.source
+        );
+    }
+    let shared = Some((
+        false,
+        "2 communication + 2 device threads on 2 cores".to_string(),
+    ));
+    let got = host::calibrate(&e2e, share(), shared, &costs, &|_| None).unwrap();
+    assert!(
+        (got[&2].all.bwd_slowdown - 1.5).abs() < 1e-6,
+        "{:?}",
+        got[&2].all
+    );
+    assert!(!got[&2].all.source.contains("not calibrated"));
     let _ = std::fs::remove_dir_all(&d);
 }
