@@ -88,9 +88,6 @@ pub struct HostModel {
     pub term_points: [usize; 3],
     /// Where the values came from (for sim.csv's `cost_source`).
     pub source: String,
-    /// Terms left at the ideal host's value because one method's rows alone informed
-    /// them ([`lone_method`]), one line each.
-    pub uncalibrated: Vec<String>,
 }
 
 impl Default for HostModel {
@@ -108,7 +105,6 @@ impl Default for HostModel {
             bwd_slowdown_range: (1.0, 1.0),
             term_points: [0; 3],
             source: "ideal host".into(),
-            uncalibrated: Vec::new(),
         }
     }
 }
@@ -397,56 +393,12 @@ fn term_estimates<'a>(
     Ok(est)
 }
 
-/// The method whose rows alone inform a term (`est`), where `samples` hold two or more
-/// methods: such a term is left at the ideal host's value. Set by one case, it would
-/// price every method's cases with that case's noise or its own effect (issue 29: on a
-/// 2-vCPU run the slowdown inside backward came from sketch's two pipelined rows alone,
-/// x4.0, and put sketch at +25% and qsgd at +11%, which x1 puts at +3% and -8%); a term
-/// that survives leaving any one method out is informed by two or more. With one method
-/// in the run there is nothing to leave out, and its rows calibrate.
-fn lone_method<'a>(samples: &[&'a Sample], est: &[(&str, usize, f64)]) -> Option<&'a str> {
-    let method_of = |key: &str| {
-        samples
-            .iter()
-            .find(|s| s.key == key)
-            .map(|s| s.case.method.as_str())
-    };
-    let mut all: Vec<&str> = samples.iter().map(|s| s.case.method.as_str()).collect();
-    all.sort_unstable();
-    all.dedup();
-    let mut informing: Vec<&str> = est.iter().filter_map(|(k, _, _)| method_of(k)).collect();
-    informing.sort_unstable();
-    informing.dedup();
-    (all.len() > 1 && informing.len() == 1).then(|| informing[0])
-}
-
-/// `est` without the rows of a [`lone_method`] (noted in `host.uncalibrated` under
-/// `term`).
-fn unless_lone<'a>(
-    samples: &[&Sample],
-    est: Vec<(&'a str, usize, f64)>,
-    host: &mut HostModel,
-    term: &str,
-) -> Vec<(&'a str, usize, f64)> {
-    match lone_method(samples, &est) {
-        Some(m) => {
-            host.uncalibrated.push(format!(
-                "{term} not calibrated: {} row(s) of {m} alone inform it",
-                est.len()
-            ));
-            Vec::new()
-        }
-        None => est,
-    }
-}
-
 /// The host model calibrated on `samples` (any methods) on top of `cm`: the start
 /// latency from `fwd_s`, then per row without pipelining the resynchronisation latency
 /// at which the simulated `iter_s` meets the measured one, then per row with pipelining
 /// the slowdown inside backward at that latency, each pooled by [`pool`]; with
 /// `own_cores` (every thread had a core, [`device_threads_have_cores`]) the slowdown is
-/// 1 and not calibrated. A latency or factor that one method's rows alone inform keeps
-/// its ideal value ([`lone_method`]).
+/// 1 and not calibrated.
 fn calibrate_on(
     samples: &[&Sample],
     cm: &mut CostModel,
@@ -465,7 +417,6 @@ fn calibrate_on(
     }
     cm.host = host.clone();
     let est = term_estimates(samples, false, cm, |s| (0.0, s.iter_s), |h, v| h.sync_s = v)?;
-    let est = unless_lone(samples, est, &mut host, "resync");
     host.term_points[1] = est.len();
     if let Some((v, lo, hi)) = pool(&est) {
         (host.sync_s, host.sync_range_s) = (v, (lo, hi));
@@ -484,7 +435,6 @@ fn calibrate_on(
             |h, k| h.bwd_slowdown = k,
         )?
     };
-    let est = unless_lone(samples, est, &mut host, "work during backward");
     host.term_points[2] = est.len();
     if let Some((v, lo, hi)) = pool(&est) {
         (host.bwd_slowdown, host.bwd_slowdown_range) = (v, (lo, hi));
@@ -567,11 +517,6 @@ fn quiet_cases(
         }
     }
     Ok(quiet)
-}
-
-/// `host.uncalibrated` as a suffix of its source (`; ...`), empty without.
-fn notes(host: &HostModel) -> String {
-    host.uncalibrated.iter().map(|n| format!("; {n}")).collect()
 }
 
 /// Calibrate per world size from the host-compression rows of every method in
@@ -671,14 +616,13 @@ pub fn calibrate(
         };
         let mut all = calibrate_on(&every, &mut cm, &base, own_cores)?;
         all.source = format!(
-            "{}; latencies from {} row(s) of {} ({} method(s), {} round(s); {which}) of {}{}",
+            "{}; latencies from {} row(s) of {} ({} method(s), {} round(s); {which}) of {}",
             base.source,
             all.points,
             all.methods.join(" "),
             all.methods.len(),
             all.rounds,
-            e2e_csv.display(),
-            notes(&all)
+            e2e_csv.display()
         );
         let mut held_out = BTreeMap::new();
         if all.methods.len() > 1 {
@@ -690,12 +634,11 @@ pub fn calibrate(
                     .collect();
                 let mut h = calibrate_on(&rest, &mut cm, &base, own_cores)?;
                 h.source = format!(
-                    "{}; latencies from {} row(s) of {} method(s), {m} held out, of {}{}",
+                    "{}; latencies from {} row(s) of {} method(s), {m} held out, of {}",
                     base.source,
                     h.points,
                     h.methods.len(),
-                    e2e_csv.display(),
-                    notes(&h)
+                    e2e_csv.display()
                 );
                 held_out.insert(m.clone(), h);
             }

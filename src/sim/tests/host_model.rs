@@ -194,44 +194,16 @@ fn calibration_csv(
     rounds: usize,
     slow: (&str, f64),
 ) -> std::path::PathBuf {
-    calibration_csv_of(
-        d,
-        truth,
-        costs,
-        rounds,
-        slow,
-        &[
-            ("ssgd", "allreduce"),
-            ("topk", "allgather"),
-            ("signsgd", "allgather"),
-        ],
-    )
-}
-
-/// ssgd, topk and signsgd as in [`calibration_csv`], and qsgd (its dense 8-bit
-/// all-gathers respond to the slowdown inside backward as ssgd's all-reduces do).
-const FOUR: [(&str, &str); 4] = [
-    ("ssgd", "allreduce"),
-    ("qsgd", "allgather"),
-    ("topk", "allgather"),
-    ("signsgd", "allgather"),
-];
-
-/// [`calibration_csv`] of `methods` (name, collective).
-fn calibration_csv_of(
-    d: &std::path::Path,
-    truth: &host::HostModel,
-    costs: &dyn Fn(usize) -> Result<CostModel>,
-    rounds: usize,
-    slow: (&str, f64),
-    methods: &[(&str, &str)],
-) -> std::path::PathBuf {
     let compute =
         crate::models::ComputeModel::from_preset(&crate::models::preset("rtx2080ti").unwrap());
     let wl = SimWorkload::zoo("resnet20", None, &compute, "rtx2080ti").unwrap();
     let mut text = String::from("schema_version,model,method,fusion,pipelining,collective,aggregation,world_size,batch,device,compute,compress_on,fwd_s,iter_s\n");
     for _ in 0..rounds {
-        for &(method, coll) in methods {
+        for (method, coll) in [
+            ("ssgd", "allreduce"),
+            ("topk", "allgather"),
+            ("signsgd", "allgather"),
+        ] {
             for pipe in [false, true] {
                 let case = SimCase::new(
                     wl.clone(),
@@ -290,46 +262,36 @@ fn calibration_recovers_the_host_latencies_from_every_method() {
         ..host::HostModel::default()
     };
     let (costs, d) = calibration_setup("calib");
-    let e2e = calibration_csv_of(&d, &truth, &costs, 2, ("", 1.0), &FOUR);
+    let e2e = calibration_csv(&d, &truth, &costs, 2, ("", 1.0));
     let got = host::calibrate(&e2e, Some((0.5, "test".into())), None, &costs, &|_| None).unwrap();
     let cal = &got[&2];
-    assert_eq!(cal.held_out.len(), 4);
+    assert_eq!(cal.held_out.len(), 3);
     for h in std::iter::once(&cal.all).chain(cal.held_out.values()) {
         assert!((h.start_s - 2e-4).abs() < 1e-9, "{h:?}");
         assert!((h.sync_s - 3e-4).abs() < 1e-8, "{h:?}");
         // Identical rounds: no spread.
         assert!((h.sync_range_s.1 - h.sync_range_s.0).abs() < 1e-8, "{h:?}");
     }
-    // The slowdown inside backward: only ssgd's and qsgd's pipelined rows respond to it
-    // monotonically (topk's and signsgd's little work hides under backward until, slowed
-    // enough, the thread stops waiting for the device and skips the latency). Without
-    // ssgd (qsgd) the other one alone tells, and one method does not set a term for every
-    // method: the factor stays 1 and the source says why.
-    assert_eq!(cal.all.term_points, [16, 8, 4]);
+    // The slowdown inside backward: only ssgd's pipelined rows respond to it monotonically
+    // (topk's and signsgd's little work hides under backward until, slowed enough, the
+    // thread stops waiting for the device and skips the latency); without ssgd nothing
+    // tells, and the factor stays 1.
+    assert_eq!(cal.all.term_points, [12, 6, 2]);
     for h in [&cal.all, &cal.held_out["topk"], &cal.held_out["signsgd"]] {
         assert!((h.bwd_slowdown - 1.5).abs() < 1e-6, "{h:?}");
-        assert!(h.uncalibrated.is_empty(), "{h:?}");
     }
-    for (out, alone) in [("ssgd", "qsgd"), ("qsgd", "ssgd")] {
-        let h = &cal.held_out[out];
-        assert_eq!((h.bwd_slowdown, h.term_points[2]), (1.0, 0), "{h:?}");
-        let note =
-            format!("work during backward not calibrated: 2 row(s) of {alone} alone inform it");
-        assert_eq!(h.uncalibrated, std::slice::from_ref(&note), "{h:?}");
-        assert!(h.source.ends_with(&note), "{}", h.source);
-        // The resynchronisation latency has three methods' rows: calibrated.
-        assert!((h.sync_s - 3e-4).abs() < 1e-8, "{h:?}");
-    }
-    assert_eq!((cal.all.points, cal.all.rounds), (16, 2));
+    let h = &cal.held_out["ssgd"];
+    assert_eq!((h.bwd_slowdown, h.term_points[2]), (1.0, 0), "{h:?}");
+    assert_eq!((cal.all.points, cal.all.rounds), (12, 2));
     let h = &cal.held_out["topk"];
     assert_eq!(
         (h.points, h.term_points[..2].to_vec()),
-        (12, vec![12, 6]),
+        (8, vec![8, 4]),
         "{h:?}"
     );
-    assert_eq!(cal.all.methods, ["qsgd", "signsgd", "ssgd", "topk"]);
+    assert_eq!(cal.all.methods, ["signsgd", "ssgd", "topk"]);
     let (h, inside) = cal.for_method("topk");
-    assert!(!inside && h.methods == ["qsgd", "signsgd", "ssgd"], "{h:?}");
+    assert!(!inside && h.methods == ["signsgd", "ssgd"], "{h:?}");
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -347,7 +309,7 @@ fn one_noisy_case_moves_neither_the_calibration_nor_its_own_prediction() {
         ..host::HostModel::default()
     };
     let (costs, d) = calibration_setup("noisy");
-    let e2e = calibration_csv_of(&d, &truth, &costs, 3, ("topk", 1.25), &FOUR);
+    let e2e = calibration_csv(&d, &truth, &costs, 3, ("topk", 1.25));
     let got = host::calibrate(&e2e, Some((1.0, "test".into())), None, &costs, &|_| None).unwrap();
     let cal = &got[&2];
     assert!((cal.all.sync_s - 2e-4).abs() < 1e-8, "{:?}", cal.all);
@@ -493,7 +455,7 @@ fn with_a_core_per_thread_the_work_inside_backward_is_not_slowed() {
         ..host::HostModel::default()
     };
     let (costs, d) = calibration_setup("owncores");
-    let e2e = calibration_csv_of(&d, &truth, &costs, 2, ("", 1.0), &FOUR);
+    let e2e = calibration_csv(&d, &truth, &costs, 2, ("", 1.0));
     let share = || Some((1.0, "test".to_string()));
     let own = Some((
         true,
