@@ -1058,7 +1058,15 @@ def sim_host_calibration(h: pd.DataFrame) -> pd.DataFrame:
     """fits.csv `host` rows beside a simulation: per run, world size and term the calibrated
     value, its spread over rounds, and the range over the leave-one-method-out calibrations
     (phase `without METHOD`): how far one method moves it."""
-    h = h[h["name"] != "sync-pipelining-on"]  # the same latency as sync-pipelining-off
+    # sync-pipelining-on is the same latency as sync-pipelining-off unless the pipelined
+    # rows calibrated their own (a core per thread: src/sim/host.rs `HostModel::sync_on`).
+    key = ["run", "world_size", "phase"]
+    on = h[h["name"] == "sync-pipelining-on"]
+    off = h[h["name"] == "sync-pipelining-off"][key + ["fixed_s"]]
+    m = on.merge(off, on=key, how="left", suffixes=("", "_off"))
+    apart = {(r, n) for r, n, a, b in zip(m["run"], m["world_size"], m["fixed_s"], m["fixed_s_off"]) if a != b}
+    runs = list(zip(h["run"], h["world_size"]))
+    h = h[[nm != "sync-pipelining-on" or rn in apart for nm, rn in zip(h["name"], runs)]]
     rows = []
     for (run, n, name), g in h.groupby(["run", "world_size", "name"], sort=True):
         allm = g[g["phase"] == "-"]
@@ -1070,7 +1078,7 @@ def sim_host_calibration(h: pd.DataFrame) -> pd.DataFrame:
         rows.append({
             "run": run,
             "ranks": int(n),
-            "term": name.replace("sync-pipelining-off", "sync"),
+            "term": name if (run, n) in apart else name.replace("sync-pipelining-off", "sync"),
             "unit": unit,
             "value": a["fixed_s"] * scale,
             "round min": a.get("round_min", float("nan")) * scale,

@@ -454,6 +454,12 @@ def test_sim_accuracy_keeps_spread_and_verdict_and_the_host_calibration_its_spre
     assert len(c) == 1 and c.iloc[0]["term"] == "sync"
     assert c.iloc[0][["value", "round min", "round max", "one method out min", "one method out max"]].tolist() \
         == pytest.approx([200, 100, 300, 180, 230])
+    # A run whose pipelined rows calibrated their own latency (a core per thread): both rows.
+    apart = h.assign(fixed_s=[2e-4, 0.5e-4, 1.8e-4, 2.3e-4])
+    c = T.sim_host_calibration(apart).set_index("term")
+    assert sorted(c.index) == ["sync-pipelining-off", "sync-pipelining-on"]
+    assert c.loc["sync-pipelining-on", "value"] == pytest.approx(50)
+    assert c.loc["sync-pipelining-off", "value"] == pytest.approx(200)
 
 
 def test_a_negative_control_that_passes_is_a_failed_control():

@@ -283,7 +283,7 @@ pub(super) fn simulate_clock(
                     w.gather_u32 += bucket_units[bucket].len();
                 }
                 let sync = if waited && round == 0 {
-                    host.sync_s
+                    host.sync_for(case.pipelining)
                 } else {
                     0.0
                 };

@@ -176,8 +176,9 @@ fn host_json(h: &HostModel) -> serde_json::Value {
         "start_s": h.start_s,
         "start_range_s": [h.start_range_s.0, h.start_range_s.1],
         "sync_off_s": h.sync_s,
-        "sync_on_s": h.sync_s,
+        "sync_on_s": h.sync_for(true),
         "sync_range_s": [h.sync_range_s.0, h.sync_range_s.1],
+        "sync_on_range_s": [h.sync_on_term().1 .0, h.sync_on_term().1 .1],
         "bwd_slowdown": h.bwd_slowdown,
         "bwd_slowdown_range": [h.bwd_slowdown_range.0, h.bwd_slowdown_range.1],
         "points": h.points,
@@ -190,9 +191,11 @@ fn host_json(h: &HostModel) -> serde_json::Value {
 /// fits.csv's `host` rows of one host model (`phase`: `-`, or `without METHOD`).
 fn host_rows(n: usize, phase: &str, h: &HostModel) -> Vec<FitRow> {
     let [p_start, p_sync, p_bwd] = h.term_points;
+    let (on_s, on_range_s, p_on) = h.sync_on_term();
     [
         ("start", h.start_s, h.start_range_s, "iteration", p_start),
-        // One latency for both schedules; both rows kept for readers of fits.csv.
+        // One latency for both schedules unless the pipelined rows calibrate their own
+        // (host.rs, `HostModel::sync_on`).
         (
             "sync-pipelining-off",
             h.sync_s,
@@ -200,13 +203,7 @@ fn host_rows(n: usize, phase: &str, h: &HostModel) -> Vec<FitRow> {
             "wait",
             p_sync,
         ),
-        (
-            "sync-pipelining-on",
-            h.sync_s,
-            h.sync_range_s,
-            "wait",
-            p_sync,
-        ),
+        ("sync-pipelining-on", on_s, on_range_s, "wait", p_on),
         (
             "bwd-slowdown",
             h.bwd_slowdown,

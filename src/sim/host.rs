@@ -25,7 +25,13 @@
 //!   exchange out of step (wake-ups, OS noise), and the collective waits for the last.
 //!   Per calibration row without pipelining, the latency at which the simulated
 //!   `iter_s` meets the measured one (bisection; the schedule is monotone in it); the
-//!   same latency applies with pipelining.
+//!   same latency applies with pipelining, except where each rank's threads have a core
+//!   of their own ([`device_threads_have_cores`]): there the slowdown inside backward is
+//!   1 and the rows with pipelining calibrate a latency of their own, the same way
+//!   ([`HostModel::sync_on`]). Fitted on the first exchange without pipelining and
+//!   charged to every pipelined bucket that waited for the device, it priced the light
+//!   methods' pipelined iterations 2-5% slow on 16 cores (their exchanges 0.08-0.27 ms
+//!   long at 2 ranks).
 //! - **Work inside backward** `bwd_slowdown` (pipelining on): while backward runs, every
 //!   rank's device thread wakes once per layer (59 times in 1.3 ms for ResNet-20 on the
 //!   rtx2080ti preset) and takes cores from the communication threads, so their work
@@ -62,13 +68,25 @@ use crate::measure::stats::median;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// The resynchronisation latency with pipelining where it is calibrated on its own rows:
+/// the value, its spread over rounds and the rows that informed it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SyncOn {
+    pub s: f64,
+    pub range_s: (f64, f64),
+    pub points: usize,
+}
+
 /// See the module docs. `Default` is the ideal host (share 1, no latencies).
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostModel {
     pub cpu_share: f64,
     pub start_s: f64,
-    /// Per wait for the device (both schedules).
+    /// Per wait for the device (without pipelining; with it too unless `sync_on`).
     pub sync_s: f64,
+    /// Per wait for the device with pipelining, where calibrated apart (a core per
+    /// thread; see the module docs).
+    pub sync_on: Option<SyncOn>,
     /// Factor (>= 1) on the communication thread's work while backward still runs
     /// (pipelining on): the ranks' device threads wake once per layer and take cores from
     /// the exchanges.
@@ -96,6 +114,7 @@ impl Default for HostModel {
             cpu_share: 1.0,
             start_s: 0.0,
             sync_s: 0.0,
+            sync_on: None,
             bwd_slowdown: 1.0,
             points: 0,
             rounds: 0,
@@ -110,9 +129,25 @@ impl Default for HostModel {
 }
 
 impl HostModel {
+    /// The latency per wait for the device in a schedule with (or without) pipelining.
+    pub fn sync_for(&self, pipelining: bool) -> f64 {
+        match &self.sync_on {
+            Some(on) if pipelining => on.s,
+            _ => self.sync_s,
+        }
+    }
+
+    /// `sync_on`'s value, spread and rows, or `sync_s`'s where it is not apart.
+    pub fn sync_on_term(&self) -> (f64, (f64, f64), usize) {
+        match &self.sync_on {
+            Some(on) => (on.s, on.range_s, on.points),
+            None => (self.sync_s, self.sync_range_s, self.term_points[1]),
+        }
+    }
+
     pub fn describe(&self) -> String {
         format!(
-            "host cpu share {:.2}, start {:.1} us [{:.1}, {:.1}], resync {:.1} us [{:.1}, {:.1}], work during backward x{:.3} [{:.3}, {:.3}] (brackets: spread over {} round(s); {})",
+            "host cpu share {:.2}, start {:.1} us [{:.1}, {:.1}], resync {:.1} us [{:.1}, {:.1}]{}, work during backward x{:.3} [{:.3}, {:.3}] (brackets: spread over {} round(s); {})",
             self.cpu_share,
             self.start_s * 1e6,
             self.start_range_s.0 * 1e6,
@@ -120,6 +155,12 @@ impl HostModel {
             self.sync_s * 1e6,
             self.sync_range_s.0 * 1e6,
             self.sync_range_s.1 * 1e6,
+            self.sync_on.as_ref().map_or(String::new(), |on| format!(
+                ", with pipelining {:.1} us [{:.1}, {:.1}]",
+                on.s * 1e6,
+                on.range_s.0 * 1e6,
+                on.range_s.1 * 1e6
+            )),
             self.bwd_slowdown,
             self.bwd_slowdown_range.0,
             self.bwd_slowdown_range.1,
@@ -333,6 +374,49 @@ fn bisect(
     Ok(Some(0.5 * (lo + hi)))
 }
 
+/// Grid points at which [`first_crossing`] looks for the first value that meets its
+/// target.
+const CROSSING_GRID: usize = 64;
+
+/// The smallest `x` in `[lo, hi]` at which `f(x)` meets `target`: the first of
+/// [`CROSSING_GRID`] grid points that does, then 40 bisections back to the point before
+/// it (`lo` when `f(lo)` already does and `f` responds there, as in [`bisect`]); `None`
+/// when no grid point does or the row does not respond. Unlike [`bisect`] it takes rows
+/// that are not monotone: with pipelining a longer latency per wait can make a later
+/// bucket stop waiting (and skip its latency), so the iteration drops where a bucket's
+/// wait ends; the first crossing is the latency that explains the row with every wait
+/// the row's schedule had.
+fn first_crossing(
+    lo: f64,
+    hi: f64,
+    target: f64,
+    mut f: impl FnMut(f64) -> Result<f64>,
+) -> Result<Option<f64>> {
+    let f_lo = f(lo)?;
+    if f_lo >= target {
+        let responds = f(lo + 0.01 * (hi - lo))? > f_lo * (1.0 + 1e-9);
+        return Ok(responds.then_some(lo));
+    }
+    let mut prev = lo;
+    for i in 1..=CROSSING_GRID {
+        let x = lo + (hi - lo) * i as f64 / CROSSING_GRID as f64;
+        if f(x)? >= target {
+            let (mut a, mut b) = (prev, x);
+            for _ in 0..40 {
+                let mid = 0.5 * (a + b);
+                if f(mid)? < target {
+                    a = mid;
+                } else {
+                    b = mid;
+                }
+            }
+            return Ok(Some(0.5 * (a + b)));
+        }
+        prev = x;
+    }
+    Ok(None)
+}
+
 /// A measured host-compression row used for calibration: its case, which repeat of the
 /// case it is (`round`: the k-th row of the case in the file), and its measurements.
 struct Sample {
@@ -369,6 +453,14 @@ fn pool(est: &[(&str, usize, f64)]) -> Option<(f64, f64, f64)> {
     Some((value, lo, hi))
 }
 
+/// How [`term_estimates`] finds a row's value: [`bisect`] (rows not monotone in the term
+/// left out) or [`first_crossing`].
+#[derive(Clone, Copy)]
+enum Search {
+    Monotone,
+    FirstCrossing,
+}
+
 /// Per sample with (or without) `pipelining`, the value of one host term (written into
 /// `cm.host` by `set`) at which the simulated `iter_s` meets the measured one, bisected in
 /// `range(s)`; samples the term cannot explain are left out.
@@ -378,14 +470,19 @@ fn term_estimates<'a>(
     cm: &mut CostModel,
     range: impl Fn(&Sample) -> (f64, f64),
     set: impl Fn(&mut HostModel, f64),
+    search: Search,
 ) -> Result<Vec<(&'a str, usize, f64)>> {
     let mut est = Vec::new();
     for s in samples.iter().filter(|s| s.case.pipelining == pipelining) {
         let (lo, hi) = range(s);
-        let v = bisect(lo, hi, s.iter_s, |v| {
+        let sim = |v: f64, cm: &mut CostModel| -> Result<f64> {
             set(&mut cm.host, v);
             Ok(simulate(&s.case, cm)?.iter_s)
-        })?;
+        };
+        let v = match search {
+            Search::Monotone => bisect(lo, hi, s.iter_s, |v| sim(v, cm))?,
+            Search::FirstCrossing => first_crossing(lo, hi, s.iter_s, |v| sim(v, cm))?,
+        };
         if let Some(v) = v {
             est.push((s.key.as_str(), s.round, v));
         }
@@ -416,7 +513,14 @@ fn calibrate_on(
         host.start_range_s = (lo.max(0.0), hi.max(0.0));
     }
     cm.host = host.clone();
-    let est = term_estimates(samples, false, cm, |s| (0.0, s.iter_s), |h, v| h.sync_s = v)?;
+    let est = term_estimates(
+        samples,
+        false,
+        cm,
+        |s| (0.0, s.iter_s),
+        |h, v| h.sync_s = v,
+        Search::Monotone,
+    )?;
     host.term_points[1] = est.len();
     if let Some((v, lo, hi)) = pool(&est) {
         (host.sync_s, host.sync_range_s) = (v, (lo, hi));
@@ -425,6 +529,28 @@ fn calibrate_on(
     let est = if own_cores {
         host.bwd_slowdown = 1.0;
         host.bwd_slowdown_range = (1.0, 1.0);
+        cm.host.bwd_slowdown = 1.0;
+        // With a core per thread the pipelined rows calibrate their own latency.
+        let est = term_estimates(
+            samples,
+            true,
+            cm,
+            |s| (0.0, s.iter_s),
+            |h, v| {
+                h.sync_on = Some(SyncOn {
+                    s: v,
+                    range_s: (v, v),
+                    points: 0,
+                })
+            },
+            Search::FirstCrossing,
+        )?;
+        host.sync_on = pool(&est).map(|(v, lo, hi)| SyncOn {
+            s: v,
+            range_s: (lo, hi),
+            points: est.len(),
+        });
+        cm.host.sync_on = host.sync_on.clone();
         Vec::new()
     } else {
         term_estimates(
@@ -433,6 +559,7 @@ fn calibrate_on(
             cm,
             |_| (1.0, MAX_BWD_SLOWDOWN),
             |h, k| h.bwd_slowdown = k,
+            Search::Monotone,
         )?
     };
     host.term_points[2] = est.len();
@@ -650,7 +777,26 @@ pub fn calibrate(
 
 #[cfg(test)]
 mod tests {
-    use super::pool;
+    use super::{bisect, first_crossing, pool};
+
+    #[test]
+    fn first_crossing_takes_the_first_value_that_meets_the_target_where_bisect_gives_up() {
+        // A sawtooth as a pipelined row can be: rising, dropping by 0.5 at 1 (a later
+        // bucket stops waiting and skips its latency), rising again.
+        let saw = |x: f64| Ok(if x < 1.0 { x } else { x - 0.5 });
+        let got = first_crossing(0.0, 3.0, 0.8, saw).unwrap().unwrap();
+        assert!((got - 0.8).abs() < 1e-9, "{got}");
+        // 0.95 is met just before the drop; 1.2 only after it, at 1.7.
+        let got = first_crossing(0.0, 3.0, 0.95, saw).unwrap().unwrap();
+        assert!((got - 0.95).abs() < 1e-9, "{got}");
+        let got = first_crossing(0.0, 3.0, 1.2, saw).unwrap().unwrap();
+        assert!((got - 1.7).abs() < 1e-9, "{got}");
+        assert_eq!(bisect(0.0, 3.0, 0.8, saw).unwrap(), None);
+        // Never met, or met at `lo` by a row that does not respond: no estimate.
+        assert_eq!(first_crossing(0.0, 3.0, 9.0, saw).unwrap(), None);
+        assert_eq!(first_crossing(0.0, 3.0, 0.5, |_| Ok(1.0)).unwrap(), None);
+        assert_eq!(first_crossing(0.0, 3.0, 0.0, saw).unwrap(), Some(0.0));
+    }
 
     #[test]
     fn pool_is_the_median_of_case_medians_with_the_spread_over_rounds() {

@@ -444,14 +444,20 @@ fn device_threads_have_cores_counts_two_threads_per_rank() {
 
 #[test]
 fn with_a_core_per_thread_the_work_inside_backward_is_not_slowed() {
-    // Rows made with a slowdown of 1.5 inside backward: on a machine where every rank's
-    // threads had a core of their own the calibration does not fit one (the factor is 1,
-    // no row informs it) and still finds the latencies; on a shared one it finds 1.5.
+    // Rows made with no slowdown inside backward and a shorter latency per wait with
+    // pipelining than without (0.1 against 0.3 ms): on a machine where every rank's
+    // threads had a core of their own the calibration keeps the factor at 1 (no row
+    // informs it) and finds both latencies; on a shared one the pipelined rows calibrate
+    // the factor instead, and one latency serves both schedules.
     let truth = host::HostModel {
         cpu_share: 1.0,
         start_s: 2e-4,
         sync_s: 3e-4,
-        bwd_slowdown: 1.5,
+        sync_on: Some(host::SyncOn {
+            s: 1e-4,
+            range_s: (1e-4, 1e-4),
+            points: 0,
+        }),
         ..host::HostModel::default()
     };
     let (costs, d) = calibration_setup("owncores");
@@ -471,12 +477,33 @@ fn with_a_core_per_thread_the_work_inside_backward_is_not_slowed() {
         );
         assert!((h.start_s - 2e-4).abs() < 1e-9, "{h:?}");
         assert!((h.sync_s - 3e-4).abs() < 1e-8, "{h:?}");
+        let on = h.sync_on.as_ref().expect("a latency with pipelining");
+        assert!((on.s - 1e-4).abs() < 1e-8 && on.points > 0, "{h:?}");
+        assert!((h.sync_for(true) - 1e-4).abs() < 1e-8 && (h.sync_for(false) - 3e-4).abs() < 1e-8);
         assert!(
             h.source.contains("x1, not calibrated: 2 communication"),
             "{}",
             h.source
         );
     }
+    // The same rows on a shared machine: one latency, and whatever the pipelined rows
+    // need beyond it goes to the factor (here below 1, so it stays 1).
+    let shared = Some((
+        false,
+        "2 communication + 2 device threads on 2 cores".to_string(),
+    ));
+    let got = host::calibrate(&e2e, share(), shared, &costs, &|_| None).unwrap();
+    let all = &got[&2].all;
+    assert!(all.sync_on.is_none(), "{all:?}");
+    assert!((all.sync_s - 3e-4).abs() < 1e-8, "{all:?}");
+    assert!(!all.source.contains("not calibrated"));
+    // Rows slowed x1.5 inside backward on a shared machine: the factor is found.
+    let slowed = host::HostModel {
+        sync_on: None,
+        bwd_slowdown: 1.5,
+        ..truth
+    };
+    let e2e = calibration_csv(&d, &slowed, &costs, 2, ("", 1.0));
     let shared = Some((
         false,
         "2 communication + 2 device threads on 2 cores".to_string(),
@@ -487,6 +514,5 @@ fn with_a_core_per_thread_the_work_inside_backward_is_not_slowed() {
         "{:?}",
         got[&2].all
     );
-    assert!(!got[&2].all.source.contains("not calibrated"));
     let _ = std::fs::remove_dir_all(&d);
 }
