@@ -27,11 +27,13 @@
 //!   `iter_s` meets the measured one (bisection; the schedule is monotone in it); the
 //!   same latency applies with pipelining, except where each rank's threads have a core
 //!   of their own ([`device_threads_have_cores`]): there the slowdown inside backward is
-//!   1 and the rows with pipelining calibrate a latency of their own, the same way
-//!   ([`HostModel::sync_on`]). Fitted on the first exchange without pipelining and
-//!   charged to every pipelined bucket that waited for the device, it priced the light
-//!   methods' pipelined iterations 2-5% slow on 16 cores (their exchanges 0.08-0.27 ms
-//!   long at 2 ranks).
+//!   1 and the rows with pipelining calibrate a latency of their own
+//!   ([`HostModel::sync_on`]; per row the smallest latency that meets the measured
+//!   `iter_s`, [`first_crossing`], since a pipelined row is not monotone in it). Fitted
+//!   on the first exchange without pipelining and charged to every pipelined bucket that
+//!   waited for the device, it priced the light methods' pipelined iterations 1-9% slow
+//!   on 16 cores; their own rows fit 0-21 us against 41-155 us (docs/performance.md,
+//!   "Simulator accuracy").
 //! - **Work inside backward** `bwd_slowdown` (pipelining on): while backward runs, every
 //!   rank's device thread wakes once per layer (59 times in 1.3 ms for ResNet-20 on the
 //!   rtx2080ti preset) and takes cores from the communication threads, so their work
