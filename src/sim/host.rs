@@ -356,24 +356,48 @@ fn bisect(
         }
         prev = v;
     }
-    let f_lo = f(lo)?;
-    if f_lo >= target {
-        let responds = f(lo + 0.01 * (hi - lo))? > f_lo * (1.0 + 1e-9);
-        return Ok(responds.then_some(lo));
+    if let Some(at) = met_at_lo(lo, hi, target, &mut f)? {
+        return Ok(at);
     }
     if f(hi)? < target {
         return Ok(Some(hi));
     }
-    let (mut lo, mut hi) = (lo, hi);
+    narrow(lo, hi, target, &mut f).map(Some)
+}
+
+/// Where `f(lo)` already meets `target`: `Some(Some(lo))` when `f` responds there (rises
+/// over the first 1% of `[lo, hi]`), `Some(None)` when it is flat (the row cannot tell);
+/// `None` when `f(lo)` is below `target`.
+fn met_at_lo(
+    lo: f64,
+    hi: f64,
+    target: f64,
+    f: &mut impl FnMut(f64) -> Result<f64>,
+) -> Result<Option<Option<f64>>> {
+    let f_lo = f(lo)?;
+    if f_lo < target {
+        return Ok(None);
+    }
+    let responds = f(lo + 0.01 * (hi - lo))? > f_lo * (1.0 + 1e-9);
+    Ok(Some(responds.then_some(lo)))
+}
+
+/// 40 bisections of `[a, b]`, `f(a) < target <= f(b)`, to where `f` meets `target`.
+fn narrow(
+    mut a: f64,
+    mut b: f64,
+    target: f64,
+    f: &mut impl FnMut(f64) -> Result<f64>,
+) -> Result<f64> {
     for _ in 0..40 {
-        let mid = 0.5 * (lo + hi);
+        let mid = 0.5 * (a + b);
         if f(mid)? < target {
-            lo = mid;
+            a = mid;
         } else {
-            hi = mid;
+            b = mid;
         }
     }
-    Ok(Some(0.5 * (lo + hi)))
+    Ok(0.5 * (a + b))
 }
 
 /// Grid points at which [`first_crossing`] looks for the first value that meets its
@@ -394,25 +418,14 @@ fn first_crossing(
     target: f64,
     mut f: impl FnMut(f64) -> Result<f64>,
 ) -> Result<Option<f64>> {
-    let f_lo = f(lo)?;
-    if f_lo >= target {
-        let responds = f(lo + 0.01 * (hi - lo))? > f_lo * (1.0 + 1e-9);
-        return Ok(responds.then_some(lo));
+    if let Some(at) = met_at_lo(lo, hi, target, &mut f)? {
+        return Ok(at);
     }
     let mut prev = lo;
     for i in 1..=CROSSING_GRID {
         let x = lo + (hi - lo) * i as f64 / CROSSING_GRID as f64;
         if f(x)? >= target {
-            let (mut a, mut b) = (prev, x);
-            for _ in 0..40 {
-                let mid = 0.5 * (a + b);
-                if f(mid)? < target {
-                    a = mid;
-                } else {
-                    b = mid;
-                }
-            }
-            return Ok(Some(0.5 * (a + b)));
+            return narrow(prev, x, target, &mut f).map(Some);
         }
         prev = x;
     }
