@@ -171,14 +171,15 @@ pub fn fit_results(dir: &Path) -> Result<FitReport> {
 
 /// fits.json's record of one host model.
 fn host_json(h: &HostModel) -> serde_json::Value {
+    let (sync_on_s, (on_lo, on_hi), _) = h.sync_on_term();
     serde_json::json!({
         "cpu_share": h.cpu_share,
         "start_s": h.start_s,
         "start_range_s": [h.start_range_s.0, h.start_range_s.1],
         "sync_off_s": h.sync_s,
-        "sync_on_s": h.sync_for(true),
+        "sync_on_s": sync_on_s,
         "sync_range_s": [h.sync_range_s.0, h.sync_range_s.1],
-        "sync_on_range_s": [h.sync_on_term().1 .0, h.sync_on_term().1 .1],
+        "sync_on_range_s": [on_lo, on_hi],
         "bwd_slowdown": h.bwd_slowdown,
         "bwd_slowdown_range": [h.bwd_slowdown_range.0, h.bwd_slowdown_range.1],
         "points": h.points,

@@ -181,9 +181,9 @@ impl HostModel {
 /// src/measure/dilation.rs), so its share is `min(1, K x cores / ranks)`: 4 ranks on 2
 /// cores at K = 4 are the ideal host's share of 1, as on a cluster with a core per rank.
 pub fn cpu_share_from_run_json(path: &Path) -> Result<Option<(f64, String)>> {
-    let k = dilation_from_run_json(path);
     Ok(layout_from_run_json(path)?.map(|l| {
-        let share = (k as f64 * l.cores as f64 / l.ranks as f64).min(1.0);
+        let k = l.dilation;
+        let share = (l.core_equivalents() as f64 / l.ranks as f64).min(1.0);
         let what = if k > 1 {
             format!(
                 "{}, time dilation {k} (each rank {k}x the cores' time per emulated second)",
@@ -203,9 +203,8 @@ pub fn cpu_share_from_run_json(path: &Path) -> Result<Option<(f64, String)>> {
 /// holds, the device threads' wake-ups inside backward take no core from the
 /// communication threads and [`HostModel::bwd_slowdown`] is 1.
 pub fn device_threads_have_cores(path: &Path) -> Result<Option<(bool, String)>> {
-    let k = dilation_from_run_json(path);
     Ok(layout_from_run_json(path)?.map(|l| {
-        let cores = k * l.cores;
+        let (k, cores) = (l.dilation, l.core_equivalents());
         let own = 2 * l.ranks as u64 <= cores;
         let dilated = if k > 1 {
             format!(" ({cores} core-equivalents at time dilation {k})")
@@ -224,27 +223,36 @@ pub fn device_threads_have_cores(path: &Path) -> Result<Option<(bool, String)>> 
     }))
 }
 
-/// `run.json`'s `time_dilation` (1 when absent: a run from before dilation, or none).
-pub fn dilation_from_run_json(path: &Path) -> u64 {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|v| v.get("time_dilation").and_then(serde_json::Value::as_u64))
+/// run.json's `time_dilation` (1 when absent: a run from before dilation, or none).
+fn dilation_in(run_json: &serde_json::Value) -> u64 {
+    run_json
+        .get("time_dilation")
+        .and_then(serde_json::Value::as_u64)
         .filter(|&k| k >= 1)
         .unwrap_or(1)
 }
 
-/// The most loaded machine of a run (fewest cores per rank): its ranks and cores, and a
-/// description (`4 ranks on 2 cores of HOST`).
+/// The most loaded machine of a run (fewest cores per rank): its ranks and cores, a
+/// description (`4 ranks on 2 cores of HOST`), and the run's time dilation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Layout {
     pub ranks: usize,
     pub cores: u64,
     pub what: String,
+    /// run.json's `time_dilation` K (1 without): every thread had K times its CPU time
+    /// per emulated second (src/measure/dilation.rs), so the cores count K times.
+    pub dilation: u64,
 }
 
-/// [`Layout`] from `run.json` (`hosts`, `host_cores`, `host_kernels`); `None` when the
-/// file is missing or predates `host_cores`.
+impl Layout {
+    /// The cores times the time dilation.
+    pub fn core_equivalents(&self) -> u64 {
+        self.cores * self.dilation.max(1)
+    }
+}
+
+/// [`Layout`] from `run.json` (`hosts`, `host_cores`, `host_kernels`, `time_dilation`);
+/// `None` when the file is missing or predates `host_cores`.
 pub fn layout_from_run_json(path: &Path) -> Result<Option<Layout>> {
     let Ok(text) = std::fs::read_to_string(path) else {
         return Ok(None);
@@ -325,6 +333,7 @@ pub fn layout_from_run_json(path: &Path) -> Result<Option<Layout>> {
         ranks: *ranks,
         cores: *cores,
         what,
+        dilation: dilation_in(&v),
     }))
 }
 
@@ -541,11 +550,9 @@ fn calibrate_on(
         (host.sync_s, host.sync_range_s) = (v, (lo, hi));
     }
     cm.host.sync_s = host.sync_s;
-    let est = if own_cores {
-        host.bwd_slowdown = 1.0;
-        host.bwd_slowdown_range = (1.0, 1.0);
-        cm.host.bwd_slowdown = 1.0;
-        // With a core per thread the pipelined rows calibrate their own latency.
+    if own_cores {
+        // The slowdown keeps the ideal host's 1 (`base`'s); the pipelined rows calibrate
+        // their own latency instead.
         let est = term_estimates(
             samples,
             true,
@@ -565,21 +572,19 @@ fn calibrate_on(
             range_s: (lo, hi),
             points: est.len(),
         });
-        cm.host.sync_on = host.sync_on.clone();
-        Vec::new()
     } else {
-        term_estimates(
+        let est = term_estimates(
             samples,
             true,
             cm,
             |_| (1.0, MAX_BWD_SLOWDOWN),
             |h, k| h.bwd_slowdown = k,
             Search::Monotone,
-        )?
-    };
-    host.term_points[2] = est.len();
-    if let Some((v, lo, hi)) = pool(&est) {
-        (host.bwd_slowdown, host.bwd_slowdown_range) = (v, (lo, hi));
+        )?;
+        host.term_points[2] = est.len();
+        if let Some((v, lo, hi)) = pool(&est) {
+            (host.bwd_slowdown, host.bwd_slowdown_range) = (v, (lo, hi));
+        }
     }
     let mut methods: Vec<String> = samples.iter().map(|s| s.case.method.clone()).collect();
     methods.sort();

@@ -508,34 +508,31 @@ fn same_file(a: &Path, b: &Path) -> bool {
 /// The measured run's most loaded machine, from the run.json beside `--compare`'s file
 /// (else `--fits`'s): ranks there, all ranks of the run, cores, and ` of HOST`.
 struct MeasuredLayout {
-    ranks: usize,
+    layout: super::host::Layout,
     ranks_total: usize,
-    cores: u64,
     host: String,
-    /// run.json's `time_dilation` K (1 without): every thread had K times its CPU time
-    /// per emulated second (src/measure/dilation.rs), so the cores count K times.
-    dilation: u64,
 }
 
 impl MeasuredLayout {
     /// Whether the ranks outnumber the cores (times the run's dilation K), and, when
     /// the ranks plus their device threads (compute not `none`) do, the text saying so.
     fn oversubscription(&self, compute_none: bool) -> (bool, String) {
-        let threads = if compute_none { 0 } else { self.ranks };
-        let cores = self.cores * self.dilation.max(1);
-        let over = (self.ranks + threads) as u64 > cores;
-        let text = match (over, self.dilation > 1) {
+        let l = &self.layout;
+        let threads = if compute_none { 0 } else { l.ranks };
+        let cores = l.core_equivalents();
+        let over = (l.ranks + threads) as u64 > cores;
+        let text = match (over, l.dilation > 1) {
             (false, _) => String::new(),
             (true, false) => format!(
                 "{} ranks + {threads} device threads on {} cores{}",
-                self.ranks, self.cores, self.host
+                l.ranks, l.cores, self.host
             ),
             (true, true) => format!(
                 "{} ranks + {threads} device threads on {} cores{} at time dilation {} ({cores} core-equivalents)",
-                self.ranks, self.cores, self.host, self.dilation
+                l.ranks, l.cores, self.host, l.dilation
             ),
         };
-        (self.ranks as u64 > cores, text)
+        (l.ranks as u64 > cores, text)
     }
 }
 
@@ -560,11 +557,9 @@ fn measured_layout(req: &SimulateRequest) -> Result<Option<MeasuredLayout>> {
                 .split_once(" cores")
                 .map_or(String::new(), |(_, h)| h.to_string());
             return Ok(Some(MeasuredLayout {
-                ranks: l.ranks,
+                layout: l,
                 ranks_total: total,
-                cores: l.cores,
                 host,
-                dilation: super::host::dilation_from_run_json(&p),
             }));
         }
     }
@@ -612,11 +607,14 @@ mod tests {
     #[test]
     fn time_dilation_multiplies_the_cores_a_run_had() {
         let at = |dilation| MeasuredLayout {
-            ranks: 4,
+            layout: crate::sim::host::Layout {
+                ranks: 4,
+                cores: 2,
+                what: "4 ranks on 2 cores of vm".into(),
+                dilation,
+            },
             ranks_total: 4,
-            cores: 2,
             host: " of vm".into(),
-            dilation,
         };
         assert_eq!(
             at(1).oversubscription(false),
