@@ -232,6 +232,73 @@ fn sum_weight(y: f64) -> f64 {
     1.0 / y.max(TIME_FLOOR_S)
 }
 
+/// Weighted ([`rel_weight`]) squared error of `coef . [1, elements, selected]` over
+/// `(elements, selected, seconds)` points.
+fn rel_ssr3(points: &[(f64, f64, f64)], coef: &[f64; 3]) -> f64 {
+    points
+        .iter()
+        .map(|&(e, s, t)| rel_weight(t) * (coef[0] + coef[1] * e + coef[2] * s - t).powi(2))
+        .sum()
+}
+
+/// Weighted ([`rel_weight`]) least squares of the seconds on the features `cols` of
+/// `feats(point)`: the normal equations, each feature scaled to at most 1 and solved by
+/// Gaussian elimination with partial pivoting. `None` when they are singular (a
+/// feature that does not vary, fewer points than features).
+fn weighted_lsq(
+    points: &[(f64, f64, f64)],
+    cols: &[usize],
+    feats: impl Fn(&(f64, f64, f64)) -> [f64; 3],
+) -> Option<Vec<f64>> {
+    let k = cols.len();
+    if points.len() < k {
+        return None;
+    }
+    let scale: Vec<f64> = cols
+        .iter()
+        .map(|&j| {
+            let m = points.iter().map(|p| feats(p)[j].abs()).fold(0.0, f64::max);
+            if m > 0.0 {
+                m
+            } else {
+                1.0
+            }
+        })
+        .collect();
+    // Augmented normal equations [X'WX | X'Wy] in scaled features.
+    let mut a = vec![vec![0.0; k + 1]; k];
+    for p in points {
+        let f = feats(p);
+        let x: Vec<f64> = cols.iter().zip(&scale).map(|(&j, s)| f[j] / s).collect();
+        let w = rel_weight(p.2);
+        for r in 0..k {
+            for c in 0..k {
+                a[r][c] += w * x[r] * x[c];
+            }
+            a[r][k] += w * x[r] * p.2;
+        }
+    }
+    let tiny = 1e-12 * (0..k).map(|c| a[c][c]).fold(0.0, f64::max);
+    for c in 0..k {
+        let piv = (c..k).max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs()))?;
+        if a[piv][c].abs() <= tiny {
+            return None;
+        }
+        a.swap(c, piv);
+        let pivot_row = a[c].clone();
+        for (r, row) in a.iter_mut().enumerate() {
+            if r != c {
+                let f = row[c] / pivot_row[c];
+                for (x, p) in row.iter_mut().zip(&pivot_row).skip(c) {
+                    *x -= f * p;
+                }
+            }
+        }
+    }
+    let sol: Vec<f64> = (0..k).map(|r| a[r][k] / a[r][r] / scale[r]).collect();
+    sol.iter().all(|v| v.is_finite()).then_some(sol)
+}
+
 /// Sum of squared relative errors of `pred` over `points` (what the fits minimise).
 fn rel_ssr(points: &[(f64, f64)], pred: impl Fn(f64) -> f64) -> f64 {
     points
@@ -242,11 +309,16 @@ fn rel_ssr(points: &[(f64, f64)], pred: impl Fn(f64) -> f64) -> f64 {
 
 /// [`FitQuality`] of the predictions `pred` on `points` (weighted as the fits).
 fn quality_of(points: &[(f64, f64)], pred: impl Fn(f64) -> f64) -> FitQuality {
-    let sw: f64 = points.iter().map(|p| rel_weight(p.1)).sum();
-    let ym = points.iter().map(|p| rel_weight(p.1) * p.1).sum::<f64>() / sw;
+    let pairs: Vec<(f64, f64)> = points.iter().map(|&(x, y)| (pred(x), y)).collect();
+    quality_of_pairs(&pairs)
+}
+
+/// [`FitQuality`] of `(predicted, measured)` pairs (weighted as the fits).
+fn quality_of_pairs(pairs: &[(f64, f64)]) -> FitQuality {
+    let sw: f64 = pairs.iter().map(|p| rel_weight(p.1)).sum();
+    let ym = pairs.iter().map(|p| rel_weight(p.1) * p.1).sum::<f64>() / sw;
     let (mut ss_res, mut ss_tot, mut max_rel) = (0.0, 0.0, 0.0f64);
-    for &(x, y) in points {
-        let p = pred(x);
+    for &(p, y) in pairs {
         ss_res += rel_weight(y) * (p - y).powi(2);
         ss_tot += rel_weight(y) * (y - ym).powi(2);
         max_rel = max_rel.max((p - y).abs() / y.max(TIME_FLOOR_S));
@@ -261,21 +333,83 @@ fn quality_of(points: &[(f64, f64)], pred: impl Fn(f64) -> f64) -> FitQuality {
     FitQuality {
         r2,
         max_rel_err: max_rel,
-        n: points.len(),
+        n: pairs.len(),
     }
 }
 
-/// Linear model of a compressor's time on a group of `elements` values.
+/// Linear model of a compressor's time on a group of `elements` values, of which the
+/// method selects over `selected` ([`crate::compress::Compressor::selection_elems`]).
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
 pub struct CompressCost {
     pub per_element_s: f64,
     pub fixed_s: f64,
+    /// Per element of the method's selection (DGC's threshold sample); 0 for methods
+    /// whose work is linear in the tensor.
+    pub per_selected_s: f64,
 }
 
 impl CompressCost {
-    /// `fixed + per_element * elements`.
-    pub fn time_s(&self, elements: usize) -> f64 {
-        self.fixed_s + self.per_element_s * elements as f64
+    /// `fixed + per_element * elements + per_selected * selected`.
+    pub fn time_s(&self, elements: usize, selected: usize) -> f64 {
+        self.fixed_s + self.per_element_s * elements as f64 + self.per_selected_s * selected as f64
+    }
+
+    /// Fit from `(elements, selected, seconds)` points: `fixed + per_element * elements
+    /// + per_selected * selected` by least squares on relative error (weighted as
+    /// [`CompressCost::fit`]), every coefficient non-negative (of the models on each
+    /// subset of the three terms whose unconstrained fit is non-negative, the one with the
+    /// smallest weighted error). Points that select nothing (a method linear in the
+    /// tensor) give [`CompressCost::fit`]'s model.
+    pub fn fit_selection(
+        points: &[(f64, f64, f64)],
+    ) -> Result<(CompressCost, FitQuality), NetModelError> {
+        let linear: Vec<(f64, f64)> = points.iter().map(|&(e, _, t)| (e, t)).collect();
+        if points.iter().all(|p| p.1 == 0.0) {
+            return CompressCost::fit(&linear);
+        }
+        if points.iter().any(|p| !p.1.is_finite() || p.1 < 0.0) {
+            return Err(NetModelError::Fit {
+                what: "compression cost model".into(),
+                reason: "a selection size is not a finite non-negative count".into(),
+            });
+        }
+        // The linear fit checks the points and is the fallback.
+        let (lin, _) = CompressCost::fit(&linear)?;
+        let feats = |p: &(f64, f64, f64)| [1.0, p.0, p.1];
+        let mut best = (
+            lin,
+            rel_ssr3(points, &[lin.fixed_s, lin.per_element_s, 0.0]),
+        );
+        for mask in 1u8..8 {
+            let cols: Vec<usize> = (0..3).filter(|j| mask & (1 << j) != 0).collect();
+            let Some(c) = weighted_lsq(points, &cols, feats) else {
+                continue;
+            };
+            let mut coef = [0.0; 3];
+            for (j, v) in cols.iter().zip(c) {
+                coef[*j] = v;
+            }
+            if coef.iter().any(|&v| v < 0.0) {
+                continue;
+            }
+            let ssr = rel_ssr3(points, &coef);
+            if ssr < best.1 {
+                best = (
+                    CompressCost {
+                        fixed_s: coef[0],
+                        per_element_s: coef[1],
+                        per_selected_s: coef[2],
+                    },
+                    ssr,
+                );
+            }
+        }
+        let c = best.0;
+        let pairs: Vec<(f64, f64)> = points
+            .iter()
+            .map(|&(e, sel, t)| (c.fixed_s + c.per_element_s * e + c.per_selected_s * sel, t))
+            .collect();
+        Ok((c, quality_of_pairs(&pairs)))
     }
 
     /// Fit from `(elements, seconds)` points (weighted as [`AlphaBeta::fit`]).
@@ -285,6 +419,7 @@ impl CompressCost {
             CompressCost {
                 per_element_s: b,
                 fixed_s: a,
+                per_selected_s: 0.0,
             },
             q,
         ))
@@ -303,6 +438,7 @@ impl CompressCost {
             CompressCost {
                 per_element_s: b,
                 fixed_s: a,
+                per_selected_s: 0.0,
             },
             q,
         ))

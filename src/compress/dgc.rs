@@ -698,6 +698,14 @@ impl Compressor for Dgc {
             None => WireLen::default(),
         }
     }
+    /// The threshold sample of a sparse tensor ([`sample_plan`] at the steady density):
+    /// its `top_k_samples`-th largest `|v|` is selected from all of it.
+    fn selection_elems(&self, t: TensorId) -> usize {
+        match self.tensors.get(t).and_then(Option::as_ref) {
+            Some(s) if s.sparse => sample_plan(s.rows * s.cols, self.rho()).samples,
+            _ => 0,
+        }
+    }
     fn begin_step(&mut self, step: u64) {
         self.step = step;
         self.density_now = warmup_density(self.rho(), self.params.warmup_steps_per_epoch, step);

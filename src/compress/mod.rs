@@ -319,6 +319,16 @@ pub trait Compressor: Send {
     fn register(&mut self, t: TensorId, rows: usize, cols: usize) -> Result<()>;
     /// Largest wire `compress` can produce for this tensor and round (setup only).
     fn wire_capacity(&self, t: TensorId, round: usize) -> WireLen;
+    /// Elements a step's `compress` selects over besides its pass over the tensor, at
+    /// the steady-state parameters (setup only): the size of a selection whose cost does
+    /// not follow the tensor's (DGC: its threshold sample, the whole tensor up to 9,216
+    /// elements at density 0.001, then about 2,000; `dgc::sample_plan`). The simulator's
+    /// host cost model charges it apart (`CompressCost::per_selected_s`,
+    /// docs/architecture.md, "The simulator"). Default 0: work linear in the tensor.
+    fn selection_elems(&self, t: TensorId) -> usize {
+        let _ = t;
+        0
+    }
     /// Start step `step` (0-based): warm-up schedules and seeded RNG streams use it.
     fn begin_step(&mut self, step: u64) {
         let _ = step;

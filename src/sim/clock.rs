@@ -15,6 +15,8 @@ use crate::schedule::{self, Executed, Op as SchedOp};
 /// compression) device seconds per round of compress and decompress.
 pub(super) struct Unit {
     pub(super) elems: usize,
+    /// Elements its compression selects over (the host cost's selection term).
+    pub(super) selected: usize,
     pub(super) wire: UnitWire,
     pub(super) dev_s: Vec<[f64; 2]>,
 }
@@ -164,7 +166,7 @@ pub(super) fn simulate_clock(
     let m = bwd_times.len();
     let n = case.world_size.max(1);
     let mc = costs.method(&case.base_method);
-    let per_round = |c: CompressCost, e: usize| c.time_s(e) / rounds as f64;
+    let per_round = |c: CompressCost, e: usize, sel: usize| c.time_s(e, sel) / rounds as f64;
     let gather_used = bucket_units
         .iter()
         .flatten()
@@ -254,7 +256,9 @@ pub(super) fn simulate_clock(
                 }
                 let u = &bucket_units[bucket][slot];
                 let l = u.wire[round];
-                let c = cpu * (per_round(mc.compress, u.elems) + per_round(mc.feedback, u.elems));
+                let c = cpu
+                    * (per_round(mc.compress, u.elems, u.selected)
+                        + per_round(mc.feedback, u.elems, 0));
                 r.host_compress_s += c;
                 // Appending the unit's wire to the bucket's.
                 let append = cpu * (costs.pack_fixed_s + pb * l.bytes() as f64);

@@ -32,9 +32,11 @@ impl MethodCosts {
                 continue;
             }
             let (fixed_s, per_element_s) = (f[2].parse().ok()?, f[3].parse().ok()?);
+            // The reference fit is linear in the tensor (no selection term).
             let c = CompressCost {
                 per_element_s,
                 fixed_s,
+                per_selected_s: 0.0,
             };
             match f[1] {
                 "compress" => m.compress = c,

@@ -8,7 +8,12 @@
 //! - micro_compress.csv → per method, one linear model `t = fixed + per_element * numel`
 //!   for **each phase**: `compress_s`, `feedback_s` (empty = 0) and `decompress_s`
 //!   ([`crate::netmodel::CompressCost::fit`], phase by phase). Rows of one method
-//!   with different parameters are fitted together.
+//!   with different parameters are fitted together. A method whose compression selects
+//!   over a set whose size does not follow the tensor's
+//!   ([`crate::compress::Compressor::selection_elems`]: DGC's threshold sample, the
+//!   whole tensor up to 9,216 elements at density 0.001, about 2,000 above) gets a third
+//!   term, `+ per_selected * selected` ([`CompressCost::fit_selection`]), each row's
+//!   selection read from the method itself for the row's shape (or model's layers).
 //!   Rows over a model's layers (`micro-compress --model`, `tensors` > 1) do not enter
 //!   that fit: they scale it by `model_factor`, the median of measured / predicted over
 //!   them (a layer inside a sweep over the model costs more than the same tensor timed
@@ -63,6 +68,11 @@ pub struct FitRow {
     /// interval is relatively widest ([`round_range`]). Empty otherwise.
     pub round_min: Option<f64>,
     pub round_max: Option<f64>,
+    /// Compression rows of a method with a selection
+    /// ([`crate::compress::Compressor::selection_elems`], DGC's threshold sample): s per
+    /// selected element, scaled by `model_factor` as `fixed_s` and `per_unit_s`. Empty
+    /// for methods linear in the tensor.
+    pub per_selected_s: Option<f64>,
 }
 
 /// What [`fit_results`] found.
@@ -111,6 +121,7 @@ impl FitReport {
             let c = CompressCost {
                 per_element_s: r.per_unit_s,
                 fixed_s: r.fixed_s,
+                per_selected_s: r.per_selected_s.unwrap_or(0.0),
             };
             match r.phase.as_str() {
                 "compress" => e.compress = c,
@@ -230,6 +241,7 @@ fn host_rows(n: usize, phase: &str, h: &HostModel) -> Vec<FitRow> {
         to_bytes: None,
         round_min: (points > 0).then_some(lo),
         round_max: (points > 0).then_some(hi),
+        per_selected_s: None,
     })
     .collect()
 }
@@ -327,11 +339,22 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
     );
     // Absent in files written before model rows existed: every row is one tensor.
     let c_tensors = f.column("tensors");
+    let header = f.header.clone();
+    let pos = |name: &str| header.iter().position(|h| h == name);
+    let (c_rows, c_cols, c_model, c_n) =
+        (pos("rows"), pos("cols"), pos("model"), pos("world_size"));
     const PHASES: [&str; 3] = ["compress", "feedback", "decompress"];
-    let mut groups: BTreeMap<String, [Vec<(f64, f64)>; 3]> = BTreeMap::new();
-    // Model rows: (tensors, numel, seconds) per method and phase.
-    type ModelPoints = [Vec<(f64, f64, f64)>; 3];
+    // Single tensors: (numel, selected, seconds) per method and phase.
+    type Points = [Vec<(f64, f64, f64)>; 3];
+    let mut groups: BTreeMap<String, Points> = BTreeMap::new();
+    // Model rows: (tensors, numel, selected, seconds) per method and phase.
+    type ModelPoints = [Vec<(f64, f64, f64, f64)>; 3];
     let mut model_rows: BTreeMap<String, ModelPoints> = BTreeMap::new();
+    let mut selection = Selection::default();
+    // Model rows' (method, model, parameters, world size, index, line), whose selection
+    // is read once every single tensor's is known.
+    let mut pending = Vec::new();
+    let get_model = |m: Option<&str>| m.unwrap_or("").to_string();
     for (i, rec) in f.reader.records().enumerate() {
         let rec = rec.map_err(|e| crate::record::CsvFile::malformed(&p, e))?;
         let line = i + 2;
@@ -376,16 +399,68 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
             num(c_fb, "feedback_s", true)?,
             num(c_dec, "decompress_s", false)?,
         ];
+        let method = get(c_m).to_string();
+        let params = super::measured::row_params(|name| pos(name).map(|c| get(c).to_string()))
+            .map_err(|(c, v)| rerr(format!("line {line}, column `{c}`: bad value `{v}`")))?;
+        let n = c_n.and_then(|c| get(c).parse().ok()).unwrap_or(1);
         if tensors == 1 {
-            let g = groups.entry(get(c_m).to_string()).or_default();
-            for (pts, t) in g.iter_mut().zip(times) {
-                pts.push((numel, t));
+            let dim = |c: Option<usize>, name: &str| -> Result<usize> {
+                let v = c.map(get).unwrap_or("");
+                v.parse().map_err(|_| {
+                    rerr(format!(
+                        "line {line}, column `{name}`: `{v}` is not a tensor dimension"
+                    ))
+                })
+            };
+            let shape = match (c_rows, c_cols) {
+                (Some(_), Some(_)) => (dim(c_rows, "rows")?, dim(c_cols, "cols")?),
+                // Files without the shape: one row of `numel`.
+                _ => (1, numel as usize),
+            };
+            let sel = selection
+                .of(&method, &params, n, &[shape])
+                .map_err(|e| rerr(format!("line {line}: {e}")))? as f64;
+            let g = groups.entry(method).or_default();
+            for (ph, (pts, t)) in g.iter_mut().zip(times).enumerate() {
+                // Only compression selects (feedback and decompress are linear).
+                pts.push((numel, if ph == 0 { sel } else { 0.0 }, t));
             }
         } else {
-            let g = model_rows.entry(get(c_m).to_string()).or_default();
+            let g = model_rows.entry(method.clone()).or_default();
+            pending.push((
+                method,
+                get_model(c_model.map(get)),
+                params,
+                n,
+                g[0].len(),
+                line,
+            ));
             for (pts, t) in g.iter_mut().zip(times) {
-                pts.push((tensors as f64, numel, t));
+                pts.push((tensors as f64, numel, 0.0, t));
             }
+        }
+    }
+    // A model row's selection is its layers' (the model's tensors), for the methods
+    // that select in a single tensor (one measured over models only is fitted linear,
+    // on its mean layers).
+    for (method, model, params, n, i, line) in pending {
+        let selects = groups
+            .get(&method)
+            .is_some_and(|g| g[0].iter().any(|p| p.1 > 0.0));
+        if !selects {
+            continue;
+        }
+        let shapes: Vec<(usize, usize)> = crate::models::build(&model)
+            .map_err(|e| rerr(format!("line {line}, column `model`: {e}")))?
+            .tensors
+            .iter()
+            .map(|t| t.rows_cols())
+            .collect();
+        let sel = selection
+            .of(&method, &params, n, &shapes)
+            .map_err(|e| rerr(format!("line {line}: {e}")))?;
+        if let Some(rows) = model_rows.get_mut(&method) {
+            rows[0][i].2 = sel as f64;
         }
     }
     // A method measured only over models: its mean layers are the points (exact for a
@@ -394,7 +469,7 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
         if !groups.contains_key(m) {
             let g = groups.entry(m.clone()).or_default();
             for (pts, rs) in g.iter_mut().zip(rows) {
-                pts.extend(rs.iter().map(|&(t, n, s)| (n / t, s / t)));
+                pts.extend(rs.iter().map(|&(t, n, sel, s)| (n / t, sel / t, s / t)));
             }
         }
     }
@@ -408,15 +483,15 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
         for (i, (ph, pts)) in PHASES.iter().zip(phases.iter()).enumerate() {
             // Rounds of one shape count once, at their median (one slow round cannot
             // move the fit); `round_range` below reads every round.
-            let (c, q) = CompressCost::fit(&crate::measure::stats::median_per_x(pts))
+            let (c, q) = CompressCost::fit_selection(&median_per_point(pts))
                 .map_err(|e| rerr(format!("method {m}, phase {ph}: {e}")))?;
             let factor = model_rows
                 .get(&m)
                 .and_then(|rows| model_factor(&c, &rows[i]));
             let f = factor.unwrap_or(1.0);
             let (round_min, round_max) = match model_rows.get(&m) {
-                Some(rows) => round_range(rows[i].iter().map(|&(t, n, s)| ((t, n), s))),
-                None => round_range(pts.iter().map(|&(n, s)| ((1.0, n), s))),
+                Some(rows) => round_range(rows[i].iter().map(|&(t, n, _, s)| ((t, n), s))),
+                None => round_range(pts.iter().map(|&(n, _, s)| ((1.0, n), s))),
             }
             .unzip();
             out.push(FitRow {
@@ -435,10 +510,78 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
                 to_bytes: None,
                 round_min,
                 round_max,
+                per_selected_s: (c.per_selected_s > 0.0).then_some(c.per_selected_s * f),
             });
         }
     }
     Ok(out)
+}
+
+/// Per distinct `(numel, selected)` of `(numel, selected, seconds)` points, the median
+/// seconds ([`crate::measure::stats::median_per_x`] where nothing is selected, so a
+/// linear method's points are those of the fit before the selection term). Two shapes
+/// of one size can select differently (DGC sends a 1-D tensor dense).
+fn median_per_point(pts: &[(f64, f64, f64)]) -> Vec<(f64, f64, f64)> {
+    if pts.iter().all(|p| p.1 == 0.0) {
+        let xy: Vec<(f64, f64)> = pts.iter().map(|&(n, _, s)| (n, s)).collect();
+        return crate::measure::stats::median_per_x(&xy)
+            .into_iter()
+            .map(|(n, s)| (n, 0.0, s))
+            .collect();
+    }
+    let mut by: BTreeMap<(u64, u64), Vec<f64>> = BTreeMap::new();
+    for &(n, sel, s) in pts {
+        by.entry((n.to_bits(), sel.to_bits())).or_default().push(s);
+    }
+    by.into_iter()
+        .filter_map(|((n, sel), mut v)| {
+            crate::measure::stats::median(&mut v)
+                .map(|m| (f64::from_bits(n), f64::from_bits(sel), m))
+        })
+        .collect()
+}
+
+/// Elements a method selects over in a list of tensors
+/// ([`crate::compress::Compressor::selection_elems`], summed), from a compressor built
+/// and registered shape by shape without touching its state; cached per method,
+/// parameters and shape.
+#[derive(Default)]
+struct Selection {
+    cache: BTreeMap<(String, String, usize, usize), usize>,
+}
+
+impl Selection {
+    fn of(
+        &mut self,
+        method: &str,
+        params: &crate::compress::MethodParams,
+        world_size: usize,
+        shapes: &[(usize, usize)],
+    ) -> std::result::Result<usize, String> {
+        let key_params = format!("{params:?}");
+        let mut total = 0;
+        for &(rows, cols) in shapes {
+            let key = (method.to_string(), key_params.clone(), rows, cols);
+            if let Some(&s) = self.cache.get(&key) {
+                total += s;
+                continue;
+            }
+            let _untouched = crate::compress::setup::untouched_registration();
+            let ctx = crate::compress::WorkerCtx {
+                rank: 0,
+                world_size: world_size.max(1),
+                seed: 0,
+            };
+            let mut c = crate::compress::registry::build(method, params, ctx)
+                .map_err(|e| format!("method `{method}`: {e}"))?;
+            c.register(0, rows, cols)
+                .map_err(|e| format!("method `{method}`, shape {rows}x{cols}: {e}"))?;
+            let s = c.selection_elems(0);
+            self.cache.insert(key, s);
+            total += s;
+        }
+        Ok(total)
+    }
 }
 
 /// The spread over rounds of one phase's repeated measurements: the rows of one
@@ -465,15 +608,16 @@ fn round_range(points: impl Iterator<Item = ((f64, f64), f64)>) -> Option<(f64, 
 }
 
 /// The level of a phase inside a model's sweep against one tensor timed alone: the
-/// median over model rows of `measured / (tensors * fixed + numel * per_element)`.
+/// median over model rows of `measured / (tensors * fixed + numel * per_element +
+/// selected * per_selected)`.
 /// A kernel timed alone keeps a small tensor in L2 from call to call; in a sweep over a
 /// model's layers (as in e2e) each layer comes from further away. `None` without model
 /// rows or where the single-tensor fit predicts nothing (a phase that does no work).
-fn model_factor(c: &CompressCost, rows: &[(f64, f64, f64)]) -> Option<f64> {
+fn model_factor(c: &CompressCost, rows: &[(f64, f64, f64, f64)]) -> Option<f64> {
     let mut r: Vec<f64> = rows
         .iter()
-        .filter_map(|&(t, n, s)| {
-            let pred = t * c.fixed_s + n * c.per_element_s;
+        .filter_map(|&(t, n, sel, s)| {
+            let pred = t * c.fixed_s + n * c.per_element_s + sel * c.per_selected_s;
             (pred > 0.0 && s > 0.0).then(|| s / pred)
         })
         .collect();
@@ -489,6 +633,89 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    /// DGC's threshold sample, the reference's rule written again (DGC's
+    /// `initialize`: the whole tensor up to `ceil(2 / rho)` elements, else the stride
+    /// `32 ceil(d / want / 32) + 1` lowered by 8 until `d // stride >= want`); 1-D
+    /// tensors are sent dense.
+    fn reference_sample(rows: usize, cols: usize, rho: f64) -> usize {
+        let d = rows * cols;
+        let cpr = (2.0 / rho).ceil() as usize;
+        if rows == 1 {
+            return 0;
+        }
+        if d <= cpr {
+            return d;
+        }
+        let want = ((0.01 * d as f64).ceil() as usize).max(cpr);
+        let mut stride = (d as f64 / want as f64 / 32.0).ceil() as usize * 32 + 1;
+        while stride > 1 && d / stride < want {
+            stride -= 8;
+        }
+        d / stride
+    }
+
+    /// DGC's compression timed at the config's shapes and over ResNet-20 with times
+    /// from `1 ns per element + 9 ns per sampled element` (the sweep 1.5x that): the fit
+    /// finds the selection term, the sweep's level 1.5, and prices a 32x288 tensor
+    /// (sampled whole) above a 64x576 one (sampled at stride 17), as the law does.
+    #[test]
+    fn dgc_rows_fit_the_selection_term() {
+        let d = tmpdir("selection");
+        let law = |rows: usize, cols: usize| {
+            1e-9 * (rows * cols) as f64 + 9e-9 * reference_sample(rows, cols, 0.001) as f64
+        };
+        let mut s = String::from(
+            "schema_version,method,rows,cols,numel,model,tensors,world_size,density,compress_s,feedback_s,decompress_s\n",
+        );
+        for (r, c) in [(16, 144), (32, 288), (64, 576), (10, 64), (1, 128)] {
+            s += &format!(
+                "1,dgc,{r},{c},{},,1,2,0.001,{},1e-7,{}\n",
+                r * c,
+                law(r, c),
+                1e-10 * (r * c) as f64
+            );
+        }
+        let model = crate::models::build("resnet20").unwrap();
+        let (mut numel, mut sweep) = (0, 0.0);
+        for t in &model.tensors {
+            let (r, c) = t.rows_cols();
+            numel += r * c;
+            sweep += law(r, c);
+        }
+        s += &format!(
+            "1,dgc,,,{numel},resnet20,{},2,0.001,{},1e-7,{}\n",
+            model.tensors.len(),
+            1.5 * sweep,
+            1e-10 * numel as f64
+        );
+        std::fs::write(d.join("micro_compress.csv"), s).unwrap();
+        let rows = fit_compress_phases(&d.join("micro_compress.csv")).unwrap();
+        let c = rows
+            .iter()
+            .find(|r| r.name == "dgc" && r.phase == "compress")
+            .unwrap();
+        assert!((c.model_factor.unwrap() - 1.5).abs() < 1e-6, "{c:?}");
+        assert!((c.per_unit_s - 1.5e-9).abs() < 1e-14, "{c:?}");
+        assert!((c.per_selected_s.unwrap() - 13.5e-9).abs() < 1e-14, "{c:?}");
+        assert!(c.fixed_s.abs() < 1e-12 && c.r2 > 0.999_999, "{c:?}");
+        let cost = rep_costs(&rows)["dgc"].compress;
+        assert!(cost.time_s(9216, 9216) > cost.time_s(36864, 2168));
+        // Decompression selects nothing: linear, no selection column.
+        let dc = rows
+            .iter()
+            .find(|r| r.name == "dgc" && r.phase == "decompress")
+            .unwrap();
+        assert_eq!(dc.per_selected_s, None);
+    }
+
+    fn rep_costs(rows: &[FitRow]) -> BTreeMap<String, MethodCosts> {
+        FitReport {
+            rows: rows.to_vec(),
+            ..FitReport::default()
+        }
+        .method_costs()
     }
 
     #[test]

@@ -49,8 +49,9 @@
 //!   them and the factor is 1, not calibrated: on 16 cores at 2 and 4 ranks the
 //!   measured host compression with pipelining took 0.85-1.17x its time without, and a
 //!   factor calibrated there came from the one or two methods whose pipelined rows
-//!   respond to it (dgc, whose exchanges wait for the rank that compressed last in both
-//!   schedules), x1.3-2.1, and priced Count Sketch's compression inside backward
+//!   respond to it (dgc's, whose last bucket its compression fit then priced at a third
+//!   of its time: docs/performance.md, "DGC's compression costs what its threshold
+//!   sample costs"), x1.3-2.1, and priced Count Sketch's compression inside backward
 //!   10-18% slow (docs/performance.md, "Simulator accuracy").
 //!
 //! **Calibration** ([`calibrate`]) on the host-compression e2e rows of every method, not

@@ -102,6 +102,37 @@ pub fn host_jitter<'a>(rows: impl IntoIterator<Item = (&'a str, f64)>) -> Option
     Some(q(0.9) - q(0.1))
 }
 
+/// The method parameters of one CSV row (e2e.csv, micro_compress.csv; docs/csv-schema.md)
+/// read from its columns by `col(name)`: a column the file lacks or leaves empty keeps
+/// the default. `Err((column, value))` for a value that does not parse.
+pub(super) fn row_params(
+    col: impl Fn(&str) -> Option<String>,
+) -> std::result::Result<MethodParams, (&'static str, String)> {
+    let mut params = MethodParams::default();
+    let num = |name: &str| col(name).filter(|v| !v.is_empty());
+    macro_rules! param {
+        ($field:ident, $col:expr) => {
+            if let Some(v) = num($col) {
+                params.$field = v.parse().map_err(|_| ($col, v.clone()))?;
+            }
+        };
+    }
+    if let Some(v) = num("density") {
+        params.density = Some(v.parse().map_err(|_| ("density", v.clone()))?);
+    }
+    param!(rank, "rank");
+    param!(min_compression_rate, "min_compression_rate");
+    param!(start_iter, "start_iter");
+    param!(momentum, "momentum");
+    param!(nesterov, "nesterov");
+    param!(clip_norm, "clip_norm");
+    param!(warmup_steps_per_epoch, "warmup_steps_per_epoch");
+    param!(sketch_rows, "sketch_rows");
+    param!(sketch_cols_per_k, "sketch_cols_per_k");
+    param!(qsgd_levels, "qsgd_levels");
+    Ok(params)
+}
+
 /// Pair each measured case (all repeats of one e2e.csv case, [`measured_cases`]) with
 /// its simulated row (`sim[i]` simulates `measured[i].case`); of the repeats the median
 /// `iter_s` counts (a slow spell of a shared machine does not move it). Sorted by label.
@@ -283,28 +314,7 @@ pub fn e2e_rows(path: &std::path::Path) -> Result<Vec<E2eRow>> {
             .filter(|&c| !is_measurement(&header[c]))
             .map(|c| (header[c].clone(), g(c)))
             .collect();
-        let mut params = MethodParams::default();
-        let num = |name: &str| pos(name).map(&g).filter(|v| !v.is_empty());
-        macro_rules! param {
-            ($field:ident, $col:expr) => {
-                if let Some(v) = num($col) {
-                    params.$field = v.parse().map_err(|_| bad($col, &v))?;
-                }
-            };
-        }
-        if let Some(v) = num("density") {
-            params.density = Some(v.parse().map_err(|_| bad("density", &v))?);
-        }
-        param!(rank, "rank");
-        param!(min_compression_rate, "min_compression_rate");
-        param!(start_iter, "start_iter");
-        param!(momentum, "momentum");
-        param!(nesterov, "nesterov");
-        param!(clip_norm, "clip_norm");
-        param!(warmup_steps_per_epoch, "warmup_steps_per_epoch");
-        param!(sketch_rows, "sketch_rows");
-        param!(sketch_cols_per_k, "sketch_cols_per_k");
-        param!(qsgd_levels, "qsgd_levels");
+        let params = row_params(|name| pos(name).map(&g)).map_err(|(c, v)| bad(c, &v))?;
         let fusion = Fusion::parse(&g(c_fusion)).map_err(|_| bad("fusion", &g(c_fusion)))?;
         let coll = g(c_coll);
         // The CSV names the collective that ran; the method's own is `auto`.

@@ -421,9 +421,11 @@ pub fn simulate_with(
     // and the plain schedule; with device compression, the units' device times too.
     let mut pos_wire: Vec<PhaseWire> = Vec::with_capacity(m);
     let mut pos_dev: Vec<Vec<Vec<[f64; 2]>>> = Vec::with_capacity(m);
+    let mut pos_sel: Vec<usize> = Vec::with_capacity(m);
     for &t in &bwd_order {
         let ts = &wl.tensors[t];
         pos_wire.push(oracle.get(ts.rows, ts.cols)?);
+        pos_sel.push(oracle.selected(ts.rows, ts.cols)?);
         if let Some(d) = device {
             let shape = (ts.rows, ts.cols);
             pos_dev.push(unit_device_s(
@@ -476,13 +478,7 @@ pub fn simulate_with(
                     .zip(&numel)
                     .map(|(d, &e)| (e as f64, d[0].iter().map(|s| s[0] + s[1]).sum()))
                     .collect();
-                CompressCost::fit(&points).map_or(
-                    CompressCost {
-                        per_element_s: 0.0,
-                        fixed_s: 0.0,
-                    },
-                    |(c, _)| c,
-                )
+                CompressCost::fit(&points).map_or(CompressCost::default(), |(c, _)| c)
             });
             // Merged compression copies the group into one tensor and back (Op::Pack and
             // Op::Unpack, priced as the clock prices them); the engine's calibration times
@@ -549,6 +545,7 @@ pub fn simulate_with(
                 };
                 bucket_units.push(vec![Unit {
                     elems: e,
+                    selected: oracle.selected(1, e)?,
                     wire: oracle.get(1, e)?[phase].clone(),
                     dev_s,
                 }]);
@@ -557,6 +554,7 @@ pub fn simulate_with(
                     g.iter()
                         .map(|&p| Unit {
                             elems: numel[p],
+                            selected: pos_sel[p],
                             wire: pos_wire[p][phase].clone(),
                             dev_s: pos_dev.get(p).map_or_else(Vec::new, |d| d[phase].clone()),
                         })

@@ -27,6 +27,8 @@ pub(super) type PhaseKernels = Vec<Vec<[Vec<Kernel>; 2]>>;
 pub(super) struct ShapeInfo {
     pub(super) wire: PhaseWire,
     pub(super) kernels: PhaseKernels,
+    /// Elements compression selects over ([`crate::compress::Compressor::selection_elems`]).
+    pub(super) selected: usize,
 }
 
 /// What a registered shape's wire depends on: the method, its parameters (their `Debug`
@@ -79,6 +81,11 @@ impl<'a, 'c> WireOracle<'a, 'c> {
     /// Wire per phase and round of a `rows x cols` unit.
     pub(super) fn get(&mut self, rows: usize, cols: usize) -> Result<PhaseWire> {
         Ok(self.info(rows, cols)?.wire.clone())
+    }
+
+    /// Elements the compression of a `rows x cols` unit selects over.
+    pub(super) fn selected(&mut self, rows: usize, cols: usize) -> Result<usize> {
+        Ok(self.info(rows, cols)?.selected)
     }
 
     /// Device kernels per phase, round and stage of a `rows x cols` unit.
@@ -161,7 +168,12 @@ impl<'a, 'c> WireOracle<'a, 'c> {
                 }
             }
         }
-        Ok(ShapeInfo { wire, kernels })
+        let selected = ext(a.selected, b.selected);
+        Ok(ShapeInfo {
+            wire,
+            kernels,
+            selected,
+        })
     }
 
     /// A registered `rows x cols` unit (cached).
@@ -190,7 +202,11 @@ impl<'a, 'c> WireOracle<'a, 'c> {
                     .collect()
             })
             .collect();
-        let info = ShapeInfo { wire, kernels };
+        let info = ShapeInfo {
+            wire,
+            kernels,
+            selected: c.selection_elems(0),
+        };
         Ok(self.cache.map.entry(key).or_insert(info))
     }
 }

@@ -387,6 +387,33 @@ fn lowered_then_band() {
     assert_eq!(sent, union(&placed)[..k]);
 }
 
+/// The selection the simulator charges apart is the threshold sample: ResNet-20's
+/// conv weights at density 0.001 (strides worked by hand with the reference's loop,
+/// `32 ceil(d / 2000 / 32) + 1 - 8 i` until `d // stride >= 2000`): 16x144 and 32x288
+/// are sampled whole (stride 33 lowered to 1), 64x288 at stride 9 (2,048), 64x576 at
+/// 17 (2,168); a 1-D tensor is sent dense, so nothing is selected.
+#[test]
+fn selection_is_the_threshold_sample() {
+    for (rows, cols, want) in [
+        (16, 144, 2304),
+        (32, 288, 9216),
+        (64, 288, 2048),
+        (64, 576, 2168),
+        (1, 64, 0),
+    ] {
+        let m = fresh(rows, cols, 0.001, 0);
+        assert_eq!(m.selection_elems(0), want, "{rows}x{cols}");
+        if rows > 1 {
+            assert_eq!(reference_plan(rows * cols, 0.001).1, want, "{rows}x{cols}");
+        }
+    }
+    assert_eq!(
+        fresh(16, 144, 0.001, 0).selection_elems(1),
+        0,
+        "unregistered"
+    );
+}
+
 /// Issue 14: the sample is the reference's, `max(ceil(1% d), ceil(2 / rho))` elements
 /// or more (`d // stride`, stride `32 j + 1 - 8 i`), all of them when
 /// `d <= ceil(2 / rho)`, drawn as `|v|[start::stride]` with a random start that is

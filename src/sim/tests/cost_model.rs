@@ -61,3 +61,54 @@ fn compression_source_names_the_costs_used() {
         with.describe()
     );
 }
+
+/// A method's selection is charged per unit at its own size: DGC on a 32x288 and a
+/// 64x576 tensor (threshold samples of 9,216 and 2,168 elements, worked by hand in
+/// compress/dgc/tests.rs) and a 1-D one (sent dense: nothing selected), at 1 ns per
+/// element and 10 ns per selected element, is charged 101.38 + 58.54 + 0.1 us of host
+/// compression, each in its own bucket.
+#[test]
+fn selection_is_charged_per_unit() {
+    let t = |name: &str, rows: usize, cols: usize| TensorSpec {
+        name: name.into(),
+        rows,
+        cols,
+    };
+    let wl = SimWorkload {
+        model: "three".into(),
+        tensors: vec![t("a", 32, 288), t("b", 64, 576), t("c", 1, 100)],
+        bwd_s: vec![0.3, 0.2, 0.1],
+        fwd_s: 1.0,
+        batch: 1,
+        device: "test".into(),
+    };
+    let mut costs = tiny_costs();
+    costs.methods.insert(
+        "dgc".into(),
+        MethodCosts {
+            compress: CompressCost {
+                per_element_s: 1e-9,
+                fixed_s: 0.0,
+                per_selected_s: 1e-8,
+            },
+            feedback: CompressCost::default(),
+            decompress: CompressCost::default(),
+        },
+    );
+    let case = SimCase::new(
+        wl,
+        "dgc",
+        Fusion::None,
+        false,
+        CollectiveMode::Native,
+        2,
+        MethodParams::default(),
+    );
+    let r = simulate(&case, &costs).unwrap();
+    let want = (9216.0 * 1e-9 + 9216.0 * 1e-8) + (36864.0 * 1e-9 + 2168.0 * 1e-8) + 100.0 * 1e-9;
+    assert!(
+        close(r.host_compress_s, want),
+        "{} vs {want}",
+        r.host_compress_s
+    );
+}

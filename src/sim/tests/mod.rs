@@ -72,12 +72,12 @@ fn tiny_costs() -> CostModel {
         MethodCosts {
             compress: CompressCost {
                 per_element_s: 1e-4,
-                fixed_s: 0.0,
+                ..CompressCost::default()
             },
             feedback: CompressCost::default(),
             decompress: CompressCost {
                 per_element_s: 1e-4,
-                fixed_s: 0.0,
+                ..CompressCost::default()
             },
         },
     );
