@@ -412,10 +412,13 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
                     ))
                 })
             };
-            let shape = match (c_rows, c_cols) {
-                (Some(_), Some(_)) => (dim(c_rows, "rows")?, dim(c_cols, "cols")?),
-                // Files without the shape: one row of `numel`.
-                _ => (1, numel as usize),
+            let given = |c: Option<usize>| c.map(get).is_some_and(|v| !v.is_empty());
+            let shape = if given(c_rows) || given(c_cols) {
+                (dim(c_rows, "rows")?, dim(c_cols, "cols")?)
+            } else {
+                // No shape (files before the columns, a one-tensor model): one row of
+                // `numel`, which selects nothing.
+                (1, numel as usize)
             };
             let sel = selection
                 .of(&method, &params, n, &[shape])
@@ -892,6 +895,21 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("compress_s"));
+        // A shape that is no tensor dimension, a parameter that does not parse, a model
+        // the zoo lacks (for a method that selects): each named with its line and column.
+        let head = "schema_version,method,rows,cols,numel,model,tensors,density,compress_s,feedback_s,decompress_s\n";
+        for (body, want) in [
+            ("1,dgc,16,x,2304,,1,0.001,1e-5,,1e-6\n", "line 2, column `cols`: `x`"),
+            ("1,dgc,16,144,2304,,1,dense,1e-5,,1e-6\n", "line 2, column `density`: bad value `dense`"),
+            (
+                "1,dgc,16,144,2304,,1,0.001,1e-5,,1e-6\n1,dgc,64,576,36864,,1,0.001,5e-5,,1e-6\n1,dgc,,,100,nonet,3,0.001,1e-5,,1e-6\n",
+                "line 4, column `model`: unknown model 'nonet'",
+            ),
+        ] {
+            std::fs::write(d.join("micro_compress.csv"), format!("{head}{body}")).unwrap();
+            let e = fit_results(&d).unwrap_err().to_string();
+            assert!(e.contains("micro_compress.csv") && e.contains(want), "{e}");
+        }
         let _ = std::fs::remove_dir_all(&d);
     }
 }
