@@ -232,24 +232,22 @@ fn sum_weight(y: f64) -> f64 {
     1.0 / y.max(TIME_FLOOR_S)
 }
 
-/// Weighted ([`rel_weight`]) squared error of `coef . [1, elements, selected]` over
-/// `(elements, selected, seconds)` points.
-fn rel_ssr3(points: &[(f64, f64, f64)], coef: &[f64; 3]) -> f64 {
+/// Weighted ([`rel_weight`]) squared error of `c` over `(elements, selected, seconds)`
+/// points.
+fn rel_ssr3(points: &[(f64, f64, f64)], c: &CompressCost) -> f64 {
     points
         .iter()
-        .map(|&(e, s, t)| rel_weight(t) * (coef[0] + coef[1] * e + coef[2] * s - t).powi(2))
+        .map(|&(e, s, t)| rel_weight(t) * (c.at(e, s) - t).powi(2))
         .sum()
 }
 
-/// Weighted ([`rel_weight`]) least squares of the seconds on the features `cols` of
-/// `feats(point)`: the normal equations, each feature scaled to at most 1 and solved by
-/// Gaussian elimination with partial pivoting. `None` when they are singular (a
-/// feature that does not vary, fewer points than features).
-fn weighted_lsq(
-    points: &[(f64, f64, f64)],
-    cols: &[usize],
-    feats: impl Fn(&(f64, f64, f64)) -> [f64; 3],
-) -> Option<Vec<f64>> {
+/// Weighted ([`rel_weight`]) least squares of the seconds of `(elements, selected,
+/// seconds)` points on the features `cols` of `[1, elements, selected]`: the normal
+/// equations, each feature scaled to at most 1 and solved by Gaussian elimination with
+/// partial pivoting. `None` when they are singular (a feature that does not vary, fewer
+/// points than features).
+fn weighted_lsq(points: &[(f64, f64, f64)], cols: &[usize]) -> Option<Vec<f64>> {
+    let feats = |p: &(f64, f64, f64)| [1.0, p.0, p.1];
     let k = cols.len();
     if points.len() < k {
         return None;
@@ -351,7 +349,12 @@ pub struct CompressCost {
 impl CompressCost {
     /// `fixed + per_element * elements + per_selected * selected`.
     pub fn time_s(&self, elements: usize, selected: usize) -> f64 {
-        self.fixed_s + self.per_element_s * elements as f64 + self.per_selected_s * selected as f64
+        self.at(elements as f64, selected as f64)
+    }
+
+    /// [`CompressCost::time_s`] at real-valued sizes (the fits' points).
+    fn at(&self, elements: f64, selected: f64) -> f64 {
+        self.fixed_s + self.per_element_s * elements + self.per_selected_s * selected
     }
 
     /// Fit from `(elements, selected, seconds)` points: `fixed + per_element * elements
@@ -375,39 +378,33 @@ impl CompressCost {
         }
         // The linear fit checks the points and is the fallback.
         let (lin, _) = CompressCost::fit(&linear)?;
-        let feats = |p: &(f64, f64, f64)| [1.0, p.0, p.1];
-        let mut best = (
-            lin,
-            rel_ssr3(points, &[lin.fixed_s, lin.per_element_s, 0.0]),
-        );
+        let mut best = (lin, rel_ssr3(points, &lin));
         for mask in 1u8..8 {
             let cols: Vec<usize> = (0..3).filter(|j| mask & (1 << j) != 0).collect();
-            let Some(c) = weighted_lsq(points, &cols, feats) else {
+            let Some(sol) = weighted_lsq(points, &cols) else {
                 continue;
             };
             let mut coef = [0.0; 3];
-            for (j, v) in cols.iter().zip(c) {
-                coef[*j] = v;
+            for (&j, v) in cols.iter().zip(sol) {
+                coef[j] = v;
             }
             if coef.iter().any(|&v| v < 0.0) {
                 continue;
             }
-            let ssr = rel_ssr3(points, &coef);
+            let c = CompressCost {
+                fixed_s: coef[0],
+                per_element_s: coef[1],
+                per_selected_s: coef[2],
+            };
+            let ssr = rel_ssr3(points, &c);
             if ssr < best.1 {
-                best = (
-                    CompressCost {
-                        fixed_s: coef[0],
-                        per_element_s: coef[1],
-                        per_selected_s: coef[2],
-                    },
-                    ssr,
-                );
+                best = (c, ssr);
             }
         }
         let c = best.0;
         let pairs: Vec<(f64, f64)> = points
             .iter()
-            .map(|&(e, sel, t)| (c.fixed_s + c.per_element_s * e + c.per_selected_s * sel, t))
+            .map(|&(e, sel, t)| (c.at(e, sel), t))
             .collect();
         Ok((c, quality_of_pairs(&pairs)))
     }

@@ -354,7 +354,6 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
     // Model rows' (method, model, parameters, world size, index, line), whose selection
     // is read once every single tensor's is known.
     let mut pending = Vec::new();
-    let get_model = |m: Option<&str>| m.unwrap_or("").to_string();
     for (i, rec) in f.reader.records().enumerate() {
         let rec = rec.map_err(|e| crate::record::CsvFile::malformed(&p, e))?;
         let line = i + 2;
@@ -432,7 +431,7 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
             let g = model_rows.entry(method.clone()).or_default();
             pending.push((
                 method,
-                get_model(c_model.map(get)),
+                c_model.map_or("", get).to_string(),
                 params,
                 n,
                 g[0].len(),
@@ -521,17 +520,10 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
 }
 
 /// Per distinct `(numel, selected)` of `(numel, selected, seconds)` points, the median
-/// seconds ([`crate::measure::stats::median_per_x`] where nothing is selected, so a
-/// linear method's points are those of the fit before the selection term). Two shapes
-/// of one size can select differently (DGC sends a 1-D tensor dense).
+/// seconds, in ascending `numel` (as [`crate::measure::stats::median_per_x`]; the bits of
+/// non-negative floats order as their values). Two shapes of one size can select
+/// differently (DGC sends a 1-D tensor dense).
 fn median_per_point(pts: &[(f64, f64, f64)]) -> Vec<(f64, f64, f64)> {
-    if pts.iter().all(|p| p.1 == 0.0) {
-        let xy: Vec<(f64, f64)> = pts.iter().map(|&(n, _, s)| (n, s)).collect();
-        return crate::measure::stats::median_per_x(&xy)
-            .into_iter()
-            .map(|(n, s)| (n, 0.0, s))
-            .collect();
-    }
     let mut by: BTreeMap<(u64, u64), Vec<f64>> = BTreeMap::new();
     for &(n, sel, s) in pts {
         by.entry((n.to_bits(), sel.to_bits())).or_default().push(s);

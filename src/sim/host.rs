@@ -487,8 +487,8 @@ enum Search {
 }
 
 /// Per sample with (or without) `pipelining`, the value of one host term (written into
-/// `cm.host` by `set`) at which the simulated `iter_s` meets the measured one, bisected in
-/// `range(s)`; samples the term cannot explain are left out.
+/// `cm.host` by `set`) at which the simulated `iter_s` meets the measured one, found in
+/// `range(s)` by `search`; samples the term cannot explain are left out.
 fn term_estimates<'a>(
     samples: &[&'a Sample],
     pipelining: bool,
