@@ -238,6 +238,8 @@ fn dilation_in(run_json: &serde_json::Value) -> u64 {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Layout {
     pub ranks: usize,
+    /// Ranks of the whole run (`hosts` entries), on every machine.
+    pub ranks_total: usize,
     pub cores: u64,
     pub what: String,
     /// run.json's `time_dilation` K (1 without): every thread had K times its CPU time
@@ -332,6 +334,7 @@ pub fn layout_from_run_json(path: &Path) -> Result<Option<Layout>> {
     };
     Ok(Some(Layout {
         ranks: *ranks,
+        ranks_total: hosts.len(),
         cores: *cores,
         what,
         dilation: dilation_in(&v),

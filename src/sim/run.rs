@@ -343,7 +343,9 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         for c in &cmp {
             let calibrated = in_sample.get(&c.key).copied().unwrap_or(false);
             let (exceed, over) = match &layout {
-                Some(l) if l.ranks_total == c.world_size => l.oversubscription(c.compute_none),
+                Some(l) if l.layout.ranks_total == c.world_size => {
+                    l.oversubscription(c.compute_none)
+                }
                 _ => (false, String::new()),
             };
             let fit_spread = report
@@ -506,14 +508,17 @@ fn same_file(a: &Path, b: &Path) -> bool {
 }
 
 /// The measured run's most loaded machine, from the run.json beside `--compare`'s file
-/// (else `--fits`'s): ranks there, all ranks of the run, cores, and ` of HOST`.
+/// (else `--fits`'s).
 struct MeasuredLayout {
     layout: super::host::Layout,
-    ranks_total: usize,
-    host: String,
 }
 
 impl MeasuredLayout {
+    /// ` of HOST` of the layout's description (`4 ranks on 2 cores of HOST`).
+    fn host(&self) -> &str {
+        self.layout.what.split_once(" cores").map_or("", |(_, h)| h)
+    }
+
     /// Whether the ranks outnumber the cores (times the run's dilation K), and, when
     /// the ranks plus their device threads (compute not `none`) do, the text saying so.
     fn oversubscription(&self, compute_none: bool) -> (bool, String) {
@@ -525,11 +530,16 @@ impl MeasuredLayout {
             (false, _) => String::new(),
             (true, false) => format!(
                 "{} ranks + {threads} device threads on {} cores{}",
-                l.ranks, l.cores, self.host
+                l.ranks,
+                l.cores,
+                self.host()
             ),
             (true, true) => format!(
                 "{} ranks + {threads} device threads on {} cores{} at time dilation {} ({cores} core-equivalents)",
-                l.ranks, l.cores, self.host, l.dilation
+                l.ranks,
+                l.cores,
+                self.host(),
+                l.dilation
             ),
         };
         (l.ranks as u64 > cores, text)
@@ -546,21 +556,8 @@ fn measured_layout(req: &SimulateRequest) -> Result<Option<MeasuredLayout>> {
     ];
     for d in dirs.into_iter().flatten() {
         let p = d.join("run.json");
-        if let Some(l) = super::host::layout_from_run_json(&p)? {
-            let total = std::fs::read_to_string(&p)
-                .ok()
-                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-                .and_then(|v| v.get("hosts").and_then(|h| h.as_array()).map(Vec::len))
-                .unwrap_or(l.ranks);
-            let host = l
-                .what
-                .split_once(" cores")
-                .map_or(String::new(), |(_, h)| h.to_string());
-            return Ok(Some(MeasuredLayout {
-                layout: l,
-                ranks_total: total,
-                host,
-            }));
+        if let Some(layout) = super::host::layout_from_run_json(&p)? {
+            return Ok(Some(MeasuredLayout { layout }));
         }
     }
     Ok(None)
@@ -609,12 +606,11 @@ mod tests {
         let at = |dilation| MeasuredLayout {
             layout: crate::sim::host::Layout {
                 ranks: 4,
+                ranks_total: 4,
                 cores: 2,
                 what: "4 ranks on 2 cores of vm".into(),
                 dilation,
             },
-            ranks_total: 4,
-            host: " of vm".into(),
         };
         assert_eq!(
             at(1).oversubscription(false),
