@@ -5,10 +5,12 @@
 //! passes within the tolerance; it is not judged when the run's ranks outnumber its
 //! cores, or when its own run-to-run spread (the width of the median's order-statistic
 //! interval over the median of its rows' `iter_s`: the range of 2-4 rounds, the second
-//! to fourth of 5), plus its compression fit's and at least the run's host jitter times
-//! its host share, exceeds the tolerance (docs/performance.md, "Simulator accuracy"). This
-//! test computes these from the recorded files itself; the simulator's own `verdict` column
-//! must agree with it. A case outside that is listed in MACHINE/known-misses.csv (with
+//! to fourth of 5), plus how far the prediction moves with its compression fit's spread
+//! and at least with the run's host jitter, exceeds the tolerance (docs/performance.md,
+//! "Simulator accuracy"). This test computes the spreads and the jitter from the recorded
+//! files itself, bounds what the simulator reports for the prediction's movement by them
+//! times the case's host share, and the simulator's own `verdict` column must agree with
+//! the verdict of those numbers. A case outside that is listed in MACHINE/known-misses.csv (with
 //! its reason) is expected outside; a listed case that no longer is fails too, so the
 //! list cannot go stale.
 
@@ -278,36 +280,39 @@ fn every_recorded_run_replays_within_the_tolerance_or_too_noisy_to_judge() {
                 .get(gradcomp::config::base_method(method))
                 .filter(|_| share > 0.0)
                 .map(|f| f * share);
-            let fit_col = &r[col("fit_spread_rel")];
-            match fit {
-                Some(f) => {
-                    let got: f64 = fit_col.parse().unwrap_or(f64::NAN);
-                    if (got - f).abs() > 1e-9 {
-                        failures.push(format!(
-                            "{}: {case}: fit_spread_rel {fit_col}, want {f}",
-                            run.display()
-                        ));
+            // What the simulator reports is how far its prediction moves when the method's
+            // host compression moves by that spread (and by the host jitter): at most share
+            // x spread, all of it where every compression is on the critical path, less
+            // where some hides under backward or under another bucket's exchange (a
+            // closed form in src/sim/tests/comparison.rs).
+            let mut moved = |what: &str, bound: Option<f64>| -> Option<f64> {
+                let c = &r[col(what)];
+                match bound {
+                    Some(b) => {
+                        let got: f64 = c.parse().unwrap_or(f64::NAN);
+                        if !(0.0..=b * (1.0 + 1e-9)).contains(&got) {
+                            failures.push(format!(
+                                "{}: {case}: {what} {c}, want 0 .. {b}",
+                                run.display()
+                            ));
+                        }
+                        Some(got)
+                    }
+                    None => {
+                        if !c.is_empty() {
+                            failures
+                                .push(format!("{}: {case}: {what} {c}, want empty", run.display()));
+                        }
+                        None
                     }
                 }
-                None if !fit_col.is_empty() => failures.push(format!(
-                    "{}: {case}: fit_spread_rel {fit_col}, want empty",
-                    run.display()
-                )),
-                None => {}
-            }
-            // The run's host jitter times the case's host share: a floor under the noise.
-            let jit = jitter.filter(|_| share > 0.0).map(|j| j * share);
-            let jit_col = &r[col("host_jitter_rel")];
-            let same = match jit {
-                Some(j) => (jit_col.parse::<f64>().unwrap_or(f64::NAN) - j).abs() < 1e-9,
-                None => jit_col.is_empty(),
             };
-            if !same {
-                failures.push(format!(
-                    "{}: {case}: host_jitter_rel {jit_col:?}, want {jit:?}",
-                    run.display()
-                ));
-            }
+            let fit = moved("fit_spread_rel", fit);
+            // The run's host jitter moves it too: a floor under the noise.
+            let jit = moved(
+                "host_jitter_rel",
+                jitter.filter(|_| share > 0.0).map(|j| j * share),
+            );
             let noise = match (s, fit) {
                 (Some(a), Some(b)) => Some(a + b),
                 (a, b) => a.or(b),

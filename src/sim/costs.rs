@@ -15,6 +15,20 @@ pub struct MethodCosts {
 }
 
 impl MethodCosts {
+    /// Every phase's cost times `f` (a faster or slower host running the same kernels).
+    pub fn scaled(self, f: f64) -> MethodCosts {
+        let s = |c: CompressCost| CompressCost {
+            per_element_s: c.per_element_s * f,
+            fixed_s: c.fixed_s * f,
+            per_selected_s: c.per_selected_s * f,
+        };
+        MethodCosts {
+            compress: s(self.compress),
+            feedback: s(self.feedback),
+            decompress: s(self.decompress),
+        }
+    }
+
     /// The default costs of `method`: the committed reference fit
     /// ([`REFERENCE_COSTS`], written by scripts/reference_costs.sh from a documented run;
     /// docs/performance.md, "Reference compression costs"). `None` for a method the file

@@ -163,3 +163,64 @@ fn case_noise_is_at_least_the_host_jitters_share() {
     assert_eq!(case_noise(None, Some(0.03), None), Some(0.03));
     assert_eq!(case_noise(None, None, None), None);
 }
+
+/// How far a prediction moves with its method's host compression costs (the noise the
+/// verdict counts for the compression fit and the host jitter): the whole change where
+/// compression is on the critical path, less where it hides under backward, and the
+/// cost model left as it was.
+#[test]
+fn host_cost_sensitivity_counts_only_exposed_compression() {
+    let mut wires = WireCache::default();
+    let rel = 0.2;
+    // One bucket, no pipelining: compression (600 elements x 1e-4 s) and decompression
+    // (the same) run after backward, one after the other: T moves by 0.12 s x rel.
+    let mut costs = tiny_costs();
+    let before = costs.methods.clone();
+    let off = SimCase::new(
+        tiny(),
+        "ssgd",
+        Fusion::Bytes(1 << 30),
+        false,
+        CollectiveMode::Native,
+        3,
+        MethodParams::default(),
+    );
+    let t0 = simulate(&off, &costs).unwrap().iter_s;
+    let s = super::run::host_cost_sensitivity(&off, &mut costs, &mut wires, rel, t0).unwrap();
+    assert!(close(s, 0.12 * rel / t0), "{s} vs {}", 0.12 * rel / t0);
+    assert_eq!(costs.methods, before);
+    // A bucket per tensor with pipelining: the first two tensors' compression runs
+    // while backward goes on, so the iteration moves by less than the compression share.
+    let on = SimCase {
+        pipelining: true,
+        fusion: Fusion::Bytes(1),
+        ..off.clone()
+    };
+    let r = simulate(&on, &costs).unwrap();
+    let share = (r.compress_s + r.decompress_s) / r.iter_s;
+    let s = super::run::host_cost_sensitivity(&on, &mut costs, &mut wires, rel, r.iter_s).unwrap();
+    assert!(
+        s > 0.0 && s < 0.9 * share * rel,
+        "{s} vs share {share} x {rel}"
+    );
+    // A method the cost model does not list is priced at its reference costs and left
+    // unlisted.
+    let topk = SimCase::new(
+        tiny(),
+        "topk",
+        Fusion::Bytes(1 << 30),
+        false,
+        CollectiveMode::Native,
+        3,
+        MethodParams::default(),
+    );
+    let t = simulate(&topk, &costs).unwrap().iter_s;
+    assert!(
+        super::run::host_cost_sensitivity(&topk, &mut costs, &mut wires, rel, t).unwrap() > 0.0
+    );
+    assert!(!costs.methods.contains_key("topk"));
+    assert_eq!(
+        super::run::host_cost_sensitivity(&off, &mut costs, &mut wires, 0.0, t0).unwrap(),
+        0.0
+    );
+}
