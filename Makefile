@@ -78,7 +78,7 @@ paper-scale: build
 	echo "report: $(PAPER_SCALE_OUT)/report/report.md (section Paper scale (simulated))"; exit $$rc
 
 ## sim-accuracy: simulated vs measured iter_s at 2 and 4 ranks, fails outside 15% (issue 5's
-## accuracy test, ~3 min on 2 cores; a timing measurement, so not part of `make test`)
+## accuracy test, ~4.5 min on 2 cores (7 rounds); a timing measurement, so not part of `make test`)
 sim-accuracy: build
 	@rc=0; for n in 2 4; do d=$(OUT)/np$$n; \
 	  $(MPIRUN) $(MPIFLAGS) -np $$n target/release/gradcomp run bench-configs/sim-accuracy.toml --out $$d --quiet || exit 1; \

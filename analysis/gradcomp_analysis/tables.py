@@ -1039,8 +1039,8 @@ def sim_accuracy(sv: pd.DataFrame) -> pd.DataFrame:
     if "spread_rel" in sv.columns:
         t.insert(t.columns.get_loc("simulated ms"), "spread %", pd.to_numeric(sv["spread_rel"]) * 100)
         t.insert(t.columns.get_loc("spread %"), "rounds", sv["rounds"])
-    # The rest of the noise a verdict counts (host compression): the compression fit's
-    # spread and the run's host jitter, each times the case's host share.
+    # The rest of the noise a verdict counts (host compression): how far the prediction
+    # moves with the compression fit's spread and with the run's host jitter.
     for col, name in [("fit_spread_rel", "fit spread %"), ("host_jitter_rel", "host jitter %")]:
         if col in sv.columns:
             t.insert(t.columns.get_loc("simulated ms"), name, pd.to_numeric(sv[col]) * 100)

@@ -629,11 +629,13 @@ impl HostCalibration {
 pub const CALIBRATION_MAX_NOISE: f64 = 0.15;
 
 /// The keys of the cases among `samples` quiet enough to calibrate on: a case's noise,
-/// as its verdict counts it ([`super::measured::case_noise`]: the spread of its rounds'
-/// `iter_s` plus its method's compression-fit spread, `compress_spread`, times the share
-/// of the simulated iteration that host compression takes, and at least the run's
-/// `jitter` times that share), at most [`CALIBRATION_MAX_NOISE`]. A case of one round
-/// has no spread of its own.
+/// counted as its verdict counts it ([`super::measured::case_noise`]) but with each
+/// movement at its bound (the spread of its rounds' `iter_s` plus its method's
+/// compression-fit spread, `compress_spread`, times the share of the simulated iteration
+/// that host compression takes, and at least the run's `jitter` times that share; the
+/// verdict re-simulates how far they move the calibrated prediction, which this model is
+/// not yet), at most [`CALIBRATION_MAX_NOISE`]. A case of one round has no spread of its
+/// own.
 fn quiet_cases(
     samples: &[Sample],
     cm: &CostModel,

@@ -44,11 +44,11 @@ pub fn host_compress_share(compress_s: f64, decompress_s: f64, iter_s: f64) -> f
 }
 
 /// The noise a case's verdict is judged against: its own spread over rounds plus its
-/// compression fit's (`fit_spread`: the fit's spread times the case's host compression
-/// share), either alone where the other is unknown, and at least `jitter`, the run's
-/// [`host_jitter`] times that share: a case's rounds and its fit's can each land in one
-/// speed of a machine whose host speed changes, so their own spreads miss what moves
-/// their medians between runs.
+/// compression fit's (`fit_spread`: how far the fit's spread moves the prediction), either
+/// alone where the other is unknown, and at least `jitter`, how far the run's
+/// [`host_jitter`] moves it: a case's rounds and its fit's can each land in one speed of
+/// a machine whose host speed changes, so their own spreads miss what moves their medians
+/// between runs. (Both movements: src/sim/run.rs `host_cost_sensitivity`.)
 pub fn case_noise(
     spread: Option<f64>,
     fit_spread: Option<f64>,

@@ -194,11 +194,13 @@ struct VsMeasuredRow {
     /// over the simulated iteration (0 on the device).
     host_compress_share: f64,
     /// Host compression cases with `--fits`: how far the compression fit's own rounds
-    /// move the prediction, `host_compress_share x` [`super::fit::FitReport::compress_spread`]
-    /// (empty otherwise). The verdict judges the error against `spread_rel` plus this.
+    /// move the prediction ([`host_cost_sensitivity`] at the method's
+    /// [`super::fit::FitReport::compress_spread`]; empty otherwise). The verdict judges the
+    /// error against `spread_rel` plus this.
     fit_spread_rel: Option<f64>,
-    /// Host compression cases: the run's host jitter times `host_compress_share`
-    /// ([`super::measured::host_jitter`]); the verdict's noise is at least this.
+    /// Host compression cases: how far the run's host jitter moves the prediction
+    /// ([`host_cost_sensitivity`] at [`super::measured::host_jitter`]); the verdict's
+    /// noise is at least this.
     host_jitter_rel: Option<f64>,
     /// `within`, `outside`, `too-noisy` (spread above the tolerance) or
     /// `ranks-exceed-cores` (not held to the tolerance); [`verdict`].
