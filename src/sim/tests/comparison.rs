@@ -176,15 +176,18 @@ fn host_cost_sensitivity_counts_only_exposed_compression() {
     // (the same) run after backward, one after the other: T moves by 0.12 s x rel.
     let mut costs = tiny_costs();
     let before = costs.methods.clone();
-    let off = SimCase::new(
-        tiny(),
-        "ssgd",
-        Fusion::Bytes(1 << 30),
-        false,
-        CollectiveMode::Native,
-        3,
-        MethodParams::default(),
-    );
+    let one_bucket = |method: &str| {
+        SimCase::new(
+            tiny(),
+            method,
+            Fusion::Bytes(1 << 30),
+            false,
+            CollectiveMode::Native,
+            3,
+            MethodParams::default(),
+        )
+    };
+    let off = one_bucket("ssgd");
     let t0 = simulate(&off, &costs).unwrap().iter_s;
     let s = super::run::host_cost_sensitivity(&off, &mut costs, &mut wires, rel, t0).unwrap();
     assert!(close(s, 0.12 * rel / t0), "{s} vs {}", 0.12 * rel / t0);
@@ -205,15 +208,7 @@ fn host_cost_sensitivity_counts_only_exposed_compression() {
     );
     // A method the cost model does not list is priced at its reference costs and left
     // unlisted.
-    let topk = SimCase::new(
-        tiny(),
-        "topk",
-        Fusion::Bytes(1 << 30),
-        false,
-        CollectiveMode::Native,
-        3,
-        MethodParams::default(),
-    );
+    let topk = one_bucket("topk");
     let t = simulate(&topk, &costs).unwrap().iter_s;
     assert!(
         super::run::host_cost_sensitivity(&topk, &mut costs, &mut wires, rel, t).unwrap() > 0.0
