@@ -10,7 +10,7 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 MPIFLAGS ?= $(shell $(MPIRUN) --version 2>&1 | grep -q 'Open MPI' && echo --oversubscribe --bind-to none)
 
-.PHONY: setup build bench lint layers check test report paper paper-scale sim-accuracy planner-accuracy repeatability peer-compare netlab-bench ci-slurm ci-mpich clean
+.PHONY: setup build bench lint layers check test report paper paper-scale sim-accuracy sim-accuracy-twice planner-accuracy repeatability peer-compare netlab-bench ci-slurm ci-mpich clean
 
 ## setup: install missing Debian packages (as root or via sudo) and the analysis venv
 setup:
@@ -86,6 +86,16 @@ sim-accuracy: build
 	done; \
 	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis report $(OUT) || rc=1; \
 	echo "report: $(OUT)/report/report.md (section Simulator accuracy)"; exit $$rc
+
+## sim-accuracy-twice: `make sim-accuracy` into OUT/a, then again into OUT/b, then whether
+## every case got the same verdict both times (issue 29's acceptance on one quiet machine;
+## gradcomp_analysis sim-agreement, per-case table OUT/agreement.csv; ~9 min on 2 cores);
+## exit 1 when a verdict changed or a case is outside 15%
+sim-accuracy-twice: build
+	@rc=0; $(MAKE) --no-print-directory sim-accuracy OUT=$(OUT)/a || rc=1; \
+	$(MAKE) --no-print-directory sim-accuracy OUT=$(OUT)/b || rc=1; \
+	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis sim-agreement $(OUT)/a $(OUT)/b \
+	  --out $(OUT)/agreement.csv || rc=1; exit $$rc
 
 ## planner-accuracy: each planner fusion's predicted planned_s vs measured bwd_sync_s at 2
 ## ranks (bench-configs/planner-accuracy.toml), exit 1 outside 25% (the fidelity issue's

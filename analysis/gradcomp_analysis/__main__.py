@@ -4,7 +4,8 @@ python -m gradcomp_analysis planner-accuracy RUN [--tolerance 0.25];
 python -m gradcomp_analysis verdicts PAPER_SCALE_DIR (the paper-scale headlines' verdicts and counts);
 python -m gradcomp_analysis peer-compare PEER_DIR [--out DIR] (gradcomp's kernels vs PyTorch on the CPU, `make peer-compare`);
 python -m gradcomp_analysis gpu-profile RUN_DIR RUN_DIR ... --out DIR --revision REV (runs of scripts/gpu_profile.sh -> median profiles);
-python -m gradcomp_analysis device-model DEVCOST_CSV [--min-elems N] (`gradcomp devcost` rows -> a table per kernel family)."""
+python -m gradcomp_analysis device-model DEVCOST_CSV [--min-elems N] (`gradcomp devcost` rows -> a table per kernel family);
+python -m gradcomp_analysis sim-agreement DIR_A DIR_B [--out CSV] (two `make sim-accuracy` runs: the same verdict per case?)."""
 
 import argparse
 import os
@@ -17,6 +18,7 @@ from .io import ReportError, load_csv
 from .compare import compare_result, printed
 from .devmodel import family_table, merge_repeats
 from .peer import peer_compare
+from .simagree import agreement
 from .report import find_paper_scale, paper_scale_tables, verdict_counts_line, write_report
 
 
@@ -95,6 +97,11 @@ def main(argv=None) -> int:
     dm = sub.add_parser("device-model", help="`gradcomp devcost` CSV -> model / measured per kernel family (Markdown)")
     dm.add_argument("devcost_csv")
     dm.add_argument("--min-elems", type=int, default=0, help="only tensors of at least this many elements")
+    sa = sub.add_parser("sim-agreement", help="two `make sim-accuracy` OUT folders of one machine: the same verdict "
+                                              "for every case? (issue 29); exit 1 when a verdict changed")
+    sa.add_argument("dir_a")
+    sa.add_argument("dir_b")
+    sa.add_argument("--out", help="also write the per-case table (both verdicts, errors and noises) to this CSV")
     a = p.parse_args(argv)
     try:
         if a.cmd == "gpu-profile":
@@ -110,6 +117,12 @@ def main(argv=None) -> int:
         if a.cmd == "peer-compare":
             print(peer_compare(a.root, a.out), end="")
             return 0
+        if a.cmd == "sim-agreement":
+            ok, text, table = agreement(a.dir_a, a.dir_b)
+            print(text)
+            if a.out:
+                table.to_csv(a.out, index=False)
+            return 0 if ok else 1
         if a.cmd == "compare":
             check_tolerance(a.tolerance, 0.10)
             ok, path, res = compare_result(a.run_a, a.run_b, a.tolerance, a.out)

@@ -1,0 +1,90 @@
+"""Verdict agreement of two `make sim-accuracy` runs on one machine
+(`python -m gradcomp_analysis sim-agreement DIR_A DIR_B`; `make sim-accuracy-twice`).
+
+Issue 29's acceptance asks that two runs of `make sim-accuracy` on one quiet machine give
+the same verdict for every case. Each DIR is the OUT folder `make sim-accuracy` wrote:
+per world size `npN/sim/sim_vs_measured.csv` (`gradcomp simulate --compare`'s file;
+docs/csv-schema.md), or one such `sim` folder. Per world size found in both, the cases are
+joined on `case` and each case's verdict in A is compared with B's; a case whose verdict
+changed is listed with both errors and both noises (the case's own spread, how far its
+compression fit moves the prediction and how far the host jitter does: what decided it).
+Both runs must hold the same cases at each world size: a case in one only is an error,
+since the runs would not be of one config.
+"""
+
+import os
+
+import pandas as pd
+
+from .io import ReportError, load_csv
+
+COLUMNS = ["case", "verdict", "rel_err", "spread_rel", "fit_spread_rel", "host_jitter_rel"]
+
+
+def _runs(root: str) -> dict:
+    """{label: sim_vs_measured rows} under ROOT: `npN/sim` folders, or ROOT itself."""
+    if not os.path.isdir(root):
+        raise ReportError(f"{root}: no such directory (give the OUT folder of `make sim-accuracy OUT=...`)")
+    found = {}
+    for name in sorted(os.listdir(root)):
+        sim = os.path.join(root, name, "sim")
+        if name.startswith("np") and os.path.isdir(sim):
+            found[name] = sim
+    if not found and os.path.exists(os.path.join(root, "sim_vs_measured.csv")):
+        found["run"] = root
+    if not found:
+        raise ReportError(f"{root}: no npN/sim/sim_vs_measured.csv and no sim_vs_measured.csv "
+                          f"(run `make sim-accuracy OUT={root}` first)")
+    out = {}
+    for label, d in found.items():
+        df = load_csv(d, "sim_vs_measured.csv")
+        path = os.path.join(d, "sim_vs_measured.csv")
+        if df is None:
+            raise ReportError(f"{path}: no such file, or no rows")
+        missing = [c for c in COLUMNS if c not in df.columns]
+        if missing:
+            raise ReportError(f"{path}: columns {missing} missing (a file from before issue 29's verdicts; "
+                              f"replay the run with `gradcomp simulate --fits RUN --compare RUN/e2e.csv`)")
+        if df["case"].duplicated().any():
+            raise ReportError(f"{path}: case {df['case'][df['case'].duplicated()].iloc[0]} appears twice")
+        out[label] = df[COLUMNS].set_index("case")
+    return out
+
+
+def _noise(r, suffix: str) -> str:
+    parts = []
+    for col, name in [("spread_rel", "spread"), ("fit_spread_rel", "fit"), ("host_jitter_rel", "jitter")]:
+        v = r[col + suffix]
+        if pd.notna(v):
+            parts.append(f"{name} {float(v) * 100:.1f}%")
+    return ", ".join(parts) or "one round"
+
+
+def agreement(dir_a: str, dir_b: str) -> tuple:
+    """(all the same?, printable summary, per-case table) of two sim-accuracy OUT folders."""
+    a, b = _runs(dir_a), _runs(dir_b)
+    shared = [k for k in a if k in b]
+    if not shared:
+        raise ReportError(f"{dir_a} ({', '.join(a)}) and {dir_b} ({', '.join(b)}) share no world size")
+    lines, tables, same_all = [], [], True
+    for k in shared:
+        A, B = a[k], b[k]
+        only = sorted(set(A.index) ^ set(B.index))
+        if only:
+            raise ReportError(f"{k}: case {only[0]} is in one run only ({len(only)} such): the runs are not of "
+                              f"one config")
+        j = A.join(B, lsuffix="_a", rsuffix="_b")
+        j["same"] = j["verdict_a"] == j["verdict_b"]
+        same = int(j["same"].sum())
+        same_all &= same == len(j)
+        lines.append(f"{k}: the same verdict for {same} of {len(j)} cases")
+        for case, r in j[~j["same"]].iterrows():
+            lines.append(f"  {case}: {r['verdict_a']} {float(r['rel_err_a']) * 100:+.1f}% ({_noise(r, '_a')}) -> "
+                         f"{r['verdict_b']} {float(r['rel_err_b']) * 100:+.1f}% ({_noise(r, '_b')})")
+        t = j.reset_index()
+        t.insert(0, "run", k)
+        tables.append(t)
+    shown = [k for k in list(a) + list(b) if k not in shared]
+    if shown:
+        lines.append(f"not compared (in one run only): {', '.join(sorted(set(shown)))}")
+    return same_all, "\n".join(lines), pd.concat(tables, ignore_index=True)
