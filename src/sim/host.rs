@@ -188,10 +188,10 @@ pub fn cpu_share_from_run_json(path: &Path) -> Result<Option<(f64, String)>> {
         let what = if k > 1 {
             format!(
                 "{}, time dilation {k} (each rank {k}x the cores' time per emulated second)",
-                l.what
+                l.what()
             )
         } else {
-            l.what
+            l.what()
         };
         (share, what)
     }))
@@ -213,12 +213,8 @@ pub fn device_threads_have_cores(path: &Path) -> Result<Option<(bool, String)>> 
             String::new()
         };
         let what = format!(
-            "{} communication + {} device threads on {}{dilated}",
-            l.ranks,
-            l.ranks,
-            l.what
-                .split_once(" on ")
-                .map_or(l.what.as_str(), |(_, rest)| rest)
+            "{} communication + {} device threads on {} cores of {}{dilated}",
+            l.ranks, l.ranks, l.cores, l.machine
         );
         (own, what)
     }))
@@ -233,21 +229,33 @@ fn dilation_in(run_json: &serde_json::Value) -> u64 {
         .unwrap_or(1)
 }
 
-/// The most loaded machine of a run (fewest cores per rank): its ranks and cores, a
-/// description (`4 ranks on 2 cores of HOST`), and the run's time dilation.
+/// The most loaded machine of a run (fewest cores per rank): its ranks and cores, its
+/// name, and the run's time dilation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Layout {
     pub ranks: usize,
     /// Ranks of the whole run (`hosts` entries), on every machine.
     pub ranks_total: usize,
     pub cores: u64,
-    pub what: String,
+    /// The machine's first host name, with how many it had when it had several (`vm`,
+    /// `node1 (4 host names, one machine)`).
+    pub machine: String,
     /// run.json's `time_dilation` K (1 without): every thread had K times its CPU time
     /// per emulated second (src/measure/dilation.rs), so the cores count K times.
     pub dilation: u64,
 }
 
 impl Layout {
+    /// `4 ranks on 2 cores of HOST`.
+    pub fn what(&self) -> String {
+        format!(
+            "{} on {} cores of {}",
+            crate::units::count(self.ranks, "rank"),
+            self.cores,
+            self.machine
+        )
+    }
+
     /// The cores times the time dilation.
     pub fn core_equivalents(&self) -> u64 {
         self.cores * self.dilation.max(1)
@@ -318,25 +326,16 @@ pub fn layout_from_run_json(path: &Path) -> Result<Option<Layout>> {
         .values()
         .min_by(|a, b| (a.1 as f64 / a.0 as f64).total_cmp(&(b.1 as f64 / b.0 as f64)))
         .expect("at least one host");
-    let what = if names.len() > 1 {
-        format!(
-            "{} on {cores} cores of {} ({} host names, one machine)",
-            crate::units::count(*ranks, "rank"),
-            names[0],
-            names.len()
-        )
+    let machine = if names.len() > 1 {
+        format!("{} ({} host names, one machine)", names[0], names.len())
     } else {
-        format!(
-            "{} on {cores} cores of {}",
-            crate::units::count(*ranks, "rank"),
-            names[0]
-        )
+        names[0].clone()
     };
     Ok(Some(Layout {
         ranks: *ranks,
         ranks_total: hosts.len(),
         cores: *cores,
-        what,
+        machine,
         dilation: dilation_in(&v),
     }))
 }

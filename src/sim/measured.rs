@@ -1,7 +1,7 @@
 //! Measured e2e.csv rows as simulator cases, and the measured-vs-simulated comparison
 //! of `gradcomp simulate --compare` (docs/performance.md, "Simulator accuracy").
 
-use super::{Result, SimCase, SimError, SimRow, SimWorkload};
+use super::{simulate_with, CostModel, Result, SimCase, SimError, SimRow, SimWorkload, WireCache};
 use crate::comm::exchange::CollectiveMode;
 use crate::compress::MethodParams;
 use crate::schedule::plan::Fusion;
@@ -48,7 +48,7 @@ pub fn host_compress_share(compress_s: f64, decompress_s: f64, iter_s: f64) -> f
 /// alone where the other is unknown, and at least `jitter`, how far the run's
 /// [`host_jitter`] moves it: a case's rounds and its fit's can each land in one speed of
 /// a machine whose host speed changes, so their own spreads miss what moves their medians
-/// between runs. (Both movements: src/sim/run.rs `host_cost_sensitivity`.)
+/// between runs. (Both movements: [`host_cost_sensitivity`].)
 pub fn case_noise(
     spread: Option<f64>,
     fit_spread: Option<f64>,
@@ -62,6 +62,37 @@ pub fn case_noise(
         (Some(a), Some(j)) => Some(a.max(j)),
         (a, j) => a.or(j),
     }
+}
+
+/// How far `case`'s simulated iteration (`base_s`, at `costs`) moves, relative to it,
+/// when its method's host compression costs move by `rel` of their value, centred:
+/// `(T(1 + rel/2) - T(1 - rel/2)) / base_s`. Compression on the iteration's critical
+/// path moves it by its share of the iteration times `rel`; compression hidden under
+/// backward (pipelining) moves it less, or not at all (issue 29: the share alone judged
+/// pipelined cases against noise their prediction does not carry). `costs` is restored.
+pub fn host_cost_sensitivity(
+    case: &SimCase,
+    costs: &mut CostModel,
+    wires: &mut WireCache,
+    rel: f64,
+    base_s: f64,
+) -> Result<f64> {
+    if base_s <= 0.0 || rel <= 0.0 {
+        return Ok(0.0);
+    }
+    let key = case.base_method.clone();
+    let own = costs.methods.get(&key).copied();
+    let at = costs.method(&key);
+    let mut iter_at = |f: f64| {
+        costs.methods.insert(key.clone(), at.scaled(f));
+        simulate_with(case, costs, wires).map(|r| r.iter_s)
+    };
+    let moved = iter_at(1.0 + rel / 2.0).and_then(|hi| Ok(hi - iter_at(1.0 - rel / 2.0)?));
+    match own {
+        Some(c) => costs.methods.insert(key, c),
+        None => costs.methods.remove(&key),
+    };
+    Ok((moved? / base_s).max(0.0))
 }
 
 /// Fewest host-compression rows (over all cases with two or more rounds) that

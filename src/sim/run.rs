@@ -1,6 +1,7 @@
 //! `gradcomp simulate` and `gradcomp fit`: the command-line side of the simulator
 //! (no MPI: both run before, and without, MPI_Init).
 
+use super::host::Layout;
 use super::topology::IntraLink;
 use super::{
     compare, fit, measured_cases, simulate_with, CostModel, Result, SimCase, SimError, SimRow,
@@ -194,12 +195,12 @@ struct VsMeasuredRow {
     /// over the simulated iteration (0 on the device).
     host_compress_share: f64,
     /// Host compression cases with `--fits`: how far the compression fit's own rounds
-    /// move the prediction ([`host_cost_sensitivity`] at the method's
+    /// move the prediction ([`super::measured::host_cost_sensitivity`] at the method's
     /// [`super::fit::FitReport::compress_spread`]; empty otherwise). The verdict judges the
     /// error against `spread_rel` plus this.
     fit_spread_rel: Option<f64>,
     /// Host compression cases: how far the run's host jitter moves the prediction
-    /// ([`host_cost_sensitivity`] at [`super::measured::host_jitter`]); the verdict's
+    /// ([`super::measured::host_cost_sensitivity`] at [`super::measured::host_jitter`]); the verdict's
     /// noise is at least this.
     host_jitter_rel: Option<f64>,
     /// `within`, `outside`, `too-noisy` (spread above the tolerance) or
@@ -230,37 +231,6 @@ pub fn verdict(
     } else {
         "outside"
     }
-}
-
-/// How far `case`'s simulated iteration (`base_s`, at `costs`) moves, relative to it,
-/// when its method's host compression costs move by `rel` of their value, centred:
-/// `(T(1 + rel/2) - T(1 - rel/2)) / base_s`. Compression on the iteration's critical
-/// path moves it by its share of the iteration times `rel`; compression hidden under
-/// backward (pipelining) moves it less, or not at all (issue 29: the share alone judged
-/// pipelined cases against noise their prediction does not carry). `costs` is restored.
-pub(super) fn host_cost_sensitivity(
-    case: &SimCase,
-    costs: &mut CostModel,
-    wires: &mut WireCache,
-    rel: f64,
-    base_s: f64,
-) -> Result<f64> {
-    if base_s <= 0.0 || rel <= 0.0 {
-        return Ok(0.0);
-    }
-    let key = case.base_method.clone();
-    let own = costs.methods.get(&key).copied();
-    let at = costs.method(&key);
-    let mut iter_at = |f: f64| {
-        costs.methods.insert(key.clone(), at.scaled(f));
-        simulate_with(case, costs, wires).map(|r| r.iter_s)
-    };
-    let moved = iter_at(1.0 + rel / 2.0).and_then(|hi| Ok(hi - iter_at(1.0 - rel / 2.0)?));
-    match own {
-        Some(c) => costs.methods.insert(key, c),
-        None => costs.methods.remove(&key),
-    };
-    Ok((moved? / base_s).max(0.0))
 }
 
 /// Run the simulator: the cartesian product of the axes, or the cases of a measured
@@ -307,7 +277,8 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
     };
     let mut in_sample = Vec::new();
     // The run's host jitter, and per host-compression case how far the prediction moves
-    // with its compression fit's spread and with the jitter (host_cost_sensitivity).
+    // with its compression fit's spread and with the jitter (measured.rs
+    // host_cost_sensitivity).
     let jitter = measured.as_deref().and_then(|ms| {
         super::measured::host_jitter(ms.iter().flat_map(|m| {
             m.rows
@@ -342,8 +313,12 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
             let r = simulate_with(&m.case, &costs, &mut wires)?;
             if m.case.compress_on == CompressOn::Host {
                 let mut moved = |rel: Option<f64>| {
-                    rel.map(|x| host_cost_sensitivity(&m.case, &mut costs, &mut wires, x, r.iter_s))
-                        .transpose()
+                    rel.map(|x| {
+                        super::measured::host_cost_sensitivity(
+                            &m.case, &mut costs, &mut wires, x, r.iter_s,
+                        )
+                    })
+                    .transpose()
                 };
                 let fit_rel = report
                     .as_ref()
@@ -393,9 +368,7 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         for c in &cmp {
             let calibrated = in_sample.get(&c.key).copied().unwrap_or(false);
             let (exceed, over) = match &layout {
-                Some(l) if l.layout.ranks_total == c.world_size => {
-                    l.oversubscription(c.compute_none)
-                }
+                Some(l) if l.ranks_total == c.world_size => oversubscription(l, c.compute_none),
                 _ => (false, String::new()),
             };
             let (fit_spread, jitter_part) = sensitivity
@@ -554,46 +527,30 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
+/// Whether the ranks of the measured run's most loaded machine `l` outnumber its cores
+/// (times the run's dilation K), and, when the ranks plus their device threads (compute
+/// not `none`) do, the text saying so.
+fn oversubscription(l: &Layout, compute_none: bool) -> (bool, String) {
+    let threads = if compute_none { 0 } else { l.ranks };
+    let cores = l.core_equivalents();
+    let over = (l.ranks + threads) as u64 > cores;
+    let text = match (over, l.dilation > 1) {
+        (false, _) => String::new(),
+        (true, false) => format!(
+            "{} ranks + {threads} device threads on {} cores of {}",
+            l.ranks, l.cores, l.machine
+        ),
+        (true, true) => format!(
+            "{} ranks + {threads} device threads on {} cores of {} at time dilation {} ({cores} core-equivalents)",
+            l.ranks, l.cores, l.machine, l.dilation
+        ),
+    };
+    (l.ranks as u64 > cores, text)
+}
+
 /// The measured run's most loaded machine, from the run.json beside `--compare`'s file
 /// (else `--fits`'s).
-struct MeasuredLayout {
-    layout: super::host::Layout,
-}
-
-impl MeasuredLayout {
-    /// ` of HOST` of the layout's description (`4 ranks on 2 cores of HOST`).
-    fn host(&self) -> &str {
-        self.layout.what.split_once(" cores").map_or("", |(_, h)| h)
-    }
-
-    /// Whether the ranks outnumber the cores (times the run's dilation K), and, when
-    /// the ranks plus their device threads (compute not `none`) do, the text saying so.
-    fn oversubscription(&self, compute_none: bool) -> (bool, String) {
-        let l = &self.layout;
-        let threads = if compute_none { 0 } else { l.ranks };
-        let cores = l.core_equivalents();
-        let over = (l.ranks + threads) as u64 > cores;
-        let text = match (over, l.dilation > 1) {
-            (false, _) => String::new(),
-            (true, false) => format!(
-                "{} ranks + {threads} device threads on {} cores{}",
-                l.ranks,
-                l.cores,
-                self.host()
-            ),
-            (true, true) => format!(
-                "{} ranks + {threads} device threads on {} cores{} at time dilation {} ({cores} core-equivalents)",
-                l.ranks,
-                l.cores,
-                self.host(),
-                l.dilation
-            ),
-        };
-        (l.ranks as u64 > cores, text)
-    }
-}
-
-fn measured_layout(req: &SimulateRequest) -> Result<Option<MeasuredLayout>> {
+fn measured_layout(req: &SimulateRequest) -> Result<Option<Layout>> {
     let dirs = [
         req.compare
             .as_deref()
@@ -604,7 +561,7 @@ fn measured_layout(req: &SimulateRequest) -> Result<Option<MeasuredLayout>> {
     for d in dirs.into_iter().flatten() {
         let p = d.join("run.json");
         if let Some(layout) = super::host::layout_from_run_json(&p)? {
-            return Ok(Some(MeasuredLayout { layout }));
+            return Ok(Some(layout));
         }
     }
     Ok(None)
@@ -650,29 +607,28 @@ mod tests {
     /// core-equivalents: K = 2 holds the ranks (not their device threads), K = 4 both.
     #[test]
     fn time_dilation_multiplies_the_cores_a_run_had() {
-        let at = |dilation| MeasuredLayout {
-            layout: crate::sim::host::Layout {
-                ranks: 4,
-                ranks_total: 4,
-                cores: 2,
-                what: "4 ranks on 2 cores of vm".into(),
-                dilation,
-            },
+        let at = |dilation| Layout {
+            ranks: 4,
+            ranks_total: 4,
+            cores: 2,
+            machine: "vm".into(),
+            dilation,
         };
         assert_eq!(
-            at(1).oversubscription(false),
+            oversubscription(&at(1), false),
             (true, "4 ranks + 4 device threads on 2 cores of vm".into())
         );
         assert_eq!(
-            at(2).oversubscription(false),
+            oversubscription(&at(2), false),
             (
                 false,
                 "4 ranks + 4 device threads on 2 cores of vm at time dilation 2 (4 core-equivalents)"
                     .into()
             )
         );
-        assert_eq!(at(2).oversubscription(true), (false, String::new()));
-        assert_eq!(at(4).oversubscription(false), (false, String::new()));
+        assert_eq!(oversubscription(&at(2), true), (false, String::new()));
+        assert_eq!(oversubscription(&at(4), false), (false, String::new()));
+        assert_eq!(at(1).what(), "4 ranks on 2 cores of vm");
     }
 
     #[test]

@@ -189,7 +189,7 @@ fn host_cost_sensitivity_counts_only_exposed_compression() {
     };
     let off = one_bucket("ssgd");
     let t0 = simulate(&off, &costs).unwrap().iter_s;
-    let s = super::run::host_cost_sensitivity(&off, &mut costs, &mut wires, rel, t0).unwrap();
+    let s = super::measured::host_cost_sensitivity(&off, &mut costs, &mut wires, rel, t0).unwrap();
     assert!(close(s, 0.12 * rel / t0), "{s} vs {}", 0.12 * rel / t0);
     assert_eq!(costs.methods, before);
     // A bucket per tensor with pipelining: the first two tensors' compression runs
@@ -201,7 +201,8 @@ fn host_cost_sensitivity_counts_only_exposed_compression() {
     };
     let r = simulate(&on, &costs).unwrap();
     let share = (r.compress_s + r.decompress_s) / r.iter_s;
-    let s = super::run::host_cost_sensitivity(&on, &mut costs, &mut wires, rel, r.iter_s).unwrap();
+    let s =
+        super::measured::host_cost_sensitivity(&on, &mut costs, &mut wires, rel, r.iter_s).unwrap();
     assert!(
         s > 0.0 && s < 0.9 * share * rel,
         "{s} vs share {share} x {rel}"
@@ -211,11 +212,12 @@ fn host_cost_sensitivity_counts_only_exposed_compression() {
     let topk = one_bucket("topk");
     let t = simulate(&topk, &costs).unwrap().iter_s;
     assert!(
-        super::run::host_cost_sensitivity(&topk, &mut costs, &mut wires, rel, t).unwrap() > 0.0
+        super::measured::host_cost_sensitivity(&topk, &mut costs, &mut wires, rel, t).unwrap()
+            > 0.0
     );
     assert!(!costs.methods.contains_key("topk"));
     assert_eq!(
-        super::run::host_cost_sensitivity(&off, &mut costs, &mut wires, 0.0, t0).unwrap(),
+        super::measured::host_cost_sensitivity(&off, &mut costs, &mut wires, 0.0, t0).unwrap(),
         0.0
     );
 }
