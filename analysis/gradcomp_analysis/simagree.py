@@ -16,7 +16,7 @@ import os
 
 import pandas as pd
 
-from .io import ReportError, load_csv
+from .io import SIM_VS_MEASURED, ReportError, load_csv
 
 COLUMNS = ["case", "verdict", "rel_err", "spread_rel", "fit_spread_rel", "host_jitter_rel"]
 
@@ -30,15 +30,15 @@ def _runs(root: str) -> dict:
         sim = os.path.join(root, name, "sim")
         if name.startswith("np") and os.path.isdir(sim):
             found[name] = sim
-    if not found and os.path.exists(os.path.join(root, "sim_vs_measured.csv")):
+    if not found and os.path.exists(os.path.join(root, SIM_VS_MEASURED)):
         found["run"] = root
     if not found:
         raise ReportError(f"{root}: no npN/sim/sim_vs_measured.csv and no sim_vs_measured.csv "
                           f"(run `make sim-accuracy OUT={root}` first)")
     out = {}
     for label, d in found.items():
-        df = load_csv(d, "sim_vs_measured.csv")
-        path = os.path.join(d, "sim_vs_measured.csv")
+        df = load_csv(d, SIM_VS_MEASURED)
+        path = os.path.join(d, SIM_VS_MEASURED)
         if df is None:
             raise ReportError(f"{path}: no such file, or no rows")
         missing = [c for c in COLUMNS if c not in df.columns]
