@@ -16,10 +16,10 @@
 //! pages are huge from their first fault, a small allocation never shares a huge page it
 //! did not ask for, and no advice outlives the block. Advising memory that was already
 //! touched does not make it huge: `khugepaged` copies such pages into huge ones later, in
-//! the background, holding the process's address-space lock while it does (measured,
-//! docs/performance.md, "Huge pages": through `malloc`, whose aligned `alloc_zeroed`
-//! writes its zeros before the advice, one all-reduce round in three on a 2-vCPU guest ran
-//! 3-5x slower than the others). `GRADCOMP_HUGE_PAGES=0` in the environment turns the
+//! the background, at a time of its choosing (measured, docs/performance.md, "Huge
+//! pages": through `malloc`, whose aligned `alloc_zeroed` writes its zeros before the
+//! advice, micro-comm's buffers got their huge pages from 12 such collapses in the middle
+//! of each sim-accuracy run). `GRADCOMP_HUGE_PAGES=0` in the environment turns the
 //! advice off ([`configure`]; the blocks are still mapped apart); run.json records the
 //! system's mode and whether gradcomp advised.
 
