@@ -1,10 +1,9 @@
 //! Core-to-core cache-line round trip over time: two threads pinned to CPUs A and B
-//! pass a counter in one cache line back and forth; every `period` the mean round trip
-//! of a burst is printed (`t_s round_trip_ns`). On a virtual machine whose vCPUs the
-//! host moves between cores that share a last-level cache and cores that do not, the
-//! round trip switches between two levels; the collectives of ranks on those vCPUs
-//! (and every exchange of an e2e case) switch with it (docs/performance.md, "Simulator
-//! accuracy").
+//! pass a counter in one cache line back and forth; for each burst the mean round trip
+//! is printed (`t_s round_trip_ns`). On a virtual machine whose vCPUs the host moves
+//! between cores that share a last-level cache and cores that do not, the round trip
+//! switches between two levels; the likely cause of the two speeds of all-reduce on
+//! such a guest (docs/performance.md, "What a 2-core machine can judge").
 //!
 //! `cargo run --release --example c2c_latency -- SECONDS [CPU_A CPU_B]` (Linux; default
 //! CPUs 0 and 1). A burst is 200000 round trips (tens of ms), one every 200 ms.

@@ -52,8 +52,9 @@ fn is_mapped(size: usize) -> bool {
 // unchanged, so `System`'s guarantees are this allocator's. Larger blocks come from
 // `map` (a fresh private anonymous mapping of at least `size` bytes, aligned to
 // `max(align, 2 MiB)`, zero-filled by the kernel, owned by nobody else) and go back
-// through `unmap` with the same layout, which `is_mapped` routes by size alone, so a
-// block is always released by the path that made it.
+// through `unmap` with a layout of the same extent (`realloc` keeps a block in place only
+// when its new size rounds to the same whole huge pages), which `is_mapped` routes by
+// size alone, so a block is always released by the path that made it.
 unsafe impl GlobalAlloc for HugePageAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if is_mapped(layout.size()) {
@@ -85,6 +86,13 @@ unsafe impl GlobalAlloc for HugePageAlloc {
             // SAFETY: the caller's contract for `realloc` is `System.realloc`'s (`ptr`
             // came from `System` with `layout`).
             return unsafe { System.realloc(ptr, layout, new_size) };
+        }
+        if is_mapped(layout.size())
+            && is_mapped(new_size)
+            && mapped_extent(layout).0 == new_size.next_multiple_of(HUGE_PAGE_BYTES)
+        {
+            // The mapping already holds `new_size` bytes, and `unmap` sees the same extent.
+            return ptr;
         }
         // SAFETY: the caller guarantees `new_size`, rounded up to `layout.align()`, does
         // not overflow `isize`, which is what `Layout` checks.
@@ -288,11 +296,18 @@ mod tests {
             // All four pages, unless the kernel had no free 2 MiB page at a fault.
             assert!(huge > 0, "no huge page in a block written after its advice");
         }
-        // SAFETY: `p` came from this allocator with `layout`; grown across no boundary,
-        // shrunk under HUGE_MIN_BYTES, grown back over it; each result replaces `p`.
+        // SAFETY: `p` came from this allocator with `layout`; shrunk inside its mapping,
+        // grown past it, shrunk under HUGE_MIN_BYTES, grown back over it; each call gives
+        // the layout the block has then, and each result replaces the block.
         unsafe {
-            let q = HugePageAlloc.realloc(p, layout, SIZE + 4096);
+            // Inside the mapping's whole huge pages: the same block.
+            assert_eq!(HugePageAlloc.realloc(p, layout, SIZE - 4096), p);
+            let shrunk = Layout::from_size_align(SIZE - 4096, HUGE_PAGE_BYTES).unwrap();
+            let q = HugePageAlloc.realloc(p, shrunk, SIZE + 4096);
             assert!(!q.is_null());
+            assert!(std::slice::from_raw_parts(q, SIZE - 4096)
+                .iter()
+                .all(|&b| b == 1));
             let small = Layout::from_size_align(SIZE + 4096, HUGE_PAGE_BYTES).unwrap();
             let r = HugePageAlloc.realloc(q, small, 1 << 20);
             assert!(!r.is_null());
