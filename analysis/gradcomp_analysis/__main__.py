@@ -98,7 +98,8 @@ def main(argv=None) -> int:
     dm.add_argument("devcost_csv")
     dm.add_argument("--min-elems", type=int, default=0, help="only tensors of at least this many elements")
     sa = sub.add_parser("sim-agreement", help="two `make sim-accuracy` OUT folders of one machine: the same verdict "
-                                              "for every case? (issue 29); exit 1 when a verdict changed")
+                                              "for every case? (issue 29); exit 1 when a verdict changed or a world size "
+                                              "is in one run only")
     sa.add_argument("dir_a")
     sa.add_argument("dir_b")
     sa.add_argument("--out", help="also write the per-case table (both verdicts, errors and noises) to this CSV")

@@ -9,7 +9,9 @@ joined on `case` and each case's verdict in A is compared with B's; a case whose
 changed is listed with both errors and both noises (the case's own spread, how far its
 compression fit moves the prediction and how far the host jitter does: what decided it).
 Both runs must hold the same cases at each world size: a case in one only is an error,
-since the runs would not be of one config.
+since the runs would not be of one config. A world size in one run only (a run whose
+other world size failed or was not run) is listed and fails the agreement: its cases got
+no second verdict.
 """
 
 import os
@@ -84,7 +86,10 @@ def agreement(dir_a: str, dir_b: str) -> tuple:
         t = j.reset_index()
         t.insert(0, "run", k)
         tables.append(t)
-    shown = [k for k in list(a) + list(b) if k not in shared]
-    if shown:
-        lines.append(f"not compared (in one run only): {', '.join(sorted(set(shown)))}")
+    # A world size in one run only: its cases have one verdict, not two (fails).
+    one_side = [f"{k} (only in {which})" for which, run, other in (("a", a, b), ("b", b, a))
+                for k in run if k not in other]
+    if one_side:
+        same_all = False
+        lines.append(f"not compared (in one run only): {', '.join(one_side)}")
     return same_all, "\n".join(lines), pd.concat(tables, ignore_index=True)
