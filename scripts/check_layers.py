@@ -48,29 +48,56 @@ EXEMPT = {"lib.rs", "main.rs"}
 PATH = re.compile(r"\bcrate::(\w+)")
 
 
+# A char literal: 'x', '\'', '"', '\n', '\x7f', '\u{1F600}' (a lifetime or label, 'a, is not one).
+CHAR = re.compile(r"'(?:\\(?:x[0-9a-fA-F]{2}|u\{[0-9a-fA-F_]+\}|.)|[^\\'\n])'")
+# The start of a raw (byte) string: r"..." or r#"..."# (as many # to close as to open).
+RAW = re.compile(r'b?r(#*)"')
+
+
 def code_lines(text):
-    """(line number, code) with // comments (and so doc comments) removed and string
-    literals blanked, so a path in a message or a doc link is not an import."""
-    for n, line in enumerate(text.splitlines(), 1):
-        out, i, in_str = [], 0, False
-        while i < len(line):
-            c = line[i]
-            if in_str:
-                if c == "\\":
-                    i += 2
-                    continue
-                if c == '"':
-                    in_str = False
-                i += 1
-                continue
-            if c == '"':
-                in_str = True
-            elif line.startswith("//", i):
-                break
-            else:
-                out.append(c)
+    """(line number, code) with comments (//, doc comments, nested /* */) and string and
+    char literals blanked, so a path in a message or a doc link is not an import. Strings
+    may span lines and hold escaped quotes ("a\\"b"); raw strings (r"C:\\", r#"..."#) have no
+    escapes; a quote in a char literal ('"') opens no string."""
+    out, i, n = [], 0, len(text)
+
+    def blank(k):
+        """Blank text[i:k] (newlines kept, so line numbers hold) and move to k."""
+        nonlocal i
+        out.append("".join(c if c == "\n" else " " for c in text[i:k]))
+        i = k
+
+    while i < n:
+        c = text[i]
+        prev = text[i - 1] if i else ""
+        if text.startswith("//", i):
+            end = text.find("\n", i)
+            blank(n if end < 0 else end)
+        elif text.startswith("/*", i):
+            depth, k = 1, i + 2
+            while k < n and depth:
+                if text.startswith("/*", k):
+                    depth, k = depth + 1, k + 2
+                elif text.startswith("*/", k):
+                    depth, k = depth - 1, k + 2
+                else:
+                    k += 1
+            blank(k)
+        elif c in "rb" and not (prev.isalnum() or prev == "_") and RAW.match(text, i):
+            m = RAW.match(text, i)
+            end = text.find('"' + m.group(1), m.end())
+            blank(n if end < 0 else end + 1 + len(m.group(1)))
+        elif c == '"':
+            k = i + 1
+            while k < n and text[k] != '"':
+                k += 2 if text[k] == "\\" else 1
+            blank(min(k + 1, n))
+        elif c == "'" and CHAR.match(text, i):
+            blank(CHAR.match(text, i).end())
+        else:
+            out.append(c)
             i += 1
-        yield n, "".join(out)
+    yield from enumerate("".join(out).split("\n"), 1)
 
 
 def module_of(rel):

@@ -1,0 +1,97 @@
+"""scripts/check_layers.py's lexing (issue 49): what it blanks as a string, char literal
+or comment before it looks for `crate::X` paths. An import after a literal on the same
+line, or after a string that spans lines, must still be seen (an upward one fails the
+check); a path inside a literal or comment is not an import. Each case lists the exact
+code the scanner must keep, written out by hand."""
+import importlib.util
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "check_layers.py"
+spec = importlib.util.spec_from_file_location("check_layers", SCRIPT)
+CL = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(CL)
+
+UP = "crate::bench::x"
+
+
+def paths(text):
+    """[(line, module)] of the crate:: paths the scanner keeps in TEXT."""
+    return [(n, m.group(1)) for n, code in CL.code_lines(text) for m in CL.PATH.finditer(code)]
+
+
+@pytest.mark.parametrize("line", [
+    'let s = "a\\"b"; let _ = crate::bench::x;',        # an escaped quote inside a string
+    'let s = "a\\\\"; let _ = crate::bench::x;',        # an escaped backslash just before the closing quote
+    'let s = "\\\\\\""; let _ = crate::bench::x;',      # \\ then \" : still one string
+    "if c == '\"' { let _ = crate::bench::x; }",       # a quote in a char literal opens no string
+    "if c == '\\'' || c == '\\\"' { crate::bench::x }",  # escaped quotes in char literals
+    "let b = b'\"'; crate::bench::x",                   # a byte char literal
+    'let p = r"C:\\"; let _ = crate::bench::x;',        # a raw string has no escapes
+    'let p = r#"say "hi"#; crate::bench::x',            # a raw string with a quote inside
+    'let p = br"\\"; crate::bench::x',                  # a raw byte string
+    "fn f<'a>(x: &'a str) -> &'a str { crate::bench::x(x) }",  # lifetimes are not char literals
+    "let s = \"//\"; crate::bench::x",                  # a // inside a string is no comment
+    "/* a */ crate::bench::x /* b */",
+])
+def test_a_path_after_a_literal_on_its_line_is_seen(line):
+    assert paths(line) == [(1, "bench")]
+
+
+@pytest.mark.parametrize("text", [
+    'const S: &str = "crate::bench";',
+    'const S: &str = "a\\" crate::bench";',             # after an escaped quote, still in the string
+    "/// see [`crate::bench`]",
+    "// crate::bench",
+    "/* crate::bench */",
+    "/* outer /* inner */ crate::bench */",             # block comments nest
+    'let s = r#"a "crate::bench" b"#;',
+    "let s = \"first line\\\n    crate::bench in the message\";",    # a string spanning lines
+])
+def test_a_path_inside_a_literal_or_comment_is_not_an_import(text):
+    assert paths(text) == []
+
+
+def test_strings_and_comments_spanning_lines_keep_line_numbers():
+    text = "\n".join([
+        'let msg = "starts here',               # 1: the string runs on
+        '  and ends here"; crate::bench::a;',   # 2: the path after its end is code
+        "/* a block",                           # 3
+        "   crate::comm::b",                    # 4: in the comment
+        "*/ crate::sim::c;",                    # 5
+        'let r = r#"',                          # 6: a raw string over lines
+        '  "crate::cli" crate::cli::d',         # 7
+        '"#; crate::measure::e',                # 8
+    ])
+    assert paths(text) == [(2, "bench"), (5, "sim"), (8, "measure")]
+    assert [n for n, _ in CL.code_lines(text)] == list(range(1, 9))
+
+
+def copy_tree(tmp_path):
+    shutil.copytree(ROOT / "src", tmp_path / "src")
+    (tmp_path / "docs").mkdir()
+    shutil.copy(ROOT / "docs" / "architecture.md", tmp_path / "docs")
+    return tmp_path
+
+
+def check(root):
+    return subprocess.run([sys.executable, str(SCRIPT), "--root", str(root)], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("line", [
+    'fn up() { let _s = "a\\"b"; let _ = crate::bench::check::x; }',
+    "fn up(c: char) -> bool { c == '\"' && crate::bench::check::x() }",
+])
+def test_the_script_fails_an_upward_import_after_a_literal(tmp_path, line):
+    root = copy_tree(tmp_path)
+    f = root / "src" / "measure" / "stats.rs"
+    n = len(f.read_text().splitlines()) + 2
+    f.write_text(f.read_text() + "\n" + line + "\n")
+    p = check(root)
+    assert p.returncode == 1, p.stdout
+    assert f"src/measure/stats.rs:{n}: measure (layer 1) uses bench (layer 15)" in p.stderr
