@@ -422,3 +422,24 @@ def test_sim_agreement_fails_a_world_size_in_one_run_only(tmp_path, capsys, b_np
         assert text.splitlines()[-1] == f"not compared (in one run only): {extra} (only in {side})"
         assert main(["sim-agreement", x, y]) == 1
     capsys.readouterr()
+
+
+def test_section_lists_the_published_validation_and_each_paper(tmp_path):
+    from gradcomp_analysis.report import Report, paper_scale_section, published_validation
+    root = paper(tmp_path, "omgs", [sim("resnet50", "topk", 1.0, fusion="none"),
+                                    sim("resnet50", "omgs", 0.8, fusion="omgs")])
+    d = tmp_path / "ps" / "omgs" / "omgs"
+    pd.DataFrame([dict(quantity="allreduce 100 MB", workers=16, elements=25_000_000, published_s=0.5, ours_s=0.6,
+                       ours_over_published=1.2, published_source="OMGS-SGD table 2",
+                       ours_source="preset 1gbe")]).to_csv(d / "published_validation.csv", index=False)
+    found = find_paper_scale([root])
+    v = published_validation(found)
+    assert v[["published ms", "ours ms", "ours/published"]].values.tolist() == [[500.0, 600.0, 1.2]]
+    (tmp_path / "rep").mkdir()
+    R = Report(str(tmp_path / "rep"), False)
+    paper_scale_section(R, found)
+    text = "\n".join(R.lines)
+    assert "## Paper scale (simulated)" in text
+    assert "- `omgs`: Shi et al., OMGS-SGD" in text and "GPUs per node not recorded" in text
+    assert "**Verdicts** (1 headlines): host: 1 size reproduced" in text
+    assert published_validation([{"path": str(tmp_path), "label": "x"}]).empty
