@@ -156,12 +156,12 @@ def test_sim_agreement_refuses_a_case_twice_and_an_empty_file(tmp_path):
     d = tmp_path / "twice" / "np2" / "sim"
     d.mkdir(parents=True)
     pd.DataFrame([row, row]).to_csv(d / "sim_vs_measured.csv", index=False)
-    with pytest.raises(ReportError, match="case ssgd/host appears twice"):
+    with pytest.raises(ReportError, match=f"^{d / 'sim_vs_measured.csv'}: case ssgd/host appears twice$"):
         agreement(str(tmp_path / "twice"), str(tmp_path / "twice"))
     e = tmp_path / "empty" / "np2" / "sim"
     e.mkdir(parents=True)
     (e / "sim_vs_measured.csv").write_text("")
-    with pytest.raises(ReportError, match="no such file, or no rows"):
+    with pytest.raises(ReportError, match=f"^{e / 'sim_vs_measured.csv'}: no such file, or no rows$"):
         agreement(str(tmp_path / "empty"), str(tmp_path / "empty"))
 
 

@@ -443,3 +443,29 @@ def test_section_lists_the_published_validation_and_each_paper(tmp_path):
     assert "- `omgs`: Shi et al., OMGS-SGD" in text and "GPUs per node not recorded" in text
     assert "**Verdicts** (1 headlines): host: 1 size reproduced" in text
     assert published_validation([{"path": str(tmp_path), "label": "x"}]).empty
+
+
+def test_sim_agreement_details_that_mutation_testing_asked_for(tmp_path):
+    """The survivors of `scripts/mutants.sh` on simagree.py (docs/mutation.md): only npN
+    folders with a sim/ are world sizes; the per-case table's `run` column and its index;
+    a changed verdict without any noise says `one round`; the error names both sides."""
+    a = sa_dir(tmp_path, "a", {"np2": svm(CASES), "np4": svm(CASES)})
+    (tmp_path / "a" / "notes" / "sim").mkdir(parents=True)     # not npN: not a world size
+    (tmp_path / "a" / "np8").mkdir()                          # npN without sim/: not one either
+    b = sa_dir(tmp_path, "b", {"np2": svm(CASES), "np4": svm(CASES, verdict="outside")})
+    ok, text, table = agreement(a, b)
+    assert ok is False
+    assert text.splitlines() == ["np2: the same verdict for 2 of 2 cases", "np4: the same verdict for 0 of 2 cases",
+                                 "  ssgd/host: within +1.0% (spread 1.0%) -> outside +1.0% (spread 1.0%)",
+                                 "  topk/host: within +1.0% (spread 1.0%) -> outside +1.0% (spread 1.0%)"]
+    assert list(table.columns[:2]) == ["run", "case"] and table["run"].tolist() == ["np2", "np2", "np4", "np4"]
+    assert list(table.index) == [0, 1, 2, 3]
+    quiet = svm(CASES).assign(spread_rel=None)
+    c = sa_dir(tmp_path, "c", {"np2": quiet})
+    d = sa_dir(tmp_path, "d", {"np2": quiet.assign(verdict="outside")})
+    assert "ssgd/host: within +1.0% (one round) -> outside +1.0% (one round)" in agreement(c, d)[1]
+    e = sa_dir(tmp_path, "e", {"np8": svm(CASES), "np16": svm(CASES)})
+    with pytest.raises(ReportError, match=rf"^{a} \(np2, np4\) and {e} \(np16, np8\) share no world size$"):
+        agreement(a, e)
+    ok, text, _ = agreement(a, sa_dir(tmp_path, "f", {"np2": svm(CASES), "np4": svm(CASES), "np8": svm(CASES)}))
+    assert ok is False and text.splitlines()[-1] == "not compared (in one run only): np8 (only in b)"
