@@ -469,3 +469,53 @@ def test_sim_agreement_details_that_mutation_testing_asked_for(tmp_path):
         agreement(a, e)
     ok, text, _ = agreement(a, sa_dir(tmp_path, "f", {"np2": svm(CASES), "np4": svm(CASES), "np8": svm(CASES)}))
     assert ok is False and text.splitlines()[-1] == "not compared (in one run only): np8 (only in b)"
+
+
+def test_compare_runs_details_that_mutation_testing_asked_for(tmp_path):
+    """Survivors of `scripts/mutants.sh` on compare.py (docs/mutation.md)."""
+    # iters_run (adaptive timing) decides whether a case was timed once, before iters
+    a = e2e([("ssgd", 0.0020), ("topk", 0.0030)]).assign(iters_run=[1, 40])
+    b = e2e([("ssgd", 0.0025), ("topk", 0.0030)]).assign(iters_run=[1, 40])   # +25%, not judged
+    res = C.compare_runs(_frame(a), _frame(b), 0.10)
+    assert res["times"]["judged"].tolist() == [False, True] and res["ok"]
+    # two timed iterations are a timing claim: judged
+    two = C.compare_runs(_frame(e2e([("ssgd", 0.0020)], iters=2)), _frame(e2e([("ssgd", 0.0030)], iters=2)), 0.1)
+    assert two["times"]["judged"].tolist() == [True] and not two["ok"]
+    # iters_run in one run only: wire bytes judged as if the iterations matched
+    res = C.compare_runs(_frame(a), _frame(e2e([("ssgd", 0.0020), ("topk", 0.0030)])), 0.10)
+    assert res["times"]["same_wire"].tolist() == [True, True]
+    # the interval of run b is in ms too
+    b = e2e([("ssgd", 0.0020)], ci=0.0003)
+    assert C.compare_runs(_frame(e2e([("ssgd", 0.0020)])), _frame(b), 0.1)["times"]["b_ci_ms"].iloc[0] == \
+        pytest.approx(0.3)
+
+
+def test_compare_pairs_skip_pairs_significant_in_neither_run_and_go_on():
+    # ssgd and topk inside the noise in both runs (no conclusion); ssgd vs dgc significant in both
+    rows = [("ssgd", 0.0020), ("topk", 0.00200001), ("dgc", 0.0040)]
+    res = C.compare_runs(_frame(e2e(rows)), _frame(e2e(rows)), 0.1)
+    got = sorted((p["case"].split()[0], p["vs"].split()[0], p["verdict"]) for _, p in res["pairs"].iterrows())
+    assert got == [("ssgd", "dgc", "agree"), ("topk", "dgc", "agree")]
+    # a setup key that is empty in every row (no device recorded) still forms one setup
+    nodev = e2e(rows).assign(device=None)
+    assert len(C.compare_runs(_frame(nodev), _frame(nodev), 0.1)["pairs"]) == 2
+
+
+def test_compare_half_the_cases_shared_is_one_config():
+    a = _frame(e2e([("ssgd", 0.002), ("topk", 0.002)]))
+    b = _frame(e2e([("ssgd", 0.002), ("dgc", 0.002)]))
+    res = C.compare_runs(a, b, 0.1)          # 1 of 3 shared: different configs
+    assert res["different_configs"] is True
+    a = _frame(e2e([("ssgd", 0.002), ("topk", 0.002), ("qsgd", 0.002)]))
+    b = _frame(e2e([("ssgd", 0.002), ("topk", 0.002), ("dgc", 0.002), ("signsgd", 0.002)]))
+    res = C.compare_runs(a, b, 0.1)          # 2 of 5: different configs
+    assert res["shared"] == pytest.approx(2 / 5) and res["different_configs"] is True
+    b = _frame(e2e([("ssgd", 0.002), ("topk", 0.002), ("dgc", 0.002)]))
+    res = C.compare_runs(a, b, 0.1)          # 2 of 4: exactly half, one config (fewer than half is not)
+    assert res["shared"] == 0.5 and res["different_configs"] is False
+
+
+def test_sim_agreement_lists_every_world_size_in_one_run_only(tmp_path):
+    a = sa_dir(tmp_path, "a", {"np2": svm(CASES), "np4": svm(CASES)})
+    b = sa_dir(tmp_path, "b", {"np2": svm(CASES), "np8": svm(CASES)})
+    assert agreement(a, b)[1].splitlines()[-1] == "not compared (in one run only): np4 (only in a), np8 (only in b)"
