@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Mutation testing of what changed (issue 49; docs/mutation.md says how to read it):
+# mutmut on the analysis modules (analysis/gradcomp_analysis/*.py) and cargo-mutants on the
+# Rust files changed against a base revision; prints each surviving mutant.
+#
+#   scripts/mutants.sh [BASE]         files changed against BASE (default: the merge base
+#                                     with origin/main, else origin/main, else HEAD~1)
+#   scripts/mutants.sh --all          every analysis module, and every Rust file
+#   scripts/mutants.sh --python-only [BASE|--all]   skip cargo-mutants
+#   scripts/mutants.sh --rust-only   [BASE|--all]   skip mutmut
+#
+# MUTMUT_MODULES="compare.py simagree.py"  these analysis modules instead of the changed ones;
+# MUTANTS_OUT=DIR  where the mutmut copy and the logs go [default: a fresh mktemp -d];
+# MUTMUT_CHILDREN=N  mutmut's parallel workers [default: the cores, at most 4].
+# Exit 0 when no mutant survived, 1 when some did, 2 on a usage or tool error.
+# mutmut runs in a copy of analysis/ (never in the working tree); the tests that need the
+# repository around them or the release binary (test_report, test_docs, test_slurm,
+# test_check_layers*, test_profile_compress) are left out of its runs: they check files
+# and the binary, not the analysis functions mutated here.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+python_on=1 rust_on=1 all=0 base=""
+for a in "$@"; do
+  case "$a" in
+    --all) all=1 ;;
+    --python-only) rust_on=0 ;;
+    --rust-only) python_on=0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -*) echo "mutants.sh: unknown option $a" >&2; exit 2 ;;
+    *) base=$a ;;
+  esac
+done
+if ((!all)) && [[ -z $base ]]; then
+  if git rev-parse -q --verify origin/main >/dev/null; then
+    base=$(git merge-base HEAD origin/main)
+    # on origin/main itself the merge base is HEAD: judge the last commit
+    [[ $base == "$(git rev-parse HEAD)" ]] && base=HEAD~1
+  else
+    base=HEAD~1
+  fi
+fi
+if ((!all)) && ! git rev-parse -q --verify "$base^{commit}" >/dev/null; then
+  echo "mutants.sh: $base is not a revision" >&2; exit 2
+fi
+# Changed files (committed since BASE, staged, unstaged and untracked alike).
+changed() {  # PATHSPEC...
+  { git diff --name-only "$base" -- "$@"; git ls-files --others --exclude-standard -- "$@"; } | sort -u
+}
+
+OUT=${MUTANTS_OUT:-$(mktemp -d -t gradcomp-mutants.XXXXXX)}
+mkdir -p "$OUT"
+survived=0 rc_tool=0
+echo "mutants: revision $(git rev-parse --short HEAD), base ${base:-(all)}, output $OUT"
+
+# ------------------------------------------------------------------------------ mutmut
+if ((python_on)); then
+  if [[ -n ${MUTMUT_MODULES:-} ]]; then
+    mods=$(for m in $MUTMUT_MODULES; do echo "gradcomp_analysis/${m#gradcomp_analysis/}"; done)
+  elif ((all)); then
+    mods=$(cd analysis && ls gradcomp_analysis/*.py | grep -v '__init__\|__main__')
+  else
+    mods=$(changed 'analysis/gradcomp_analysis/*.py' | sed 's#^analysis/##' | grep -v '__init__\|__main__' \
+           | while read -r f; do [[ -f analysis/$f ]] && echo "$f"; done)
+  fi
+  if [[ -z $mods ]]; then
+    echo "mutmut: no analysis module changed against $base"
+  elif [[ ! -x .venv/bin/mutmut ]]; then
+    echo "mutmut: .venv/bin/mutmut missing: run make setup (analysis/requirements.txt has mutmut)" >&2
+    rc_tool=1
+  else
+    W=$OUT/mutmut
+    rm -rf "$W" && mkdir -p "$W"
+    # analysis/profile_*.py: devmodel imports profile_compress from beside the package
+    cp -r analysis/gradcomp_analysis analysis/tests analysis/pytest.ini analysis/profile_*.py "$W"/
+    find "$W" -name __pycache__ -prune -exec rm -rf {} +
+    # test_io reads the repository's recorded runs at tests/../../tests/data (mutants/tests/..
+    # /.. is $W): a link, which mutmut's copy of tests/ follows
+    ln -s "$ROOT/tests/data" "$W/tests/data"
+    children=${MUTMUT_CHILDREN:-$(nproc)}
+    ((children > 4)) && children=4
+    {
+      echo "[mutmut]"
+      echo "source_paths=gradcomp_analysis"
+      echo "only_mutate="
+      for m in $mods; do echo "    $m"; done
+      echo "also_copy="
+      (cd "$W" && ls profile_*.py) | sed 's/^/    /'
+      echo "pytest_add_cli_args="
+      for t in test_report test_docs test_slurm test_check_layers test_check_layers_lexing test_profile_compress; do
+        echo "    --ignore=tests/$t.py"
+      done
+      echo "    -p"
+      echo "    no:cacheprovider"
+    } > "$W/setup.cfg"
+    echo "mutmut on:" $mods
+    (cd "$W" && "$ROOT/.venv/bin/mutmut" run --max-children "$children") > "$OUT/mutmut.log" 2>&1
+    mrc=$?
+    tail -n 3 "$OUT/mutmut.log" | tr '\r' '\n' | tail -n 2
+    (cd "$W" && "$ROOT/.venv/bin/mutmut" results --all true) > "$OUT/mutmut-results.txt" 2>&1 \
+      || (cd "$W" && "$ROOT/.venv/bin/mutmut" results) > "$OUT/mutmut-results.txt" 2>&1
+    if grep -q "failed to collect stats" "$OUT/mutmut.log"; then
+      # the tests do not pass on the unmutated copy: nothing was judged
+      tr '\r' '\n' < "$OUT/mutmut.log" | grep -A15 "ERRORS\|FAILURES" | head -n 30 >&2
+      echo "mutmut: the tests fail on the unmutated code (log: $OUT/mutmut.log)" >&2; rc_tool=1
+    elif ((mrc)) && ! grep -q ': ' "$OUT/mutmut-results.txt"; then
+      echo "mutmut failed (exit $mrc): $OUT/mutmut.log" >&2; rc_tool=1
+    else
+      # per module: killed / all, and every mutant that is not killed, with its diff
+      awk -F': ' '/: /{split($1, p, "."); key=p[1] "." p[2]; sub(/^ +/, "", key); n[key]++;
+                  if ($2 == "killed") k[key]++ }
+                  END { for (m in n) printf "  %-40s %d of %d killed (%.0f%%)\n", m, k[m], n[m], 100 * k[m] / n[m] }' \
+        "$OUT/mutmut-results.txt" | sort
+      bad=$(grep -v ': killed$' "$OUT/mutmut-results.txt" | grep ': ' | sed 's/^ *//')
+      if [[ -n $bad ]]; then
+        survived=1
+        echo "mutmut: not killed ($(echo "$bad" | wc -l)):"
+        # each with its diff (`mutmut show NAME` in $W), the first MUTANTS_SHOW of them [40]
+        shown=0
+        while read -r line; do
+          name=${line%%:*}
+          echo "--- $line"
+          if ((shown++ < ${MUTANTS_SHOW:-40})); then
+            (cd "$W" && "$ROOT/.venv/bin/mutmut" show "$name" 2>/dev/null) | grep '^[-+][^-+]' | sed 's/^/    /'
+          fi
+        done <<< "$bad"
+      else
+        echo "mutmut: every mutant killed"
+      fi
+    fi
+  fi
+fi
+
+# ---------------------------------------------------------------------- cargo-mutants
+if ((rust_on)); then
+  if ! cargo mutants --version >/dev/null 2>&1; then
+    echo "cargo-mutants: not installed (cargo install --locked cargo-mutants); Rust side skipped" >&2
+    rc_tool=1
+  else
+    args=(--output "$OUT" --no-shuffle)
+    if ((!all)); then
+      git diff "$base" -- 'src/*.rs' 'src/**/*.rs' > "$OUT/rust.diff"
+      if [[ ! -s $OUT/rust.diff ]]; then
+        echo "cargo-mutants: no Rust file changed against $base"
+        args=()
+      else
+        args+=(--in-diff "$OUT/rust.diff")
+      fi
+    fi
+    if ((${#args[@]})); then
+      cargo mutants "${args[@]}" > "$OUT/cargo-mutants.log" 2>&1
+      crc=$?
+      tail -n 5 "$OUT/cargo-mutants.log"
+      # exit 2: some mutants missed; 3: timeouts; 0: all caught (cargo-mutants' codes)
+      if [[ -s $OUT/mutants.out/missed.txt ]]; then
+        survived=1
+        echo "cargo-mutants: missed ($(wc -l < "$OUT/mutants.out/missed.txt")):"
+        sed 's/^/  /' "$OUT/mutants.out/missed.txt"
+      fi
+      if [[ -s $OUT/mutants.out/timeout.txt ]]; then
+        echo "cargo-mutants: timed out (not counted as caught):"
+        sed 's/^/  /' "$OUT/mutants.out/timeout.txt"
+      fi
+      ((crc == 0 || crc == 2 || crc == 3)) || { echo "cargo-mutants failed (exit $crc): $OUT/cargo-mutants.log" >&2; rc_tool=1; }
+    fi
+  fi
+fi
+
+((rc_tool)) && exit 2
+exit $survived
