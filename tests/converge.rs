@@ -1,7 +1,7 @@
-//! `gradcomp converge` (issue 16; docs/methods.md, "Convergence check"): real training
-//! through the e2e path. Determinism, dense convergence, every method against dense
-//! S-SGD at -np 2 and 3 under the documented tolerance, negative controls that must fail
-//! the same check, divergence handling and bad input.
+//! `gradcomp converge` (issues 16 and 48; docs/methods.md, "Convergence check"): real
+//! training through the e2e path. Determinism, steps to dense S-SGD's accuracy against the
+//! rule written again here, negative controls that must not reach it, no overfitting on
+//! fresh samples, divergence handling and bad input.
 
 mod common;
 
@@ -9,9 +9,6 @@ use common::*;
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Output};
-
-/// Every method and the controls, in the order of the documented table.
-const ALL: &str = "ssgd,signsgd,signsgd-mv,topk,dgc,powersgd,acpsgd,marsit,sketch,qsgd,omgs,sketch-fusion,powersgd-noef,topk-noef";
 
 /// `mpirun` with one BLAS thread per rank (the documented setting: ranks = cores, and
 /// bit-identical curves need the same BLAS threading).
@@ -69,128 +66,166 @@ fn run_finals(np: usize, dir: &Path, args: &[&str]) -> (Vec<HashMap<String, Stri
     (rs, f, dense)
 }
 
-/// The documented check (docs/methods.md): final eval loss <= dense * 1.25.
-fn within(loss: f64, dense: f64) -> bool {
-    loss.is_finite() && loss <= dense * (1.0 + gradcomp::converge::TOLERANCE_REL)
+/// The held-out evaluations of each (method, seed): (steps done, loss, accuracy).
+fn curves(rs: &[HashMap<String, String>]) -> HashMap<(String, String), Vec<(u64, f64, f64)>> {
+    let mut out: HashMap<(String, String), Vec<(u64, f64, f64)>> = HashMap::new();
+    for r in rs {
+        if let (Ok(l), Ok(a)) = (
+            r["eval_loss"].parse::<f64>(),
+            r["eval_accuracy"].parse::<f64>(),
+        ) {
+            let step: u64 = r["step"].parse().unwrap();
+            out.entry((r["method"].clone(), r["seed"].clone()))
+                .or_default()
+                .push((step + 1, l, a));
+        }
+    }
+    out
 }
 
-/// Every method for the documented 200 steps; asserts what docs/methods.md's table says
-/// for the clear cases and that both negative controls fail the same check.
-fn methods_against_dense(np: usize) {
-    if skip_np(np) {
-        return;
-    }
-    let dir = tmpdir(&format!("conv-all-{np}"));
-    let (rs, f, dense) = run_finals(np, &dir, &["--methods", ALL, "--eval-every", "100"]);
-    // Dense S-SGD learns: its held-out loss ends well below its first training loss and
-    // below chance level ln(10).
-    let first: f64 = rs
-        .iter()
-        .find(|r| r["method"] == "ssgd")
-        .map(|r| r["train_loss"].parse().unwrap())
-        .unwrap();
-    assert!(
-        dense < 0.6 * first && dense < 0.6 * 10f64.ln(),
-        "dense did not learn: {first} -> {dense}"
-    );
-    let report: Vec<String> = f
-        .iter()
-        .map(|(m, (l, s))| format!("{m}: {l:.4} ({:.3}x, {s})", l / dense))
-        .collect();
-    // Match dense at both world sizes (docs/methods.md).
-    for m in ["ssgd", "powersgd", "qsgd"] {
-        assert!(
-            within(f[m].0, dense),
-            "{m} should match dense at -np {np}: {report:?}"
-        );
-    }
-    // Documented as not matching within 200 steps at the default density 0.001 (Count
-    // Sketch: its sketch cannot find the top k of this flat gradient; docs/methods.md,
-    // "sketch"), and the negative control topk-noef:
-    // the same check must fail for them. powersgd-noef is reported, not asserted: it
-    // sits near the threshold (1.31x at -np 3 on one CPU, 1.22x on another with the same
-    // seed and code: BLAS kernels chosen per CPU round differently; docs/methods.md).
-    for m in [
-        "signsgd",
-        "signsgd-mv",
-        "topk",
-        "sketch",
-        "sketch-fusion",
-        "topk-noef",
-    ] {
-        assert!(
-            !within(f[m].0, dense),
-            "{m} should fail the check at -np {np}: {report:?}"
-        );
-    }
-    // Every case ran its 200 steps; Count Sketch's two rounds no longer diverge
-    // (docs/methods.md, "sketch": the one-round rule gave NaN at step 34).
-    for (m, (loss, s)) in &f {
-        assert_eq!(s, "done", "{m}: {report:?}");
-        assert!(loss.is_finite(), "{m}: {report:?}");
-        assert_eq!(rs.iter().filter(|r| &r["method"] == m).count(), 200);
-    }
-    // The fidelity column: exact for dense, non-zero for a compressor.
-    assert!(rs
-        .iter()
-        .filter(|r| r["method"] == "ssgd")
-        .all(|r| r["update_rel_err"].parse::<f64>().unwrap() < 1e-6));
-    assert!(rs
-        .iter()
-        .filter(|r| r["method"] == "topk")
-        .all(|r| r["update_rel_err"].parse::<f64>().unwrap() > 0.1));
-    eprintln!("-np {np}: {report:?}");
-}
+/// A smaller student than the default (128-128 hidden: the same fresh-sample task, about
+/// ten times cheaper a step) for 600 steps at three seeds, so the check fits in `make test`.
+const SMALL: [&str; 8] = [
+    "--hidden",
+    "128,128",
+    "--steps",
+    "600",
+    "--eval-every",
+    "50",
+    "--seeds",
+    "1,2,3",
+];
 
+/// Methods whose papers report dense accuracy reach dense's target at every seed (the
+/// clear ones at this size: docs/methods.md's table has the rest), and the negative
+/// controls without error feedback never do, or later than the method that keeps it.
 #[test]
-fn every_method_against_dense_np2() {
-    methods_against_dense(2);
-}
-
-#[test]
-fn every_method_against_dense_np3() {
-    methods_against_dense(3);
-}
-
-/// Count Sketch at its default sizes (FetchSGD's: density 0.0076, 20 columns per kept
-/// element; docs/methods.md, "sketch") matches dense over 1,000 steps at -np 3, two
-/// seeds, and every row records the sizes it ran at (the other sparsifiers keep 0.001).
-#[test]
-fn sketch_trains_at_its_default_sizes_np3() {
+fn compressed_methods_reach_dense_and_controls_do_not_np3() {
     if skip_np(3) {
         return;
     }
-    for seed in ["1", "2"] {
-        let dir = tmpdir(&format!("conv-sketch-default-{seed}"));
-        let (rs, f, dense) = run_finals(
-            3,
-            &dir,
-            &[
-                "--methods",
-                "ssgd,topk,sketch,sketch-fusion",
-                "--steps",
-                "1000",
-                "--eval-every",
-                "1000",
-                "--seed",
-                seed,
-            ],
-        );
-        for m in ["sketch", "sketch-fusion"] {
-            assert_eq!(f[m].1, "done", "seed {seed} {m}");
+    let dir = tmpdir("conv-target-3");
+    let mut args = vec![
+        "--methods",
+        "ssgd,powersgd,qsgd,sketch,topk-noef,powersgd-noef",
+    ];
+    args.extend(SMALL);
+    let (rs, f, _) = run_finals(3, &dir, &args);
+    let c = curves(&rs);
+    let finals: Vec<(f64, f64)> = ["1", "2", "3"]
+        .iter()
+        .map(|s| *c[&("ssgd".to_string(), s.to_string())].last().unwrap())
+        .map(|(_, l, a)| (l, a))
+        .collect();
+    let t = dense_target(&finals);
+    let reach = |m: &str, seed: &str| steps_to_target(&c[&(m.to_string(), seed.to_string())], t);
+    let report: Vec<String> = c
+        .iter()
+        .map(|((m, s), cv)| {
+            format!(
+                "{m} seed {s}: {:?} last {:?}",
+                steps_to_target(cv, t),
+                cv.last()
+            )
+        })
+        .collect();
+    for seed in ["1", "2", "3"] {
+        for m in ["ssgd", "powersgd", "qsgd"] {
             assert!(
-                within(f[m].0, dense),
-                "seed {seed} {m}: {} vs dense {dense}",
-                f[m].0
+                reach(m, seed).is_some(),
+                "{m} seed {seed}: target {t:?}: {report:?}"
             );
         }
-        for r in &rs {
-            let sketch = r["method"].starts_with("sketch");
-            let want = if sketch { 0.0076 } else { 0.001 };
-            assert_eq!(r["density"].parse::<f64>().ok(), Some(want), "{r:?}");
-            assert_eq!(r["sketch_cols_per_k"].parse::<f64>().ok(), Some(20.0));
-        }
+        assert!(
+            reach("topk-noef", seed).is_none(),
+            "target {t:?}: {report:?}"
+        );
+        let (with, without) = (reach("powersgd", seed), reach("powersgd-noef", seed));
+        assert!(
+            without.is_none() || without > with,
+            "powersgd-noef seed {seed} {without:?} vs powersgd {with:?}: {report:?}"
+        );
     }
+    // The binary's own summary agrees: dense's target line and every case done.
+    for (m, (loss, s)) in &f {
+        assert_eq!(s, "done", "{m}: {report:?}");
+        assert!(loss.is_finite(), "{m}: {report:?}");
+        assert_eq!(rs.iter().filter(|r| &r["method"] == m).count(), 3 * 600);
+    }
+    // Every row records the sizes it ran at (Count Sketch: its own defaults).
+    for r in &rs {
+        let want = if r["method"] == "sketch" {
+            0.0076
+        } else {
+            0.001
+        };
+        if r["method"] == "sketch" || r["method"] == "topk-noef" {
+            assert_eq!(r["density"].parse::<f64>().ok(), Some(want), "{r:?}");
+        }
+        assert_eq!(r["sketch_cols_per_k"].parse::<f64>().ok(), Some(20.0));
+        assert_eq!(r["hidden"], "128-128");
+        assert_eq!(r["train_samples"], "0");
+    }
+    // The fidelity column, at each evaluation: exact for dense, non-zero for a compressor.
+    let rel = |m: &str| -> Vec<f64> {
+        rs.iter()
+            .filter(|r| r["method"] == m && !r["update_rel_err"].is_empty())
+            .map(|r| r["update_rel_err"].parse::<f64>().unwrap())
+            .collect()
+    };
+    assert_eq!(
+        rel("ssgd").len(),
+        3 * 13,
+        "step 0 and 12 evaluations per seed"
+    );
+    assert!(rel("ssgd").iter().all(|&e| e < 1e-6));
+    assert!(rel("topk-noef").iter().all(|&e| e > 0.1));
+}
+
+/// Fresh samples every step: dense S-SGD's held-out loss does not rise after its minimum
+/// by more than its seed-to-seed noise (the margin of the target); the old fixed set of
+/// 1,024 samples, trained on for the same steps, does (the check can fail).
+#[test]
+fn dense_does_not_overfit_on_fresh_samples_np2() {
+    if skip_np(2) {
+        return;
+    }
+    let rise = |train: &str| {
+        let dir = tmpdir(&format!("conv-overfit-{train}"));
+        let mut args = vec!["--methods", "ssgd", "--train-samples", train];
+        args.extend(SMALL);
+        let (rs, _, _) = run_finals(2, &dir, &args);
+        let c = curves(&rs);
+        let finals: Vec<(f64, f64)> = ["1", "2", "3"]
+            .iter()
+            .map(|s| *c[&("ssgd".to_string(), s.to_string())].last().unwrap())
+            .map(|(_, l, a)| (l, a))
+            .collect();
+        let noise = dense_target(&finals).0 - finals.iter().map(|f| f.0).sum::<f64>() / 3.0;
+        let worst = c
+            .values()
+            .map(|cv| {
+                let (i, min) = cv
+                    .iter()
+                    .enumerate()
+                    .min_by(|a, b| a.1 .1.total_cmp(&b.1 .1))
+                    .map(|(i, p)| (i, p.1))
+                    .unwrap();
+                cv[i..].iter().map(|p| p.1 - min).fold(0.0, f64::max)
+            })
+            .fold(0.0, f64::max);
+        (worst, noise)
+    };
+    let (fresh, noise) = rise("0");
+    assert!(
+        fresh <= noise,
+        "fresh samples: rise {fresh} > noise {noise}"
+    );
+    let (fixed, noise_fixed) = rise("1024");
+    assert!(
+        fixed > noise_fixed && fixed > fresh,
+        "a fixed set of 1,024 should overfit: rise {fixed} vs noise {noise_fixed}"
+    );
 }
 
 #[test]
@@ -380,6 +415,16 @@ fn bad_input_exits_2_naming_the_flag() {
         1,
         &["converge", "--methods", "topk", "--collective", "allreduce"],
         &["--collective", "topk"],
+    );
+    assert_refused(
+        1,
+        &["converge", "--methods", "ssgd", "--lr-schedule", "step"],
+        &["--lr-schedule", "cosine, constant"],
+    );
+    assert_refused(
+        1,
+        &["converge", "--methods", "ssgd", "--seeds", "1,2,1"],
+        &["--seeds", "appears twice"],
     );
     // A repeated method is refused like e2e's, not silently run once.
     assert_refused(

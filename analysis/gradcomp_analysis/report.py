@@ -584,6 +584,85 @@ def paper_scale_trains(R, found):
             "(`gradcomp converge` in these folders; docs/methods.md, \"Convergence check\")")
 
 
+# compute_drift above this (src/bench/e2e.rs, DRIFT_WARN) is the drift the binary warns of.
+DRIFT_WARN = 0.10
+
+
+def ranking_warnings(e2e: pd.DataFrame, meta) -> list:
+    """Why the run's e2e times cannot support a ranking, one line each with the command that
+    would (empty when none applies): the emulated device drifted from its compute model, the
+    node was loaded or oversubscribed, or cases were timed in one round of few iterations."""
+    out = []
+    if "compute_drift" in e2e.columns:
+        d = pd.to_numeric(e2e["compute_drift"], errors="coerce")
+        n = int((d > DRIFT_WARN).sum())
+        if n:
+            out.append(f"{n} of {len(e2e)} e2e case(s) drifted more than {DRIFT_WARN:.0%} from the compute model "
+                       f"(worst {d.max():.0%}): the node was busy; rerun on a quiet node")
+    for _, m in meta:
+        if not isinstance(m, dict):
+            continue
+        cores, ws = m.get("host_cores"), m.get("world_size")
+        load = m.get("load_avg_start")
+        hosts = m.get("hosts") or []
+        if isinstance(cores, (int, float)) and isinstance(ws, (int, float)) and cores > 0 and \
+                ws > cores * max(len(set(hosts)), 1):
+            out.append(f"run {m.get('run_id', '?')}: {int(ws)} ranks on {int(cores)} core(s): oversubscribed, ranks "
+                       "share cores and their times mix; run with no more ranks than cores (mpirun -np N)")
+        if isinstance(load, (list, tuple)) and load:
+            load = load[0]
+        if isinstance(load, (int, float)) and isinstance(cores, (int, float)) and cores > 0 and load > cores:
+            out.append(f"run {m.get('run_id', '?')}: load average {load:.1f} on {int(cores)} core(s) at the start: "
+                       "other work shared the node; rerun when it is quiet")
+    if "iters_run" in e2e.columns or "iters" in e2e.columns:
+        it = pd.to_numeric(e2e.get("iters_run", e2e.get("iters")), errors="coerce")
+        rep = e2e["repeats"] if "repeats" in e2e.columns else pd.Series(1, index=e2e.index)
+        few = int(((it < 20) & (rep <= 1)).sum())
+        if few:
+            out.append(f"{few} e2e case(s) were timed once over fewer than 20 iterations: a handful of iterations "
+                       "does not rank methods; time them with `e2e --min-time 0.3 --target-ci 0.03` (TOML "
+                       "`min_time_s`, `target_ci`)")
+    return out
+
+
+def fastest_section(R, e2e, checks, meta):
+    """"Fastest to dense accuracy": per setup of the measured e2e rows (model, world size, device...),
+    each method's best configuration ranked by time to dense accuracy (trains.time_to_accuracy), with
+    the warnings of `ranking_warnings` above it."""
+    if e2e is None or not len(e2e) or checks is None or not len(checks):
+        return
+    keys = T.setup_keys(e2e) + [c for c in ("compress_on",) if c in e2e.columns]
+    params = [k for k in trains.KEYS if k in e2e.columns]
+    b = T.best(e2e.assign(**{k: e2e[k].fillna(-1) for k in params}), keys + ["method"] + params)
+    b = b.replace({k: {-1: math.nan} for k in params})
+    t = trains.time_to_accuracy(b, checks, keys)
+    if not len(t):
+        return
+    R.add("## Fastest to dense accuracy", "")
+    for w in ranking_warnings(e2e, meta):
+        R.add(f"> **Warning: this run cannot rank methods.** {w}.", "")
+    lines = []
+    for _, g in t.groupby(keys, sort=False, dropna=False):
+        top = g[g["rank"] == 1]
+        setup = ", ".join(f"{k} {v}" for k, v in zip(keys, g.iloc[0][keys]))
+        if not len(top):
+            lines.append(f"- {setup}: no method reaches dense accuracy in these results (or none was checked).")
+            continue
+        w = top.iloc[0]
+        ties = list(g.loc[g["tie"], "method"])
+        tail = f"; a tie with {', '.join(ties)} (intervals overlap)" if ties else ""
+        sp = w["speedup_vs_ssgd"]
+        lines.append(f"- {setup}: **{w['method']}** first, {fmt(w['tta_s'])} s to dense accuracy"
+                     + (f", {sp:.2f}x S-SGD's time" if sp == sp else "") + tail + ".")
+    R.add(*lines, "")
+    show = t.assign(tta=[f"{fmt(a)} s [{fmt(lo)}, {fmt(hi)}]" if a == a else "-" for a, lo, hi in
+                         zip(t["tta_s"], t["tta_lo_s"], t["tta_hi_s"])])
+    cols = keys + ["rank", "method", "config", "iter_ms", "steps", "tta", "speedup_vs_ssgd", "tie", "verdict"]
+    R.table("fastest_to_accuracy", show[[c for c in cols if c in show.columns]],
+            "time to dense accuracy = steps to dense's target (`gradcomp converge`) x measured time per iteration")
+    R.add(trains.TTA_CAVEAT, "")
+
+
 def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -> str:
     """Write OUT_DIR/report.md (default: FIRST_RESULTS_DIR/report) and return its path.
 
@@ -628,10 +707,11 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
           "came from; a comparison drawn from several runs names them all (`a + b`, in long tables in "
           "`runs compared`). Columns marked *(published)* are the papers' "
           "numbers (their hardware; see each section), not ours. `trains`: whether the row's method at its "
-          "parameters (density, rank, sketch size) passes the convergence check of `gradcomp converge` in these "
-          "results (final held-out loss within "
-          f"{1 + T.CONVERGE_TOLERANCE_REL:g}x dense S-SGD's): `trains (r x dense)`, `outside tolerance`, `diverged "
-          "at step N`, `interrupted` (a curve cut short), `at np N` when only another world size was checked, "
+          "hyper-parameters (density, rank, sketch size, QSGD levels) reaches dense S-SGD's held-out accuracy in "
+          "`gradcomp converge` in these results: dense's final loss and accuracy over its seeds widened by the "
+          "one-sided 95% prediction bound of one more dense seed: `trains (dense accuracy in N steps)`, `does not "
+          "reach dense`, `no dense target` (dense at fewer than 2 seeds), `diverged at step N`, `interrupted` (a "
+          "curve cut short), `at np N` when only another world size was checked, "
           "`not checked` when no converge.csv has that configuration (docs/methods.md, \"Convergence check\").", "")
 
     # The convergence verdict of each timed configuration, beside its times in every table (trains.py).
@@ -651,6 +731,8 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
             R.add(f"{int((rep > 1).sum())} e2e case(s) were measured more than once in one run (up to "
                   f"{int(rep.max())} times): each is shown at its median repeat, its ± widened to half the range "
                   "between the repeats where that is larger.", "")
+
+    fastest_section(R, e2e if has_e2e else None, checks, res.meta)
 
     # ---------------------------------------------------------------- papers
     R.add("## ACP-SGD", "", pub.cite("acpsgd") + " Published: on average "
@@ -837,6 +919,13 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
               "`steps_to_1.1x_dense`: first evaluated step at or below 1.1x dense's final held-out loss "
               "(empty: never); `why_not`: the documented reason a method misses the check at the "
               "documented run (docs/methods.md, \"Convergence check\"), not a diagnosis of this run.", "")
+        ch = checks.assign(target=[f"loss <= {lo:.4f}, accuracy >= {a:.4f} ({int(n)} dense seeds)"
+                                   if lo == lo else "-" for lo, a, n in
+                                   zip(checks["target_loss"], checks["target_accuracy"], checks["dense_seeds"])])
+        R.table("converge_targets", ch[["method", "world_size", *[k for k in trains.KEYS if ch[k].notna().any()],
+                                       "seeds", "steps", "steps_lo", "steps_hi", "ratio", "text", "target"]],
+                "steps to dense S-SGD's accuracy per configuration (its seeds together; `ratio`: mean final "
+                "held-out loss over dense's)")
         R.table("converge_summary", T.converge_summary(res.converge),
                 "final held-out loss and accuracy per method beside dense S-SGD")
         R.figs(plots.converge_curves(res.converge, out_dir))

@@ -20,18 +20,34 @@ pub struct ConvergeArgs {
     /// Run the [[converge]] sections of this bench config instead of the flags
     #[arg(long, value_name = "FILE", conflicts_with = "methods")]
     pub config: Option<PathBuf>,
-    /// Training steps per method [default: 200]
+    /// Training steps per method [default: 1000]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub steps: Option<u64>,
     /// Samples per worker per step [default: 32]
     #[arg(long, value_name = "B", allow_negative_numbers = true)]
     pub batch: Option<usize>,
-    /// Learning rate [default: 0.05]
+    /// Learning rate (peak of the schedule) [default: 0.1]
     #[arg(long, value_name = "X", allow_negative_numbers = true)]
     pub lr: Option<f64>,
     /// Momentum of the SGD step (DGC runs plain SGD on its own velocity) [default: 0.9]
     #[arg(long, value_name = "M", allow_negative_numbers = true)]
     pub sgd_momentum: Option<f64>,
+    /// Learning-rate schedule: cosine (warm-up, then cosine decay to 0) or constant
+    /// [default: cosine]
+    #[arg(long, value_name = "NAME")]
+    pub lr_schedule: Option<String>,
+    /// Linear learning-rate warm-up steps [default: 5% of --steps]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub warmup_steps: Option<u64>,
+    /// Seeds, comma-separated: every case runs once per seed; steps to dense's accuracy
+    /// need dense at 2 or more (3 recommended) [default: --seed]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LIST",
+        allow_negative_numbers = true
+    )]
+    pub seeds: Option<Vec<u64>>,
     /// Evaluate on the held-out set every N steps and after the last [default: 50]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub eval_every: Option<u64>,
@@ -41,7 +57,7 @@ pub struct ConvergeArgs {
     /// Collective: auto, allreduce, allgather, ps, ring [default: auto]
     #[arg(long, value_name = "MODE")]
     pub collective: Option<String>,
-    /// Hidden layer widths, comma-separated [default: 384,384]
+    /// Hidden layer widths, comma-separated [default: 512,512]
     #[arg(
         long,
         value_delimiter = ',',
@@ -49,7 +65,8 @@ pub struct ConvergeArgs {
         allow_hyphen_values = true
     )]
     pub hidden: Option<Vec<usize>>,
-    /// Train samples over all ranks [default: 16384]
+    /// Train samples over all ranks: 0 draws fresh samples from the teacher every step
+    /// (no overfitting); N trains on a fixed set of N [default: 0]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub train_samples: Option<usize>,
     /// Held-out samples [default: 2048]
@@ -106,6 +123,9 @@ impl ConvergeArgs {
             lr: self.lr.unwrap_or(d.lr),
             sgd_momentum: self.sgd_momentum.unwrap_or(d.sgd_momentum),
             eval_every: self.eval_every.unwrap_or(d.eval_every),
+            lr_schedule: self.lr_schedule.clone().unwrap_or(d.lr_schedule),
+            warmup_steps: self.warmup_steps,
+            seeds: self.seeds.clone(),
             fusion: self.fusion.clone().unwrap_or(d.fusion),
             collective: self.collective.clone().unwrap_or(d.collective),
             hidden: self.hidden.clone().unwrap_or(d.hidden),

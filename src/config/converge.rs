@@ -45,11 +45,25 @@ pub struct ConvergeSection {
     pub input: usize,
     #[serde(default = "d_classes")]
     pub classes: usize,
-    /// Train samples (all ranks together) and held-out samples.
+    /// Train samples (all ranks together): 0 (the default) draws fresh samples from the
+    /// teacher at every step, so the student cannot overfit; N > 0 trains on a fixed set
+    /// of N samples (the task before 2026-11-28, which overfits).
     #[serde(default = "d_train")]
     pub train_samples: usize,
+    /// Held-out samples (a fixed set from its own stream).
     #[serde(default = "d_eval")]
     pub eval_samples: usize,
+    /// Learning-rate schedule: `cosine` (linear warm-up, then cosine decay to 0 at the
+    /// last step) or `constant` (warm-up, then `lr`).
+    #[serde(default = "d_lr_schedule")]
+    pub lr_schedule: String,
+    /// Linear learning-rate warm-up steps; default: 5% of `steps`.
+    #[serde(default)]
+    pub warmup_steps: Option<u64>,
+    /// Seeds: each case runs once per seed (default: the run's seed alone). Steps to
+    /// dense's accuracy need dense at three or more seeds (its seed-to-seed spread).
+    #[serde(default)]
+    pub seeds: Option<Vec<u64>>,
     /// Density sweep; this key and the next three are the parameter sweep ([`Sweep`]).
     #[serde(default)]
     pub densities: Option<Vec<f64>>,
@@ -63,13 +77,13 @@ pub struct ConvergeSection {
 }
 
 fn d_steps() -> u64 {
-    200
+    1000
 }
 fn d_batch() -> usize {
     32
 }
 fn d_lr() -> f64 {
-    0.05
+    0.1
 }
 fn d_sgd_momentum() -> f64 {
     0.9
@@ -84,16 +98,19 @@ fn d_collective() -> String {
     "auto".into()
 }
 fn d_hidden() -> Vec<usize> {
-    vec![384, 384]
+    vec![512, 512]
 }
 fn d_input() -> usize {
-    128
+    32
 }
 fn d_classes() -> usize {
     10
 }
 fn d_train() -> usize {
-    16384
+    0
+}
+fn d_lr_schedule() -> String {
+    "cosine".into()
 }
 fn d_eval() -> usize {
     2048
@@ -116,6 +133,9 @@ impl ConvergeSection {
             classes: d_classes(),
             train_samples: d_train(),
             eval_samples: d_eval(),
+            lr_schedule: d_lr_schedule(),
+            warmup_steps: None,
+            seeds: None,
             densities: None,
             lowrank_ranks: None,
             ranks: None,
@@ -138,8 +158,59 @@ pub struct ConvergeCase {
     pub fusion: Fusion,
     pub collective: CollectiveMode,
     pub widths: Vec<usize>,
+    /// 0: fresh samples every step; N: a fixed training set of N samples.
     pub train_samples: usize,
     pub eval_samples: usize,
+    pub lr_schedule: LrSchedule,
+    pub warmup_steps: u64,
+    pub seed: u64,
+}
+
+/// The learning rate over a run (Goyal et al. 2017, "Accurate, Large Minibatch SGD",
+/// Sec. 2.2: linear warm-up; Loshchilov & Hutter, ICLR 2017, "SGDR", Eq. 5 without
+/// restarts: cosine decay).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LrSchedule {
+    Cosine,
+    Constant,
+}
+
+impl LrSchedule {
+    pub const NAMES: &'static str = "cosine, constant";
+    pub fn parse(s: &str) -> Option<LrSchedule> {
+        match s {
+            "cosine" => Some(LrSchedule::Cosine),
+            "constant" => Some(LrSchedule::Constant),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            LrSchedule::Cosine => "cosine",
+            LrSchedule::Constant => "constant",
+        }
+    }
+}
+
+impl ConvergeCase {
+    /// The learning rate of step `step` (0-based): `lr (step + 1) / W` over the first `W`
+    /// warm-up steps; then `lr` (constant) or `lr (1 + cos(pi (step - W) / (steps - W))) / 2`
+    /// (cosine, reaching 0 after the last step).
+    pub fn lr_at(&self, step: u64) -> f64 {
+        let w = self.warmup_steps;
+        if step < w {
+            return self.lr * (step + 1) as f64 / w as f64;
+        }
+        match self.lr_schedule {
+            LrSchedule::Constant => self.lr,
+            LrSchedule::Cosine => {
+                let span = self.steps.saturating_sub(w).max(1) as f64;
+                let t = (step - w) as f64 / span;
+                self.lr * 0.5 * (1.0 + (std::f64::consts::PI * t).cos())
+            }
+        }
+    }
 }
 
 impl ConvergeCase {
@@ -203,7 +274,13 @@ impl ConvergeCase {
 
 impl ConvergeSection {
     /// Validate for a world of `world_size` ranks; errors name the key (or CLI flag).
-    pub fn validate(&self, origin: &Origin, world_size: usize) -> Result<Vec<ConvergeCase>> {
+    /// `run_seed` is the seed of every case when the section gives no `seeds`.
+    pub fn validate(
+        &self,
+        origin: &Origin,
+        world_size: usize,
+        run_seed: u64,
+    ) -> Result<Vec<ConvergeCase>> {
         let inv = |k: &str, m: String| Error::from(origin.invalid(k, m));
         if self.methods.is_empty() {
             return Err(inv(
@@ -277,18 +354,26 @@ impl ConvergeSection {
                 ),
             ));
         }
-        if self.train_samples < world_size || self.train_samples > 1 << 24 {
+        if self.train_samples != 0
+            && (self.train_samples < world_size || self.train_samples > 1 << 24)
+        {
             return Err(inv(
                 "train_samples",
                 format!(
-                    "{} must be between the world size ({world_size}) and 16777216",
+                    "{} must be 0 (fresh samples every step) or between the world size ({world_size}) and 16777216",
                     self.train_samples
                 ),
             ));
         }
-        // The smallest shard is floor(train_samples / world_size).
+        // The smallest shard is floor(train_samples / world_size); fresh samples have none.
+        if self.batch == 0 || self.batch > 1 << 20 {
+            return Err(inv(
+                "batch",
+                format!("{} samples per worker: give 1..=1048576", self.batch),
+            ));
+        }
         let shard = self.train_samples / world_size.max(1);
-        if self.batch == 0 || self.batch > shard {
+        if self.train_samples != 0 && self.batch > shard {
             return Err(inv(
                 "batch",
                 format!(
@@ -297,6 +382,35 @@ impl ConvergeSection {
                 ),
             ));
         }
+        let lr_schedule = LrSchedule::parse(self.lr_schedule.trim()).ok_or_else(|| {
+            inv(
+                "lr_schedule",
+                format!(
+                    "unknown schedule '{}'; allowed: {}",
+                    crate::config::clip(&self.lr_schedule),
+                    LrSchedule::NAMES
+                ),
+            )
+        })?;
+        let warmup_steps = self.warmup_steps.unwrap_or(self.steps / 20);
+        if warmup_steps >= self.steps {
+            return Err(inv(
+                "warmup_steps",
+                format!(
+                    "{warmup_steps} is not below steps ({}): give 0..{}",
+                    self.steps, self.steps
+                ),
+            ));
+        }
+        let seeds = self.seeds.clone().unwrap_or_else(|| vec![run_seed]);
+        if seeds.is_empty() || seeds.len() > 1000 {
+            return Err(inv(
+                "seeds",
+                format!("{} seeds: give 1 to 1000", seeds.len()),
+            ));
+        }
+        crate::config::no_repeats(origin, "seeds", &seeds, |s| s.to_string())
+            .map_err(Error::from)?;
         let fusion = crate::config::parse_fusion(origin, "fusion", &self.fusion)?;
         let collective = CollectiveMode::parse(self.collective.trim()).ok_or_else(|| {
             inv(
@@ -322,22 +436,27 @@ impl ConvergeSection {
         widths.extend(&self.hidden);
         widths.push(self.classes);
         let mut cases = Vec::new();
-        for m in &methods {
-            for p in &params {
-                cases.push(ConvergeCase {
-                    method: m.clone(),
-                    params: p.for_method(m),
-                    steps: self.steps,
-                    batch: self.batch,
-                    lr: self.lr,
-                    sgd_momentum: self.sgd_momentum,
-                    eval_every: self.eval_every,
-                    fusion: crate::config::implied_fusion(m).unwrap_or(fusion),
-                    collective,
-                    widths: widths.clone(),
-                    train_samples: self.train_samples,
-                    eval_samples: self.eval_samples,
-                });
+        for &seed in &seeds {
+            for m in &methods {
+                for p in &params {
+                    cases.push(ConvergeCase {
+                        method: m.clone(),
+                        params: p.for_method(m),
+                        steps: self.steps,
+                        batch: self.batch,
+                        lr: self.lr,
+                        sgd_momentum: self.sgd_momentum,
+                        eval_every: self.eval_every,
+                        fusion: crate::config::implied_fusion(m).unwrap_or(fusion),
+                        collective,
+                        widths: widths.clone(),
+                        train_samples: self.train_samples,
+                        eval_samples: self.eval_samples,
+                        lr_schedule,
+                        warmup_steps,
+                        seed,
+                    });
+                }
             }
         }
         Ok(cases)
@@ -381,4 +500,88 @@ pub const CONVERGE_NOT_DILATED: &str = "converge trains a real model on the host
 
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(steps: u64, warmup: Option<u64>, schedule: &str) -> ConvergeCase {
+        let s = ConvergeSection {
+            steps,
+            warmup_steps: warmup,
+            lr_schedule: schedule.into(),
+            lr: 0.2,
+            ..ConvergeSection::with_methods(vec!["ssgd".into()])
+        };
+        s.validate(&Origin::Cli, 2, 7).unwrap().remove(0)
+    }
+
+    /// The schedule against its closed form: linear warm-up `lr (t+1)/W`, then
+    /// `lr/2 (1 + cos(pi (t-W)/(T-W)))`, or `lr` for the constant schedule.
+    #[test]
+    fn learning_rate_follows_warm_up_then_cosine_decay() {
+        let c = case(100, Some(10), "cosine");
+        assert!((c.lr_at(0) - 0.02).abs() < 1e-12);
+        assert!((c.lr_at(9) - 0.2).abs() < 1e-12);
+        assert!((c.lr_at(10) - 0.2).abs() < 1e-12); // cos(0) = 1
+        assert!((c.lr_at(55) - 0.1).abs() < 1e-12); // halfway: cos(pi/2) = 0
+        let t = 99.0 - 10.0;
+        let want = 0.1 * (1.0 + (std::f64::consts::PI * t / 90.0).cos());
+        assert!((c.lr_at(99) - want).abs() < 1e-12 && c.lr_at(99) < 1e-3);
+        let k = case(100, Some(0), "constant");
+        assert_eq!((k.lr_at(0), k.lr_at(99)), (0.2, 0.2));
+        // Default warm-up: 5% of the steps.
+        assert_eq!(case(1000, None, "cosine").warmup_steps, 50);
+        assert_eq!(case(1000, None, "cosine").seed, 7);
+    }
+
+    #[test]
+    fn seeds_multiply_the_cases_and_bad_schedules_are_refused() {
+        let s = ConvergeSection {
+            seeds: Some(vec![1, 2, 3]),
+            ..ConvergeSection::with_methods(vec!["ssgd".into(), "topk".into()])
+        };
+        let cases = s.validate(&Origin::Cli, 2, 9).unwrap();
+        let got: Vec<(u64, &str)> = cases.iter().map(|c| (c.seed, c.method.as_str())).collect();
+        assert_eq!(got.len(), 6);
+        assert_eq!(got[0], (1, "ssgd"));
+        assert_eq!(got[5], (3, "topk"));
+        for (bad, key) in [
+            (
+                ConvergeSection {
+                    lr_schedule: "step".into(),
+                    ..ConvergeSection::with_methods(vec!["ssgd".into()])
+                },
+                "lr_schedule",
+            ),
+            (
+                ConvergeSection {
+                    warmup_steps: Some(1000),
+                    ..ConvergeSection::with_methods(vec!["ssgd".into()])
+                },
+                "warmup_steps",
+            ),
+            (
+                ConvergeSection {
+                    seeds: Some(vec![1, 1]),
+                    ..ConvergeSection::with_methods(vec!["ssgd".into()])
+                },
+                "seeds",
+            ),
+            (
+                ConvergeSection {
+                    seeds: Some(vec![]),
+                    ..ConvergeSection::with_methods(vec!["ssgd".into()])
+                },
+                "seeds",
+            ),
+        ] {
+            let e = bad.validate(&Origin::Cli, 2, 1).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("--{}", key.replace('_', "-"))),
+                "{key}: {e}"
+            );
+        }
+    }
 }

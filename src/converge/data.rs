@@ -1,8 +1,10 @@
 //! The synthetic classification task of `gradcomp converge` (docs/methods.md,
 //! "Convergence check"): inputs `x ~ N(0, I)`, labels from a fixed random teacher MLP
 //! (`input -> TEACHER_HIDDEN tanh -> classes`, argmax of its logits), all drawn from the
-//! run seed, so every rank builds the same train and held-out sets without I/O. Rank
-//! `r` of `n` trains on the shard of train samples `r, r + n, r + 2n, ...`.
+//! run seed, so every rank builds the same held-out set without I/O. By default every
+//! step draws fresh training samples from the teacher (an endless stream: the student
+//! cannot overfit, and the held-out loss measures generalisation alone); with a fixed
+//! training set, rank `r` of `n` trains on the shard of train samples `r, r + n, ...`.
 
 use super::model::argmax_rows;
 use crate::measure::rng::rng_for;
@@ -45,6 +47,21 @@ impl Dataset {
     }
 }
 
+/// Scratch for [`Teacher::sample_into`]: the teacher's hidden and output activations.
+pub struct Batch {
+    h: Array2<f32>,
+    logits: Array2<f32>,
+}
+
+impl Batch {
+    pub fn new(batch: usize, _input: usize, hidden: usize, classes: usize) -> Batch {
+        Batch {
+            h: Array2::zeros((batch, hidden)),
+            logits: Array2::zeros((batch, classes)),
+        }
+    }
+}
+
 /// The teacher: `W1 (hidden x input)`, `W2 (classes x hidden)`, N(0, 1/fan_in) entries.
 pub struct Teacher {
     w1: Array2<f32>,
@@ -77,6 +94,31 @@ impl Teacher {
         let y = argmax_rows(&logits);
         Dataset { x, y }
     }
+
+    /// Fresh labelled samples into `x` (`batch x input`) and `y`, drawn from `rng` (the
+    /// step's stream): the same rule as [`Teacher::sample`], without allocating.
+    pub fn sample_into<R: Rng>(
+        &self,
+        rng: &mut R,
+        scratch: &mut Batch,
+        x: &mut Array2<f32>,
+        y: &mut [usize],
+    ) {
+        x.mapv_inplace(|_| rng.sample::<f64, _>(StandardNormal) as f32);
+        ndarray::linalg::general_mat_mul(1.0, x, &self.w1.t(), 0.0, &mut scratch.h);
+        scratch.h.mapv_inplace(f32::tanh);
+        ndarray::linalg::general_mat_mul(1.0, &scratch.h, &self.w2.t(), 0.0, &mut scratch.logits);
+        for (yi, row) in y.iter_mut().zip(scratch.logits.rows()) {
+            *yi = row
+                .iter()
+                .enumerate()
+                .fold(
+                    (0, f32::NEG_INFINITY),
+                    |b, (j, &v)| if v > b.1 { (j, v) } else { b },
+                )
+                .0;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -99,5 +141,31 @@ mod tests {
         let s = a.strided(1, 3);
         assert_eq!(s.len(), 133);
         assert_eq!(s.y[1], a.y[4]);
+    }
+
+    /// Fresh samples follow the same labelling rule as a fixed set: the same draws give
+    /// the same labels as `argmax(W2 tanh(W1 x))` written again here.
+    #[test]
+    fn fresh_samples_are_labelled_by_the_teacher() {
+        let t = Teacher::new(5, 8, 3);
+        let mut rng = rng_for(5, 17, 2, STREAM_BATCH);
+        let (mut x, mut y) = (Array2::zeros((50, 8)), vec![9usize; 50]);
+        let mut scratch = Batch::new(50, 8, TEACHER_HIDDEN, 3);
+        t.sample_into(&mut rng, &mut scratch, &mut x, &mut y);
+        for (row, &label) in x.rows().into_iter().zip(&y) {
+            let h: Vec<f32> = (0..TEACHER_HIDDEN)
+                .map(|i| (0..8).map(|j| t.w1[[i, j]] * row[j]).sum::<f32>().tanh())
+                .collect();
+            let z: Vec<f32> = (0..3)
+                .map(|c| (0..TEACHER_HIDDEN).map(|i| t.w2[[c, i]] * h[i]).sum())
+                .collect();
+            let best = (0..3).max_by(|&a, &b| z[a].total_cmp(&z[b])).unwrap();
+            assert_eq!(label, best);
+        }
+        // Another step's stream gives other samples.
+        let mut x2 = Array2::zeros((50, 8));
+        let mut rng = rng_for(5, 18, 2, STREAM_BATCH);
+        t.sample_into(&mut rng, &mut scratch, &mut x2, &mut y);
+        assert_ne!(x, x2);
     }
 }

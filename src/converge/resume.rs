@@ -7,6 +7,7 @@
 //! `converge.interrupted.csv` (kept, never deleted) and the case runs again from its
 //! first step, so converge.csv never holds two attempts of one case.
 
+use super::target::EvalPoint;
 use super::CaseOutcome;
 use crate::error::{Error, Result};
 use crate::record::CsvSink;
@@ -62,6 +63,7 @@ pub fn reopen(path: &Path, world_size: usize) -> Result<(CsvSink, Vec<(String, C
         // (case_id, start byte, end byte) of every row.
         let mut rows: Vec<(String, usize, usize)> = Vec::new();
         let mut last_eval: std::collections::HashMap<String, (f64, f64)> = Default::default();
+        let mut curves: std::collections::HashMap<String, Vec<EvalPoint>> = Default::default();
         let mut record = csv::StringRecord::new();
         loop {
             let start = r.position().byte() as usize;
@@ -76,6 +78,13 @@ pub fn reopen(path: &Path, world_size: usize) -> Result<(CsvSink, Vec<(String, C
             let id = get(c_id).to_string();
             if let (Ok(l), Ok(a)) = (get(c_loss).parse::<f64>(), get(c_acc).parse::<f64>()) {
                 last_eval.insert(id.clone(), (l, a));
+                if let Ok(step) = get(c_step).parse::<u64>() {
+                    curves.entry(id.clone()).or_default().push(EvalPoint {
+                        step,
+                        loss: l,
+                        accuracy: a,
+                    });
+                }
             }
             let status = get(c_status);
             if (status == "done" || status == "diverged") && !finished.iter().any(|(i, _)| *i == id)
@@ -89,6 +98,12 @@ pub fn reopen(path: &Path, world_size: usize) -> Result<(CsvSink, Vec<(String, C
                     id.clone(),
                     CaseOutcome {
                         method: get(c_method).to_string(),
+                        curve: curves.remove(&id).unwrap_or_default(),
+                        // The case's own (seed, ids, label) are set by the caller.
+                        config_id: String::new(),
+                        setup_id: String::new(),
+                        label: String::new(),
+                        seed: 0,
                         final_eval_loss: loss,
                         final_eval_accuracy: acc,
                         status: if status == "done" {

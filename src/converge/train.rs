@@ -20,26 +20,42 @@ pub struct ConvergeRow {
     pub schema_version: u32,
     pub run_id: String,
     pub case_id: String,
+    /// The case without its seed: rows of one configuration at several seeds share it.
+    pub config_id: String,
+    /// The training setup without the method (steps, batch, lr, schedule, model, data):
+    /// the cases a method is held against dense S-SGD's share it.
+    pub setup_id: String,
     pub method: String,
     pub world_size: usize,
     pub seed: u64,
     pub steps: u64,
     pub batch: usize,
     pub lr: f64,
+    pub lr_schedule: String,
+    pub warmup_steps: u64,
     pub sgd_momentum: f64,
     pub density: f64,
     pub rank: usize,
     pub sketch_rows: usize,
     pub sketch_cols_per_k: f64,
+    pub qsgd_levels: u32,
     pub fusion: String,
     pub collective: String,
     pub buckets: usize,
     pub model_params: usize,
+    /// Hidden widths, `-`-separated (`512-512`).
+    pub hidden: String,
+    /// 0: fresh samples from the teacher every step; N: a fixed set of N.
+    pub train_samples: usize,
     pub step: u64,
+    /// The learning rate of this step (the schedule's).
+    pub step_lr: f64,
     pub train_loss: f64,
     pub eval_loss: Option<f64>,
     pub eval_accuracy: Option<f64>,
-    pub update_rel_err: f64,
+    /// `|out - dense mean| / |dense mean|` at the first step and each evaluation step
+    /// (empty between them).
+    pub update_rel_err: Option<f64>,
     pub wire_bytes: u64,
     pub step_s: f64,
     pub compute_s: f64,
@@ -55,6 +71,16 @@ pub struct ConvergeRow {
 #[derive(Clone, Debug, PartialEq)]
 pub struct CaseOutcome {
     pub method: String,
+    /// [`config_id`]: the same configuration at another seed shares it.
+    pub config_id: String,
+    /// [`setup_id`]: dense S-SGD's cases of the same setup are this case's reference.
+    pub setup_id: String,
+    /// The method and the parameters that make it another configuration (`topk
+    /// density=0.001`).
+    pub label: String,
+    pub seed: u64,
+    /// The held-out evaluations, in step order.
+    pub curve: Vec<super::target::EvalPoint>,
     pub final_eval_loss: f64,
     pub final_eval_accuracy: f64,
     pub status: String,
@@ -198,7 +224,6 @@ impl Sync {
 
 /// What one sweep needs besides its cases.
 pub struct RunContext<'a> {
-    pub seed: u64,
     pub run_id: &'a str,
     pub quiet: bool,
     /// Case ids finished by an earlier run into the same directory (`--resume`).
@@ -222,7 +247,7 @@ pub fn run_all(
 ) -> Result<Vec<CaseOutcome>> {
     let mut outcomes = Vec::with_capacity(cases.len());
     for (i, c) in cases.iter().enumerate() {
-        let id = case_id(c, ctx.seed, world.size);
+        let id = case_id(c, world.size);
         if ctx.done.contains(&id) {
             summary.cases_skipped += 1;
             continue;
@@ -230,13 +255,15 @@ pub fn run_all(
         world.sync_or_stop()?;
         if world.is_root() && !ctx.quiet {
             eprintln!(
-                "[gradcomp] converge case {}/{}: {} ({} steps, batch {} per worker, lr {})",
+                "[gradcomp] converge case {}/{}: {} seed {} ({} steps, batch {} per worker, lr {} {})",
                 i + 1,
                 cases.len(),
                 c.method,
+                c.seed,
                 c.steps,
                 c.batch,
-                c.lr
+                c.lr,
+                c.lr_schedule.name()
             );
         }
         let o = run_case(world, c, ctx, sink.as_deref_mut())?;
@@ -258,9 +285,50 @@ pub fn run_all(
     Ok(outcomes)
 }
 
-/// Stable id of a case in a run (FNV-1a of its JSON form, seed and world size).
-pub(crate) fn case_id(c: &ConvergeCase, seed: u64, world_size: usize) -> String {
-    let text = serde_json::to_string(&(c, seed, world_size)).unwrap_or_default();
+/// Stable id of a case in a run (FNV-1a of its JSON form, its seed included, and world size).
+pub(crate) fn case_id(c: &ConvergeCase, world_size: usize) -> String {
+    fnv(&serde_json::to_string(&(c, world_size)).unwrap_or_default())
+}
+
+/// The id of a case's configuration: [`case_id`] of the case with its seed set to 0.
+pub(crate) fn config_id(c: &ConvergeCase, world_size: usize) -> String {
+    let mut c = c.clone();
+    c.seed = 0;
+    case_id(&c, world_size)
+}
+
+/// The id of a case's training setup: [`config_id`] of the case as dense S-SGD with
+/// default parameters, the `single` fusion and the `auto` collective.
+pub(crate) fn setup_id(c: &ConvergeCase, world_size: usize) -> String {
+    let mut c = c.clone();
+    c.method = "ssgd".into();
+    c.params = crate::compress::MethodParams::default();
+    c.fusion = crate::schedule::plan::Fusion::Single;
+    c.collective = crate::comm::exchange::CollectiveMode::Native;
+    config_id(&c, world_size)
+}
+
+/// `method` and the parameters that tell its configurations apart.
+pub fn label(c: &ConvergeCase) -> String {
+    let base = c.base_method();
+    let p = &c.params;
+    let mut s = c.method.clone();
+    if matches!(base, "topk" | "dgc" | "sketch") {
+        s.push_str(&format!(" density={}", p.density_for(&c.method)));
+    }
+    if matches!(base, "powersgd" | "acpsgd") {
+        s.push_str(&format!(" rank={}", p.rank));
+    }
+    if base == "sketch" {
+        s.push_str(&format!(" {}x{}/k", p.sketch_rows, p.sketch_cols_per_k));
+    }
+    if base == "qsgd" {
+        s.push_str(&format!(" levels={}", p.qsgd_levels));
+    }
+    s
+}
+
+fn fnv(text: &str) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in text.bytes() {
         h ^= u64::from(b);
@@ -276,18 +344,21 @@ pub fn run_case(
     ctx: &RunContext,
     mut sink: Option<&mut CsvSink>,
 ) -> Result<CaseOutcome> {
-    let seed = ctx.seed;
+    let seed = c.seed;
     let n = world.size;
     let input = c.widths[0];
     let classes = *c.widths.last().unwrap_or(&2);
     let teacher = data::Teacher::new(seed, input, classes);
-    let shard = teacher
-        .sample(seed, data::STREAM_TRAIN, c.train_samples)
-        .strided(world.rank, n);
+    // A fixed training set (train_samples > 0), else none: fresh samples every step.
+    let shard = (c.train_samples > 0).then(|| {
+        teacher
+            .sample(seed, data::STREAM_TRAIN, c.train_samples)
+            .strided(world.rank, n)
+    });
     let eval = teacher
         .sample(seed, data::STREAM_EVAL, c.eval_samples)
         .strided(world.rank, n);
-    if c.batch > shard.len() {
+    if let Some(shard) = shard.as_ref().filter(|s| c.batch > s.len()) {
         return Err(Error::Input(format!(
             "--batch {}: larger than this rank's shard of {} samples",
             c.batch,
@@ -314,6 +385,7 @@ pub fn run_case(
     let mut xb = Array2::<f32>::zeros((c.batch, input));
     let mut yb = vec![0usize; c.batch];
     let mut idx = vec![0usize; c.batch];
+    let mut fresh = data::Batch::new(c.batch, input, data::TEACHER_HIDDEN, classes);
 
     // Backward times per tensor for the planners, from each layer's multiply-adds at
     // a nominal rate rather than measured (a measured time moves run to run, and with it
@@ -334,32 +406,43 @@ pub fn run_case(
     let mut sync = Sync::new(world, c, seed, tensors, &bwd_s, fwd_s)?;
     let buckets = sync.buckets_per_step();
     let momentum = c.step_momentum() as f32;
-    let lr = c.lr as f32;
-    let id = case_id(c, seed, n);
+    let id = case_id(c, n);
     let row_base = ConvergeRow {
         schema_version: SCHEMA_VERSION,
         run_id: ctx.run_id.to_string(),
         case_id: id,
+        config_id: config_id(c, n),
+        setup_id: setup_id(c, n),
         method: c.method.clone(),
         world_size: n,
         seed,
         steps: c.steps,
         batch: c.batch,
         lr: c.lr,
+        lr_schedule: c.lr_schedule.name().into(),
+        warmup_steps: c.warmup_steps,
         sgd_momentum: f64::from(momentum),
         density: c.params.density_for(&c.method),
         rank: c.params.rank,
         sketch_rows: c.params.sketch_rows,
         sketch_cols_per_k: c.params.sketch_cols_per_k,
+        qsgd_levels: c.params.qsgd_levels,
         fusion: c.fusion.to_string(),
         collective: c.collective.name().to_string(),
         buckets,
         model_params: mlp.numel(),
+        hidden: c.widths[1..c.widths.len() - 1]
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("-"),
+        train_samples: c.train_samples,
         step: 0,
+        step_lr: 0.0,
         train_loss: 0.0,
         eval_loss: None,
         eval_accuracy: None,
-        update_rel_err: 0.0,
+        update_rel_err: None,
         wire_bytes: 0,
         step_s: 0.0,
         compute_s: 0.0,
@@ -372,6 +455,11 @@ pub fn run_case(
     };
     let mut outcome = CaseOutcome {
         method: c.method.clone(),
+        config_id: row_base.config_id.clone(),
+        setup_id: row_base.setup_id.clone(),
+        label: label(c),
+        seed,
+        curve: Vec::new(),
         final_eval_loss: f64::NAN,
         final_eval_accuracy: f64::NAN,
         status: "done".into(),
@@ -389,30 +477,44 @@ pub fn run_case(
             }
             return Err(e);
         }
-        // The minibatch: uniform draws from this rank's shard, seeded by (seed, step, rank).
+        // The minibatch, seeded by (seed, step, rank): fresh samples from the teacher, or
+        // uniform draws from this rank's shard of the fixed set.
         let mut rng = crate::measure::rng::rng_for(seed, step, world.rank, data::STREAM_BATCH);
-        for i in idx.iter_mut() {
-            *i = rng.gen_range(0..shard.len());
-        }
         let ts = world.time();
-        model::gather_rows(shard.x.view(), &idx, &mut xb);
-        for (y, &i) in yb.iter_mut().zip(&idx) {
-            *y = shard.y[i];
+        match &shard {
+            None => {
+                teacher.sample_into(&mut rng, &mut fresh, &mut xb, &mut yb);
+            }
+            Some(shard) => {
+                for i in idx.iter_mut() {
+                    *i = rng.gen_range(0..shard.len());
+                }
+                model::gather_rows(shard.x.view(), &idx, &mut xb);
+                for (y, &i) in yb.iter_mut().zip(&idx) {
+                    *y = shard.y[i];
+                }
+            }
         }
         let loss = mlp.loss_and_grad(xb.view(), &yb, &mut grads);
         let tc = world.time();
         let mut st = OpTimes::default();
         let bytes = sync.step(world, step, &grads, &mut outs, &mut st)?;
         let tu = world.time();
-        sgd_step(&mut mlp.params, &mut velocity, &outs, lr, momentum);
+        let lr = c.lr_at(step);
+        sgd_step(&mut mlp.params, &mut velocity, &outs, lr as f32, momentum);
         let te = world.time();
-        // Outside the timed part, one collective: the dense sum of the same gradients,
-        // with the loss, the times and the wire bytes riding along (means over ranks).
+        // Outside the timed part, one collective: the loss, the times and the wire bytes
+        // (means over ranks); at an evaluation step the dense sum of the same gradients
+        // rides along, for `update_rel_err` (every step it cost an all-reduce of the whole
+        // model, which dominated an oversubscribed step).
+        let checked = step == 0 || (step + 1) % c.eval_every == 0 || step + 1 == c.steps;
         let mut off = 0;
-        for g in &grads {
-            for &x in g.iter() {
-                dense[off] = x;
-                off += 1;
+        if checked {
+            for g in &grads {
+                for &x in g.iter() {
+                    dense[off] = x;
+                    off += 1;
+                }
             }
         }
         let extras = [
@@ -429,15 +531,17 @@ pub fn run_case(
         for (d, &x) in dense[off..].iter_mut().zip(&extras) {
             *d = x as f32;
         }
-        world.sum_f32_in_place(&mut dense);
+        world.sum_f32_in_place(&mut dense[..off + extras.len()]);
         let (mut num, mut den) = (0f64, 0f64);
         let mut off = 0;
-        for o in &outs {
-            for &x in o.iter() {
-                let d = f64::from(dense[off]) / n as f64;
-                num += (f64::from(x) - d).powi(2);
-                den += d * d;
-                off += 1;
+        if checked {
+            for o in &outs {
+                for &x in o.iter() {
+                    let d = f64::from(dense[off]) / n as f64;
+                    num += (f64::from(x) - d).powi(2);
+                    den += d * d;
+                    off += 1;
+                }
             }
         }
         let mean = |i: usize| f64::from(dense[off + i]) / n as f64;
@@ -451,6 +555,11 @@ pub fn run_case(
             let (le, acc) = evaluate(world, &mlp, &eval, c.eval_samples);
             eval_loss = Some(le);
             eval_acc = Some(acc);
+            outcome.curve.push(super::target::EvalPoint {
+                step,
+                loss: le,
+                accuracy: acc,
+            });
             outcome.final_eval_loss = le;
             outcome.final_eval_accuracy = acc;
         }
@@ -464,14 +573,17 @@ pub fn run_case(
         if sink.is_some() {
             pending.push(ConvergeRow {
                 step,
+                step_lr: lr,
                 train_loss,
                 eval_loss,
                 eval_accuracy: eval_acc,
-                update_rel_err: if den > 0.0 {
-                    (num / den).sqrt()
-                } else {
-                    num.sqrt()
-                },
+                update_rel_err: checked.then(|| {
+                    if den > 0.0 {
+                        (num / den).sqrt()
+                    } else {
+                        num.sqrt()
+                    }
+                }),
                 wire_bytes: wire,
                 step_s: times[0],
                 compute_s: times[1],

@@ -188,3 +188,24 @@ pub fn wait_rows(path: &Path, n: usize, child: &mut std::process::Child) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// The rule of docs/methods.md written again: dense S-SGD's final (loss, accuracy) over
+/// its three seeds widened by t(0.95, 2) = 2.920 sample sds x sqrt(1 + 1/3).
+pub fn dense_target(finals: &[(f64, f64)]) -> (f64, f64) {
+    assert_eq!(finals.len(), 3, "three dense seeds");
+    let n = 3.0;
+    let ml = finals.iter().map(|f| f.0).sum::<f64>() / n;
+    let ma = finals.iter().map(|f| f.1).sum::<f64>() / n;
+    let sl = (finals.iter().map(|f| (f.0 - ml).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    let sa = (finals.iter().map(|f| (f.1 - ma).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    let k = 2.920 * (1.0 + 1.0 / n).sqrt();
+    (ml + k * sl, ma - k * sa)
+}
+
+/// Steps to the target: the first evaluation meeting both, else None.
+pub fn steps_to_target(curve: &[(u64, f64, f64)], t: (f64, f64)) -> Option<u64> {
+    curve
+        .iter()
+        .find(|(_, l, a)| *l <= t.0 && *a >= t.1)
+        .map(|c| c.0)
+}

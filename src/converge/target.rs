@@ -1,0 +1,222 @@
+//! Steps to dense accuracy (docs/methods.md, "Convergence check"): the target a method
+//! must reach is dense S-SGD's final held-out loss and accuracy, widened by how much
+//! dense itself varies from seed to seed; a method's steps to target is the first
+//! evaluated step at which both are met.
+//!
+//! The margin is the one-sided 95% prediction bound of one more dense seed (Hahn &
+//! Meeker, "Statistical Intervals", 1991, Sec. 4.6): `mean + t(0.95, n-1) s sqrt(1 + 1/n)`
+//! for the loss and `mean - t(0.95, n-1) s sqrt(1 + 1/n)` for the accuracy, with `n` dense
+//! seeds, their mean and sample standard deviation `s`. A method inside it cannot be told
+//! from another dense seed at its last step; two or more dense seeds are needed.
+
+/// One evaluation of a curve: after `step + 1` steps (0-based `step`, as converge.csv).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EvalPoint {
+    pub step: u64,
+    pub loss: f64,
+    pub accuracy: f64,
+}
+
+/// What a method must reach, and how it was derived.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    /// Held-out loss at most this.
+    pub loss: f64,
+    /// Held-out accuracy at least this.
+    pub accuracy: f64,
+    /// Dense S-SGD's seeds, mean and sample standard deviation of their final values.
+    pub dense_seeds: usize,
+    pub dense_loss_mean: f64,
+    pub dense_loss_sd: f64,
+    pub dense_accuracy_mean: f64,
+    pub dense_accuracy_sd: f64,
+    /// `t(0.95, n-1) sqrt(1 + 1/n)`: the margin in standard deviations.
+    pub margin_sds: f64,
+}
+
+/// How the margin is derived, for the summary and targets.csv.
+pub const MARGIN_RULE: &str =
+    "one-sided 95% prediction bound of one more dense seed: mean +- t(0.95,n-1)*sd*sqrt(1+1/n)";
+
+/// Student's t quantile t(0.95, df) (one-sided 95%), from the standard table (e.g. NIST/
+/// SEMATECH e-Handbook, Table 1.3.6.7.2); between rows the next smaller df's (larger,
+/// so conservative) value; 1.645 (the normal's) above 120.
+pub fn t95(df: usize) -> f64 {
+    const T: [(usize, f64); 19] = [
+        (1, 6.314),
+        (2, 2.920),
+        (3, 2.353),
+        (4, 2.132),
+        (5, 2.015),
+        (6, 1.943),
+        (7, 1.895),
+        (8, 1.860),
+        (9, 1.833),
+        (10, 1.812),
+        (12, 1.782),
+        (15, 1.753),
+        (20, 1.725),
+        (25, 1.708),
+        (30, 1.697),
+        (40, 1.684),
+        (60, 1.671),
+        (120, 1.658),
+        (usize::MAX, 1.645),
+    ];
+    let mut v = f64::INFINITY;
+    for &(d, t) in &T {
+        if d > df {
+            break;
+        }
+        v = t;
+    }
+    v
+}
+
+/// The target from dense S-SGD's final (loss, accuracy) at each of its seeds; `None` with
+/// fewer than two finite seeds (no spread to derive a margin from).
+pub fn from_dense(finals: &[(f64, f64)]) -> Option<Target> {
+    let f: Vec<(f64, f64)> = finals
+        .iter()
+        .copied()
+        .filter(|(l, a)| l.is_finite() && a.is_finite())
+        .collect();
+    let n = f.len();
+    if n < 2 {
+        return None;
+    }
+    let mean = |g: &dyn Fn(&(f64, f64)) -> f64| f.iter().map(g).sum::<f64>() / n as f64;
+    let (ml, ma) = (mean(&|p| p.0), mean(&|p| p.1));
+    let sd = |g: &dyn Fn(&(f64, f64)) -> f64, m: f64| {
+        (f.iter().map(|p| (g(p) - m).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+    };
+    let (sl, sa) = (sd(&|p| p.0, ml), sd(&|p| p.1, ma));
+    let k = t95(n - 1) * (1.0 + 1.0 / n as f64).sqrt();
+    Some(Target {
+        loss: ml + k * sl,
+        accuracy: ma - k * sa,
+        dense_seeds: n,
+        dense_loss_mean: ml,
+        dense_loss_sd: sl,
+        dense_accuracy_mean: ma,
+        dense_accuracy_sd: sa,
+        margin_sds: k,
+    })
+}
+
+/// Where a curve stands against a target.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Reach {
+    /// Both met first after this many steps (`step + 1` of that evaluation).
+    Reached { steps: u64 },
+    /// Never met: its lowest held-out loss and after how many steps.
+    NotReached { best_loss: f64, best_steps: u64 },
+    /// No evaluation in the curve.
+    NoData,
+}
+
+/// The first evaluation of `curve` (in step order) whose loss is at most `t.loss` and
+/// whose accuracy is at least `t.accuracy`.
+pub fn steps_to_target(curve: &[EvalPoint], t: &Target) -> Reach {
+    let mut pts: Vec<&EvalPoint> = curve.iter().collect();
+    pts.sort_by_key(|p| p.step);
+    if let Some(p) = pts
+        .iter()
+        .find(|p| p.loss <= t.loss && p.accuracy >= t.accuracy)
+    {
+        return Reach::Reached { steps: p.step + 1 };
+    }
+    match pts
+        .iter()
+        .filter(|p| p.loss.is_finite())
+        .min_by(|a, b| a.loss.total_cmp(&b.loss))
+    {
+        Some(p) => Reach::NotReached {
+            best_loss: p.loss,
+            best_steps: p.step + 1,
+        },
+        None => Reach::NoData,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn curve(pts: &[(u64, f64, f64)]) -> Vec<EvalPoint> {
+        pts.iter()
+            .map(|&(step, loss, accuracy)| EvalPoint {
+                step,
+                loss,
+                accuracy,
+            })
+            .collect()
+    }
+
+    /// Hand computation: dense finals 1.0, 1.2, 1.1 (mean 1.1, sd 0.1) and accuracies
+    /// 0.80, 0.70, 0.75 (mean 0.75, sd 0.05); t(0.95, 2) = 2.920, sqrt(4/3) = 1.154701:
+    /// loss <= 1.1 + 0.33717 = 1.43717, accuracy >= 0.75 - 0.16859 = 0.58141.
+    #[test]
+    fn the_margin_is_the_prediction_bound_of_one_more_dense_seed() {
+        let t = from_dense(&[(1.0, 0.80), (1.2, 0.70), (1.1, 0.75)]).unwrap();
+        assert!((t.loss - 1.437_17).abs() < 1e-5, "{t:?}");
+        assert!((t.accuracy - 0.581_41).abs() < 1e-5, "{t:?}");
+        assert_eq!(t.dense_seeds, 3);
+        assert!((t.dense_loss_sd - 0.1).abs() < 1e-12);
+        // A NaN seed (diverged) does not count; one seed gives no margin.
+        assert!(from_dense(&[(1.0, 0.8), (f64::NAN, 0.1)]).is_none());
+        assert!(from_dense(&[]).is_none());
+        // Four seeds: t(0.95, 3) = 2.353.
+        let t4 = from_dense(&[(1.0, 0.5), (1.0, 0.5), (1.0, 0.5), (1.4, 0.5)]).unwrap();
+        let sd = (0.12f64 / 3.0).sqrt(); // deviations -0.1 x3, +0.3: sum of squares 0.12
+        assert!((t4.loss - (1.1 + 2.353 * sd * 1.25f64.sqrt())).abs() < 1e-9);
+    }
+
+    #[test]
+    fn t_quantiles_follow_the_table_and_stay_conservative_between_rows() {
+        assert_eq!(t95(2), 2.920);
+        assert_eq!(t95(11), 1.812); // between 10 and 12: the smaller df's
+        assert_eq!(t95(1000), 1.658);
+        assert_eq!(t95(usize::MAX), 1.645);
+        assert!(t95(0).is_infinite());
+    }
+
+    fn target(loss: f64, accuracy: f64) -> Target {
+        Target {
+            loss,
+            accuracy,
+            dense_seeds: 3,
+            dense_loss_mean: loss,
+            dense_loss_sd: 0.0,
+            dense_accuracy_mean: accuracy,
+            dense_accuracy_sd: 0.0,
+            margin_sds: 0.0,
+        }
+    }
+
+    #[test]
+    fn steps_to_target_is_the_first_evaluation_meeting_both() {
+        let t = target(1.0, 0.6);
+        // Loss met at step 99 but accuracy only at 149; unsorted input; equality counts.
+        let c = curve(&[
+            (199, 0.9, 0.7),
+            (49, 1.5, 0.3),
+            (149, 1.0, 0.6),
+            (99, 0.95, 0.55),
+        ]);
+        assert_eq!(steps_to_target(&c, &t), Reach::Reached { steps: 150 });
+        // Never met: the best loss and its step, even where it rises again after.
+        let c = curve(&[(49, 1.5, 0.3), (99, 1.1, 0.65), (149, 1.2, 0.66)]);
+        assert_eq!(
+            steps_to_target(&c, &t),
+            Reach::NotReached {
+                best_loss: 1.1,
+                best_steps: 100
+            }
+        );
+        assert_eq!(steps_to_target(&[], &t), Reach::NoData);
+        // Accuracy met, loss not: not reached.
+        let c = curve(&[(9, 1.01, 0.99)]);
+        assert!(matches!(steps_to_target(&c, &t), Reach::NotReached { .. }));
+    }
+}
