@@ -8,12 +8,15 @@
 #     --np N[,N...]          world sizes, one job each, 1 to 1024 (the papers used 8 to 64;
 #                            below 8 a note says so)                   [default: 32]
 #     --tasks-per-node K     ranks per node (nodes = ceil(N/K))        [default: 4, like 4 GPUs per node]
-#     --time HH:MM:SS        job time limit                            [default: 01:00:00]
+#     --time T               job time limit in a Slurm format: MINUTES, MM:SS, HH:MM:SS, D-HH,
+#                            D-HH:MM or D-HH:MM:SS                     [default: 01:00:00]
 #     --network LABEL        label the runs (network.txt) for the network table, e.g. ib, eth-10g
 #     --tcp                  force Open MPI onto TCP (OMPI_MCA_pml=ob1, btl self,vader,tcp): the
 #                            Ethernet run of the network sweep on an InfiniBand cluster
-#     --out DIR              sweep folder                              [default: results/EXPERIMENT/<stamp>]
+#     --out DIR              sweep folder; a relative DIR is relative to the directory you run this
+#                            from                [default: results/EXPERIMENT/<stamp> in the repository]
 #     --dry-run              print the sbatch commands, submit nothing
+#     -h, --help             print this help and exit
 #   Environment: everything slurm/gradcomp.sbatch reads (GRADCOMP_BIN, GRADCOMP_SRUN_MPI, ...);
 #   GRADCOMP_REPORT=1 writes each job's own report as well.
 #
@@ -22,22 +25,35 @@
 #   slurm/submit-paper.sh acpsgd-scaling --np 8,16,32,64
 set -euo pipefail
 die() { echo "submit-paper.sh: error: $*" >&2; exit 2; }
+# The comment block at the top of a script (its usage), without the '# '.
+help_of() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$1"; }
+USAGE="usage: slurm/submit-paper.sh EXPERIMENT [--np N[,N...]] [--tasks-per-node K] [--time T] [--network LABEL] [--tcp] [--out DIR] [--dry-run] [-- sbatch options]"
 
+# --help anywhere before `--` (the per-paper helpers pass it on after their defaults).
+for a in "$@"; do
+  case $a in
+    --) break ;;
+    -h|--help) help_of "$0"; exit 0 ;;
+  esac
+done
+# A relative --out is the caller's, so remember where that is before moving to the repository.
+CALLER_PWD=$PWD
 cd "$(dirname "$0")/.."
-[[ $# -ge 1 && $1 != -* ]] || die "usage: slurm/submit-paper.sh EXPERIMENT [--np N[,N...]] [--tasks-per-node K] [--time T] [--network LABEL] [--tcp] [--out DIR] [--dry-run] [-- sbatch options]"
+[[ $# -ge 1 && $1 != -* ]] || die "$USAGE"
 EXP=$1; shift
 CONFIG=bench-configs/$EXP.toml
 [[ -f $CONFIG ]] || die "no config $CONFIG; experiments: $(cd bench-configs && ls *.toml | sed 's/\.toml$//' | tr '\n' ' ')"
 
 NPS=32; TPN=4; TIME=01:00:00; NETWORK=""; TCP=0; OUT=""; DRY=0; EXTRA=()
+need() { [[ $# -ge 2 && -n $2 ]] || die "$1 needs a value; $USAGE"; }
 while [[ $# -gt 0 ]]; do
   case $1 in
-    --np) NPS=${2:?--np needs a value}; shift 2 ;;
-    --tasks-per-node) TPN=${2:?--tasks-per-node needs a value}; shift 2 ;;
-    --time) TIME=${2:?--time needs a value}; shift 2 ;;
-    --network) NETWORK=${2:?--network needs a value}; shift 2 ;;
+    --np) need "$@"; NPS=$2; shift 2 ;;
+    --tasks-per-node) need "$@"; TPN=$2; shift 2 ;;
+    --time) need "$@"; TIME=$2; shift 2 ;;
+    --network) need "$@"; NETWORK=$2; shift 2 ;;
     --tcp) TCP=1; shift ;;
-    --out) OUT=${2:?--out needs a value}; shift 2 ;;
+    --out) need "$@"; OUT=$2; shift 2 ;;
     --dry-run) DRY=1; shift ;;
     --) shift; EXTRA=("$@"); break ;;
     *) die "unknown option '$1' (sbatch options go after --)" ;;
@@ -45,7 +61,17 @@ while [[ $# -gt 0 ]]; do
 done
 [[ $TPN =~ ^[1-9][0-9]*$ ]] || die "--tasks-per-node '$TPN' is not a positive integer"
 [[ -z $NETWORK || $NETWORK =~ ^[A-Za-z0-9._-]+$ ]] || die "--network '$NETWORK': use letters, digits, . _ -"
-OUT=${OUT:-results/$EXP/$(date -u +%Y%m%d-%H%M%S)}
+# Slurm's time formats (sbatch --time): minutes, minutes:seconds, hours:minutes:seconds,
+# days-hours, days-hours:minutes, days-hours:minutes:seconds.
+[[ $TIME =~ ^([0-9]+(:[0-9]+){0,2}|[0-9]+-[0-9]+(:[0-9]+){0,2})$ ]] ||
+  die "--time '$TIME' is not a Slurm time: give MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 01:30:00)"
+# A relative --out is relative to where this was run; the default lies in the repository.
+# Either way the path is absolute from here on (the dry run prints it, sbatch's job gets it).
+if [[ -z $OUT ]]; then
+  OUT=$PWD/results/$EXP/$(date -u +%Y%m%d-%H%M%S)
+elif [[ $OUT != /* ]]; then
+  OUT=$CALLER_PWD/$OUT
+fi
 if ((TCP)); then
   export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp
 fi

@@ -10,6 +10,7 @@ args=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --scaling) np=8,16,32,64; shift ;;
+    -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; echo; exec "$(dirname "$0")/submit-paper.sh" --help ;;
     --) args+=("$@"); break ;;
     *) args+=("$1"); shift ;;
   esac
