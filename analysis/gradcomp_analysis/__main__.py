@@ -8,18 +8,67 @@ python -m gradcomp_analysis device-model DEVCOST_CSV [--min-elems N] (`gradcomp 
 python -m gradcomp_analysis sim-agreement DIR_A DIR_B [--out CSV] (two `make sim-accuracy` runs: the same verdict per case?)."""
 
 import argparse
+import errno
 import os
 import sys
 
 import pandas as pd
 
 from . import tables as T
-from .io import ReportError, load_csv
+from .io import ReportError, load_csv, read_text
 from .compare import compare_result, printed
 from .devmodel import family_table, merge_repeats
 from .peer import peer_compare
 from .simagree import agreement
 from .report import find_paper_scale, paper_scale_tables, verdict_counts_line, write_report
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with the binary's error format: one line `gradcomp_analysis: error: ...`
+    naming the command and where its options are listed, exit 2 (not the usage block)."""
+
+    def error(self, message):
+        cmd = self.prog.replace("python -m gradcomp_analysis", "").strip()
+        where = f"python -m gradcomp_analysis {cmd} --help".replace("  ", " ")
+        self.exit(2, f"gradcomp_analysis: error: {cmd + ': ' if cmd else ''}{message} (options: {where})\n")
+
+
+def check_out_dir(out) -> None:
+    """Refuse an --out directory that a file occupies (or that lies below a file), as the
+    binary does, before anything is read or written."""
+    if out is None:
+        return
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ReportError(f"--out {out}: is not a directory (a file has that name); choose a directory path")
+    up = os.path.dirname(os.path.abspath(out))
+    while not os.path.exists(up):
+        up = os.path.dirname(up)
+    if not os.path.isdir(up):
+        raise ReportError(f"--out {out}: {up} is a file, so no directory can be made below it; choose a directory path")
+
+
+def check_out_file(out) -> None:
+    """Refuse an --out CSV path that is a directory or whose folder does not exist."""
+    if out is None:
+        return
+    if os.path.isdir(out):
+        raise ReportError(f"--out {out}: is a directory; give the path of a CSV file to write")
+    parent = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(parent):
+        raise ReportError(f"--out {out}: the folder {parent} does not exist (or is a file); create it first")
+
+
+def check_paper_scale_files(roots) -> None:
+    """Every paper_scale.txt / error.txt below ROOTS is a regular UTF-8 file (the report
+    and `verdicts` read them as text): a binary or a directory is refused by name."""
+    from .report import PAPER_SCALE_MARKER
+    for root in roots:
+        for d, subs, files in os.walk(root):
+            subs[:] = [s for s in subs if not os.path.islink(os.path.join(d, s))]
+            if PAPER_SCALE_MARKER in files or PAPER_SCALE_MARKER in subs:
+                for name in (PAPER_SCALE_MARKER, "error.txt"):
+                    if os.path.lexists(os.path.join(d, name)):
+                        read_text(os.path.join(d, name))
 
 
 def check_tolerance(tolerance: float, example: float) -> None:
@@ -60,7 +109,7 @@ def print_verdicts(root: str) -> int:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gradcomp_analysis", description=__doc__)
+    p = Parser(prog="python -m gradcomp_analysis", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("report", help="write report.md, tables (Markdown + CSV, optionally LaTeX) and PNG plots")
     r.add_argument("results_dir", nargs="+",
@@ -105,6 +154,10 @@ def main(argv=None) -> int:
     sa.add_argument("--out", help="also write the per-case table (both verdicts, errors and noises) to this CSV")
     a = p.parse_args(argv)
     try:
+        if a.cmd == "sim-agreement":
+            check_out_file(a.out)
+        elif a.cmd != "planner-accuracy" and a.cmd != "verdicts" and a.cmd != "device-model":
+            check_out_dir(a.out)
         if a.cmd == "gpu-profile":
             print(merge_repeats(a.runs, a.out, a.revision), end="")
             return 0
@@ -114,6 +167,7 @@ def main(argv=None) -> int:
         if a.cmd == "planner-accuracy":
             return planner_accuracy_check(a.run, a.tolerance)
         if a.cmd == "verdicts":
+            check_paper_scale_files([a.root])
             return print_verdicts(a.root)
         if a.cmd == "peer-compare":
             print(peer_compare(a.root, a.out), end="")
@@ -129,10 +183,18 @@ def main(argv=None) -> int:
             ok, path, res = compare_result(a.run_a, a.run_b, a.tolerance, a.out)
             print(printed(res, a.tolerance, path))
             return 0 if ok else 1
+        check_paper_scale_files(a.results_dir)
         path = write_report(a.results_dir, a.out, latex=a.latex)
     except ReportError as e:
         print(f"gradcomp_analysis: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        # A path the checks above did not foresee (permissions, a file where a folder belongs):
+        # one line naming it; bad input (2) when it is about the path, a failed write (1) else.
+        name = f"{e.filename}: " if e.filename else ""
+        print(f"gradcomp_analysis: error: {name}{e.strerror or e}", file=sys.stderr)
+        return 2 if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM,
+                                errno.ELOOP, errno.ENAMETOOLONG, errno.EEXIST) else 1
     print(path)
     return 0
 

@@ -17,7 +17,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-from .io import ReportError
+from .io import ReportError, read_text
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import profile_compress as pc  # noqa: E402
@@ -45,6 +45,35 @@ def _spread(values):
     return hi / lo if lo > 0 else (1.0 if hi == 0 else math.inf)
 
 
+def _read_profile(path):
+    """pc.read_profile, with a file that is not a profile refused by name (a directory,
+    non-UTF-8 bytes, a missing column, a value that is not a number)."""
+    read_text(path)
+    try:
+        return pc.read_profile(path)
+    except KeyError as e:
+        raise ReportError(f"{path}: no column {e} (not a profile scripts/gpu_profile.sh wrote)") from None
+    except (ValueError, TypeError) as e:
+        raise ReportError(f"{path}: {e} (a damaged row; not a profile scripts/gpu_profile.sh wrote)") from None
+
+
+def _read_kernels(path):
+    """(meta, rows) of a run's kernels.csv, refused by name unless every row has the key
+    columns and a numeric time_s."""
+    read_text(path)
+    m, _, rows = pc.read_commented_csv(path)
+    for i, r in enumerate(rows, start=1):
+        missing = [k for k in KERNEL_KEY + ["time_s"] if k not in r]
+        if missing:
+            raise ReportError(f"{path}: row {i} lacks {missing} (not a kernels.csv of analysis/profile_kernels.py)")
+        try:
+            float(r["time_s"])
+        except ValueError:
+            raise ReportError(f"{path}: row {i}, column time_s: {r['time_s']!r} is not a number "
+                              f"(a damaged row; rerun scripts/gpu_profile.sh)") from None
+    return m, rows
+
+
 def merge_repeats(rep_dirs, out_dir, revision):
     """Write OUT_DIR/profile-r4.csv, profile-r32.csv, profile-sketch.csv, kernels.csv and
     spread.csv from the runs in REP_DIRS; returns the spread summary as text. A group (or
@@ -52,6 +81,15 @@ def merge_repeats(rep_dirs, out_dir, revision):
     runs hold and others lack is refused."""
     if len(rep_dirs) < 2:
         raise ReportError("give two or more runs of scripts/gpu_profile.sh: a row's spread needs repeats")
+    # Every profile is read (and a bad one refused) before anything is written.
+    for files in GROUPS.values():
+        for d in rep_dirs:
+            for name in files:
+                if os.path.lexists(os.path.join(d, name)):
+                    _read_profile(os.path.join(d, name))
+    for d in rep_dirs:
+        if os.path.lexists(os.path.join(d, KERNELS)):
+            _read_kernels(os.path.join(d, KERNELS))
     os.makedirs(out_dir, exist_ok=True)
     spread_rows = []
     done = {}
@@ -66,7 +104,7 @@ def merge_repeats(rep_dirs, out_dir, revision):
                 path = os.path.join(d, name)
                 if not os.path.exists(path):
                     raise ReportError(f"{path}: missing (every run must hold {', '.join(files)})")
-                m, rows = pc.read_profile(path)
+                m, rows = _read_profile(path)
                 meta = meta or m
                 for r in rows:
                     samples[r[:7]][i].append(r[7])
@@ -118,7 +156,7 @@ def _merge_kernels(rep_dirs, out_dir, revision, spread_rows):
     kern = defaultdict(list)
     kmeta = None
     for d in rep_dirs:
-        m, _, rows = pc.read_commented_csv(os.path.join(d, KERNELS))
+        m, rows = _read_kernels(os.path.join(d, KERNELS))
         kmeta = kmeta or m
         for r in rows:
             kern[tuple(r[k] for k in KERNEL_KEY)].append(float(r["time_s"]))
@@ -175,10 +213,24 @@ def family_table(devcost_csv, min_elems=0):
     (min..max) of model / measured over the tensors of the profile."""
     import pandas as pd
 
-    df = pd.read_csv(devcost_csv)
+    import io as _io
+
+    text = read_text(devcost_csv)
+    try:
+        df = pd.read_csv(_io.StringIO(text))
+    except (pd.errors.EmptyDataError, pd.errors.ParserError) as e:
+        raise ReportError(f"{devcost_csv}: not a CSV file ({str(e).strip()})") from None
     need = {"method", "stage", "round", "phase", "rows", "cols", "measured_s", "model_s", "model_over_measured", "device"}
     if not need <= set(df.columns):
         raise ReportError(f"{devcost_csv}: not a `gradcomp devcost` CSV (columns {sorted(need - set(df.columns))} missing)")
+    for c in ("round", "phase", "rows", "cols", "measured_s", "model_s", "model_over_measured"):
+        v = pd.to_numeric(df[c], errors="coerce")
+        bad = v.isna() & df[c].notna()
+        if bad.any():
+            i = int(bad.to_numpy().nonzero()[0][0])
+            raise ReportError(f"{devcost_csv}: line {i + 2}, column {c}: {str(df[c].iloc[i])!r} is not a number; "
+                              f"a damaged row: correct or remove that line")
+        df[c] = v
     df = df[df["rows"] * df["cols"] >= min_elems]
     out = ["| kernel family | method stages | tensors | measured, median | model, median | model / measured: median (min .. max) |",
            "|---|---|---|---|---|---|"]

@@ -19,6 +19,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from . import SUPPORTED_SCHEMA_VERSIONS
@@ -51,6 +52,52 @@ class ReportError(Exception):
     """A results directory that cannot be reported on (missing files, unknown schema)."""
 
 
+def _utf8(path: str, data: bytes) -> str:
+    """DATA (PATH's bytes) as text; refuses bytes that are not UTF-8 (a binary or damaged
+    file: gradcomp writes UTF-8), naming the byte and its line."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise ReportError(f"{path}: byte {e.start} (line {line}, 0x{data[e.start]:02x}) is not UTF-8 text: a binary "
+                          f"or damaged file, not one gradcomp wrote; remove it or restore it from the run") from None
+
+
+def read_text(path: str) -> str:
+    """The text of PATH, which must be a regular UTF-8 file (run.json, network.txt,
+    paper_scale.txt, profiles); anything else is a ReportError naming it."""
+    if not os.path.exists(path):
+        raise ReportError(f"{path}: no such file (or a broken link); check the path")
+    if not os.path.isfile(path):
+        what = "a directory" if os.path.isdir(path) else "a device or FIFO"
+        raise ReportError(f"{path}: not a regular file ({what}); move it away or remove it")
+    with open(path, "rb") as f:
+        return _utf8(path, f.read())
+
+
+def read_json_object(path: str) -> dict:
+    """PATH as a JSON object (run.json, run.<run_id>.json): a ReportError, not a traceback,
+    for a directory, non-UTF-8 bytes, invalid or absurdly nested JSON, or JSON that is not
+    an object (a list, a string, a number)."""
+    text = read_text(path)
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ReportError(f"{path}: not valid JSON ({e})") from None
+    except RecursionError:
+        raise ReportError(f"{path}: JSON nested too deeply to read; not a run record gradcomp wrote "
+                          f"(remove it or restore it from the run)") from None
+    if not isinstance(obj, dict):
+        kind = {list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(type(obj), "a number")
+        raise ReportError(f"{path}: holds {kind}, not a JSON object ({{...}}); not a run record gradcomp wrote "
+                          f"(remove it or restore it from the run)")
+    sv = obj.get("schema_version")
+    if sv is not None and (isinstance(sv, bool) or not isinstance(sv, int)):
+        raise ReportError(f"{path}: schema_version {json.dumps(sv)[:80]} is not a whole number; not a run record "
+                          f"gradcomp wrote (remove it or restore it from the run)")
+    return obj
+
+
 def check_schema(df: pd.DataFrame, path: str) -> None:
     """Refuse a CSV without schema_version, from an unknown version, or lacking columns."""
     if "schema_version" not in df.columns:
@@ -72,6 +119,79 @@ def check_schema(df: pd.DataFrame, path: str) -> None:
     if missing:
         raise ReportError(f"{path}: columns {missing} missing (schema_version {sorted(versions)} "
                           f"expects them; see docs/csv-schema.md)")
+
+
+# Columns of each file that hold numbers (an empty cell is "not applicable" and allowed).
+NUMERIC_COLUMNS = {
+    "micro_comm.csv": ["world_size", "bytes", "median_s", "busbw_gbps"],
+    "micro_compress.csv": ["rows", "cols", "compress_s", "feedback_s", "decompress_s", "input_gbps",
+                           "mem_read_gbps", "wire_bytes", "dense_bytes"],
+    "micro.csv": ["rows", "cols", "world_size", "compress_s", "comm_s", "decompress_s", "total_s"],
+    "e2e.csv": ["world_size", "batch", "density", "rank", "compress_s", "comm_s", "decompress_s", "exposed_s",
+                "iter_s", "dense_bytes", "wire_bytes"],
+    "converge.csv": ["world_size", "step", "train_loss", "eval_loss", "eval_accuracy", "update_rel_err",
+                     "wire_bytes", "step_s"],
+    SIM_VS_MEASURED: ["world_size", "measured_iter_s", "simulated_iter_s", "rel_err", "tolerance"],
+}
+# converge.csv's `status` (docs/csv-schema.md): what gradcomp writes.
+CONVERGE_STATUSES = ("ok", "done", "diverged", "interrupted")
+_FIX = "a damaged or hand-edited row: correct or remove that line (docs/csv-schema.md)"
+
+
+def check_values(df: pd.DataFrame, path: str, line_of=None) -> None:
+    """Refuse a cell gradcomp never writes, naming the file, line, column and value: text in a
+    numeric column, a world size below 1; in converge.csv a step below 0, a status other than
+    ok/done/diverged/interrupted, a train loss that is not finite outside a `diverged` row
+    (the only row gradcomp writes one on), an accuracy outside [0, 1]. LINE_OF maps a row's
+    index to its line in the file (default: index + 2)."""
+    name = os.path.basename(path)
+
+    def refuse(i, col, val, why, fix=_FIX):
+        line = line_of[i] if line_of is not None and i < len(line_of) else i + 2
+        raise ReportError(f"{path}: line {line}, column {col}: {val!r} {why}; {fix}")
+
+    num = {}
+    for col in NUMERIC_COLUMNS.get(name, []):
+        if col not in df.columns:
+            continue
+        v = pd.to_numeric(df[col], errors="coerce")
+        bad = v.isna() & df[col].notna()
+        if bad.any():
+            i = int(bad.to_numpy().nonzero()[0][0])
+            refuse(i, col, str(df[col].iloc[i]), "is not a number")
+        num[col] = v
+    if "world_size" in num:
+        ws = num["world_size"]
+        bad = ws.notna() & ((ws < 1) | (ws != ws.round()))
+        if bad.any():
+            i = int(bad.to_numpy().nonzero()[0][0])
+            refuse(i, "world_size", str(df["world_size"].iloc[i]), "is not a world size (a whole number of ranks, 1 or more)")
+    if name != "converge.csv":
+        return
+    st = df["status"].astype(str)
+    bad = ~st.isin(CONVERGE_STATUSES)
+    if bad.any():
+        i = int(bad.to_numpy().nonzero()[0][0])
+        refuse(i, "status", str(df["status"].iloc[i]), f"is not a converge status ({', '.join(CONVERGE_STATUSES)})",
+               "a damaged or hand-edited row (correct or remove that line), or a newer gradcomp's file "
+               "(use that gradcomp's analysis/)")
+    step = num["step"]
+    bad = step.isna() | (step < 0) | (step != step.round())
+    if bad.any():
+        i = int(bad.to_numpy().nonzero()[0][0])
+        refuse(i, "step", str(df["step"].iloc[i]), "is not a step (a whole number, 0 or more)")
+    tl = num["train_loss"]
+    bad = ~pd.Series(np.isfinite(tl.to_numpy(dtype=float)), index=tl.index) & (st != "diverged")
+    if bad.any():
+        i = int(bad.to_numpy().nonzero()[0][0])
+        refuse(i, "train_loss", str(df["train_loss"].iloc[i]),
+               f"on a row with status {st.iloc[i]!r}: gradcomp writes a train loss that is not finite only on the "
+               f"`diverged` row that ends its case")
+    acc = num["eval_accuracy"]
+    bad = acc.notna() & ((acc < 0) | (acc > 1))
+    if bad.any():
+        i = int(bad.to_numpy().nonzero()[0][0])
+        refuse(i, "eval_accuracy", str(df["eval_accuracy"].iloc[i]), "is not an accuracy (a fraction in [0, 1])")
 
 
 # Warnings about rows left out while reading (a partial last row), in the order found;
@@ -112,12 +232,15 @@ def load_csv(results_dir: str, name: str):
     data = _complete_rows(path)
     if not data.strip():
         return None
-    lines = data.decode("utf-8", errors="replace").splitlines()
+    lines = _utf8(path, data).splitlines()
     width = len(next(csv.reader([lines[0]])))
+    line_of = []  # the file line of each data row (pandas skips blank lines)
     for i, fields in enumerate(csv.reader(lines[1:]), start=2):
         if fields and len(fields) != width:
             raise ReportError(f"{path}: line {i} has {len(fields)} fields, the header {width}: a damaged "
                               f"row (edited, or two writers); remove that line or use the run's other files")
+        if fields and any(f.strip() for f in fields):
+            line_of.append(i)
     try:
         df = pd.read_csv(io.BytesIO(data))
     except pd.errors.EmptyDataError:
@@ -125,6 +248,7 @@ def load_csv(results_dir: str, name: str):
     except pd.errors.ParserError as e:
         raise ReportError(f"{path}: not a CSV file ({str(e).strip()})") from None
     check_schema(df, path)
+    check_values(df, path, line_of if len(line_of) == len(df) else None)
     if name in DILATED_FILES and "time_dilation" not in df.columns:
         # Written before time dilation existed (issue 34): those runs were not dilated.
         df["time_dilation"] = 1
@@ -248,27 +372,22 @@ def load_results(paths) -> Results:
             lab = d
         meta = {}
         mp = os.path.join(d, "run.json")
-        if os.path.exists(mp):
-            try:
-                with open(mp) as f:
-                    meta = json.load(f)
-            except json.JSONDecodeError as e:
-                raise ReportError(f"{mp}: not valid JSON ({e})") from None
+        if os.path.lexists(mp):
+            meta = read_json_object(mp)
             sv = meta.get("schema_version")
             if sv is not None and sv not in SUPPORTED_SCHEMA_VERSIONS:
                 raise ReportError(f"{mp}: schema_version {sv} is unknown to this analysis (it reads "
                                   f"{sorted(SUPPORTED_SCHEMA_VERSIONS)}); use the analysis/ of the gradcomp that wrote it")
         for kept in sorted(glob.glob(os.path.join(glob.escape(d), "run.*.json"))):
-            try:
-                with open(kept) as f:
-                    res.history.append((lab, json.load(f)))
-            except json.JSONDecodeError as e:
-                raise ReportError(f"{kept}: not valid JSON ({e})") from None
+            res.history.append((lab, read_json_object(kept)))
         net = ""
         np_ = os.path.join(d, "network.txt")
-        if os.path.exists(np_):
-            with open(np_) as f:
-                net = f.read().strip()
+        if os.path.lexists(np_):
+            net = read_text(np_).strip()
+            if "\n" in net or len(net) > 200:
+                raise ReportError(f"{np_}: {len(net)} characters over {net.count(chr(10)) + 1} lines; a network label is "
+                                  f"one short line (e.g. ib, eth-10g; slurm/submit-acpsgd-network.sh writes it): "
+                                  f"correct or remove the file")
         res.meta.append((lab, meta))
         sims = []
         for sub in ("sim", ""):

@@ -31,7 +31,7 @@ import statistics
 
 import pandas as pd
 
-from .io import ReportError, check_schema
+from .io import ReportError, load_csv, read_text
 
 # Bytes per element a step must bring from memory on one core, at the read probe's
 # bandwidth: every array read, plus every output written without being read first (its
@@ -81,23 +81,31 @@ def _rounds(root: str):
 def read_torch_profile(path: str):
     """(meta, DataFrame) of a profile written by analysis/profile_compress.py."""
     meta, lines = {}, []
-    with open(path) as f:
-        for line in f:
-            s = line.strip()
-            if not s:
-                continue
-            if s.startswith("#"):
-                k, sep, v = s[1:].partition(":")
-                if sep:
-                    meta.setdefault(k.strip(), v.strip())
-                continue
-            lines.append(s.split(","))
+    for line in read_text(path).splitlines():
+        s = line.strip()
+        if not s:
+            continue
+        if s.startswith("#"):
+            k, sep, v = s[1:].partition(":")
+            if sep:
+                meta.setdefault(k.strip(), v.strip())
+            continue
+        lines.append(s.split(","))
     if not lines or lines[0][:1] != ["method"]:
         raise ReportError(f"{path}: not a compress profile (no header 'method,stage,...')")
+    bad = [i for i, fields in enumerate(lines[1:]) if len(fields) != len(lines[0])]
+    if bad:
+        raise ReportError(f"{path}: row {bad[0] + 1} has {len(lines[1 + bad[0]])} fields, the header {len(lines[0])}: "
+                          f"a damaged profile; rerun analysis/profile_compress.py")
     df = pd.DataFrame(lines[1:], columns=lines[0])
-    for c in ("round", "phase", "rows", "cols", "world_size"):
-        df[c] = df[c].astype(int)
-    df["time_s"] = df["time_s"].astype(float)
+    try:
+        for c in ("round", "phase", "rows", "cols", "world_size"):
+            df[c] = df[c].astype(int)
+        df["time_s"] = df["time_s"].astype(float)
+    except KeyError as e:
+        raise ReportError(f"{path}: no column {e} (not a compress profile)") from None
+    except ValueError as e:
+        raise ReportError(f"{path}: {e} (a damaged row; rerun analysis/profile_compress.py)") from None
     return meta, df
 
 
@@ -129,8 +137,9 @@ def gradcomp_step_times(micro: pd.DataFrame) -> pd.DataFrame:
 
 
 def _load_micro(path: str) -> pd.DataFrame:
-    df = pd.read_csv(path)
-    check_schema(df, path)
+    df = load_csv(os.path.dirname(path), os.path.basename(path))
+    if df is None:
+        raise ReportError(f"{path}: no rows (run `make peer-compare` again)")
     for c in ("method", "rows", "cols", "compress_s", "feedback_s", "decompress_s", "total_s", "mem_read_gbps"):
         if c not in df.columns:
             raise ReportError(f"{path}: no column {c}")
