@@ -50,6 +50,10 @@ pub struct SimulateArgs {
     /// Simulate every case of this measured e2e.csv and compare iter_s (fails beyond --tolerance)
     #[arg(long, value_name = "E2E_CSV")]
     pub compare: Option<PathBuf>,
+    /// A converge.csv of `gradcomp converge` with three or more dense seeds: also print each
+    /// method's time to dense accuracy (its steps to target x its simulated iteration)
+    #[arg(long, value_name = "CONVERGE_CSV", conflicts_with = "compare")]
+    pub converge: Option<PathBuf>,
     /// Largest accepted |simulated/measured - 1| with --compare
     #[arg(
         long,
@@ -190,8 +194,13 @@ impl SimulateArgs {
                 )))
             }
         };
+        let steps_to_target = match &self.converge {
+            Some(p) => crate::converge::target::from_csv(p)?,
+            None => Vec::new(),
+        };
         let (_, stamp) = crate::units::utc_now();
         Ok(crate::sim::run::SimulateRequest {
+            steps_to_target,
             models: spec.models,
             methods: spec.methods,
             fusion: spec.fusion,

@@ -139,6 +139,154 @@ pub fn steps_to_target(curve: &[EvalPoint], t: &Target) -> Reach {
     }
 }
 
+/// The largest converge.csv [`from_csv`] reads (bytes): a default run of 13 methods at
+/// three seeds is about 5 MB.
+pub const MAX_CSV_BYTES: u64 = 1 << 30;
+
+/// Every configuration's steps to dense's target in a converge.csv (`simulate
+/// --converge`): per setup (`setup_id`), dense S-SGD's finished seeds give the target;
+/// per configuration (`config_id`) the most steps over its seeds, or `None` with the
+/// verdict where a seed never reached it, diverged or was cut off.
+pub fn from_csv(
+    path: &std::path::Path,
+) -> crate::error::Result<Vec<crate::sim::summary::StepsToTarget>> {
+    use crate::error::Error;
+    use std::collections::HashMap;
+    let bad = |why: String| {
+        Error::Input(format!(
+            "--converge {}: {why}",
+            crate::config::clip(&path.display().to_string())
+        ))
+    };
+    let meta = std::fs::metadata(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
+    if !meta.is_file() {
+        return Err(bad(
+            "is not a regular file; give the converge.csv of a gradcomp converge run".into(),
+        ));
+    }
+    if meta.len() > MAX_CSV_BYTES {
+        return Err(bad(format!(
+            "is {} bytes, more than the {MAX_CSV_BYTES} a converge.csv can be",
+            meta.len()
+        )));
+    }
+    let mut r = csv::Reader::from_path(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
+    let header = r
+        .headers()
+        .map_err(|e| bad(format!("not a CSV file ({e})")))?
+        .clone();
+    let col = |name: &str| {
+        header.iter().position(|c| c == name).ok_or_else(|| {
+            bad(format!(
+                "has no '{name}' column: written by a gradcomp before steps to target (2026-11-28); run gradcomp converge again"
+            ))
+        })
+    };
+    let c = [
+        col("setup_id")?,
+        col("config_id")?,
+        col("method")?,
+        col("seed")?,
+        col("world_size")?,
+        col("density")?,
+        col("rank")?,
+        col("step")?,
+        col("eval_loss")?,
+        col("eval_accuracy")?,
+        col("status")?,
+    ];
+    // (setup, config) -> (method, density, rank, world size, seed -> (curve, last status)).
+    type Seeds = HashMap<String, (Vec<EvalPoint>, String)>;
+    let mut configs: Vec<((String, String), (String, f64, usize, usize, Seeds))> = Vec::new();
+    for (i, rec) in r.records().enumerate() {
+        let rec = rec.map_err(|e| bad(format!("row {}: {e}", i + 2)))?;
+        let get = |k: usize| rec.get(c[k]).unwrap_or("");
+        let num = |k: usize, what: &str| {
+            get(k).parse::<f64>().map_err(|_| {
+                bad(format!(
+                    "row {}: {what} '{}' is not a number",
+                    i + 2,
+                    crate::config::clip(get(k))
+                ))
+            })
+        };
+        let key = (get(0).to_string(), get(1).to_string());
+        let pos = match configs.iter().position(|(k, _)| *k == key) {
+            Some(p) => p,
+            None => {
+                configs.push((
+                    key,
+                    (
+                        get(2).to_string(),
+                        num(5, "density")?,
+                        num(6, "rank")? as usize,
+                        num(4, "world_size")? as usize,
+                        HashMap::new(),
+                    ),
+                ));
+                configs.len() - 1
+            }
+        };
+        let seed = configs[pos].1 .4.entry(get(3).to_string()).or_default();
+        seed.1 = get(10).to_string();
+        if let (Ok(loss), Ok(accuracy)) = (get(8).parse::<f64>(), get(9).parse::<f64>()) {
+            seed.0.push(EvalPoint {
+                step: num(7, "step")? as u64,
+                loss,
+                accuracy,
+            });
+        }
+    }
+    if configs.is_empty() {
+        return Err(bad("has no rows".into()));
+    }
+    let mut out = Vec::new();
+    for ((setup, _), (method, density, rank, world_size, seeds)) in &configs {
+        let dense: Vec<(f64, f64)> = configs
+            .iter()
+            .filter(|((s, _), (m, ..))| s == setup && m == "ssgd")
+            .flat_map(|(_, (.., sd))| sd.values())
+            .filter(|(curve, status)| status == "done" && !curve.is_empty())
+            .filter_map(|(curve, _)| curve.iter().max_by_key(|p| p.step))
+            .map(|p| (p.loss, p.accuracy))
+            .collect();
+        let t = from_dense(&dense);
+        let mut most = Some(0u64);
+        let mut missed = 0;
+        for (curve, status) in seeds.values() {
+            let reach = match (&t, status.as_str()) {
+                (Some(t), "done") => steps_to_target(curve, t),
+                _ => Reach::NoData,
+            };
+            match reach {
+                Reach::Reached { steps } => most = most.map(|m| m.max(steps)),
+                _ => {
+                    most = None;
+                    missed += 1;
+                }
+            }
+        }
+        let verdict = match (&t, most) {
+            (None, _) => format!(
+                "no dense target (dense S-SGD finished at {} seed(s); needs 2 or more)",
+                dense.len()
+            ),
+            (Some(_), Some(n)) => format!("reaches dense in {n} steps"),
+            (Some(_), None) if missed == seeds.len() => "does not reach dense".into(),
+            (Some(_), None) => format!("does not reach dense at {missed} of {} seeds", seeds.len()),
+        };
+        out.push(crate::sim::summary::StepsToTarget {
+            method: method.clone(),
+            density: *density,
+            rank: *rank,
+            world_size: *world_size,
+            steps: if t.is_some() { most } else { None },
+            verdict,
+        });
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,5 +366,62 @@ mod tests {
         // Accuracy met, loss not: not reached.
         let c = curve(&[(9, 1.01, 0.99)]);
         assert!(matches!(steps_to_target(&c, &t), Reach::NotReached { .. }));
+    }
+
+    /// A hand-made converge.csv: dense at seeds 1-3 (finals 1.0/0.80, 1.2/0.70, 1.1/0.75:
+    /// the target of the first test, 1.43717 / 0.58141), topk reaching it at step 4 at two
+    /// seeds and never at the third, powersgd after 2 steps at both its seeds, and a second
+    /// setup with one dense seed (no target).
+    #[test]
+    fn from_csv_joins_seeds_per_configuration_and_setup() {
+        let dir = std::env::temp_dir().join(format!("gradcomp-target-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("converge.csv");
+        let mut t = String::from(
+            "setup_id,config_id,method,seed,world_size,density,rank,step,eval_loss,eval_accuracy,status\n",
+        );
+        for (setup, cfg, m, seed, a, b) in [
+            ("s", "d", "ssgd", 1, (1.5, 0.55), (1.0, 0.80)),
+            ("s", "d", "ssgd", 2, (1.6, 0.50), (1.2, 0.70)),
+            ("s", "d", "ssgd", 3, (1.4, 0.60), (1.1, 0.75)),
+            ("s", "t", "topk", 1, (2.0, 0.40), (1.40, 0.60)),
+            ("s", "t", "topk", 2, (2.0, 0.40), (1.40, 0.60)),
+            ("s", "t", "topk", 3, (2.0, 0.40), (1.44, 0.60)),
+            ("s", "p", "powersgd", 1, (1.3, 0.70), (1.2, 0.72)),
+            ("s", "p", "powersgd", 2, (1.3, 0.70), (1.2, 0.72)),
+            ("u", "e", "ssgd", 1, (1.5, 0.55), (1.0, 0.80)),
+        ] {
+            t.push_str(&format!("{setup},{cfg},{m},{seed},2,0.001,4,0,,,ok\n"));
+            t.push_str(&format!(
+                "{setup},{cfg},{m},{seed},2,0.001,4,1,{},{},ok\n",
+                a.0, a.1
+            ));
+            t.push_str(&format!(
+                "{setup},{cfg},{m},{seed},2,0.001,4,3,{},{},done\n",
+                b.0, b.1
+            ));
+        }
+        std::fs::write(&p, t).unwrap();
+        let got = from_csv(&p).unwrap();
+        let find = |m: &str, n: usize| got.iter().filter(|s| s.method == m).nth(n).unwrap();
+        // Dense: seed 3 after 2 steps, the others after 4: the most is 4.
+        assert_eq!(find("ssgd", 0).steps, Some(4));
+        assert_eq!(find("powersgd", 0).steps, Some(2));
+        assert_eq!(find("topk", 0).steps, None);
+        assert_eq!(
+            find("topk", 0).verdict,
+            "does not reach dense at 1 of 3 seeds"
+        );
+        assert_eq!(find("ssgd", 1).steps, None);
+        assert!(find("ssgd", 1).verdict.starts_with("no dense target"));
+        // Not a converge.csv of this gradcomp: refused naming the column.
+        std::fs::write(&p, "method,step\nssgd,0\n").unwrap();
+        let e = from_csv(&p).unwrap_err().to_string();
+        assert!(e.contains("setup_id") && e.contains("--converge"), "{e}");
+        assert!(from_csv(&dir)
+            .unwrap_err()
+            .to_string()
+            .contains("regular file"));
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

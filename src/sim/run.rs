@@ -70,6 +70,9 @@ pub struct SimulateRequest {
     /// `--validate-published omgs`: also write published_validation.csv
     /// ([`super::published::omgs_validation`]) for the network and compression device.
     pub validate_published: bool,
+    /// Steps to dense accuracy per method configuration (`--converge FILE`): printed as
+    /// time to accuracy after the sweep's table; empty: not printed.
+    pub steps_to_target: Vec<super::summary::StepsToTarget>,
 }
 
 /// OMGS-SGD's published constants beside our network preset's and device model's
@@ -344,6 +347,12 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
     crate::record::write_all(&sim_csv, &rows, Existing::Refuse)?;
     if measured.is_none() && !rows.is_empty() {
         print!("{}", super::summary::best_configurations(&rows));
+        if !req.steps_to_target.is_empty() {
+            print!(
+                "{}",
+                super::summary::time_to_accuracy(&rows, &req.steps_to_target)
+            );
+        }
     }
     if req.validate_published {
         write_published_validation(req)?;
@@ -578,6 +587,7 @@ mod tests {
 
     fn req(network: Option<&str>, g: Option<usize>) -> SimulateRequest {
         SimulateRequest {
+            steps_to_target: Vec::new(),
             models: vec![],
             methods: vec![],
             fusion: vec![],

@@ -1,5 +1,7 @@
-//! The table `gradcomp simulate` prints after a sweep: per model, world size and network,
-//! each method's fastest simulated configuration and its speedup over S-SGD's fastest.
+//! The tables `gradcomp simulate` prints after a sweep: per model, world size, network and
+//! compression placement, each method's fastest simulated configuration and its speedup
+//! over S-SGD's fastest of the same placement; with `--converge`, each method's time to
+//! dense S-SGD's accuracy (steps to target from `gradcomp converge` x the iteration).
 
 use super::SimRow;
 use crate::units::fmt_seconds;
@@ -27,25 +29,7 @@ fn config_label(r: &SimRow, all: &[SimRow]) -> String {
 /// The summary table (text, one line per model, world size, network and method, in the
 /// order the rows first name them), ending with a line on where every case is.
 pub fn best_configurations(rows: &[SimRow]) -> String {
-    type Key = (String, usize, usize, String);
-    let key = |r: &SimRow| -> Key {
-        (
-            r.model.clone(),
-            r.world_size,
-            r.ranks_per_node,
-            r.network.clone(),
-        )
-    };
-    // (group, method) -> index of the fastest row, in first-seen order.
-    let mut best: Vec<((Key, String), usize)> = Vec::new();
-    for (i, r) in rows.iter().enumerate() {
-        let k = (key(r), r.method.clone());
-        match best.iter_mut().find(|(x, _)| *x == k) {
-            Some((_, j)) if rows[*j].iter_s <= r.iter_s => {}
-            Some((_, j)) => *j = i,
-            None => best.push((k, i)),
-        }
-    }
+    let best = fastest(rows);
     let ssgd = |k: &Key| {
         best.iter()
             .find(|((g, m), _)| g == k && m == "ssgd")
@@ -54,7 +38,7 @@ pub fn best_configurations(rows: &[SimRow]) -> String {
     let header = [
         "model",
         "ranks",
-        "network",
+        "network (placement)",
         "method",
         "best configuration",
         "iteration",
@@ -72,7 +56,7 @@ pub fn best_configurations(rows: &[SimRow]) -> String {
             } else {
                 k.1.to_string()
             },
-            k.3.clone(),
+            format!("{} ({})", k.3, k.4),
             m.clone(),
             config_label(r, rows),
             fmt_seconds(r.iter_s),
@@ -109,8 +93,132 @@ pub fn best_configurations(rows: &[SimRow]) -> String {
         out.push_str("(no S-SGD case: add ssgd to --methods for the speedup column)\n");
     }
     out.push_str(
-        "vs S-SGD: S-SGD's fastest iteration / the method's (above 1: faster than S-SGD)\n",
+        "vs S-SGD: S-SGD's fastest iteration / the method's of the same compression placement (above 1: faster than S-SGD)\n",
     );
+    out
+}
+
+/// A group of rows compared with each other: model, world size, ranks per node, network
+/// and compression placement (a baseline priced on the host is never set against a
+/// method priced on a GPU).
+type Key = (String, usize, usize, String, &'static str);
+
+fn key(r: &SimRow) -> Key {
+    (
+        r.model.clone(),
+        r.world_size,
+        r.ranks_per_node,
+        r.network.clone(),
+        r.compress_on,
+    )
+}
+
+/// (group, method) -> index of the fastest row, in first-seen order.
+fn fastest(rows: &[SimRow]) -> Vec<((Key, String), usize)> {
+    let mut best: Vec<((Key, String), usize)> = Vec::new();
+    for (i, r) in rows.iter().enumerate() {
+        let k = (key(r), r.method.clone());
+        match best.iter_mut().find(|(x, _)| *x == k) {
+            Some((_, j)) if rows[*j].iter_s <= r.iter_s => {}
+            Some((_, j)) => *j = i,
+            None => best.push((k, i)),
+        }
+    }
+    best
+}
+
+/// A method configuration's steps to dense S-SGD's accuracy, from `gradcomp converge`
+/// (`converge::target::from_csv`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepsToTarget {
+    pub method: String,
+    /// Density (sparsifiers) and low-rank rank (Power-SGD, ACP-SGD) it trained at.
+    pub density: f64,
+    pub rank: usize,
+    /// The world size of the converge run.
+    pub world_size: usize,
+    /// Steps to target: the most over its seeds, `None` where a seed never reached it.
+    pub steps: Option<u64>,
+    /// The verdict in words (`reaches dense at 2 of 3 seeds`).
+    pub verdict: String,
+}
+
+/// Whether a simulated row's method configuration is `s`'s: the method, and the density
+/// or rank where the method has one.
+fn same_config(r: &SimRow, s: &StepsToTarget) -> bool {
+    let base = r.method.trim_end_matches("-noef");
+    r.method == s.method
+        && (!matches!(base, "topk" | "dgc" | "omgs" | "sketch" | "sketch-fusion")
+            || (r.density - s.density).abs() <= 1e-9 * r.density.max(1e-12))
+        && (!matches!(base, "powersgd" | "acpsgd") || r.rank == s.rank)
+}
+
+/// Per group of [`best_configurations`], each method's fastest configuration ranked by time
+/// to dense accuracy = its steps to target (`steps`, from the converge run of the largest
+/// world size that checked it) x its simulated iteration; the speed-up over S-SGD's time
+/// to accuracy; methods that never reach dense (or were not checked) listed after, unranked.
+pub fn time_to_accuracy(rows: &[SimRow], steps: &[StepsToTarget]) -> String {
+    let best = fastest(rows);
+    let mut groups: Vec<&Key> = Vec::new();
+    for (k, _) in &best {
+        if !groups.contains(&&k.0) {
+            groups.push(&k.0);
+        }
+    }
+    let mut out = String::from(
+        "time to dense accuracy (steps to dense S-SGD's accuracy from gradcomp converge's proxy task x the simulated iteration):\n",
+    );
+    for g in groups {
+        let mut ranked: Vec<(f64, String)> = Vec::new();
+        let mut unranked: Vec<String> = Vec::new();
+        let mut dense_tta = None;
+        for ((_, m), j) in best.iter().filter(|((k, _), _)| k == g) {
+            let r = &rows[*j];
+            let s = steps
+                .iter()
+                .filter(|s| same_config(r, s))
+                .max_by_key(|s| s.world_size);
+            match s {
+                Some(StepsToTarget {
+                    steps: Some(n),
+                    world_size,
+                    ..
+                }) => {
+                    let tta = *n as f64 * r.iter_s;
+                    if m == "ssgd" {
+                        dense_tta = Some(tta);
+                    }
+                    ranked.push((
+                        tta,
+                        format!(
+                            "{m:<14} {:>12} x {n:>6} steps (converge np {world_size}) = {:>10}",
+                            fmt_seconds(r.iter_s),
+                            fmt_seconds(tta)
+                        ),
+                    ));
+                }
+                Some(s) => unranked.push(format!(
+                    "{m:<14} {} (converge np {})",
+                    s.verdict, s.world_size
+                )),
+                None => unranked.push(format!(
+                    "{m:<14} not checked: no converge case of this method and parameters"
+                )),
+            }
+        }
+        ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+        out.push_str(&format!(
+            "  {} at {} ranks ({}/node), {} ({}):\n",
+            g.0, g.1, g.2, g.3, g.4
+        ));
+        for (i, (tta, line)) in ranked.iter().enumerate() {
+            let vs = dense_tta.map_or("-".to_string(), |d| format!("{:.2}x S-SGD", d / tta));
+            out.push_str(&format!("    {}. {line}  {vs}\n", i + 1));
+        }
+        for line in unranked {
+            out.push_str(&format!("    -  {line}\n"));
+        }
+    }
     out
 }
 
@@ -129,6 +237,8 @@ mod tests {
             ranks_per_node: 1,
             network: "10gbe".into(),
             compress_on: "host",
+            density: 0.001,
+            rank: 4,
             iter_s,
             ..SimRow::default()
         }
@@ -152,7 +262,7 @@ mod tests {
         let line = |m: &str| {
             *lines
                 .iter()
-                .find(|l| l.split_whitespace().nth(3) == Some(m))
+                .find(|l| l.split_whitespace().nth(4) == Some(m))
                 .unwrap_or_else(|| panic!("{m}: {t}"))
         };
         assert!(line("ssgd").contains("25MiB/pipe_on/allreduce"), "{t}");
@@ -182,6 +292,75 @@ mod tests {
                 .filter(|l| l.contains(" - ") || l.ends_with('-'))
                 .count(),
             2,
+            "{t}"
+        );
+    }
+
+    fn steps(method: &str, n: Option<u64>, world_size: usize) -> StepsToTarget {
+        StepsToTarget {
+            method: method.into(),
+            density: 0.001,
+            rank: 4,
+            world_size,
+            steps: n,
+            verdict: if n.is_some() {
+                "reaches dense".into()
+            } else {
+                "does not reach dense".into()
+            },
+        }
+    }
+
+    /// Steps x the fastest iteration of the same placement: ssgd 700 x 0.1 s = 70 s, topk
+    /// 1,000 x 0.05 s = 50 s (1.40x S-SGD), powersgd 600 x 0.125 s = 75 s (0.93x); a
+    /// method that never reaches dense is listed unranked however fast its iteration; the
+    /// converge run of the largest world size counts; host and device never mix.
+    #[test]
+    fn time_to_accuracy_is_steps_times_iteration_per_placement() {
+        let mut dev = row("ssgd", "none", "on", 0.010);
+        dev.compress_on = "device";
+        let rows = vec![
+            row("ssgd", "none", "off", 0.200),
+            row("ssgd", "25MiB", "on", 0.100),
+            row("topk", "25MiB", "on", 0.050),
+            row("powersgd", "25MiB", "on", 0.125),
+            row("marsit", "25MiB", "on", 0.001),
+            dev,
+        ];
+        let st = vec![
+            steps("ssgd", Some(700), 3),
+            steps("ssgd", Some(100), 2),
+            steps("topk", Some(1000), 3),
+            steps("powersgd", Some(600), 3),
+            steps("marsit", None, 3),
+        ];
+        let t = time_to_accuracy(&rows, &st);
+        let host = &t[t.find("(host)").unwrap()..t.find("(device)").unwrap()];
+        let lines: Vec<&str> = host.lines().collect();
+        assert!(
+            lines[1].contains("1. topk")
+                && lines[1].contains("50.00s")
+                && lines[1].ends_with("1.40x S-SGD"),
+            "{t}"
+        );
+        assert!(
+            lines[2].contains("2. ssgd")
+                && lines[2].contains("70.00s")
+                && lines[2].ends_with("1.00x S-SGD"),
+            "{t}"
+        );
+        assert!(
+            lines[3].contains("3. powersgd") && lines[3].ends_with("0.93x S-SGD"),
+            "{t}"
+        );
+        assert!(
+            lines[4].contains("marsit") && lines[4].contains("does not reach dense"),
+            "{t}"
+        );
+        // The device group holds its own S-SGD only: 700 x 10 ms = 7 s.
+        let device = &t[t.find("(device)").unwrap()..];
+        assert!(
+            device.contains("1. ssgd") && device.contains("7.00s") && !device.contains("topk"),
             "{t}"
         );
     }
