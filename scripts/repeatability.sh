@@ -9,7 +9,7 @@
 # Writes OUT/CONFIG/{a,b}/npN (the runs), OUT/CONFIG/compare-npN/compare.md and
 # OUT/summary.md (wall time of every run, cases within tolerance, conclusions). Run it on
 # a quiet machine: it measures the machine as much as the code. Exit 1 when a comparison
-# fails, 2 on bad arguments.
+# fails or judged nothing (every case timed once: "not judged", never a pass), 2 on bad arguments.
 set -euo pipefail
 
 if [[ $# -lt 1 || $1 == -h || $1 == --help ]]; then
@@ -78,10 +78,11 @@ for c in "${CONFIGS[@]}"; do
         set -e
         [[ $ok -eq 2 ]] && { echo "repeatability.sh: compare failed for $c at $n ranks" >&2; exit 1; }
         [[ $ok -ne 0 ]] && rc=1
-        within=$(sed -n 's/^- times within [0-9]*%: \([0-9]* of [0-9]*\); largest difference \(.*\)$/\1|\2/p' "$cmp/compare.md")
+        within=$(sed -n 's/^- times within [0-9]*%: \([0-9]* of [0-9]* judged\)\(; largest difference \([^ ]*\)\)\{0,1\}.*$/\1|\3/p' "$cmp/compare.md")
         concl=$(sed -n 's/.*: [0-9]*; agree \([0-9]*\), one-sided \([0-9]*\), contradictions \([0-9]*\)$/\1 \/ \2 \/ \3/p' "$cmp/compare.md")
         result=pass
         [[ $ok -ne 0 ]] && result=FAIL
+        grep -q '^- result: NOT JUDGED' "$cmp/compare.md" && result="not judged (every case timed once)"
         echo "| $c | $n | ${secs[0]} | ${secs[1]} | ${within%%|*} | ${within#*|} | $concl | $result |" >>"$summary"
         echo "$c np$n: ${secs[0]} s / ${secs[1]} s, $(tail -n +1 "$cmp/compare.md" | grep -m1 'result:')"
     done

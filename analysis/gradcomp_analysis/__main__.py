@@ -119,7 +119,13 @@ def main(argv=None) -> int:
     r.add_argument("--out", help="output directory [default: FIRST_RESULTS_DIR/report]")
     r.add_argument("--latex", action="store_true", help="also write every table as LaTeX (NAME.tex)")
     c = sub.add_parser("compare", help="repeatability: two runs of one config, case by case (times within a "
-                                      "tolerance, no significant conclusion reversed); exit 1 when not")
+                                      "tolerance, no significant conclusion reversed); exit 1 when not, and "
+                                      "exit 1 when it judged nothing (every case timed once: `NOT JUDGED`, "
+                                      "not a pass); exit 2 on bad input",
+                       description="Two runs of one config, case by case. Exit status: exit 0 when it passes (PASS); "
+                                   "exit 1 when it fails (FAIL) or when it judged nothing (NOT JUDGED: every "
+                                   "case timed once, so no timing claim to compare; not a pass); exit 2 on bad "
+                                   "input.")
     c.add_argument("run_a")
     c.add_argument("run_b")
     c.add_argument("--tolerance", type=float, default=0.10,

@@ -7,7 +7,9 @@ The checks, all on e2e.csv (each run's repeats of a case collapsed as the report
 - **Times:** per case (joined on the case's configuration, `tables.case_keys`; a case
   the config repeats is taken at its median repeat), the relative difference of the
   median iteration `t_b / t_a - 1`; within `tolerance` passes (a case timed once makes
-  no timing claim and is not judged). The wire bytes must be identical where both runs
+  no timing claim and is not judged; when no case is judged, the comparison judged
+  nothing and is `NOT JUDGED`, exit 1 like a failure: a vacuous pass is no evidence of
+  repeatability). The wire bytes must be identical where both runs
   timed the same number of iterations: the runs are seeded.
 - **Conclusions:** every pair of cases of one setup (`tables.setup_keys`: model, world
   size, batch, device) that a report could compare (method against method, fusion against
@@ -126,10 +128,13 @@ def compare_runs(a: pd.DataFrame, b: pd.DataFrame, tolerance: float) -> dict:
     only_b = sorted(set(b.index) - set(common))
     union = len(common) + len(only_a) + len(only_b)
     shared = len(common) / union if union else 0.0
+    # Every case timed once: the timing check judged nothing, which is not a pass.
+    not_judged = len(common) > 0 and not bool(times["judged"].any())
     ok = (bool(times["within"].all()) and bool(times["same_wire"].all())
           and not (pairs["verdict"] == "contradiction").any() and not only_a and not only_b
-          and len(common) > 0)
+          and len(common) > 0 and not not_judged)
     return {"times": times, "pairs": pairs, "only_a": only_a, "only_b": only_b, "ok": ok,
+            "not_judged": not_judged,
             "shared": shared, "different_configs": shared < MIN_SHARED,
             "labels_a": {k: a.at[k, "label"] for k in only_a},
             "labels_b": {k: b.at[k, "label"] for k in only_b}}
@@ -145,13 +150,20 @@ def _largest(t: pd.DataFrame) -> str:
 
 
 def result_line(res: dict) -> str:
-    """`PASS`, `FAIL`, or `FAIL (different configs: K of N cases in both runs)`."""
+    """`PASS`, `FAIL`, `FAIL (different configs: K of N cases in both runs)`, or `NOT JUDGED
+    (...)` when every case was timed once (no timing claim to compare: not a pass)."""
     n_a, n_b, k = len(res["only_a"]), len(res["only_b"]), len(res["times"])
     if res.get("different_configs"):
         return (f"FAIL (different configs: {k} of {k + n_a + n_b} cases in both runs; "
                 f"compare judges two runs of one config)")
     if res["ok"]:
         return "PASS"
+    if res.get("not_judged") and not (n_a or n_b):
+        t = res["times"]
+        why = ("wire bytes differ" if not t["same_wire"].all() else
+               "a conclusion reversed" if (res["pairs"]["verdict"] == "contradiction").any() else "")
+        return (f"NOT JUDGED (all {k} case(s) timed once: no timing claim to compare; not a pass"
+                + (f"; also {why}" if why else "") + ")")
     if n_a or n_b:
         return f"FAIL ({n_a + n_b} case(s) in one run only)"
     return "FAIL"
@@ -189,9 +201,10 @@ def summary(res: dict, run_a: str, run_b: str, tolerance: float) -> str:
     counts = p["verdict"].value_counts() if n_sig else pd.Series(dtype=int)
     lines = [f"# Repeatability: {run_a} vs {run_b}", "",
              f"- cases compared: {len(t)} (only in a: {len(res['only_a'])}, only in b: {len(res['only_b'])})",
-             f"- times within {tolerance * 100:.0f}%: {int(t['within'].sum())} of {len(t)}; "
-             f"largest difference {_largest(t)}"
-             + (f" (cases timed once, not judged: {int((~t['judged']).sum())})" if (~t["judged"]).any() else "")
+             (f"- times within {tolerance * 100:.0f}%: {int((t['within'] & t['judged']).sum())} of "
+              f"{int(t['judged'].sum())} judged"
+              + (f"; largest difference {_largest(t)}" if t["judged"].any() else "")
+              + (f" (cases timed once, not judged: {int((~t['judged']).sum())})" if (~t["judged"]).any() else ""))
              if len(t) else "- no common cases",
              f"- wire bytes identical (where both runs timed as many iterations): "
              f"{int(t['same_wire'].sum())} of {len(t)}",
