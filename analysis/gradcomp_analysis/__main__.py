@@ -5,7 +5,8 @@ python -m gradcomp_analysis verdicts PAPER_SCALE_DIR (the paper-scale headlines'
 python -m gradcomp_analysis peer-compare PEER_DIR [--out DIR] (gradcomp's kernels vs PyTorch on the CPU, `make peer-compare`);
 python -m gradcomp_analysis gpu-profile RUN_DIR RUN_DIR ... --out DIR --revision REV (runs of scripts/gpu_profile.sh -> median profiles);
 python -m gradcomp_analysis device-model DEVCOST_CSV [--min-elems N] (`gradcomp devcost` rows -> a table per kernel family);
-python -m gradcomp_analysis sim-agreement DIR_A DIR_B [--out CSV] (two `make sim-accuracy` runs: the same verdict per case?)."""
+python -m gradcomp_analysis sim-agreement DIR_A DIR_B [--out CSV] (two `make sim-accuracy` runs: the same verdict per case?);
+python -m gradcomp_analysis sim-accuracy DIR (one `make sim-accuracy` run: judged cases within the tolerance per world size)."""
 
 import argparse
 import errno
@@ -19,7 +20,7 @@ from .io import ReportError, load_csv, read_text
 from .compare import compare_result, printed
 from .devmodel import family_table, merge_repeats
 from .peer import peer_compare
-from .simagree import agreement
+from .simagree import accuracy, agreement
 from .report import find_paper_scale, paper_scale_tables, verdict_counts_line, write_report
 
 
@@ -154,15 +155,24 @@ def main(argv=None) -> int:
     dm.add_argument("--min-elems", type=int, default=0, help="only tensors of at least this many elements")
     sa = sub.add_parser("sim-agreement", help="two `make sim-accuracy` OUT folders of one machine: the same verdict "
                                               "for every case? (issue 29); exit 1 when a verdict changed or a world size "
-                                              "is in one run only")
+                                              "is in one run only, or judged in neither run (not judged)")
     sa.add_argument("dir_a")
     sa.add_argument("dir_b")
     sa.add_argument("--out", help="also write the per-case table (both verdicts, errors and noises) to this CSV")
+    sacc = sub.add_parser(
+        "sim-accuracy", help="one `make sim-accuracy` OUT folder: per world size the judged cases within the "
+                             "tolerance; exit 1 when a case is outside or a world size judged nothing",
+        description="Per world size of a `make sim-accuracy` OUT folder (npN/sim/sim_vs_measured.csv), or of one "
+                    "`gradcomp simulate --compare` folder: judged cases within the tolerance, too noisy to judge, "
+                    "not held to it (more ranks than cores). Exit status: exit 0 when every world size judged a "
+                    "case and none is outside (PASS); exit 1 when a case is outside (FAIL) or a world size judged "
+                    "nothing (NOT JUDGED: never a pass); exit 2 on bad input.")
+    sacc.add_argument("dir", help="the OUT folder of `make sim-accuracy`, or a folder with sim_vs_measured.csv")
     a = p.parse_args(argv)
     try:
         if a.cmd == "sim-agreement":
             check_out_file(a.out)
-        elif a.cmd != "planner-accuracy" and a.cmd != "verdicts" and a.cmd != "device-model":
+        elif a.cmd not in ("planner-accuracy", "verdicts", "device-model", "sim-accuracy"):
             check_out_dir(a.out)
         if a.cmd == "gpu-profile":
             print(merge_repeats(a.runs, a.out, a.revision), end="")
@@ -184,6 +194,10 @@ def main(argv=None) -> int:
             if a.out:
                 table.to_csv(a.out, index=False)
             return 0 if ok else 1
+        if a.cmd == "sim-accuracy":
+            rc, text = accuracy(a.dir)
+            print(text)
+            return rc
         if a.cmd == "compare":
             check_tolerance(a.tolerance, 0.10)
             ok, path, res = compare_result(a.run_a, a.run_b, a.tolerance, a.out)

@@ -11,7 +11,13 @@ compression fit moves the prediction and how far the host jitter does: what deci
 Both runs must hold the same cases at each world size: a case in one only is an error,
 since the runs would not be of one config. A world size in one run only (a run whose
 other world size failed or was not run) is listed and fails the agreement: its cases got
-no second verdict.
+no second verdict. A world size where neither run judged a case (every case too noisy or
+not held to it: more ranks than cores) is `not judged` and fails too: the same verdict for
+every case then says nothing.
+
+`sim-accuracy DIR` (`accuracy`) is the check of one such folder: per world size the judged
+cases within the tolerance, the too noisy and those not held to it; it fails (exit 1) on a
+case outside, and on a world size that judged nothing (`not judged`), which is never a pass.
 """
 
 import os
@@ -49,8 +55,48 @@ def _runs(root: str) -> dict:
                               f"replay the run with `gradcomp simulate --fits RUN --compare RUN/e2e.csv`)")
         if df["case"].duplicated().any():
             raise ReportError(f"{path}: case {df['case'][df['case'].duplicated()].iloc[0]} appears twice")
-        out[label] = df[COLUMNS].set_index("case")
+        out[label] = df.set_index("case")
     return out
+
+
+JUDGED = ("within", "outside")
+
+
+def _unjudged(df: pd.DataFrame) -> str:
+    """`3 ranks-exceed-cores, 1 too-noisy`: the verdicts of cases not judged."""
+    v = df.loc[~df["verdict"].isin(JUDGED), "verdict"].fillna("no verdict").value_counts()
+    return ", ".join(f"{n} {k}" for k, n in v.items())
+
+
+def accuracy(root: str) -> tuple:
+    """(exit status, printable summary) of one `make sim-accuracy` OUT folder (or one
+    `simulate --compare` folder): 0 when every world size judged a case and none is
+    outside the tolerance; 1 when a case is outside or a world size judged nothing."""
+    runs = _runs(root)
+    lines, outside, unjudged = [], 0, []
+    for k, df in runs.items():
+        v = df["verdict"].value_counts()
+        within, out = int(v.get("within", 0)), int(v.get("outside", 0))
+        noisy, over = int(v.get("too-noisy", 0)), int(v.get("ranks-exceed-cores", 0))
+        tol = ", ".join(f"{x * 100:g}%" for x in sorted(set(pd.to_numeric(df["tolerance"], errors="coerce")
+                                                           .dropna()))) if "tolerance" in df.columns else "tolerance"
+        rest = (f"{noisy} too noisy to judge, {over} not held to it (more ranks than cores)")
+        if within + out == 0:
+            unjudged.append(k)
+            lines.append(f"{k}: not judged (0 of {len(df)} case(s) judged: {rest})")
+        else:
+            lines.append(f"{k}: {within} of {within + out} judged case(s) within {tol}; {rest}")
+        for case, r in df[df["verdict"] == "outside"].iterrows():
+            lines.append(f"  outside: {case} ({float(r['rel_err']) * 100:+.1f}%)")
+        outside += out
+    if outside:
+        lines.append(f"result: FAIL ({outside} case(s) outside"
+                     + (f"; not judged: {', '.join(unjudged)}" if unjudged else "") + ")")
+    elif unjudged:
+        lines.append(f"result: NOT JUDGED ({', '.join(unjudged)}: no case judged; not a pass)")
+    else:
+        lines.append("result: PASS")
+    return (1 if outside or unjudged else 0), "\n".join(lines)
 
 
 def _noise(r, suffix: str) -> str:
@@ -70,7 +116,7 @@ def agreement(dir_a: str, dir_b: str) -> tuple:
         raise ReportError(f"{dir_a} ({', '.join(a)}) and {dir_b} ({', '.join(b)}) share no world size")
     lines, tables, same_all = [], [], True
     for k in shared:
-        A, B = a[k], b[k]
+        A, B = a[k][COLUMNS[1:]], b[k][COLUMNS[1:]]
         only = sorted(set(A.index) ^ set(B.index))
         if only:
             raise ReportError(f"{k}: case {only[0]} is in one run only ({len(only)} such): the runs are not of "
@@ -79,7 +125,12 @@ def agreement(dir_a: str, dir_b: str) -> tuple:
         j["same"] = j["verdict_a"] == j["verdict_b"]
         same = int(j["same"].sum())
         same_all &= same == len(j)
-        lines.append(f"{k}: the same verdict for {same} of {len(j)} cases")
+        if not (A["verdict"].isin(JUDGED).any() or B["verdict"].isin(JUDGED).any()):
+            # Judged in neither run: the same verdicts agree about nothing.
+            same_all = False
+            lines.append(f"{k}: not judged (no case judged in either run: {_unjudged(A)}); not a pass")
+        else:
+            lines.append(f"{k}: the same verdict for {same} of {len(j)} cases")
         for case, r in j[~j["same"]].iterrows():
             lines.append(f"  {case}: {r['verdict_a']} {float(r['rel_err_a']) * 100:+.1f}% ({_noise(r, '_a')}) -> "
                          f"{r['verdict_b']} {float(r['rel_err_b']) * 100:+.1f}% ({_noise(r, '_b')})")

@@ -143,6 +143,10 @@ BAD_INPUTS = [
      ["d.csv", "line 2", "column cols", "'wide'"]),
     ("sim-agreement-binary", {"sim_vs_measured.csv": BINARY}, ["sim-agreement", "{d}/run", "{d}/run"],
      ["sim_vs_measured.csv", "not UTF-8"]),
+    ("sim-accuracy-binary", {"sim_vs_measured.csv": BINARY}, ["sim-accuracy", "{d}/run"],
+     ["sim_vs_measured.csv", "not UTF-8"]),
+    ("sim-accuracy-no-verdicts", {"sim_vs_measured.csv": SVM}, ["sim-accuracy", "{d}/run"],
+     ["sim_vs_measured.csv", "columns", "missing"]),
     # the command line itself: argparse's usage block is one line
     ("cli-no-command", {}, [], ["gradcomp_analysis: error: the following arguments are required: cmd"]),
     ("cli-unknown-command", {}, ["reprot"], ["invalid choice: 'reprot'"]),
@@ -192,7 +196,7 @@ def test_every_command_is_in_the_catalogue():
 
     import gradcomp_analysis.__main__ as M
     doc_cmds = set(re.findall(r"python -m gradcomp_analysis ([a-z-]+)", M.__doc__))
-    assert len(doc_cmds) == 8, doc_cmds
+    assert len(doc_cmds) == 9, doc_cmds
     covered = {argv[0] for _, _, argv, _ in BAD_INPUTS if argv}
     assert doc_cmds <= covered, doc_cmds - covered
     assert len({i for i, *_ in BAD_INPUTS}) == len(BAD_INPUTS)
