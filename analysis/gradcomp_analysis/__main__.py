@@ -21,7 +21,7 @@ from .compare import compare_result, printed
 from .devmodel import family_table, merge_repeats
 from .peer import peer_compare
 from .simagree import accuracy, agreement
-from .report import find_paper_scale, paper_scale_tables, verdict_counts_line, write_report
+from .report import find_paper_scale, format_column, paper_scale_tables, verdict_counts_line, write_report
 
 
 class Parser(argparse.ArgumentParser):
@@ -89,7 +89,8 @@ def planner_accuracy_check(run: str, tolerance: float) -> int:
         t = T.planner_accuracy(T.collapse_repeats(e2e), tolerance)
     except T.MissingData as e:
         raise ReportError(f"{path}: {e}")
-    print(t.to_string(index=False))
+    # The report's number format (4 significant digits), not pandas' six decimals.
+    print(t.apply(lambda col: pd.Series(format_column(col, col.name), index=col.index)).to_string(index=False))
     bad = int((t["within"] != "yes").sum())
     print(f"{len(t) - bad} of {len(t)} planner cases within {tolerance * 100:g}%")
     return 1 if bad else 0

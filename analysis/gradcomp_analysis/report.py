@@ -15,7 +15,7 @@ import sys
 import pandas as pd
 
 from . import plots, published as pub, tables as T, trains, verdict as V
-from .io import ReportError, Results, discover, load_csv, load_results  # noqa: F401  (load_csv: public API)
+from .io import ReportError, Results, discover, load_csv, load_results, read_text  # noqa: F401  (load_csv: public API)
 
 # Which bench config produces the rows of each paper table (docs/reproduce.md).
 CONFIGS = {
@@ -244,13 +244,15 @@ def find_paper_scale(dirs) -> list:
             subs[:] = sorted(s for s in subs if not os.path.islink(os.path.join(d, s)))
             if PAPER_SCALE_MARKER not in files:
                 continue
-            with open(os.path.join(d, PAPER_SCALE_MARKER)) as f:
-                info = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+            # read_text: a regular UTF-8 file, else a ReportError naming it (never a
+            # UnicodeDecodeError out of write_report called from Python).
+            text = read_text(os.path.join(d, PAPER_SCALE_MARKER))
+            info = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
             info["path"] = d
             info["label"] = os.path.relpath(d, root)
             info["sim"] = load_csv(d, "sim.csv")
             err = os.path.join(d, "error.txt")
-            info["error"] = open(err).read().strip() if os.path.exists(err) else ""
+            info["error"] = read_text(err).strip() if os.path.lexists(err) else ""
             found.append(info)
     return found
 
@@ -387,6 +389,39 @@ def published_validation(found) -> pd.DataFrame:
               "ours_source"]]
 
 
+def fixed(v, nd: int = 2) -> str:
+    """V with ND decimals, never `-0.00`: a value that rounds to zero but is not zero keeps
+    two significant digits (-7.5e-05, -0.0012: the sign says something), zero is `0.00`."""
+    v = float(v)
+    if v != v:
+        return "nan"
+    if round(v, nd) == 0:
+        return f"{0:.{nd}f}" if v == 0 else _sig(v, 2)
+    return f"{v:.{nd}f}"
+
+
+def paper_scale_row(headline, setup, claim, published, res, unit="", failed="", plan="", devices=()) -> dict:
+    """One headline row: PUBLISHED (a number in UNIT) beside ours per compress_on (RES:
+    compress_on -> (value, direction holds, deciding cost)), with ours / published and the
+    three-level verdict (verdict.py); the compression device (DEVICES) and whether it is the
+    paper's GPU; PLAN: the plan_source that ran (planners)."""
+    gpu = pub.PAPER_SCALE.get(headline, {}).get("gpu")
+    dev = ", ".join(sorted(d for d in devices if d))
+    row = {"headline": headline, "setup": setup, "claim": claim, "published": f"{published:g}{unit}",
+           "device (compression)": f"{dev} (the paper's GPU: {gpu})" if gpu else
+           f"{dev} (the paper names no GPU: default)"}
+    for on in COMPRESS_ON:
+        v = res.get(on)
+        row[f"ours {on}"] = "" if v is None else f"{fixed(v[0])}{unit}"
+        row[f"ours/published {on}"] = "" if v is None else fixed(V.ratio(v[0], published))
+        row[f"verdict {on}"] = ("n/a: " + failed) if v is None and failed else \
+            ("" if v is None else V.verdict(v[0], published, v[1]))
+    row["deciding cost (not reproduced)"] = "; ".join(
+        f"{on}: {res[on][2]}" for on in COMPRESS_ON if on in res and res[on][2])
+    row["plan that ran"] = plan
+    return row
+
+
 def paper_scale_tables(found):
     """(headlines, acpsgd, sources) DataFrames of the paper-scale section from FOUND
     (find_paper_scale)."""
@@ -396,24 +431,8 @@ def paper_scale_tables(found):
         devices.setdefault(f.get("headline"), set()).add(f.get("compress_device", ""))
 
     def add(headline, setup, claim, published, res, unit="", failed="", plan=""):
-        """One headline row: PUBLISHED (a number in UNIT) beside ours per compress_on, with
-        ours / published and the three-level verdict (verdict.py); the compression device
-        and whether it is the paper's GPU; PLAN: the plan_source that ran (planners)."""
-        gpu = pub.PAPER_SCALE.get(headline, {}).get("gpu")
-        dev = ", ".join(sorted(d for d in devices.get(headline, ()) if d))
-        row = {"headline": headline, "setup": setup, "claim": claim, "published": f"{published:g}{unit}",
-               "device (compression)": f"{dev} (the paper's GPU: {gpu})" if gpu else
-               f"{dev} (the paper names no GPU: default)"}
-        for on in COMPRESS_ON:
-            v = res.get(on)
-            row[f"ours {on}"] = "" if v is None else f"{v[0]:.2f}{unit}"
-            row[f"ours/published {on}"] = "" if v is None else f"{V.ratio(v[0], published):.2f}"
-            row[f"verdict {on}"] = ("n/a: " + failed) if v is None and failed else \
-                ("" if v is None else V.verdict(v[0], published, v[1]))
-        row["deciding cost (not reproduced)"] = "; ".join(
-            f"{on}: {res[on][2]}" for on in COMPRESS_ON if on in res and res[on][2])
-        row["plan that ran"] = plan
-        rows.append(row)
+        rows.append(paper_scale_row(headline, setup, claim, published, res, unit, failed, plan,
+                                    devices.get(headline, ())))
 
     acp_rows = []
     df = _sims(found, "acpsgd-main")
