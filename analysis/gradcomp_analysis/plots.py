@@ -3,6 +3,7 @@
 import math
 import numbers
 import os
+import textwrap
 
 import matplotlib
 import matplotlib.ticker
@@ -59,15 +60,29 @@ def _label(keys, k):
 
 
 def micro_comm(df: pd.DataFrame, out_dir: str) -> list:
-    """Latency and bus bandwidth vs message size per collective, one figure per world size."""
+    """Latency and bus bandwidth vs message size per collective, one figure per world size,
+    with each point's 95% interval (`ci95_s`, the half-width of the mean) as error bars: on
+    the time `median +- ci95_s` (stopping at 0), on the bandwidth the same interval turned
+    over, `bw m / (m + ci)` .. `bw m / (m - ci)` (no upper bar where ci >= m)."""
     files = []
     plain = df[df["collective"] != "iallreduce-overlap"]
+    has_ci = "ci95_s" in plain.columns
     for n, g in plain.groupby("world_size"):
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
         for c, gc in g.groupby("collective"):
-            gc = gc.groupby("bytes")[["median_s", "busbw_gbps"]].median().reset_index()
-            a1.plot(gc["bytes"], gc["median_s"] * 1e6, marker="o", ms=3, label=c)
-            a2.plot(gc["bytes"], gc["busbw_gbps"], marker="o", ms=3, label=c)
+            cols = ["median_s", "busbw_gbps"] + (["ci95_s"] if has_ci else [])
+            gc = gc.groupby("bytes")[cols].median().reset_index()
+            m = gc["median_s"].to_numpy(dtype=float)
+            bw = gc["busbw_gbps"].to_numpy(dtype=float)
+            t_err = bw_err = None
+            if has_ci and gc["ci95_s"].notna().any():
+                ci = np.nan_to_num(gc["ci95_s"].to_numpy(dtype=float))
+                t_err = [np.minimum(ci, m) * 1e6, ci * 1e6]
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    bw_hi = np.where(ci < m, bw * m / (m - ci) - bw, np.nan)
+                bw_err = [bw - bw * m / (m + ci), bw_hi]
+            a1.errorbar(gc["bytes"], m * 1e6, yerr=t_err, marker="o", ms=3, capsize=2, label=c)
+            a2.errorbar(gc["bytes"], bw, yerr=bw_err, marker="o", ms=3, capsize=2, label=c)
         for a, yl in [(a1, "median time (us)"), (a2, "bus bandwidth (GB/s)")]:
             a.set_xscale("log", base=2)
             a.set_xlabel("message size per rank (bytes)")
@@ -75,14 +90,14 @@ def micro_comm(df: pd.DataFrame, out_dir: str) -> list:
             a.grid(True, alpha=0.3)
         a1.set_yscale("log")
         a1.legend()
-        fig.suptitle(f"Collectives, {_ranks(n)}")
+        fig.suptitle(f"Collectives, {_ranks(n)}" + (" (error bars: 95% interval of the mean)" if has_ci else ""))
         files.append(_save(fig, out_dir, f"micro_comm_np{n}.png"))
     return files
 
 
 def micro_compress(t: pd.DataFrame, out_dir: str) -> list:
     """Compression GB/s (fp32 input) per method and shape, with the memory read bandwidth line."""
-    fig, ax = plt.subplots(figsize=(10, 4))
+    fig, ax = plt.subplots(figsize=(13, 4))
     shape = t["rows"].astype("Int64").astype(str) + "x" + t["cols"].astype("Int64").astype(str)
     if "model" in t.columns:  # a model row: every layer of the model per step
         shape = shape.where(t["model"].isna() | (t["model"] == ""), t["model"].astype(str) + " (layers)")
@@ -92,11 +107,12 @@ def micro_compress(t: pd.DataFrame, out_dir: str) -> list:
     mem = t["mem_read_gbps"].max()
     n = int(t["world_size"].max()) if "world_size" in t.columns and t["world_size"].notna().any() else 1
     ax.axhline(mem, color="k", ls="--", lw=1,
-               label=f"memory read bandwidth of one rank alone (the probe, others idle): {mem:.1f} GB/s")
+               label=f"memory read bandwidth of one rank alone\n(the probe, others idle): {mem:.1f} GB/s")
     ax.set_ylabel("GB/s of fp32 input per rank\n(compress + feedback)")
     ax.set_title(f"Compression throughput per rank, {_ranks(n)} compressing at once, vs one rank's memory bandwidth")
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8)
+    # Beside the data, not over it: the small shapes' (1x1000) bars sit where "best" puts it.
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return [_save(fig, out_dir, "micro_compress_gbps.png")]
 
 
@@ -122,7 +138,11 @@ def e2e_phases(t: pd.DataFrame, out_dir: str) -> list:
         cols = [c for c in ["compress_ms", "comm_ms", "decompress_ms", "exposed_ms"] if c in g.columns]
         g.groupby("method", sort=False)[cols].median().plot.bar(ax=ax)
         ax.set_ylabel("ms per iteration (best configuration)")
-        ax.set_title(f"{model}, {_ranks(n)}: phase times (exposed = communication not hidden)")
+        # exposed_s (src/engine/mod.rs): from the end of backward to the end of the iteration,
+        # so it holds what was not hidden of compression, decompression and waits too, and can
+        # exceed comm.
+        ax.set_title(f"{model}, {_ranks(n)}: phase times\n(exposed = end of backward to end of iteration: "
+                     f"the communication, compression and waits not hidden behind backward)", fontsize=10)
         files.append(_save(fig, out_dir, f"e2e_{model}_np{n}_phases.png"))
     return files
 
@@ -250,15 +270,42 @@ def lines(t: pd.DataFrame, x: str, values: list, groups: list, fname: str, out_d
     return [_save(fig, out_dir, fname)]
 
 
+def paired_rows(t: pd.DataFrame, values: list):
+    """Where VALUES hold a quantity and its published counterpart (`ratio`, `ratio
+    (published)`): (the mask of rows holding both, [(row position, the one it holds)] for
+    the rows holding one only). (None, []) when VALUES hold no such pair."""
+    pairs = [(v, f"{v} (published)") for v in values if f"{v} (published)" in values]
+    if not pairs:
+        return None, []
+    ours, theirs = pairs[0]
+    a, b = t[ours].notna().to_numpy(), t[theirs].notna().to_numpy()
+    alone = [(i, ours if a[i] else theirs) for i in range(len(t)) if a[i] != b[i]]
+    return a & b, alone
+
+
 def points(t: pd.DataFrame, index: list, values: list, fname: str, out_dir: str, title: str, ylabel: str,
            logy: bool = False) -> list:
     """One point per row (labelled by INDEX columns) and VALUES column: for quantities a
-    bar's length would misstate (a log axis, or an axis not starting at zero)."""
+    bar's length would misstate (a log axis, or an axis not starting at zero). Where VALUES
+    are a quantity and its published counterpart (`paired_rows`), only rows holding both
+    are drawn (a point without its pair compares nothing) and a note under the axes names
+    the rows without a pair (all of them, and that nothing pairs, when none has both)."""
     values = [v for v in values if v in t.columns]
     if t.empty or not values:
         return []
-    fig, ax = plt.subplots(figsize=(max(5.0, 0.7 * len(t) + 3), 4))
     idx = [c for c in index if c in t.columns]
+    both, alone = paired_rows(t, values)
+    note = ""
+    if both is not None:
+        names = [f"{_label(idx, tuple(t[idx].iloc[i]))} ({v} only)" for i, v in alone]
+        pair = [v for v in values if f"{v} (published)" in values][0]
+        if not both.any():
+            note = f"Nothing to compare: no row has both {pair} and {pair} (published); " + "; ".join(names)
+        elif names:
+            note = "Not drawn, without a pair: " + "; ".join(names)
+        t = t[both]
+    width = max(7.0 if note else 5.0, 0.7 * len(t) + 3)
+    fig, ax = plt.subplots(figsize=(width, 4 + (0.5 if note else 0)))
     labels = [_label(idx, tuple(r)) for r in t[idx].itertuples(index=False)]
     xs = np.arange(len(t))
     for v, color, marker in zip(values, distinct_colors(len(values)), ["o", "s", "^", "D", "v", "P"] * 4):
@@ -273,6 +320,8 @@ def points(t: pd.DataFrame, index: list, values: list, fname: str, out_dir: str,
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
+    if note:  # under the axes, where tight_layout keeps room for it
+        ax.set_xlabel("\n".join(textwrap.wrap(note, int(width * 14))), fontsize=7)
     return [_save(fig, out_dir, fname)]
 
 
