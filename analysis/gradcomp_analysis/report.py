@@ -617,22 +617,34 @@ def ranking_warnings(e2e: pd.DataFrame, meta) -> list:
         n = int((d > DRIFT_WARN).sum())
         if n:
             out.append(f"{n} of {len(e2e)} e2e case(s) drifted more than {DRIFT_WARN:.0%} from the compute model "
-                       f"(worst {d.max():.0%}): the node was busy; rerun on a quiet node")
+                       f"(median over a case's iterations; the worst case {d.max():.0%}): the node was busy; rerun on "
+                       "a quiet node")
+    timed = set(e2e["run_id"].astype(str)) if "run_id" in e2e.columns else None
     for _, m in meta:
-        if not isinstance(m, dict):
+        if not isinstance(m, dict) or (timed is not None and str(m.get("run_id")) not in timed):
             continue
-        cores, ws = m.get("host_cores"), m.get("world_size")
-        load = m.get("load_avg_start")
-        hosts = m.get("hosts") or []
-        if isinstance(cores, (int, float)) and isinstance(ws, (int, float)) and cores > 0 and \
-                ws > cores * max(len(set(hosts)), 1):
-            out.append(f"run {m.get('run_id', '?')}: {int(ws)} ranks on {int(cores)} core(s): oversubscribed, ranks "
-                       "share cores and their times mix; run with no more ranks than cores (mpirun -np N)")
-        if isinstance(load, (list, tuple)) and load:
-            load = load[0]
-        if isinstance(load, (int, float)) and isinstance(cores, (int, float)) and cores > 0 and load > cores:
-            out.append(f"run {m.get('run_id', '?')}: load average {load:.1f} on {int(cores)} core(s) at the start: "
-                       "other work shared the node; rerun when it is quiet")
+        run = m.get("run_id", "?")
+        hosts, cores, loads = m.get("hosts"), m.get("host_cores"), m.get("load_avg_start")
+        # Per rank (a list each, as run.json records them), or one value for the run.
+        n = m.get("world_size") if isinstance(m.get("world_size"), int) else 0
+        hosts = hosts if isinstance(hosts, list) and hosts else ["?"] * max(n, 1)
+        per = lambda v: v if isinstance(v, list) else [v] * len(hosts)  # noqa: E731
+        seen = {}
+        for h, c, ld in zip(hosts, per(cores), per(loads)):
+            ranks, _, _ = seen.get(h, (0, c, ld))
+            seen[h] = (ranks + 1, c, ld)
+        if not isinstance(m.get("hosts"), list) and n:
+            seen = {"?": (n, cores, loads)}
+        for h, (ranks, c, ld) in seen.items():
+            if not isinstance(c, (int, float)) or c <= 0:
+                continue
+            if ranks > c:
+                out.append(f"run {run}: {ranks} ranks on {int(c)} core(s) of host {h}: oversubscribed, ranks share "
+                           "cores and their times mix; run with no more ranks than cores (mpirun -np N)")
+            one = ld[0] if isinstance(ld, list) and ld else ld
+            if isinstance(one, (int, float)) and one > c:
+                out.append(f"run {run}: load average {one:.1f} on {int(c)} core(s) of host {h} at the start: other "
+                           "work shared the node; rerun when it is quiet")
     if "iters_run" in e2e.columns or "iters" in e2e.columns:
         it = pd.to_numeric(e2e.get("iters_run", e2e.get("iters")), errors="coerce")
         rep = e2e["repeats"] if "repeats" in e2e.columns else pd.Series(1, index=e2e.index)
@@ -658,11 +670,12 @@ def fastest_section(R, e2e, checks, meta):
     if not len(t):
         return
     R.add("## Fastest to dense accuracy", "")
-    for w in ranking_warnings(e2e, meta):
-        R.add(f"> **Warning: this run cannot rank methods.** {w}.", "")
+    warn = ranking_warnings(e2e, meta)
+    if warn:
+        R.add("> **Warning: this run cannot rank methods:**", *[f"> - {w}." for w in dict.fromkeys(warn)], "")
     lines = []
     for _, g in t.groupby(keys, sort=False, dropna=False):
-        top = g[g["rank"] == 1]
+        top = g[g["place"] == 1]
         setup = ", ".join(f"{k} {v}" for k, v in zip(keys, g.iloc[0][keys]))
         if not len(top):
             lines.append(f"- {setup}: no method reaches dense accuracy in these results (or none was checked).")
@@ -676,7 +689,7 @@ def fastest_section(R, e2e, checks, meta):
     R.add(*lines, "")
     show = t.assign(tta=[f"{fmt(a)} s [{fmt(lo)}, {fmt(hi)}]" if a == a else "-" for a, lo, hi in
                          zip(t["tta_s"], t["tta_lo_s"], t["tta_hi_s"])])
-    cols = keys + ["rank", "method", "config", "iter_ms", "steps", "tta", "speedup_vs_ssgd", "tie", "verdict"]
+    cols = keys + ["place", "method", "config", "iter_ms", "steps", "tta", "speedup_vs_ssgd", "tie", "verdict"]
     R.table("fastest_to_accuracy", show[[c for c in cols if c in show.columns]],
             "time to dense accuracy = steps to dense's target (`gradcomp converge`) x measured time per iteration")
     R.add(trains.TTA_CAVEAT, "")
@@ -751,7 +764,7 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
                   f"{int(rep.max())} times): each is shown at its median repeat, its ± widened to half the range "
                   "between the repeats where that is larger.", "")
 
-    fastest_section(R, e2e if has_e2e else None, checks, res.meta)
+    fastest_section(R, e2e if has_e2e else None, checks, list(res.meta) + list(res.history))
 
     # ---------------------------------------------------------------- papers
     R.add("## ACP-SGD", "", pub.cite("acpsgd") + " Published: on average "

@@ -28,8 +28,9 @@ DEFAULT_SKETCH = {"sketch_rows": 3, "sketch_cols_per_k": 10.0}
 SEVERITY = ("diverged", "interrupted", "does not reach dense", "no dense target", "trains")
 # What makes two cases one training setup (a method is held against dense S-SGD's of the same),
 # and one configuration of a method; the columns an older converge.csv lacks are left out.
-SETUP = ["run", "world_size", "steps", "batch", "lr", "lr_schedule", "warmup_steps", "sgd_momentum",
-         "hidden", "train_samples", "model_params"]
+# (`sgd_momentum` is not one: DGC's rows record 0, its own momentum; `setup_id` where recorded.)
+SETUP = ["run", "world_size", "steps", "batch", "lr", "lr_schedule", "warmup_steps", "hidden", "train_samples",
+         "model_params"]
 PARAMS = ["density", "rank", *DEFAULT_SKETCH, "qsgd_levels"]
 # Student's t(0.95, df), one-sided (NIST/SEMATECH e-Handbook, Table 1.3.6.7.2); between rows
 # the next smaller df's value (conservative), 1.645 beyond the table.
@@ -145,7 +146,8 @@ def _config(g: pd.DataFrame, tgt, dense_mean: float) -> dict:
         bl, bs = min(best)
         text = f"does not reach dense{of} (best {bl:.3f} at step {bs}; target {tgt[0]:.3f})"
     elif kind == "no dense target":
-        text = f"no dense target (dense S-SGD at fewer than 2 seeds; {ratio:.2f}x its final loss)"
+        text = "no dense target (dense S-SGD at fewer than 2 seeds" + \
+            (f"; {ratio:.2f}x its final loss)" if ratio == ratio else "; no dense run of this setup)")
     elif of:
         text += f", {bad} of {n} seeds"
     return {"kind": kind, "text": text, "ratio": ratio, "seeds": n,
@@ -172,7 +174,7 @@ def checks(converge: pd.DataFrame | None, records=()) -> pd.DataFrame:
         for c in DEFAULT_SKETCH:
             fill = [sizes.get((r.get("run_id"), r["method"]), DEFAULT_SKETCH)[c] for _, r in d.iterrows()]
             d[c] = [_recorded(r, c, f) for (_, r), f in zip(d.iterrows(), fill)]
-    setup = [c for c in SETUP if c in d.columns]
+    setup = ["run", "world_size", "setup_id"] if "setup_id" in d.columns else [c for c in SETUP if c in d.columns]
     config = setup + ["method"] + [c for c in PARAMS if c in d.columns]
     d[config] = d[config].fillna("")
     rows = []
@@ -276,7 +278,7 @@ def time_to_accuracy(t: pd.DataFrame, checks_: pd.DataFrame, keys: list) -> pd.D
     """Per group of KEYS (a setup: model, world size, network...) of timing rows T (one row per
     method configuration: its best `iter_s`, `iter_ci95_s` where known): each method's steps to
     dense's accuracy (`matching`), time to accuracy = steps x iter_s with its interval, the
-    speed-up over S-SGD's time to accuracy in the same setup, the rank, and `tie` where its
+    speed-up over S-SGD's time to accuracy in the same setup, the `place`, and `tie` where its
     interval overlaps the fastest's. Methods that do not reach dense (or are not checked) are
     listed last with why, unranked."""
     out = []
@@ -300,13 +302,13 @@ def time_to_accuracy(t: pd.DataFrame, checks_: pd.DataFrame, keys: list) -> pd.D
         base = float(dense["tta_s"].min()) if len(dense) else math.nan
         d["speedup_vs_ssgd"] = base / d["tta_s"]
         ranked = d[d["tta_s"].notna()].sort_values("tta_s")
-        d["rank"] = math.nan
-        d.loc[ranked.index, "rank"] = range(1, len(ranked) + 1)
+        d["place"] = math.nan
+        d.loc[ranked.index, "place"] = range(1, len(ranked) + 1)
         if len(ranked):
             best_hi = float(ranked.iloc[0]["tta_hi_s"])
             d["tie"] = [bool(x == x and lo <= best_hi and rk > 1) for x, lo, rk in
-                        zip(d["tta_s"], d["tta_lo_s"], d["rank"].fillna(0))]
+                        zip(d["tta_s"], d["tta_lo_s"], d["place"].fillna(0))]
         else:
             d["tie"] = False
-        out.append(d.sort_values(["rank"], na_position="last"))
+        out.append(d.sort_values(["place"], na_position="last"))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()

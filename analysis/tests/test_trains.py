@@ -182,14 +182,14 @@ def test_time_to_accuracy_arithmetic(checks):
     r = trains.time_to_accuracy(t, checks, ["model", "world_size"]).set_index("method")
     assert r.loc["ssgd", "tta_s"] == pytest.approx(0.8)
     assert (r.loc["ssgd", "tta_lo_s"], r.loc["ssgd", "tta_hi_s"]) == (pytest.approx(2 * 0.19), pytest.approx(4 * 0.21))
-    assert r.loc["powersgd", "tta_s"] == pytest.approx(0.2) and r.loc["powersgd", "rank"] == 1
+    assert r.loc["powersgd", "tta_s"] == pytest.approx(0.2) and r.loc["powersgd", "place"] == 1
     assert r.loc["powersgd", "speedup_vs_ssgd"] == pytest.approx(4.0)
-    assert r.loc["topk", "tta_s"] == pytest.approx(0.24) and r.loc["topk", "rank"] == 2
+    assert r.loc["topk", "tta_s"] == pytest.approx(0.24) and r.loc["topk", "place"] == 2
     assert r.loc["topk", "speedup_vs_ssgd"] == pytest.approx(0.8 / 0.24)
     # topk's interval [0.16, 0.32] overlaps powersgd's upper end 0.22: a tie; ssgd's [0.38, 0.84] does not.
     assert bool(r.loc["topk", "tie"]) and not bool(r.loc["ssgd", "tie"]) and not bool(r.loc["powersgd", "tie"])
     # The fastest iteration does not win when it never reaches dense: unranked, with why.
-    assert math.isnan(r.loc["marsit", "rank"]) and r.loc["marsit", "verdict"].startswith("does not reach dense")
+    assert math.isnan(r.loc["marsit", "place"]) and r.loc["marsit", "verdict"].startswith("does not reach dense")
     assert list(r.index[:3]) == ["powersgd", "topk", "ssgd"]
 
 
@@ -209,11 +209,14 @@ def test_report_opens_with_fastest_to_dense_accuracy(tmp_path):
     assert "cannot rank" not in md
     # A drifted, oversubscribed run says so above its ranking, naming the cause and what to run.
     e.assign(compute_drift=0.5, iters_run=5).to_csv(run / "e2e.csv", index=False)
-    (run / "run.json").write_text(json.dumps({"run_id": "r1", "status": "done", "world_size": 4, "host_cores": 2,
-                                              "load_avg_start": 5.4}))
+    (run / "run.json").write_text(json.dumps({"run_id": "r1", "status": "done", "world_size": 4,
+                                              "hosts": ["a", "a", "b", "b"], "host_cores": [2, 2, 1, 1],
+                                              "load_avg_start": [[5.4, 1, 1]] * 2 + [[0.5, 1, 1]] * 2}))
     md = open(write_report(str(run), str(tmp_path / "rep2"))).read()
     sec = md[md.index("## Fastest to dense accuracy"):md.index("## ACP-SGD")]
-    assert "drifted more than 10%" in sec and "oversubscribed" in sec and "load average 5.4" in sec
+    assert "drifted more than 10%" in sec and "load average 5.4 on 2 core(s) of host a" in sec
+    # Host b runs 2 ranks on 1 core; host a's 2 on 2 are not oversubscribed.
+    assert "2 ranks on 1 core(s) of host b: oversubscribed" in sec and "of host a: oversub" not in sec
     assert "fewer than 20 iterations" in sec and "--min-time" in sec
 
 
