@@ -23,7 +23,8 @@ def figs(monkeypatch):
         return fname
 
     monkeypatch.setattr(plots, "_save", save)
-    return out
+    yield out
+    plots.plt.close("all")
 
 
 def micro_comm_rows(n=4):
