@@ -85,6 +85,7 @@ sim-accuracy: build
 	  target/release/gradcomp simulate --fits $$d --compare $$d/e2e.csv --out $$d/sim --tolerance 0.15 || rc=1; \
 	done; \
 	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis report $(OUT) || rc=1; \
+	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis sim-accuracy $(OUT) || rc=1; \
 	echo "report: $(OUT)/report/report.md (section Simulator accuracy)"; exit $$rc
 
 ## sim-accuracy-twice: `make sim-accuracy` into OUT/a, then again into OUT/b, then whether

@@ -31,6 +31,11 @@ DEVICE=${PAPER_SCALE_DEVICE:-v100}
 if "$GRADCOMP" simulate --help | grep -q -- --ranks-per-node; then RPN_SUPPORTED=1; else RPN_SUPPORTED=0; fi
 mkdir -p "$OUT"
 failed=()
+# The convergence check of the default configurations (docs/methods.md, "Convergence
+# check": 13 methods x seeds 1-3 at -np 2, 3, 4, its evaluation rows), so the report's
+# paper_scale_trains says which simulated configurations reach dense accuracy; another
+# with PAPER_SCALE_CONVERGE=FILE. A size it does not hold stays "not checked".
+cp "${PAPER_SCALE_CONVERGE:-$(dirname "$0")/../docs/data/converge-2026-11-28/converge.csv}" "$OUT/converge.csv"
 
 # Measured device costs: PAPER_SCALE_PROFILE_DIR (environment) names a folder holding
 # profile-r4.csv and profile-r32.csv (compress profiles at Power-SGD / ACP-SGD rank 4 and

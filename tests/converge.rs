@@ -67,8 +67,11 @@ fn run_finals(np: usize, dir: &Path, args: &[&str]) -> (Vec<HashMap<String, Stri
 }
 
 /// The held-out evaluations of each (method, seed): (steps done, loss, accuracy).
-fn curves(rs: &[HashMap<String, String>]) -> HashMap<(String, String), Vec<(u64, f64, f64)>> {
-    let mut out: HashMap<(String, String), Vec<(u64, f64, f64)>> = HashMap::new();
+/// (method, seed) -> its evaluations (steps done, loss, accuracy).
+type Curves = HashMap<(String, String), Vec<(u64, f64, f64)>>;
+
+fn curves(rs: &[HashMap<String, String>]) -> Curves {
+    let mut out = Curves::new();
     for r in rs {
         if let (Ok(l), Ok(a)) = (
             r["eval_loss"].parse::<f64>(),
@@ -81,6 +84,15 @@ fn curves(rs: &[HashMap<String, String>]) -> HashMap<(String, String), Vec<(u64,
         }
     }
     out
+}
+
+/// Dense S-SGD's last evaluation (loss, accuracy) at seeds 1, 2 and 3 of [`curves`].
+fn dense_finals(c: &Curves) -> Vec<(f64, f64)> {
+    ["1", "2", "3"]
+        .iter()
+        .map(|s| *c[&("ssgd".to_string(), s.to_string())].last().unwrap())
+        .map(|(_, l, a)| (l, a))
+        .collect()
 }
 
 /// A smaller student than the default (128-128 hidden: the same fresh-sample task, about
@@ -112,12 +124,7 @@ fn compressed_methods_reach_dense_and_controls_do_not_np3() {
     args.extend(SMALL);
     let (rs, f, _) = run_finals(3, &dir, &args);
     let c = curves(&rs);
-    let finals: Vec<(f64, f64)> = ["1", "2", "3"]
-        .iter()
-        .map(|s| *c[&("ssgd".to_string(), s.to_string())].last().unwrap())
-        .map(|(_, l, a)| (l, a))
-        .collect();
-    let t = dense_target(&finals);
+    let t = dense_target(&dense_finals(&c));
     let reach = |m: &str, seed: &str| steps_to_target(&c[&(m.to_string(), seed.to_string())], t);
     let report: Vec<String> = c
         .iter()
@@ -196,11 +203,7 @@ fn dense_does_not_overfit_on_fresh_samples_np2() {
         args.extend(SMALL);
         let (rs, _, _) = run_finals(2, &dir, &args);
         let c = curves(&rs);
-        let finals: Vec<(f64, f64)> = ["1", "2", "3"]
-            .iter()
-            .map(|s| *c[&("ssgd".to_string(), s.to_string())].last().unwrap())
-            .map(|(_, l, a)| (l, a))
-            .collect();
+        let finals = dense_finals(&c);
         let noise = dense_target(&finals).0 - finals.iter().map(|f| f.0).sum::<f64>() / 3.0;
         let worst = c
             .values()

@@ -586,11 +586,14 @@ def paper_scale_section(R, found):
 
 def paper_scale_trains(R, found):
     """The convergence verdict of every simulated paper-scale configuration: from the
-    converge.csv files in the paper-scale folders, else `not checked` (trains.py)."""
+    converge.csv files in the paper-scale folders and the folder above them (where
+    scripts/paper_scale.sh puts the committed check of the default configurations), else
+    `not checked` (trains.py)."""
     sims = [f["sim"].assign(headline=f.get("headline", "")) for f in found if f["sim"] is not None and len(f["sim"])]
     if not sims:
         return
-    cv = [c for c in (load_csv(f["path"], "converge.csv") for f in found) if c is not None]
+    dirs = list(dict.fromkeys(d for f in found for d in (f["path"], os.path.dirname(os.path.normpath(f["path"])))))
+    cv = [c for c in (load_csv(d, "converge.csv") for d in dirs) if c is not None]
     checks = trains.checks(pd.concat(cv, ignore_index=True) if cv else None)
     keys = [c for c in ["headline", "method", "world_size", "density", "rank"] if c in sims[0].columns]
     t = pd.concat(sims, ignore_index=True)[keys].drop_duplicates()
@@ -946,11 +949,12 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
     if res.converge is not None and len(res.converge):
         R.add("## Convergence (`gradcomp converge`)", "",
               "An MLP trained through every method's compressor, buckets and exchange (docs/methods.md, "
-              "\"Convergence check\"). `within_tolerance`: final held-out loss at most "
-              f"{1 + T.CONVERGE_TOLERANCE_REL:g}x dense S-SGD's of the same run and world size; "
-              "`steps_to_1.1x_dense`: first evaluated step at or below 1.1x dense's final held-out loss "
-              "(empty: never); `why_not`: the documented reason a method misses the check at the "
-              "documented run (docs/methods.md, \"Convergence check\"), not a diagnosis of this run.", "")
+              "\"Convergence check\"). `converge_targets`: per configuration over its seeds, the steps to "
+              "dense S-SGD's target (dense's final held-out loss and accuracy over its seeds widened by the "
+              "one-sided 95% prediction bound of one more dense seed); the verdict every `trains` column "
+              "shows. `converge_summary`: per run, the final losses beside dense's (`within_tolerance`: at "
+              f"most {1 + T.CONVERGE_TOLERANCE_REL:g}x dense's final loss, the check before 2026-11-28, kept "
+              "as a ratio column; `why_not`: the reason documented for the earlier 200-step run).", "")
         ch = checks.assign(target=[f"loss <= {lo:.4f}, accuracy >= {a:.4f} ({int(n)} dense seeds)"
                                    if lo == lo else "-" for lo, a, n in
                                    zip(checks["target_loss"], checks["target_accuracy"], checks["dense_seeds"])])

@@ -139,6 +139,18 @@ pub fn steps_to_target(curve: &[EvalPoint], t: &Target) -> Reach {
     }
 }
 
+/// One configuration of a converge.csv: its setup and config ids, what it ran, and per
+/// seed its evaluations and last status.
+struct Config {
+    setup: String,
+    id: String,
+    method: String,
+    density: f64,
+    rank: usize,
+    world_size: usize,
+    seeds: std::collections::HashMap<String, (Vec<EvalPoint>, String)>,
+}
+
 /// The largest converge.csv [`from_csv`] reads (bytes): a default run of 13 methods at
 /// three seeds is about 5 MB.
 pub const MAX_CSV_BYTES: u64 = 1 << 30;
@@ -151,7 +163,6 @@ pub fn from_csv(
     path: &std::path::Path,
 ) -> crate::error::Result<Vec<crate::sim::summary::StepsToTarget>> {
     use crate::error::Error;
-    use std::collections::HashMap;
     let bad = |why: String| {
         Error::Input(format!(
             "--converge {}: {why}",
@@ -195,9 +206,7 @@ pub fn from_csv(
         col("eval_accuracy")?,
         col("status")?,
     ];
-    // (setup, config) -> (method, density, rank, world size, seed -> (curve, last status)).
-    type Seeds = HashMap<String, (Vec<EvalPoint>, String)>;
-    let mut configs: Vec<((String, String), (String, f64, usize, usize, Seeds))> = Vec::new();
+    let mut configs: Vec<Config> = Vec::new();
     for (i, rec) in r.records().enumerate() {
         let rec = rec.map_err(|e| bad(format!("row {}: {e}", i + 2)))?;
         let get = |k: usize| rec.get(c[k]).unwrap_or("");
@@ -210,24 +219,25 @@ pub fn from_csv(
                 ))
             })
         };
-        let key = (get(0).to_string(), get(1).to_string());
-        let pos = match configs.iter().position(|(k, _)| *k == key) {
+        let pos = match configs
+            .iter()
+            .position(|x| x.setup == get(0) && x.id == get(1))
+        {
             Some(p) => p,
             None => {
-                configs.push((
-                    key,
-                    (
-                        get(2).to_string(),
-                        num(5, "density")?,
-                        num(6, "rank")? as usize,
-                        num(4, "world_size")? as usize,
-                        HashMap::new(),
-                    ),
-                ));
+                configs.push(Config {
+                    setup: get(0).to_string(),
+                    id: get(1).to_string(),
+                    method: get(2).to_string(),
+                    density: num(5, "density")?,
+                    rank: num(6, "rank")? as usize,
+                    world_size: num(4, "world_size")? as usize,
+                    seeds: Default::default(),
+                });
                 configs.len() - 1
             }
         };
-        let seed = configs[pos].1 .4.entry(get(3).to_string()).or_default();
+        let seed = configs[pos].seeds.entry(get(3).to_string()).or_default();
         seed.1 = get(10).to_string();
         if let (Ok(loss), Ok(accuracy)) = (get(8).parse::<f64>(), get(9).parse::<f64>()) {
             seed.0.push(EvalPoint {
@@ -241,25 +251,28 @@ pub fn from_csv(
         return Err(bad("has no rows".into()));
     }
     let mut out = Vec::new();
-    for ((setup, _), (method, density, rank, world_size, seeds)) in &configs {
+    for cfg in &configs {
         let dense: Vec<(f64, f64)> = configs
             .iter()
-            .filter(|((s, _), (m, ..))| s == setup && m == "ssgd")
-            .flat_map(|(_, (.., sd))| sd.values())
+            .filter(|x| x.setup == cfg.setup && x.method == "ssgd")
+            .flat_map(|x| x.seeds.values())
             .filter(|(curve, status)| status == "done" && !curve.is_empty())
             .filter_map(|(curve, _)| curve.iter().max_by_key(|p| p.step))
             .map(|p| (p.loss, p.accuracy))
             .collect();
         let t = from_dense(&dense);
-        let mut most = Some(0u64);
+        let (mut most, mut fewest) = (Some(0u64), u64::MAX);
         let mut missed = 0;
-        for (curve, status) in seeds.values() {
+        for (curve, status) in cfg.seeds.values() {
             let reach = match (&t, status.as_str()) {
                 (Some(t), "done") => steps_to_target(curve, t),
                 _ => Reach::NoData,
             };
             match reach {
-                Reach::Reached { steps } => most = most.map(|m| m.max(steps)),
+                Reach::Reached { steps } => {
+                    most = most.map(|m| m.max(steps));
+                    fewest = fewest.min(steps);
+                }
                 _ => {
                     most = None;
                     missed += 1;
@@ -272,15 +285,20 @@ pub fn from_csv(
                 dense.len()
             ),
             (Some(_), Some(n)) => format!("reaches dense in {n} steps"),
-            (Some(_), None) if missed == seeds.len() => "does not reach dense".into(),
-            (Some(_), None) => format!("does not reach dense at {missed} of {} seeds", seeds.len()),
+            (Some(_), None) if missed == cfg.seeds.len() => "does not reach dense".into(),
+            (Some(_), None) => format!(
+                "does not reach dense at {missed} of {} seeds",
+                cfg.seeds.len()
+            ),
         };
+        let steps = if t.is_some() { most } else { None };
         out.push(crate::sim::summary::StepsToTarget {
-            method: method.clone(),
-            density: *density,
-            rank: *rank,
-            world_size: *world_size,
-            steps: if t.is_some() { most } else { None },
+            method: cfg.method.clone(),
+            density: cfg.density,
+            rank: cfg.rank,
+            world_size: cfg.world_size,
+            steps,
+            fewest_steps: steps.map(|_| fewest),
             verdict,
         });
     }
@@ -406,6 +424,7 @@ mod tests {
         let find = |m: &str, n: usize| got.iter().filter(|s| s.method == m).nth(n).unwrap();
         // Dense: seed 3 after 2 steps, the others after 4: the most is 4.
         assert_eq!(find("ssgd", 0).steps, Some(4));
+        assert_eq!(find("ssgd", 0).fewest_steps, Some(2));
         assert_eq!(find("powersgd", 0).steps, Some(2));
         assert_eq!(find("topk", 0).steps, None);
         assert_eq!(
