@@ -12,6 +12,7 @@ from gradcomp_analysis.__main__ import main
 from gradcomp_analysis.simagree import agreement
 
 from test_compare import e2e, write
+from test_simagree import out_dir as sa_dir  # a `make sim-accuracy` folder
 
 
 # ------------------------------------------------------------------ compare (repeatability)
@@ -55,15 +56,6 @@ def svm(verdicts, n=2):
                               measured_iter_s=1e-3, simulated_iter_s=1.01e-3, rel_err=0.01 if v != "outside" else 0.3,
                               tolerance=0.15, role="validation", verdict=v, spread_rel=0.01, fit_spread_rel=None,
                               host_jitter_rel=None) for i, v in enumerate(verdicts)])
-
-
-def sa_dir(tmp_path, name, per_np):
-    root = tmp_path / name
-    for np_, df in per_np.items():
-        d = root / np_ / "sim"
-        d.mkdir(parents=True)
-        df.to_csv(d / "sim_vs_measured.csv", index=False)
-    return str(root)
 
 
 def test_sim_accuracy_with_a_world_size_entirely_unjudged_says_not_judged_and_exits_1(tmp_path, capsys):

@@ -23,6 +23,7 @@ from gradcomp_analysis.__main__ import main
 from gradcomp_analysis.io import ReportError
 from gradcomp_analysis.report import _speedup_claim, find_paper_scale, paper_scale_tables
 from gradcomp_analysis.simagree import agreement
+from test_simagree import out_dir as sa_dir  # a `make sim-accuracy` folder
 
 
 # ---------------------------------------------------------------------------------- compare
@@ -381,15 +382,6 @@ def svm(cases, verdict="within"):
                               simulated_iter_s=1e-3, rel_err=0.01, tolerance=0.15, role="validation",
                               verdict=verdict, spread_rel=0.01, fit_spread_rel=None, host_jitter_rel=None)
                          for c in cases])
-
-
-def sa_dir(tmp_path, name, per_np):
-    root = tmp_path / name
-    for np_, df in per_np.items():
-        d = root / np_ / "sim"
-        d.mkdir(parents=True)
-        df.to_csv(d / "sim_vs_measured.csv", index=False)
-    return str(root)
 
 
 CASES = ["ssgd/host", "topk/host"]
