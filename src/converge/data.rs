@@ -6,7 +6,7 @@
 //! cannot overfit, and the held-out loss measures generalisation alone); with a fixed
 //! training set, rank `r` of `n` trains on the shard of train samples `r, r + n, ...`.
 
-use super::model::argmax_rows;
+use super::model::{argmax_rows, argmax_rows_into};
 use crate::measure::rng::rng_for;
 use ndarray::Array2;
 use rand::Rng;
@@ -54,7 +54,7 @@ pub struct Batch {
 }
 
 impl Batch {
-    pub fn new(batch: usize, _input: usize, hidden: usize, classes: usize) -> Batch {
+    pub fn new(batch: usize, hidden: usize, classes: usize) -> Batch {
         Batch {
             h: Array2::zeros((batch, hidden)),
             logits: Array2::zeros((batch, classes)),
@@ -108,16 +108,7 @@ impl Teacher {
         ndarray::linalg::general_mat_mul(1.0, x, &self.w1.t(), 0.0, &mut scratch.h);
         scratch.h.mapv_inplace(f32::tanh);
         ndarray::linalg::general_mat_mul(1.0, &scratch.h, &self.w2.t(), 0.0, &mut scratch.logits);
-        for (yi, row) in y.iter_mut().zip(scratch.logits.rows()) {
-            *yi = row
-                .iter()
-                .enumerate()
-                .fold(
-                    (0, f32::NEG_INFINITY),
-                    |b, (j, &v)| if v > b.1 { (j, v) } else { b },
-                )
-                .0;
-        }
+        argmax_rows_into(&scratch.logits, y);
     }
 }
 
@@ -150,7 +141,7 @@ mod tests {
         let t = Teacher::new(5, 8, 3);
         let mut rng = rng_for(5, 17, 2, STREAM_BATCH);
         let (mut x, mut y) = (Array2::zeros((50, 8)), vec![9usize; 50]);
-        let mut scratch = Batch::new(50, 8, TEACHER_HIDDEN, 3);
+        let mut scratch = Batch::new(50, TEACHER_HIDDEN, 3);
         t.sample_into(&mut rng, &mut scratch, &mut x, &mut y);
         for (row, &label) in x.rows().into_iter().zip(&y) {
             let h: Vec<f32> = (0..TEACHER_HIDDEN)

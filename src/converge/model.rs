@@ -155,20 +155,26 @@ pub fn softmax_xent(logits: &Array2<f32>, labels: &[usize]) -> (Array2<f32>, f64
 
 /// Index of the largest entry of each row.
 pub fn argmax_rows(a: &Array2<f32>) -> Vec<usize> {
-    a.outer_iter()
-        .map(|r| {
-            r.iter()
-                .enumerate()
-                .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &v)| {
-                    if v > bv {
-                        (i, v)
-                    } else {
-                        (bi, bv)
-                    }
-                })
-                .0
-        })
-        .collect()
+    let mut out = vec![0; a.nrows()];
+    argmax_rows_into(a, &mut out);
+    out
+}
+
+/// [`argmax_rows`] into `out` (one entry per row), without allocating.
+pub fn argmax_rows_into(a: &Array2<f32>, out: &mut [usize]) {
+    for (o, r) in out.iter_mut().zip(a.outer_iter()) {
+        *o = r
+            .iter()
+            .enumerate()
+            .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &v)| {
+                if v > bv {
+                    (i, v)
+                } else {
+                    (bi, bv)
+                }
+            })
+            .0;
+    }
 }
 
 /// Rows `idx` of `x` gathered into `out` (a minibatch).

@@ -385,7 +385,7 @@ pub fn run_case(
     let mut xb = Array2::<f32>::zeros((c.batch, input));
     let mut yb = vec![0usize; c.batch];
     let mut idx = vec![0usize; c.batch];
-    let mut fresh = data::Batch::new(c.batch, input, data::TEACHER_HIDDEN, classes);
+    let mut fresh = data::Batch::new(c.batch, data::TEACHER_HIDDEN, classes);
 
     // Backward times per tensor for the planners, from each layer's multiply-adds at
     // a nominal rate rather than measured (a measured time moves run to run, and with it
