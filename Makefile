@@ -53,6 +53,15 @@ test: lint
 	cargo build --release
 	.venv/bin/python -m pytest -q analysis/tests --cov=analysis/gradcomp_analysis --cov-branch --cov-report=term:skip-covered --cov-fail-under=90
 
+## mutants: mutation testing of the change (scripts/mutants.sh; docs/mutation.md says how to read it):
+## mutmut on the changed analysis modules, cargo-mutants on the changed Rust files, each survivor
+## printed with its diff. BASE=REV judges what changed against REV (default: the merge base with
+## origin/main); ARGS="--python-only" (or --rust-only, --all) passes options through;
+## MUTMUT_MODULES="compare.py", MUTANTS_OUT=DIR and MUTMUT_CHILDREN=N reach the script too. Exit 1 when a mutant survived.
+.PHONY: mutants
+mutants: setup
+	scripts/mutants.sh $(ARGS) $(BASE)
+
 ## report: regenerate the report of OUT=results/... (several runs or a sweep folder work too)
 report: setup
 	PYTHONPATH=analysis .venv/bin/python -m gradcomp_analysis report $(OUT)
