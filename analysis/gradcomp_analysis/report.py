@@ -6,6 +6,7 @@ A paper table whose rows are absent is replaced by a line naming the config that
 produces them.
 """
 
+import datetime
 import json
 import math
 import numbers
@@ -14,8 +15,8 @@ import sys
 
 import pandas as pd
 
-from . import plots, published as pub, tables as T, trains, verdict as V
-from .io import ReportError, Results, discover, load_csv, load_results, read_text  # noqa: F401  (load_csv: public API)
+from . import SUPPORTED_SCHEMA_VERSIONS, plots, published as pub, tables as T, trains, verdict as V
+from .io import ReportError, Results, discover, load_csv, load_results, read_json_object, read_text  # noqa: F401  (load_csv: public API)
 
 # Which bench config produces the rows of each paper table (docs/reproduce.md).
 CONFIGS = {
@@ -698,78 +699,86 @@ def fastest_section(R, e2e, checks, meta):
     R.add(trains.TTA_CAVEAT, "")
 
 
-def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -> str:
-    """Write OUT_DIR/report.md (default: FIRST_RESULTS_DIR/report) and return its path.
+def _record(path: str):
+    """A run.json (or run.<run_id>.json) as a dict, refusing an unknown schema version as
+    load_results does; None when there is none."""
+    if not os.path.lexists(path):
+        return None
+    m = read_json_object(path)
+    sv = m.get("schema_version")
+    if sv is not None and sv not in SUPPORTED_SCHEMA_VERSIONS:
+        raise ReportError(f"{path}: schema_version {sv} is unknown to this analysis (it reads "
+                          f"{sorted(SUPPORTED_SCHEMA_VERSIONS)}); use the analysis/ of the gradcomp that wrote it")
+    return m
 
-    RESULTS_DIR: a run directory, a directory of run directories (a sweep), or a list."""
-    dirs = [results_dir] if isinstance(results_dir, (str, os.PathLike)) else list(results_dir)
-    dirs = [str(d) for d in dirs]
-    for d in dirs:
-        if not os.path.isdir(d):
-            raise ReportError(f"{d}: not a directory")
-    paper_scale = find_paper_scale(dirs)
-    simulations = find_simulations(dirs)
-    if (paper_scale or simulations) and not any(discover(d)[0] for d in dirs):
-        res = Results()  # only simulations (gradcomp simulate, scripts/paper_scale.sh): no measured run
-    else:
-        res = load_results(dirs)
-    # Folders holding (or inside) paper-scale results are read by their own section, not skipped.
-    ps_paths = [os.path.normpath(f["path"]) for f in paper_scale + simulations]
-    res.skipped = [(d, why) for d, why in res.skipped
-                   if not any(p == os.path.normpath(d) or p.startswith(os.path.normpath(d) + os.sep)
-                              or os.path.normpath(d).startswith(p + os.sep) for p in ps_paths)]
-    out_dir = out_dir or os.path.join(dirs[0], "report")
-    os.makedirs(out_dir, exist_ok=True)
-    R = Report(out_dir, latex)
-    R.add("# gradcomp report", "")
-    R.add(*_run_lines(res.meta, res.history), "")
-    for d, why in res.skipped:
-        print(f"gradcomp_analysis: warning: skipped {d}: {why}", file=sys.stderr)
-    if res.skipped:
-        R.add("Folders skipped:", "", *[f"- `{d}`: {why}" for d, why in res.skipped], "")
-    if res.warnings:
-        R.add("Rows left out:", "", *[f"- {w}" for w in res.warnings], "")
-    R.add("Times are per iteration, the maximum over ranks, median over timed iterations, in ms, shown as "
-          "`median ± h` where h is the half-width of the 95% confidence interval of the mean iteration "
-          "(`iter_ci95_s`; in the CSV tables the column `X ±`), or `median (too noisy)` where h exceeds the "
-          "median (the interval reaches below zero and says nothing). A comparison column (`vs ssgd` etc.) says "
-          "`faster` or `slower`, or `≈ not significant` when the two intervals overlap: that difference lies "
-          "inside the measurement noise, do not rank it. \"best\" = the fastest fusion/pipelining "
-          "configuration present for that method (shown as `fusion/pipelining`); an S-SGD baseline is named "
-          "`fusion/pipelining/collective` (`ssgd config`). When several runs are combined, a table compares "
-          "methods within one run wherever a run holds the comparison (every run is then shown on its own); "
-          "only where no run does are the runs' rows compared together. The `run` column says which run a row "
-          "came from; a comparison drawn from several runs names them all (`a + b`, in long tables in "
-          "`runs compared`). Columns marked *(published)* are the papers' "
-          "numbers (their hardware; see each section), not ours. `trains`: whether the row's method at its "
-          "hyper-parameters (density, rank, sketch size, QSGD levels) reaches dense S-SGD's held-out accuracy in "
-          "`gradcomp converge` in these results: dense's final loss and accuracy over its seeds widened by the "
-          "one-sided 95% prediction bound of one more dense seed: `trains (dense accuracy in N steps)`, `does not "
-          "reach dense`, `no dense target` (dense at fewer than 2 seeds), `diverged at step N`, `interrupted` (a "
-          "curve cut short), `at np N` when only another world size was checked, "
-          "`not checked` when no converge.csv has that configuration (docs/methods.md, \"Convergence check\").", "")
 
-    # The convergence verdict of each timed configuration, beside its times in every table (trains.py).
-    checks = trains.checks(res.converge, [m for _, m in res.meta] + [h for _, h in res.history])
-    for name in ("e2e", "micro", "micro_compress"):
-        df = getattr(res, name)
-        if df is not None and len(df):
-            setattr(res, name, df.assign(**{T.TRAINS: trains.column(df, checks)}))
-    e2e = res.e2e
-    has_e2e = e2e is not None and len(e2e) > 0
-    if has_e2e:
-        e2e = T.collapse_repeats(e2e.copy())
-        e2e["pipelining"] = e2e["pipelining"].astype(str)
-        e2e["fusion"] = e2e["fusion"].astype(str)
-        rep = e2e["repeats"] if "repeats" in e2e.columns else pd.Series(1, index=e2e.index)
-        if (rep > 1).any():
-            R.add(f"{int((rep > 1).sum())} e2e case(s) were measured more than once in one run (up to "
-                  f"{int(rep.max())} times): each is shown at its median repeat, its ± widened to half the range "
-                  "between the repeats where that is larger.", "")
+def _values(df: pd.DataFrame, col: str) -> str:
+    """COL's distinct values in DF, in order of first appearance, comma-separated."""
+    if col not in df.columns:
+        return ""
+    return ", ".join(dict.fromkeys(str(v) for v in df[col].dropna()))
 
-    fastest_section(R, e2e if has_e2e else None, checks, list(res.meta) + list(res.history))
 
-    # ---------------------------------------------------------------- papers
+def _sim_line(f) -> str:
+    """The run header's line of one `gradcomp simulate` folder (find_simulations): its command,
+    gradcomp revision and date from its run.json; without one, when sim.csv was written and
+    that the command and revision are not recorded. Then what was simulated, from sim.csv."""
+    sim = f["sim"]
+    what = "; ".join(x for x in [
+        f"{len(sim)} simulated configuration(s)",
+        f"model {_values(sim, 'model')}" if "model" in sim.columns else "",
+        f"methods {_values(sim, 'method')}" if "method" in sim.columns else "",
+        f"world sizes {_values(sim, 'world_size')}" if "world_size" in sim.columns else "",
+        f"network {_values(sim, 'network')}" if _values(sim, "network") else "",
+        f"compression on {_values(sim, 'compress_on')}" if _values(sim, "compress_on") else ""] if x)
+    m = _record(os.path.join(f["path"], "run.json"))
+    if m:
+        cmd = " ".join(str(a) for a in (m.get("command_line") or [])) or "command not recorded"
+        return (f"- simulation `{f['label']}` (`{m.get('run_id')}`, `simulate`): `{cmd}`; status `{m.get('status')}`; "
+                f"gradcomp {m.get('gradcomp_version')} ({m.get('git_revision')}); {m.get('start_time')} to "
+                f"{m.get('end_time')}; {what}")
+    when = datetime.datetime.fromtimestamp(os.path.getmtime(os.path.join(f["path"], "sim.csv")),
+                                           datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return (f"- simulation `{f['label']}` (`gradcomp simulate`): sim.csv written {when}; no run.json beside it, so "
+            f"its command line and gradcomp revision are not recorded; {what}")
+
+
+def _sim_lines(simulations, paper_scale) -> list:
+    """Run-header lines of the simulations the report reads: one per `gradcomp simulate` folder,
+    one for all of scripts/paper_scale.sh's folders (each names its commands in paper_scale.txt)."""
+    lines = [_sim_line(f) for f in simulations]
+    if paper_scale:
+        heads = ", ".join(dict.fromkeys(str(f.get("headline", "?")) for f in paper_scale))
+        lines.append(f"- paper scale (`scripts/paper_scale.sh`, `gradcomp simulate` per folder): {len(paper_scale)} "
+                     f"folder(s), headlines {heads}; each folder's commands are the `command=` lines of its "
+                     f"{PAPER_SCALE_MARKER}")
+    return lines
+
+
+# The measured files of `gradcomp run` and what the report makes of each.
+MEASURED = {"micro_comm.csv": "collectives", "micro_compress.csv": "compression kernels",
+            "micro.csv": "one tensor through MPI", "e2e.csv": "training iterations, the paper tables"}
+
+
+def absent_line(res) -> str:
+    """The one line of a report without measured e2e rows that names the files of `make bench` the
+    folder lacks, what each would give and the command that writes it ("" when it lacks none)."""
+    parts = []
+    miss = [f"{f} ({what})" for f, what in MEASURED.items() if res.get(f) is None or not len(res.get(f))]
+    if miss:
+        parts.append(f"{', '.join(miss)}: `mpirun -np N gradcomp run bench-configs/laptop.toml --out DIR`, or per "
+                     "paper its config in bench-configs/ (docs/reproduce.md)")
+    if res.converge is None or not len(res.converge):
+        parts.append("converge.csv (the convergence check): `mpirun -np N gradcomp converge --config "
+                     "bench-configs/laptop.toml --out DIR`")
+    if not parts:
+        return ""
+    return f"_Not in this folder: {'; '.join(parts)}. `make bench` writes them all into one folder._"
+
+
+def paper_sections(R, e2e, out_dir):
+    """The paper sections (ACP-SGD, DGC, OMGS-SGD, Marsit, Sketch-Fusion) from the measured e2e rows;
+    a paper table without rows says which config produces them (Report.paper_table)."""
     R.add("## ACP-SGD", "", pub.cite("acpsgd") + " Published: on average "
           f"{pub.ACPSGD_SPEEDUP['ssgd']}x over S-SGD and {pub.ACPSGD_SPEEDUP['powersgd']}x over Power-SGD "
           "(8-64 GPUs, 1 Gb/s Ethernet to 100 Gb/s InfiniBand).", "")
@@ -862,6 +871,91 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
         R.figs(plots.lines(t, "world_size", ["none samples/s", "layerfusion samples/s"], ["model", "method"],
                            "sketch_scaling.png", out_dir, "Scaling with LayerFusion", "world size (ranks)",
                            "samples/s"))
+
+
+def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -> str:
+    """Write OUT_DIR/report.md (default: FIRST_RESULTS_DIR/report) and return its path.
+
+    RESULTS_DIR: a run directory, a directory of run directories (a sweep), or a list."""
+    dirs = [results_dir] if isinstance(results_dir, (str, os.PathLike)) else list(results_dir)
+    dirs = [str(d) for d in dirs]
+    for d in dirs:
+        if not os.path.isdir(d):
+            raise ReportError(f"{d}: not a directory")
+    paper_scale = find_paper_scale(dirs)
+    simulations = find_simulations(dirs)
+    if (paper_scale or simulations) and not any(discover(d)[0] for d in dirs):
+        res = Results()  # only simulations (gradcomp simulate, scripts/paper_scale.sh): no measured run
+    else:
+        res = load_results(dirs)
+    # Folders holding (or inside) paper-scale results are read by their own section, not skipped.
+    ps_paths = [os.path.normpath(f["path"]) for f in paper_scale + simulations]
+    res.skipped = [(d, why) for d, why in res.skipped
+                   if not any(p == os.path.normpath(d) or p.startswith(os.path.normpath(d) + os.sep)
+                              or os.path.normpath(d).startswith(p + os.sep) for p in ps_paths)]
+    out_dir = out_dir or os.path.join(dirs[0], "report")
+    os.makedirs(out_dir, exist_ok=True)
+    R = Report(out_dir, latex)
+    R.add("# gradcomp report", "")
+    R.add(*_run_lines(res.meta, res.history), *_sim_lines(simulations, paper_scale), "")
+    for d, why in res.skipped:
+        print(f"gradcomp_analysis: warning: skipped {d}: {why}", file=sys.stderr)
+    if res.skipped:
+        R.add("Folders skipped:", "", *[f"- `{d}`: {why}" for d, why in res.skipped], "")
+    if res.warnings:
+        R.add("Rows left out:", "", *[f"- {w}" for w in res.warnings], "")
+    # Measured times (micro or e2e) to explain; a folder of simulations or of a convergence check
+    # alone has none, and its report goes straight to what it holds.
+    timed = any(res.get(f) is not None and len(res.get(f)) for f in MEASURED)
+    if timed:
+        R.add("Times are per iteration, the maximum over ranks, median over timed iterations, in ms, shown as "
+              "`median ± h` where h is the half-width of the 95% confidence interval of the mean iteration "
+              "(`iter_ci95_s`; in the CSV tables the column `X ±`), or `median (too noisy)` where h exceeds the "
+              "median (the interval reaches below zero and says nothing). A comparison column (`vs ssgd` etc.) says "
+              "`faster` or `slower`, or `≈ not significant` when the two intervals overlap: that difference lies "
+              "inside the measurement noise, do not rank it. \"best\" = the fastest fusion/pipelining "
+              "configuration present for that method (shown as `fusion/pipelining`); an S-SGD baseline is named "
+              "`fusion/pipelining/collective` (`ssgd config`). When several runs are combined, a table compares "
+              "methods within one run wherever a run holds the comparison (every run is then shown on its own); "
+              "only where no run does are the runs' rows compared together. The `run` column says which run a row "
+              "came from; a comparison drawn from several runs names them all (`a + b`, in long tables in "
+              "`runs compared`). Columns marked *(published)* are the papers' "
+              "numbers (their hardware; see each section), not ours. `trains`: whether the row's method at its "
+              "hyper-parameters (density, rank, sketch size, QSGD levels) reaches dense S-SGD's held-out accuracy in "
+              "`gradcomp converge` in these results: dense's final loss and accuracy over its seeds widened by the "
+              "one-sided 95% prediction bound of one more dense seed: `trains (dense accuracy in N steps)`, `does not "
+              "reach dense`, `no dense target` (dense at fewer than 2 seeds), `diverged at step N`, `interrupted` (a "
+              "curve cut short), `at np N` when only another world size was checked, "
+              "`not checked` when no converge.csv has that configuration (docs/methods.md, \"Convergence check\").", "")
+
+    # The convergence verdict of each timed configuration, beside its times in every table (trains.py).
+    checks = trains.checks(res.converge, [m for _, m in res.meta] + [h for _, h in res.history])
+    for name in ("e2e", "micro", "micro_compress"):
+        df = getattr(res, name)
+        if df is not None and len(df):
+            setattr(res, name, df.assign(**{T.TRAINS: trains.column(df, checks)}))
+    e2e = res.e2e
+    has_e2e = e2e is not None and len(e2e) > 0
+    if has_e2e:
+        e2e = T.collapse_repeats(e2e.copy())
+        e2e["pipelining"] = e2e["pipelining"].astype(str)
+        e2e["fusion"] = e2e["fusion"].astype(str)
+        rep = e2e["repeats"] if "repeats" in e2e.columns else pd.Series(1, index=e2e.index)
+        if (rep > 1).any():
+            R.add(f"{int((rep > 1).sum())} e2e case(s) were measured more than once in one run (up to "
+                  f"{int(rep.max())} times): each is shown at its median repeat, its ± widened to half the range "
+                  "between the repeats where that is larger.", "")
+
+    fastest_section(R, e2e if has_e2e else None, checks, list(res.meta) + list(res.history))
+
+    # ---------------------------------------------------------------- papers
+    if has_e2e:
+        paper_sections(R, e2e, out_dir)
+    else:
+        # Nothing to put in a paper table: the sections are left out, not filled with
+        # placeholders; the manifest still lists them, the report's last line says what
+        # would produce them (absent_line).
+        R.missing.update({name: "no e2e rows" for name in CONFIGS})
 
     # ---------------------------------------------------------------- micro + e2e overview
     mc = res.micro_comm
@@ -970,9 +1064,13 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
     paper_scale_section(R, paper_scale)
     paper_scale_trains(R, paper_scale)
 
-    R.add("## Files", "", f"{len(R.tables)} tables (Markdown + CSV{' + LaTeX' if latex else ''}), "
-          f"{len(R.plots)} plots; paper tables without rows here: "
-          f"{', '.join(sorted(R.missing)) or 'none'}.", "")
+    files = f"{len(R.tables)} tables (Markdown + CSV{' + LaTeX' if latex else ''}), {len(R.plots)} plots"
+    if has_e2e:
+        R.add("## Files", "", f"{files}; paper tables without rows here: {', '.join(sorted(R.missing)) or 'none'}.", "")
+    else:
+        # No measured iterations: what the folder does not hold, once, at the end (not a
+        # placeholder per paper table before what it does hold).
+        R.add("## Files", "", f"{files}.", "", *[x for x in (absent_line(res),) if x], "")
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:
         json.dump({"tables": R.tables, "plots": R.plots, "missing": R.missing,
                    "runs": [lab for lab, _ in res.meta],
