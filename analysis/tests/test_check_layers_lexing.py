@@ -1,8 +1,9 @@
-"""scripts/check_layers.py's lexing (issue 49): what it blanks as a string, char literal
-or comment before it looks for `crate::X` paths. An import after a literal on the same
-line, or after a string that spans lines, must still be seen (an upward one fails the
+"""scripts/check_layers.py's lexing (issues 49 and 51): what it takes as a string, char
+literal or comment before it looks for `crate::X` paths. An import after a literal on the
+same line, or after a string that spans lines, must still be seen (an upward one fails the
 check); a path inside a literal or comment is not an import. Each case lists the exact
-code the scanner must keep, written out by hand."""
+code the scanner must keep, written out by hand; the parser's paths (path_at over the
+tokens) must agree with the lexer's view (code_lines)."""
 import importlib.util
 import pathlib
 import shutil
@@ -17,12 +18,21 @@ spec = importlib.util.spec_from_file_location("check_layers", SCRIPT)
 CL = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(CL)
 
-UP = "crate::bench::x"
-
-
 def paths(text):
     """[(line, module)] of the crate:: paths the scanner keeps in TEXT."""
     return [(n, m.group(1)) for n, code in CL.code_lines(text) for m in CL.PATH.finditer(code)]
+
+
+def parsed(text):
+    """[(line, module)] of the `crate::X` paths the parser finds in TEXT's tokens."""
+    toks = [t for t in CL.tokens(text) if t.kind != "comment"]
+    out, i = [], 0
+    while i < len(toks):
+        p = CL.path_at(toks, i)
+        if p and p[0][0] == "crate":
+            out.append((toks[i].line, p[0][1]))
+        i = p[1] if p else i + 1
+    return out
 
 
 @pytest.mark.parametrize("line", [
@@ -38,9 +48,17 @@ def paths(text):
     "fn f<'a>(x: &'a str) -> &'a str { crate::bench::x(x) }",  # lifetimes are not char literals
     "let s = \"//\"; crate::bench::x",                  # a // inside a string is no comment
     "/* a */ crate::bench::x /* b */",
+    'let p = cr#"\\"#; crate::bench::x',                # a raw C string: no escapes (issue 51)
+    'let p = c"a\\\\"; crate::bench::x',                # a C string ending in an escaped backslash
+    'let p = br##"a"# b"##; crate::bench::x',           # fewer #s than opened do not close
+    "let c = '\\u{1F600}'; crate::bench::x",            # a unicode escape
+    "let c = '\U0001F980'; crate::bench::x",             # a char beyond the BMP
+    "'outer: loop { break 'outer; } crate::bench::x",   # labels are not char literals
+    "fn f<'a, 'b: 'a>(x: &'a u8) -> char { crate::bench::x('\\'') }",
 ])
 def test_a_path_after_a_literal_on_its_line_is_seen(line):
     assert paths(line) == [(1, "bench")]
+    assert parsed(line) == [(1, "bench")]
 
 
 @pytest.mark.parametrize("text", [
@@ -52,9 +70,13 @@ def test_a_path_after_a_literal_on_its_line_is_seen(line):
     "/* outer /* inner */ crate::bench */",             # block comments nest
     'let s = r#"a "crate::bench" b"#;',
     "let s = \"first line\\\n    crate::bench in the message\";",    # a string spanning lines
+    'let s = cr#"crate::bench"#;',
+    'let s = br##"a"# crate::bench"##;',
+    "let s = b\"\\\" crate::bench\";",                  # an escaped quote in a byte string
 ])
 def test_a_path_inside_a_literal_or_comment_is_not_an_import(text):
     assert paths(text) == []
+    assert parsed(text) == []
 
 
 def test_strings_and_comments_spanning_lines_keep_line_numbers():
@@ -69,6 +91,7 @@ def test_strings_and_comments_spanning_lines_keep_line_numbers():
         '"#; crate::measure::e',                # 8
     ])
     assert paths(text) == [(2, "bench"), (5, "sim"), (8, "measure")]
+    assert parsed(text) == [(2, "bench"), (5, "sim"), (8, "measure")]
     assert [n for n, _ in CL.code_lines(text)] == list(range(1, 9))
 
 
