@@ -14,7 +14,7 @@
 # MUTMUT_CHILDREN=N  mutmut's parallel workers [default: the cores, at most 4].
 # Exit 0 when no mutant survived, 1 when some did, 2 on a usage or tool error.
 # mutmut runs in a copy of analysis/ (never in the working tree); the tests that need the
-# repository around them or the release binary (test_report, test_docs, test_slurm,
+# repository around them or the release binary (test_report, test_docs*, test_slurm*,
 # test_check_layers*, test_profile_compress) are left out of its runs: they check files
 # and the binary, not the analysis functions mutated here.
 set -uo pipefail
@@ -88,8 +88,8 @@ if ((python_on)); then
       echo "also_copy="
       (cd "$W" && ls profile_*.py) | sed 's/^/    /'
       echo "pytest_add_cli_args="
-      for t in test_report test_docs test_slurm test_check_layers test_check_layers_lexing test_profile_compress; do
-        echo "    --ignore=tests/$t.py"
+      for t in test_report.py 'test_docs*.py' 'test_slurm*.py' 'test_check_layers*.py' test_profile_compress.py; do
+        echo "    --ignore-glob=tests/$t"
       done
       echo "    -p"
       echo "    no:cacheprovider"
