@@ -300,9 +300,13 @@ def discover(root: str):
             if walk(p):
                 found = True
             else:
-                # One line for the topmost folder without runs, not one per folder below it.
+                # One line for the topmost folder without runs, not one per folder below it;
+                # a folder that could not be read keeps its own line (it may hold runs).
+                unread = [x for x in skipped[n:] if x[1].startswith("cannot be read")]
                 del skipped[n:]
-                skipped.append((p, f"no {', '.join(CSV_FILES)} in it or below it"))
+                if not (unread and unread[0][0] == p):
+                    skipped.append((p, f"no {', '.join(CSV_FILES)} in it or below it"))
+                skipped.extend(unread)
         return found
 
     walk(root)
