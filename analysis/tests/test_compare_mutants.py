@@ -326,7 +326,9 @@ def result(a, b, tol=0.10):
 
 
 def test_not_judged_says_what_else_failed(tmp_path):
-    """Every case timed once (iters_run 1): NOT JUDGED, and the other failures named after it."""
+    """Every case timed once (iters_run 1): NOT JUDGED, and the other failures named after it.
+    (iters 50 with iters_run 1 is no file gradcomp writes, adaptive timing runs at least `iters`;
+    it keeps the intervals, which tables.ci_s drops by `iters`, so a conclusion can reverse.)"""
     once = [("ssgd", 2.0, 0.0234, 1000, 1), ("topk", 3.0, 0.0234, 1000, 1)]
     head = "NOT JUDGED (all 2 case(s) timed once: no timing claim to compare; not a pass"
     assert result(*two(tmp_path, once, once, "1")) == head + ")"
