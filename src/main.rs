@@ -82,6 +82,7 @@ fn main() -> ExitCode {
             )
         }
         cli::Command::Simulate(a) => return simulate_command(a, a.out.as_deref()),
+        cli::Command::Choose(a) => return choose_command(a),
         cli::Command::Fit { dir, quiet } => return fit_command(dir, *quiet),
         _ => {}
     }
@@ -688,6 +689,81 @@ fn simulate_command(a: &cli::SimulateArgs, out: Option<&Path>) -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// `gradcomp choose`: no MPI; under a launcher only the first rank runs.
+fn choose_command(a: &cli::ChooseArgs) -> ExitCode {
+    if launcher_rank().unwrap_or(0) != 0 {
+        return ExitCode::SUCCESS;
+    }
+    let fail = |e: &dyn std::fmt::Display, code: u8| {
+        eprintln!("gradcomp: error: choose: {e}");
+        ExitCode::from(code)
+    };
+    let req = match a.request() {
+        Ok(r) => r,
+        Err(e) => return fail(&e, e.exit_code()),
+    };
+    for w in gradcomp::config::take_warnings() {
+        eprintln!("gradcomp: warning: {w}");
+    }
+    let o = match gradcomp::sim::choose::run(&req.base, &req.scenarios, &req.steps) {
+        Ok(o) => o,
+        Err(e) => return fail(&e, e.exit_code()),
+    };
+    if let Some(dir) = &a.out {
+        let written = std::fs::create_dir_all(dir)
+            .map_err(|e| e.to_string())
+            .and_then(|()| {
+                gradcomp::record::write_all(
+                    &dir.join("choose.csv"),
+                    &o.rows,
+                    gradcomp::record::Existing::Refuse,
+                )
+                .map_err(|e| e.to_string())
+            });
+        if let Err(e) = written {
+            return fail(&format!("--out {}: {e}", dir.display()), 2);
+        }
+    }
+    let n = req.scenarios.len();
+    println!(
+        "{} on {} node(s) x {} GPU(s) ({} ranks), {}, {} {}; compression on the {}",
+        a.model,
+        a.nodes,
+        a.gpus_per_node,
+        req.world_size,
+        a.network,
+        a.gpu,
+        a.compress_profile
+            .as_deref()
+            .map_or("(roofline)".to_string(), |p| format!("(profile {p})")),
+        a.compress_on
+    );
+    println!(
+        "time to accuracy = steps to dense S-SGD's accuracy (gradcomp converge's proxy task, {}: the most over its seeds) x the method's fastest simulated iteration; band: {n} scenarios (alpha, beta x{}..x{}; launch {} us besides 5; the references' kernel readings{}) x the seeds' fewest..most steps; '=' marks a tie with the leader (bands overlap)",
+        a.converge.display(),
+        1.0 / a.network_factor,
+        a.network_factor,
+        a.launch_us
+            .iter()
+            .map(|u| u.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+        if a.compress_profile.is_some() || a.fits.is_some() {
+            "; measured costs and without them"
+        } else {
+            ""
+        }
+    );
+    print!("{}", gradcomp::sim::choose::table(&o.ranked));
+    println!("{}", gradcomp::sim::choose::verdict(&o.ranked, n));
+    println!("caveat: steps come from a small proxy task at a few ranks, not from the model itself; time from the simulator's projection, never measured on this cluster");
+    eprintln!(
+        "[gradcomp] choose: {} simulated case(s) over {n} scenario(s)",
+        o.cases
+    );
+    ExitCode::SUCCESS
 }
 
 /// `gradcomp fit RESULTS_DIR`.

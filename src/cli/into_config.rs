@@ -53,6 +53,7 @@ impl Cli {
                 Command::Models { .. }
                 | Command::Devcost { .. }
                 | Command::Simulate(_)
+                | Command::Choose(_)
                 | Command::Fit { .. }
                 | Command::Converge(_) => return Err(Error::Input(
                     "this command needs no MPI configuration (a bug: handled before MPI starts)"

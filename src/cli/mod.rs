@@ -6,12 +6,14 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
 mod bench;
+mod choose;
 mod converge;
 mod groups;
 mod into_config;
 mod job;
 mod simulate;
 pub use bench::{CompressArgs, E2eArgs, MicroCommArgs};
+pub use choose::{ChooseArgs, ChooseRequest};
 pub use converge::ConvergeArgs;
 pub use groups::{ParamArgs, PlacementArgs, ScheduleArgs, WorkloadArgs};
 pub use job::{check_dilation_env, check_world_size, Common, JobFlags};
@@ -66,6 +68,7 @@ impl Cli {
                 },
                 ..Common::default()
             },
+            Command::Choose(_) => Common::default(),
             Command::Fit { quiet, .. }
             | Command::Models { quiet, .. }
             | Command::Devcost { quiet, .. } => Common {
@@ -107,6 +110,14 @@ pub enum Command {
       --world-sizes 8,64,1024 --network 10gbe --fusion 25MiB --pipelining off,on --out results/sim
   gradcomp simulate --fits results/run1 --compare results/run1/e2e.csv --out results/run1-sim")]
     Simulate(SimulateArgs),
+    /// Which method reaches dense accuracy first on a cluster: every method ranked by time
+    /// to accuracy (converge steps x simulated iteration), with the band of a sensitivity
+    /// sweep, ties called, and a verdict line (no MPI needed)
+    #[command(
+        after_help = "Example (from the repository root; reads docs/data/converge-2026-11-28/converge.csv):
+  gradcomp choose --model bert-large --nodes 64 --network 10gbe --gpu v100"
+    )]
+    Choose(ChooseArgs),
     /// Fit alpha-beta and compression cost models from a results directory (writes fits.csv, fits.json)
     #[command(after_help = "Example:
   gradcomp fit results/20261122-120000")]

@@ -201,6 +201,7 @@ impl SimulateArgs {
         let (_, stamp) = crate::units::utc_now();
         Ok(crate::sim::run::SimulateRequest {
             steps_to_target,
+            network_scale: (1.0, 1.0),
             models: spec.models,
             methods: spec.methods,
             fusion: spec.fusion,

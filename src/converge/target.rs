@@ -148,6 +148,8 @@ struct Config {
     density: f64,
     rank: usize,
     world_size: usize,
+    sketch: Option<(usize, f64)>,
+    qsgd_levels: Option<u32>,
     seeds: std::collections::HashMap<String, (Vec<EvalPoint>, String)>,
 }
 
@@ -206,6 +208,14 @@ pub fn from_csv(
         col("eval_accuracy")?,
         col("status")?,
     ];
+    // The other parameters of the verdict's key (absent in files before 2026-11-28: then
+    // a sketch or QSGD row matches any size).
+    let opt = |name: &str| header.iter().position(|c| c == name);
+    let (rows_c, cols_c, levels_c) = (
+        opt("sketch_rows"),
+        opt("sketch_cols_per_k"),
+        opt("qsgd_levels"),
+    );
     let mut configs: Vec<Config> = Vec::new();
     for (i, rec) in r.records().enumerate() {
         let rec = rec.map_err(|e| bad(format!("row {}: {e}", i + 2)))?;
@@ -232,6 +242,33 @@ pub fn from_csv(
                     density: num(5, "density")?,
                     rank: num(6, "rank")? as usize,
                     world_size: num(4, "world_size")? as usize,
+                    sketch: match (rows_c, cols_c) {
+                        (Some(a), Some(b)) => {
+                            let (a, b) = (rec.get(a).unwrap_or(""), rec.get(b).unwrap_or(""));
+                            match (a.parse::<usize>(), b.parse::<f64>()) {
+                                (Ok(r), Ok(c)) => Some((r, c)),
+                                _ => {
+                                    return Err(bad(format!(
+                                        "row {}: sketch_rows '{}' or sketch_cols_per_k '{}' is not a number",
+                                        i + 2,
+                                        crate::config::clip(a),
+                                        crate::config::clip(b)
+                                    )))
+                                }
+                            }
+                        }
+                        _ => None,
+                    },
+                    qsgd_levels: match levels_c.map(|l| rec.get(l).unwrap_or("")) {
+                        Some(v) => Some(v.parse::<u32>().map_err(|_| {
+                            bad(format!(
+                                "row {}: qsgd_levels '{}' is not a number",
+                                i + 2,
+                                crate::config::clip(v)
+                            ))
+                        })?),
+                        None => None,
+                    },
                     seeds: Default::default(),
                 });
                 configs.len() - 1
@@ -296,6 +333,8 @@ pub fn from_csv(
             method: cfg.method.clone(),
             density: cfg.density,
             rank: cfg.rank,
+            sketch: cfg.sketch,
+            qsgd_levels: cfg.qsgd_levels,
             world_size: cfg.world_size,
             steps,
             fewest_steps: steps.map(|_| fewest),

@@ -126,6 +126,12 @@ impl CostModel {
 
     /// A network preset name (`10gbe`, ...) with the `cpu` defaults.
     pub fn preset(name: &str) -> Result<CostModel> {
+        CostModel::preset_scaled(name, (1.0, 1.0))
+    }
+
+    /// Preset `name` with its latency alpha and inverse bandwidth beta multiplied by
+    /// `(alpha_x, beta_x)` (a sensitivity sweep over what a preset does not know).
+    pub fn preset_scaled(name: &str, (alpha_x, beta_x): (f64, f64)) -> Result<CostModel> {
         let a = network::Analytic::preset(name).ok_or_else(|| {
             SimError::Input(format!(
                 "unknown network preset '{name}'; allowed: {}",
@@ -136,6 +142,17 @@ impl CostModel {
                     .join(", ")
             ))
         })?;
+        let a = if (alpha_x, beta_x) == (1.0, 1.0) {
+            a
+        } else {
+            let mut link = a.link;
+            link.alpha_s *= alpha_x;
+            link.beta_s_per_byte *= beta_x;
+            network::Analytic::new(
+                format!("preset {name} (alpha x{alpha_x}, beta x{beta_x})"),
+                link,
+            )
+        };
         Ok(CostModel::with_network(Box::new(a)))
     }
 
@@ -174,5 +191,37 @@ impl CostModel {
             self.compress_source,
             self.host.describe()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::network::{CollectiveCost, Op};
+
+    /// A scaled preset prices every collective as the preset's link with alpha and beta
+    /// scaled, written again here from the 10gbe preset's constants (20 us, 1.25 GB/s): at
+    /// (2, 3), 40 us and 1.25/3 GB/s.
+    #[test]
+    fn a_scaled_preset_scales_alpha_and_beta_only() {
+        let scaled = CostModel::preset_scaled("10gbe", (2.0, 3.0))
+            .unwrap()
+            .network;
+        let by_hand = network::Analytic::new("hand", network::Link::from_gbps(40e-6, 1.25 / 3.0));
+        let plain = CostModel::preset("10gbe").unwrap().network;
+        let nominal = network::Analytic::new("hand", network::Link::from_gbps(20e-6, 1.25));
+        for op in [Op::AllReduce, Op::AllGather, Op::Ring] {
+            for (n, m) in [(2usize, 4.0), (8, 4.0e6), (64, 1.0e8)] {
+                let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 + 1e-9 * b;
+                assert!(
+                    close(scaled.time_s(op, n, m), by_hand.time_s(op, n, m)),
+                    "{op:?} {n} {m}"
+                );
+                assert!(
+                    close(plain.time_s(op, n, m), nominal.time_s(op, n, m)),
+                    "{op:?} {n} {m}"
+                );
+            }
+        }
     }
 }

@@ -30,6 +30,7 @@
 //! compressor per distinct shape, so memory stays at one tensor's state). DGC's
 //! capacity is its target k pairs, the most it sends.
 
+pub mod choose;
 mod clock;
 pub mod costs;
 pub mod credit;

@@ -25,6 +25,11 @@ pub struct SimRow {
     pub compress_device: String,
     pub density: f64,
     pub rank: usize,
+    /// Count Sketch rows and columns per kept element, QSGD levels (every method's row
+    /// carries the case's values; they matter to the methods that have them).
+    pub sketch_rows: usize,
+    pub sketch_cols_per_k: f64,
+    pub qsgd_levels: u32,
     pub tensors: usize,
     pub buckets: usize,
     pub fwd_s: f64,
@@ -70,6 +75,9 @@ impl SimRow {
             },
             density: case.params.density_for(&case.method),
             rank: case.params.rank,
+            sketch_rows: case.params.sketch_rows,
+            sketch_cols_per_k: case.params.sketch_cols_per_k,
+            qsgd_levels: case.params.qsgd_levels,
             tensors: wl.tensors.len(),
             buckets: r.buckets,
             fwd_s: r.fwd_s,

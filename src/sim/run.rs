@@ -73,6 +73,9 @@ pub struct SimulateRequest {
     /// Steps to dense accuracy per method configuration (`--converge FILE`): printed as
     /// time to accuracy after the sweep's table; empty: not printed.
     pub steps_to_target: Vec<super::summary::StepsToTarget>,
+    /// Multipliers of a preset network's alpha and beta (`gradcomp choose`'s sensitivity
+    /// sweep); (1, 1): the preset as specified.
+    pub network_scale: (f64, f64),
 }
 
 /// OMGS-SGD's published constants beside our network preset's and device model's
@@ -132,8 +135,10 @@ fn costs_for(
             c
         }
         (Some(rep), None) => rep.cost_model(n)?,
-        (Some(rep), Some(net)) => CostModel::preset(net)?.with_compress_fits(rep),
-        (None, Some(net)) => CostModel::preset(net)?,
+        (Some(rep), Some(net)) => {
+            CostModel::preset_scaled(net, req.network_scale)?.with_compress_fits(rep)
+        }
+        (None, Some(net)) => CostModel::preset_scaled(net, req.network_scale)?,
         (None, None) => CostModel::preset("10gbe")?,
     };
     let mut c = flat.with_topology(g, req.intra_link.clone());
@@ -477,7 +482,7 @@ fn network_label(req: &SimulateRequest) -> String {
 }
 
 /// The cartesian product of the request's axes on its one network (`req.network`).
-fn sweep(
+pub(super) fn sweep(
     req: &SimulateRequest,
     report: Option<&fit::FitReport>,
     profile: Option<&Arc<CompressProfile>>,
@@ -610,6 +615,7 @@ mod tests {
             intra_link: IntraLink::default(),
             planner_fallback: true,
             validate_published: false,
+            network_scale: (1.0, 1.0),
         }
     }
 

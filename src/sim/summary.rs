@@ -7,23 +7,39 @@ use super::SimRow;
 use crate::units::fmt_seconds;
 
 /// A row's configuration: `fusion/pipelining/collective`, plus what else varies in the
-/// sweep (`compress_on`, density, low-rank rank, ranks per node).
-fn config_label(r: &SimRow, all: &[SimRow]) -> String {
-    let varies = |f: &dyn Fn(&SimRow) -> String| {
-        let first = all.first().map(f);
-        all.iter().any(|x| Some(f(x)) != first)
+/// sweep (`compress_on`, ranks per node) and the method's own parameters where they vary
+/// (density of the sparsifiers, rank of the low-rank methods; never a parameter the method
+/// does not have).
+pub(super) fn config_label(r: &SimRow, all: &[SimRow]) -> String {
+    let varies = |f: &dyn Fn(&SimRow) -> String, of: &dyn Fn(&SimRow) -> bool| {
+        let mut v = all.iter().filter(|x| of(x)).map(f);
+        let first = v.next();
+        v.any(|x| Some(x) != first)
     };
     let mut s = format!("{}/pipe_{}/{}", r.fusion, r.pipelining, r.collective);
-    if varies(&|x| x.compress_on.to_string()) {
+    if varies(&|x| x.compress_on.to_string(), &|_| true) {
         s.push_str(&format!(" compress_on={}", r.compress_on));
     }
-    if varies(&|x| x.density.to_string()) {
+    if has_density(&r.method) && varies(&|x| x.density.to_string(), &|x| has_density(&x.method)) {
         s.push_str(&format!(" density={}", r.density));
     }
-    if varies(&|x| x.rank.to_string()) {
+    if has_rank(&r.method) && varies(&|x| x.rank.to_string(), &|x| has_rank(&x.method)) {
         s.push_str(&format!(" rank={}", r.rank));
     }
     s
+}
+
+/// Whether `method` (or its no-error-feedback control) has a density parameter.
+fn has_density(method: &str) -> bool {
+    matches!(
+        method.trim_end_matches("-noef"),
+        "topk" | "dgc" | "omgs" | "sketch" | "sketch-fusion"
+    )
+}
+
+/// Whether `method` (or its control) has a low-rank rank.
+fn has_rank(method: &str) -> bool {
+    matches!(method.trim_end_matches("-noef"), "powersgd" | "acpsgd")
 }
 
 /// The summary table (text, one line per model, world size, network and method, in the
@@ -129,12 +145,16 @@ fn fastest(rows: &[SimRow]) -> Vec<((Key, String), usize)> {
 
 /// A method configuration's steps to dense S-SGD's accuracy, from `gradcomp converge`
 /// (`converge::target::from_csv`).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct StepsToTarget {
     pub method: String,
     /// Density (sparsifiers) and low-rank rank (Power-SGD, ACP-SGD) it trained at.
     pub density: f64,
     pub rank: usize,
+    /// Count Sketch rows and columns per kept element, QSGD levels (`None`: a converge.csv
+    /// without the column, which matches any).
+    pub sketch: Option<(usize, f64)>,
+    pub qsgd_levels: Option<u32>,
     /// The world size of the converge run.
     pub world_size: usize,
     /// Steps to target: the most over its seeds, `None` where a seed never reached it.
@@ -147,12 +167,15 @@ pub struct StepsToTarget {
 
 /// Whether a simulated row's method configuration is `s`'s: the method, and the density
 /// or rank where the method has one.
-fn same_config(r: &SimRow, s: &StepsToTarget) -> bool {
-    let base = r.method.trim_end_matches("-noef");
+pub(super) fn same_config(r: &SimRow, s: &StepsToTarget) -> bool {
     r.method == s.method
-        && (!matches!(base, "topk" | "dgc" | "omgs" | "sketch" | "sketch-fusion")
-            || (r.density - s.density).abs() <= 1e-9 * r.density.max(1e-12))
-        && (!matches!(base, "powersgd" | "acpsgd") || r.rank == s.rank)
+        && (!has_density(&r.method) || (r.density - s.density).abs() <= 1e-9 * r.density.max(1e-12))
+        && (!has_rank(&r.method) || r.rank == s.rank)
+        && (!r.method.starts_with("sketch")
+            || s.sketch.map_or(true, |(rows, cols)| {
+                rows == r.sketch_rows && (cols - r.sketch_cols_per_k).abs() <= 1e-9 * cols
+            }))
+        && (r.method != "qsgd" || s.qsgd_levels.map_or(true, |l| l == r.qsgd_levels))
 }
 
 /// Per group of [`best_configurations`], each method's fastest configuration ranked by time
@@ -316,6 +339,7 @@ mod tests {
             } else {
                 "does not reach dense".into()
             },
+            ..StepsToTarget::default()
         }
     }
 
@@ -371,5 +395,40 @@ mod tests {
             device.contains("1. ssgd") && device.contains("7.00s") && !device.contains("topk"),
             "{t}"
         );
+    }
+
+    /// The verdict's key is the whole parameter set: a sketch of another size (rows or
+    /// columns per k) or QSGD at other levels never takes this row's steps; a converge.csv
+    /// without those columns (None) matches any size.
+    #[test]
+    fn a_sketch_size_never_inherits_another_sizes_steps() {
+        let mut r = row("sketch", "25MiB", "on", 0.1);
+        r.density = 0.0076;
+        r.sketch_rows = 3;
+        r.sketch_cols_per_k = 20.0;
+        let mut s = steps("sketch", Some(500), 4);
+        s.density = 0.0076;
+        s.sketch = Some((3, 20.0));
+        assert!(same_config(&r, &s));
+        s.sketch = Some((3, 10.0));
+        assert!(!same_config(&r, &s));
+        s.sketch = Some((1, 20.0));
+        assert!(!same_config(&r, &s));
+        s.sketch = None;
+        assert!(same_config(&r, &s));
+        s.density = 0.001;
+        assert!(!same_config(&r, &s));
+        let mut q = row("qsgd", "25MiB", "on", 0.1);
+        q.qsgd_levels = 127;
+        let mut t = steps("qsgd", Some(500), 4);
+        t.qsgd_levels = Some(127);
+        assert!(same_config(&q, &t));
+        t.qsgd_levels = Some(15);
+        assert!(!same_config(&q, &t));
+        // Parameters a method does not have are not compared.
+        let mut d = row("ssgd", "25MiB", "on", 0.1);
+        d.density = 0.5;
+        d.sketch_rows = 9;
+        assert!(same_config(&d, &steps("ssgd", Some(500), 4)));
     }
 }
