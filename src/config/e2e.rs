@@ -483,3 +483,42 @@ impl ComputeMode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(extra: &str) -> E2eSection {
+        toml::from_str(&format!(
+            "models = [\"resnet20\"]\nmethods = [\"ssgd\"]\n{extra}"
+        ))
+        .unwrap()
+    }
+
+    /// Adaptive timing without `max_iters` stops at 1000 timed iterations, or at `iters`
+    /// when that is more (the key's doc: "default 1000"; `max_iters` is never under
+    /// `iters`): `iters = 20` may run to 1000, `iters = 5000` to 5000. Fixed timing runs
+    /// `iters` exactly.
+    #[test]
+    fn adaptive_timing_defaults_to_at_least_1000_iterations() {
+        let timing = |extra: &str| section(extra).validate(&Origin::Cli).unwrap().timing;
+        for (iters, max_iters) in [(20u64, 1000u64), (5000, 5000), (1000, 1000)] {
+            let t = timing(&format!("iters = {iters}\nmin_time_s = 0.5"));
+            assert_eq!(
+                (t.min_iters, t.max_iters),
+                (iters, max_iters),
+                "iters {iters}"
+            );
+            let t = timing(&format!("iters = {iters}\ntarget_ci = 0.02"));
+            assert_eq!((t.min_iters, t.max_iters), (iters, max_iters));
+        }
+        // Default iters (10): adaptive up to 1000; fixed: 10 and 10.
+        let t = timing("min_time_s = 0.5");
+        assert_eq!((t.min_iters, t.max_iters), (10, 1000));
+        let t = timing("iters = 20");
+        assert_eq!((t.min_iters, t.max_iters), (20, 20));
+        // A given max_iters is kept.
+        let t = timing("iters = 20\nmin_time_s = 0.5\nmax_iters = 50");
+        assert_eq!(t.max_iters, 50);
+    }
+}
