@@ -324,6 +324,33 @@ mod tests {
         }
     }
 
+    /// The boundary is inclusive: a block of exactly HUGE_MIN_BYTES (4 MiB, two huge
+    /// pages) is mapped apart, one byte less is `System`'s. On Linux a 4 MiB block with
+    /// 8-byte alignment then starts on a 2 MiB boundary (its own aligned mapping), which
+    /// `System`'s mmap'd chunks, behind their header, do not.
+    #[test]
+    fn a_block_of_exactly_four_mib_is_mapped_apart() {
+        const FOUR_MIB: usize = 4 * 1024 * 1024;
+        let linux = cfg!(target_os = "linux");
+        assert!(!is_mapped(FOUR_MIB - 1));
+        assert_eq!(is_mapped(FOUR_MIB), linux);
+        assert_eq!(is_mapped(FOUR_MIB + 1), linux);
+        assert!(!is_mapped(0) && !is_mapped(1 << 20));
+        if linux {
+            let layout = Layout::from_size_align(FOUR_MIB, 8).unwrap();
+            // SAFETY: non-zero size; freed below with the same layout.
+            let p = unsafe { HugePageAlloc.alloc(layout) };
+            assert!(!p.is_null());
+            assert_eq!(
+                p as usize % HUGE_PAGE_BYTES,
+                0,
+                "4 MiB block not on its own mapping"
+            );
+            // SAFETY: `p` came from this allocator with `layout`.
+            unsafe { HugePageAlloc.dealloc(p, layout) };
+        }
+    }
+
     #[test]
     fn mode_is_the_bracketed_word() {
         assert_eq!(
