@@ -139,6 +139,31 @@ pub fn utc_from_unix(secs: u64) -> (String, String) {
     )
 }
 
+/// Longest message text echoed back (bytes): a value pasted by mistake (a 3 MB key)
+/// is shown by its start and end, not in full, so an error stays one readable line.
+pub const MAX_ECHO_BYTES: usize = 1000;
+
+/// `msg` cut to about [`MAX_ECHO_BYTES`]: its start and end, and how much was left out.
+pub fn clip(msg: &str) -> String {
+    if msg.len() <= MAX_ECHO_BYTES {
+        return msg.to_string();
+    }
+    let floor = |mut i: usize| {
+        while !msg.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    let head = floor(MAX_ECHO_BYTES * 3 / 5);
+    let tail = floor(msg.len() - MAX_ECHO_BYTES / 4);
+    format!(
+        "{} [... {} bytes left out ...] {}",
+        &msg[..head],
+        tail - head,
+        &msg[tail..]
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -262,3 +262,67 @@ fn bad_input_is_one_line_and_exit_2() {
         assert!(err.contains(words), "{args:?}: {err}");
     }
 }
+
+/// A value pasted by mistake (5,000 bytes) is echoed by its start and end (issue 52 item
+/// 6): one line of at most about 1,000 bytes of value plus the message, exit 2, for the
+/// commands that need no MPI.
+#[test]
+fn long_values_are_clipped_in_every_echo() {
+    let long = "x".repeat(5000);
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["models", &long],
+        vec![
+            "simulate",
+            "--model",
+            "resnet20",
+            "--methods",
+            "ssgd",
+            "--network",
+            &long,
+        ],
+        vec![
+            "simulate",
+            "--model",
+            "resnet20",
+            "--methods",
+            "ssgd",
+            "--world-sizes",
+            "4",
+            "--ranks-per-node",
+            "2",
+            "--intra-link",
+            &long,
+        ],
+        vec!["choose", "--model", &long, "--nodes", "2"],
+        vec![
+            "choose",
+            "--model",
+            "resnet20",
+            "--nodes",
+            "2",
+            "--network",
+            &long,
+        ],
+        vec![
+            "choose", "--model", "resnet20", "--nodes", "2", "--gpu", &long,
+        ],
+    ];
+    for args in cases {
+        let out = Command::new(BIN)
+            .current_dir(root())
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{}: {err}", args[0]);
+        assert_eq!(err.lines().count(), 1, "{}: {err}", args[0]);
+        assert!(
+            err.len() < 1800,
+            "{} {}: {} bytes",
+            args[0],
+            args[args.len() - 2],
+            err.len()
+        );
+        assert!(err.contains("bytes left out"), "{}: {err}", args[0]);
+    }
+}

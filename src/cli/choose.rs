@@ -129,7 +129,7 @@ impl ChooseArgs {
         if crate::sim::network::Link::preset(&self.network).is_none() {
             return Err(Error::Input(format!(
                 "--network: unknown preset '{}'; allowed: {}",
-                self.network,
+                crate::config::clip(&self.network),
                 crate::sim::network::PRESETS
                     .iter()
                     .map(|p| p.0)
@@ -174,7 +174,7 @@ impl ChooseArgs {
         if !self.converge.is_file() {
             return Err(Error::Input(format!(
                 "--converge {}: no such file; give the converge.csv of `mpirun -np 4 gradcomp converge --seeds 1,2,3 --out DIR` (the repository's own is {COMMITTED_CONVERGE}, read from the repository root)",
-                self.converge.display()
+                crate::config::clip(&self.converge.display().to_string())
             )));
         }
         let workload = WorkloadArgs {

@@ -133,7 +133,8 @@ impl SimulateArgs {
         for n in &self.networks {
             if crate::sim::network::Link::preset(n).is_none() {
                 return Err(Error::Input(format!(
-                    "--network: unknown preset '{n}'; allowed: {}",
+                    "--network: unknown preset '{}'; allowed: {}",
+                    crate::config::clip(n),
                     crate::sim::network::PRESETS
                         .iter()
                         .map(|p| p.0)

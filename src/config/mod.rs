@@ -198,30 +198,7 @@ pub fn check_list_len(origin: &Origin, key: &str, len: usize) -> Result<(), Conf
     Ok(())
 }
 
-/// Longest message text echoed back (bytes): a value pasted by mistake (a 3 MB key)
-/// is shown by its start and end, not in full, so an error stays one readable line.
-pub const MAX_ECHO_BYTES: usize = 1000;
-
-/// `msg` cut to about [`MAX_ECHO_BYTES`]: its start and end, and how much was left out.
-pub fn clip(msg: &str) -> String {
-    if msg.len() <= MAX_ECHO_BYTES {
-        return msg.to_string();
-    }
-    let floor = |mut i: usize| {
-        while !msg.is_char_boundary(i) {
-            i -= 1;
-        }
-        i
-    };
-    let head = floor(MAX_ECHO_BYTES * 3 / 5);
-    let tail = floor(msg.len() - MAX_ECHO_BYTES / 4);
-    format!(
-        "{} [... {} bytes left out ...] {}",
-        &msg[..head],
-        tail - head,
-        &msg[tail..]
-    )
-}
+pub use crate::units::{clip, MAX_ECHO_BYTES};
 
 /// A fusion plan (`fusion` key or flag). A threshold of 0 bytes is refused rather than run
 /// as `none` without a word: the user meant a size and lost its unit or digits.

@@ -92,7 +92,7 @@ pub fn preset(name: &str) -> Result<DevicePreset, ModelError> {
         .find(|p| p.name == name)
         .cloned()
         .ok_or_else(|| ModelError::UnknownPreset {
-            name: name.to_string(),
+            name: crate::units::clip(name),
             allowed: PRESETS
                 .iter()
                 .map(|p| p.name)

@@ -294,7 +294,7 @@ pub fn build(name: &str) -> Result<Model, ModelError> {
         "lstm-ptb-untied" => lstm::lstm_ptb(false),
         _ => {
             return Err(ModelError::UnknownModel {
-                name: name.to_string(),
+                name: crate::units::clip(name),
             })
         }
     })

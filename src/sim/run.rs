@@ -241,6 +241,42 @@ pub fn verdict(
     }
 }
 
+/// A measured case's spread in words: `spread 3.1% of 5` (rounds), or `one round: no
+/// spread` when it has none (never `NaN%`).
+fn spread_text(spread_rel: Option<f64>, rounds: usize) -> String {
+    match spread_rel {
+        Some(s) if s.is_finite() => format!("spread {:>5.1}% of {rounds}", s * 100.0),
+        _ if rounds <= 1 => "one round: no spread".into(),
+        _ => format!("no spread of {rounds}"),
+    }
+}
+
+/// The comparison's last line. A comparison that judged no case says so ("not judged")
+/// instead of "0 of 0 within", so it never reads as a pass.
+fn judged_summary(
+    within: usize,
+    outside: usize,
+    noisy: usize,
+    not_held: usize,
+    tolerance: f64,
+) -> String {
+    let rest = format!(
+        "{noisy} too noisy to judge (spread over rounds, the compression fit's included, or the host jitter's share, above the tolerance), {not_held} not held to it (more ranks than cores)"
+    );
+    if within + outside == 0 {
+        format!(
+            "not judged: no case could be held to the {:.0}% tolerance, so this comparison says nothing about the simulator's accuracy; {rest}",
+            tolerance * 100.0
+        )
+    } else {
+        format!(
+            "{within} of {} judged case(s) within {:.0}%; {rest}",
+            within + outside,
+            tolerance * 100.0
+        )
+    }
+}
+
 /// Run the simulator: the cartesian product of the axes, or the cases of a measured
 /// e2e.csv (`--compare`), writing `OUT/sim.csv` (source=simulated), with `--fits` the
 /// fits it used (`OUT/fits.csv`) and, when comparing, `OUT/sim_vs_measured.csv`.
@@ -419,16 +455,18 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
                 oversubscribed: over,
             });
             println!(
-                "{:<70} measured {:>10.3} ms (spread {:>5.1}% of {}{}{}) simulated {:>10.3} ms  {:+6.1}%  {}{}",
+                "{:<70} measured {:>10.3} ms ({}{}{}) simulated {:>10.3} ms  {:+6.1}%  {}{}",
                 c.key,
                 c.measured_s * 1e3,
-                c.spread_rel.unwrap_or(f64::NAN) * 100.0,
-                c.rounds,
+                spread_text(c.spread_rel, c.rounds),
                 fit_spread.map_or(String::new(), |f| format!(
                     ", compression fit {:.1}%",
                     f * 100.0
                 )),
-                jitter_part.map_or(String::new(), |j| format!(", host jitter {:.1}%", j * 100.0)),
+                jitter_part.map_or(String::new(), |j| format!(
+                    ", host jitter {:.1}%",
+                    j * 100.0
+                )),
                 c.simulated_s * 1e3,
                 c.rel_err * 100.0,
                 v,
@@ -445,12 +483,14 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
             .filter(|o| !o.is_empty())
             .collect();
         println!(
-            "{} of {} judged case(s) within {:.0}%; {} too noisy to judge (spread over rounds, the compression fit's included, or the host jitter's share, above the tolerance), {} not held to it (more ranks than cores){}",
-            count("within"),
-            count("within") + count("outside"),
-            req.tolerance * 100.0,
-            count("too-noisy"),
-            count("ranks-exceed-cores"),
+            "{}{}",
+            judged_summary(
+                count("within"),
+                count("outside"),
+                count("too-noisy"),
+                count("ranks-exceed-cores"),
+                req.tolerance
+            ),
             if over.is_empty() {
                 String::new()
             } else {
@@ -696,5 +736,28 @@ mod tests {
             .contains("between nodes of 4 ranks, intra-node pcie3"));
         let op = super::super::network::Op::AllReduce;
         assert!(topo.network.time_s(op, 32, 25e6) > flat.network.time_s(op, 32, 25e6));
+    }
+
+    #[test]
+    fn one_round_has_no_spread_and_judging_nothing_is_not_a_pass() {
+        assert_eq!(spread_text(None, 1), "one round: no spread");
+        assert_eq!(spread_text(Some(f64::NAN), 1), "one round: no spread");
+        assert_eq!(spread_text(Some(0.031), 5), "spread   3.1% of 5");
+        assert_eq!(spread_text(None, 3), "no spread of 3");
+        let none = judged_summary(0, 0, 2, 4, 0.15);
+        assert!(
+            none.starts_with("not judged: no case could be held to the 15% tolerance"),
+            "{none}"
+        );
+        assert!(
+            none.contains("2 too noisy") && none.contains("4 not held"),
+            "{none}"
+        );
+        assert!(!none.contains("0 of 0"), "{none}");
+        let some = judged_summary(3, 1, 0, 0, 0.15);
+        assert!(
+            some.starts_with("3 of 4 judged case(s) within 15%;"),
+            "{some}"
+        );
     }
 }

@@ -88,15 +88,24 @@ impl IntraLink {
                 .join(", ")
         );
         let Some((a, g)) = s.split_once(':') else {
-            return Err(format!("unknown link '{s}'; {allowed}"));
+            return Err(format!(
+                "unknown link '{}'; {allowed}",
+                crate::units::clip(s)
+            ));
         };
         let (a, g): (f64, f64) = match (a.trim().parse(), g.trim().parse()) {
             (Ok(a), Ok(g)) => (a, g),
-            _ => return Err(format!("'{s}' is not ALPHA_US:GBPS; {allowed}")),
+            _ => {
+                return Err(format!(
+                    "'{}' is not ALPHA_US:GBPS; {allowed}",
+                    crate::units::clip(s)
+                ))
+            }
         };
         if !(a.is_finite() && a >= 0.0 && g.is_finite() && g > 0.0) {
             return Err(format!(
-                "'{s}': the latency must be >= 0 us and the bandwidth > 0 GB/s; {allowed}"
+                "'{}': the latency must be >= 0 us and the bandwidth > 0 GB/s; {allowed}",
+                crate::units::clip(s)
             ));
         }
         Ok(IntraLink {
