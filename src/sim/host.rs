@@ -847,6 +847,45 @@ mod tests {
         assert_eq!(bisect(1.0, 16.0, 9.5, |_| Ok(10.0)).unwrap(), None);
     }
 
+    /// A two-machine run written by hand: 3 ranks on machine `a` (2 cores each), 1 on `b`
+    /// (8 cores). The most loaded machine is `a` (2/3 of a core per rank against 8): its
+    /// 3 ranks and 2 cores judge oversubscription, while the run's total, 4 ranks, is
+    /// what a measured row's world size is matched against (src/sim/run.rs); a layout
+    /// that gave one machine's ranks as the total would match a 3-rank row instead.
+    #[test]
+    fn a_two_machine_layout_keeps_the_runs_total_apart_from_the_busiest_machines_ranks() {
+        use super::{layout_from_run_json, Layout};
+        let d = std::env::temp_dir().join(format!("gradcomp-host-layout-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let p = d.join("run.json");
+        std::fs::write(
+            &p,
+            r#"{"hosts": ["a", "b", "a", "a"], "host_cores": [2, 8, 2, 2]}"#,
+        )
+        .unwrap();
+        let l = layout_from_run_json(&p).unwrap().unwrap();
+        assert_eq!(
+            l,
+            Layout {
+                ranks: 3,
+                ranks_total: 4,
+                cores: 2,
+                machine: "a".into(),
+                dilation: 1,
+            }
+        );
+        // Two machines of 2 ranks each (one by kernel id, whatever the host names): the
+        // busiest has 2 of the run's 4.
+        std::fs::write(
+            &p,
+            r#"{"hosts": ["n0", "n1", "c", "c"], "host_cores": [4, 4, 4, 4], "host_kernels": ["k", "k", "j", "j"]}"#,
+        )
+        .unwrap();
+        let l = layout_from_run_json(&p).unwrap().unwrap();
+        assert_eq!((l.ranks, l.ranks_total, l.cores), (2, 4, 4));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
     #[test]
     fn pool_is_the_median_of_case_medians_with_the_spread_over_rounds() {
         // Case a: 1, 2, 9 over rounds 0..3 (one slow round); b: 2, 3, 4; c: 10, 10, 10.
