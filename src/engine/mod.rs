@@ -488,3 +488,75 @@ mod plan_source_tests {
         );
     }
 }
+
+#[cfg(test)]
+mod adaptive_wire_tests {
+    use super::*;
+    use crate::comm::exchange::CollectiveMode;
+    use crate::comm::loopback;
+    use crate::measure::stats::Timing;
+
+    /// S-SGD on 2 loopback ranks sends every gradient once per step, 4 bytes per element
+    /// (d = 8 x 16 + 8 = 136: 544 bytes), however many timed iterations the adaptive rule
+    /// ran: here 5 (stopped at `max_iters`, `min_time_s` never met) and 2 (stopped at
+    /// `min_iters`, nothing else asked). The per-step mean divides the bytes of the
+    /// iterations that ran, neither the configured minimum nor the maximum.
+    #[test]
+    fn wire_bytes_per_step_divide_by_the_iterations_that_ran() {
+        let tensors = vec![
+            TensorSpec {
+                name: "w".into(),
+                rows: 8,
+                cols: 16,
+            },
+            TensorSpec {
+                name: "b".into(),
+                rows: 8,
+                cols: 1,
+            },
+        ];
+        let bwd_s = vec![0.0; tensors.len()];
+        let params = MethodParams::default();
+        let to_max = Timing {
+            min_iters: 2,
+            min_time_s: 1e9,
+            target_rel_ci: f64::INFINITY,
+            max_iters: 5,
+            max_time_s: f64::INFINITY,
+        };
+        let to_min = Timing {
+            min_iters: 2,
+            min_time_s: 0.0,
+            target_rel_ci: f64::INFINITY,
+            max_iters: 50,
+            max_time_s: f64::INFINITY,
+        };
+        for (timing, ran) in [(to_max, 5usize), (to_min, 2)] {
+            let runs = loopback::run(2, |world| {
+                let setup = E2eSetup {
+                    tensors: &tensors,
+                    bwd_s: &bwd_s,
+                    fwd_s: 0.0,
+                    method: "ssgd",
+                    params: &params,
+                    seed: 1,
+                    fusion: Fusion::parse("none").unwrap(),
+                    pipelining: false,
+                    collective: CollectiveMode::Native,
+                    compute: ComputeMode::None,
+                    merge: false,
+                    cost_comm: None,
+                    planner_costs: None,
+                    compress_on: crate::devcost::CompressOn::Host,
+                    device_costs: None,
+                    planned: None,
+                };
+                run(&world, &setup, timing, 1, None).unwrap()
+            });
+            for r in &runs {
+                assert_eq!(r.series.iter_s.len(), ran);
+                assert_eq!(r.wire_bytes, 4 * 136, "{ran} iterations");
+            }
+        }
+    }
+}
