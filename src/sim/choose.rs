@@ -9,7 +9,7 @@
 //! set against.
 
 use super::run::{sweep, SimulateRequest};
-use super::summary::{config_label, same_config, StepsToTarget};
+use super::summary::{aligned, config_label, same_config, StepsToTarget};
 use super::{fit, Result, SimError, SimRow, WireCache};
 use crate::devcost::profile::CompressProfile;
 use crate::units::fmt_seconds;
@@ -326,26 +326,7 @@ pub fn table(ranked: &[Choice]) -> String {
             vs,
         ]);
     }
-    let widths: Vec<usize> = (0..7)
-        .map(|c| {
-            lines
-                .iter()
-                .map(|l| l[c].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for l in &lines {
-        let cells: Vec<String> = l
-            .iter()
-            .zip(&widths)
-            .map(|(v, w)| format!("{v:<w$}"))
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
+    aligned(&lines, 7)
 }
 
 /// One choose.csv row (docs/csv-schema.md): a method's fastest row in one scenario and its

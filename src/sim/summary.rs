@@ -79,7 +79,20 @@ pub fn best_configurations(rows: &[SimRow]) -> String {
             speedup,
         ]);
     }
-    let widths: Vec<usize> = (0..7)
+    let mut out = aligned(&lines, 5);
+    if !rows.iter().any(|r| r.method == "ssgd") {
+        out.push_str("(no S-SGD case: add ssgd to --methods for the speedup column)\n");
+    }
+    out.push_str(
+        "vs S-SGD: S-SGD's fastest iteration / the method's of the same compression placement (above 1: faster than S-SGD)\n",
+    );
+    out
+}
+
+/// Rows of cells as aligned text columns (two spaces apart, trailing blanks cut): the
+/// columns from `right_from` on right-aligned, the others left-aligned.
+pub(super) fn aligned<const N: usize>(lines: &[[String; N]], right_from: usize) -> String {
+    let widths: Vec<usize> = (0..N)
         .map(|c| {
             lines
                 .iter()
@@ -89,13 +102,13 @@ pub fn best_configurations(rows: &[SimRow]) -> String {
         })
         .collect();
     let mut out = String::new();
-    for l in &lines {
+    for l in lines {
         let cells: Vec<String> = l
             .iter()
             .zip(&widths)
             .enumerate()
             .map(|(c, (v, w))| {
-                if c >= 5 {
+                if c >= right_from {
                     format!("{v:>w$}")
                 } else {
                     format!("{v:<w$}")
@@ -105,12 +118,6 @@ pub fn best_configurations(rows: &[SimRow]) -> String {
         out.push_str(cells.join("  ").trim_end());
         out.push('\n');
     }
-    if !rows.iter().any(|r| r.method == "ssgd") {
-        out.push_str("(no S-SGD case: add ssgd to --methods for the speedup column)\n");
-    }
-    out.push_str(
-        "vs S-SGD: S-SGD's fastest iteration / the method's of the same compression placement (above 1: faster than S-SGD)\n",
-    );
     out
 }
 
