@@ -400,6 +400,78 @@ pub fn mpi_count(n: usize, what: &str) -> Result<i32> {
 
 #[cfg(test)]
 mod tests {
+    use super::collective::{Buf, BufMut, Collective, ReduceOp};
+    use super::World;
+    use crate::measure::dilation::Dilation;
+    use std::time::Duration;
+
+    /// One rank whose library reduction takes 8 ms per call whatever its length; every
+    /// other operation is unused here.
+    struct SlowReduce;
+
+    impl Collective for SlowReduce {
+        fn rank(&self) -> usize {
+            0
+        }
+        fn size(&self) -> usize {
+            1
+        }
+        fn barrier(&self) {}
+        fn time_s(&self) -> f64 {
+            0.0
+        }
+        fn all_reduce(&self, _: Buf, _: BufMut, _: ReduceOp) {
+            unreachable!()
+        }
+        fn all_reduce_sum_during(&self, _: &[f32], _: &mut [f32], _: &mut dyn FnMut()) {
+            unreachable!()
+        }
+        fn all_gather(&self, _: Buf, _: BufMut) {
+            unreachable!()
+        }
+        fn all_gather_v(&self, _: Buf, _: BufMut, _: &[i32], _: &[i32]) {
+            unreachable!()
+        }
+        fn reduce_to(&self, _: usize, _: Buf, _: Option<BufMut>, _: ReduceOp) {
+            unreachable!()
+        }
+        fn gather_v_to(&self, _: usize, _: Buf, _: Option<BufMut>, _: &[i32], _: &[i32]) {
+            unreachable!()
+        }
+        fn broadcast(&self, _: usize, _: BufMut) {
+            unreachable!()
+        }
+        fn send_receive(&self, _: Buf, _: usize, _: BufMut, _: usize) {
+            unreachable!()
+        }
+        fn reduce_local_sum_f32(&self, input: &[f32], inout: &mut [f32]) {
+            for (o, i) in inout.iter_mut().zip(input) {
+                *o += *i;
+            }
+            std::thread::sleep(Duration::from_millis(8));
+        }
+        fn processor_name(&self) -> String {
+            "fake".into()
+        }
+        fn abort(&self, code: i32) -> ! {
+            panic!("abort {code}")
+        }
+    }
+
+    /// The reduction probe's unit is seconds per byte of f32 message: a probe of 1 MiB
+    /// (2^18 f32) whose fastest call took 8 ms (plus the sleep's overshoot) gives
+    /// 8e-3 / 2^20 s per byte, not 4x that (per element).
+    #[test]
+    fn the_reduction_probe_is_seconds_per_byte() {
+        let world = World::new(Box::new(SlowReduce));
+        let got = world.dilate(Dilation::new(2).unwrap());
+        let want = 8e-3 / (1u64 << 20) as f64;
+        assert!(got >= want && got < 2.0 * want, "{got} s/byte, want {want}");
+        // Without dilation: no probe, no pad.
+        let plain = World::new(Box::new(SlowReduce));
+        assert_eq!(plain.dilate(Dilation::NONE), 0.0);
+    }
+
     #[test]
     fn ranks_per_node_is_the_busiest_host() {
         let h = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
