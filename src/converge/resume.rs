@@ -161,3 +161,54 @@ pub fn reopen(path: &Path, world_size: usize) -> Result<(CsvSink, Vec<(String, C
     let (sink, _ids) = CsvSink::resume(path)?;
     Ok((sink, finished))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three cases written by an earlier run: `a` finished (`done` at step 2), `b`
+    /// diverged at step 1 (its loss NaN: the case stops there, a result all the same),
+    /// `c` cut off (`interrupted`). Resuming skips `a` and `b`, keeps their rows, and
+    /// moves only `c`'s to converge.interrupted.csv to run it again.
+    #[test]
+    fn a_diverged_case_counts_as_finished() {
+        let d = std::env::temp_dir().join(format!("gradcomp-resume-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let path = d.join("converge.csv");
+        let header = "case_id,method,world_size,step,status,eval_loss,eval_accuracy\n";
+        let a = "a,ssgd,2,1,ok,1.0,0.5\na,ssgd,2,2,done,0.5,0.75\n";
+        let b = "b,topk,2,0,ok,2.0,0.25\nb,topk,2,1,diverged,NaN,NaN\n";
+        let c = "c,qsgd,2,0,ok,2.0,0.25\nc,qsgd,2,1,interrupted,1.5,0.5\n";
+        std::fs::write(&path, format!("{header}{a}{b}{c}")).unwrap();
+        let (_sink, finished) = reopen(&path, 2).unwrap();
+        let got: Vec<(&str, &str, &str)> = finished
+            .iter()
+            .map(|(id, o)| (id.as_str(), o.method.as_str(), o.status.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a", "ssgd", "done"),
+                ("b", "topk", "diverged at step 1 (an earlier run)"),
+            ]
+        );
+        assert_eq!(
+            (
+                finished[0].1.final_eval_loss,
+                finished[0].1.final_eval_accuracy
+            ),
+            (0.5, 0.75)
+        );
+        assert!(finished[1].1.final_eval_loss.is_nan());
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!("{header}{a}{b}")
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.join(INTERRUPTED_FILE)).unwrap(),
+            format!("{header}{c}")
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
