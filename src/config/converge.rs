@@ -536,6 +536,55 @@ mod tests {
         assert_eq!(case(1000, None, "cosine").seed, 7);
     }
 
+    /// The memory estimate of a 4-8-2 MLP (58 parameters: 4x8 + 8 + 8x2 + 2), 100 train
+    /// and 20 held-out samples, batch 10, by hand at 1 and 4 ranks:
+    ///
+    /// - 12 fp32 copies of the model: 12 x 58 x 4 = 2784;
+    /// - the data set (4 features of 4 bytes + an 8-byte label per sample), whole plus
+    ///   the rank's shard: 120 x 24 x (1 + 1/n) = 5760 (n = 1), 3600 (n = 4);
+    /// - a minibatch's activations: 3 x 10 x (4 + 8 + 2) x 4 = 1680;
+    /// - the held-out shard's forward: 3 x ceil(20/n) x 8 x 4 = 1920 (n = 1), 480 (n = 4);
+    /// - plus BASE_RSS_BYTES (64 MiB); S-SGD holds nothing more.
+    ///
+    /// Top-k at density 0.5 adds its state: the largest tensor's written-entry record
+    /// (the 58-element flat model: floor(58/8) = 7 bytes), and per tensor (32, 8, 16, 2,
+    /// 58 elements; k = 16, 4, 8, 1, 29, sum 58) every rank's k pairs twice,
+    /// 2 x 8 x 58 x n = 928 n bytes.
+    #[test]
+    fn memory_estimate_by_hand_at_one_and_four_ranks() {
+        let section = |method: &str| ConvergeSection {
+            input: 4,
+            hidden: vec![8],
+            classes: 2,
+            train_samples: 100,
+            eval_samples: 20,
+            batch: 10,
+            densities: (method == "topk").then(|| vec![0.5]),
+            ..ConvergeSection::with_methods(vec![method.into()])
+        };
+        let base = 64u64 << 20;
+        for (n, own) in [
+            (1usize, 2784 + 5760 + 1680 + 1920),
+            (4, 2784 + 3600 + 1680 + 480),
+        ] {
+            let ssgd = section("ssgd")
+                .validate(&Origin::Cli, n, 1)
+                .unwrap()
+                .remove(0);
+            assert_eq!(ssgd.estimated_bytes(n), base + own, "ssgd at {n} ranks");
+            let topk = section("topk")
+                .validate(&Origin::Cli, n, 1)
+                .unwrap()
+                .remove(0);
+            let state = 7 + 928 * n as u64;
+            assert_eq!(
+                topk.estimated_bytes(n),
+                base + own + state,
+                "topk at {n} ranks"
+            );
+        }
+    }
+
     #[test]
     fn seeds_multiply_the_cases_and_bad_schedules_are_refused() {
         let s = ConvergeSection {
