@@ -429,3 +429,29 @@ fn is_measurement(col: &str) -> bool {
                 | "tensors"
         )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::host_jitter;
+
+    /// Only cases with two or more rounds are pooled: a one-round case's row is its own
+    /// median (ratio 1 whatever its time) and says nothing of the host's speed. By hand:
+    /// case `a` at 1, 2, 4 ms (median 2: ratios 0.5, 1, 2), case `b` at 3 ms seven times
+    /// (ratios 1 x 7). Pooled, sorted: 0.5, 1 x 8, 2 (10 rows). The 10th percentile at
+    /// rank 0.9 of 0..9: 0.5 + 0.9 x 0.5 = 0.95; the 90th at rank 8.1: 1 + 0.1 x 1 = 1.1;
+    /// the jitter 0.15. Pooling two one-round cases too (12 rows: 0.5, 1 x 10, 2) would
+    /// give 1 - 1 = 0 (ranks 1.1 and 9.9).
+    #[test]
+    fn host_jitter_leaves_out_cases_of_one_round() {
+        let mut rows: Vec<(&str, f64)> = vec![("a", 1.0), ("a", 2.0), ("a", 4.0)];
+        rows.extend([("b", 3.0); 7]);
+        let j = host_jitter(rows.iter().copied()).unwrap();
+        assert!((j - 0.15).abs() < 1e-12, "{j}");
+        rows.extend([("single", 9.0), ("other", 0.1)]);
+        let j = host_jitter(rows.iter().copied()).unwrap();
+        assert!((j - 0.15).abs() < 1e-12, "{j}");
+        // Nine rows of multi-round cases and two of one round each: too few to tell.
+        let few: Vec<(&str, f64)> = rows[1..].to_vec();
+        assert_eq!(host_jitter(few.iter().copied()), None);
+    }
+}
