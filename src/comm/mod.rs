@@ -460,13 +460,15 @@ mod tests {
 
     /// The reduction probe's unit is seconds per byte of f32 message: a probe of 1 MiB
     /// (2^18 f32) whose fastest call took 8 ms (plus the sleep's overshoot) gives
-    /// 8e-3 / 2^20 s per byte, not 4x that (per element).
+    /// 8e-3 / 2^20 s per byte, not 4x that (per element). The bound below 4x leaves the
+    /// fastest of the probe's calls 23 ms of overshoot on a loaded machine (no tighter
+    /// timing is asserted).
     #[test]
     fn the_reduction_probe_is_seconds_per_byte() {
         let world = World::new(Box::new(SlowReduce));
         let got = world.dilate(Dilation::new(2).unwrap());
         let want = 8e-3 / (1u64 << 20) as f64;
-        assert!(got >= want && got < 2.0 * want, "{got} s/byte, want {want}");
+        assert!(got >= want && got < 3.9 * want, "{got} s/byte, want {want}");
         // Without dilation: no probe, no pad.
         let plain = World::new(Box::new(SlowReduce));
         assert_eq!(plain.dilate(Dilation::NONE), 0.0);
