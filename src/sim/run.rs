@@ -417,10 +417,8 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         let layout = measured_layout(req)?;
         for c in &cmp {
             let calibrated = in_sample.get(&c.key).copied().unwrap_or(false);
-            let (exceed, over) = match &layout {
-                Some(l) if l.ranks_total == c.world_size => oversubscription(l, c.compute_none),
-                _ => (false, String::new()),
-            };
+            let (exceed, over) =
+                case_oversubscription(layout.as_ref(), c.world_size, c.compute_none);
             let (fit_spread, jitter_part) = sensitivity
                 .get(&c.key)
                 .filter(|_| c.host_compress_share > 0.0)
@@ -584,6 +582,20 @@ fn same_file(a: &Path, b: &Path) -> bool {
 /// Whether the ranks of the measured run's most loaded machine `l` outnumber its cores
 /// (times the run's dilation K), and, when the ranks plus their device threads (compute
 /// not `none`) do, the text saying so.
+/// [`oversubscription`] for a measured case of `world_size` ranks: the run's layout applies
+/// to the cases of the run's own world size (every rank of the run, on every machine;
+/// `ranks_total`), not to those of one machine's count.
+fn case_oversubscription(
+    layout: Option<&Layout>,
+    world_size: usize,
+    compute_none: bool,
+) -> (bool, String) {
+    match layout {
+        Some(l) if l.ranks_total == world_size => oversubscription(l, compute_none),
+        _ => (false, String::new()),
+    }
+}
+
 fn oversubscription(l: &Layout, compute_none: bool) -> (bool, String) {
     let threads = if compute_none { 0 } else { l.ranks };
     let cores = l.core_equivalents();
@@ -758,6 +770,37 @@ mod tests {
         assert!(
             some.starts_with("3 of 4 judged case(s) within 15%;"),
             "{some}"
+        );
+    }
+
+    /// Two machines: 3 ranks on `a` (2 cores), 1 on `b`: the run has 4 ranks, so its
+    /// cases of 4 ranks are not held to the tolerance (3 ranks > 2 cores on `a`), and
+    /// cases of another world size (3: one machine's count) are not judged by this layout.
+    #[test]
+    fn the_guard_matches_cases_by_the_runs_total_ranks() {
+        let l = Layout {
+            ranks: 3,
+            ranks_total: 4,
+            cores: 2,
+            machine: "a".into(),
+            dilation: 1,
+        };
+        let (exceed, text) = case_oversubscription(Some(&l), 4, false);
+        assert!(exceed, "{text}");
+        assert_eq!(text, "3 ranks + 3 device threads on 2 cores of a");
+        assert_eq!(
+            case_oversubscription(Some(&l), 3, false),
+            (false, String::new())
+        );
+        assert_eq!(
+            case_oversubscription(None, 4, false),
+            (false, String::new())
+        );
+        // Enough cores: not exceeded, though 3 ranks + 3 threads are named.
+        let big = Layout { cores: 8, ..l };
+        assert_eq!(
+            case_oversubscription(Some(&big), 4, true),
+            (false, String::new())
         );
     }
 }
