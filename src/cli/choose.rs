@@ -95,6 +95,9 @@ pub struct ChooseArgs {
     /// Also write choose.csv (every scenario's fastest row per method) into this directory
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// No progress line on stderr
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// A validated `choose`: the sweep, its scenarios and the steps to target.

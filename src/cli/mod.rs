@@ -68,7 +68,13 @@ impl Cli {
                 },
                 ..Common::default()
             },
-            Command::Choose(_) => Common::default(),
+            Command::Choose(a) => Common {
+                job: JobFlags {
+                    quiet: a.quiet,
+                    ..JobFlags::default()
+                },
+                ..Common::default()
+            },
             Command::Fit { quiet, .. }
             | Command::Models { quiet, .. }
             | Command::Devcost { quiet, .. } => Common {
@@ -200,6 +206,7 @@ mod tests {
             &["micro", "--methods", "topk", "--shape", "8"],
             &["e2e", "--model", "resnet20", "--methods", "topk"],
             &["simulate", "--model", "resnet20", "--methods", "topk"],
+            &["choose", "--model", "resnet20", "--nodes", "2"],
             &["fit", "dir"],
             &[
                 "devcost",
