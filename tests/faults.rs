@@ -7,7 +7,7 @@
 //! them fail on an older revision).
 
 mod common;
-use common::{mpirun_cmd, read_csv, run_json, tmpdir, wait_rows};
+use common::{mpirun_cmd, ompi_tmpdir, read_csv, run_json, tmpdir, wait_rows};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -29,6 +29,7 @@ fn launcher(np: usize) -> Command {
     let mut cmd = Command::new(mpirun_cmd());
     cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_orte_tmpdir_base", ompi_tmpdir())
         .env_remove("SLURM_NTASKS")
         .args(["--oversubscribe", "--bind-to", "none", "-np"])
         .arg(np.to_string())

@@ -27,6 +27,18 @@ pub fn mpirun(np: usize, args: &[&str]) -> Output {
     mpirun_env(np, args, &[])
 }
 
+/// A fresh Open MPI session folder base for one launch (`OMPI_MCA_orte_tmpdir_base`):
+/// Open MPI 4.1's mpirun fails with "mkdir ... /tmp/ompi.HOST.UID: File exists" when two
+/// launches create the shared session folder at the same moment (seen in tests/faults.rs,
+/// whose tests launch side by side). Other MPI libraries ignore the variable.
+pub fn ompi_tmpdir() -> PathBuf {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("gradcomp-ompi-{}-{n}", std::process::id()));
+    let _ = std::fs::create_dir_all(&d);
+    d
+}
+
 /// One MPI job at a time per test binary: on 2 cores, concurrent oversubscribed jobs
 /// busy-poll each other, take several times longer together than one after the other,
 /// and stretch each other's small collectives into scheduler slices (a fit of one such
@@ -45,7 +57,8 @@ pub fn mpirun_env(np: usize, args: &[&str], env: &[(&str, &str)]) -> Output {
     cmd.envs(env.iter().copied());
     if is_open_mpi(&launcher) {
         cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .env("OMPI_MCA_orte_tmpdir_base", ompi_tmpdir());
         cmd.args(["--oversubscribe", "--bind-to", "none"]);
     }
     cmd.env_remove("SLURM_NTASKS");
