@@ -1,7 +1,7 @@
 //! `gradcomp choose`: a cluster spec in, every method ranked by time to dense accuracy
 //! with the band of a sensitivity sweep out ([`crate::sim::choose`]).
 
-use super::groups::e2e_section;
+use super::groups::{check_network, e2e_section, intra_link};
 use super::{ParamArgs, PlacementArgs, ScheduleArgs, WorkloadArgs};
 use crate::config::Origin;
 use crate::error::{Error, Result};
@@ -129,17 +129,7 @@ impl ChooseArgs {
                     super::MAX_SIM_WORLD_SIZE
                 ))
             })?;
-        if crate::sim::network::Link::preset(&self.network).is_none() {
-            return Err(Error::Input(format!(
-                "--network: unknown preset '{}'; allowed: {}",
-                crate::config::clip(&self.network),
-                crate::sim::network::PRESETS
-                    .iter()
-                    .map(|p| p.0)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        }
+        check_network(&self.network)?;
         if !(self.network_factor.is_finite() && (1.0..=100.0).contains(&self.network_factor)) {
             return Err(Error::Input(format!(
                 "--network-factor: {} is not between 1 and 100 (2: alpha and beta at half and twice the preset's)",
@@ -198,11 +188,7 @@ impl ChooseArgs {
         };
         let spec =
             e2e_section(&workload, &schedule, &placement, &self.params)?.validate(&Origin::Cli)?;
-        let intra_link = match &self.intra_link {
-            Some(l) => crate::sim::topology::IntraLink::parse(l)
-                .map_err(|e| Error::Input(format!("--intra-link: {e}")))?,
-            None => crate::sim::topology::IntraLink::default(),
-        };
+        let intra_link = intra_link(self.intra_link.as_deref())?;
         let steps = crate::converge::target::from_csv(&self.converge)?;
         let device = on_device.then_some(self.gpu.as_str());
         let scenarios = crate::sim::choose::scenarios(

@@ -218,3 +218,28 @@ impl ParamArgs {
         }
     }
 }
+
+/// `--network NAME` of simulate and choose: a preset, else the error naming the presets.
+pub(super) fn check_network(name: &str) -> Result<()> {
+    if crate::sim::network::Link::preset(name).is_some() {
+        return Ok(());
+    }
+    Err(Error::Input(format!(
+        "--network: unknown preset '{}'; allowed: {}",
+        crate::config::clip(name),
+        crate::sim::network::PRESETS
+            .iter()
+            .map(|p| p.0)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
+}
+
+/// `--intra-link` of simulate and choose (the default pcie3 when not given).
+pub(super) fn intra_link(link: Option<&str>) -> Result<crate::sim::topology::IntraLink> {
+    match link {
+        Some(l) => crate::sim::topology::IntraLink::parse(l)
+            .map_err(|e| Error::Input(format!("--intra-link: {e}"))),
+        None => Ok(crate::sim::topology::IntraLink::default()),
+    }
+}

@@ -1,7 +1,7 @@
 //! `gradcomp simulate`: its flags and their validation into a
 //! [`SimulateRequest`](crate::sim::run::SimulateRequest).
 
-use super::groups::e2e_section;
+use super::groups::{check_network, e2e_section, intra_link};
 use super::{ParamArgs, PlacementArgs, ScheduleArgs, WorkloadArgs};
 use crate::config::{self, Origin};
 use crate::error::{Error, Result};
@@ -131,17 +131,7 @@ impl SimulateArgs {
             }
         }
         for n in &self.networks {
-            if crate::sim::network::Link::preset(n).is_none() {
-                return Err(Error::Input(format!(
-                    "--network: unknown preset '{}'; allowed: {}",
-                    crate::config::clip(n),
-                    crate::sim::network::PRESETS
-                        .iter()
-                        .map(|p| p.0)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            }
+            check_network(n)?;
         }
         if let Some(g) = self.ranks_per_node {
             if g == 0 {
@@ -157,11 +147,7 @@ impl SimulateArgs {
                 }
             }
         }
-        let intra_link = match &self.intra_link {
-            Some(l) => crate::sim::topology::IntraLink::parse(l)
-                .map_err(|e| Error::Input(format!("--intra-link: {e}")))?,
-            None => crate::sim::topology::IntraLink::default(),
-        };
+        let intra_link = intra_link(self.intra_link.as_deref())?;
         let flat = match self.ranks_per_node {
             Some(g) => g == 1,
             None => self.compare.is_none(),

@@ -9,7 +9,7 @@
 //! set against.
 
 use super::run::{sweep, SimulateRequest};
-use super::summary::{aligned, config_label, same_config, StepsToTarget};
+use super::summary::{aligned, config_label, steps_for, StepsToTarget};
 use super::{fit, Result, SimError, SimRow, WireCache};
 use crate::devcost::profile::CompressProfile;
 use crate::units::fmt_seconds;
@@ -154,25 +154,26 @@ pub fn rank(best: &[Vec<SimRow>], steps: &[StepsToTarget]) -> Vec<Choice> {
     let Some(nominal) = best.first() else {
         return Vec::new();
     };
-    let step_of = |r: &SimRow| {
-        steps
-            .iter()
-            .filter(|s| same_config(r, s))
-            .max_by_key(|s| s.world_size)
-            .cloned()
-    };
-    // times[m][s] = (fewest-steps time, most-steps time), for methods with steps.
-    let time = |m: usize, s: usize| -> Option<(f64, f64)> {
-        let r = &best[s][m];
-        let st = step_of(r)?;
-        let most = st.steps? as f64;
-        let fewest = st.fewest_steps.map_or(most, |f| f as f64);
-        Some((fewest * r.iter_s, most * r.iter_s))
-    };
+    // times[s][m] = (fewest-steps time, most-steps time) of method m in scenario s, for
+    // methods with steps; computed once, read by every comparison below.
+    let times: Vec<Vec<Option<(f64, f64)>>> = best
+        .iter()
+        .map(|rows| {
+            rows.iter()
+                .map(|r| {
+                    let st = steps_for(r, steps)?;
+                    let most = st.steps? as f64;
+                    let fewest = st.fewest_steps.map_or(most, |f| f as f64);
+                    Some((fewest * r.iter_s, most * r.iter_s))
+                })
+                .collect()
+        })
+        .collect();
+    let time = |m: usize, s: usize| times[s][m];
     let ssgd = nominal.iter().position(|r| r.method == "ssgd");
     let mut out: Vec<Choice> = Vec::new();
     for (m, r) in nominal.iter().enumerate() {
-        let st = step_of(r);
+        let st = steps_for(r, steps).cloned();
         let per: Vec<Option<(f64, f64)>> = (0..best.len()).map(|s| time(m, s)).collect();
         let ranked = per.iter().all(Option::is_some);
         let verdict = match &st {
@@ -395,10 +396,7 @@ pub fn run(
     let mut rows = Vec::new();
     for (i, (s, b)) in scenarios.iter().zip(&best).enumerate() {
         for r in b {
-            let st = steps
-                .iter()
-                .filter(|x| same_config(r, x))
-                .max_by_key(|x| x.world_size);
+            let st = steps_for(r, steps);
             let most = st.and_then(|x| x.steps);
             let fewest = st.and_then(|x| x.fewest_steps.or(x.steps));
             rows.push(ChooseRow {

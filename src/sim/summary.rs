@@ -185,6 +185,15 @@ pub(super) fn same_config(r: &SimRow, s: &StepsToTarget) -> bool {
         && (r.method != "qsgd" || s.qsgd_levels.map_or(true, |l| l == r.qsgd_levels))
 }
 
+/// The converge result that judges row `r` ([`same_config`]): of the world sizes that
+/// checked its configuration, the largest.
+pub(super) fn steps_for<'a>(r: &SimRow, steps: &'a [StepsToTarget]) -> Option<&'a StepsToTarget> {
+    steps
+        .iter()
+        .filter(|s| same_config(r, s))
+        .max_by_key(|s| s.world_size)
+}
+
 /// Per group of [`best_configurations`], each method's fastest configuration ranked by time
 /// to dense accuracy = its steps to target (`steps`: the most over its seeds, from the
 /// converge run of the largest world size that checked it) x its simulated iteration, with
@@ -207,11 +216,7 @@ pub fn time_to_accuracy(rows: &[SimRow], steps: &[StepsToTarget]) -> String {
         let mut dense_tta = None;
         for ((_, m), j) in best.iter().filter(|((k, _), _)| k == g) {
             let r = &rows[*j];
-            let s = steps
-                .iter()
-                .filter(|s| same_config(r, s))
-                .max_by_key(|s| s.world_size);
-            match s {
+            match steps_for(r, steps) {
                 Some(StepsToTarget {
                     steps: Some(n),
                     fewest_steps,
