@@ -759,10 +759,12 @@ fn choose_command(a: &cli::ChooseArgs) -> ExitCode {
     print!("{}", gradcomp::sim::choose::table(&o.ranked));
     println!("{}", gradcomp::sim::choose::verdict(&o.ranked, n));
     println!("caveat: steps come from a small proxy task at a few ranks, not from the model itself; time from the simulator's projection, never measured on this cluster");
-    eprintln!(
-        "[gradcomp] choose: {} simulated case(s) over {n} scenario(s)",
-        o.cases
-    );
+    if !a.quiet {
+        eprintln!(
+            "[gradcomp] choose: {} simulated case(s) over {n} scenario(s)",
+            o.cases
+        );
+    }
     ExitCode::SUCCESS
 }
 

@@ -326,3 +326,20 @@ fn long_values_are_clipped_in_every_echo() {
         assert!(err.contains("bytes left out"), "{}: {err}", args[0]);
     }
 }
+
+/// `-q` leaves stderr empty; without it, one progress line.
+#[test]
+fn quiet_means_no_progress_line() {
+    let run = |q: &[&str]| {
+        let out = Command::new(BIN)
+            .current_dir(root())
+            .args(["choose", "--model", "resnet20", "--nodes", "2"])
+            .args(q)
+            .output()
+            .unwrap();
+        assert_ok(&out);
+        stderr(&out)
+    };
+    assert_eq!(run(&["-q"]), "");
+    assert!(run(&[]).starts_with("[gradcomp] choose: "));
+}
