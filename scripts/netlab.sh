@@ -56,7 +56,7 @@ usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
 
 # ---------------------------------------------------------------- checks
 # One line naming the first thing missing, exit 1. `check` runs all of them.
-need_root() { [[ $(id -u) -eq 0 ]] || die_env "needs root (creates network namespaces, veth links and tc qdiscs); run it with sudo"; }
+need_root() { [[ $(id -u) -eq 0 ]] || die_env "needs root (creates network namespaces, veth links and tc qdiscs); run it as root, or with sudo"; }
 need_tools() {
   local t
   for t in ip tc; do
