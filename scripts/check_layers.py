@@ -50,6 +50,7 @@ from collections import Counter, defaultdict, namedtuple
 # Keep in step with the table in docs/architecture.md, "Layers".
 LAYERS = [
     "units",
+    "input",
     "measure",
     "error",
     "models",

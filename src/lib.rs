@@ -10,6 +10,7 @@ pub mod converge;
 pub mod devcost;
 pub mod engine;
 pub mod error;
+pub mod input;
 pub mod measure;
 pub mod models;
 pub mod netmodel;

@@ -164,7 +164,7 @@ impl ChooseArgs {
                 "--fits prices compression on this CPU: drop it or give --compress-on host".into(),
             ));
         }
-        if !self.converge.is_file() {
+        if !self.converge.exists() {
             return Err(Error::Input(format!(
                 "--converge {}: no such file; give the converge.csv of `mpirun -np 4 gradcomp converge --seeds 1,2,3 --out DIR` (the repository's own is {COMMITTED_CONVERGE}, read from the repository root)",
                 crate::config::clip(&self.converge.display().to_string())

@@ -473,8 +473,12 @@ pub fn sections_from_file(path: &std::path::Path) -> Result<(u64, Vec<ConvergeSe
         #[serde(default)]
         converge: Vec<ConvergeSection>,
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::Input(format!("--config {}: cannot read it ({e})", path.display())))?;
+    let text = crate::input::read_to_string(
+        path,
+        crate::config::MAX_CONFIG_BYTES,
+        "a TOML bench config with [[converge]] sections",
+    )
+    .map_err(|e| Error::Input(format!("--config {e}")))?;
     let only: Only = toml::from_str(&text)
         .map_err(|e| Error::Input(format!("{}: {}", path.display(), one_line(&e.to_string()))))?;
     if only.converge.is_empty() {

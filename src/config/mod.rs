@@ -27,11 +27,9 @@ pub enum ConfigError {
     Syntax { file: String, msg: String },
     #[error("{location}: {msg}")]
     Invalid { location: String, msg: String },
-    #[error("cannot read config file {file}: {source}")]
-    Read {
-        file: String,
-        source: std::io::Error,
-    },
+    /// The file cannot be read: not a regular file, too large, not UTF-8.
+    #[error(transparent)]
+    Read(#[from] crate::input::InputError),
     #[error("config file {file} does not exist; {hint}")]
     NotFound { file: String, hint: String },
 }
@@ -403,54 +401,18 @@ pub fn take_warnings() -> Vec<String> {
 /// Only a regular file of at most [`MAX_CONFIG_BYTES`] is read: a device (`/dev/zero`)
 /// or a FIFO would never end, a huge file is not a config.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    use std::io::Read;
     let file = path.display().to_string();
-    let read_err = |source| ConfigError::Read {
-        file: file.clone(),
-        source,
-    };
-    let refuse = |msg: String| ConfigError::Invalid {
-        location: file.clone(),
-        msg,
-    };
-    let meta = std::fs::metadata(path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            ConfigError::NotFound {
-                file: file.clone(),
-                hint: missing_config_hint(path),
-            }
-        } else {
-            read_err(e)
-        }
-    })?;
-    if !meta.is_file() {
-        return Err(refuse(
-            "is not a regular file (a directory, device or FIFO); give the path of a TOML bench config".into(),
-        ));
+    if !path.exists() && std::fs::symlink_metadata(path).is_err() {
+        return Err(ConfigError::NotFound {
+            file: file.clone(),
+            hint: missing_config_hint(path),
+        });
     }
-    let too_big = || {
-        refuse(format!(
-            "is larger than {} MiB, the limit for a bench config; give the TOML config itself (lists expand to cases, so configs stay small)",
-            MAX_CONFIG_BYTES >> 20
-        ))
-    };
-    if meta.len() > MAX_CONFIG_BYTES {
-        return Err(too_big());
-    }
-    // Bounded even if the file grows after the check.
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(read_err)?;
-    if bytes.len() as u64 > MAX_CONFIG_BYTES {
-        return Err(too_big());
-    }
-    let text = String::from_utf8(bytes).map_err(|e| {
-        refuse(format!(
-            "is not UTF-8 text (invalid byte at offset {}); give a TOML file",
-            e.utf8_error().valid_up_to()
-        ))
-    })?;
+    let text = crate::input::read_to_string(
+        path,
+        MAX_CONFIG_BYTES,
+        "a TOML bench config (lists expand to cases, so configs stay small)",
+    )?;
     parse(&text, &file)
 }
 

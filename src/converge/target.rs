@@ -153,10 +153,6 @@ struct Config {
     seeds: std::collections::HashMap<String, (Vec<EvalPoint>, String)>,
 }
 
-/// The largest converge.csv [`from_csv`] reads (bytes): a default run of 13 methods at
-/// three seeds is about 5 MB.
-pub const MAX_CSV_BYTES: u64 = 1 << 30;
-
 /// Every configuration's steps to dense's target in a converge.csv (`simulate
 /// --converge`): per setup (`setup_id`), dense S-SGD's finished seeds give the target;
 /// per configuration (`config_id`) the most steps over its seeds, or `None` with the
@@ -171,19 +167,13 @@ pub fn from_csv(
             crate::config::clip(&path.display().to_string())
         ))
     };
-    let meta = std::fs::metadata(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
-    if !meta.is_file() {
-        return Err(bad(
-            "is not a regular file; give the converge.csv of a gradcomp converge run".into(),
-        ));
-    }
-    if meta.len() > MAX_CSV_BYTES {
-        return Err(bad(format!(
-            "is {} bytes, more than the {MAX_CSV_BYTES} a converge.csv can be",
-            meta.len()
-        )));
-    }
-    let mut r = csv::Reader::from_path(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
+    let file = crate::input::open(
+        path,
+        crate::input::RESULT_CSV_BYTES,
+        "the converge.csv of a gradcomp converge run",
+    )
+    .map_err(|e| Error::Input(format!("--converge {e}")))?;
+    let mut r = csv::Reader::from_reader(file);
     let header = r
         .headers()
         .map_err(|e| bad(format!("not a CSV file ({e})")))?

@@ -237,10 +237,11 @@ pub fn read_profile(path: impl AsRef<Path>, model: &Model) -> Result<Profile, Mo
         line,
         msg,
     };
-    let file = std::fs::File::open(path).map_err(|e| ModelError::ProfileIo {
-        path: shown.clone(),
-        source: e,
-    })?;
+    let file = crate::input::open(
+        path,
+        crate::input::PROFILE_BYTES,
+        "a compute profile (CSV: tensor,backward_s[,forward_s])",
+    )?;
     // Its own reader, not record::CsvFile: a profile is written by hand or by another
     // tool, so it allows `#` comments and padded cells, refuses unknown columns, and
     // names the line of every error; gradcomp's own CSVs need none of that.

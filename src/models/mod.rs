@@ -74,7 +74,10 @@ pub enum ModelError {
     /// The device preset name is not known.
     #[error("unknown device preset '{name}'; choose one of: {allowed} (or give measured per-layer times with --compute-profile FILE.csv)")]
     UnknownPreset { name: String, allowed: String },
-    /// A compute profile could not be read.
+    /// A compute profile could not be opened or read (not a regular file, too large).
+    #[error(transparent)]
+    ProfileFile(#[from] crate::input::InputError),
+    /// A compute profile could not be read part way.
     #[error("cannot read compute profile {path}: {source}")]
     ProfileIo {
         path: String,

@@ -66,12 +66,9 @@ pub fn display<T: std::fmt::Display, S: serde::Serializer>(
 /// Reading one of gradcomp's own CSVs failed; every message names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
-    /// The file cannot be opened (missing, unreadable).
-    #[error("cannot read {path}: {source}")]
-    Open {
-        path: String,
-        source: std::io::Error,
-    },
+    /// The file cannot be opened (missing, unreadable, not a regular file, too large).
+    #[error(transparent)]
+    Open(#[from] crate::input::InputError),
     /// The header or a row is not CSV (or the read failed part way).
     #[error("{path}: malformed CSV: {source}")]
     Malformed { path: String, source: csv::Error },
@@ -92,16 +89,17 @@ pub struct CsvFile {
     /// The path as shown in messages.
     pub path: String,
     pub header: Vec<String>,
-    pub reader: csv::Reader<std::fs::File>,
+    pub reader: csv::Reader<crate::input::Bounded>,
 }
 
 impl CsvFile {
     pub fn open(path: &Path) -> std::result::Result<CsvFile, ReadError> {
         let shown = path.display().to_string();
-        let file = std::fs::File::open(path).map_err(|source| ReadError::Open {
-            path: shown.clone(),
-            source,
-        })?;
+        let file = crate::input::open(
+            path,
+            crate::input::RESULT_CSV_BYTES,
+            "a CSV written by gradcomp",
+        )?;
         let mut reader = csv::Reader::from_reader(file);
         let header = match reader.headers() {
             Ok(h) => h.iter().map(|h| h.trim().to_string()).collect(),
@@ -225,7 +223,7 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(
-            e.starts_with("cannot read ") && e.contains("none.csv"),
+            e.contains("none.csv: cannot open it") && e.contains("No such file"),
             "{e}"
         );
         let _ = std::fs::remove_dir_all(&d);

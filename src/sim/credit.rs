@@ -37,13 +37,15 @@ impl Shaper {
     /// emulated link's (the undilated equivalent), in the same units as the run's times.
     pub fn from_run_dir(dir: &Path) -> Result<Option<Shaper>> {
         let path = dir.join("netlab.txt");
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => {
-                return Err(SimError::Input(format!("{}: {e}", path.display())));
-            }
-        };
+        if std::fs::symlink_metadata(&path).is_err() {
+            return Ok(None);
+        }
+        let text = crate::input::read_to_string(
+            &path,
+            crate::input::TEXT_BYTES,
+            "the netlab.txt scripts/netlab.sh wrote",
+        )
+        .map_err(|e| SimError::Input(e.to_string()))?;
         let get = |key: &str| {
             text.lines()
                 .find_map(|l| l.trim().strip_prefix(key)?.strip_prefix('='))

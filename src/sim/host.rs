@@ -267,13 +267,15 @@ impl Layout {
 /// [`Layout`] from `run.json` (`hosts`, `host_cores`, `host_kernels`, `time_dilation`);
 /// `None` when the file is missing or predates `host_cores`.
 pub fn layout_from_run_json(path: &Path) -> Result<Option<Layout>> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Ok(None);
-    };
     let rerr = |msg: String| SimError::Read {
         path: path.display().to_string(),
         msg,
     };
+    if !path.exists() {
+        return Ok(None);
+    }
+    let text = crate::input::read_to_string(path, crate::input::TEXT_BYTES, "a run's run.json")
+        .map_err(|e| SimError::Input(e.to_string()))?;
     let v: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| rerr(format!("not JSON: {e}")))?;
     let (Some(hosts), Some(cores)) = (

@@ -11,7 +11,7 @@ pub fn mpirun_cmd() -> String {
     std::env::var("GRADCOMP_MPIRUN").unwrap_or_else(|_| "mpirun".into())
 }
 
-fn is_open_mpi(launcher: &str) -> bool {
+pub fn is_open_mpi(launcher: &str) -> bool {
     Command::new(launcher)
         .arg("--version")
         .output()

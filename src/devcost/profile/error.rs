@@ -27,11 +27,9 @@ impl fmt::Display for Loc {
 /// A profile that cannot be read, or does not cover a run.
 #[derive(Debug, Error)]
 pub enum ProfileError {
-    #[error("cannot read compress profile {path}: {source}; give the CSV file {SCRIPT} wrote")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    /// The file cannot be opened or read (missing, not a regular file, too large).
+    #[error(transparent)]
+    File(Box<crate::input::InputError>),
     /// Writing failed (a failed run, exit 1).
     #[error("cannot write compress profile {path}: {source}")]
     Write {

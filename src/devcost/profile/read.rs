@@ -13,10 +13,12 @@ impl CompressProfile {
     pub fn read(path: impl AsRef<Path>) -> Result<CompressProfile, ProfileError> {
         let path = path.as_ref();
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
-            path: shown.clone(),
-            source,
-        })?;
+        let text = crate::input::read_to_string(
+            path,
+            crate::input::PROFILE_BYTES,
+            "a compression profile (CSV from analysis/profile_compress.py)",
+        )
+        .map_err(|e| ProfileError::File(Box::new(e)))?;
         CompressProfile::parse(&text, shown)
     }
 
