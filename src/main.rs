@@ -775,9 +775,7 @@ fn fit_command(dir: &Path, quiet: bool) -> ExitCode {
     }
     match gradcomp::sim::run::fit_command(dir) {
         Ok(rep) => {
-            for r in &rep.rows {
-                println!("{}", serde_json::to_string(r).unwrap_or_default());
-            }
+            print!("{}", gradcomp::sim::fit_table::table(&rep));
             for p in rep.written.iter().filter(|_| !quiet) {
                 eprintln!("[gradcomp] wrote {}", p.display());
             }

@@ -680,3 +680,67 @@ fn a_network_list_sweeps_each_network_and_prints_the_best_configurations() {
         "{stdout}"
     );
 }
+
+/// Issue 53 item 2: `gradcomp fit` prints a table (what was fitted, from how many points,
+/// its parameters, r² and worst error), one line per fits.csv row, with the fits not to
+/// trust marked, and a count under it; no JSON on stdout. On a recorded run of 4 ranks
+/// on 2 cores (tests/data/sim-accuracy/zen4-epyc-2vcpu-quiet/np4) every fit is marked
+/// oversubscribed; at 2 ranks on those 2 cores the marks are those of the rule written
+/// again here from fits.csv (r² < 0.9, worst error > 15%, intercept below -1 ns).
+#[test]
+fn fit_prints_a_table_with_poor_and_oversubscribed_fits_marked() {
+    for (np, over) in [("np4", true), ("np2", false)] {
+        let src = root()
+            .join("tests/data/sim-accuracy/zen4-epyc-2vcpu-quiet")
+            .join(np);
+        let dir = tmpdir(&format!("fit-table-{np}"));
+        for f in ["micro_comm.csv", "micro_compress.csv", "run.json"] {
+            std::fs::copy(src.join(f), dir.join(f)).unwrap();
+        }
+        let out = Command::new(BIN)
+            .args(["fit", dir.to_str().unwrap(), "-q"])
+            .output()
+            .unwrap();
+        assert_ok(&out);
+        assert_eq!(stderr(&out), "", "-q: no progress lines");
+        let text = stdout(&out);
+        let lines: Vec<&str> = text.lines().collect();
+        let (h, rows) = read_csv(&dir.join("fits.csv"));
+        assert_eq!(h, documented_columns("fits.csv"));
+        assert_eq!(lines.len(), rows.len() + 2, "{text}");
+        let head: Vec<&str> = lines[0].split_whitespace().collect();
+        assert_eq!(
+            head,
+            ["kind", "fitted", "ranks", "points", "fixed", "per", "unit", "r²", "worst", "mark"]
+        );
+        assert!(!text.contains('{'), "no JSON lines: {text}");
+        let col = |n: &str| h.iter().position(|c| c == n).unwrap();
+        let num = |r: &Vec<String>, c: &str| r[col(c)].parse::<f64>().unwrap_or(f64::NAN);
+        let mut marked = 0;
+        for (r, line) in rows.iter().zip(&lines[1..]) {
+            assert!(line.starts_with(&r[col("kind")]), "{line} vs {r:?}");
+            let poor = num(r, "r2") < 0.9;
+            let worst = num(r, "max_rel_err") > 0.15;
+            let negative = r[col("unit")] != "factor" && num(r, "fixed_s") < -1e-9;
+            assert_eq!(line.contains("poor fit (r² "), poor, "{line}");
+            assert_eq!(line.contains("worst error "), worst, "{line}");
+            assert_eq!(line.contains("negative intercept ("), negative, "{line}");
+            assert_eq!(
+                line.contains("oversubscribed (4 ranks on 2 cores of vm)"),
+                over,
+                "{line}"
+            );
+            marked += usize::from(poor || worst || negative || over);
+        }
+        let last = lines[lines.len() - 1];
+        assert!(
+            last.starts_with(&format!("{marked} of {} fits marked", rows.len())),
+            "{last}"
+        );
+        assert!(
+            last.contains("fits.csv") && last.contains("fits.json"),
+            "{last}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -124,7 +124,7 @@ pub enum Command {
   gradcomp choose --model bert-large --nodes 64 --network 10gbe --gpu v100"
     )]
     Choose(ChooseArgs),
-    /// Fit alpha-beta and compression cost models from a results directory (writes fits.csv, fits.json)
+    /// Fit alpha-beta and compression cost models from a results directory (writes fits.csv, fits.json; prints a table, poor or oversubscribed fits marked)
     #[command(after_help = "Example:
   gradcomp fit results/20261122-120000")]
     Fit {

@@ -89,6 +89,9 @@ pub struct FitReport {
     pub host_source: Option<PathBuf>,
     /// The links' shaper when DIR is a netlab run (DIR/netlab.txt; credit.rs).
     pub shaper: Option<super::credit::Shaper>,
+    /// The measured run's most loaded machine (DIR/run.json; `None` without one or from
+    /// before `host_cores`): whether its ranks outnumbered the cores (fit_table.rs).
+    pub layout: Option<host::Layout>,
     /// Files written.
     pub written: Vec<PathBuf>,
 }
@@ -250,6 +253,7 @@ fn host_rows(n: usize, phase: &str, h: &HostModel) -> Vec<FitRow> {
 pub fn fit_dir(dir: &Path) -> Result<FitReport> {
     let mut rep = FitReport {
         shaper: super::credit::Shaper::from_run_dir(dir)?,
+        layout: host::layout_from_run_json(&dir.join("run.json"))?,
         ..FitReport::default()
     };
     let comm = dir.join("micro_comm.csv");

@@ -35,6 +35,7 @@ mod clock;
 pub mod costs;
 pub mod credit;
 pub mod fit;
+pub mod fit_table;
 pub mod host;
 pub mod measured;
 pub mod network;
