@@ -27,6 +27,8 @@ from . import SUPPORTED_SCHEMA_VERSIONS
 CSV_FILES = ("micro_comm.csv", "micro_compress.csv", "micro.csv", "e2e.csv", "converge.csv")
 
 SIM_VS_MEASURED = "sim_vs_measured.csv"
+# `gradcomp converge`'s record beside a benchmark's run.json (src/record/meta.rs CONVERGE_BESIDE).
+CONVERGE_BESIDE = "converge.run.json"
 
 # Files with a `time_dilation` column (docs/csv-schema.md): a file from before it gets the
 # column with 1 (no dilation), so old and new runs read alike.
@@ -350,6 +352,9 @@ class Results:
     # Earlier invocations into the same directory (run.<run_id>.json, kept by gradcomp; e.g.
     # `make bench` runs `gradcomp run` then `gradcomp converge` into one folder): (run label, dict).
     history: list = field(default_factory=list)
+    # The convergence check's records in a folder whose run.json is a benchmark's (converge.run.json,
+    # earlier ones converge.run.<run_id>.json; `make bench`): (run label, dict), the current one first.
+    converge_records: list = field(default_factory=list)
     # Folders not read, each (path, why): no run in them, a report folder, a run whose
     # CSV files have no rows.
     skipped: list = field(default_factory=list)
@@ -384,6 +389,8 @@ def load_results(paths) -> Results:
                                   f"{sorted(SUPPORTED_SCHEMA_VERSIONS)}); use the analysis/ of the gradcomp that wrote it")
         for kept in sorted(glob.glob(os.path.join(glob.escape(d), "run.*.json"))):
             res.history.append((lab, read_json_object(kept)))
+        beside = [os.path.join(d, CONVERGE_BESIDE)] + sorted(glob.glob(os.path.join(glob.escape(d), "converge.run.*.json")))
+        res.converge_records.extend((lab, read_json_object(p)) for p in beside if os.path.lexists(p))
         net = ""
         np_ = os.path.join(d, "network.txt")
         if os.path.lexists(np_):

@@ -208,14 +208,18 @@ def _record_line(m):
             + (f"Slurm job {m['slurm_job_id']}" if m.get("slurm_job_id") else "not under Slurm"))
 
 
-def _run_lines(meta, history=()):
+def _run_lines(meta, history=(), converge_records=()):
     """One line per run directory (its run.json), then one per earlier invocation whose record gradcomp
-    kept there (run.<run_id>.json), oldest first."""
+    kept there (run.<run_id>.json), oldest first, then the convergence check written beside a benchmark
+    (converge.run.json; `make bench`) and any earlier one (converge.run.<run_id>.json)."""
     lines = []
     for label, m in meta:
         lines.append(f"- run `{label}` {_record_line(m)}" if m else f"- run `{label}`: no run.json")
         earlier = sorted((h for lab, h in history if lab == label), key=lambda h: str(h.get("start_time")))
         lines.extend(f"  - earlier invocation into it {_record_line(h)}" for h in earlier)
+        checks = [c for lab, c in converge_records if lab == label]
+        lines.extend(f"  - {'convergence check' if i == 0 else 'earlier convergence check'} into it {_record_line(c)}"
+                     for i, c in enumerate(checks))
     return lines
 
 
@@ -897,7 +901,7 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
     os.makedirs(out_dir, exist_ok=True)
     R = Report(out_dir, latex)
     R.add("# gradcomp report", "")
-    R.add(*_run_lines(res.meta, res.history), *_sim_lines(simulations, paper_scale), "")
+    R.add(*_run_lines(res.meta, res.history, res.converge_records), *_sim_lines(simulations, paper_scale), "")
     for d, why in res.skipped:
         print(f"gradcomp_analysis: warning: skipped {d}: {why}", file=sys.stderr)
     if res.skipped:
@@ -929,7 +933,8 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
               "`not checked` when no converge.csv has that configuration (docs/methods.md, \"Convergence check\").", "")
 
     # The convergence verdict of each timed configuration, beside its times in every table (trains.py).
-    checks = trains.checks(res.converge, [m for _, m in res.meta] + [h for _, h in res.history])
+    records = list(res.meta) + list(res.history) + list(res.converge_records)
+    checks = trains.checks(res.converge, [m for _, m in records])
     for name in ("e2e", "micro", "micro_compress"):
         df = getattr(res, name)
         if df is not None and len(df):
@@ -946,7 +951,7 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
                   f"{int(rep.max())} times): each is shown at its median repeat, its ± widened to half the range "
                   "between the repeats where that is larger.", "")
 
-    fastest_section(R, e2e if has_e2e else None, checks, list(res.meta) + list(res.history))
+    fastest_section(R, e2e if has_e2e else None, checks, records)
 
     # ---------------------------------------------------------------- papers
     if has_e2e:

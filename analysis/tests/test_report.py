@@ -230,22 +230,38 @@ def test_empty_directory_is_refused(tmp_path):
 
 
 def test_run_then_converge_into_one_folder_keeps_both_records(results, tmp_path):
-    """`make bench` writes `gradcomp run` and `gradcomp converge` into one --out: the report names both
-    invocations (converge keeps run's run.json as run.<run_id>.json) and has the convergence section."""
+    """`make bench` writes `gradcomp run` and `gradcomp converge` into one --out: run.json stays the
+    benchmark's (`run`), converge's record is converge.run.json beside it (it replaced run.json, kept as
+    run.<run_id>.json, before issue 53 item 6), and the report's first run line names the benchmark run,
+    the convergence check on a line of its own under it; a second converge keeps the first's record."""
     both = tmp_path / "both"
     shutil.copytree(results, both)
     first = json.loads((both / "run.json").read_text())
-    p = mpirun(2, ["converge", "--methods", "ssgd,topk", "--steps", "4", "--eval-every", "2", "--quiet",
-                   "--out", str(both)])
+    args = ["converge", "--methods", "ssgd,topk", "--steps", "4", "--eval-every", "2", "--quiet", "--out", str(both)]
+    p = mpirun(2, args)
     assert p.returncode == 0, p.stderr
-    kept = both / f"run.{first['run_id']}.json"
-    assert json.loads(kept.read_text())["command_line"] == first["command_line"]
-    now = json.loads((both / "run.json").read_text())
-    assert "converge" in now["command_line"] and now["status"] == "ok" and now["previous_run"] == kept.name
+    assert json.loads((both / "run.json").read_text()) == first
+    assert not list(both.glob("run.*.json"))
+    conv = json.loads((both / "converge.run.json").read_text())
+    assert conv["command_line"][1] == "converge" and conv["status"] == "ok" and conv["previous_run"] is None
     text = open(write_report(str(both), str(tmp_path / "rep"))).read()
-    assert f"(`{now['run_id']}`, `converge`)" in text
-    assert f"earlier invocation into it (`{first['run_id']}`, `run`)" in text
+    runs = [line for line in text.splitlines() if line.startswith("- run ")]
+    assert len(runs) == 1 and f"(`{first['run_id']}`, `run`)" in runs[0], runs
+    after = text.splitlines()[text.splitlines().index(runs[0]) + 1]
+    assert after.startswith(f"  - convergence check into it (`{conv['run_id']}`, `converge`)"), after
+    assert "earlier invocation" not in text
     assert "## Convergence" in text
+    # converge --resume into it again: its own earlier record is kept, run.json still untouched.
+    p = mpirun(2, args + ["--resume"])
+    assert p.returncode == 0, p.stderr
+    assert json.loads((both / "run.json").read_text()) == first
+    kept = both / f"converge.run.{conv['run_id']}.json"
+    again = json.loads((both / "converge.run.json").read_text())
+    assert json.loads(kept.read_text())["run_id"] == conv["run_id"]
+    assert again["previous_run"] == kept.name and again["resumed_from"] == conv["run_id"]
+    text = open(write_report(str(both), str(tmp_path / "rep2"))).read()
+    assert f"  - convergence check into it (`{again['run_id']}`, `converge`)" in text
+    assert f"  - earlier convergence check into it (`{conv['run_id']}`, `converge`)" in text
 
 
 def test_a_simulate_folder_is_reported(tmp_path):

@@ -160,6 +160,25 @@ def test_a_micro_only_folder_opens_with_its_collectives(tmp_path):
         assert f in absent, f
 
 
+def test_a_benchmark_folder_with_a_convergence_check_names_the_benchmark_first(tmp_path):
+    """Issue 53 item 6: `make bench` writes a benchmark and `gradcomp converge` into one folder; run.json
+    is the benchmark's and converge.run.json the check's (src/record/meta.rs). The report's run line names
+    the benchmark, the check has its own line under it; the check's record still gives the sketch sizes."""
+    d = tmp_path / "bench"
+    d.mkdir()
+    (d / "micro_comm.csv").write_text(MICRO_COMM)
+    (d / "converge.csv").write_text(converge_csv())
+    (d / "run.json").write_text(json.dumps(record(["gradcomp", "run", "cfg.toml", "--out", "bench"], "b1",
+                                                  world_size=2)))
+    (d / "converge.run.json").write_text(json.dumps(record(["gradcomp", "converge", "--config", "cfg.toml"],
+                                                           "c1", world_size=2)))
+    text = report(d, tmp_path / "rep")
+    lines = text.splitlines()
+    assert lines[2].startswith("- run `bench` (`b1`, `run`): status `ok`"), lines[:4]
+    assert lines[3].startswith("  - convergence check into it (`c1`, `converge`): status `ok`"), lines[:4]
+    assert "earlier invocation" not in text and "## Convergence (`gradcomp converge`)" in text
+
+
 def test_an_e2e_folder_keeps_its_paper_sections(tmp_path):
     """Measured iterations: the preamble, every paper section and the placeholder of each paper
     table it cannot fill, as before; no "Not in this folder" line."""

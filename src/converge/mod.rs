@@ -131,6 +131,7 @@ pub fn command(
             } else {
                 (CsvSink::create(&path)?, Vec::new())
             };
+            meta.beside_benchmark(&out);
             meta.keep_previous(&out, req.resume)?;
             meta.write(&out)?;
             Ok(Some((sink, lock, earlier)))
@@ -207,7 +208,10 @@ pub fn command(
         if result.is_ok() {
             recorded?;
         } else if let Err(e) = recorded {
-            eprintln!("gradcomp: warning: could not record the run's status in run.json: {e}");
+            eprintln!(
+                "gradcomp: warning: could not record the run's status in {}: {e}",
+                meta.file_name
+            );
         }
     }
     let mut outcomes = result?;

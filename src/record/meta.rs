@@ -86,6 +86,26 @@ pub struct RunMeta {
     /// with `GRADCOMP_HUGE_PAGES=0`).
     pub huge_pages_advised: bool,
     pub config: serde_json::Value,
+    /// The file in the output directory this record is written to: `run.json`, or
+    /// [`CONVERGE_BESIDE`] ([`RunMeta::beside_benchmark`]). Not written into it.
+    #[serde(skip)]
+    pub file_name: &'static str,
+}
+
+/// `gradcomp converge`'s record in a folder whose run.json another command wrote: `make
+/// bench` runs `gradcomp run` and then `gradcomp converge` into one `--out`, and the
+/// folder's run.json stays the benchmark's, with the convergence check's record beside it.
+pub const CONVERGE_BESIDE: &str = "converge.run.json";
+
+/// The subcommand of a run.json's `command_line` (its first argument that is no option),
+/// `None` when the record names none.
+fn subcommand(record: &serde_json::Value) -> Option<&str> {
+    record["command_line"]
+        .as_array()?
+        .iter()
+        .skip(1)
+        .filter_map(serde_json::Value::as_str)
+        .find(|a| !a.starts_with('-'))
 }
 
 impl RunMeta {
@@ -148,6 +168,23 @@ impl RunMeta {
             transparent_huge_pages: crate::measure::pages::system_mode(),
             huge_pages_advised: crate::measure::pages::advised(),
             config,
+            file_name: "run.json",
+        }
+    }
+
+    /// A convergence check (`gradcomp converge`) into `dir`: when `dir/run.json` is
+    /// another command's record (a benchmark's, `make bench`), write this one to
+    /// [`CONVERGE_BESIDE`] and leave run.json to the benchmark; else to run.json, as
+    /// every run. A run.json that is no JSON is kept as an earlier record
+    /// ([`RunMeta::keep_previous`]), as before.
+    pub fn beside_benchmark(&mut self, dir: &Path) {
+        let path = dir.join("run.json");
+        let other = crate::input::read(&path, crate::input::TEXT_BYTES, "the folder's run.json")
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .is_some_and(|v| subcommand(&v).is_some_and(|c| c != "converge"));
+        if other {
+            self.file_name = CONVERGE_BESIDE;
         }
     }
 
@@ -156,18 +193,20 @@ impl RunMeta {
         self.load_avg_end = load_avgs(world);
     }
 
-    /// Write `dir/run.json` atomically.
+    /// Write `dir/run.json` (or this record's [`RunMeta::file_name`]) atomically.
     pub fn write(&self, dir: &Path) -> Result<()> {
         let json = serde_json::to_vec_pretty(self)
-            .map_err(|e| Error::Runtime(format!("serialising run.json: {e}")))?;
-        super::write_meta_file(&dir.join("run.json"), &json)
+            .map_err(|e| Error::Runtime(format!("serialising {}: {e}", self.file_name)))?;
+        super::write_meta_file(&dir.join(self.file_name), &json)
     }
 
     /// Keep the run.json an earlier run left in `dir` as `run.<its run_id>.json` (a free
-    /// name), recording it in `previous_run` (and, with `resume`, `resumed_from`), so no
-    /// run's record is ever overwritten.
+    /// name; of a [`CONVERGE_BESIDE`] record `converge.run.<its run_id>.json`), recording
+    /// it in `previous_run` (and, with `resume`, `resumed_from`), so no run's record is
+    /// ever overwritten.
     pub fn keep_previous(&mut self, dir: &Path, resume: bool) -> Result<()> {
-        let previous = dir.join("run.json");
+        let previous = dir.join(self.file_name);
+        let stem = self.file_name.trim_end_matches(".json");
         if !previous.exists() {
             return Ok(());
         }
@@ -187,9 +226,9 @@ impl RunMeta {
         let keep = (0..)
             .map(|i| {
                 if i == 0 {
-                    format!("run.{old_id}.json")
+                    format!("{stem}.{old_id}.json")
                 } else {
-                    format!("run.{old_id}.{i}.json")
+                    format!("{stem}.{old_id}.{i}.json")
                 }
             })
             .find(|n| !dir.join(n).exists())
