@@ -117,11 +117,14 @@ fn main() -> ExitCode {
             "stopped by a signal, but this rank could not reach an agreed stop point within the grace time (stuck in a collective?) and exited with code 4; finished rows are kept, continue with --resume",
         )
     });
-    // A panic ends the run without returning: run.json says so (rank 0).
+    // A panic ends the run without returning: run.json says so (rank 0), and the whole
+    // job ends (MPI_Abort with Rust's panic exit code, 101): a rank that unwinds would
+    // otherwise leave the others waiting in a collective, or hang in MPI_Finalize.
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         default_hook(info);
         meta::record_end("failed", &format!("panic: {info}"));
+        gradcomp::comm::mpi::abort_if_running(101);
     }));
     let Some(mpi_env) = Mpi::init(level) else {
         eprintln!("gradcomp: error: MPI could not be initialised (is it already initialised, or is the launcher broken?)");
@@ -208,6 +211,7 @@ fn run(
                     .map_err(Error::Input)?;
             }
         }
+        bench::e2e::preflight(&c.cases(), world.size)?;
         Ok(c)
     }))?;
     let warnings = gradcomp::config::take_warnings();
@@ -348,6 +352,9 @@ fn run(
         samples: config.samples,
     };
     let mut summary = meta::RunSummary::default();
+    if cli.common.inject_panic == Some(world.rank) {
+        panic!("injected by --inject-panic {}", world.rank);
+    }
     let result = bench::run_all(world, &config, &mut sinks, &options, &mut summary);
     // Every rank is here together unless one rank alone failed (then it aborts the job).
     if matches!(result, Ok(()) | Err(Error::Interrupted { .. })) {

@@ -149,6 +149,10 @@ pub const MEM_EFFICIENCY: f64 = 0.8;
 pub const FLOPS_EFFICIENCY: f64 = 0.7;
 /// Per-kernel launch latency: a CUDA launch (2-5 us) plus PyTorch's eager dispatch.
 pub const LAUNCH_S: f64 = 5e-6;
+/// Largest `launch_us` option: 2,000x [`LAUNCH_S`]. A launch this slow is no GPU's; past
+/// it a value is a unit mistake (seconds or nanoseconds given as microseconds), and
+/// every queued kernel would stall the emulated device for that long.
+pub const MAX_LAUNCH_US: f64 = 10_000.0;
 
 /// (name, peak memory GB/s, peak fp32 TFLOP/s, source)
 const PRESETS: &[(&str, f64, f64, &str)] = &[
@@ -227,7 +231,7 @@ impl DeviceSpec {
         }
         let allowed = || {
             let mut a = vec![format!(
-                "launch_us=X (X >= 0 microseconds per kernel launch)"
+                "launch_us=X (0 <= X <= {MAX_LAUNCH_US} microseconds per kernel launch)"
             )];
             a.extend(
                 READINGS
@@ -245,18 +249,27 @@ impl DeviceSpec {
                 )
             };
             let (key, value) = opt.split_once('=').ok_or_else(bad)?;
+            if opts
+                .split(',')
+                .filter(|o| o.split('=').next() == Some(key))
+                .count()
+                > 1
+            {
+                return Err(format!(
+                    "'{s}': option '{key}' is given more than once; give it once"
+                ));
+            }
             if key == "launch_us" {
                 let us = value
                     .parse::<f64>()
                     .ok()
-                    .filter(|v| v.is_finite() && *v >= 0.0)
+                    .filter(|v| (0.0..=MAX_LAUNCH_US).contains(v))
                     .ok_or_else(bad)?;
                 spec.launch_s = us * 1e-6;
                 continue;
             }
             let (choice, variants, _) = READINGS.iter().find(|r| r.0 == key).ok_or_else(bad)?;
             let variant = variants.iter().find(|v| **v == value).ok_or_else(bad)?;
-            spec.readings.retain(|r| r.choice != *choice);
             spec.readings.push(Reading { choice, variant });
         }
         spec.name = s.to_string();
@@ -340,10 +353,22 @@ mod tests {
             "v100:launch_us=-1",
             "v100:launch=1",
             "v100:launch_us=x",
+            // Past the bound (a unit mistake): 1e12 us slept forever, 1e30 panicked.
+            "v100:launch_us=10000.001",
+            "v100:launch_us=1e12",
+            "v100:launch_us=1e30",
+            "v100:launch_us=inf",
+            "v100:launch_us=NaN",
+            "v100:launch_us=1,launch_us=2",
         ] {
             let e = DeviceSpec::parse(bad).unwrap_err();
             assert!(e.contains("launch_us") && e.contains("'"), "{bad}: {e}");
         }
+        // The bound itself is allowed; a repeated reading is refused like a repeated launch.
+        let g = DeviceSpec::parse("v100:launch_us=10000").unwrap();
+        assert!((g.launch_s - 1e-2).abs() < 1e-15);
+        let e = DeviceSpec::parse("v100:orth=reference,orth=householder").unwrap_err();
+        assert!(e.contains("more than once"), "{e}");
         for n in DeviceSpec::preset_names() {
             assert!(DeviceSpec::preset_source(n).unwrap().contains("NVIDIA"));
         }
@@ -364,9 +389,9 @@ mod tests {
         assert!(s.launches(&k) && s.launches(&of("index-add")) && !s.launches(&of("loop")));
         assert!((s.kernel_s(&of("index-add")) - (2e-6 + 1e6 / 720e9)).abs() < 1e-15);
         assert_eq!(s.name, "v100:launch_us=2,topk_decompress=index-add");
-        // The last selection of a choice holds.
-        let t = DeviceSpec::parse("h200:topk_decompress=loop,topk_decompress=dense-sum").unwrap();
-        assert!(t.launches(&of("dense-sum")) && !t.launches(&of("loop")));
+        // A choice selected twice is refused, not decided by its last selection.
+        let e = DeviceSpec::parse("h200:topk_decompress=loop,topk_decompress=dense-sum");
+        assert!(e.unwrap_err().contains("more than once"));
         for bad in [
             "v100:topk_decompress=scatter",
             "v100:qr=call",

@@ -208,3 +208,46 @@ fn priced_rows_follow_the_roofline_and_the_reference_launches() {
         "{bad}"
     );
 }
+
+/// A profile without one method's rows (a run of the script cut short), given to an e2e
+/// sweep whose last method needs them: refused before any case runs (exit 2, one
+/// message, no row written), not after the other methods' cases ran (issue 52, item 3).
+#[test]
+fn a_truncated_profile_is_refused_before_the_first_case() {
+    let d = common::tmpdir("truncated-profile");
+    let text = std::fs::read_to_string(fixture()).unwrap();
+    let cut: String = text
+        .lines()
+        .filter(|l| !l.starts_with("qsgd,"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(cut.len() < text.len());
+    let p = d.join("cut.csv");
+    std::fs::write(&p, cut).unwrap();
+    let out = d.join("o");
+    let line = common::assert_refused(
+        2,
+        &[
+            "e2e",
+            "--model",
+            "resnet20",
+            "--methods",
+            "ssgd,topk,qsgd",
+            "--pipelining",
+            "off",
+            "--iters",
+            "1",
+            "--warmup",
+            "0",
+            "--compress-on",
+            "device",
+            "--compress-profile",
+            p.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &["cut.csv", "qsgd"],
+    );
+    assert!(!line.contains("rank 1"), "{line}");
+    assert_eq!(common::rows_in(&out.join("e2e.csv")), 0, "a case ran first");
+}

@@ -52,6 +52,36 @@ pub fn workload(c: &E2eCase) -> Result<Workload> {
     })
 }
 
+/// Before any case runs: every e2e case's compression profile (`--compress-profile`)
+/// covers the case's model, method and world size, so that a truncated or foreign
+/// profile is refused up front (exit 2, one message) instead of failing the first case
+/// that needs a missing row, after others ran. Each (profile, model, method) is
+/// checked once.
+pub fn preflight(cases: &[crate::config::Case], world_size: usize) -> Result<()> {
+    let mut inputs = Inputs::default();
+    let mut seen = std::collections::HashSet::new();
+    for c in cases {
+        let crate::config::Case::E2e(c) = c else {
+            continue;
+        };
+        let (Some(_), Some(path)) = (&c.compress_device, &c.compress_profile) else {
+            continue;
+        };
+        if !seen.insert((path, &c.model, &c.method)) {
+            continue;
+        }
+        let prof = inputs.compress_profile(path)?;
+        crate::sim::run::check_profile(
+            &prof,
+            &c.model,
+            std::slice::from_ref(&c.method),
+            world_size,
+        )
+        .map_err(|e| Error::Input(format!("--compress-profile {path}: {e}")))?;
+    }
+    Ok(())
+}
+
 /// Files the e2e cases of a run share (`--cost-comm`, `--compress-profile`), read and
 /// parsed once per run instead of once per case.
 #[derive(Default)]

@@ -76,6 +76,10 @@ pub struct Common {
     /// --check (within every dense reference's tolerance: only cross-rank agreement sees it)
     #[arg(long, hide = true, value_name = "RANK")]
     pub inject_ulp_fault: Option<usize>,
+    /// Test hook: this rank panics before the first case (the others wait in a
+    /// collective: the panic must end the whole job)
+    #[arg(long, hide = true, value_name = "RANK")]
+    pub inject_panic: Option<usize>,
 }
 
 /// Check the world size against `--expect-ranks` / the config, then `$SLURM_NTASKS`.

@@ -70,6 +70,25 @@ impl Mpi {
     }
 }
 
+/// For a panic hook, which has no [`super::World`] at hand: when MPI is running
+/// (initialised, not finalised) say which rank panicked and MPI_Abort the whole job
+/// with `code`, so that no other rank waits for this one in a collective; returns
+/// when MPI is not running.
+pub fn abort_if_running(code: i32) {
+    if !mpi::environment::is_initialized() || mpi::environment::is_finalized() {
+        return;
+    }
+    let world = SimpleCommunicator::world();
+    // One write: the launcher's abort banner must not split the line.
+    let line = format!(
+        "gradcomp: rank {} of {} panicked; it aborts the whole job (MPI_Abort)\n",
+        world.rank(),
+        world.size()
+    );
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    world.abort(code)
+}
+
 /// Wall clock in seconds (MPI_Wtime), for code without a [`super::World`] at hand; the
 /// same clock as the MPI backend's [`Collective::time_s`].
 pub fn wtime() -> f64 {

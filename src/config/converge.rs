@@ -366,10 +366,14 @@ impl ConvergeSection {
             ));
         }
         // The smallest shard is floor(train_samples / world_size); fresh samples have none.
-        if self.batch == 0 || self.batch > 1 << 20 {
+        if self.batch == 0 || self.batch > crate::config::MAX_BATCH {
             return Err(inv(
                 "batch",
-                format!("{} samples per worker: give 1..=1048576", self.batch),
+                format!(
+                    "{} samples per worker: give 1..={}",
+                    self.batch,
+                    crate::config::MAX_BATCH
+                ),
             ));
         }
         let shard = self.train_samples / world_size.max(1);

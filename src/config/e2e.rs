@@ -193,6 +193,54 @@ pub struct E2eSpec {
 }
 
 impl E2eSection {
+    /// The compute model of every model: the device preset or the profile (read and
+    /// matched to the model), and unless `compute` is none, the modelled forward plus
+    /// backward time at the section's batch at most [`super::MAX_ITERATION_COMPUTE_S`]
+    /// (a case past it would sleep for hours per iteration).
+    fn check_compute_model(
+        &self,
+        origin: &Origin,
+        compute: ComputeMode,
+    ) -> Result<(), ConfigError> {
+        use crate::models::compute::{read_profile, ComputeModel};
+        for m in &self.models {
+            let model = crate::models::build(m).map_err(|e| origin.invalid("models", e))?;
+            let batch = self.batch.unwrap_or(model.default_batch);
+            let (cm, key) = match &self.compute_profile {
+                Some(p) => (
+                    ComputeModel::from_profile(
+                        read_profile(p, &model)
+                            .map_err(|e| origin.invalid("compute_profile", e))?,
+                    ),
+                    "compute_profile",
+                ),
+                None => (
+                    ComputeModel::from_preset(
+                        &crate::models::preset(&self.device)
+                            .map_err(|e| origin.invalid("device", e))?,
+                    ),
+                    "batch",
+                ),
+            };
+            if compute == ComputeMode::None {
+                continue;
+            }
+            let t_s = cm.forward_time_s(&model, batch)
+                + cm.backward_times_s(&model, batch).iter().sum::<f64>();
+            if t_s.is_nan() || t_s > super::MAX_ITERATION_COMPUTE_S {
+                return Err(origin.invalid(
+                    key,
+                    format!(
+                        "{m} at batch {batch} ({}): one iteration's modelled compute is {t_s:.3e} s, more than the {} s allowed; give a smaller batch or check the profile's times (seconds, not microseconds)",
+                        cm.describe(),
+                        super::MAX_ITERATION_COMPUTE_S
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// `compress_on` and the device preset it needs (`compress_device`, else `device`).
     /// A compression profile is checked against every parameter set of the sweep
     /// (`params`, the expanded densities and ranks), not only the base parameters.
@@ -352,18 +400,6 @@ impl E2eSection {
                 ),
             )
         })?;
-        match &self.compute_profile {
-            None => {
-                crate::models::preset(&self.device).map_err(|e| origin.invalid("device", e))?;
-            }
-            Some(path) => {
-                for m in &self.models {
-                    let model = crate::models::build(m).map_err(|e| origin.invalid("models", e))?;
-                    crate::models::compute::read_profile(path, &model)
-                        .map_err(|e| origin.invalid("compute_profile", e))?;
-                }
-            }
-        }
         if let Some(path) = &self.cost_comm {
             crate::netmodel::CommModels::from_micro_comm_csv(path)
                 .map_err(|e| origin.invalid("cost_comm", e))?;
@@ -375,6 +411,16 @@ impl E2eSection {
                 "0 samples: give a batch size >= 1 (or leave it out for the model's default)",
             ));
         }
+        if let Some(b) = self.batch.filter(|&b| b > super::MAX_BATCH) {
+            return Err(origin.invalid(
+                "batch",
+                format!(
+                    "{b} samples per worker: more than the {} allowed; give a per-worker batch (not a global one)",
+                    super::MAX_BATCH
+                ),
+            ));
+        }
+        self.check_compute_model(origin, compute)?;
         Ok(E2eSpec {
             models: self.models.clone(),
             methods,

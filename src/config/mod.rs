@@ -229,6 +229,17 @@ pub const MEMORY_USABLE_FRACTION: f64 = 0.9;
 /// wrong path (a device, a log file) is refused instead of read.
 pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
 
+/// Largest per-worker batch: 16x the largest per-worker batch of the large-batch
+/// literature (LARS trains AlexNet at 32k global, 64k on ResNet-50 across many
+/// workers: You et al. 2017), so only a typo or a unit mistake exceeds it.
+pub const MAX_BATCH: usize = 1 << 20;
+
+/// Longest modelled device time of one emulated iteration (forward plus backward, s):
+/// an e2e case times warm-up and several iterations of it, so past an hour a case
+/// would run for most of a day; the usual cause is a batch or profile value off by
+/// orders of magnitude.
+pub const MAX_ITERATION_COMPUTE_S: f64 = 3600.0;
+
 /// Most cases one run may expand to: a sweep beyond it is a mistake or belongs in
 /// several runs (each case is one row and one collective agreement).
 pub const MAX_CASES: u128 = 100_000;

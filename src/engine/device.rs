@@ -15,7 +15,7 @@
 
 use crate::config::ComputeMode;
 use std::sync::{Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Drift of one iteration's realised compute from the model (a share): the larger of
 /// `|fwd_s - fwd_model_s| / fwd_model_s` and `|bwd_s - bwd_model_s| / bwd_model_s`, over
@@ -177,7 +177,7 @@ impl Device {
                 return;
             }
             if left > 2e-4 {
-                std::thread::sleep(Duration::from_secs_f64(left - 1e-4));
+                std::thread::sleep(crate::measure::duration_s(left - 1e-4));
             } else {
                 std::thread::yield_now();
             }
@@ -255,7 +255,7 @@ impl Device {
                 return;
             }
             match mode {
-                ComputeMode::Sleep => std::thread::sleep(Duration::from_secs_f64(left)),
+                ComputeMode::Sleep => std::thread::sleep(crate::measure::duration_s(left)),
                 _ => std::hint::spin_loop(),
             }
         }
@@ -292,6 +292,7 @@ impl Device {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     /// One iteration as the engine times it: `t0` before the start, then the realised
     /// forward and backward against the model the device thread recorded.

@@ -108,7 +108,7 @@ impl Dilation {
         // be stretched by K x a system call (2.3 us on the development VM, ~250
         // operations per ResNet-20 step).
         let cpu = (thread_cpu_s() - cpu0 - clock_cost_s()).max(0.0);
-        wait_until(wall0 + Duration::from_secs_f64(self.wall_s(cpu)));
+        wait_until(wall0 + super::duration_s(self.wall_s(cpu)));
         cpu
     }
 
@@ -117,7 +117,7 @@ impl Dilation {
     pub fn pad(self, work_s: f64) {
         if self.is_on() && work_s > 0.0 {
             let extra = work_s * f64::from(self.k - 1);
-            wait_until(Instant::now() + Duration::from_secs_f64(extra));
+            wait_until(Instant::now() + super::duration_s(extra));
         }
     }
 }

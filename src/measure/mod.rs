@@ -13,3 +13,26 @@ pub mod shape;
 pub mod stats;
 pub mod stop;
 pub mod tensors;
+
+/// `s` seconds as a [`std::time::Duration`] that never panics: NaN and negative values
+/// are zero, values past `Duration::MAX` are `Duration::MAX` (`Duration::from_secs_f64`
+/// panics on both). Inputs are bounded where they are read; this is the last guard.
+pub fn duration_s(s: f64) -> std::time::Duration {
+    if s.is_nan() || s <= 0.0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::try_from_secs_f64(s).unwrap_or(std::time::Duration::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn duration_s_saturates_instead_of_panicking() {
+        use std::time::Duration;
+        assert_eq!(super::duration_s(1.5), Duration::from_millis(1500));
+        assert_eq!(super::duration_s(-1.0), Duration::ZERO);
+        assert_eq!(super::duration_s(f64::NAN), Duration::ZERO);
+        assert_eq!(super::duration_s(1e30), Duration::MAX);
+        assert_eq!(super::duration_s(f64::INFINITY), Duration::MAX);
+    }
+}

@@ -7,6 +7,11 @@ use super::{method_info, parse_stage, stage_code, CompressProfile, ProfileError,
 use super::{COLUMNS, COPY, SCRIPT};
 use crate::compress::registry;
 
+/// Longest time one profile row may record (s): one compression stage of one tensor
+/// takes micro- to milliseconds on a GPU; a minute is a unit mistake, and the emulated
+/// device would stall that long for every kernel charged with it.
+pub const MAX_STAGE_S: f64 = 60.0;
+
 impl CompressProfile {
     /// Read and validate the profile at `path` (the copy rows must fit, see
     /// [`CompressProfile::copy_spec`]).
@@ -217,6 +222,13 @@ impl CompressProfile {
                 "time_s",
                 row.time_s.to_string(),
                 format!("is not a time: seconds >= 0; re-run {SCRIPT}"),
+            ));
+        }
+        if row.time_s > MAX_STAGE_S {
+            return Err(bad(
+                "time_s",
+                row.time_s.to_string(),
+                format!("is more than {MAX_STAGE_S} s for one stage of one tensor: times are seconds (not microseconds); re-run {SCRIPT}"),
             ));
         }
         if row.rows == 0 || row.cols == 0 || row.world_size == 0 {

@@ -232,6 +232,14 @@ fn bad_profiles_name_the_line_column_value_and_fix() {
                 topk,decompress,0,0,64,147,4,2e-5\n";
     assert!(CompressProfile::parse(good, "good.csv").is_ok());
     bad("empty.csv", "", &["no header"]);
+    // Both sides of the bound on one row's time: 60 s is read, 61 s (or microseconds
+    // written as seconds) is refused.
+    assert!(CompressProfile::parse(&good.replace("4,2e-5", "4,60"), "at_bound.csv").is_ok());
+    bad(
+        "slow.csv",
+        &good.replace("4,2e-5", "4,61"),
+        &["line 5", "column time_s", "'61'", "more than 60 s"],
+    );
     bad("comments.csv", "# device: x\n\n", &["no header"]);
     bad("header_only.csv", HEADER, &["line 1", "no rows"]);
     bad(
