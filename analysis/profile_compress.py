@@ -59,13 +59,15 @@ ROUNDS_PHASES = {"powersgd": (2, 1), "acpsgd": (1, 2), "sketch": (2, 1)}
 ALLGATHER = {"signsgd", "signsgd-mv", "topk", "dgc", "qsgd"}
 # gradcomp's defaults (src/compress/params.rs, MethodParams), under the same names.
 # density None: each method's own (DEFAULT_DENSITY; Count Sketch SKETCH_DENSITY), and no
-# `# density` line is written.
+# `# density` line is written; min_compression_rate None likewise (Power-SGD 2, ACP-SGD 0).
 DEFAULT_DENSITY = 0.001
 SKETCH_DENSITY = 0.0076
+POWERSGD_MIN_COMPRESSION_RATE = 2.0
+ACPSGD_MIN_COMPRESSION_RATE = 0.0
 PARAM_DEFAULTS = {
     "density": None,
     "rank": 4,
-    "min_compression_rate": 2.0,
+    "min_compression_rate": None,
     "momentum": 0.9,
     "nesterov": False,
     "clip_norm": 0.0,
@@ -266,7 +268,7 @@ def build_parser():
     p.add_argument("--world-size", type=int, required=True, help="workers whose pieces a decompress reads (use the run's -np)")
     p.add_argument("--density", type=float, default=PARAM_DEFAULTS["density"], help="topk, dgc, sketch (default: each method's own, 0.001; sketch 0.0076)")
     p.add_argument("--lowrank-rank", type=int, default=PARAM_DEFAULTS["rank"], help="powersgd, acpsgd (default 4)")
-    p.add_argument("--min-compression-rate", type=float, default=PARAM_DEFAULTS["min_compression_rate"], help="powersgd, acpsgd (default 2)")
+    p.add_argument("--min-compression-rate", type=float, default=PARAM_DEFAULTS["min_compression_rate"], help="powersgd, acpsgd; 0 compresses every matrix (default: each method's own, powersgd 2, acpsgd 0)")
     p.add_argument("--momentum", type=float, default=PARAM_DEFAULTS["momentum"], help="dgc (default 0.9)")
     p.add_argument("--nesterov", action="store_true", help="dgc")
     p.add_argument("--clip-norm", type=float, default=PARAM_DEFAULTS["clip_norm"], help="dgc, 0 = off (default 0)")
@@ -303,7 +305,7 @@ def validate(a):
         (a.cpu_threads >= 1, "--cpu-threads must be >= 1"),
         (a.density is None or 0 < a.density <= 1, f"--density {a.density} must be in (0, 1]"),
         (a.lowrank_rank >= 1, f"--lowrank-rank {a.lowrank_rank} must be >= 1"),
-        (math.isfinite(a.min_compression_rate) and a.min_compression_rate > 0, "--min-compression-rate must be finite and > 0"),
+        (a.min_compression_rate is None or (math.isfinite(a.min_compression_rate) and a.min_compression_rate >= 0), "--min-compression-rate must be finite and >= 0"),
         (0 <= a.momentum < 1, f"--momentum {a.momentum} must be in [0, 1)"),
         (math.isfinite(a.clip_norm) and a.clip_norm >= 0, "--clip-norm must be finite and >= 0"),
         (a.sketch_rows >= 1, "--sketch-rows must be >= 1"),
@@ -362,12 +364,20 @@ def density_of(p, method):
     return SKETCH_DENSITY if method == "sketch" else DEFAULT_DENSITY
 
 
+def rate_of(p, method):
+    """The min_compression_rate `method` runs at: the one given, else its own default
+    (gradcomp's `default_min_compression_rate`, src/compress/params.rs)."""
+    if p["min_compression_rate"] is not None:
+        return p["min_compression_rate"]
+    return ACPSGD_MIN_COMPRESSION_RATE if method == "acpsgd" else POWERSGD_MIN_COMPRESSION_RATE
+
+
 def k_of(density, d):
     return min(max(math.ceil(density * d), 1), d)
 
 
 def compressed_rank(rows, cols, rank, rate):
-    """src/compress/orth.rs, compressed_rank: the rank, or None for a tensor sent raw."""
+    """src/compress/orth/slots.rs, compressed_rank: the rank, or None for a tensor sent raw."""
     r = min(rank, rows, cols)
     if rows < 2 or r == 0:
         return None
@@ -625,7 +635,7 @@ class Case:
 
     def setup_powersgd(self):
         t = self.t
-        self.r = compressed_rank(self.rows, self.cols, self.p["rank"], self.p["min_compression_rate"])
+        self.r = compressed_rank(self.rows, self.cols, self.p["rank"], rate_of(self.p, "powersgd"))
         if self.r is None:
             self.wire = t.empty(self.d, device=self.dev)
             return
@@ -662,7 +672,7 @@ class Case:
     # --- acpsgd (lzhangbv/acpsgd: alternate P and Q steps) -------------------------------
     def setup_acpsgd(self):
         t = self.t
-        self.r = compressed_rank(self.rows, self.cols, self.p["rank"], self.p["min_compression_rate"])
+        self.r = compressed_rank(self.rows, self.cols, self.p["rank"], rate_of(self.p, "acpsgd"))
         if self.r is None:
             self.wire = t.empty(self.d, device=self.dev)
             return

@@ -60,7 +60,7 @@ fn param_sets() -> Vec<(&'static str, MethodParams)> {
     let tuned = MethodParams {
         density: Some(0.05),
         rank: 2,
-        min_compression_rate: 1.0,
+        min_compression_rate: Some(1.0),
         start_iter: 1,
         momentum: 0.5,
         nesterov: true,

@@ -70,6 +70,13 @@ def test_methods_rounds_and_defaults_follow_the_rust_code():
         want = pc.SKETCH_DENSITY if method == "sketch" else pc.DEFAULT_DENSITY
         assert pc.density_of(pc.PARAM_DEFAULTS, method) == want, method
     assert '"sketch" | "sketch-fusion" => SKETCH_DENSITY' in params_rs
+    # Each method's own min_compression_rate, as gradcomp's `default_min_compression_rate`.
+    assert float(consts["POWERSGD_MIN_COMPRESSION_RATE"]) == pc.POWERSGD_MIN_COMPRESSION_RATE
+    assert float(consts["ACPSGD_MIN_COMPRESSION_RATE"]) == pc.ACPSGD_MIN_COMPRESSION_RATE
+    assert '"acpsgd" => ACPSGD_MIN_COMPRESSION_RATE' in params_rs
+    assert pc.rate_of(pc.PARAM_DEFAULTS, "acpsgd") == 0.0
+    assert pc.rate_of(pc.PARAM_DEFAULTS, "powersgd") == 2.0
+    assert pc.rate_of(dict(pc.PARAM_DEFAULTS, min_compression_rate=1.5), "acpsgd") == 1.5
     # The report's table selection prefers the same defaults (tables.defaults).
     assert tables.DEFAULT_DENSITY == {"sketch": pc.SKETCH_DENSITY, "sketch-fusion": pc.SKETCH_DENSITY}
 
@@ -169,6 +176,9 @@ def test_argument_validation():
     assert sizes == [4 ** k for k in range(5, 12)]
     assert pc.validate(args("--copy-sizes", "4096,1024,1024"))[2] == [1024, 4096]
     assert pc.validate(args("--lowrank-rank", "32", "--nesterov"))[1]["rank"] == 32
+    # 0 compresses every matrix (ACP-SGD's default); not given, each method its own.
+    assert pc.validate(args("--min-compression-rate", "0"))[1]["min_compression_rate"] == 0.0
+    assert params["min_compression_rate"] is None
     cases = [
         (("--methods", "topk,nope"), "unknown method 'nope'"),
         (("--methods", "omgs"), "profile topk instead"),
@@ -180,7 +190,8 @@ def test_argument_validation():
         (("--density", "0"), "--density 0.0 must be in (0, 1]"),
         (("--density", "1.5"), "--density"),
         (("--lowrank-rank", "0"), "--lowrank-rank"),
-        (("--min-compression-rate", "0"), "--min-compression-rate"),
+        (("--min-compression-rate", "-1"), "--min-compression-rate"),
+        (("--min-compression-rate", "nan"), "--min-compression-rate"),
         (("--momentum", "1"), "--momentum"),
         (("--clip-norm", "-1"), "--clip-norm"),
         (("--sketch-rows", "0"), "--sketch-rows"),

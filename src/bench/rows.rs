@@ -151,7 +151,13 @@ pub(super) fn param_fields(p: &MethodParams) -> Fields {
             p.density_or(crate::compress::DEFAULT_DENSITY).to_string(),
         ),
         ("rank", p.rank.to_string()),
-        ("min_compression_rate", p.min_compression_rate.to_string()),
+        // Likewise: a rate left to the methods is written as Power-SGD's default.
+        (
+            "min_compression_rate",
+            p.min_compression_rate
+                .unwrap_or(crate::compress::params::POWERSGD_MIN_COMPRESSION_RATE)
+                .to_string(),
+        ),
         ("start_iter", p.start_iter.to_string()),
         ("momentum", p.momentum.to_string()),
         ("nesterov", p.nesterov.to_string()),

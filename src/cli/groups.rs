@@ -154,7 +154,8 @@ pub struct ParamArgs {
         hide = true
     )]
     pub rank: Option<Vec<usize>>,
-    /// Power-SGD: compress only if (rows+cols)*r*rate < rows*cols [default: 2]
+    /// Low-rank: compress a matrix only if (rows+cols)*r*rate < rows*cols; 0 = every
+    /// matrix [default: 2 for powersgd, 0 for acpsgd]
     #[arg(long, allow_negative_numbers = true, value_name = "X")]
     pub min_compression_rate: Option<f64>,
     /// Power-SGD dense warm-up steps [default: 0]
@@ -203,7 +204,7 @@ impl ParamArgs {
     pub(super) fn params(&self) -> MethodParams {
         let d = MethodParams::default();
         MethodParams {
-            min_compression_rate: self.min_compression_rate.unwrap_or(d.min_compression_rate),
+            min_compression_rate: self.min_compression_rate.or(d.min_compression_rate),
             start_iter: self.start_iter.unwrap_or(d.start_iter),
             momentum: self.momentum.unwrap_or(d.momentum),
             nesterov: self.nesterov,

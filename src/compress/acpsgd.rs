@@ -49,7 +49,8 @@ pub struct AcpSgd {
 }
 
 impl AcpSgd {
-    /// Validates `rank >= 1` and `min_compression_rate > 0` (finite).
+    /// Validates `rank >= 1` and `min_compression_rate >= 0` (finite; default 0, every
+    /// matrix, as the reference).
     pub fn new(p: &MethodParams, ctx: WorkerCtx) -> Result<Self> {
         validate_lowrank_params(NAME, p)?;
         Ok(AcpSgd {
@@ -66,21 +67,25 @@ impl AcpSgd {
     }
 }
 
-/// ACP-SGD's fusion buckets (lzhangbv/acpsgd, `acpsgd.py`, `_generate_groups_with_threshold`;
-/// docs/methods.md, "acpsgd"): P steps group tensors by their P factor's bytes
-/// (`4 rows r'`), Q steps by their Q factor's (`4 cols r'`); raw tensors count their full
-/// `4 d` in both. A group closes before a tensor would take it past the threshold
-/// ([`CloseRule::BeforeExceeding`]). The dense threshold is scaled per phase by that
-/// phase's compression ratio, `sum P / sum d` for P steps and `sum Q / sum d` for Q steps
-/// (`threshold_p`, `threshold_q` in `_generate_groups_with_threshold` at 4f560a2).
+/// ACP-SGD's fusion buckets (lzhangbv/acpsgd `acpsgd.py` at 4f560a2,
+/// `_generate_groups_with_threshold`, lines 74-134; docs/methods.md, "acpsgd"): P steps
+/// group tensors by their P factor's bytes (`4 rows r'`), Q steps by their Q factor's
+/// (`4 cols r'`); raw tensors count their full `4 d` in both (lines 82-94). Which
+/// tensors are compressed: [`compressed_rank`] at `min_compression_rate` (default 0:
+/// every matrix, as the reference's `p.ndimension() > 1`, line 84). A group closes
+/// before a tensor would take it past the threshold ([`CloseRule::BeforeExceeding`],
+/// `tot_size == 0 or tot_size + ps <= threshold_p`, lines 108 and 125). The dense
+/// threshold is scaled per phase by that phase's compression ratio, `sum P / sum d` for
+/// P steps and `sum Q / sum d` for Q steps (`threshold_p`, `threshold_q`, lines 99-100).
 pub fn fusion_sizing(p: &MethodParams, shapes: &[(usize, usize)]) -> FusionSizing {
     let (mut pb, mut qb) = (
         Vec::with_capacity(shapes.len()),
         Vec::with_capacity(shapes.len()),
     );
+    let rate = p.min_compression_rate_for(NAME);
     for &(rows, cols) in shapes {
         let d = (rows * cols) as u64;
-        match compressed_rank(rows, cols, p.rank, p.min_compression_rate) {
+        match compressed_rank(rows, cols, p.rank, rate) {
             Some(r) => {
                 pb.push(4 * (rows * r) as u64);
                 qb.push(4 * (cols * r) as u64);
@@ -119,7 +124,7 @@ impl Compressor for AcpSgd {
         put_slot(
             &mut self.slots,
             t,
-            Slot::new(rows, cols, &self.params, self.ctx.seed, t),
+            Slot::new(NAME, rows, cols, &self.params, self.ctx.seed, t),
         );
         Ok(())
     }
@@ -281,7 +286,7 @@ impl Compressor for AcpSgd {
     /// Step 0 is a P step: `out = S Q Qᵀ`, the projection of the dense average `S` onto the
     /// row space `out` spans; `S` itself for raw tensors.
     fn check_verdict(&self, out: &[f32], summed: &[f32], c: &mut CheckCtx) -> Result<Verdict> {
-        Ok(check::lowrank(out, summed, c, false, true))
+        Ok(check::lowrank(NAME, out, summed, c, false, true))
     }
 }
 

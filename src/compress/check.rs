@@ -112,8 +112,10 @@ pub fn own_decode(grad: ArrayView2<f32>, fresh: &mut dyn Compressor) -> Result<V
 /// dense average (the mean of `summed`, every worker's gradient) onto the rank-`r'`
 /// column space (Power-SGD) or row space (ACP-SGD's P step) that `out` itself spans
 /// (relative Frobenius error 1e-3); the dense average itself, rtol 1e-5, for a tensor
-/// sent raw or while `dense_now` (Power-SGD's warm-up).
+/// sent raw or while `dense_now` (Power-SGD's warm-up). `method` picks the
+/// `min_compression_rate` default.
 pub fn lowrank(
+    method: &str,
     out: &[f32],
     summed: &[f32],
     c: &CheckCtx,
@@ -122,9 +124,8 @@ pub fn lowrank(
 ) -> Verdict {
     let avg = mean(summed, c.world_size);
     let p = c.params;
-    match orth::compressed_rank(c.rows, c.cols, p.rank, p.min_compression_rate)
-        .filter(|_| !dense_now)
-    {
+    let rate = p.min_compression_rate_for(method);
+    match orth::compressed_rank(c.rows, c.cols, p.rank, rate).filter(|_| !dense_now) {
         None => compare(
             out,
             &avg,

@@ -33,7 +33,7 @@ pub mod sketch;
 pub mod ssgd;
 pub mod topk;
 
-pub use params::{default_density, MethodParams, DEFAULT_DENSITY};
+pub use params::{default_density, default_min_compression_rate, MethodParams, DEFAULT_DENSITY};
 
 /// Index of a tensor in the registration order of a model or benchmark.
 pub type TensorId = usize;

@@ -14,8 +14,11 @@ pub struct MethodParams {
     pub density: Option<f64>,
     /// Low-rank approximation rank r >= 1 (powersgd, acpsgd). Default 4 (CNNs).
     pub rank: usize,
-    /// Power-SGD compresses a matrix only if (rows+cols)*r*rate < rows*cols. Default 2.
-    pub min_compression_rate: f64,
+    /// Low-rank methods compress a matrix only if (rows+cols)*r*rate < rows*cols
+    /// (powersgd, acpsgd). `None`: the method's own default
+    /// ([`default_min_compression_rate`]): 2 for powersgd, 0 (every matrix) for acpsgd.
+    /// Cases carry it resolved ([`MethodParams::for_method`]).
+    pub min_compression_rate: Option<f64>,
     /// Power-SGD dense (uncompressed, all-reduced) warm-up steps. Default 0.
     pub start_iter: u64,
     /// DGC momentum m in [0, 1). Default 0.9.
@@ -41,7 +44,7 @@ impl Default for MethodParams {
         MethodParams {
             density: None,
             rank: 4,
-            min_compression_rate: 2.0,
+            min_compression_rate: None,
             start_iter: 0,
             momentum: 0.9,
             nesterov: false,
@@ -71,6 +74,26 @@ pub const SKETCH_DENSITY: f64 = 0.0076;
 /// `--k 50000` (docs/methods.md, "sketch").
 pub const SKETCH_COLS_PER_K: f64 = 20.0;
 
+/// Power-SGD's `min_compression_rate`: PyTorch's DDP hook default (PyTorch
+/// `torch/distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py`, `PowerSGDState`,
+/// `min_compression_rate: float = 2`).
+pub const POWERSGD_MIN_COMPRESSION_RATE: f64 = 2.0;
+
+/// ACP-SGD's `min_compression_rate`: 0, so every matrix is compressed, as the reference
+/// compresses every tensor with two or more dimensions (lzhangbv/acpsgd `acpsgd.py` at
+/// 4f560a2, line 84: `if p.ndimension() > 1: # compressed tensors`).
+pub const ACPSGD_MIN_COMPRESSION_RATE: f64 = 0.0;
+
+/// The `min_compression_rate` `method` runs at when none is given:
+/// [`ACPSGD_MIN_COMPRESSION_RATE`] for acpsgd, [`POWERSGD_MIN_COMPRESSION_RATE`] for
+/// every other method (only powersgd reads it).
+pub fn default_min_compression_rate(method: &str) -> f64 {
+    match method {
+        "acpsgd" => ACPSGD_MIN_COMPRESSION_RATE,
+        _ => POWERSGD_MIN_COMPRESSION_RATE,
+    }
+}
+
 /// The density `method` (a registry name, or an e2e name built on one) runs at when none
 /// is given: [`SKETCH_DENSITY`] for Count Sketch (`sketch`, `sketch-fusion`),
 /// [`DEFAULT_DENSITY`] for every other method.
@@ -82,14 +105,23 @@ pub fn default_density(method: &str) -> f64 {
 }
 
 impl MethodParams {
-    /// These parameters as `method` runs them: a density not given becomes the method's
-    /// default ([`default_density`]), so rows, estimates and the simulator see the one
-    /// the method uses.
+    /// These parameters as `method` runs them: a density or `min_compression_rate` not
+    /// given becomes the method's default ([`default_density`],
+    /// [`default_min_compression_rate`]), so rows, estimates and the simulator see the
+    /// one the method uses.
     pub fn for_method(&self, method: &str) -> MethodParams {
         MethodParams {
             density: Some(self.density_for(method)),
+            min_compression_rate: Some(self.min_compression_rate_for(method)),
             ..self.clone()
         }
+    }
+
+    /// The `min_compression_rate` `method` runs at: the one given, else its default
+    /// ([`default_min_compression_rate`]).
+    pub fn min_compression_rate_for(&self, method: &str) -> f64 {
+        self.min_compression_rate
+            .unwrap_or_else(|| default_min_compression_rate(method))
     }
 
     /// The density `method` runs at: the one given, else its default

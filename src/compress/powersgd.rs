@@ -44,7 +44,7 @@ pub struct PowerSgd {
 }
 
 impl PowerSgd {
-    /// Validates `rank >= 1` and `min_compression_rate > 0` (finite).
+    /// Validates `rank >= 1` and `min_compression_rate >= 0` (finite; default 2).
     pub fn new(p: &MethodParams, ctx: WorkerCtx) -> Result<Self> {
         validate_lowrank_params(NAME, p)?;
         Ok(PowerSgd {
@@ -80,7 +80,7 @@ impl Compressor for PowerSgd {
         put_slot(
             &mut self.slots,
             t,
-            Slot::new(rows, cols, &self.params, self.ctx.seed, t),
+            Slot::new(NAME, rows, cols, &self.params, self.ctx.seed, t),
         );
         Ok(())
     }
@@ -237,7 +237,7 @@ impl Compressor for PowerSgd {
     /// spans; `S` itself for raw tensors and during the dense warm-up (step 0 travels raw).
     fn check_verdict(&self, out: &[f32], summed: &[f32], c: &mut CheckCtx) -> Result<Verdict> {
         let dense_now = c.params.start_iter > 0;
-        Ok(check::lowrank(out, summed, c, dense_now, false))
+        Ok(check::lowrank(NAME, out, summed, c, dense_now, false))
     }
 }
 
@@ -414,7 +414,7 @@ mod tests {
         // Tensor 0: 1-D; 1: 4x4 (not worth compressing at rank 4); 2: 3x1000 (r' = 3).
         let p = MethodParams {
             rank: 4,
-            min_compression_rate: 0.9,
+            min_compression_rate: Some(0.9),
             ..Default::default()
         };
         let shapes = [(1, 100), (4, 4), (3, 1000)];
@@ -480,7 +480,7 @@ mod tests {
             Err(CompressError::BadParam { key: "rank", .. })
         ));
         let bad_rate = MethodParams {
-            min_compression_rate: f64::NAN,
+            min_compression_rate: Some(f64::NAN),
             ..Default::default()
         };
         assert!(matches!(

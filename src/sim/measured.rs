@@ -152,7 +152,10 @@ pub(super) fn row_params(
         params.density = Some(v.parse().map_err(|_| ("density", v.clone()))?);
     }
     param!(rank, "rank");
-    param!(min_compression_rate, "min_compression_rate");
+    if let Some(v) = num("min_compression_rate") {
+        params.min_compression_rate =
+            Some(v.parse().map_err(|_| ("min_compression_rate", v.clone()))?);
+    }
     param!(start_iter, "start_iter");
     param!(momentum, "momentum");
     param!(nesterov, "nesterov");

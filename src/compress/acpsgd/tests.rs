@@ -255,12 +255,18 @@ fn residual_conservation() {
 
 #[test]
 fn raw_path() {
+    // At Power-SGD's rate 2 the 4x4 matrix is not worth compressing at rank 4.
     let p = MethodParams {
         rank: 4,
+        min_compression_rate: Some(2.0),
         ..Default::default()
     };
     let shapes = [(1, 100), (4, 4)];
     let mut w = workers(2, &p, &shapes);
+    assert!(w[0]
+        .slots
+        .iter()
+        .all(|s| matches!(s, Some(Slot::Raw { .. }))));
     for (t, &(r, c)) in shapes.iter().enumerate() {
         for s in 0..2u64 {
             let grads = vec![
@@ -272,6 +278,36 @@ fn raw_path() {
             assert!((&outs[1] - &mean(&grads)).iter().all(|v| v.abs() < 1e-6));
         }
     }
+}
+
+/// By default every tensor with two or more rows is compressed, at `r' = min(rank, rows,
+/// cols)`, as the reference compresses every tensor with two or more dimensions
+/// (lzhangbv/acpsgd `acpsgd.py` at 4f560a2, lines 84-86); 1-D tensors travel raw. A
+/// `min_compression_rate` given applies Power-SGD's test instead.
+#[test]
+fn default_compresses_every_matrix_as_the_reference() {
+    let shapes = [(1, 100), (2, 768), (8, 8), (64, 576)];
+    let ranks = |p: &MethodParams| -> Vec<Option<usize>> {
+        let c = &workers(1, p, &shapes)[0];
+        (0..shapes.len())
+            .map(|t| match c.slots[t].as_ref().unwrap() {
+                Slot::LowRank(lr) => Some(lr.rank),
+                Slot::Raw { .. } => None,
+            })
+            .collect()
+    };
+    let p = MethodParams::default();
+    assert_eq!(ranks(&p), vec![None, Some(2), Some(4), Some(4)]);
+    // Phase wires follow: the 2x768 matrix sends 2x2 floats in P steps, 768x2 in Q steps.
+    let c = &workers(1, &p, &shapes)[0];
+    assert_eq!(c.phase_wire(1, 0, 0).sum_f32, 4);
+    assert_eq!(c.phase_wire(1, 0, 1).sum_f32, 1536);
+    // (2 + 768) 2 * 2 >= 1536 and (8 + 8) 4 * 2 >= 64: raw at Power-SGD's rate 2.
+    let at_two = MethodParams {
+        min_compression_rate: Some(2.0),
+        ..p.clone()
+    };
+    assert_eq!(ranks(&at_two), vec![None, None, None, Some(4)]);
 }
 
 /// Fusion sizes are the bytes each phase actually sends (`phase_wire`), and each phase's
@@ -324,7 +360,7 @@ fn rejects_bad_input() {
     assert!(matches!(
         AcpSgd::new(
             &MethodParams {
-                min_compression_rate: -1.0,
+                min_compression_rate: Some(-1.0),
                 ..Default::default()
             },
             ctx

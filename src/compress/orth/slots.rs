@@ -7,7 +7,7 @@ use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 use super::LowRank;
 use crate::compress::{CompressError, MethodParams, Result};
 
-/// Validate the keys the low-rank methods read (rank >= 1, min_compression_rate > 0).
+/// Validate the keys the low-rank methods read (rank >= 1, min_compression_rate >= 0).
 pub fn validate_lowrank_params(method: &'static str, p: &MethodParams) -> Result<()> {
     if p.rank < 1 {
         return Err(CompressError::BadParam {
@@ -17,12 +17,13 @@ pub fn validate_lowrank_params(method: &'static str, p: &MethodParams) -> Result
             allowed: "an integer >= 1 (default 4 for CNNs, 32 for transformers)".into(),
         });
     }
-    if !(p.min_compression_rate.is_finite() && p.min_compression_rate > 0.0) {
+    let rate = p.min_compression_rate_for(method);
+    if !(rate.is_finite() && rate >= 0.0) {
         return Err(CompressError::BadParam {
             method,
             key: "min_compression_rate",
-            value: p.min_compression_rate.to_string(),
-            allowed: "a finite number > 0 (default 2)".into(),
+            value: rate.to_string(),
+            allowed: "a finite number >= 0 (0 compresses every matrix; default 2 for powersgd, 0 for acpsgd)".into(),
         });
     }
     Ok(())
@@ -30,7 +31,9 @@ pub fn validate_lowrank_params(method: &'static str, p: &MethodParams) -> Result
 
 /// Effective rank `r' = min(rank, rows, cols)` if a `rows x cols` matrix is worth
 /// compressing, i.e. `(rows + cols) r' rate < rows cols` (PyTorch powerSGD hook,
-/// `min_compression_rate`); `None` means it travels raw (1-D tensors always do).
+/// `min_compression_rate`); `None` means it travels raw (1-D tensors always do). At
+/// `rate = 0` every matrix with `rows >= 2` is compressed (ACP-SGD's reference rule,
+/// `p.ndimension() > 1`, with `rows >= 2` standing for two or more dimensions).
 pub fn compressed_rank(rows: usize, cols: usize, rank: usize, rate: f64) -> Option<usize> {
     let r = rank.min(rows).min(cols);
     if rows < 2 || r == 0 {
@@ -48,10 +51,18 @@ pub enum Slot {
 }
 
 impl Slot {
-    /// Decide raw vs low-rank (docs/methods.md, "powersgd": which tensors are compressed)
-    /// and allocate the state for tensor `t`.
-    pub fn new(rows: usize, cols: usize, p: &MethodParams, seed: u64, t: usize) -> Slot {
-        match compressed_rank(rows, cols, p.rank, p.min_compression_rate) {
+    /// Decide raw vs low-rank for `method` (docs/methods.md, "powersgd": which tensors
+    /// are compressed) and allocate the state for tensor `t`.
+    pub fn new(
+        method: &str,
+        rows: usize,
+        cols: usize,
+        p: &MethodParams,
+        seed: u64,
+        t: usize,
+    ) -> Slot {
+        let rate = p.min_compression_rate_for(method);
+        match compressed_rank(rows, cols, p.rank, rate) {
             Some(r) => Slot::LowRank(Box::new(LowRank::new(rows, cols, r, seed, t))),
             None => Slot::Raw { rows, cols },
         }

@@ -104,4 +104,8 @@ fn compressed_rank_rule() {
     assert_eq!(compressed_rank(8, 8, 4, 2.0), None); // (8+8)*4*2 = 128 >= 64
     assert_eq!(compressed_rank(3, 1000, 4, 0.9), Some(3));
     assert_eq!(compressed_rank(3, 1000, 4, 1.0), None);
+    // Rate 0 (ACP-SGD's default): every matrix with two or more rows, 1-D never.
+    assert_eq!(compressed_rank(8, 8, 4, 0.0), Some(4));
+    assert_eq!(compressed_rank(2, 768, 4, 0.0), Some(2));
+    assert_eq!(compressed_rank(1, 1000, 4, 0.0), None);
 }

@@ -109,7 +109,7 @@ impl CompressProfile {
                 _ => format!("--{}", key.replace('_', "-")),
             };
             for &user in methods.iter().filter(|m| users.contains(m)) {
-                // Each method at the density it runs at (`MethodParams::for_method`).
+                // Each method at the density and rate it runs at (`MethodParams::for_method`).
                 let run = serde_json::to_value(params.for_method(user)).unwrap_or_default();
                 let want = &run[key];
                 let shown_want = match want {
@@ -120,13 +120,21 @@ impl CompressProfile {
                 let (got, line, shown_got) = match self.meta.iter().find(|m| m.0 == key) {
                     Some((_, got, line)) => (got.clone(), *line, format!("{key} = {got}")),
                     // Not recorded: every method at its own default (the script records
-                    // the density only when given one).
+                    // the density and the rate only when given one).
                     None if key == "density" => {
                         let ours = crate::compress::default_density(user);
                         (
                             ours.to_string(),
                             0,
                             format!("{user}'s default density {ours}"),
+                        )
+                    }
+                    None if key == "min_compression_rate" => {
+                        let ours = crate::compress::default_min_compression_rate(user);
+                        (
+                            ours.to_string(),
+                            0,
+                            format!("{user}'s default min_compression_rate {ours}"),
                         )
                     }
                     None => {
@@ -150,6 +158,9 @@ impl CompressProfile {
                     // A density left to the methods: the script's default does the same.
                     let rerun = if key == "density" && params.density.is_none() {
                         format!("{SCRIPT} without --density (each method at its own)")
+                    } else if key == "min_compression_rate" && params.min_compression_rate.is_none()
+                    {
+                        format!("{SCRIPT} without --min-compression-rate (each method at its own)")
                     } else {
                         format!("{SCRIPT} {flag} {shown_want}")
                     };

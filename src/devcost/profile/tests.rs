@@ -506,13 +506,31 @@ fn check_params_compares_what_the_times_depend_on() {
         e.contains("qsgd's time depends on qsgd_levels") && e.contains("# qsgd_levels: 127"),
         "{e}"
     );
-    let text = format!("# rank: 4\n# min_compression_rate: 2\n# nesterov: false\n# clip_norm: 0\n# density: 1e-3\n{HEADER}\nacpsgd,compress,0,0,4,4,2,1e-6\n");
+    // No `# min_compression_rate`: each method at its own (acpsgd 0, powersgd 2).
+    let text = format!("# rank: 4\n# nesterov: false\n# clip_norm: 0\n# density: 1e-3\n{HEADER}\nacpsgd,compress,0,0,4,4,2,1e-6\n");
     let q = CompressProfile::parse(&text, "q.csv").unwrap();
-    q.check_params(&["acpsgd", "dgc"], &params).unwrap();
+    q.check_params(&["acpsgd", "dgc", "powersgd"], &params)
+        .unwrap();
+    // Recorded at 2 (Power-SGD's default): acpsgd at its default 0 is refused.
+    let e = p
+        .check_params(&["acpsgd"], &params)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("min_compression_rate = 2")
+            && e.contains("min_compression_rate = 0")
+            && e.contains("without --min-compression-rate"),
+        "{e}"
+    );
+    let at_two = MethodParams {
+        min_compression_rate: Some(2.0),
+        ..params.clone()
+    };
+    p.check_params(&["acpsgd"], &at_two).unwrap();
     let mut nest = params.clone();
     nest.nesterov = true;
     let e = q.check_params(&["dgc"], &nest).unwrap_err().to_string();
-    assert!(e.contains("line 3") && e.contains("nesterov"), "{e}");
+    assert!(e.contains("line 2") && e.contains("nesterov"), "{e}");
 }
 
 /// Shapes a profile lacks (merged buckets): element-wise methods interpolate in log time
