@@ -52,6 +52,14 @@ if [[ -n $PROFILE_DIR ]]; then
     for r in 4 32; do
         [[ -f $PROFILE_DIR/profile-r$r.csv ]] || { echo "paper_scale.sh: PAPER_SCALE_PROFILE_DIR=$PROFILE_DIR has no profile-r$r.csv (python -m gradcomp_analysis gpu-profile writes it)" >&2; exit 2; }
     done
+    # A profile measured at one min_compression_rate holds the kernels of the tensors
+    # compressed at that rate (profiles before 2026-11-28 record 2 for both low-rank
+    # methods; ACP-SGD's own default is now 0, its reference's rule): price at the rate
+    # measured rather than refuse, and say so.
+    PROFILE_RATE=$(sed -n 's/^# *min_compression_rate: *//p' "$PROFILE_DIR/profile-r4.csv" | head -n 1)
+    if [[ -n $PROFILE_RATE ]]; then
+        echo "paper_scale.sh: $PROFILE_DIR was measured at min_compression_rate $PROFILE_RATE: Power-SGD and ACP-SGD are priced at that rate (re-profile for ACP-SGD's reference rule, rate 0)" >&2
+    fi
 fi
 
 # Readings of the references' launches (src/roofline.rs READINGS, docs/methods.md,
@@ -105,6 +113,7 @@ sim() {
                 [[ ${run[i]} == --lowrank-rank ]] && run[i + 1]=$r
             done
             run+=(--compress-profile "$profile/profile-r$r.csv")
+            [[ -n ${PROFILE_RATE:-} ]] && run+=(--min-compression-rate "$PROFILE_RATE")
             ((${#ranks[@]} > 1)) && out=$dir/r$r
         fi
         run+=(--out "$out")
