@@ -172,17 +172,30 @@ fn fits_and_compares_a_real_run() {
             dir.to_str().unwrap(),
             "--compare",
             dir.join("e2e.csv").to_str().unwrap(),
+            // The pipeline and its files are tested here, not the accuracy: two ranks
+            // on a shared 2-core machine can be slowed hundreds of times in one micro
+            // point (a fit priced a 1.2 ms all-gather at 709 ms under load 8, beyond
+            // the 100x this allowed). Accuracy is judged on recorded runs (`make
+            // sim-accuracy`, tests/sim_corpus.rs).
             "--tolerance",
-            "100",
+            "1e9",
             "--out",
             sim.to_str().unwrap(),
         ])
         .output()
         .unwrap();
     assert_ok(&out);
-    let (_, cmp) = read_csv(&sim.join("sim_vs_measured.csv"));
+    let (ch, cmp) = read_csv(&sim.join("sim_vs_measured.csv"));
     let (eh, e2e) = read_csv(&dir.join("e2e.csv"));
     assert_eq!(cmp.len(), e2e.len());
+    // Every case priced: a simulated time, finite and positive.
+    let sim_col = ch.iter().position(|c| c == "simulated_iter_s").unwrap();
+    assert!(
+        cmp.iter().all(|r| r[sim_col]
+            .parse::<f64>()
+            .is_ok_and(|t| t.is_finite() && t > 0.0)),
+        "{cmp:?}"
+    );
     // Both ranks ran on this host: run.json and e2e.csv record 2 ranks per node. Fitted
     // costs hold that placement already (sim.csv: 1, the fit as it is); a preset with
     // the flag prices the nodes.
