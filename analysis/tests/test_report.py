@@ -65,10 +65,11 @@ def test_simulator_accuracy_section(tmp_path):
     assert p.returncode == 0, p.stderr
     p = subprocess.run([BIN, "fit", str(run)], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    # Tolerance 1000%: this checks the plumbing, also on a machine loaded by other jobs (at a
-    # load average of 6 on 2 cores a case once measured more than twice its simulated time);
-    # bench-configs/sim-accuracy.toml checks 15%.
-    p = subprocess.run([BIN, "simulate", "--fits", str(run), "--compare", str(run / "e2e.csv"), "--tolerance", "10",
+    # No accuracy bound: this checks the plumbing, also on a machine loaded by other jobs (at
+    # a load average of 6 on 2 cores a case once measured more than twice its simulated
+    # time, and one noisy micro point can price a collective hundreds of times too slow);
+    # accuracy is judged on recorded runs (make sim-accuracy, tests/sim_corpus.rs).
+    p = subprocess.run([BIN, "simulate", "--fits", str(run), "--compare", str(run / "e2e.csv"), "--tolerance", "1e9",
                         "--out", str(run / "sim")], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     path = write_report(str(run), str(tmp_path / "rep"))
