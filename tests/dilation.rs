@@ -69,21 +69,33 @@ fn the_device_runs_k_times_slower_and_rows_report_emulated_seconds() {
     let (m1, wall1) = e2e_at(1);
     let (m3, wall3) = e2e_at(3);
     let med = |v: &[f64]| median(&mut v.to_vec()).unwrap();
+    // Upper bounds only at K = 3, where they tell divided from undivided: a wake-up
+    // late by d on the wall clock adds d / 3 there, so load must delay a wake-up by
+    // 18 ms to reach a bound; at K = 1 it adds d itself, and a loaded machine (issue 49
+    // item 4: this test failed under load) can add that to a 6 ms forward.
     for (m, k) in [(&m1, 1), (&m3, 3)] {
         let (fwd, bwd) = (med(&m.series.fwd_s), med(&m.series.bwd_s));
-        assert!(
-            (5.5e-3..12e-3).contains(&fwd),
-            "k {k}: fwd_s {fwd} (modelled 6 ms; 18 ms would be undivided)"
-        );
-        assert!(
-            (7.5e-3..16e-3).contains(&bwd),
-            "k {k}: bwd_s {bwd} (modelled 8 ms; 24 ms would be undivided)"
-        );
         let it = med(&m.series.iter_s);
+        assert!(fwd >= 5.5e-3, "k {k}: fwd_s {fwd} (modelled 6 ms)");
+        assert!(bwd >= 7.5e-3, "k {k}: bwd_s {bwd} (modelled 8 ms)");
         assert!(
-            (13e-3..35e-3).contains(&it),
-            "k {k}: iter_s {it} (modelled device time 14 ms; 42 ms would be undivided)"
+            it >= 13e-3,
+            "k {k}: iter_s {it} (modelled device time 14 ms)"
         );
+        if k == 3 {
+            assert!(
+                fwd < 12e-3,
+                "k 3: fwd_s {fwd} (modelled 6 ms; 18 ms would be undivided)"
+            );
+            assert!(
+                bwd < 16e-3,
+                "k 3: bwd_s {bwd} (modelled 8 ms; 24 ms would be undivided)"
+            );
+            assert!(
+                it < 35e-3,
+                "k 3: iter_s {it} (modelled device time 14 ms; 42 ms would be undivided)"
+            );
+        }
     }
     // 5 iterations of >= 14 ms of device time each, 3 x longer on the wall clock.
     assert!(
