@@ -35,7 +35,7 @@ pub struct ChooseArgs {
         value_name = "G"
     )]
     pub gpus_per_node: usize,
-    /// The network between nodes: 1gbe, 10gbe, 25gbe, 100gb-ib
+    /// The network between nodes: 1gbe, 10gbe, 25gbe, 100gb-ib, or omgs-1gbe (OMGS-SGD's measured cluster; 2, 4, 8 or 16 nodes)
     #[arg(long, default_value = "10gbe", value_name = "PRESET")]
     pub network: String,
     /// Link between a node's GPUs when --gpus-per-node is above 1: pcie3, nvlink, or ALPHA_US:GBPS [default: pcie3]
@@ -129,7 +129,7 @@ impl ChooseArgs {
                     super::MAX_SIM_WORLD_SIZE
                 ))
             })?;
-        check_network(&self.network)?;
+        check_network(&self.network, &[self.nodes])?;
         if !(self.network_factor.is_finite() && (1.0..=100.0).contains(&self.network_factor)) {
             return Err(Error::Input(format!(
                 "--network-factor: {} is not between 1 and 100 (2: alpha and beta at half and twice the preset's)",

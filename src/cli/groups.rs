@@ -221,18 +221,22 @@ impl ParamArgs {
 }
 
 /// `--network NAME` of simulate and choose: a preset, else the error naming the presets.
-pub(super) fn check_network(name: &str) -> Result<()> {
-    if crate::sim::network::Link::preset(name).is_some() {
+/// `--network` of simulate and choose: a preset name; a network modelled only at some
+/// worker counts (`omgs-1gbe`) also checks `nodes`, the counts it will join.
+pub(super) fn check_network(name: &str, nodes: &[usize]) -> Result<()> {
+    if name == crate::sim::published::OMGS_NETWORK {
+        for &n in nodes {
+            crate::sim::published::omgs_network_check(n).map_err(Error::Input)?;
+        }
+        return Ok(());
+    }
+    if crate::sim::network::preset_names().contains(&name) {
         return Ok(());
     }
     Err(Error::Input(format!(
         "--network: unknown preset '{}'; allowed: {}",
         crate::config::clip(name),
-        crate::sim::network::PRESETS
-            .iter()
-            .map(|p| p.0)
-            .collect::<Vec<_>>()
-            .join(", ")
+        crate::sim::network::preset_names().join(", ")
     )))
 }
 

@@ -35,7 +35,7 @@ pub struct SimulateArgs {
     pub world_sizes: Vec<usize>,
     #[command(flatten)]
     pub schedule: ScheduleArgs,
-    /// Network presets, comma-separated: 1gbe, 10gbe, 25gbe, 100gb-ib (a list sweeps; one with --compare or --validate-published) [default: 10gbe, or fitted with --fits]
+    /// Network presets, comma-separated: 1gbe, 10gbe, 25gbe, 100gb-ib, omgs-1gbe (OMGS-SGD's published 1 GbE models, at 2, 4, 8 or 16 nodes) (a list sweeps; one with --compare or --validate-published) [default: 10gbe, or fitted with --fits]
     #[arg(long = "network", value_delimiter = ',', value_name = "LIST")]
     pub networks: Vec<String>,
     /// Fit collective and compression costs from this results directory (micro_comm.csv, micro_compress.csv)
@@ -130,8 +130,13 @@ impl SimulateArgs {
                 )));
             }
         }
+        let nodes: Vec<usize> = self
+            .world_sizes
+            .iter()
+            .map(|&n| n / self.ranks_per_node.unwrap_or(1).max(1))
+            .collect();
         for n in &self.networks {
-            check_network(n)?;
+            check_network(n, &nodes)?;
         }
         if let Some(g) = self.ranks_per_node {
             if g == 0 {

@@ -132,14 +132,15 @@ impl CostModel {
     /// Preset `name` with its latency alpha and inverse bandwidth beta multiplied by
     /// `(alpha_x, beta_x)` (a sensitivity sweep over what a preset does not know).
     pub fn preset_scaled(name: &str, (alpha_x, beta_x): (f64, f64)) -> Result<CostModel> {
+        if name == super::published::OMGS_NETWORK {
+            return Ok(CostModel::with_network(Box::new(
+                super::published::OmgsNetwork::new(alpha_x, beta_x),
+            )));
+        }
         let a = network::Analytic::preset(name).ok_or_else(|| {
             SimError::Input(format!(
                 "unknown network preset '{name}'; allowed: {}",
-                network::PRESETS
-                    .iter()
-                    .map(|p| p.0)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                network::preset_names().join(", ")
             ))
         })?;
         let a = if (alpha_x, beta_x) == (1.0, 1.0) {

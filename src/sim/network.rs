@@ -22,6 +22,8 @@
 //! | `25gbe`    | 10 us | 3.125 GB/s (25 Gbit/s) | TCP / RoCE-less 25 GbE datacentre NICs: about 10 us, line rate |
 //! | `100gb-ib` | 1.5 us | 12.5 GB/s (100 Gbit/s EDR InfiniBand) | OSU latency over EDR IB with MPI: 1-2 us; 100 Gbit/s signalling (about 12 GB/s achieved) |
 //!
+//! | `omgs-1gbe` | per world size (1.6-11 ms all-gather, 1.744 ms all-reduce) | measured models | OMGS-SGD's own 16-GPU cluster, its published all-gather and all-reduce models (HKBU-HPML/OMGS-SGD utils.py, commit ac10b98; `super::published::OmgsNetwork`); world sizes 2, 4, 8, 16 only |
+//!
 //! Every preset uses `gamma` = 0.25 ns/B for the element-wise fp32 reduction (about
 //! 4 GB/s of summed input on one CPU core, memory-bound) and assumes one full-duplex link
 //! per worker to a non-blocking switch (no contention: the ring and recursive-doubling
@@ -89,6 +91,14 @@ pub const PRESETS: &[(&str, f64, f64)] = &[
     ("25gbe", 10e-6, 3.125),
     ("100gb-ib", 1.5e-6, 12.5),
 ];
+
+/// Every `--network` name: the line-rate presets ([`PRESETS`]) and the published
+/// cluster of OMGS-SGD (`omgs-1gbe`, [`super::published::OmgsNetwork`]).
+pub fn preset_names() -> Vec<&'static str> {
+    let mut v: Vec<&str> = PRESETS.iter().map(|p| p.0).collect();
+    v.push(super::published::OMGS_NETWORK);
+    v
+}
 
 impl Link {
     pub fn from_gbps(alpha_s: f64, gbps: f64) -> Link {

@@ -41,6 +41,99 @@ pub fn omgs_allgather_s(x: usize, p: usize) -> Option<f64> {
         .map(|&(_, a, b)| (a + b * x as f64 * p as f64 * 4.0) * 2.0)
 }
 
+/// Latency `alpha` (s) and time per byte `beta` (s/B) of OMGS's dense all-reduce model
+/// on its 1 GbE cluster, `2 (P-1) alpha + 2 (P-1)/P m beta` (utils.py,
+/// `predict_density_with_size_and_computation`, commit ac10b98: `alpha = 4 * 0.436e-3`,
+/// `beta = 4 * 9e-6 * 1e-3` s per fp32 element, here per byte).
+pub const OMGS_ALLREDUCE_ALPHA_S: f64 = 4.0 * 0.436e-3;
+pub const OMGS_ALLREDUCE_BETA_S_PER_BYTE: f64 = 9e-6 * 1e-3;
+
+/// Name of the network preset of OMGS-SGD's own cluster (`--network omgs-1gbe`).
+pub const OMGS_NETWORK: &str = "omgs-1gbe";
+
+/// OMGS-SGD's 1 GbE cluster as a network (`--network omgs-1gbe`), from the paper's own
+/// measured models rather than a line rate: all-gather `2 a(P) + b(P) P m` for `m` bytes
+/// per rank at the P = 2, 4, 8, 16 of `GbE_multi_p_ab` (its `(a + b x P 4) 2` for `x`
+/// selected elements, values and indices: `m = 8 x`), all-reduce by its dense model
+/// ([`OMGS_ALLREDUCE_ALPHA_S`]). Operations the repository does not model (our ring, the
+/// parameter server's reduce/gather and broadcast) use the all-reduce model's alpha and
+/// beta as a link ([`super::network::Analytic`]). Valid only at those P: other world
+/// sizes are refused up front ([`omgs_network_check`]).
+#[derive(Clone, Debug)]
+pub struct OmgsNetwork {
+    /// The all-reduce model's link, with the reduction cost of the other presets.
+    link: super::network::Link,
+    /// Multipliers of the latencies and of the times per byte (a sensitivity sweep).
+    alpha_x: f64,
+    beta_x: f64,
+}
+
+impl OmgsNetwork {
+    pub fn new(alpha_x: f64, beta_x: f64) -> OmgsNetwork {
+        OmgsNetwork {
+            link: super::network::Link {
+                alpha_s: OMGS_ALLREDUCE_ALPHA_S * alpha_x,
+                beta_s_per_byte: OMGS_ALLREDUCE_BETA_S_PER_BYTE * beta_x,
+                gamma_s_per_byte: super::network::GAMMA_S_PER_BYTE,
+            },
+            alpha_x,
+            beta_x,
+        }
+    }
+}
+
+/// `Err` with the reason when OMGS's network has no model at `n` workers.
+pub fn omgs_network_check(n: usize) -> Result<(), String> {
+    if n <= 1 || OMGS_ALLGATHER_AB.iter().any(|r| r.0 == n) {
+        return Ok(());
+    }
+    Err(format!(
+        "--network {OMGS_NETWORK} holds the paper's measured all-gather at {} workers only (HKBU-HPML/OMGS-SGD utils.py GbE_multi_p_ab), not {n}; give one of those world sizes or another network",
+        OMGS_ALLGATHER_AB
+            .iter()
+            .map(|r| r.0.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
+impl CollectiveCost for OmgsNetwork {
+    fn time_s(&self, op: Op, n: usize, m: f64) -> f64 {
+        if n <= 1 {
+            return 0.0;
+        }
+        let l = &self.link;
+        match op {
+            Op::AllGather => match OMGS_ALLGATHER_AB.iter().find(|r| r.0 == n) {
+                Some(&(_, a, b)) => 2.0 * a * self.alpha_x + b * self.beta_x * n as f64 * m,
+                // Refused up front (omgs_network_check); the link is the fallback.
+                None => super::network::allgather_s(l, n, m),
+            },
+            Op::AllReduce => {
+                let k = (n - 1) as f64;
+                2.0 * k * l.alpha_s + 2.0 * k / n as f64 * m * l.beta_s_per_byte
+            }
+            op => super::network::Analytic::new(OMGS_NETWORK, *l).time_s(op, n, m),
+        }
+    }
+    fn reduce_s(&self, bytes: f64) -> f64 {
+        bytes * self.link.gamma_s_per_byte
+    }
+    fn with_gamma(&self, gamma_s_per_byte: f64) -> Box<dyn CollectiveCost> {
+        let mut o = self.clone();
+        o.link.gamma_s_per_byte = gamma_s_per_byte;
+        Box::new(o)
+    }
+    fn describe(&self) -> String {
+        let scaled = if (self.alpha_x, self.beta_x) == (1.0, 1.0) {
+            String::new()
+        } else {
+            format!(" (alpha x{}, beta x{})", self.alpha_x, self.beta_x)
+        };
+        format!("preset {OMGS_NETWORK}: OMGS-SGD's measured 1 GbE models (all-gather a, b per P; all-reduce alpha 1.744 ms, 9 ns/B){scaled}")
+    }
+}
+
 /// OMGS's top-k time of a `d`-element tensor: `s d log2 d`.
 pub fn omgs_topk_s(d: usize) -> f64 {
     let df = d as f64;
@@ -128,6 +221,35 @@ mod tests {
         assert!(omgs_allgather_s(1000, 3).is_none());
         // 2^20 elements: s * 2^20 * 20.
         assert!((omgs_topk_s(1 << 20) - 2.18896957e-10 * 1048576.0 * 20.0).abs() < 1e-15);
+    }
+
+    /// The preset against the paper's formulas worked by hand: all-gather at P = 16 of
+    /// 1,000 selected elements (8,000 B per rank) is `(0.011 + 1.7e-8 * 1000 * 16 * 4) * 2`
+    /// = 0.024176 s; a 100 MB all-reduce at P = 4 is `2*3*1.744e-3 + 2*3/4*1e8*9e-9`
+    /// = 1.360464 s. Scaling multiplies each term; world sizes off the table are refused.
+    #[test]
+    fn omgs_network_is_the_papers_models() {
+        let net = OmgsNetwork::new(1.0, 1.0);
+        assert!((net.time_s(Op::AllGather, 16, 8000.0) - 0.024176).abs() < 1e-12);
+        assert!((net.time_s(Op::AllGather, 2, 8000.0) - (3.2e-3 + 1.6e-4)).abs() < 1e-12);
+        assert!((net.time_s(Op::AllReduce, 4, 1e8) - 1.360464).abs() < 1e-9);
+        assert_eq!(net.time_s(Op::AllReduce, 1, 1e8), 0.0);
+        let slow = OmgsNetwork::new(2.0, 0.5);
+        let want = 2.0 * 0.011 * 2.0 + 1.7e-8 * 0.5 * 16.0 * 8000.0;
+        assert!((slow.time_s(Op::AllGather, 16, 8000.0) - want).abs() < 1e-12);
+        let want = 2.0 * 3.0 * 1.744e-3 * 2.0 + 1.5 * 1e8 * 9e-9 * 0.5;
+        assert!((slow.time_s(Op::AllReduce, 4, 1e8) - want).abs() < 1e-9);
+        for n in [1, 2, 4, 8, 16] {
+            assert!(omgs_network_check(n).is_ok(), "{n}");
+        }
+        for n in [3, 12, 32, 64] {
+            let e = omgs_network_check(n).unwrap_err();
+            assert!(
+                e.contains(&format!("not {n}")) && e.contains("2, 4, 8, 16"),
+                "{e}"
+            );
+        }
+        assert!(net.describe().contains("omgs-1gbe"));
     }
 
     #[test]
