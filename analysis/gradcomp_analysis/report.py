@@ -11,7 +11,9 @@ import json
 import math
 import numbers
 import os
+import shutil
 import sys
+import tempfile
 
 import pandas as pd
 
@@ -899,6 +901,26 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
                               or os.path.normpath(d).startswith(p + os.sep) for p in ps_paths)]
     out_dir = out_dir or os.path.join(dirs[0], "report")
     os.makedirs(out_dir, exist_ok=True)
+    # Every file goes into a folder of its own inside out_dir and is moved into place once all are
+    # whole: a failed write (a full disk) leaves no partial file, and an earlier report's files as
+    # they were (a rename needs no free space).
+    stage = tempfile.mkdtemp(prefix=".report-", suffix=".tmp", dir=out_dir)
+    try:
+        _write_files(stage, res, simulations, paper_scale, latex)
+        for name in sorted(os.listdir(stage)):
+            os.replace(os.path.join(stage, name), os.path.join(out_dir, name))
+    except OSError as e:
+        # Named by where the file was to go, not the staging folder that is removed below.
+        where = str(e.filename) if e.filename else ""
+        where = os.path.join(out_dir, os.path.relpath(where, stage)) if where.startswith(stage) else where or out_dir
+        raise OSError(e.errno, f"{e.strerror or e} (no file of this report was written)", where) from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return os.path.join(out_dir, "report.md")
+
+
+def _write_files(out_dir: str, res, simulations, paper_scale, latex: bool) -> None:
+    """The report's tables, plots, manifest.json and report.md, into `out_dir`."""
     R = Report(out_dir, latex)
     R.add("# gradcomp report", "")
     R.add(*_run_lines(res.meta, res.history, res.converge_records), *_sim_lines(simulations, paper_scale), "")
@@ -1080,7 +1102,5 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
         json.dump({"tables": R.tables, "plots": R.plots, "missing": R.missing,
                    "runs": [lab for lab, _ in res.meta],
                    "skipped": [{"folder": d, "why": why} for d, why in res.skipped]}, f, indent=1)
-    path = os.path.join(out_dir, "report.md")
-    with open(path, "w") as f:
+    with open(os.path.join(out_dir, "report.md"), "w") as f:
         f.write("\n".join(R.lines))
-    return path

@@ -3,14 +3,18 @@
 run folder's side files (run.json, run.<id>.json, network.txt, sim/) add. Hand-written
 files, no binary."""
 
+import errno
 import json
 import os
+import subprocess
 
 import pandas as pd
 import pytest
 
 from gradcomp_analysis import compare as C
+from gradcomp_analysis import plots
 from gradcomp_analysis import verdict as V
+from gradcomp_analysis.__main__ import main
 from gradcomp_analysis.io import ReportError, check_schema, find_runs, load_csv, load_results
 from gradcomp_analysis.simagree import agreement
 
@@ -171,3 +175,52 @@ def test_verdict_ratio_undefined_cases():
         assert V.ratio(ours, pub) != V.ratio(ours, pub)   # NaN
     assert V.counts_line({"host": V.counts([V.SIZE, V.NOT, "n/a"])}) == \
         "host: 1 size reproduced, 0 direction only, 1 not reproduced"
+
+
+# ---- a full disk under `report --out` (issue 52, item 4) -------------------------------------
+
+def _report_run(root):
+    """A run of four methods at two world sizes: tables and plots (several files, some KiB)."""
+    rows = [dict(E2E, method=m, world_size=n, case_id=f"{m}{n}")
+            for m in ("ssgd", "topk", "powersgd", "acpsgd") for n in (2, 4)]
+    return run_dir(root, "run", rows=rows)
+
+
+def _full_disk_outcome(run, out, capsys):
+    """`report RUN --out OUT` where the disk fills: exit 1, one line naming OUT and the cause, no
+    traceback; OUT holds only what it held before (an earlier report.md, as it was)."""
+    (out / "report.md").write_text("an earlier report\n")
+    rc = main(["report", str(run), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gradcomp_analysis: error: "), err
+    assert str(out) in lines[0] and "No space left on device" in lines[0], err
+    assert "Traceback" not in err
+    assert sorted(os.listdir(out)) == ["report.md"], os.listdir(out)
+    assert (out / "report.md").read_text() == "an earlier report\n"
+
+
+def test_report_on_a_full_disk_leaves_no_partial_file_injected(tmp_path, monkeypatch, capsys):
+    """The disk fills at the first plot, after several tables are written (an injected ENOSPC)."""
+    def full(fig, out_dir, fname):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.path.join(out_dir, fname))
+
+    monkeypatch.setattr(plots, "_save", full)
+    out = tmp_path / "out"
+    out.mkdir()
+    _full_disk_outcome(_report_run(tmp_path), out, capsys)
+
+
+def test_report_on_a_full_disk_leaves_no_partial_file_tmpfs(tmp_path, capsys):
+    """--out on a 64 KiB tmpfs (the report needs about 200 KiB): a real ENOSPC, part way through a
+    file. Needs root (mount); skipped, with the reason, elsewhere."""
+    out = tmp_path / "tiny"
+    out.mkdir()
+    m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(out)], capture_output=True, text=True)
+    if m.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {m.stderr.strip()}")
+    try:
+        _full_disk_outcome(_report_run(tmp_path), out, capsys)
+    finally:
+        subprocess.run(["umount", str(out)], check=False)

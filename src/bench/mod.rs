@@ -139,6 +139,7 @@ pub fn run_all(
         }
         world.sync_or_stop()?;
         progress.start_case(&case.label());
+        let mut trace_written: Result<()> = Ok(());
         // The case's timed iterations (e2e), for the time-limit bound of the ETA.
         let mut timed_s = None;
         if let Some(w) = &watchdog {
@@ -352,10 +353,13 @@ pub fn run_all(
                     } else {
                         path.to_path_buf()
                     };
-                    let json = tr
+                    // The row is in e2e.csv: a trace that cannot be written (a full
+                    // disk) is the run's error, but the case still counts as done, so
+                    // run.json's cases_done matches the rows.
+                    trace_written = tr
                         .to_json(&w.tensors)
-                        .map_err(|e| Error::Runtime(format!("trace JSON: {e}")))?;
-                    crate::record::write_atomic(&path, &json)?;
+                        .map_err(|e| Error::Runtime(format!("trace JSON: {e}")))
+                        .and_then(|json| crate::record::write_atomic(&path, &json));
                 }
             }
         }
@@ -365,11 +369,13 @@ pub fn run_all(
         progress.finish_case(timed_s);
         summary.cases_done += 1;
         summary.last_case = Some(format!("{} ({id})", case.label()));
-        crate::record::meta::case_done(
+        let recorded = crate::record::meta::case_done(
             summary.cases_done,
             summary.cases_skipped,
             summary.last_case.clone(),
-        )?;
+        );
+        trace_written?;
+        recorded?;
     }
     if drifted.0 > 0 && world.is_root() {
         eprintln!(

@@ -155,12 +155,14 @@ impl CsvSink {
     }
 
     /// Serialize several rows, then flush and sync once (`gradcomp converge` writes a
-    /// row per training step and syncs at each evaluation, not at each step).
+    /// row per training step and syncs at each evaluation, not at each step). On a
+    /// failure the file is cut back to its last synced row, as for [`CsvSink::write`].
     pub fn write_all<R: Serialize>(&mut self, rows: &[R]) -> Result<()> {
-        for row in rows {
-            self.writer.serialize(row).map_err(|e| self.row_error(e))?;
-        }
-        self.sync()
+        let res = rows
+            .iter()
+            .try_for_each(|row| self.writer.serialize(row).map_err(|e| self.row_error(e)))
+            .and_then(|_| self.sync());
+        self.rollback_on_error(res)
     }
 
     /// Write `cols` as the header of a new file with no rows yet (checked against a
@@ -342,6 +344,46 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     res
+}
+
+/// A whole file written and synced beside its final name (`DIR/.NAME.PID.tmp`), not yet
+/// under it: [`Staged::commit`] renames it into place; dropped uncommitted (a later
+/// file of the same output failed), it is removed. For outputs that must change
+/// together (fit's fits.csv and fits.json): stage one, write the other, commit.
+pub struct Staged {
+    tmp: PathBuf,
+    path: PathBuf,
+    committed: bool,
+}
+
+impl Staged {
+    /// Write `bytes` beside `path`; a failure (a full disk) leaves nothing behind.
+    pub fn write(path: &Path, bytes: &[u8]) -> Result<Staged> {
+        let staged = Staged {
+            tmp: table::temp_beside(path),
+            path: path.to_path_buf(),
+            committed: false,
+        };
+        File::create(&staged.tmp)
+            .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_data()))
+            .map_err(|e| Error::io(path, e))?;
+        Ok(staged)
+    }
+
+    /// Give the staged file its name (replacing any earlier file of that name).
+    pub fn commit(mut self) -> Result<()> {
+        std::fs::rename(&self.tmp, &self.path).map_err(|e| Error::io(&self.path, e))?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 /// Rewrite the small metadata file `path` with `bytes`: atomically when possible; when

@@ -22,20 +22,76 @@ pub enum Existing {
 
 /// Write `rows` as the whole CSV file `path`: the header (the row type's fields; from
 /// `R::default()` when there are no rows, so the file always has one), the rows, one
-/// flush and sync. A failed write is an [`Error::Io`] naming `path` (exit 1).
+/// flush and sync, into a temporary file beside `path` that then takes its name, so
+/// `path` is whole or absent (a full disk leaves no partial row, and no empty file that
+/// would make a rerun refuse). A failed write is an [`Error::Io`] naming `path` (exit 1).
 pub fn write_all<R: Serialize + Default>(
     path: &Path,
     rows: &[R],
     existing: Existing,
 ) -> Result<()> {
-    let mut sink = match existing {
-        Existing::Refuse => CsvSink::create(path)?,
-        Existing::Replace => CsvSink::replace(path)?,
-    };
+    if existing == Existing::Refuse && path.exists() {
+        return Err(already_exists(path));
+    }
+    let tmp = temp_beside(path);
+    let res = write_rows(path, &tmp, rows).and_then(|_| publish(&tmp, path, existing));
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
+}
+
+/// `DIR/.NAME.PID.tmp`: a name of the same folder (so a rename moves no data) that
+/// no other process writing `path` uses.
+pub(super) fn temp_beside(path: &Path) -> std::path::PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
+}
+
+fn write_rows<R: Serialize + Default>(path: &Path, tmp: &Path, rows: &[R]) -> Result<()> {
+    let mut sink = CsvSink::replace(tmp).map_err(|e| renamed(e, path))?;
+    // Errors name the file the user asked for, not the temporary one.
+    sink.path = path.to_path_buf();
     if rows.is_empty() {
         sink.write_header(&header_of(path, &R::default())?)?;
     }
     sink.write_all(rows)
+}
+
+/// Give the whole temporary file `tmp` the name `path`: for [`Existing::Refuse`] only if
+/// `path` is still absent (a hard link fails on an existing name; where the file system
+/// has no hard links, a rename after checking).
+fn publish(tmp: &Path, path: &Path, existing: Existing) -> Result<()> {
+    if existing == Existing::Replace {
+        return std::fs::rename(tmp, path).map_err(|e| Error::io(path, e));
+    }
+    match std::fs::hard_link(tmp, path) {
+        Ok(()) => {
+            let _ = std::fs::remove_file(tmp);
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(already_exists(path)),
+        Err(_) if path.exists() => Err(already_exists(path)),
+        Err(_) => std::fs::rename(tmp, path).map_err(|e| Error::io(path, e)),
+    }
+}
+
+fn already_exists(path: &Path) -> Error {
+    Error::Input(format!(
+        "{} already exists: results are never overwritten; choose a new --out directory",
+        path.display()
+    ))
+}
+
+/// An error about the temporary file, told about `path`.
+fn renamed(e: Error, path: &Path) -> Error {
+    match e {
+        Error::Io { cause, .. } => Error::io(path, cause),
+        other => other,
+    }
 }
 
 /// The header csv writes for rows like `row`.

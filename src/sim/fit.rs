@@ -164,11 +164,6 @@ impl FitReport {
 pub fn fit_results(dir: &Path) -> Result<FitReport> {
     let mut rep = fit_dir(dir)?;
     let csv_path = dir.join("fits.csv");
-    let werr = |p: &Path, e: &dyn std::fmt::Display| SimError::Write {
-        path: p.display().to_string(),
-        msg: e.to_string(),
-    };
-    crate::record::write_all(&csv_path, &rep.rows, crate::record::Existing::Replace)?;
     let json_path = dir.join("fits.json");
     let json = serde_json::json!({
         "comm_source": rep.comm_source,
@@ -177,8 +172,16 @@ pub fn fit_results(dir: &Path) -> Result<FitReport> {
         "host_held_out": rep.host.iter().map(|(n, h)| (n.to_string(), h.held_out.iter().map(|(m, x)| (m.clone(), host_json(x))).collect::<serde_json::Map<_, _>>().into())).collect::<serde_json::Map<_, _>>(),
         "fits": rep.rows,
     });
-    let text = serde_json::to_string_pretty(&json).map_err(|e| werr(&json_path, &e))?;
-    std::fs::write(&json_path, text + "\n").map_err(|e| werr(&json_path, &e))?;
+    let text = serde_json::to_string_pretty(&json).map_err(|e| SimError::Write {
+        path: json_path.display().to_string(),
+        msg: e.to_string(),
+    })?;
+    // Both files are new or both as they were: fits.json waits beside its name until
+    // fits.csv is whole under its own (each written apart and renamed, so a full disk
+    // leaves neither a partial nor an empty file).
+    let json_file = crate::record::Staged::write(&json_path, (text + "\n").as_bytes())?;
+    crate::record::write_all(&csv_path, &rep.rows, crate::record::Existing::Replace)?;
+    json_file.commit()?;
     rep.written = vec![csv_path, json_path];
     Ok(rep)
 }
