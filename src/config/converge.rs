@@ -213,29 +213,150 @@ impl ConvergeCase {
     }
 }
 
+/// Hidden width of the teacher network of `gradcomp converge`'s task (re-exported as
+/// `converge::data::TEACHER_HIDDEN`; here so that the memory estimate counts its
+/// activations).
+pub const TEACHER_HIDDEN: usize = 64;
+
+/// glibc malloc's bookkeeping per allocation, an upper bound (glibc malloc/malloc.c:
+/// `request2size` rounds `size + SIZE_SZ` up to `MALLOC_ALIGNMENT` = 16 with a minimum
+/// chunk of `MINSIZE` = 32 bytes, so a request of `s` bytes takes at most `s + 32`).
+const MALLOC_SLACK_BYTES: f64 = 32.0;
+/// glibc malloc serves requests of `DEFAULT_MMAP_THRESHOLD_MIN` (128 KiB) and more by
+/// `mmap`, whole pages (malloc/malloc.c, `sysmalloc`): at most one 4 KiB page more.
+const MMAP_THRESHOLD_BYTES: f64 = (128 << 10) as f64;
+const PAGE_BYTES: f64 = 4096.0;
+
+/// The resident bytes of one heap allocation of `bytes` bytes (its data and slack).
+fn alloc_bytes(bytes: f64) -> f64 {
+    if bytes >= MMAP_THRESHOLD_BYTES {
+        bytes + PAGE_BYTES + 16.0
+    } else {
+        bytes + MALLOC_SLACK_BYTES
+    }
+}
+
+/// Upper bound of the operations one tensor adds to an iteration and to the record of
+/// the last one (src/schedule/mod.rs `iteration`, src/engine/exec.rs `executed`), with
+/// the method's `rounds`: alone in its bucket (fusion `none`), a wait, per round a
+/// compress, an exchange and a decompress, a pack and an unpack, in each phase of the
+/// step cycle (ACP-SGD: two, its P and Q steps; every other method one).
+fn ops_per_tensor(method: &str, rounds: usize) -> f64 {
+    let phases = if method == "acpsgd" { 2.0 } else { 1.0 };
+    phases * (3.0 + 3.0 * rounds as f64)
+}
+
+/// Upper bound of the compressor's and the executor's fixed record per tensor (bytes):
+/// the slot in a table grown by doubling (`Vec<Option<Slot>>`, src/compress/bits.rs
+/// `put_slot`, src/compress/orth/slots.rs `put_slot`: at most 2 x a 128-byte slot) and
+/// the slack of at most 8 buffers it owns (dgc's `u`, `v`, `sent`; Power-SGD's boxed
+/// `LowRank` and its factors), plus the executor's unit layout (exec/bucket_wire.rs
+/// `UnitLayout`, a few words): the buffers' data is in the model copies and
+/// [`crate::config::method_state_bytes`].
+const COMPRESSOR_RECORD_BYTES: f64 = 2.0 * 128.0 + 8.0 * MALLOC_SLACK_BYTES + 64.0;
+
 impl ConvergeCase {
-    /// Upper bound of one rank's peak resident memory while training this case (bytes):
-    /// the base every rank holds, 12 fp32 copies of the model (weights, gradients, the
-    /// decompressed average, momentum, the dense check's sum, the compressor's residual
-    /// and wires, the executor's bucket buffers), the whole synthetic data set each rank
-    /// draws before taking its stride (features and labels) and its shard, a minibatch's
-    /// activations (forward and backward) and the held-out shard's forward pass, and the
-    /// state the method's parameters size ([`crate::config::method_state_bytes`]).
+    /// Upper bound of one rank's peak resident memory while training this case (bytes),
+    /// counting what src/converge/ allocates; every part that happens at a different
+    /// time is added (freed memory may stay resident), so the bound holds whatever the
+    /// allocator returns to the system:
+    ///
+    /// - [`crate::config::BASE_RSS_BYTES`], the process before any case;
+    /// - the data (data.rs `Teacher::sample`, then `Dataset::strided`): every rank draws
+    ///   the whole train and held-out sets before taking its stride, with the teacher's
+    ///   hidden layer and logits, `N (input + TEACHER_HIDDEN + classes) x 4 + 8 N` bytes
+    ///   whatever the world size, and keeps its shard (`ceil(N / n)` samples, features,
+    ///   label and index);
+    /// - 12 fp32 copies of the model (weights, gradients, the decompressed average,
+    ///   momentum, the dense check's sum, the compressor's residual and wires, the
+    ///   executor's bucket buffers and received sum), and with `--collective allgather`
+    ///   every rank's dense message (comm/exchange.rs `sum_gathered`);
+    /// - per tensor (model.rs, train.rs `run_case`, engine::layout and the executor): the
+    ///   four `Array2` headers and allocations of weights, gradients, average and
+    ///   momentum, two `TensorSpec`s with their names, the planners' per-tensor times and
+    ///   shapes, a bucket of its own (fusion `none`), the operations of its bucket and their record
+    ///   ([`ops_per_tensor`]), and the compressor's record ([`COMPRESSOR_RECORD_BYTES`]): what
+    ///   dominates a deep, narrow MLP (50,000 layers of width 1);
+    /// - the forward caches (model.rs `Mlp::forward` keeps every layer's input): a
+    ///   minibatch's, 3 x `batch x sum(widths)` fp32 with the backward's deltas, and the
+    ///   held-out shard's (`ceil(eval / n) x (sum(widths) + 2 classes)`), with an
+    ///   `Array2` and its allocation per layer and five per layer;
+    /// - the state the method's parameters size ([`crate::config::method_state_bytes`]).
     pub fn estimated_bytes(&self, world_size: usize) -> u64 {
         let n = world_size.max(1) as f64;
+        let f32_bytes = 4.0;
+        let word = std::mem::size_of::<usize>() as f64;
         let params: f64 = self
             .widths
             .windows(2)
             .map(|w| (w[0] * w[1] + w[1]) as f64)
             .sum();
         let input = *self.widths.first().unwrap_or(&1) as f64;
+        let classes = *self.widths.last().unwrap_or(&2) as f64;
         let widest = self.widths.iter().copied().max().unwrap_or(1) as f64;
-        let layers: f64 = self.widths.iter().map(|&w| w as f64).sum();
-        let samples = (self.train_samples + self.eval_samples) as f64;
-        let data = samples * (input * 4.0 + 8.0) * (1.0 + 1.0 / n);
-        let batch = 3.0 * self.batch as f64 * layers * 4.0;
-        let eval = 3.0 * (self.eval_samples as f64 / n).ceil() * widest * 4.0;
-        let tensors: Vec<usize> = self
+        let widths_sum: f64 = self.widths.iter().map(|&w| w as f64).sum();
+        let layers = self.widths.len().saturating_sub(1) as f64;
+        let tensors = 2.0 * layers;
+        let array = std::mem::size_of::<ndarray::Array2<f32>>() as f64;
+
+        // The data: the whole set drawn (x, the teacher's hidden layer and logits, labels)
+        // and the rank's shard (x, labels, the stride's indices).
+        let set = |samples: usize| {
+            let s = samples as f64;
+            let whole = s * (input + TEACHER_HIDDEN as f64 + classes) * f32_bytes + s * word;
+            let shard = (s / n).ceil() * (input * f32_bytes + 2.0 * word);
+            alloc_bytes(whole) + alloc_bytes(shard) + 4.0 * MALLOC_SLACK_BYTES
+        };
+        let teacher = (TEACHER_HIDDEN as f64 * (input + classes)) * f32_bytes;
+        let data = set(self.train_samples) + set(self.eval_samples) + teacher;
+
+        // Model-sized buffers.
+        let mut dense = 12.0 * params * f32_bytes;
+        if self.collective == CollectiveMode::AllGather {
+            dense += n * params * f32_bytes;
+        }
+
+        // Per tensor: headers, slack and the small records of the engine's path. The
+        // method's rounds per step from the compressor itself (built without tensors, it
+        // holds nothing); a method that does not build runs no case: 2, the most.
+        let ctx = crate::compress::WorkerCtx {
+            rank: 0,
+            world_size: world_size.max(1),
+            seed: self.seed,
+        };
+        let rounds = crate::compress::registry::build(self.base_method(), &self.params, ctx)
+            .map_or(2, |c| c.rounds());
+        let slack = |bytes: f64| alloc_bytes(bytes) - bytes;
+        let per_tensor_fixed = 4.0 * array
+            + 2.0 * (std::mem::size_of::<(String, usize, usize)>() as f64 + MALLOC_SLACK_BYTES)
+            + 8.0 * word
+            + std::mem::size_of::<crate::schedule::Bucket>() as f64
+            + 3.0 * (word + MALLOC_SLACK_BYTES + 3.0 * word)
+            + ops_per_tensor(self.base_method(), rounds)
+                * (std::mem::size_of::<crate::schedule::Op>()
+                    + std::mem::size_of::<crate::schedule::Executed>()) as f64
+            + COMPRESSOR_RECORD_BYTES;
+        let model_allocs: f64 = self
+            .widths
+            .windows(2)
+            .map(|w| {
+                4.0 * (slack((w[0] * w[1]) as f64 * f32_bytes) + slack(w[1] as f64 * f32_bytes))
+            })
+            .sum();
+        let per_tensor = tensors * per_tensor_fixed + model_allocs;
+
+        // Forward caches and the backward's temporaries.
+        let eval_rows = (self.eval_samples as f64 / n).ceil();
+        let rows = eval_rows.max(self.batch as f64);
+        let per_layer: f64 = self.widths[1..]
+            .iter()
+            .map(|&w| 5.0 * (array + slack(rows * w as f64 * f32_bytes)))
+            .sum();
+        let batch = 3.0 * self.batch as f64 * (widths_sum + 2.0 * widest) * f32_bytes;
+        let eval = eval_rows * (widths_sum + 2.0 * classes + widest) * f32_bytes;
+        let activations = batch + eval + per_layer;
+
+        let numels: Vec<usize> = self
             .widths
             .windows(2)
             .flat_map(|w| [w[0] * w[1], w[1]])
@@ -244,10 +365,11 @@ impl ConvergeCase {
         let method = crate::config::method_state_bytes(
             self.base_method(),
             &self.params,
-            &tensors,
+            &numels,
             world_size as u64,
         );
-        let own = 12.0 * params * 4.0 + data + batch + eval;
+        let own = data + dense + per_tensor + activations;
+        // f64 -> u64 saturates.
         crate::config::BASE_RSS_BYTES
             .saturating_add(own as u64)
             .saturating_add(method)
@@ -544,50 +666,47 @@ mod tests {
         assert_eq!(case(1000, None, "cosine").seed, 7);
     }
 
-    /// The memory estimate of a 4-8-2 MLP (58 parameters: 4x8 + 8 + 8x2 + 2), 100 train
-    /// and 20 held-out samples, batch 10, by hand at 1 and 4 ranks:
+    /// The memory estimate of a 4-8-2 MLP, 100 train and 20 held-out samples, batch 10,
+    /// from 1 to 4 ranks, by hand: every rank still draws the whole sets (the teacher's
+    /// hidden layer included), so only its shards and the held-out forward shrink:
     ///
-    /// - 12 fp32 copies of the model: 12 x 58 x 4 = 2784;
-    /// - the data set (4 features of 4 bytes + an 8-byte label per sample), whole plus
-    ///   the rank's shard: 120 x 24 x (1 + 1/n) = 5760 (n = 1), 3600 (n = 4);
-    /// - a minibatch's activations: 3 x 10 x (4 + 8 + 2) x 4 = 1680;
-    /// - the held-out shard's forward: 3 x ceil(20/n) x 8 x 4 = 1920 (n = 1), 480 (n = 4);
-    /// - plus BASE_RSS_BYTES (64 MiB); S-SGD holds nothing more.
+    /// - the train shard (4 features of 4 bytes, a label and an index of 8 bytes each):
+    ///   (100 - 25) x 32 = 2400;
+    /// - the held-out shard: (20 - 5) x 32 = 480;
+    /// - the held-out forward (the inputs of every layer, 4 + 8 + 2, two copies of the
+    ///   2 logits and the widest layer's product, 8): (20 - 5) x 26 x 4 = 1560.
     ///
-    /// Top-k at density 0.5 adds its state: the largest tensor's written-entry record
-    /// (the 58-element flat model: floor(58/8) = 7 bytes), and per tensor (32, 8, 16, 2,
-    /// 58 elements; k = 16, 4, 8, 1, 29, sum 58) every rank's k pairs twice,
-    /// 2 x 8 x 58 x n = 928 n bytes.
+    /// Growing the train set by 1000 samples adds at least the whole set's
+    /// 1000 x 70 x 4 + 1000 x 8 = 288,000 bytes (4 features, 64 teacher hidden units and
+    /// 2 logits of 4 bytes, an 8-byte label) at every world size. Top-k at density 0.5 adds
+    /// its state (`method_state_bytes`): the largest tensor's written-entry record (the
+    /// 58-element flat model: floor(58/8) = 7 bytes) and every rank's k pairs twice per
+    /// tensor, 2 x 8 x 58 x n = 928 n bytes.
     #[test]
     fn memory_estimate_by_hand_at_one_and_four_ranks() {
-        let section = |method: &str| ConvergeSection {
+        let section = |method: &str, train: usize| ConvergeSection {
             input: 4,
             hidden: vec![8],
             classes: 2,
-            train_samples: 100,
+            train_samples: train,
             eval_samples: 20,
             batch: 10,
             densities: (method == "topk").then(|| vec![0.5]),
             ..ConvergeSection::with_methods(vec![method.into()])
         };
-        let base = 64u64 << 20;
-        for (n, own) in [
-            (1usize, 2784 + 5760 + 1680 + 1920),
-            (4, 2784 + 3600 + 1680 + 480),
-        ] {
-            let ssgd = section("ssgd")
+        let est = |method: &str, train: usize, n: usize| {
+            section(method, train)
                 .validate(&Origin::Cli, n, 1)
                 .unwrap()
-                .remove(0);
-            assert_eq!(ssgd.estimated_bytes(n), base + own, "ssgd at {n} ranks");
-            let topk = section("topk")
-                .validate(&Origin::Cli, n, 1)
-                .unwrap()
-                .remove(0);
-            let state = 7 + 928 * n as u64;
+                .remove(0)
+                .estimated_bytes(n)
+        };
+        assert_eq!(est("ssgd", 100, 1) - est("ssgd", 100, 4), 2400 + 480 + 1560);
+        for n in [1, 4] {
+            assert!(est("ssgd", 1100, n) - est("ssgd", 100, n) >= 288_000);
             assert_eq!(
-                topk.estimated_bytes(n),
-                base + own + state,
+                est("topk", 100, n) - est("ssgd", 100, n),
+                7 + 928 * n as u64,
                 "topk at {n} ranks"
             );
         }

@@ -15,7 +15,9 @@ mod e2e;
 mod micro;
 mod sweep;
 pub use cases::*;
-pub use converge::{sections_from_file, ConvergeCase, ConvergeSection, CONVERGE_NOT_DILATED};
+pub use converge::{
+    sections_from_file, ConvergeCase, ConvergeSection, CONVERGE_NOT_DILATED, TEACHER_HIDDEN,
+};
 pub use e2e::*;
 pub use micro::*;
 pub use sweep::{Sweep, MAX_SKETCH_COLS_PER_K, MAX_SKETCH_ROWS};

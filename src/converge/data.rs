@@ -12,8 +12,8 @@ use ndarray::Array2;
 use rand::Rng;
 use rand_distr::StandardNormal;
 
-/// Hidden width of the teacher network.
-pub const TEACHER_HIDDEN: usize = 64;
+/// Hidden width of the teacher network (defined beside the memory estimate that counts it).
+pub use crate::config::TEACHER_HIDDEN;
 
 /// RNG stream tags (`measure::rng::rng_for`'s `stream`), one per use of the run seed.
 pub const STREAM_TEACHER: u64 = 0xC0_01;
