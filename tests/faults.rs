@@ -788,6 +788,19 @@ fn fill(dir: &Path) {
     let _ = f.sync_all();
 }
 
+/// A run that hit the full disk: exit 1, and the first `gradcomp:` line is the error of
+/// `file` (no space left), not a secondary one. Returns stderr.
+fn disk_full(out: &std::process::Output, file: &str, what: &str) -> String {
+    let err = err_text(out);
+    assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+    let first = our_lines(out).first().cloned().unwrap_or_default();
+    assert!(
+        first.contains(file) && first.contains("No space left"),
+        "{what}: the first message is not {file}'s error: {err}"
+    );
+    err
+}
+
 /// The rows of the CSV file `path` after a failed run: the file ends at a line end and
 /// every row has the header's fields (no partial last row).
 fn whole_rows(path: &Path, what: &str) -> (Vec<String>, Vec<csv::StringRecord>) {
@@ -848,13 +861,7 @@ fn a_full_disk_keeps_converge_csv_whole_and_its_record_true() {
             ],
             120,
         );
-        let err = err_text(&out);
-        assert_eq!(out.status.code(), Some(1), "{what}: {err}");
-        let first = our_lines(&out).first().cloned().unwrap_or_default();
-        assert!(
-            first.contains("converge.csv") && first.contains("No space left"),
-            "{what}: {err}"
-        );
+        disk_full(&out, "converge.csv", &what);
         let (h, rows) = whole_rows(&dir.join("converge.csv"), &what);
         let col = |n: &str| h.iter().position(|c| c == n).unwrap();
         let (case, status) = (col("case_id"), col("status"));
@@ -899,12 +906,7 @@ fn a_full_disk_leaves_no_sim_csv_to_refuse_a_rerun() {
     ];
     for attempt in ["first run", "rerun"] {
         let out = Command::new(bin()).args(args).output().unwrap();
-        let err = err_text(&out);
-        assert_eq!(out.status.code(), Some(1), "{attempt}: {err}");
-        assert!(
-            err.contains("sim.csv") && err.contains("No space left"),
-            "{attempt}: {err}"
-        );
+        disk_full(&out, "sim.csv", attempt);
         assert!(
             others(&out_dir, &[]).is_empty(),
             "{attempt}: left {:?}",
@@ -945,12 +947,7 @@ fn a_full_disk_leaves_no_empty_fits_csv() {
     let inputs = [".gradcomp.lock", "micro_comm.csv", "run.json", "filler"];
     fill(&dir);
     let out = Command::new(bin()).args(["fit", d, "-q"]).output().unwrap();
-    let err = err_text(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("fits.") && err.contains("No space left"),
-        "{err}"
-    );
+    disk_full(&out, "fits.", "fit");
     assert!(
         others(&dir, &inputs).is_empty(),
         "left {:?}",
@@ -998,13 +995,7 @@ fn a_trace_that_does_not_fit_still_counts_the_case_whose_row_is_written() {
         ],
         120,
     );
-    let err = err_text(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    let first = our_lines(&out).first().cloned().unwrap_or_default();
-    assert!(
-        first.contains("trace.json") && first.contains("No space left"),
-        "{err}"
-    );
+    let err = disk_full(&out, "trace.json", "e2e --trace");
     let (_, rows) = whole_rows(&dir.join("e2e.csv"), "e2e --trace");
     assert_eq!(rows.len(), 1, "{err}");
     let meta = run_json(&dir);
