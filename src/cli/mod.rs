@@ -22,7 +22,9 @@ pub use simulate::{SimulateArgs, MAX_SIM_WORLD_SIZE};
 const MAIN_EXAMPLES: &str = "Examples:
   mpirun -np 4 gradcomp micro-comm --collectives allreduce,ring-allreduce --max-bytes 64MiB --check
   mpirun -np 4 gradcomp run bench-configs/laptop.toml --out results/laptop
-  srun --mpi=pmix -n 16 gradcomp run bench-configs/ci.toml --expect-ranks 16";
+  srun --mpi=pmix -n 16 gradcomp run bench-configs/ci.toml --expect-ranks 16
+More ranks than cores (a laptop): Open MPI needs mpirun --oversubscribe --bind-to none;
+MPICH's mpirun runs them as written.";
 
 /// gradcomp: gradient-compression benchmarks for data-parallel SGD over MPI.
 ///
