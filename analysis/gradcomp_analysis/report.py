@@ -429,6 +429,44 @@ def paper_scale_row(headline, setup, claim, published, res, unit="", failed="", 
     return row
 
 
+OMGS_CLAIM = "OMGS faster than layer-wise Top-k (up to; ours: max over the same setups)"
+
+
+def omgs_network(found, headline: str) -> str:
+    """The network of an OMGS headline as its folders recorded it (paper_scale.txt), with
+    what that preset is (published.OMGS_NETWORKS): `omgs-1gbe (the paper's measured 1 GbE)`."""
+    preset, what = pub.OMGS_NETWORKS[headline]
+    nets = sorted({f.get("network", "") for f in found if f.get("headline") == headline} - {""}) or [preset]
+    return ", ".join(f"{n} ({what})" if n == preset else n for n in nets)
+
+
+def omgs_network_line(heads: pd.DataFrame, found) -> str:
+    """How the OMGS verdict moves between its networks (pub.OMGS_NETWORKS), per compress_on,
+    from the headline rows of HEADS: which of OMGS and layer-wise Top-k is faster on each
+    network (a verdict other than *not reproduced*: OMGS is faster) and the verdict on each.
+    Empty unless both networks have rows."""
+    if not len(heads):
+        return ""
+    rows = [heads[heads["headline"] == h] for h in pub.OMGS_NETWORKS]
+    if any(not len(r) for r in rows):
+        return ""
+    rows = [r.iloc[0] for r in rows]
+    nets = [omgs_network(found, h) for h in pub.OMGS_NETWORKS]
+    parts = []
+    for on in COMPRESS_ON:
+        vs = [r[f"verdict {on}"] for r in rows]
+        if any(not v or v.startswith("n/a") for v in vs):
+            continue
+        each = [f"on {n} " + ("OMGS is faster" if v != "not reproduced" else "layer-wise Top-k is at least as fast")
+                + f" ({r[f'ours {on}']}, {v})" for v, n, r in zip(vs, nets, rows)]
+        moves = (f"the verdict stays *{vs[0]}*" if vs[0] == vs[1] else
+                 f"the verdict moves from *{vs[0]}* to *{vs[1]}*")
+        parts.append(f"{on} compression: " + ", ".join(each) + f": {moves}")
+    if not parts:
+        return ""
+    return "**OMGS by network** (the same simulations on each): " + "; ".join(parts) + "."
+
+
 def paper_scale_tables(found):
     """(headlines, acpsgd, sources) DataFrames of the paper-scale section from FOUND
     (find_paper_scale)."""
@@ -469,13 +507,16 @@ def paper_scale_tables(found):
                     f"ACP-SGD faster than {label} for every model (published: mean over all setups)",
                     pub.ACPSGD_SPEEDUP[base], res, "x")
     failed = {f["headline"]: f["error"].splitlines()[-1] for f in found if f["error"]}
-    df = _sims(found, "omgs")
-    if len(df) or "omgs" in failed:
-        res = {}
-        if len(df) and (df["method"] == "omgs").any():
-            res = _speedup_claim(df, ["compress_on", "model"], _method("omgs"), _method("topk", "none"), "max_pct")
-        add("omgs", "16 workers, 1gbe, rho 0.001", "OMGS faster than layer-wise Top-k (up to; ours: max over the same setups)",
-            pub.OMGS_IMPROVEMENT_PCT, res, "%", failed.get("omgs", "no omgs rows"), plans(df, "omgs"))
+    for headline in pub.OMGS_NETWORKS:  # the same claim on each network
+        df = _sims(found, headline)
+        if len(df) or headline in failed:
+            res = {}
+            if len(df) and (df["method"] == "omgs").any():
+                res = _speedup_claim(df, ["compress_on", "model"], _method("omgs"), _method("topk", "none"),
+                                     "max_pct")
+            add(headline, f"16 workers, {omgs_network(found, headline)}, rho 0.001",
+                OMGS_CLAIM, pub.OMGS_IMPROVEMENT_PCT, res, "%", failed.get(headline, "no omgs rows"),
+                plans(df, "omgs"))
     df = _sims(found, "marsit")
     if len(df):
         res = _speedup_claim(df, ["compress_on", "model"], _method("marsit"), _method("ssgd"), "max_less_pct")
@@ -581,6 +622,9 @@ def paper_scale_section(R, found):
         R.table("paper_scale", heads, "every headline: published beside ours (host / device compression), "
                 "ours/published and the verdict")
         R.add(f"**Verdicts** ({len(heads)} headlines): {verdict_counts_line(heads)}.", "")
+        line = omgs_network_line(heads, found)
+        if line:
+            R.add(line, "")
     val = published_validation(found)
     if len(val):
         R.table("paper_scale_published_validation", val, "validation points: the constants OMGS-SGD published for "
