@@ -181,6 +181,21 @@ pub fn read_to_string(path: &Path, limit_bytes: u64, what: &str) -> Result<Strin
     })
 }
 
+/// [`read_to_string`], or `None` when `path` does not exist (an optional input such as
+/// a run's netlab.txt); every other failure is an error as there.
+pub fn read_to_string_if_exists(
+    path: &Path,
+    limit_bytes: u64,
+    what: &str,
+) -> Result<Option<String>, InputError> {
+    match read_to_string(path, limit_bytes, what) {
+        Err(InputError::Open { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Ok(None)
+        }
+        r => r.map(Some),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,6 +258,11 @@ mod tests {
         ));
         let e = read(Path::new("/nonexistent/x.csv"), TEXT_BYTES, "a config").unwrap_err();
         assert!(matches!(e, InputError::Open { .. }), "{e}");
+        // Missing is `None` only where the input is optional; a FIFO stays an error.
+        let none = read_to_string_if_exists(Path::new("/nonexistent/x"), TEXT_BYTES, "x");
+        assert!(none.unwrap().is_none());
+        let dev = read_to_string_if_exists(Path::new("/dev/zero"), TEXT_BYTES, "x");
+        assert!(matches!(dev, Err(InputError::NotRegular { .. })));
     }
 
     /// Both sides of the limit: a file of exactly the limit is read whole; one byte more

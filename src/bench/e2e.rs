@@ -26,14 +26,8 @@ pub struct Workload {
 pub fn workload(c: &E2eCase) -> Result<Workload> {
     let model = models::build(&c.model).map_err(|e| Error::Input(e.to_string()))?;
     let batch = c.batch.unwrap_or(model.default_batch);
-    let cm = match &c.compute_profile {
-        Some(p) => ComputeModel::from_profile(
-            models::compute::read_profile(p, &model).map_err(|e| Error::Input(e.to_string()))?,
-        ),
-        None => ComputeModel::from_preset(
-            &models::preset(&c.device).map_err(|e| Error::Input(e.to_string()))?,
-        ),
-    };
+    let cm = ComputeModel::of_case(c.compute_profile.as_deref(), &c.device, &model)
+        .map_err(|e| Error::Input(e.to_string()))?;
     let tensors = TensorSpec::of_model(&model);
     let (bwd_s, fwd_s) = if c.compute == ComputeMode::None {
         (vec![0.0; model.tensors.len()], 0.0)

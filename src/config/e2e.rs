@@ -202,26 +202,20 @@ impl E2eSection {
         origin: &Origin,
         compute: ComputeMode,
     ) -> Result<(), ConfigError> {
-        use crate::models::compute::{read_profile, ComputeModel};
+        // The key a bad compute model is blamed on, and the key of a too-long iteration.
+        let (bad_key, long_key) = match self.compute_profile {
+            Some(_) => ("compute_profile", "compute_profile"),
+            None => ("device", "batch"),
+        };
         for m in &self.models {
             let model = crate::models::build(m).map_err(|e| origin.invalid("models", e))?;
             let batch = self.batch.unwrap_or(model.default_batch);
-            let (cm, key) = match &self.compute_profile {
-                Some(p) => (
-                    ComputeModel::from_profile(
-                        read_profile(p, &model)
-                            .map_err(|e| origin.invalid("compute_profile", e))?,
-                    ),
-                    "compute_profile",
-                ),
-                None => (
-                    ComputeModel::from_preset(
-                        &crate::models::preset(&self.device)
-                            .map_err(|e| origin.invalid("device", e))?,
-                    ),
-                    "batch",
-                ),
-            };
+            let cm = crate::models::compute::ComputeModel::of_case(
+                self.compute_profile.as_deref(),
+                &self.device,
+                &model,
+            )
+            .map_err(|e| origin.invalid(bad_key, e))?;
             if compute == ComputeMode::None {
                 continue;
             }
@@ -229,7 +223,7 @@ impl E2eSection {
                 + cm.backward_times_s(&model, batch).iter().sum::<f64>();
             if t_s.is_nan() || t_s > super::MAX_ITERATION_COMPUTE_S {
                 return Err(origin.invalid(
-                    key,
+                    long_key,
                     format!(
                         "{m} at batch {batch} ({}): one iteration's modelled compute is {t_s:.3e} s, more than the {} s allowed; give a smaller batch or check the profile's times (seconds, not microseconds)",
                         cm.describe(),

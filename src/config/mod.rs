@@ -415,17 +415,17 @@ pub fn take_warnings() -> Vec<String> {
 /// or a FIFO would never end, a huge file is not a config.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
     let file = path.display().to_string();
-    if !path.exists() && std::fs::symlink_metadata(path).is_err() {
-        return Err(ConfigError::NotFound {
-            file: file.clone(),
-            hint: missing_config_hint(path),
-        });
-    }
-    let text = crate::input::read_to_string(
+    let Some(text) = crate::input::read_to_string_if_exists(
         path,
         MAX_CONFIG_BYTES,
         "a TOML bench config (lists expand to cases, so configs stay small)",
-    )?;
+    )?
+    else {
+        return Err(ConfigError::NotFound {
+            hint: missing_config_hint(path),
+            file,
+        });
+    };
     parse(&text, &file)
 }
 

@@ -144,6 +144,19 @@ impl ComputeModel {
         }
     }
 
+    /// A case's compute model: the profile at `profile` (read and matched to `model`)
+    /// when given, else the device preset `device`.
+    pub fn of_case(
+        profile: Option<&str>,
+        device: &str,
+        model: &Model,
+    ) -> Result<ComputeModel, ModelError> {
+        Ok(match profile {
+            Some(p) => ComputeModel::from_profile(read_profile(p, model)?),
+            None => ComputeModel::from_preset(&preset(device)?),
+        })
+    }
+
     /// What the times are based on, for run metadata: `preset v100 (37.5 TFLOP/s
     /// effective)` or `profile FILE`.
     pub fn describe(&self) -> String {

@@ -37,15 +37,15 @@ impl Shaper {
     /// emulated link's (the undilated equivalent), in the same units as the run's times.
     pub fn from_run_dir(dir: &Path) -> Result<Option<Shaper>> {
         let path = dir.join("netlab.txt");
-        if std::fs::symlink_metadata(&path).is_err() {
-            return Ok(None);
-        }
-        let text = crate::input::read_to_string(
+        let Some(text) = crate::input::read_to_string_if_exists(
             &path,
             crate::input::TEXT_BYTES,
             "the netlab.txt scripts/netlab.sh wrote",
         )
-        .map_err(|e| SimError::Input(e.to_string()))?;
+        .map_err(|e| SimError::Input(e.to_string()))?
+        else {
+            return Ok(None);
+        };
         let get = |key: &str| {
             text.lines()
                 .find_map(|l| l.trim().strip_prefix(key)?.strip_prefix('='))

@@ -271,11 +271,12 @@ pub fn layout_from_run_json(path: &Path) -> Result<Option<Layout>> {
         path: path.display().to_string(),
         msg,
     };
-    if !path.exists() {
+    let Some(text) =
+        crate::input::read_to_string_if_exists(path, crate::input::TEXT_BYTES, "a run's run.json")
+            .map_err(|e| SimError::Input(e.to_string()))?
+    else {
         return Ok(None);
-    }
-    let text = crate::input::read_to_string(path, crate::input::TEXT_BYTES, "a run's run.json")
-        .map_err(|e| SimError::Input(e.to_string()))?;
+    };
     let v: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| rerr(format!("not JSON: {e}")))?;
     let (Some(hosts), Some(cores)) = (

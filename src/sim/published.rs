@@ -62,8 +62,9 @@ pub const OMGS_NETWORK: &str = "omgs-1gbe";
 /// sizes are refused up front ([`omgs_network_check`]).
 #[derive(Clone, Debug)]
 pub struct OmgsNetwork {
-    /// The all-reduce model's link, with the reduction cost of the other presets.
-    link: super::network::Link,
+    /// The all-reduce model's link (with the reduction cost of the other presets) and
+    /// MPICH's algorithms over it, for the operations the paper does not model.
+    link: super::network::Analytic,
     /// Multipliers of the latencies and of the times per byte (a sensitivity sweep).
     alpha_x: f64,
     beta_x: f64,
@@ -72,11 +73,14 @@ pub struct OmgsNetwork {
 impl OmgsNetwork {
     pub fn new(alpha_x: f64, beta_x: f64) -> OmgsNetwork {
         OmgsNetwork {
-            link: super::network::Link {
-                alpha_s: OMGS_ALLREDUCE_ALPHA_S * alpha_x,
-                beta_s_per_byte: OMGS_ALLREDUCE_BETA_S_PER_BYTE * beta_x,
-                gamma_s_per_byte: super::network::GAMMA_S_PER_BYTE,
-            },
+            link: super::network::Analytic::new(
+                OMGS_NETWORK,
+                super::network::Link {
+                    alpha_s: OMGS_ALLREDUCE_ALPHA_S * alpha_x,
+                    beta_s_per_byte: OMGS_ALLREDUCE_BETA_S_PER_BYTE * beta_x,
+                    gamma_s_per_byte: super::network::GAMMA_S_PER_BYTE,
+                },
+            ),
             alpha_x,
             beta_x,
         }
@@ -103,7 +107,7 @@ impl CollectiveCost for OmgsNetwork {
         if n <= 1 {
             return 0.0;
         }
-        let l = &self.link;
+        let l = &self.link.link;
         match op {
             Op::AllGather => match OMGS_ALLGATHER_AB.iter().find(|r| r.0 == n) {
                 Some(&(_, a, b)) => a * self.alpha_x + b * self.beta_x * n as f64 * m,
@@ -114,15 +118,15 @@ impl CollectiveCost for OmgsNetwork {
                 let k = (n - 1) as f64;
                 2.0 * k * l.alpha_s + 2.0 * k / n as f64 * m * l.beta_s_per_byte
             }
-            op => super::network::Analytic::new(OMGS_NETWORK, *l).time_s(op, n, m),
+            op => self.link.time_s(op, n, m),
         }
     }
     fn reduce_s(&self, bytes: f64) -> f64 {
-        bytes * self.link.gamma_s_per_byte
+        self.link.reduce_s(bytes)
     }
     fn with_gamma(&self, gamma_s_per_byte: f64) -> Box<dyn CollectiveCost> {
         let mut o = self.clone();
-        o.link.gamma_s_per_byte = gamma_s_per_byte;
+        o.link.link.gamma_s_per_byte = gamma_s_per_byte;
         Box::new(o)
     }
     fn describe(&self) -> String {
