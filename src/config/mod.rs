@@ -71,7 +71,9 @@ pub fn missing_config_hint(path: &Path) -> String {
         };
         for e in entries.flatten() {
             let p = e.path();
-            if p.extension().map_or(true, |x| x != "toml") {
+            // Only configs that can be read (a dangling link, such as the path asked
+            // for itself, is not one).
+            if p.extension().map_or(true, |x| x != "toml") || !p.is_file() {
                 continue;
             }
             let stem = p
