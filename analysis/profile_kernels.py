@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Time the kernel families of gradcomp's device cost model one by one on a GPU, in the
-launch patterns the reference code uses, and write them as CSV (docs/performance.md,
+launch patterns the reference code uses, and write them as CSV (docs/device.md,
 "The device model against measurements"; docs/csv-schema.md, "Kernel profile").
 
 Where `analysis/profile_compress.py` times each method's whole stage on a model's

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Measure the device compression profile of every paper-scale model on a GPU
-# (docs/performance.md, "The device model against measurements"): one script, so that a
+# (docs/device.md, "The device model against measurements"): one script, so that a
 # lent GPU's few minutes go to measurements, not to typing.
 #
 #   usage: scripts/gpu_profile.sh SHAPES_DIR OUT_DIR REVISION

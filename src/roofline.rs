@@ -1,4 +1,4 @@
-//! The roofline device model (docs/performance.md, "Device compression costs"): a kernel
+//! The roofline device model (docs/device.md, "Device compression costs"): a kernel
 //! launch as the bytes it moves and the flops it does ([`Kernel`]), which half of a
 //! round a kernel list describes ([`Stage`]), and a device ([`DeviceSpec`], presets with
 //! their cited sources) that prices a kernel as
@@ -124,7 +124,7 @@ impl Kernel {
 }
 
 /// A device's throughput for the roofline of one kernel. Presets from vendor
-/// specifications times stated efficiency factors (docs/performance.md, "Device
+/// specifications times stated efficiency factors (docs/device.md, "Device
 /// compression costs").
 #[derive(Clone, Debug, PartialEq)]
 pub struct DeviceSpec {

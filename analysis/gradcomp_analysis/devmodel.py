@@ -1,4 +1,4 @@
-"""Measured GPU profiles and the device model beside them (docs/performance.md, "The device
+"""Measured GPU profiles and the device model beside them (docs/device.md, "The device
 model against measurements").
 
 `merge_repeats`: the folders of several runs of scripts/gpu_profile.sh on one GPU ->

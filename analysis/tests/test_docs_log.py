@@ -1,15 +1,16 @@
 """Issue 51 item 4: docs/performance.md and docs/methods.md open with a reader's summary, and
 their measurement history lives in dated logs under docs/log/ that the reference links to.
 
-Nothing measured may be lost in the move: the fixture
-tests/fixtures/docs_tables_813ba3b.txt holds every Markdown table row with a digit in the two
-docs as they stood at revision 813ba3b (before the move), and each must still appear, after
-whitespace normalisation, in one of the two docs or in a docs/log/*.md file. Every relative
-link from the docs into docs/log/, and every relative link in the two docs and their history
-logs, must resolve, anchors included.
+Nothing measured may be lost in a move: each fixture tests/fixtures/docs_tables_REV.txt holds
+every Markdown table row with a digit in the two docs as they stood at revision REV (813ba3b:
+before the first move; ef84c06: before the second, which also moved the per-run tables into
+docs/log/2026-11-29-*), and each row must still appear, after whitespace normalisation, in some
+Markdown file under docs/ (docs/*.md or docs/log/*.md). Every relative link from the docs into
+docs/log/, and every relative link in the two docs and their history logs, must resolve,
+anchors included.
 
-Regenerate the fixture (needs the git history):
-    python analysis/tests/test_docs_log.py --write-fixture
+Regenerate a fixture (needs the git history):
+    python analysis/tests/test_docs_log.py --write-fixture REV
 """
 
 import glob
@@ -18,12 +19,20 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 DOCS = os.path.join(ROOT, "docs")
 LOG = os.path.join(DOCS, "log")
-FIXTURE = os.path.join(HERE, "fixtures", "docs_tables_813ba3b.txt")
-SNAPSHOT = "813ba3b"
+# The revisions whose figure tables must all be kept: before each move of history out of the docs.
+SNAPSHOTS = ("813ba3b", "ef84c06")
+
+
+def fixture_path(rev):
+    return os.path.join(HERE, "fixtures", f"docs_tables_{rev}.txt")
+
+
 SOURCES = ("docs/performance.md", "docs/methods.md")
 # The first heading of each doc's reference part: the reader's opening is everything above it.
 FIRST_REFERENCE_HEADING = {
@@ -31,8 +40,11 @@ FIRST_REFERENCE_HEADING = {
     "docs/methods.md": "## The `Compressor` contract",
 }
 OPENING_MAX_LINES = 150
-# The logs issue 51 item 4 moved the two docs' history into.
-HISTORY_LOGS = ("docs/log/2026-11-28-performance-history.md", "docs/log/2026-11-28-methods-history.md")
+# The logs issue 51 item 4 moved the two docs' history into; each doc links each of its logs.
+HISTORY_LOGS = {
+    "docs/performance.md": ("docs/log/2026-11-28-performance-history.md", "docs/log/2026-11-29-performance-history.md"),
+    "docs/methods.md": ("docs/log/2026-11-28-methods-history.md", "docs/log/2026-11-29-methods-history.md"),
+}
 
 
 def normalise(line):
@@ -52,10 +64,10 @@ def table_rows(text):
     return rows
 
 
-def read_fixture(path=FIXTURE):
+def read_fixture(rev):
     """[(source, row)] and the header's declared counts {source: n}."""
     rows, counts = [], {}
-    with open(path, encoding="utf-8") as f:
+    with open(fixture_path(rev), encoding="utf-8") as f:
         for line in f:
             line = line.rstrip("\n")
             m = re.match(r"# rows (\S+) (\d+)$", line)
@@ -67,7 +79,8 @@ def read_fixture(path=FIXTURE):
     return rows, counts
 
 
-def write_fixture(path=FIXTURE, rev=SNAPSHOT):
+def write_fixture(rev):
+    path = fixture_path(rev)
     per_source = {}
     for source in SOURCES:
         text = subprocess.run(
@@ -86,8 +99,8 @@ def write_fixture(path=FIXTURE, rev=SNAPSHOT):
 
 
 def current_texts():
-    """{relative path: text} of the two docs and every docs/log/*.md."""
-    paths = [os.path.join(ROOT, s) for s in SOURCES] + sorted(glob.glob(os.path.join(LOG, "*.md")))
+    """{relative path: text} of every docs/*.md and docs/log/*.md."""
+    paths = sorted(glob.glob(os.path.join(DOCS, "*.md"))) + sorted(glob.glob(os.path.join(LOG, "*.md")))
     return {os.path.relpath(p, ROOT): open(p, encoding="utf-8").read() for p in paths}
 
 
@@ -167,27 +180,32 @@ def cells_of(row):
     return [c.strip() for c in re.split(r"(?<!\\)\|", row.strip()[1:-1])]
 
 
-def test_fixture_holds_the_snapshot():
-    rows, counts = read_fixture()
+@pytest.mark.parametrize("rev", SNAPSHOTS)
+def test_fixture_holds_the_snapshot(rev):
+    rows, counts = read_fixture(rev)
     assert set(counts) == set(SOURCES)
     for source in SOURCES:
         assert counts[source] == sum(1 for s, _ in rows if s == source) > 0
-    # The snapshot's figure tables, one row of each kind as a spot check.
+    # Each snapshot's figure tables, one row of each kind as a spot check.
     assert ("docs/performance.md", "| 16MiB | 9.49 ms | 9.19 ms | 1.033 | yes | 6% | 10% |") in rows
-    assert any(s == "docs/methods.md" and row.startswith("| `sketch-fusion` | 650, 550, 550") for s, row in rows)
+    if rev == "813ba3b":
+        assert any(s == "docs/methods.md" and row.startswith("| `sketch-fusion` | 650, 550, 550") for s, row in rows)
+    else:
+        assert ("docs/methods.md", "| `marsit` | -, 800, 750 (1.16) |") in rows
+        assert any(s == "docs/performance.md" and "zen4-epyc-2vcpu-7rounds-j" in row for s, row in rows)
 
 
-def test_every_table_row_of_813ba3b_is_kept():
-    rows, _ = read_fixture()
+@pytest.mark.parametrize("rev", SNAPSHOTS)
+def test_every_table_row_of_the_snapshot_is_kept(rev):
+    rows, _ = read_fixture(rev)
     missing = missing_rows(rows, current_texts())
-    assert not missing, "table rows lost from the docs and docs/log/:\n" + "\n".join(
-        f"{s}: {r}" for s, r in missing
-    )
+    assert not missing, f"table rows of {rev} lost from docs/:\n" + "\n".join(f"{s}: {r}" for s, r in missing)
 
 
-def test_a_dropped_row_is_caught():
+@pytest.mark.parametrize("rev", SNAPSHOTS)
+def test_a_dropped_row_is_caught(rev):
     """The check fails when a figure table loses a row (here: every copy of one row removed)."""
-    rows, _ = read_fixture()
+    rows, _ = read_fixture(rev)
     texts = current_texts()
     for dropped in (rows[0][1], rows[len(rows) // 2][1], rows[-1][1]):
         cut = {
@@ -202,14 +220,16 @@ def test_links_into_docs_log_resolve():
     sources += sorted(glob.glob(os.path.join(LOG, "*.md")))
     bad = [b for p in sources for b in broken_links(p, only_into_log=True)]
     assert not bad, "\n".join(bad)
-    # Each of the two docs links its history log.
-    for source, log in zip(SOURCES, HISTORY_LOGS):
+    # Each of the two docs links each of its history logs.
+    for source, logs in HISTORY_LOGS.items():
         text = open(os.path.join(ROOT, source), encoding="utf-8").read()
-        assert any(t.split("#")[0] == "log/" + os.path.basename(log) for t in links(text)), source
+        for log in logs:
+            assert any(t.split("#")[0] == "log/" + os.path.basename(log) for t in links(text)), (source, log)
 
 
 def test_relative_links_of_the_docs_and_their_history_logs_resolve():
-    paths = [os.path.join(ROOT, s) for s in SOURCES + HISTORY_LOGS]
+    paths = [os.path.join(ROOT, s) for s in SOURCES]
+    paths += [os.path.join(ROOT, log) for logs in HISTORY_LOGS.values() for log in logs]
     bad = [b for p in paths for b in broken_links(p)]
     assert not bad, "\n".join(bad)
 
@@ -240,8 +260,8 @@ def test_openings_are_a_readers_summary():
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--write-fixture"]:
-        write_fixture()
-        print(f"wrote {FIXTURE}")
+    if len(sys.argv) == 3 and sys.argv[1] == "--write-fixture":
+        write_fixture(sys.argv[2])
+        print(f"wrote {fixture_path(sys.argv[2])}")
     else:
         sys.exit(__doc__)

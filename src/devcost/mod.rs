@@ -1,4 +1,4 @@
-//! Device-side compression costs (docs/performance.md, "Device compression costs"): what
+//! Device-side compression costs (docs/device.md, "Device compression costs"): what
 //! a method's compression would cost on a GPU, as the sequence of kernels its reference
 //! implementation launches. Each compressor lists its kernels
 //! ([`crate::compress::Compressor::device_kernels`]); a [`DeviceSpec`] prices each one

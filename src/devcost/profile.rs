@@ -1,4 +1,4 @@
-//! Measured device compression costs (`--compress-profile FILE.csv`; docs/performance.md,
+//! Measured device compression costs (`--compress-profile FILE.csv`; docs/device.md,
 //! "Measured device compression costs"; format in docs/csv-schema.md, "Compress
 //! profile"): per method, stage, round, phase and tensor shape, the time the method's
 //! GPU implementation took on a real device, as `analysis/profile_compress.py` measures

@@ -1,4 +1,4 @@
-//! The device model beside a measurement (`gradcomp devcost`; docs/performance.md, "The
+//! The device model beside a measurement (`gradcomp devcost`; docs/device.md, "The
 //! device model against measurements"): every row of a measured profile priced by a
 //! [`DeviceSpec`]'s roofline of the kernels the method lists for that operation
 //! ([`crate::compress::Compressor::device_kernels`]), at the parameters the profile
