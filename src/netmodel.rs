@@ -21,10 +21,9 @@
 //! size is not one line, and one line fitted by relative error to several regimes gets
 //! them all wrong. A token-bucket shaper passes a sweep's small messages at memory speed
 //! and large ones at the link rate (docs/performance.md, "Emulated network (netlab)");
-//! at 4 emulated nodes the all-gather showed three (in cache up to 4 KiB; 8-64 KiB per
-//! rank under the bucket's burst, 25 ns per byte; from 128 KiB 42 ns per byte: one line
-//! over the last two priced 32-128 KiB 18-22% slow, docs/performance.md, "Time
-//! dilation"), as SMPI's piecewise-linear network factors have several segments
+//! at 4 emulated nodes the all-gather showed three (in cache, under the bucket's burst,
+//! at the link rate; docs/performance.md, "Time dilation"), as SMPI's piecewise-linear
+//! network factors have several segments
 //! (SimGrid, Degomme et al., "Simulating MPI applications: the SMPI approach", IEEE
 //! TPDS 2017). Every split between consecutive measured sizes into two or three
 //! regimes of at least [`MIN_REGIME_SIZES`] sizes each is fitted (the first line as

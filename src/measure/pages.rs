@@ -7,21 +7,18 @@
 //! backs a region with 2 MiB pages when it is asked to (`madvise(MADV_HUGEPAGE)`) and the
 //! system's mode allows it (`/sys/kernel/mm/transparent_hugepage/enabled`: `always` backs
 //! every large region anyway, `madvise` only the advised ones, `never` none). This is what
-//! glibc's `glibc.malloc.hugetlb=1` tunable and PyTorch's `THP_MEM_ALLOC_ENABLE=1` do.
-//! Measured (docs/performance.md, "Compression kernels"): on a KVM guest in `madvise`
-//! mode the read probe went from 22-25 to 27-28 GB/s and most kernels ran 10-25% faster.
+//! glibc's `glibc.malloc.hugetlb=1` tunable and PyTorch's `THP_MEM_ALLOC_ENABLE=1` do
+//! (what it gains: docs/performance.md, "Compression kernels").
 //!
 //! Every allocation of at least [`HUGE_MIN_BYTES`] is a mapping of its own, aligned to
 //! 2 MiB and advised *before* any of its pages is touched, and unmapped when freed: its
 //! pages are huge from their first fault, a small allocation never shares a huge page it
 //! did not ask for, and no advice outlives the block. Advising memory that was already
 //! touched does not make it huge: `khugepaged` copies such pages into huge ones later, in
-//! the background, at a time of its choosing (measured, docs/performance.md, "Huge
-//! pages": through `malloc`, whose aligned `alloc_zeroed` writes its zeros before the
-//! advice, micro-comm's buffers got their huge pages from 12 such collapses in the middle
-//! of each sim-accuracy run). `GRADCOMP_HUGE_PAGES=0` in the environment turns the
-//! advice off ([`configure`]; the blocks are still mapped apart); run.json records the
-//! system's mode and whether gradcomp advised.
+//! the background, at a time of its choosing (as it did with `malloc`, whose aligned
+//! `alloc_zeroed` writes its zeros before any advice). `GRADCOMP_HUGE_PAGES=0` in the
+//! environment turns the advice off ([`configure`]; the blocks are still mapped apart);
+//! run.json records the system's mode and whether gradcomp advised.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -5,9 +5,8 @@
 //! memory speed. micro-comm times back-to-back iterations, which spend the credit in the
 //! first ones, so the fitted collectives run at the rate; in a training iteration the
 //! link idles through forward and backward and the first exchanges ride on the credit
-//! (docs/performance.md, "Emulated network (netlab)": 2 nodes, ResNet-20, S-SGD measured
-//! 9.13 ms where the fitted link rate alone gives 11.7 ms). [`Shaper`] carries the
-//! shaping a netlab run recorded (`netlab.txt`), [`Credit`] the bucket through one
+//! (docs/performance.md, "Simulator accuracy over the emulated network"). [`Shaper`]
+//! carries the shaping a netlab run recorded (`netlab.txt`), [`Credit`] the bucket through one
 //! iteration: an exchange whose link bytes `v` start with credit `c` saves `min(c, v)`
 //! bytes of link time, and the steady state of identical iterations sets the credit at
 //! an iteration's start (`clock::steady_state` iterates to it).

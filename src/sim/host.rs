@@ -1,72 +1,32 @@
-//! Host effects on the e2e schedule that the micro benchmarks cannot see, calibrated
-//! from a measured run (`gradcomp fit DIR` with `DIR/e2e.csv` and `DIR/run.json`):
+//! The host model: what the micro benchmarks cannot see of an e2e iteration on a real
+//! host, calibrated from a measured run (`gradcomp fit DIR` with `DIR/e2e.csv` and
+//! `DIR/run.json`; docs/architecture.md, "The simulator"; docs/performance.md,
+//! "Simulator accuracy"). Four terms:
 //!
-//! - **CPU share** `cpu_share = min(1, cores / ranks)` on the most loaded machine of the
-//!   measured run (`run.json`: `hosts`, `host_cores`; ranks with one `host_kernels` boot
-//!   id are one machine whatever their host names, as netlab's nodes). micro-compress times one kernel call
-//!   between barriers, so a rank rarely has to share its core there; inside e2e every
-//!   rank compresses at once and, with more ranks than cores, each gets `cpu_share` of
-//!   one. The simulator divides every CPU phase (pack, compress, feedback, decompress)
-//!   by it. With device compression the engine pauses the emulated device while the
-//!   host does the real compression, so the rank's own share of that work is not on the
-//!   timeline; the rest, `(1 - cpu_share)` of the charged time, is: it is spent inside
-//!   the rank's next collective, where the ranks that computed last are scheduled last
-//!   (4 ranks on 2 cores, sim-accuracy config: qsgd's allgathers took 3.0 ms per
-//!   iteration against 0.3 ms in micro-comm, the extra about 1x its 3.2 ms of host work,
-//!   and every method alike; rank 0's collectives either 80 us or ~1 ms, a scheduler
-//!   slice). The simulator adds it to the next exchange.
+//! - **CPU share** `min(1, cores / ranks)` on the most loaded machine (ranks with one
+//!   `host_kernels` boot id are one machine, as netlab's nodes): every CPU phase is
+//!   divided by it. With device compression the rank's own share of the host work is
+//!   off the timeline (the device clock is paused); the rest, `(1 - cpu_share)` of the
+//!   charged time, is spent inside the next collective and charged there.
 //! - **Start latency** `start_s`: from the iteration's start to the emulated device
-//!   running (a condition-variable hand-off to the device thread plus the timer
-//!   overshoot of its first sleep); the median of `fwd_s` measured minus modelled.
+//!   running; the median of `fwd_s` measured minus modelled.
 //! - **Resynchronisation** `sync_s`: added to a bucket's first exchange when the
-//!   communication thread had to wait for the device before it (always the first bucket
-//!   without pipelining). micro-comm times collectives back to back, with the ranks
-//!   already in step; in e2e a waiting thread is woken late and the ranks reach the
-//!   exchange out of step (wake-ups, OS noise), and the collective waits for the last.
-//!   Per calibration row without pipelining, the latency at which the simulated
-//!   `iter_s` meets the measured one (bisection; the schedule is monotone in it); the
-//!   same latency applies with pipelining, except where each rank's threads have a core
-//!   of their own ([`device_threads_have_cores`]): there the slowdown inside backward is
-//!   1 and the rows with pipelining calibrate a latency of their own
-//!   ([`HostModel::sync_on`]; per row the smallest latency that meets the measured
-//!   `iter_s`, [`first_crossing`], since a pipelined row is not monotone in it). Fitted
-//!   on the first exchange without pipelining and charged to every pipelined bucket that
-//!   waited for the device, it priced the light methods' pipelined iterations 1-9% slow
-//!   on 16 cores; their own rows fit 0-21 us against 41-155 us (docs/performance.md,
-//!   "Simulator accuracy").
-//! - **Work inside backward** `bwd_slowdown` (pipelining on): while backward runs, every
-//!   rank's device thread wakes once per layer (59 times in 1.3 ms for ResNet-20 on the
-//!   rtx2080ti preset) and takes cores from the communication threads, so their work
-//!   (pack, compress, exchange, decompress) before the end of backward takes
-//!   `bwd_slowdown` times its fitted time; after it, full speed. Per calibration row with
-//!   pipelining, the factor (>= 1) at which the simulated `iter_s` meets the measured one;
-//!   a row that factor 1 already explains counts at 1 where a larger factor would slow it
-//!   ([`met_at_lo`]), so a case's median round decides, not its slow rounds.
-//!   (A per-wait latency in its place, fitted the same way, put the whole penalty of
-//!   dense ssgd's long exchanges on every small bucket's wait, the last one included:
-//!   compressed methods came out 12-16% high at 4 ranks on 2 cores; measured, their
-//!   exchanges are slow inside backward and fast after it.) Where every rank's
-//!   communication thread and device thread have a core of their own (`2 x ranks <=
-//!   cores` on the most loaded machine, [`device_threads_have_cores`]), nothing takes
-//!   them and the factor is 1, not calibrated: on 16 cores at 2 and 4 ranks the
-//!   measured host compression with pipelining took 0.85-1.17x its time without, and a
-//!   factor calibrated there came from the one or two methods whose pipelined rows
-//!   respond to it (dgc's, whose last bucket its compression fit then priced at a third
-//!   of its time: docs/performance.md, "DGC's compression costs what its threshold
-//!   sample costs"), x1.3-2.1, and priced Count Sketch's compression inside backward
-//!   10-18% slow (docs/performance.md, "Simulator accuracy").
+//!   communication thread waited for the device (the ranks then reach the exchange out
+//!   of step); per row the latency at which the simulated `iter_s` meets the measured
+//!   one. Where every rank's threads have a core of their own
+//!   ([`device_threads_have_cores`]) the pipelined rows calibrate a latency of their own
+//!   ([`first_crossing`]).
+//! - **Work inside backward** `bwd_slowdown` (pipelining on): the factor (>= 1) by which
+//!   the communication thread's work runs slower while backward runs, the device
+//!   thread's per-layer wake-ups taking its core; a row that 1 already explains counts at
+//!   1 ([`met_at_lo`]), and where the threads have cores of their own it is 1.
 //!
-//! **Calibration** ([`calibrate`]) on the host-compression e2e rows of every method, not
-//! one: per row the term at which that row's simulated time meets its measured one, then
-//! the median over cases of each case's median over rounds (the config repeats every
-//! case, interleaved). One case of one method used to calibrate it (dense ssgd): on a
-//! 2-vCPU Zen 3 guest its median moved from 3.09 to 2.62 ms between two runs while the
-//! other 16 host cases moved by under 2%, and every prediction moved with it
-//! (issue 29). The spread over rounds (per round, the median over cases; the smallest
-//! and largest) is the calibration's own uncertainty, in fits.csv. A comparison of the
-//! run it was calibrated on prices each method's cases with the model calibrated
-//! without that method ([`HostCalibration::for_method`], leave one method out), so no
-//! case is both calibration and validation.
+//! **Calibration** ([`calibrate`]) uses the host-compression rows of every method: per
+//! row the term that meets its measured time, then the median over cases of each case's
+//! median over rounds (their spread goes to fits.csv). Compared with the run it was
+//! calibrated on, each method is priced by the model calibrated without it
+//! ([`HostCalibration::for_method`]), so no case is both calibration and validation. The
+//! measurements behind each rule: docs/log/2026-11-29-performance-history.md.
 
 use super::{e2e_rows, simulate, CostModel, Result, SimCase, SimError};
 use crate::measure::stats::median;
