@@ -2,7 +2,7 @@
 
 Checked mechanically against the tree, never against a copy of the docs:
 - every repository path (`src/...`, `tests/...`, `scripts/...`, ...) that docs/architecture.md,
-  docs/methods.md and README.md name exists;
+  docs/methods.md, docs/device.md and README.md name exists;
 - every Rust path (`module::item`, `Type::member`) those docs name resolves in src/: its
   module segments to a file or folder, its items to a definition there (`kernels::rng_for`
   named a file that had moved to src/measure/rng.rs);
@@ -14,7 +14,7 @@ Checked mechanically against the tree, never against a copy of the docs:
   declares (`fn rounds`, `fn aggregation`), and a ring method's row names no other collective
   (Marsit's scale rides in its ring message);
 - every `make TARGET` the README shows is a Makefile target; every Open MPI `mpirun -np N`
-  with N > 2 in the README and methods.md carries `--oversubscribe` (a 2-core machine refuses
+  with N > 2 in the README, methods.md and device.md carries `--oversubscribe` (a 2-core machine refuses
   it otherwise: "not enough slots"); no README command starts with `sudo` (a root machine may have none);
 - every flag a README command passes to `gradcomp SUBCOMMAND` is in that subcommand's
   `--help` (needs the release binary: `make test` builds it first).
@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 SRC = os.path.join(ROOT, "src")
 BIN = os.path.join(ROOT, "target", "release", "gradcomp")
-DOCS = ("docs/architecture.md", "docs/methods.md", "README.md")
+DOCS = ("docs/architecture.md", "docs/methods.md", "docs/device.md", "README.md")
 TOP_DIRS = ("src", "tests", "scripts", "analysis", "bench-configs", "slurm", "tools", "examples")
 
 
@@ -174,7 +174,7 @@ def rust_paths(text):
     return sorted({t for s in spans for t in RUST_PATH.findall(s)})
 
 
-@pytest.mark.parametrize("doc", ("docs/architecture.md", "docs/methods.md"))
+@pytest.mark.parametrize("doc", ("docs/architecture.md", "docs/methods.md", "docs/device.md"))
 def test_every_rust_path_resolves(doc):
     bad = [why for t in rust_paths(read(doc)) if (why := unresolved(t))]
     assert bad == [], doc
@@ -361,6 +361,8 @@ def test_mpirun_beyond_two_ranks_oversubscribes():
     lines = shell_lines(readme) + code_spans(readme)
     what_to_run = section(read("docs/methods.md"), "## What to run")
     lines += code_spans(what_to_run)
+    device = read("docs/device.md")
+    lines += shell_lines(device) + code_spans(device)
     assert any("-np 4" in c for c in lines)
     assert mpirun_lacking_oversubscribe(lines) == []
     # MPICH needs no flag (and Open MPI's would be refused by it).
