@@ -20,6 +20,13 @@ import pandas as pd
 from . import SUPPORTED_SCHEMA_VERSIONS, plots, published as pub, tables as T, trains, verdict as V
 from .io import ReportError, Results, discover, load_csv, load_results, read_json_object, read_text  # noqa: F401  (load_csv: public API)
 
+# What every table's `wire vs dense` (tables.WIRE) is, said once in the text above the tables.
+WIRE_TEXT = ("`wire vs dense` (and `X wire vs dense` in a table with a column per method or fusion): the bytes one "
+             "worker sends per iteration (`wire_bytes`, all buckets and rounds) over the model's fp32 gradient "
+             "(`dense_bytes`, 4 bytes x parameters: exactly S-SGD's all-reduce message, so S-SGD is 1), a fraction "
+             "of dense S-SGD's bytes (0.002 = 1/500), at the configuration timed; `density` is a sparsifier's rho. "
+             "Empty where the CSV row has no `dense_bytes`; the table's note says so.")
+
 # Which bench config produces the rows of each paper table (docs/reproduce.md).
 CONFIGS = {
     "acpsgd_main": "acpsgd-main",
@@ -291,7 +298,7 @@ def simulate_section(R, found, out_dir):
           "Simulated iterations (docs/architecture.md, \"The simulator\"): no measurement, the e2e schedule on a "
           "virtual clock with the cost model named in `cost_source`. Per model, world size, network and method the "
           "fastest simulated configuration (`fusion/pipelining/collective`) and `vs ssgd`, S-SGD's fastest "
-          "iteration over the method's (above 1: faster than S-SGD).", "")
+          "iteration over the method's (above 1: faster than S-SGD). " + WIRE_TEXT, "")
     df = pd.concat([f["sim"].assign(run=f["label"]) for f in found], ignore_index=True)
     t = T.simulated_best(df)
     R.table("simulated_best", t, "best simulated configuration per model, world size, network and method")
@@ -371,6 +378,11 @@ def _method(m, fusion=None):
     return lambda d: (d["method"] == m) & (d["fusion"].astype(str) == fusion)
 
 
+def _compressed(*methods) -> list:
+    """wire_cell's selectors of METHODS but S-SGD (dense: 1 by definition)."""
+    return [(m, _method(m)) for m in methods if m != "ssgd"]
+
+
 def plans(df: pd.DataFrame, method: str) -> str:
     """The plan_source values METHOD's rows ran, per compress_on (`host: omgs; device:
     omgs`); a fallback shows as `64MiB (omgs predicted ...)`."""
@@ -407,14 +419,39 @@ def fixed(v, nd: int = 2) -> str:
     return f"{v:.{nd}f}"
 
 
-def paper_scale_row(headline, setup, claim, published, res, unit="", failed="", plan="", devices=()) -> dict:
+def wire_cell(df: pd.DataFrame, sels) -> str:
+    """The `wire vs dense` cell of a headline: for each (label, selector) of SELS whose rows DF
+    has, the range over those rows (the setups simulated) of wire_bytes / dense_bytes
+    (tables.wire_vs_dense), after a sparsifier's density: `omgs (density 0.001) 0.002049 to
+    0.002107; topk (layer-wise) (density 0.001) 0.00208`. A method whose rows have no
+    dense_bytes says so."""
+    parts = []
+    for label, sel in sels:
+        d = df[sel(df)] if len(df) else df
+        if not len(d):
+            continue
+        rho = T.density_of(d).dropna()
+        name = label + (f" (density {', '.join(f'{x:g}' for x in sorted(set(rho)))})" if len(rho) else "")
+        w = T.wire_vs_dense(d).dropna()
+        if not len(w):
+            parts.append(f"{name} not recorded (sim.csv rows without dense_bytes)")
+            continue
+        lo, hi = f"{w.min():.{SIG}g}", f"{w.max():.{SIG}g}"  # SIG significant digits, no trailing zeros
+        parts.append(f"{name} {lo}" if lo == hi else f"{name} {lo} to {hi}")
+    return "; ".join(parts)
+
+
+def paper_scale_row(headline, setup, claim, published, res, unit="", failed="", plan="", devices=(),
+                    wire="") -> dict:
     """One headline row: PUBLISHED (a number in UNIT) beside ours per compress_on (RES:
     compress_on -> (value, direction holds, deciding cost)), with ours / published and the
     three-level verdict (verdict.py); the compression device (DEVICES) and whether it is the
-    paper's GPU; PLAN: the plan_source that ran (planners)."""
+    paper's GPU; WIRE: the compressed methods' `wire vs dense` (wire_cell); PLAN: the
+    plan_source that ran (planners)."""
     gpu = pub.PAPER_SCALE.get(headline, {}).get("gpu")
     dev = ", ".join(sorted(d for d in devices if d))
     row = {"headline": headline, "setup": setup, "claim": claim, "published": f"{published:g}{unit}",
+           T.WIRE: wire,
            "device (compression)": f"{dev} (the paper's GPU: {gpu})" if gpu else
            f"{dev} (the paper names no GPU: default)"}
     for on in COMPRESS_ON:
@@ -475,9 +512,9 @@ def paper_scale_tables(found):
     for f in found:
         devices.setdefault(f.get("headline"), set()).add(f.get("compress_device", ""))
 
-    def add(headline, setup, claim, published, res, unit="", failed="", plan=""):
+    def add(headline, setup, claim, published, res, unit="", failed="", plan="", wire=""):
         rows.append(paper_scale_row(headline, setup, claim, published, res, unit, failed, plan,
-                                    devices.get(headline, ())))
+                                    devices.get(headline, ()), wire))
 
     acp_rows = []
     df = _sims(found, "acpsgd-main")
@@ -495,7 +532,7 @@ def paper_scale_tables(found):
                     r[f"ACP/{label} {on}"] = res[on][0] if on in res else float("nan")
                 r[f"ACP/{label} (published)"] = pub.ACPSGD_SPEEDUP[base]
                 add("acpsgd-main", f"{net}, 32 workers, mean over 4 models", f"ACP-SGD faster than {label} (mean)",
-                    pub.ACPSGD_SPEEDUP[base], res, "x")
+                    pub.ACPSGD_SPEEDUP[base], res, "x", wire=wire_cell(d, _compressed("acpsgd", base)))
             acp_rows.append(r)
     df = _sims(found, "acpsgd-scaling")
     if len(df):
@@ -505,7 +542,7 @@ def paper_scale_tables(found):
                 res = _speedup_claim(d, ["compress_on", "model"], _method("acpsgd"), _method(base), "all")
                 add("acpsgd-scaling", f"{n} workers, 10gbe, 4 models (mean shown)",
                     f"ACP-SGD faster than {label} for every model (published: mean over all setups)",
-                    pub.ACPSGD_SPEEDUP[base], res, "x")
+                    pub.ACPSGD_SPEEDUP[base], res, "x", wire=wire_cell(d, _compressed("acpsgd", base)))
     failed = {f["headline"]: f["error"].splitlines()[-1] for f in found if f["error"]}
     for headline in pub.OMGS_NETWORKS:  # the same claim on each network
         df = _sims(found, headline)
@@ -516,19 +553,22 @@ def paper_scale_tables(found):
                                      "max_pct")
             add(headline, f"16 workers, {omgs_network(found, headline)}, rho 0.001",
                 OMGS_CLAIM, pub.OMGS_IMPROVEMENT_PCT, res, "%", failed.get(headline, "no omgs rows"),
-                plans(df, "omgs"))
+                plans(df, "omgs"), wire_cell(df, [("omgs", _method("omgs")),
+                                                  ("topk (layer-wise)", _method("topk", "none"))]))
     df = _sims(found, "marsit")
     if len(df):
         res = _speedup_claim(df, ["compress_on", "model"], _method("marsit"), _method("ssgd"), "max_less_pct")
         add("marsit", "16 workers, 10gbe", "Marsit less time than S-SGD (up to; ours: max over the same setups)",
             pub.MARSIT_REDUCTION_PCT,
-            res, "%")
+            res, "%", wire=wire_cell(df, _compressed("marsit", "ssgd")))
     df = _sims(found, "sketch-fusion")
     if len(df):
         res = _speedup_claim(df, ["compress_on", "model"], _method("sketch-fusion", "layerfusion"),
                              _method("sketch", "none"), "max_pct")
         add("sketch-fusion", "16 workers, 10gbe", "Sketch-Fusion faster than per-tensor sketch (up to; ours: max over the same setups)",
-            pub.SKETCH_FASTER_PCT, res, "%", plan=plans(df, "sketch-fusion"))
+            pub.SKETCH_FASTER_PCT, res, "%", plan=plans(df, "sketch-fusion"),
+            wire=wire_cell(df, [("sketch-fusion (layerfusion)", _method("sketch-fusion", "layerfusion")),
+                                ("sketch (none)", _method("sketch", "none"))]))
     df = _sims(found, "sketch-scaling")
     if len(df) and df["world_size"].nunique() > 1:
         lo, hi = df["world_size"].min(), df["world_size"].max()
@@ -552,7 +592,8 @@ def paper_scale_tables(found):
                 cost = deciding_cost(a.loc[idx], b.loc[idx]) + f" at {hi} workers"
             res[on] = (float(gain.max()), bool(ok), cost)
         add("sketch-scaling", f"{lo}-{hi} workers, 10gbe", "LayerFusion improves scalability (up to; ours: max over the same setups)",
-            pub.SKETCH_LAYERFUSION_SCALABILITY, res, "x")
+            pub.SKETCH_LAYERFUSION_SCALABILITY, res, "x",
+            wire=wire_cell(df, _compressed(*dict.fromkeys(df["method"].astype(str)))))
     df = _sims(found, "dgc")
     if len(df):
         for paper_name, zoo, _g, _m, ratio in pub.DGC:
@@ -566,7 +607,7 @@ def paper_scale_tables(found):
                     res[on] = (r, r >= 100, "" if r >= 100 else "wire_bytes (message too large)")
             if res:
                 add("dgc", f"{paper_name} ({zoo}), density 0.001", "message >= 100x smaller than the gradient",
-                    ratio, res, "x")
+                    ratio, res, "x", wire=wire_cell(d, _compressed("dgc")))
     src = []
     for f in found:
         base = {"headline": f.get("headline", ""), "folder": f.get("label", f["path"]), "network": f.get("network", ""),
@@ -604,7 +645,10 @@ def paper_scale_section(R, found):
           "`deciding cost` names the cost component (compress_s, "
           "decompress_s, comm_s, pack_s, exposed_s) by which the claimed-faster method exceeds its baseline "
           "most, summed over the setups where it is not faster. Speedups are t_baseline / t_method, each "
-          "method at its best simulated configuration.", "")
+          "method at its best simulated configuration. `wire vs dense`: for each compressed method of the claim "
+          "(S-SGD is 1), the range over the simulated setups of sim.csv's `wire_bytes / dense_bytes` (the bytes "
+          "one worker sends per iteration over the model's fp32 gradient, 4 bytes x parameters), after a "
+          "sparsifier's density.", "")
     for key, h in pub.PAPER_SCALE.items():
         if any(f.get("headline") == key for f in found):
             rpn = h["ranks_per_node"]
@@ -720,6 +764,7 @@ def fastest_section(R, e2e, checks, meta):
     params = [k for k in trains.KEYS if k in e2e.columns]
     b = T.best(e2e.assign(**{k: e2e[k].fillna(-1) for k in params}), keys + ["method"] + params)
     b = b.replace({k: {-1: math.nan} for k in params})
+    b[T.WIRE] = T.wire_vs_dense(b)
     t = trains.time_to_accuracy(b, checks, keys)
     if not len(t):
         return
@@ -743,8 +788,8 @@ def fastest_section(R, e2e, checks, meta):
     R.add(*lines, "")
     show = t.assign(tta=[f"{fmt(a)} s [{fmt(lo)}, {fmt(hi)}]" if a == a else "-" for a, lo, hi in
                          zip(t["tta_s"], t["tta_lo_s"], t["tta_hi_s"])])
-    cols = keys + ["place", "method", "config", "iter_ms", "steps", "tta", "speedup_vs_ssgd", "tie", "verdict"]
-    R.table("fastest_to_accuracy", show[[c for c in cols if c in show.columns]],
+    cols = keys + ["place", "method", "config", "iter_ms", T.WIRE, "steps", "tta", "speedup_vs_ssgd", "tie", "verdict"]
+    R.table("fastest_to_accuracy", T.wire_notes(show[[c for c in cols if c in show.columns]], [(T.WIRE, "iter_ms")]),
             "time to dense accuracy = steps to dense's target (`gradcomp converge`) x measured time per iteration")
     R.add(trains.TTA_CAVEAT, "")
 
@@ -989,7 +1034,7 @@ def _write_files(out_dir: str, res, simulations, paper_scale, latex: bool) -> No
               "methods within one run wherever a run holds the comparison (every run is then shown on its own); "
               "only where no run does are the runs' rows compared together. The `run` column says which run a row "
               "came from; a comparison drawn from several runs names them all (`a + b`, in long tables in "
-              "`runs compared`). Columns marked *(published)* are the papers' "
+              "`runs compared`). " + WIRE_TEXT + " Columns marked *(published)* are the papers' "
               "numbers (their hardware; see each section), not ours. `trains`: whether the row's method at its "
               "hyper-parameters (density, rank, sketch size, QSGD levels) reaches dense S-SGD's held-out accuracy in "
               "`gradcomp converge` in these results: dense's final loss and accuracy over its seeds widened by the "
@@ -1119,7 +1164,8 @@ def _write_files(out_dir: str, res, simulations, paper_scale, latex: bool) -> No
               "one-sided 95% prediction bound of one more dense seed); the verdict every `trains` column "
               "shows. `converge_summary`: per run, the final losses beside dense's (`within_tolerance`: at "
               f"most {1 + T.CONVERGE_TOLERANCE_REL:g}x dense's final loss, the check before 2026-11-28, kept "
-              "as a ratio column; `why_not`: the reason documented for the earlier 200-step run).", "")
+              "as a ratio column; `why_not`: the reason documented for the earlier 200-step run; `wire vs dense`: "
+              "the median `wire_bytes` over the MLP's fp32 gradient, 4 bytes x `model_params`).", "")
         ch = checks.assign(target=[f"loss <= {lo:.4f}, accuracy >= {a:.4f} ({int(n)} dense seeds)"
                                    if lo == lo else "-" for lo, a, n in
                                    zip(checks["target_loss"], checks["target_accuracy"], checks["dense_seeds"])])

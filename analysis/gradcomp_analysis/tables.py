@@ -23,6 +23,9 @@ Selection rules used throughout (documented in docs/reproduce.md):
   cell). A comparison column (`vs ssgd` etc.) says `faster` / `slower`, or
   `≈ not significant` when the two intervals overlap (|t_a - t_b| <= ci_a + ci_b): that
   difference lies inside the measurement noise and is not a ranking.
+- Size: `wire vs dense` = the timed row's `wire_bytes / dense_bytes` (a fraction of dense
+  S-SGD's bytes; S-SGD 1), empty where the row has no `dense_bytes` (a note says so), and
+  a sparsifier's `density` beside it.
 - S-SGD baselines are named by their configuration `fusion/pipelining/collective`
   (`ssgd config`); where a table's baseline is not S-SGD's best configuration, the
   speedup over the best of the same run is shown too.
@@ -148,6 +151,65 @@ def defaults(df: pd.DataFrame) -> pd.DataFrame:
             d = own if (g["density"] - own).abs().lt(1e-12).any() else g["density"].min()
             keep[g.index] = (g["density"] - d).abs() < 1e-12
     return df[keep]
+
+
+# ---------------------------------------------------------------- size on the wire
+
+# Every table that times a compressed method shows its size beside the time (issue 50 item 1):
+# `wire vs dense` = wire_bytes / dense_bytes of the row that was timed, a fraction of dense
+# S-SGD's bytes. dense_bytes (e2e.csv, sim.csv, micro CSVs; docs/csv-schema.md) is the model's
+# fp32 gradient, 4 bytes x parameters (src/bench/e2e.rs, src/sim/row.rs), which is exactly
+# S-SGD's all-reduce message: S-SGD's own row is 1.
+WIRE = "wire vs dense"
+FP32_BYTES = 4  # dense_bytes = 4 x elements (src/bench/rows.rs:216 `4 * numel`, src/sim/row.rs:94)
+WIRE_EMPTY_NOTE = ("`{col}` is empty on {n} row(s) with a time: their CSV rows have no `dense_bytes` (or no "
+                   "`wire_bytes`), so there is no dense size to divide by and none is assumed.")
+
+
+def wire_vs_dense(df) -> pd.Series | float:
+    """`wire_bytes / dense_bytes` of each row of DF (a DataFrame, or one row as a Series:
+    a float); NaN where either is missing or dense_bytes is not positive."""
+    one = isinstance(df, pd.Series)
+    d = df.to_frame().T if one else df
+    if not {"wire_bytes", "dense_bytes"} <= set(d.columns):
+        out = pd.Series(math.nan, index=d.index, dtype=float)
+    else:
+        w = pd.to_numeric(d["wire_bytes"], errors="coerce").astype(float)
+        n = pd.to_numeric(d["dense_bytes"], errors="coerce").astype(float)
+        out = w / n.where(n > 0)
+    return float(out.iloc[0]) if one else out
+
+
+def density_of(df) -> pd.Series | float:
+    """The density (rho) of each row of DF whose method is a sparsifier (SPARSE), NaN for the
+    others (a Series, or a float for one row given as a Series)."""
+    if isinstance(df, pd.Series):
+        return float(df["density"]) if df.get("method") in SPARSE and "density" in df.index else math.nan
+    if "density" not in df.columns:
+        return pd.Series(math.nan, index=df.index, dtype=float)
+    return pd.to_numeric(df["density"], errors="coerce").where(df["method"].isin(SPARSE)).astype(float)
+
+
+def wire_notes(t: pd.DataFrame, pairs) -> pd.DataFrame:
+    """T with a note (attrs["notes"]) for each `wire vs dense` column of PAIRS ([(wire column,
+    time column)]) that is empty on a row with a time: why (WIRE_EMPTY_NOTE)."""
+    notes = list(t.attrs.get("notes", []))
+    for wc, tc in pairs:
+        if wc in t.columns and tc in t.columns:
+            n = int((pd.to_numeric(t[tc], errors="coerce").notna() & t[wc].isna()).sum())
+            if n:
+                notes.append(WIRE_EMPTY_NOTE.format(col=wc, n=n))
+    t.attrs["notes"] = notes
+    return t
+
+
+def drop_empty_density(t: pd.DataFrame) -> pd.DataFrame:
+    """T without its density columns (`density`, `X density`) where no row has one (no sparsifier)."""
+    empty = [c for c in t.columns if (c == "density" or str(c).endswith(" density")) and t[c].isna().all()]
+    notes = t.attrs.get("notes", [])
+    t = t.drop(columns=empty)
+    t.attrs["notes"] = notes
+    return t
 
 
 def best(df: pd.DataFrame, keys: list) -> pd.DataFrame:
@@ -314,8 +376,8 @@ def acpsgd_main(e2e: pd.DataFrame, methods=pub.ACPSGD_METHODS) -> pd.DataFrame:
         k = tuple(r[c] for c in keys)
         out = {c: r[c] for c in keys}
         out.update({"method": r["method"], "config": r["config"],
-                    "rank": r["rank"] if r["method"] in LOW_RANK else None,
-                    "iter_ms": r["iter_ms"], "iter_ms ±": _ms(r["_ci"])})
+                    "rank": r["rank"] if r["method"] in LOW_RANK else None, "density": density_of(r),
+                    "iter_ms": r["iter_ms"], "iter_ms ±": _ms(r["_ci"]), WIRE: wire_vs_dense(r)})
         _trains(out, [(r["method"], r)])
         for base in ("ssgd", "powersgd"):
             x = ref.loc[k + (base,)] if k + (base,) in ref.index else None
@@ -330,12 +392,14 @@ def acpsgd_main(e2e: pd.DataFrame, methods=pub.ACPSGD_METHODS) -> pd.DataFrame:
     t["method"] = pd.Categorical(t["method"], [m for m in methods if m in set(t["method"])], ordered=True)
     order = t.sort_values(keys + ["method"]).index
     t = own_run(t, b)
-    return t.loc[order].reset_index(drop=True).assign(method=lambda x: x["method"].astype(str))
+    t = t.loc[order].reset_index(drop=True).assign(method=lambda x: x["method"].astype(str))
+    return wire_notes(drop_empty_density(t), [(WIRE, "iter_ms")])
 
 
 def acpsgd_main_wide(main: pd.DataFrame) -> pd.DataFrame:
     """The main table in the paper's layout: a row per setup, a column per method (ms,
-    each with its 95% interval)."""
+    each with its 95% interval), a sparsifier's `{m} density` and each compressed method's
+    `{m} wire vs dense`."""
     keys = [c for c in main.columns if c in ("network", "model", "world_size", "batch", "device")]
     if "runs compared" in main.columns:  # a row per comparison, named by every run it drew on
         main = main.drop(columns=["run"]).rename(columns={"runs compared": "run"})
@@ -344,14 +408,20 @@ def acpsgd_main_wide(main: pd.DataFrame) -> pd.DataFrame:
     ms = main.pivot_table(index=keys, columns="method", values="iter_ms", sort=False)
     ci = main.pivot_table(index=keys, columns="method", values="iter_ms ±", sort=False).reindex(
         index=ms.index, columns=ms.columns)
+    size = {c: main.pivot_table(index=keys, columns="method", values=c, sort=False, dropna=False).reindex(
+        index=ms.index) for c in (WIRE, "density") if c in main.columns}
     cols = {}
     for m in [m for m in pub.ACPSGD_METHODS if m in ms.columns]:
         cols[f"{m} ms"] = ms[m]
         cols[f"{m} ms ±"] = ci[m] if m in ci.columns else math.nan
+        if m in SPARSE and "density" in size:
+            cols[f"{m} density"] = size["density"].get(m, math.nan)
+        if m != "ssgd" and WIRE in size:  # S-SGD is dense: 1 by definition
+            cols[f"{m} {WIRE}"] = size[WIRE].get(m, math.nan)
     tr = _trains_by(main, keys)
     if tr is not None:
         cols[TRAINS] = tr.reindex(ms.index)
-    return _flat(pd.DataFrame(cols, index=ms.index))
+    return _wide_notes(_flat(pd.DataFrame(cols, index=ms.index)), pub.ACPSGD_METHODS)
 
 
 def acpsgd_speedup_summary(main: pd.DataFrame) -> pd.DataFrame:
@@ -392,7 +462,8 @@ def acpsgd_ablation(e2e: pd.DataFrame, methods=pub.ACPSGD_METHODS) -> pd.DataFra
     topk, or forced for an all-reduce method; `all-reduce ms`; `ring ms`); then, over the
     method's own collective (`collective`), pipelining, fusion (best byte threshold or
     single buffer) and both. `speedup (first/last)` is the first step present over the
-    last, with its significance."""
+    last, with its significance; `wire vs dense` (and a sparsifier's density) of that last
+    step."""
     _require(e2e, "no e2e rows")
     d = defaults(e2e[e2e["method"].isin(methods)])
     if set(d["pipelining"]) != {"on", "off"} or "none" not in set(d["fusion"]):
@@ -415,7 +486,7 @@ def acpsgd_ablation(e2e: pd.DataFrame, methods=pub.ACPSGD_METHODS) -> pd.DataFra
                 return
             r = sel.loc[sel["iter_s"].idxmin()]
             out[label], out[label + " ±"] = _ms(r["iter_s"]), _ms(r["_ci"])
-            vals.append((r["iter_s"], r["_ci"]))
+            vals.append((r["iter_s"], r["_ci"], r))
             if plan:
                 out[label.replace(" ms", " plan")] = r["fusion"]
 
@@ -431,30 +502,46 @@ def acpsgd_ablation(e2e: pd.DataFrame, methods=pub.ACPSGD_METHODS) -> pd.DataFra
         if len(vals) >= 2:
             out["speedup (first/last)"] = vals[0][0] / vals[-1][0]
             out["last vs first"] = significance(vals[-1][0], vals[-1][1], vals[0][0], vals[0][1])
+            out["density"] = density_of(vals[-1][2])
+            out[WIRE] = wire_vs_dense(vals[-1][2])  # of the last step: the configuration the speedup ends on
             rows.append(out)
     if not rows:
         raise MissingData("needs e2e rows of one setup in two or more ablation configurations")
     t = pd.DataFrame(rows)
     order = keys + ["method", "collective"] + [x for lab in labels for x in (lab, lab + " ±")] + \
-        ["speedup (first/last)", "last vs first", TRAINS] + [s[0] + " plan" for s in ABLATION_STEPS if s[2] == "fused"]
-    return t[[c for c in order if c in t.columns]]
+        ["speedup (first/last)", "last vs first", "density", WIRE, TRAINS] + \
+        [s[0] + " plan" for s in ABLATION_STEPS if s[2] == "fused"]
+    t = drop_empty_density(t[[c for c in order if c in t.columns]])
+    return wire_notes(t, [(WIRE, "speedup (first/last)")])
 
 
 def _wide(b: pd.DataFrame, index: list, methods) -> pd.DataFrame:
     """BEST rows (one per INDEX x method) as a column per method: `{m} ms` and its
-    interval `{m} ms ±`."""
-    b = b.assign(_ms=_ms(b["iter_s"]), _cims=_ms(ci_s(b)))
+    interval `{m} ms ±`, a sparsifier's `{m} density` and, but for S-SGD (dense: 1),
+    `{m} wire vs dense` (wire_vs_dense)."""
+    b = b.assign(_ms=_ms(b["iter_s"]), _cims=_ms(ci_s(b)), _wire=wire_vs_dense(b), _rho=density_of(b))
     ms = b.pivot_table(index=index, columns="method", values="_ms", sort=False)
     ci = b.pivot_table(index=index, columns="method", values="_cims", sort=False).reindex(
         index=ms.index, columns=ms.columns)
+    wire, rho = (b.pivot_table(index=index, columns="method", values=v, sort=False, dropna=False).reindex(
+        index=ms.index) for v in ("_wire", "_rho"))
     cols = {}
     for m in [m for m in methods if m in ms.columns]:
         cols[f"{m} ms"] = ms[m]
         cols[f"{m} ms ±"] = ci[m] if m in ci.columns else math.nan
+        if m in SPARSE:
+            cols[f"{m} density"] = rho.get(m, math.nan)
+        if m != "ssgd":
+            cols[f"{m} {WIRE}"] = wire.get(m, math.nan)
     tr = _trains_by(b[b["method"].isin(methods)], index)
     if tr is not None:
         cols[TRAINS] = tr.reindex(ms.index)
     return pd.DataFrame(cols, index=ms.index)
+
+
+def _wide_notes(t: pd.DataFrame, methods) -> pd.DataFrame:
+    """wire_notes of a wide table's `{m} wire vs dense` columns."""
+    return wire_notes(t, [(f"{m} {WIRE}", f"{m} ms") for m in methods])
 
 
 def _compare(t: pd.DataFrame, a: str, base: str, speedup: str) -> pd.DataFrame:
@@ -492,7 +579,7 @@ def acpsgd_buffer_sweep(e2e: pd.DataFrame, methods=pub.ACPSGD_METHODS) -> pd.Dat
     t = _flat(_wide(b, keys + ["buffer_bytes", "fusion"], methods))
     t = t.sort_values(keys + ["buffer_bytes"]).reset_index(drop=True)
     t["buffer_MiB"] = t.pop("buffer_bytes") / 2**20
-    return t
+    return _wide_notes(t, methods)
 
 
 def acpsgd_rank_sweep(e2e: pd.DataFrame) -> pd.DataFrame:
@@ -517,7 +604,7 @@ def acpsgd_rank_sweep(e2e: pd.DataFrame) -> pd.DataFrame:
         ss = ss.assign(**{"ssgd ms": _ms(ss["iter_s"]), "ssgd ms ±": _ms(ci_s(ss)),
                           "ssgd config": [config_label(r) for _, r in ss.iterrows()]})
         t = t.merge(ss[rkeys + ["ssgd ms", "ssgd ms ±", "ssgd config"]], on=rkeys, how="left")
-    return t
+    return _wide_notes(t, LOW_RANK)
 
 
 def _per_setup_method(e2e: pd.DataFrame, methods, index: list) -> pd.DataFrame:
@@ -532,7 +619,7 @@ def _per_setup_method(e2e: pd.DataFrame, methods, index: list) -> pd.DataFrame:
     if len(ss):
         t = t.merge(ss[index].assign(**{"ssgd config": [config_label(r) for _, r in ss.iterrows()]}),
                     on=index, how="left")
-    return t
+    return _wide_notes(t, methods)
 
 
 def acpsgd_scaling(e2e: pd.DataFrame, methods=pub.ACPSGD_METHODS) -> pd.DataFrame:
@@ -596,10 +683,13 @@ def dgc_ratio(e2e: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------- OMGS-SGD
 
 def _cols(b: pd.DataFrame, keys: list, name: str, config: bool = False) -> pd.DataFrame:
-    """BEST rows as `{name} ms`, `{name} ms ±` (and `{name} config`) on KEYS."""
+    """BEST rows as `{name} ms`, `{name} ms ±`, `{name} wire vs dense` (not for S-SGD,
+    dense: 1) (and `{name} config`) on KEYS."""
     out = b[keys].copy()
     out[f"{name} ms"] = _ms(b["iter_s"]).values
     out[f"{name} ms ±"] = _ms(ci_s(b)).values
+    if not name.startswith("ssgd"):
+        out[f"{name} {WIRE}"] = wire_vs_dense(b).values
     if config:
         out[f"{name} config"] = [config_label(r) for _, r in b.iterrows()]
     plan = _plan_that_ran(b)
@@ -630,7 +720,7 @@ def _vs(t: pd.DataFrame, a: str, base: str) -> list:
 def omgs(e2e: pd.DataFrame) -> pd.DataFrame:
     """Layer-wise Top-k (fusion none) vs OMGS vs S-SGD with MG-WFBP (the paper's
     baseline) and S-SGD's best configuration of the same run; OMGS's improvement and
-    speedups, each with its significance."""
+    speedups, each with its significance; Top-k's and OMGS's `wire vs dense`."""
     _require(e2e, "no e2e rows")
     d = auto(e2e)
     if not (d["method"] == "omgs").any() or not ((d["method"] == "topk") & (d["fusion"] == "none")).any():
@@ -668,7 +758,8 @@ def omgs(e2e: pd.DataFrame) -> pd.DataFrame:
                      for vs in t[folded].itertuples(index=False, name=None)]
         t = t.drop(columns=folded)
     first = keys + ["density"] + [c for c in t.columns if c.startswith("ssgd")]
-    return t[first + [c for c in t.columns if c not in first]].reset_index(drop=True)
+    t = t[first + [c for c in t.columns if c not in first]].reset_index(drop=True)
+    return wire_notes(t, [(f"{m} {WIRE}", f"{m} ms") for m in ("topk (layer-wise)", "omgs")])
 
 
 # ---------------------------------------------------------------- Marsit
@@ -684,8 +775,8 @@ MARSIT_NOTE_NO_RING = ("No S-SGD row over gradcomp's ring all-reduce (e2e method
 
 def marsit(e2e: pd.DataFrame) -> pd.DataFrame:
     """Marsit (1-bit ring) vs S-SGD (over the MPI library's all-reduce and over gradcomp's
-    ring, where measured) vs Sign-SGD (all-gather): time, wire bytes, time reduction
-    against each S-SGD row. `attrs["notes"]` says which S-SGD the reduction is against."""
+    ring, where measured) vs Sign-SGD (all-gather): time, wire bytes and `wire vs dense`,
+    time reduction against each S-SGD row. `attrs["notes"]` says which S-SGD the reduction is against."""
     _require(e2e, "no e2e rows")
     methods = ["ssgd", "signsgd", "marsit"]
     e = e2e[e2e["method"].isin(methods)]
@@ -711,7 +802,7 @@ def marsit(e2e: pd.DataFrame) -> pd.DataFrame:
                     out["runs compared"] = r["run"]
             out.update({"method": r["method"], "collective": r["collective"], "config": r["config"],
                         "iter_ms": _ms(r["iter_s"]), "iter_ms ±": _ms(r["_ci"]), "comm_ms": _ms(r["comm_s"]),
-                        "wire MiB": r["wire_bytes"] / 2**20, "ratio": r["dense_bytes"] / r["wire_bytes"]})
+                        "wire MiB": r["wire_bytes"] / 2**20, WIRE: wire_vs_dense(r)})
             _trains(out, [(r["method"], r)])
             for c in ("ring", "allreduce"):
                 ref = refs[c]
@@ -727,7 +818,7 @@ def marsit(e2e: pd.DataFrame) -> pd.DataFrame:
     if not has_ring:
         t = t.drop(columns=["time reduction vs ssgd ring %", "vs ssgd ring"])
     t.attrs["notes"] = [MARSIT_NOTE_RING if has_ring else MARSIT_NOTE_NO_RING]
-    return t
+    return wire_notes(t, [(WIRE, "iter_ms")])
 
 
 # ---------------------------------------------------------------- Sketch-Fusion
@@ -748,7 +839,7 @@ SKETCH_FUSION_NOTE = ("`sketch-fusion` sketches each LayerFusion group as one me
 def sketch_fusion(e2e: pd.DataFrame) -> pd.DataFrame:
     """Each compressor with fusion none vs LayerFusion (pipelining on where present);
     Sketch-Fusion (one sketch per fused group) against per-tensor sketch without fusion.
-    `what` says what each row is."""
+    `what` says what each row is; each side's `wire vs dense` and a sparsifier's density."""
     _require(e2e, "no e2e rows")
     d = defaults(auto(e2e))
     if not (d["fusion"] == "layerfusion").any():
@@ -771,10 +862,13 @@ def sketch_fusion(e2e: pd.DataFrame) -> pd.DataFrame:
             t0, t1 = (r0["iter_s"] if r0 is not None else None), (r1["iter_s"] if r1 is not None else None)
             rows.append({**kk, "method": m,
                          "what": SKETCH_FUSION_WHAT.get(m, f"{m} per tensor, in LayerFusion buckets"),
+                         "density": float((r1 if r1 is not None else r0)["density"]) if m in SPARSE else None,
                          "none ms": _ms(t0) if t0 is not None else None,
                          "none ms ±": _ms(r0["_ci"]) if r0 is not None else None,
+                         f"none {WIRE}": wire_vs_dense(r0) if r0 is not None else None,
                          "layerfusion ms": _ms(t1) if t1 is not None else None,
                          "layerfusion ms ±": _ms(r1["_ci"]) if r1 is not None else None,
+                         f"layerfusion {WIRE}": wire_vs_dense(r1) if r1 is not None else None,
                          "speedup": t0 / t1 if both else None,
                          "faster %": 100 * (1 - t1 / t0) if both else None,
                          "layerfusion vs none": significance(t1, r1["_ci"], t0, r0["_ci"]) if both else "",
@@ -784,14 +878,16 @@ def sketch_fusion(e2e: pd.DataFrame) -> pd.DataFrame:
     t = pd.DataFrame(rows)
     if t.empty or t["layerfusion ms"].isna().all():
         raise MissingData("needs e2e rows with fusion layerfusion (or method sketch-fusion)")
+    t = drop_empty_density(t)
     t.attrs["notes"] = [SKETCH_FUSION_NOTE]
-    return t
+    return wire_notes(t, [(f"{f} {WIRE}", f"{f} ms") for f in ("none", "layerfusion")])
 
 
 def sketch_scaling(e2e: pd.DataFrame) -> pd.DataFrame:
     """Throughput (samples/s = world x batch / iteration) per world size without fusion and
     with LayerFusion (pipelining on where present). Sketch-Fusion's "none" is per-tensor
-    sketch without fusion. Only methods with both at two or more world sizes."""
+    sketch without fusion. Only methods with both at two or more world sizes. Each side's
+    `wire vs dense` and a sparsifier's density."""
     _require(e2e, "no e2e rows")
     d = defaults(auto(e2e))
     d = d[d["fusion"].isin(["none", "layerfusion"])]
@@ -813,6 +909,11 @@ def sketch_scaling(e2e: pd.DataFrame) -> pd.DataFrame:
     t = g.pivot_table(index=idx, columns="fusion", values="samples_per_s", sort=False)
     t = t[["none", "layerfusion"]]
     t.columns = ["none samples/s", "layerfusion samples/s"]
+    g = g.assign(_wire=wire_vs_dense(g), _rho=density_of(g))
+    wire = g.pivot_table(index=idx, columns="fusion", values="_wire", sort=False, dropna=False).reindex(index=t.index)
+    for f in ("none", "layerfusion"):
+        t[f"{f} {WIRE}"] = wire[f] if f in wire.columns else math.nan
+    t.insert(0, "density", g.groupby(idx, sort=False, dropna=False)["_rho"].max().reindex(t.index))
     t = _flat(t)
     t["layerfusion gain"] = t["layerfusion samples/s"] / t["none samples/s"]
     it = g.set_index(idx + ["fusion"])
@@ -823,7 +924,7 @@ def sketch_scaling(e2e: pd.DataFrame) -> pd.DataFrame:
     tr = _trains_by(g, idx, "fusion")
     if tr is not None:
         t[TRAINS] = tr.reindex(pd.MultiIndex.from_frame(t[idx]) if len(idx) > 1 else t[idx[0]]).values
-    return t
+    return wire_notes(drop_empty_density(t), [(f"{f} {WIRE}", f"{f} samples/s") for f in ("none", "layerfusion")])
 
 
 def sketch_scalability(scaling: pd.DataFrame) -> pd.DataFrame:
@@ -889,12 +990,14 @@ OVERLAP_NONE_NOTE = (
 
 
 def micro_compress(df: pd.DataFrame) -> pd.DataFrame:
-    """Compression throughput per method and shape, with the memory read bandwidth."""
+    """Compression throughput per method and shape, with the memory read bandwidth and the
+    size on the wire (`wire vs dense`, micro_wire)."""
     _require(df, "no micro_compress rows")
     shape = ["rows", "cols"] + [c for c in ["model", "tensors"] if c in df.columns]  # not in CSVs before 8177be3
     t = df[["method"] + shape + ["world_size", "compress_s", "feedback_s", "decompress_s", "input_gbps",
-            "compress_gbps", "decompress_gbps", "mem_read_gbps", "mem_frac", "wire_bytes", "ratio", "rel_error"]
-           + [c for c in [TRAINS] if c in df.columns]].copy()
+            "compress_gbps", "decompress_gbps", "mem_read_gbps", "mem_frac", "wire_bytes"]].copy()
+    t[WIRE] = micro_wire(df).values
+    t = pd.concat([t, df[["rel_error"] + [c for c in [TRAINS] if c in df.columns]]], axis=1)
     t[["rows", "cols"]] = t[["rows", "cols"]].astype("Int64")  # empty on model rows
     for c in ["compress_s", "feedback_s", "decompress_s"]:
         t[c.replace("_s", "_ms")] = _ms(t.pop(c))
@@ -903,14 +1006,27 @@ def micro_compress(df: pd.DataFrame) -> pd.DataFrame:
     return t.reset_index(drop=True)
 
 
+def micro_wire(df: pd.DataFrame) -> pd.Series:
+    """`wire vs dense` of micro / micro-compress rows: wire_bytes / dense_bytes, or where
+    dense_bytes is not in the file 1 / `ratio` (the CSV's dense_bytes / wire_bytes, the
+    same quotient)."""
+    w = wire_vs_dense(df)
+    if "ratio" in df.columns:
+        r = pd.to_numeric(df["ratio"], errors="coerce").astype(float)
+        w = w.fillna(1 / r.where(r > 0))
+    return w
+
+
 def acpsgd_vs_powersgd(df: pd.DataFrame) -> pd.DataFrame:
     """ACP-SGD's work per step against Power-SGD's on the same shape, rank and world size
     (ICDCS 2023 §IV: one product, one orthogonalisation and one all-reduce per step instead
     of two): step time (`total_s`: compress + feedback + decompress in micro-compress, plus
-    the exchange in micro), wire bytes and exchange rounds, each also as acpsgd / powersgd.
+    the exchange in micro), wire bytes and exchange rounds, each also as acpsgd / powersgd,
+    and each method's `wire vs dense` (micro_wire).
     Only shapes Power-SGD compresses (ratio > 1); empty when either method is missing."""
     keys = ([c for c in ["model"] if c in df.columns]) + ["rows", "cols", "rank", "world_size"]
-    cols = keys + ["total_s", "wire_bytes", "rounds", "ratio"] + [c for c in ["total_ci95_s", TRAINS] if c in df.columns]
+    cols = keys + ["total_s", "wire_bytes", "rounds", "ratio"] + [c for c in ["dense_bytes", "total_ci95_s", TRAINS]
+                                                                  if c in df.columns]
     p = df.loc[df.method == "powersgd", cols]
     a = df.loc[df.method == "acpsgd", cols]
     # Model rows have no rows/cols: merge on the model name (filled) instead.
@@ -930,6 +1046,9 @@ def acpsgd_vs_powersgd(df: pd.DataFrame) -> pd.DataFrame:
     t["powersgd_wire_bytes"] = m.wire_bytes_p
     t["acpsgd_wire_bytes"] = m.wire_bytes_a
     t["wire_ratio"] = m.wire_bytes_a / m.wire_bytes_p
+    for x, name in (("p", "powersgd"), ("a", "acpsgd")):
+        own = m[[c for c in m.columns if c.endswith(f"_{x}")]]
+        t[f"{name} {WIRE}"] = micro_wire(own.rename(columns=lambda c: c[:-2])).values
     t["powersgd_rounds"] = m.rounds_p
     t["acpsgd_rounds"] = m.rounds_a
     if f"{TRAINS}_p" in m.columns:
@@ -938,10 +1057,13 @@ def acpsgd_vs_powersgd(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def micro_phases(df: pd.DataFrame) -> pd.DataFrame:
-    """One tensor through MPI: compress / comm / decompress / total per method (ms)."""
+    """One tensor through MPI: compress / comm / decompress / total per method (ms), with
+    `wire vs dense` (micro_wire)."""
     _require(df, "no micro rows")
     t = df[["method", "rows", "cols", "world_size", "compress_s", "comm_s", "decompress_s", "total_s",
-            "wire_bytes", "ratio", "check"] + [c for c in [TRAINS] if c in df.columns]].copy()
+            "wire_bytes"]].copy()
+    t[WIRE] = micro_wire(df).values
+    t = pd.concat([t, df[["check"] + [c for c in [TRAINS] if c in df.columns]]], axis=1)
     for c in ["compress_s", "comm_s", "decompress_s", "total_s"]:
         t[c.replace("_s", "_ms")] = _ms(t.pop(c))
     if "total_ci95_s" in df.columns:
@@ -954,8 +1076,9 @@ def micro_phases(df: pd.DataFrame) -> pd.DataFrame:
 def e2e_overview(g: pd.DataFrame) -> pd.DataFrame:
     """One model and world size: iteration ms (with its 95% interval) per method x
     fusion/pipelining (own collective), the speedup over ssgd with the same fusion and
-    pipelining, and each method's best configuration with its speedup over ssgd's best
-    (named in `attrs["notes"]`). Several runs: a block of rows per run (`run`)."""
+    pipelining, and each method's best configuration with its `wire vs dense` (and a
+    sparsifier's density) and speedup over ssgd's best (named in `attrs["notes"]`).
+    Several runs: a block of rows per run (`run`)."""
     g = auto(g)
     if "run" in g.columns and g["run"].nunique() > 1:
         parts = [e2e_overview(x.drop(columns=["run"])).assign(run=r) for r, x in g.groupby("run", sort=True)]
@@ -994,6 +1117,8 @@ def e2e_overview(g: pd.DataFrame) -> pd.DataFrame:
     t["best config"] = bb["config"]
     t["best ms"] = _ms(bb["iter_s"])
     t["best ms ±"] = _ms(bb["_ci"])
+    t["density"] = density_of(bb)
+    t[WIRE] = wire_vs_dense(bb)  # of the best configuration
     if TRAINS in bb.columns:
         t[TRAINS] = bb[TRAINS]
     if "ssgd" in bb.index:
@@ -1005,14 +1130,15 @@ def e2e_overview(g: pd.DataFrame) -> pd.DataFrame:
                             f"over ssgd's best configuration here, {config_label(x)}."]
     t.index.name = "method"
     notes = t.attrs.get("notes", [])
-    t = t.reset_index()
+    t = drop_empty_density(t.reset_index())
     t.attrs["notes"] = notes
-    return t
+    return wire_notes(t, [(WIRE, "best ms")])
 
 
 def e2e_phases(e2e: pd.DataFrame) -> pd.DataFrame:
     """Phase breakdown per setup and method at the method's best configuration (ms):
-    compress, comm, decompress, exposed (communication not hidden), iteration."""
+    compress, comm, decompress, exposed (communication not hidden), iteration; its
+    `wire vs dense` and a sparsifier's density."""
     _require(e2e, "no e2e rows")
     d = defaults(auto(e2e))
     keys = setup_keys(d)
@@ -1023,9 +1149,11 @@ def e2e_phases(e2e: pd.DataFrame) -> pd.DataFrame:
         if c in b.columns:
             t[c.replace("_s", "_ms")] = _ms(b[c])
     t["iter_ms ±"] = _ms(ci_s(b))
+    t["density"] = density_of(b)
+    t[WIRE] = wire_vs_dense(b)
     if TRAINS in b.columns:
         t[TRAINS] = b[TRAINS].values
-    return own_run(t, b)
+    return wire_notes(drop_empty_density(own_run(t, b)), [(WIRE, "iter_ms")])
 
 
 def sim_accuracy(sv: pd.DataFrame) -> pd.DataFrame:
@@ -1111,7 +1239,7 @@ PLANNER_TOLERANCE_REL = 0.25  # the fidelity issue's agreement target (docs/meth
 def planner_accuracy(e2e: pd.DataFrame, tolerance: float = PLANNER_TOLERANCE_REL) -> pd.DataFrame:
     """Planner fusions: the planner's predicted `planned_s` beside the measured `bwd_sync_s`
     (the same span: backward start to the end of the last communication), in ms, the error
-    in % of the measured time and whether it is within `tolerance`."""
+    in % of the measured time and whether it is within `tolerance`; the row's `wire vs dense`."""
     _require(e2e, "no e2e rows")
     if "planned_s" not in e2e.columns:
         raise MissingData("no planned_s column (e2e.csv from before planner predictions)")
@@ -1129,11 +1257,13 @@ def planner_accuracy(e2e: pd.DataFrame, tolerance: float = PLANNER_TOLERANCE_REL
         t["buckets"] = d["buckets"]
     if TRAINS in d.columns:
         t[TRAINS] = d[TRAINS]
+    t["density"] = density_of(d)
+    t[WIRE] = wire_vs_dense(d)
     t["planned ms"] = _ms(planned)
     t["measured ms"] = _ms(measured)
     t["error %"] = err * 100
     t["within"] = ["yes" if abs(e) <= tolerance else "no" for e in err]
-    return t.reset_index(drop=True)
+    return wire_notes(drop_empty_density(t.reset_index(drop=True)), [(WIRE, "measured ms")])
 
 
 CONVERGE_TOLERANCE_REL = 0.25  # src/converge/mod.rs, TOLERANCE_REL (docs/methods.md, "Convergence check")
@@ -1165,8 +1295,8 @@ CONVERGE_WHY_NOT = {
 
 def converge_summary(df: pd.DataFrame) -> pd.DataFrame:
     """Per run, world size and method: final held-out loss and accuracy beside dense S-SGD's (`ssgd` of
-    the same run and world size), the ratio, the documented check, and the first evaluated step whose
-    held-out loss is within 1.1x of dense's final loss."""
+    the same run and world size), the ratio, the documented check, the first evaluated step whose
+    held-out loss is within 1.1x of dense's final loss, and `wire vs dense` (_converge_wire)."""
     if df is None or len(df) == 0:
         raise MissingData("no converge.csv rows")
     out = []
@@ -1209,19 +1339,37 @@ def converge_summary(df: pd.DataFrame) -> pd.DataFrame:
                 "steps_to_1.1x_dense": int(reach.iloc[0]) + 1 if len(reach) else float("nan"),
                 "median_step_ms": float(gm["step_s"].median() * 1e3),
                 "wire_bytes": float(gm["wire_bytes"].median()),
+                WIRE: _converge_wire(gm),
                 "status": status,
                 "control": ("" if not control or cut else "failed control (passed)" if within
                             else "fails as a control should"),
                 "why_not": why_not,
             })
-    return pd.DataFrame(out)
+    t = pd.DataFrame(out)
+    if t[WIRE].isna().any():
+        t.attrs["notes"] = [CONVERGE_WIRE_NOTE]
+    return t
+
+
+CONVERGE_WIRE_NOTE = ("`wire vs dense` is empty where converge.csv has no `model_params` (a file from before it): "
+                      "no dense size to divide by, none assumed.")
+
+
+def _converge_wire(gm: pd.DataFrame) -> float:
+    """`wire vs dense` of a converge.csv case: the median `wire_bytes` over the fp32 gradient
+    (FP32_BYTES x `model_params`, the MLP's parameters); NaN without `model_params`."""
+    if "model_params" not in gm.columns:
+        return math.nan
+    n = pd.to_numeric(gm["model_params"], errors="coerce").median()
+    return float(gm["wire_bytes"].median() / (FP32_BYTES * n)) if n > 0 else math.nan
 
 
 def simulated_best(sim: pd.DataFrame) -> pd.DataFrame:
     """sim.csv rows (`gradcomp simulate`, any number of folders with a `run` column): per
     run, model, world size, ranks per node, network and method the fastest simulated
-    configuration, its iteration (ms) and `vs ssgd` (S-SGD's fastest iteration of the same
-    group over the method's; empty without S-SGD rows). Older sim.csv files without a
+    configuration, its iteration (ms), its `wire vs dense` (a sparsifier's density beside
+    the method) and `vs ssgd` (S-SGD's fastest iteration of the same group over the
+    method's; empty without S-SGD rows). Older sim.csv files without a
     `network` column get it empty."""
     df = sim.copy()
     if "network" not in df.columns:
@@ -1240,7 +1388,10 @@ def simulated_best(sim: pd.DataFrame) -> pd.DataFrame:
     base = [ssgd.get(tuple(r[k] for k in keys), float("nan")) for _, r in b.iterrows()]
     b["iter ms"] = b["iter_s"] * 1e3
     b["vs ssgd"] = pd.Series(base, index=b.index) / b["iter_s"]
-    cols = keys + ["method", "best configuration", "iter ms", "vs ssgd"]
+    b["density"] = density_of(b)
+    b[WIRE] = wire_vs_dense(b)
+    cols = keys + ["method", "density", "best configuration", "iter ms", WIRE, "vs ssgd"]
     out = b[cols].rename(columns={"world_size": "ranks"}).reset_index(drop=True)
     # The run and the ranks per node only where they vary; the network always.
-    return out.drop(columns=[c for c in ("run", "ranks_per_node") if out[c].nunique() <= 1])
+    out = out.drop(columns=[c for c in ("run", "ranks_per_node") if out[c].nunique() <= 1])
+    return wire_notes(drop_empty_density(out), [(WIRE, "iter ms")])

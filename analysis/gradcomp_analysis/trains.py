@@ -292,6 +292,8 @@ def time_to_accuracy(t: pd.DataFrame, checks_: pd.DataFrame, keys: list) -> pd.D
             row = {**{k: r[k] for k in keys}, "method": r["method"], "config": r.get("config", ""),
                    "iter_ms": r["iter_s"] * 1e3, "steps": math.nan, "tta_s": math.nan, "tta_lo_s": math.nan,
                    "tta_hi_s": math.nan, "converge_np": near, "verdict": NOT_CHECKED if not len(c) else summarise(c)}
+            if T.WIRE in g.columns:  # the size of what was timed, where the caller has it
+                row[T.WIRE] = r[T.WIRE]
             if len(c) and (c["kind"] == "trains").all():
                 steps, lo, hi = c["steps"].max(), c["steps_lo"].min(), c["steps_hi"].max()
                 row.update(steps=steps, tta_s=steps * r["iter_s"], tta_lo_s=lo * max(r["iter_s"] - ci, 0.0),

@@ -52,7 +52,8 @@ def test_acpsgd_main_best_config_and_speedups():
     assert s.loc["acpsgd over ssgd", "over"] == "ssgd's best configuration per setup: 25MiB/on/allreduce"
     w = T.acpsgd_main_wide(T.acpsgd_main(e))
     assert list(w.columns) == ["model", "world_size", "batch", "device", "ssgd ms", "ssgd ms ±", "topk ms", "topk ms ±",
-                               "powersgd ms", "powersgd ms ±", "acpsgd ms", "acpsgd ms ±"]
+                               "topk density", "topk wire vs dense", "powersgd ms", "powersgd ms ±",
+                               "powersgd wire vs dense", "acpsgd ms", "acpsgd ms ±", "acpsgd wire vs dense"]
     assert w["acpsgd ms ±"].iloc[0] == pytest.approx(0.05)  # iter_ci95_s in ms
     # Item 3: the S-SGD configuration the speedups are over (its best) is named.
     assert t.loc["acpsgd", "ssgd config"] == "25MiB/on/allreduce"
@@ -158,7 +159,7 @@ def test_marsit():
     e = df(row("ssgd", 0.4, wire=4000), row("signsgd", 0.3, wire=130), row("marsit", 0.3, wire=125))
     t = T.marsit(e).set_index("method")
     assert t.loc["marsit", "time reduction vs ssgd allreduce %"] == pytest.approx(25.0)
-    assert t.loc["marsit", "ratio"] == pytest.approx(32.0)
+    assert t.loc["marsit", "wire vs dense"] == pytest.approx(125 / 4000)  # wire_bytes / dense_bytes
     assert t.loc["marsit", "collective"] == "ring"
     assert t.loc["marsit", "reduction % (published, up to)"] == 35.0
 
@@ -483,7 +484,8 @@ def test_simulated_best_is_the_fastest_configuration_with_its_speedup_over_ssgd(
                              pipelining=pipe, collective="allreduce", world_size=8, ranks_per_node=1, network=net,
                              compress_on="host", iter_s=t * scale, cost_source="x"))
     t = T.simulated_best(pd.DataFrame(rows))
-    assert list(t.columns) == ["model", "ranks", "network", "method", "best configuration", "iter ms", "vs ssgd"]
+    assert list(t.columns) == ["model", "ranks", "network", "method", "best configuration", "iter ms", "wire vs dense",
+                               "vs ssgd"]
     assert len(t) == 4
     r = t[(t["network"] == "1gbe") & (t["method"] == "topk")].iloc[0]
     assert r["best configuration"] == "25MiB/on/allreduce"

@@ -155,7 +155,8 @@ def test_wide_by_hand():
                       r("m1", "acpsgd", 0.1, 0.02, "diverged at step 3")])
     w = T._wide(b, ["model"], ("powersgd", "acpsgd"))
     assert list(w.index) == ["m2", "m1"]
-    assert list(w.columns) == ["powersgd ms", "powersgd ms ±", "acpsgd ms", "acpsgd ms ±", T.TRAINS]
+    assert list(w.columns) == ["powersgd ms", "powersgd ms ±", "powersgd wire vs dense", "acpsgd ms", "acpsgd ms ±",
+                               "acpsgd wire vs dense", T.TRAINS]
     assert list(w["powersgd ms"]) == pytest.approx([400, 200]) and w["powersgd ms ±"].isna().all()
     assert list(w["acpsgd ms"]) == pytest.approx([300, 100])
     assert list(w["acpsgd ms ±"]) == pytest.approx([30, 20])
@@ -301,8 +302,8 @@ def test_acpsgd_main_rank_only_for_low_rank_methods_and_a_plain_index():
     assert pd.isna(t["rank"].iloc[0]) and list(t["rank"].iloc[1:]) == [4, 4]
     assert list(t.index) == [0, 1, 2] and "index" not in t.columns
     assert list(t.columns) == ["model", "world_size", "batch", "device", "method", "config", "rank", "iter_ms",
-                               "iter_ms ±", "speedup vs ssgd", "vs ssgd", "ssgd config", "speedup vs powersgd",
-                               "vs powersgd"]
+                               "iter_ms ±", "wire vs dense", "speedup vs ssgd", "vs ssgd", "ssgd config",
+                               "speedup vs powersgd", "vs powersgd"]
 
 
 def test_fusion_order_by_hand():
