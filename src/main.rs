@@ -669,7 +669,11 @@ fn simulate_command(a: &cli::SimulateArgs, out: Option<&Path>) -> ExitCode {
     for w in gradcomp::config::take_warnings() {
         eprintln!("gradcomp: warning: {w}");
     }
-    match gradcomp::sim::run::run(&req) {
+    let result = gradcomp::sim::run::run(&req);
+    for w in result.iter().flat_map(|o| &o.warnings) {
+        eprintln!("gradcomp: warning: {w}");
+    }
+    match result {
         Ok(o) if o.outside_tolerance.is_empty() => {
             if !a.quiet {
                 eprintln!(
@@ -718,6 +722,9 @@ fn choose_command(a: &cli::ChooseArgs) -> ExitCode {
         Ok(o) => o,
         Err(e) => return fail(&e, e.exit_code()),
     };
+    for w in &o.warnings {
+        eprintln!("gradcomp: warning: {w}");
+    }
     if let Some(dir) = &a.out {
         let written = std::fs::create_dir_all(dir)
             .map_err(|e| e.to_string())

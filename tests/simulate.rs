@@ -179,6 +179,9 @@ fn fits_and_compares_a_real_run() {
             // sim-accuracy`, tests/sim_corpus.rs).
             "--tolerance",
             "1e9",
+            // ... and a loaded machine's calibration is refused (src/sim/trust.rs, tested
+            // on recorded runs below): this test prices it anyway.
+            "--untrusted-fits",
             "--out",
             sim.to_str().unwrap(),
         ])
@@ -755,5 +758,74 @@ fn fit_prints_a_table_with_poor_and_oversubscribed_fits_marked() {
             "{last}"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// A calibration recorded beside busy loops (tests/data/loaded-calibration) is named
+/// untrusted by `fit` and refused by `simulate --fits` (exit 2, one line naming the
+/// causes and the flag), and priced with a warning under `--untrusted-fits`. Before
+/// src/sim/trust.rs both priced it silently.
+#[test]
+fn a_calibration_on_a_loaded_machine_is_refused() {
+    for run in ["a", "b"] {
+        let dir = tmpdir(&format!("loaded-{run}"));
+        let src = root()
+            .join("tests/data/loaded-calibration")
+            .join(run)
+            .join("np2");
+        for f in [
+            "e2e.csv",
+            "micro_comm.csv",
+            "micro_compress.csv",
+            "run.json",
+        ] {
+            std::fs::copy(src.join(f), dir.join(f)).unwrap();
+        }
+        let out = Command::new(BIN)
+            .args(["fit", dir.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_ok(&out);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("calibration NOT trusted")
+                && text.contains("collective fits miss one of their own points")
+                && text.contains("slowdown inside backward is at its bound"),
+            "{text}"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("fits.json")).unwrap()).unwrap();
+        assert!(
+            json["untrusted"].as_array().is_some_and(|a| a.len() >= 2),
+            "{json}"
+        );
+        let simulate = |extra: &[&str], out: &str| {
+            Command::new(BIN)
+                .args(["simulate", "--fits", dir.to_str().unwrap(), "--compare"])
+                .arg(dir.join("e2e.csv"))
+                .args(["--tolerance", "1e9", "--quiet", "--out"])
+                .arg(dir.join(out))
+                .args(extra)
+                .output()
+                .unwrap()
+        };
+        let refused = simulate(&[], "sim-refused");
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(
+            err.contains("the calibration run cannot be trusted")
+                && err.contains("--untrusted-fits"),
+            "{err}"
+        );
+        assert!(!dir.join("sim-refused/sim.csv").exists());
+        let priced = simulate(&["--untrusted-fits"], "sim-anyway");
+        assert_ok(&priced);
+        let err = String::from_utf8_lossy(&priced.stderr);
+        assert!(
+            err.contains("warning") && err.contains("priced anyway"),
+            "{err}"
+        );
+        assert!(dir.join("sim-anyway/sim.csv").exists());
     }
 }

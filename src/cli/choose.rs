@@ -55,6 +55,9 @@ pub struct ChooseArgs {
     /// compression on this CPU (the band also prices the reference CPU)
     #[arg(long, value_name = "DIR")]
     pub fits: Option<PathBuf>,
+    /// Price with a --fits calibration that gradcomp judged untrusted (see `simulate --help`)
+    #[arg(long)]
+    pub untrusted_fits: bool,
     /// Methods to rank, comma-separated
     #[arg(long, value_delimiter = ',', default_value = DEFAULT_METHODS, value_name = "LIST")]
     pub methods: Vec<String>,
@@ -218,6 +221,7 @@ impl ChooseArgs {
             network: Some(self.network.clone()),
             networks: vec![self.network.clone()],
             fits: self.fits.clone(),
+            untrusted_fits: self.untrusted_fits,
             compare: None,
             tolerance: 0.15,
             ranks_per_node: Some(self.gpus_per_node),

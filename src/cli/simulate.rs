@@ -41,6 +41,9 @@ pub struct SimulateArgs {
     /// Fit collective and compression costs from this results directory (micro_comm.csv, micro_compress.csv)
     #[arg(long, value_name = "DIR")]
     pub fits: Option<PathBuf>,
+    /// Price with a --fits calibration that gradcomp judged untrusted (its ranks shared their cores: collectives 10x their fit, the host model at a bound, a busy machine); by default such a calibration is refused
+    #[arg(long)]
+    pub untrusted_fits: bool,
     /// Ranks per node sharing one NIC (the network's link); must divide every world size [default: 1, the flat network; with --compare and --network the run's own]
     #[arg(long, allow_negative_numbers = true, value_name = "G")]
     pub ranks_per_node: Option<usize>,
@@ -209,6 +212,7 @@ impl SimulateArgs {
             network: self.networks.first().cloned(),
             networks: self.networks.clone(),
             fits: self.fits.clone(),
+            untrusted_fits: self.untrusted_fits,
             compare: self.compare.clone(),
             tolerance: self.tolerance,
             ranks_per_node: self.ranks_per_node,

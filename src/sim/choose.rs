@@ -10,7 +10,7 @@
 
 use super::run::{sweep, SimulateRequest};
 use super::summary::{aligned, config_label, steps_for, StepsToTarget};
-use super::{fit, Result, SimError, SimRow, WireCache};
+use super::{Result, SimError, SimRow, WireCache};
 use crate::devcost::profile::CompressProfile;
 use crate::units::fmt_seconds;
 use std::sync::Arc;
@@ -351,6 +351,9 @@ pub struct ChooseOutcome {
     pub ranked: Vec<Choice>,
     pub rows: Vec<ChooseRow>,
     pub cases: usize,
+    /// What the caller should print before the ranking (an untrusted calibration priced
+    /// anyway).
+    pub warnings: Vec<String>,
 }
 
 /// Sweep `base` once per scenario and rank the methods ([`rank`]). `base` holds one model,
@@ -360,7 +363,13 @@ pub fn run(
     scenarios: &[Scenario],
     steps: &[StepsToTarget],
 ) -> Result<ChooseOutcome> {
-    let report = base.fits.as_deref().map(fit::fit_dir).transpose()?;
+    let (report, warnings) = match base.fits.as_deref() {
+        Some(d) => {
+            let (rep, w) = super::run::trusted_fits(d, base.untrusted_fits)?;
+            (Some(rep), w.into_iter().collect())
+        }
+        None => (None, Vec::new()),
+    };
     let profile = match &base.compress_profile {
         Some(p) => Some(Arc::new(
             CompressProfile::read(p).map_err(|e| SimError::Input(e.to_string()))?,
@@ -417,6 +426,7 @@ pub fn run(
         ranked: rank(&best, steps),
         rows,
         cases,
+        warnings,
     })
 }
 

@@ -171,6 +171,7 @@ pub fn fit_results(dir: &Path) -> Result<FitReport> {
         "host": rep.host.iter().map(|(n, h)| (n.to_string(), host_json(&h.all))).collect::<serde_json::Map<_, _>>(),
         "host_held_out": rep.host.iter().map(|(n, h)| (n.to_string(), h.held_out.iter().map(|(m, x)| (m.clone(), host_json(x))).collect::<serde_json::Map<_, _>>().into())).collect::<serde_json::Map<_, _>>(),
         "fits": rep.rows,
+        "untrusted": super::trust::causes(&rep),
     });
     let text = serde_json::to_string_pretty(&json).map_err(|e| SimError::Write {
         path: json_path.display().to_string(),

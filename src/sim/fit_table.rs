@@ -173,6 +173,13 @@ pub fn table(rep: &FitReport) -> String {
         100.0 * MAX_WORST_REL_ERR,
         if files.is_empty() { "-".into() } else { files.join(" and ") }
     ));
+    let untrusted = super::trust::causes(rep);
+    if !untrusted.is_empty() {
+        out.push_str(&format!(
+            "calibration NOT trusted (simulate --fits and choose --fits refuse it without --untrusted-fits): {}\n",
+            untrusted.join("; ")
+        ));
+    }
     out
 }
 
@@ -226,6 +233,7 @@ mod tests {
             cores,
             machine: "vm".into(),
             dilation,
+            load_per_core_start: None,
         }
     }
 

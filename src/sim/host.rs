@@ -205,6 +205,9 @@ pub struct Layout {
     /// run.json's `time_dilation` K (1 without): every thread had K times its CPU time
     /// per emulated second (src/measure/dilation.rs), so the cores count K times.
     pub dilation: u64,
+    /// The largest one-minute load average per core at the run's start over its ranks
+    /// (run.json `load_avg_start` / `host_cores`); `None` where run.json has none.
+    pub load_per_core_start: Option<f64>,
 }
 
 impl Layout {
@@ -302,11 +305,26 @@ pub fn layout_from_run_json(path: &Path) -> Result<Option<Layout>> {
         cores: *cores,
         machine,
         dilation: dilation_in(&v),
+        load_per_core_start: load_per_core(&v, "load_avg_start"),
     }))
 }
 
+/// The largest one-minute load average per core over the ranks of run.json's `key`
+/// (`[[1, 5, 15], ...]` per rank, `null` where a rank could not read it) and
+/// `host_cores`; `None` when no rank has one.
+fn load_per_core(v: &serde_json::Value, key: &str) -> Option<f64> {
+    let loads = v.get(key)?.as_array()?;
+    let cores = v.get("host_cores")?.as_array()?;
+    loads
+        .iter()
+        .zip(cores)
+        .filter_map(|(l, c)| Some(l.get(0)?.as_f64()? / c.as_f64().filter(|&c| c > 0.0)?))
+        .filter(|x| x.is_finite())
+        .reduce(f64::max)
+}
+
 /// Largest factor the calibration gives the work during backward.
-const MAX_BWD_SLOWDOWN: f64 = 16.0;
+pub const MAX_BWD_SLOWDOWN: f64 = 16.0;
 
 /// Points at which [`bisect`] checks that a row's simulated iteration does not decrease
 /// with the term.
@@ -835,6 +853,7 @@ mod tests {
                 cores: 2,
                 machine: "a".into(),
                 dilation: 1,
+                load_per_core_start: None,
             }
         );
         // Two machines of 2 ranks each (one by kernel id, whatever the host names): the

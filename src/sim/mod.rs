@@ -44,6 +44,7 @@ pub mod row;
 pub mod run;
 pub mod summary;
 pub mod topology;
+pub mod trust;
 mod wire;
 
 use clock::{simulate_clock, unit_device_s, Unit};

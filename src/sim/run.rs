@@ -55,6 +55,8 @@ pub struct SimulateRequest {
     pub networks: Vec<String>,
     /// A results directory with micro_comm.csv / micro_compress.csv to fit costs from.
     pub fits: Option<PathBuf>,
+    /// Price with a `fits` calibration [`super::trust`] judged untrusted.
+    pub untrusted_fits: bool,
     /// Compare against this measured e2e.csv instead of sweeping the axes.
     pub compare: Option<PathBuf>,
     pub tolerance: f64,
@@ -107,6 +109,9 @@ pub struct SimulateOutcome {
     /// excluded).
     pub simulate_s: f64,
     pub outside_tolerance: Vec<String>,
+    /// What the caller should print before the result (an untrusted calibration priced
+    /// anyway).
+    pub warnings: Vec<String>,
 }
 
 /// The costs of `n` ranks, `g` per node: the network (preset, or fitted at `n`; with
@@ -295,9 +300,12 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
             sim_csv.display()
         )));
     }
-    let report = match &req.fits {
-        Some(d) => Some(fit::fit_dir(d)?),
-        None => None,
+    let (report, warnings) = match &req.fits {
+        Some(d) => {
+            let (rep, w) = trusted_fits(d, req.untrusted_fits)?;
+            (Some(rep), w.into_iter().collect())
+        }
+        None => (None, Vec::new()),
     };
     let profile = match &req.compress_profile {
         Some(p) => Some(Arc::new(
@@ -506,6 +514,7 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         rows: rows.len(),
         simulate_s,
         outside_tolerance: outside,
+        warnings,
     })
 }
 
@@ -633,6 +642,14 @@ fn measured_layout(req: &SimulateRequest) -> Result<Option<Layout>> {
     Ok(None)
 }
 
+/// The fits of `dir` ([`fit::fit_dir`]), refused when [`super::trust`] finds the
+/// calibration untrusted unless `accept` (then with the warning to print).
+pub fn trusted_fits(dir: &Path, accept: bool) -> Result<(fit::FitReport, Option<String>)> {
+    let rep = fit::fit_dir(dir)?;
+    let warning = super::trust::check(&rep, dir, accept)?;
+    Ok((rep, warning))
+}
+
 /// `gradcomp fit RESULTS_DIR`: fitted models and their errors, written next to the CSVs.
 pub fn fit_command(dir: &Path) -> Result<fit::FitReport> {
     fit::fit_results(dir)
@@ -657,6 +674,7 @@ mod tests {
             network: network.map(String::from),
             networks: network.map(String::from).into_iter().collect(),
             fits: None,
+            untrusted_fits: false,
             compare: None,
             tolerance: 0.15,
             out: PathBuf::new(),
@@ -681,6 +699,7 @@ mod tests {
             cores: 2,
             machine: "vm".into(),
             dilation,
+            load_per_core_start: None,
         };
         assert_eq!(
             oversubscription(&at(1), false),
@@ -784,6 +803,7 @@ mod tests {
             cores: 2,
             machine: "a".into(),
             dilation: 1,
+            load_per_core_start: None,
         };
         let (exceed, text) = case_oversubscription(Some(&l), 4, false);
         assert!(exceed, "{text}");
