@@ -11,7 +11,6 @@ use super::target::EvalPoint;
 use super::CaseOutcome;
 use crate::error::{Error, Result};
 use crate::record::CsvSink;
-use std::io::Write;
 use std::path::Path;
 
 /// Where the rows of cut-off cases go.
@@ -123,9 +122,17 @@ pub fn reopen(path: &Path, world_size: usize) -> Result<(CsvSink, Vec<(String, C
         if !cut.is_empty() {
             let header_end = rows.first().map_or(text.len(), |r| r.1);
             let moved = path.with_file_name(INTERRUPTED_FILE);
-            let mut out = Vec::new();
-            let fresh = std::fs::metadata(&moved).map_or(true, |m| m.len() == 0);
-            if fresh {
+            // The rows moved so far, then the header where there were none, then these.
+            let mut out = match crate::input::read(
+                &moved,
+                crate::input::RESULT_CSV_BYTES,
+                "converge's interrupted rows",
+            ) {
+                Ok(b) => b,
+                Err(_) if !moved.exists() => Vec::new(),
+                Err(e) => return Err(Error::Usage(Box::new(e))),
+            };
+            if out.is_empty() {
                 out.extend_from_slice(&text[..header_end]);
             }
             let mut kept = text[..header_end].to_vec();
@@ -136,16 +143,10 @@ pub fn reopen(path: &Path, world_size: usize) -> Result<(CsvSink, Vec<(String, C
                     out.extend_from_slice(&text[*a..*b]);
                 }
             }
-            // First the copy (appended and synced), then the replacement: a crash
-            // between the two leaves the rows in both files, never in neither.
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&moved)
-                .map_err(|e| Error::io(&moved, e))?;
-            f.write_all(&out)
-                .and_then(|()| f.sync_all())
-                .map_err(|e| Error::io(&moved, e))?;
+            // First the copy (whole: written beside and renamed, so a full disk leaves
+            // the old file as it was), then the replacement: a crash between the two
+            // leaves the rows in both files, never in neither.
+            crate::record::write_atomic(&moved, &out)?;
             crate::record::write_atomic(path, &kept)?;
             let cases: std::collections::BTreeSet<&str> =
                 cut.iter().map(|(id, _, _)| id.as_str()).collect();
@@ -209,6 +210,21 @@ mod tests {
             std::fs::read_to_string(d.join(INTERRUPTED_FILE)).unwrap(),
             format!("{header}{c}")
         );
+        // A second resume that finds `c` cut off again adds its rows after the first
+        // ones, one header, no temporary file left.
+        drop(_sink);
+        std::fs::write(&path, format!("{header}{a}{b}{c}")).unwrap();
+        reopen(&path, 2).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.join(INTERRUPTED_FILE)).unwrap(),
+            format!("{header}{c}{c}")
+        );
+        let mut names: Vec<String> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["converge.csv", INTERRUPTED_FILE]);
         let _ = std::fs::remove_dir_all(&d);
     }
 }

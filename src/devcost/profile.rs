@@ -36,8 +36,8 @@
 //! are no method's (packing buckets, splitting received wires).
 //!
 //! Every error names the file, the line (1-based, as an editor numbers it), the column,
-//! the value and the fix; every [`ProfileError`] but [`ProfileError::Write`] is bad
-//! input (exit code 2).
+//! the value and the fix; every [`ProfileError`] is bad input (exit code 2). The
+//! binary only reads profiles (analysis/profile_compress.py writes them).
 //!
 //! Files: this one holds the format's constants, [`Row`], the profile and its lookups,
 //! the copy fit and writing; `read.rs` reads and validates text and rows, `check.rs`
@@ -45,7 +45,6 @@
 //! `error.rs` holds [`ProfileError`].
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 
 use super::{DeviceSpec, Stage};
 use crate::compress::{registry, Aggregation, MethodParams, WorkerCtx};
@@ -448,15 +447,6 @@ impl CompressProfile {
             ));
         }
         s
-    }
-
-    /// Write [`CompressProfile::to_csv`] to `path`.
-    pub fn write(&self, path: impl AsRef<Path>) -> Result<(), ProfileError> {
-        let path = path.as_ref();
-        std::fs::write(path, self.to_csv()).map_err(|source| ProfileError::Write {
-            path: path.display().to_string(),
-            source,
-        })
     }
 }
 

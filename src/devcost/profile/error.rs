@@ -30,12 +30,6 @@ pub enum ProfileError {
     /// The file cannot be opened or read (missing, not a regular file, too large).
     #[error(transparent)]
     File(Box<crate::input::InputError>),
-    /// Writing failed (a failed run, exit 1).
-    #[error("cannot write compress profile {path}: {source}")]
-    Write {
-        path: String,
-        source: std::io::Error,
-    },
     /// The header is missing or names unknown, repeated or too few columns.
     #[error("{at}: {msg}; the header is '{HEADER}' (any order)")]
     Header { at: Loc, msg: String },
@@ -123,26 +117,16 @@ pub enum ProfileError {
 }
 
 impl ProfileError {
-    /// Process exit code, as for [`crate::Error::exit_code`]: 1 for a failed write, 2
-    /// (bad input) for everything else.
+    /// Process exit code, as for [`crate::Error::exit_code`]: 2 (bad input; the binary
+    /// reads profiles and never writes them).
     pub fn exit_code(&self) -> u8 {
-        match self {
-            ProfileError::Write { .. } => crate::error::EXIT_FAILURE,
-            _ => crate::error::EXIT_USAGE,
-        }
+        crate::error::EXIT_USAGE
     }
 }
 
-/// A failed write is a failed run ([`crate::error::Error::Io`], exit 1); everything
-/// else is bad input ([`crate::error::Error::Usage`], exit 2).
+/// Bad input ([`crate::error::Error::Usage`], exit 2).
 impl From<ProfileError> for crate::error::Error {
     fn from(e: ProfileError) -> Self {
-        match e {
-            ProfileError::Write { path, source } => crate::error::Error::Io {
-                path,
-                cause: source,
-            },
-            other => crate::error::Error::Usage(Box::new(other)),
-        }
+        crate::error::Error::Usage(Box::new(e))
     }
 }

@@ -86,7 +86,8 @@ fn write_then_read_gives_identical_lookups() {
     p.insert(row("topk", Some(Stage::Decompress), 0, 0, (1, 64), 8, 0.0))
         .unwrap();
     let path = tmp("roundtrip.csv");
-    p.write(&path).unwrap();
+    // The binary reads profiles, never writes them (analysis/profile_compress.py does).
+    std::fs::write(&path, p.to_csv()).unwrap();
     let q = CompressProfile::read(&path).unwrap();
     assert_eq!(q.rows(), p.rows());
     assert_eq!(q.meta("device"), Some("Test GPU"));
@@ -370,10 +371,6 @@ fn bad_profiles_name_the_line_column_value_and_fix() {
     let e = CompressProfile::read("/nonexistent/dir/p.csv").unwrap_err();
     assert!(e.to_string().contains("/nonexistent/dir/p.csv"), "{e}");
     assert_eq!(e.exit_code(), 2);
-    let e = full(&["ssgd"], &[(1, 4)], 1)
-        .write("/nonexistent/dir/p.csv")
-        .unwrap_err();
-    assert_eq!(e.exit_code(), 1);
     // Windows line ends and free-text comments are fine.
     let crlf = format!("# measured on a test rig\r\n{}", good.replace('\n', "\r\n"));
     assert_eq!(
