@@ -16,7 +16,7 @@ import sys
 import pandas as pd
 
 from . import tables as T
-from .io import ReportError, load_csv, read_text
+from .io import ReportError, load_csv, read_text, staged_dir
 from .compare import compare_result, printed
 from .devmodel import family_table, merge_repeats
 from .peer import peer_compare
@@ -193,7 +193,8 @@ def main(argv=None) -> int:
             ok, text, table = agreement(a.dir_a, a.dir_b)
             print(text)
             if a.out:
-                table.to_csv(a.out, index=False)
+                with staged_dir(os.path.dirname(a.out) or ".", "per-case table") as d:
+                    table.to_csv(os.path.join(d, os.path.basename(a.out)), index=False)
             return 0 if ok else 1
         if a.cmd == "sim-accuracy":
             rc, text = accuracy(a.dir)

@@ -34,7 +34,7 @@ import os
 import pandas as pd
 
 from . import tables as T
-from .io import ReportError, load_csv
+from .io import ReportError, load_csv, staged_dir
 
 # Below this share of all cases in both runs, the two runs are of different configs.
 MIN_SHARED = 0.5
@@ -259,13 +259,12 @@ def compare_result(run_a: str, run_b: str, tolerance: float = 0.10, out: str = N
     """`compare`, also returning `compare_runs`' result."""
     res = compare_runs(_e2e(run_a), _e2e(run_b), tolerance)
     out = out or compare_dir(run_a, run_b)
-    os.makedirs(out, exist_ok=True)
-    res["times"].to_csv(os.path.join(out, "compare_times.csv"), index=False)
-    res["pairs"].to_csv(os.path.join(out, "compare_pairs.csv"), index=False)
-    path = os.path.join(out, "compare.md")
-    with open(path, "w") as f:
-        f.write(summary(res, run_a, run_b, tolerance))
-    return res["ok"], path, res
+    with staged_dir(out, "comparison") as d:
+        res["times"].to_csv(os.path.join(d, "compare_times.csv"), index=False)
+        res["pairs"].to_csv(os.path.join(d, "compare_pairs.csv"), index=False)
+        with open(os.path.join(d, "compare.md"), "w") as f:
+            f.write(summary(res, run_a, run_b, tolerance))
+    return res["ok"], os.path.join(out, "compare.md"), res
 
 
 def printed(res: dict, tolerance: float, path: str) -> str:

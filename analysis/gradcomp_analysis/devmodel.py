@@ -17,7 +17,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-from .io import ReportError, read_text
+from .io import ReportError, read_text, staged_dir
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import profile_compress as pc  # noqa: E402
@@ -78,7 +78,14 @@ def merge_repeats(rep_dirs, out_dir, revision):
     """Write OUT_DIR/profile-r4.csv, profile-r32.csv, profile-sketch.csv, kernels.csv and
     spread.csv from the runs in REP_DIRS; returns the spread summary as text. A group (or
     kernels.csv) that no run holds is left out (runs of a STEPS subset); one that some
-    runs hold and others lack is refused."""
+    runs hold and others lack is refused. The files move into OUT_DIR together once all are
+    whole (io.staged_dir): a refusal or a full disk half way leaves none of them."""
+    with staged_dir(out_dir, "GPU profile") as stage:
+        return _merge_repeats_into(rep_dirs, stage, revision)
+
+
+def _merge_repeats_into(rep_dirs, out_dir, revision):
+    """`merge_repeats`, writing into OUT_DIR as it goes."""
     if len(rep_dirs) < 2:
         raise ReportError("give two or more runs of scripts/gpu_profile.sh: a row's spread needs repeats")
     # Every profile is read (and a bad one refused) before anything is written.
@@ -90,7 +97,6 @@ def merge_repeats(rep_dirs, out_dir, revision):
     for d in rep_dirs:
         if os.path.lexists(os.path.join(d, KERNELS)):
             _read_kernels(os.path.join(d, KERNELS))
-    os.makedirs(out_dir, exist_ok=True)
     spread_rows = []
     done = {}
     for out_name, files in GROUPS.items():

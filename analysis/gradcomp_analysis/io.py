@@ -11,12 +11,15 @@ adds two columns to every table:
   `slurm/submit-acpsgd-network.sh`), else empty.
 """
 
+import contextlib
 import csv
 import glob
 import io
 import json
 import os
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -433,3 +436,24 @@ def load_results(paths) -> Results:
             f"{', '.join(paths)}: no gradcomp CSV file with rows (expected micro_comm.csv, micro_compress.csv, "
             f"micro.csv, e2e.csv or converge.csv, or a `gradcomp simulate` folder's sim.csv)")
     return res
+
+
+@contextlib.contextmanager
+def staged_dir(out_dir: str, what: str):
+    """A fresh folder inside OUT_DIR to write one output's files into: when the block ends they
+    move into OUT_DIR (renames, which need no free space), and when it raises they are dropped.
+    A failed write (a full disk) or an error found half way leaves no partial file and an earlier
+    output's files as they were. An OSError names where its file was to go, and says that no
+    file of WHAT was written."""
+    os.makedirs(out_dir, exist_ok=True)
+    stage = tempfile.mkdtemp(prefix=".gradcomp-", suffix=".tmp", dir=out_dir)
+    try:
+        yield stage
+        for name in sorted(os.listdir(stage)):
+            os.replace(os.path.join(stage, name), os.path.join(out_dir, name))
+    except OSError as e:
+        where = str(e.filename) if e.filename else ""
+        where = os.path.join(out_dir, os.path.relpath(where, stage)) if where.startswith(stage) else where or out_dir
+        raise OSError(e.errno, f"{e.strerror or e} (no file of this {what} was written)", where) from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)

@@ -31,7 +31,7 @@ import statistics
 
 import pandas as pd
 
-from .io import ReportError, load_csv, read_text
+from .io import ReportError, load_csv, read_text, staged_dir
 
 # Bytes per element a step must bring from memory on one core, at the read probe's
 # bandwidth: every array read, plus every output written without being read first (its
@@ -261,11 +261,10 @@ def peer_compare(root: str, out_dir=None) -> str:
     g, t, meta = load_rounds(root)
     peer = peer_table(g, t)
     goals = roofline_goals(g)
-    out_dir = out_dir or root
-    os.makedirs(out_dir, exist_ok=True)
     md = markdown(peer, goals, meta)
-    peer.to_csv(os.path.join(out_dir, "peer_compare.csv"), index=False)
-    goals.to_csv(os.path.join(out_dir, "roofline_goals.csv"), index=False)
-    with open(os.path.join(out_dir, "peer_compare.md"), "w") as f:
-        f.write(md)
+    with staged_dir(out_dir or root, "peer comparison") as d:
+        peer.to_csv(os.path.join(d, "peer_compare.csv"), index=False)
+        goals.to_csv(os.path.join(d, "roofline_goals.csv"), index=False)
+        with open(os.path.join(d, "peer_compare.md"), "w") as f:
+            f.write(md)
     return md

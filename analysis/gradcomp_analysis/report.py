@@ -11,14 +11,13 @@ import json
 import math
 import numbers
 import os
-import shutil
 import sys
-import tempfile
 
 import pandas as pd
 
 from . import SUPPORTED_SCHEMA_VERSIONS, plots, published as pub, tables as T, trains, verdict as V
-from .io import ReportError, Results, discover, load_csv, load_results, read_json_object, read_text  # noqa: F401  (load_csv: public API)
+from .io import (ReportError, Results, discover, load_csv, load_results, read_json_object,  # noqa: F401  (load_csv: public API)
+                 read_text, staged_dir)
 
 # What every table's `wire vs dense` (tables.WIRE) is, said once in the text above the tables.
 WIRE_TEXT = ("`wire vs dense` (and `X wire vs dense` in a table with a column per method or fusion): the bytes one "
@@ -989,22 +988,9 @@ def write_report(results_dir, out_dir: str | None = None, latex: bool = False) -
                    if not any(p == os.path.normpath(d) or p.startswith(os.path.normpath(d) + os.sep)
                               or os.path.normpath(d).startswith(p + os.sep) for p in ps_paths)]
     out_dir = out_dir or os.path.join(dirs[0], "report")
-    os.makedirs(out_dir, exist_ok=True)
-    # Every file goes into a folder of its own inside out_dir and is moved into place once all are
-    # whole: a failed write (a full disk) leaves no partial file, and an earlier report's files as
-    # they were (a rename needs no free space).
-    stage = tempfile.mkdtemp(prefix=".report-", suffix=".tmp", dir=out_dir)
-    try:
+    # Every file goes into a folder of its own and moves into out_dir once all are whole (io.staged_dir).
+    with staged_dir(out_dir, "report") as stage:
         _write_files(stage, res, simulations, paper_scale, latex)
-        for name in sorted(os.listdir(stage)):
-            os.replace(os.path.join(stage, name), os.path.join(out_dir, name))
-    except OSError as e:
-        # Named by where the file was to go, not the staging folder that is removed below.
-        where = str(e.filename) if e.filename else ""
-        where = os.path.join(out_dir, os.path.relpath(where, stage)) if where.startswith(stage) else where or out_dir
-        raise OSError(e.errno, f"{e.strerror or e} (no file of this report was written)", where) from None
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
     return os.path.join(out_dir, "report.md")
 
 
