@@ -227,51 +227,54 @@ mod tests {
         assert_eq!(v, [4.0]);
     }
 
-    /// A host operation of CPU time t, stretched, takes about k t of wall time, and its
-    /// emulated time (wall / k) is about t: what a row reports.
+    /// A host operation of CPU time t, stretched, takes at least k t of wall time (the
+    /// pad ends at `start + k x cpu`, whatever the load), and the CPU time it reports is
+    /// the thread's own, clock read left out. Only bounds that hold on a loaded machine
+    /// are asserted (issue 49: the old upper bounds on wall time failed in 6 of 12
+    /// parallel library runs at load 8-14); how close the pad comes to k t is measured
+    /// by the dilated sim-accuracy runs, not here.
     #[test]
     fn a_stretched_host_operation_takes_k_times_its_cpu_time_and_reports_it() {
         let t = 0.02;
-        for k in [1u32, 4] {
+        // Without dilation nothing is read or waited for.
+        let none = Dilation::NONE.start();
+        assert!(none.0.is_none());
+        assert_eq!(Dilation::NONE.stretch(none), 0.0);
+        for k in [2u32, 4] {
             let d = Dilation::new(k).unwrap();
+            let c0 = thread_cpu_s();
             let w0 = Instant::now();
             let span = d.start();
             burn(t);
             let cpu = d.stretch(span);
             let wall = w0.elapsed().as_secs_f64();
-            let emulated = d.emulated_s(wall);
-            if k == 1 {
-                assert_eq!(cpu, 0.0);
-                assert!(wall >= t * 0.95 && wall < t * 3.0, "k 1: wall {wall}");
-            } else {
-                assert!(cpu >= t * 0.95, "cpu {cpu}");
-                // At least k x the CPU time; on a loaded machine the burn itself may take
-                // longer than its CPU time, so allow room above.
-                assert!(
-                    wall >= f64::from(k) * cpu * 0.999,
-                    "k {k}: wall {wall}, cpu {cpu}"
-                );
-                assert!(
-                    emulated >= t * 0.95 && emulated < t * 3.0,
-                    "k {k}: emulated {emulated} for {t} s of work (wall {wall})"
-                );
-            }
+            let used = thread_cpu_s() - c0;
+            assert!(
+                cpu >= t - clock_cost_s() && cpu <= used,
+                "k {k}: cpu {cpu}, used {used}"
+            );
+            assert!(
+                wall >= f64::from(k) * cpu,
+                "k {k}: wall {wall} < {k} x cpu {cpu}"
+            );
+            assert!(d.emulated_s(wall) >= cpu, "k {k}");
         }
     }
 
     /// A thread that waits for its core (here: sleeps, which uses no CPU) is not padded
-    /// for the waiting: the pad follows the CPU time, not the wall time.
+    /// for the waiting: the pad follows the CPU time, not the wall time, so after 40 ms
+    /// asleep the span's CPU time (and with it the pad, 4 x it from the start) is a small
+    /// fraction of the 40 ms already passed: stretch returns at once.
     #[test]
     fn time_waiting_for_the_core_is_not_dilated() {
         let d = Dilation::new(4).unwrap();
-        let w0 = Instant::now();
         let span = d.start();
         std::thread::sleep(Duration::from_millis(40));
         let cpu = d.stretch(span);
-        let wall = w0.elapsed().as_secs_f64();
-        assert!(cpu < 0.005, "cpu {cpu}");
-        // 40 ms slept, padded at most to 4 x the (small) CPU time: well under 4 x 40 ms.
-        assert!(wall < 0.1, "wall {wall}");
+        assert!(
+            d.wall_s(cpu) < 0.040,
+            "cpu {cpu}: a pad beyond the 40 ms slept"
+        );
     }
 
     /// An empty operation is not stretched by the clock reads that time it.
