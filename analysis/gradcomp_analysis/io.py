@@ -444,16 +444,25 @@ def staged_dir(out_dir: str, what: str):
     move into OUT_DIR (renames, which need no free space), and when it raises they are dropped.
     A failed write (a full disk) or an error found half way leaves no partial file and an earlier
     output's files as they were. An OSError names where its file was to go, and says that no
-    file of WHAT was written."""
+    file of WHAT was written. OUT_DIR, when this made it, is removed again unless the output
+    moved in: a refused input leaves no empty output folder."""
+    made = not os.path.isdir(out_dir)
     os.makedirs(out_dir, exist_ok=True)
+    moved = False
     stage = tempfile.mkdtemp(prefix=".gradcomp-", suffix=".tmp", dir=out_dir)
     try:
         yield stage
         for name in sorted(os.listdir(stage)):
             os.replace(os.path.join(stage, name), os.path.join(out_dir, name))
+        moved = True
     except OSError as e:
         where = str(e.filename) if e.filename else ""
         where = os.path.join(out_dir, os.path.relpath(where, stage)) if where.startswith(stage) else where or out_dir
         raise OSError(e.errno, f"{e.strerror or e} (no file of this {what} was written)", where) from None
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+        if made and not moved:
+            try:
+                os.rmdir(out_dir)
+            except OSError:
+                pass  # something else put a file there meanwhile: leave it
