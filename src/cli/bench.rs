@@ -63,8 +63,7 @@ pub struct MicroCommArgs {
 pub struct CompressArgs {
     #[command(flatten)]
     pub common: Common,
-    /// Methods, comma-separated: ssgd, signsgd, signsgd-mv, topk, dgc, powersgd, acpsgd, marsit, sketch, qsgd
-    #[arg(long, value_delimiter = ',', required = true, value_name = "LIST")]
+    #[arg(long, value_delimiter = ',', required = true, value_name = "LIST", help = super::groups::methods_help())]
     pub methods: Vec<String>,
     /// Tensor shapes, comma-separated: ROWSxCOLS (a matrix) or N (1-D)
     #[arg(

@@ -2,7 +2,7 @@
 //! schedule of e2e and simulate, where compression is charged, and the method
 //! hyper-parameters; and the e2e section they make together.
 
-use crate::compress::MethodParams;
+use crate::compress::{registry, MethodParams};
 use crate::config::E2eSection;
 use crate::error::{Error, Result};
 use clap::Args;
@@ -15,8 +15,7 @@ pub struct WorkloadArgs {
     /// Models, comma-separated (see `gradcomp models`)
     #[arg(long = "model", value_delimiter = ',', value_name = "LIST")]
     pub models: Vec<String>,
-    /// Methods, comma-separated: ssgd, signsgd, signsgd-mv, topk, dgc, powersgd, acpsgd, marsit, sketch, qsgd, omgs (top-k over OMGS groups), sketch-fusion (Count Sketch over LayerFusion groups)
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", help = e2e_methods_help())]
     pub methods: Vec<String>,
 }
 
@@ -125,21 +124,22 @@ pub struct PlacementArgs {
     pub compress_profile: Option<String>,
 }
 
-/// Method hyper-parameters (flags named after the TOML keys).
+/// Method hyper-parameters (flags named after the TOML keys; help from
+/// [`crate::compress::params::PARAMS`] and the methods' specs, [`param_help`]).
 #[derive(Debug, Args, Clone)]
 pub struct ParamArgs {
-    /// Density rho in (0,1] (topk, dgc, sketch), a fraction (0.001) or a percentage (0.1%); a comma list sweeps [default: each method's own: 0.001; sketch 0.0076]
     #[arg(
         long,
+        help = param_help("density", "; a fraction (0.001) or a percentage (0.1%); a comma list sweeps"),
         value_delimiter = ',',
         allow_hyphen_values = true,
         value_name = "LIST",
         value_parser = parse_density
     )]
     pub density: Option<Vec<f64>>,
-    /// Low-rank rank r (powersgd, acpsgd; not a number of MPI ranks); a comma list sweeps [default: 4]
     #[arg(
         long = "lowrank-rank",
+        help = param_help("rank", "; a comma list sweeps"),
         value_delimiter = ',',
         allow_hyphen_values = true,
         value_name = "LIST"
@@ -154,34 +154,76 @@ pub struct ParamArgs {
         hide = true
     )]
     pub rank: Option<Vec<usize>>,
-    /// Low-rank: compress a matrix only if (rows+cols)*r*rate < rows*cols; 0 = every
-    /// matrix [default: 2 for powersgd, 0 for acpsgd]
-    #[arg(long, allow_negative_numbers = true, value_name = "X")]
+    #[arg(long, allow_negative_numbers = true, value_name = "X", help = param_help("min_compression_rate", ""))]
     pub min_compression_rate: Option<f64>,
-    /// Power-SGD dense warm-up steps [default: 0]
-    #[arg(long, allow_negative_numbers = true, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N", help = param_help("start_iter", ""))]
     pub start_iter: Option<u64>,
-    /// DGC momentum [default: 0.9]
-    #[arg(long, allow_negative_numbers = true, value_name = "M")]
+    #[arg(long, allow_negative_numbers = true, value_name = "M", help = param_help("momentum", ""))]
     pub momentum: Option<f32>,
-    /// DGC Nesterov momentum
-    #[arg(long)]
+    #[arg(long, help = param_help("nesterov", ""))]
     pub nesterov: bool,
-    /// DGC local clipping norm, 0 = off [default: 0]
-    #[arg(long, allow_negative_numbers = true, value_name = "X")]
+    #[arg(long, allow_negative_numbers = true, value_name = "X", help = param_help("clip_norm", ""))]
     pub clip_norm: Option<f32>,
-    /// DGC steps per warm-up epoch, 0 = no warm-up [default: 0]
-    #[arg(long, allow_negative_numbers = true, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N", help = param_help("warmup_steps_per_epoch", ""))]
     pub warmup_steps_per_epoch: Option<u64>,
-    /// Count Sketch rows [default: 3]
-    #[arg(long, allow_negative_numbers = true, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N", help = param_help("sketch_rows", ""))]
     pub sketch_rows: Option<usize>,
-    /// Count Sketch columns per kept element [default: 20]
-    #[arg(long, allow_negative_numbers = true, value_name = "X")]
+    #[arg(long, allow_negative_numbers = true, value_name = "X", help = param_help("sketch_cols_per_k", ""))]
     pub sketch_cols_per_k: Option<f64>,
-    /// QSGD levels s [default: 127]
-    #[arg(long, allow_negative_numbers = true, value_name = "S")]
+    #[arg(long, allow_negative_numbers = true, value_name = "S", help = param_help("qsgd_levels", ""))]
     pub qsgd_levels: Option<u32>,
+}
+
+/// `--methods` help of micro and micro-compress: the registry's methods.
+pub(super) fn methods_help() -> String {
+    format!("Methods, comma-separated: {}", registry::METHODS.join(", "))
+}
+
+/// `--methods` help of e2e and simulate: the registry's methods and the e2e ones.
+pub(super) fn e2e_methods_help() -> String {
+    let e2e: Vec<String> = crate::config::E2E_METHODS
+        .iter()
+        .map(|(m, k)| {
+            let base = crate::config::base_method(m);
+            format!("{m} ({base} over {k:?} groups)")
+        })
+        .collect();
+    format!("{}, {}", methods_help(), e2e.join(", "))
+}
+
+/// Help of the flag of the [`MethodParams`] key `key`: its doc, the methods that read it,
+/// `extra`, and its default (each method's own where a spec sets one).
+pub(super) fn param_help(key: &str, extra: &str) -> String {
+    let Some(p) = crate::compress::params::param(key) else {
+        return String::new();
+    };
+    let readers = registry::readers(key).join(", ");
+    let default = match crate::compress::params::default_values()[key].clone() {
+        serde_json::Value::Bool(_) => String::new(),
+        serde_json::Value::Null => {
+            let own: Vec<String> = registry::SPECS
+                .iter()
+                .filter_map(|s| {
+                    let v = match key {
+                        "density" => s.density,
+                        "min_compression_rate" => s.min_compression_rate,
+                        _ => None,
+                    };
+                    v.map(|v| format!("{} {v}", s.name))
+                })
+                .collect();
+            let global = match key {
+                "density" => crate::compress::DEFAULT_DENSITY,
+                _ => crate::compress::params::POWERSGD_MIN_COMPRESSION_RATE,
+            };
+            format!(
+                " [default: each method's own: {global}; {}]",
+                own.join(", ")
+            )
+        }
+        v => format!(" [default: {v}]"),
+    };
+    format!("{} ({readers}; {}){extra}{default}", p.doc, p.limits)
 }
 
 /// `--density`: a fraction (`0.001`) or a percentage (`0.1%`); the range is checked

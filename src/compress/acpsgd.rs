@@ -39,6 +39,29 @@ use crate::roofline::{Kernel, Stage};
 
 const NAME: &str = "acpsgd";
 
+/// ACP-SGD's description ([`super::registry::SPECS`]).
+pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
+    name: NAME,
+    summary: "alternate compressed Power-SGD: one factor per step (P on even steps, Q on odd), all-reduced",
+    aggregation: Aggregation::AllReduce,
+    rounds: 1,
+    phases: 2,
+    params: &["rank", "min_compression_rate"],
+    density: None,
+    min_compression_rate: Some(super::params::ACPSGD_MIN_COMPRESSION_RATE),
+    owns_momentum: false,
+    by_elements: false,
+    wire_bytes: "4 r' rows on P steps, 4 r' cols on Q steps, r' = min(rank, rows, cols); 4 d for 1-D tensors",
+    memory: "residual e (d floats), factors P (rows r') and Q (cols r')",
+    state_bytes: None,
+    citations: &[
+        "Zhang, Shi, Wang & Li, ICDCS 2023, Sec. IV",
+        "lzhangbv/acpsgd acpsgd.py at 4f560a2",
+    ],
+    build: |p, ctx| Ok(Box::new(AcpSgd::new(p, ctx)?)),
+    fusion_sizing: Some(fusion_sizing),
+};
+
 /// ACP-SGD compressor (CLI name `acpsgd`): one all-reduce of P or Q per step.
 #[derive(Debug)]
 pub struct AcpSgd {

@@ -32,6 +32,33 @@ use ndarray::{ArrayView2, ArrayViewMut2};
 use rand::Rng;
 
 const NAME: &str = "dgc";
+
+/// DGC's description ([`super::registry::SPECS`]).
+pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
+    name: NAME,
+    summary: "clipping, momentum correction, sampled-threshold sparsification, momentum factor masking, density warm-up",
+    aggregation: Aggregation::AllGather,
+    rounds: 1,
+    phases: 1,
+    params: &["density", "momentum", "nesterov", "clip_norm", "warmup_steps_per_epoch"],
+    density: None,
+    min_compression_rate: None,
+    owns_momentum: true,
+    by_elements: false,
+    wire_bytes: "8 k_t (index, value) pairs at the step's warm-up density, at most 8 ceil(density d); rows = 1 tensors dense, 4 d",
+    memory: "momentum u and velocity v (2 d floats), the sent indices, a candidate buffer",
+    state_bytes: Some(|p, numels, world_size| {
+        super::topk::sparse_state_bytes(p, numels, world_size, |d, k| {
+            8.0 * wide_capacity(d, k) as f64
+        })
+    }),
+    citations: &[
+        "Lin et al., \"Deep Gradient Compression\", ICLR 2018",
+        "synxlin/deep-gradient-compression dgc/compression.py (DGCCompressor)",
+    ],
+    build: |p, ctx| Ok(Box::new(Dgc::new(p, ctx)?)),
+    fusion_sizing: None,
+};
 /// RNG stream tag of the threshold sample's start.
 const STREAM_SAMPLE: u64 = 0x0064_6763;
 /// Elements per chunk of the single pass: the running sample bound is updated once per

@@ -35,6 +35,26 @@ use crate::measure::rng::{mix, rng_for};
 use crate::roofline::Stage;
 
 const NAME: &str = "marsit";
+
+/// Marsit's description ([`super::registry::SPECS`]).
+pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
+    name: NAME,
+    summary: "sign bits kept 1 bit per element through a ring all-reduce by random bit-wise merging; global compensation",
+    aggregation: Aggregation::Ring,
+    rounds: 1,
+    phases: 1,
+    params: &[],
+    density: None,
+    min_compression_rate: None,
+    owns_momentum: false,
+    by_elements: true,
+    wire_bytes: "4 (1 + ceil(d / 32)) (the f32 scale and one sign bit per element)",
+    memory: "residual e (d floats)",
+    state_bytes: None,
+    citations: &["Wu et al., \"Marsit\", 2022 (reconstructed from the abstract; docs/methods.md, \"marsit\")"],
+    build: |p, ctx| Ok(Box::new(Marsit::new(p, ctx)?)),
+    fusion_sizing: None,
+};
 /// Stream tag separating Marsit's mask RNG from other methods' streams.
 const STREAM_TAG: u64 = 0x4d41_5253_4954; // "MARSIT"
 /// Ring words before the sign bits: the f32 scale.

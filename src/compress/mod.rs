@@ -13,6 +13,7 @@ use thiserror::Error;
 
 pub mod params;
 pub mod registry;
+pub mod spec;
 
 // One file per method (docs/methods.md) and the shared kernels they use.
 pub mod acpsgd;
@@ -292,8 +293,9 @@ pub struct WorkerCtx {
     pub seed: u64,
 }
 
-/// A gradient compression method. One implementation per file; adding a method is one
-/// new file plus one line in [`registry`].
+/// A gradient compression method. One implementation per file, described by its
+/// [`spec::MethodSpec`]; adding a method is one new file, its `pub mod` line here and
+/// one line in [`registry::SPECS`] (docs/architecture.md, "Adding a method").
 pub trait Compressor: Send {
     /// CLI/CSV name of the method (e.g. `topk`).
     fn name(&self) -> &'static str;

@@ -1,7 +1,10 @@
 //! Hyper-parameters of every method, settable from the CLI and TOML, written into every
-//! CSV row. Defaults and allowed ranges: docs/methods.md, "Hyper-parameters"; each
-//! method validates the keys it reads in its constructor.
+//! CSV row: the flat [`MethodParams`] (the TOML and CSV schema) and [`PARAMS`], one
+//! [`ParamSpec`] per field (flag, limits, doc) that the CLI help and `gradcomp methods`
+//! read. Each method lists the keys it reads in its spec and validates them in its
+//! constructor.
 
+use super::spec::ParamSpec;
 use serde::{Deserialize, Serialize};
 
 /// All method hyper-parameters in one flat table (TOML keys = field names).
@@ -57,6 +60,113 @@ impl Default for MethodParams {
     }
 }
 
+/// Every field of [`MethodParams`], in its order (a test checks they agree).
+pub const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        key: "density",
+        flag: "--density",
+        kind: "f64",
+        limits: "(0, 1]",
+        doc: "Density rho, the fraction of elements kept",
+        sets_cost: true,
+    },
+    ParamSpec {
+        key: "rank",
+        flag: "--lowrank-rank",
+        kind: "usize",
+        limits: ">= 1",
+        doc: "Low-rank rank r (not a number of MPI ranks)",
+        sets_cost: true,
+    },
+    ParamSpec {
+        key: "min_compression_rate",
+        flag: "--min-compression-rate",
+        kind: "f64",
+        limits: ">= 0, finite",
+        doc: "Low-rank: compress a matrix only if (rows+cols)*r*rate < rows*cols; 0 = every matrix",
+        sets_cost: true,
+    },
+    ParamSpec {
+        key: "start_iter",
+        flag: "--start-iter",
+        kind: "u64",
+        limits: ">= 0",
+        doc: "Dense (uncompressed, all-reduced) warm-up steps",
+        sets_cost: false,
+    },
+    ParamSpec {
+        key: "momentum",
+        flag: "--momentum",
+        kind: "f32",
+        limits: "[0, 1)",
+        doc: "Momentum m of the method's own momentum correction",
+        sets_cost: false,
+    },
+    ParamSpec {
+        key: "nesterov",
+        flag: "--nesterov",
+        kind: "bool",
+        limits: "true or false",
+        doc: "Nesterov momentum correction",
+        sets_cost: true,
+    },
+    ParamSpec {
+        key: "clip_norm",
+        flag: "--clip-norm",
+        kind: "f32",
+        limits: ">= 0, finite",
+        doc: "Local gradient clipping: max L2 norm before dividing by sqrt(n); 0 = off",
+        sets_cost: true,
+    },
+    ParamSpec {
+        key: "warmup_steps_per_epoch",
+        flag: "--warmup-steps-per-epoch",
+        kind: "u64",
+        limits: ">= 0",
+        doc: "Steps per warm-up epoch (densities 25%, 6.25%, 1.5625%, 0.4%, then density); 0 = no warm-up",
+        sets_cost: false,
+    },
+    ParamSpec {
+        key: "sketch_rows",
+        flag: "--sketch-rows",
+        kind: "usize",
+        limits: ">= 1",
+        doc: "Count Sketch rows r (independent hash rows)",
+        sets_cost: true,
+    },
+    ParamSpec {
+        key: "sketch_cols_per_k",
+        flag: "--sketch-cols-per-k",
+        kind: "f64",
+        limits: "> 0, finite",
+        doc: "Count Sketch columns per kept element: c = ceil(sketch_cols_per_k * k)",
+        sets_cost: true,
+    },
+    ParamSpec {
+        key: "qsgd_levels",
+        flag: "--qsgd-levels",
+        kind: "u32",
+        limits: "[1, 2^24]",
+        doc: "QSGD quantisation levels s",
+        sets_cost: true,
+    },
+];
+
+/// The defaults of [`MethodParams`] as a JSON object (TOML keys), each number as its
+/// field's type prints it (f32 `0.9`, not its f64 widening `0.8999999761581421`);
+/// `null` where each method has its own ([`default_density`],
+/// [`default_min_compression_rate`]).
+pub fn default_values() -> serde_json::Value {
+    serde_json::to_string(&MethodParams::default())
+        .and_then(|t| serde_json::from_str(&t))
+        .unwrap_or_default()
+}
+
+/// The spec of the [`MethodParams`] key `key`.
+pub fn param(key: &str) -> Option<&'static ParamSpec> {
+    PARAMS.iter().find(|p| p.key == key)
+}
+
 /// Density of the sparsifiers (topk, dgc, their e2e forms): DGC's 0.1% (Lin et al.,
 /// ICLR 2018, Section 4: "99.9% of the gradient exchange is redundant"), one value for
 /// all of them so that they are timed at one compression.
@@ -84,24 +194,25 @@ pub const POWERSGD_MIN_COMPRESSION_RATE: f64 = 2.0;
 /// 4f560a2, line 84: `if p.ndimension() > 1: # compressed tensors`).
 pub const ACPSGD_MIN_COMPRESSION_RATE: f64 = 0.0;
 
-/// The `min_compression_rate` `method` runs at when none is given:
-/// [`ACPSGD_MIN_COMPRESSION_RATE`] for acpsgd, [`POWERSGD_MIN_COMPRESSION_RATE`] for
-/// every other method (only powersgd reads it).
+/// The `min_compression_rate` `method` runs at when none is given: its spec's
+/// ([`super::spec::MethodSpec::min_compression_rate`]; acpsgd
+/// [`ACPSGD_MIN_COMPRESSION_RATE`]), else [`POWERSGD_MIN_COMPRESSION_RATE`]. `method`
+/// may be an e2e name (`sketch-fusion`) or a control (`topk-noef`):
+/// [`super::registry::spec_of`].
 pub fn default_min_compression_rate(method: &str) -> f64 {
-    match method {
-        "acpsgd" => ACPSGD_MIN_COMPRESSION_RATE,
-        _ => POWERSGD_MIN_COMPRESSION_RATE,
-    }
+    super::registry::spec_of(method)
+        .and_then(|s| s.min_compression_rate)
+        .unwrap_or(POWERSGD_MIN_COMPRESSION_RATE)
 }
 
-/// The density `method` (a registry name, or an e2e name built on one) runs at when none
-/// is given: [`SKETCH_DENSITY`] for Count Sketch (`sketch`, `sketch-fusion`),
-/// [`DEFAULT_DENSITY`] for every other method.
+/// The density `method` (a registry name, or an e2e name or control built on one:
+/// [`super::registry::spec_of`]) runs at when none is given: its spec's
+/// ([`super::spec::MethodSpec::density`]; Count Sketch [`SKETCH_DENSITY`]), else
+/// [`DEFAULT_DENSITY`].
 pub fn default_density(method: &str) -> f64 {
-    match method {
-        "sketch" | "sketch-fusion" => SKETCH_DENSITY,
-        _ => DEFAULT_DENSITY,
-    }
+    super::registry::spec_of(method)
+        .and_then(|s| s.density)
+        .unwrap_or(DEFAULT_DENSITY)
 }
 
 impl MethodParams {

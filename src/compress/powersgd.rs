@@ -33,6 +33,29 @@ use crate::roofline::{Kernel, Stage};
 
 const NAME: &str = "powersgd";
 
+/// Power-SGD's description ([`super::registry::SPECS`]).
+pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
+    name: NAME,
+    summary: "rank-r power iteration with warm start and error feedback: all-reduce P, then Q",
+    aggregation: Aggregation::AllReduce,
+    rounds: 2,
+    phases: 1,
+    params: &["rank", "min_compression_rate", "start_iter"],
+    density: None,
+    min_compression_rate: None,
+    owns_momentum: false,
+    by_elements: false,
+    wire_bytes: "4 r' (rows + cols) over its two rounds, r' = min(rank, rows, cols); 4 d in round 0 for 1-D, uncompressible and warm-up tensors",
+    memory: "residual e (d floats), factors P (rows r') and Q (cols r')",
+    state_bytes: None,
+    citations: &[
+        "Vogels, Karimireddy & Jaggi, \"PowerSGD\", NeurIPS 2019, Algorithm 1",
+        "PyTorch torch/distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py",
+    ],
+    build: |p, ctx| Ok(Box::new(PowerSgd::new(p, ctx)?)),
+    fusion_sizing: None,
+};
+
 /// Power-SGD compressor (CLI name `powersgd`); two dependent all-reduces per step.
 #[derive(Debug)]
 pub struct PowerSgd {

@@ -26,6 +26,53 @@ use super::{
 };
 use crate::roofline::Stage;
 
+/// The memory check's share of the sign methods: every rank's packed signs received.
+fn signs_state_bytes(_: &MethodParams, numels: &[usize], world_size: u64) -> u64 {
+    super::spec::state_sum(
+        numels,
+        |_| 0.0,
+        |d| world_size as f64 * (d as f64 / 8.0 + 8.0),
+    )
+}
+
+/// EF-SignSGD's description ([`super::registry::SPECS`]).
+pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
+    name: "signsgd",
+    summary:
+        "EF-SignSGD: the scale ||p||_1 / d and the signs of p = g + e, all-gathered; error feedback",
+    aggregation: Aggregation::AllGather,
+    rounds: 1,
+    phases: 1,
+    params: &[],
+    density: None,
+    min_compression_rate: None,
+    owns_momentum: false,
+    by_elements: true,
+    wire_bytes: "4 (1 + ceil(d / 32))",
+    memory: "residual e (d floats)",
+    state_bytes: Some(signs_state_bytes),
+    citations: &[
+        "Karimireddy et al., \"Error Feedback Fixes SignSGD\", ICML 2019, Alg. 1",
+        "sands-lab/grace grace_dl/torch/compressor/efsignsgd.py",
+    ],
+    build: |p, ctx| Ok(Box::new(SignSgd::new(p, ctx, false)?)),
+    fusion_sizing: None,
+};
+
+/// Majority-vote signSGD's description ([`super::registry::SPECS`]).
+pub const SPEC_MV: super::spec::MethodSpec = super::spec::MethodSpec {
+    name: "signsgd-mv",
+    summary: "signSGD with majority vote: the signs of g, all-gathered, sign of their sum; no error feedback",
+    wire_bytes: "4 ceil(d / 32)",
+    memory: "none",
+    citations: &[
+        "Bernstein et al., \"signSGD\", ICML 2018, Alg. 3; ICLR 2019",
+        "sands-lab/grace grace_dl/torch/compressor/signsgd.py",
+    ],
+    build: |p, ctx| Ok(Box::new(SignSgd::new(p, ctx, true)?)),
+    ..SPEC
+};
+
 /// Per-tensor EF-SignSGD state.
 #[derive(Debug, Clone, Default)]
 struct State {

@@ -54,6 +54,43 @@ use crate::measure::rng::{mix, rng_for};
 use crate::roofline::{Kernel, Stage};
 
 const NAME: &str = "sketch";
+
+/// Count Sketch's description ([`super::registry::SPECS`]).
+pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
+    name: NAME,
+    summary: "all-reduced Count Sketch of g + e, then the exact sums of its k heavy hitters; error feedback",
+    aggregation: Aggregation::AllReduce,
+    rounds: 2,
+    phases: 1,
+    params: &["density", "sketch_rows", "sketch_cols_per_k"],
+    density: Some(super::params::SKETCH_DENSITY),
+    min_compression_rate: None,
+    owns_momentum: false,
+    by_elements: true,
+    wire_bytes: "4 sketch_rows ceil(sketch_cols_per_k k) in round 0, 4 k in round 1, k = ceil(density d)",
+    memory: "residual e (d floats), the sketch table and its decode scratch",
+    // The rank's table, the all-reduced table, the MPI library's temporary and the decode
+    // scratch: 4 tables (2.6 measured, `micro --methods sketch --shape 1024x1024 --density
+    // 0.01 --sketch-rows 50 --sketch-cols-per-k 100`: 529 MiB peak, 200 MiB per table).
+    state_bytes: Some(|p, numels, _| {
+        super::spec::state_sum(
+            numels,
+            |_| 0.0,
+            |d| {
+                let cols = (p.sketch_cols_per_k * p.k_of(d) as f64).ceil().max(1.0);
+                4.0 * (p.sketch_rows as f64 * cols * 4.0)
+            },
+        )
+    }),
+    citations: &[
+        "Charikar, Chen & Farach-Colton, ICALP 2002 (Count Sketch)",
+        "Ivkin et al., \"Sketched SGD\", NeurIPS 2019, Alg. 1",
+        "Rothchild et al., \"FetchSGD\", ICML 2020; kiddyboots216/CommEfficient",
+        "Dai et al., Sketch-Fusion SGD, JPDC 2024",
+    ],
+    build: |p, ctx| Ok(Box::new(Sketch::new(p, ctx)?)),
+    fusion_sizing: None,
+};
 /// Stream tag of the hash keys.
 const STREAM_TAG: u64 = 0x534b_4554_4348; // "SKETCH"
 /// Stream tag of the top-k threshold sample (does not affect the result).

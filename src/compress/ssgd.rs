@@ -12,6 +12,28 @@ use ndarray::{ArrayView2, ArrayViewMut2};
 
 const NAME: &str = "ssgd";
 
+/// S-SGD's description ([`super::registry::SPECS`]).
+pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
+    name: NAME,
+    summary: "dense baseline: all-reduce (sum) the fp32 gradient, divide by the workers",
+    aggregation: Aggregation::AllReduce,
+    rounds: 1,
+    phases: 1,
+    params: &[],
+    density: None,
+    min_compression_rate: None,
+    owns_momentum: false,
+    by_elements: true,
+    wire_bytes: "4 d",
+    memory: "none",
+    state_bytes: None,
+    citations: &[
+        "synchronous data-parallel SGD, PyTorch DDP's all-reduce (docs/methods.md, \"ssgd\")",
+    ],
+    build: |p, ctx| Ok(Box::new(Ssgd::new(p, ctx)?)),
+    fusion_sizing: None,
+};
+
 /// Dense all-reduce baseline: wire `sum_f32` = the gradient (row-major).
 #[derive(Debug, Clone)]
 pub struct Ssgd {

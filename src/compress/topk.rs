@@ -16,6 +16,51 @@ use crate::roofline::{Kernel, Stage};
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 const NAME: &str = "topk";
+
+/// Top-k's description ([`super::registry::SPECS`]).
+pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
+    name: NAME,
+    summary: "exact top-k of |g + e|, (index, value) pairs all-gathered; error feedback",
+    aggregation: Aggregation::AllGather,
+    rounds: 1,
+    phases: 1,
+    params: &["density"],
+    density: None,
+    min_compression_rate: None,
+    owns_momentum: false,
+    by_elements: true,
+    wire_bytes: "8 k, k = ceil(density d) (u32 index and f32 value per kept element)",
+    memory: "residual e (d floats), the sent indices (k), a selection scratch",
+    state_bytes: Some(sparse_gather_state_bytes),
+    citations: &[
+        "Stich, Cordonnier & Jaggi, \"Sparsified SGD with Memory\", NeurIPS 2018",
+        "sands-lab/grace grace_dl/torch/compressor/topk.py",
+    ],
+    build: |p, ctx| Ok(Box::new(TopK::new(p, ctx)?)),
+    fusion_sizing: None,
+};
+
+/// The memory check's share of a sparse all-gather method (topk, dgc; `config::cases`,
+/// `method_state_bytes`): every rank's `k` (index, value) pairs received and their
+/// decoding, twice `8 k` bytes per rank per tensor, and once for the largest tensor
+/// decompress's record of the written entries (`d / 8` bytes) plus `extra_once(d, k)`.
+pub fn sparse_state_bytes(
+    p: &MethodParams,
+    numels: &[usize],
+    world_size: u64,
+    extra_once: impl Fn(usize, usize) -> f64,
+) -> u64 {
+    super::spec::state_sum(
+        numels,
+        |d| d as f64 / 8.0 + extra_once(d, p.k_of(d)),
+        |d| 2.0 * 8.0 * p.k_of(d) as f64 * world_size as f64,
+    )
+}
+
+/// [`sparse_state_bytes`] with nothing extra (Top-k).
+fn sparse_gather_state_bytes(p: &MethodParams, numels: &[usize], world_size: u64) -> u64 {
+    sparse_state_bytes(p, numels, world_size, |_, _| 0.0)
+}
 /// The reading choice of top-k decompression's launches ([`crate::roofline::READINGS`]).
 const DECOMPRESS: &str = "topk_decompress";
 /// RNG stream tag of the threshold sample.

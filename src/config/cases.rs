@@ -202,21 +202,10 @@ impl Case {
 }
 
 /// Bytes of the state a method's parameters size, beyond the tensor copies counted per
-/// case, as an upper bound (tensors of `numel` elements, `world_size` ranks):
-///
-/// - Count Sketch (`sketch`, `sketch-fusion`): `sketch_rows` rows of
-///   `ceil(sketch_cols_per_k * k)` fp32 columns per tensor (`k = ceil(density * d)`): the
-///   rank's table, the all-reduced table, the MPI library's temporary and the decode
-///   scratch, 4 tables (2.6 measured, `micro --methods sketch --shape 1024x1024 --density
-///   0.01 --sketch-rows 50 --sketch-cols-per-k 100`: 529 MiB peak, 200 MiB per table);
-/// - sparse all-gather methods (`topk`, `dgc`, `omgs`): every rank's `k` (index, value)
-///   pairs received, and their decoding, twice `8 k` bytes per rank; once for the largest
-///   tensor, decompress's record of the written entries (`d / 8` bytes) and DGC's
-///   candidate buffer (`8` bytes per candidate, `dgc::wide_capacity`);
-/// - dense all-gather methods (`signsgd`, `signsgd-mv`, `qsgd`): every rank's wire
-///   received (1 bit per element; QSGD `1 + ceil(log2(levels + 1))` bits): `micro
-///   --methods qsgd --qsgd-levels 16777215 --shape 4096x4096` at 8 ranks peaked at 661 MiB
-///   against 576 MiB estimated without it.
+/// case, as an upper bound (tensors of `numel` elements, `world_size` ranks): the
+/// method's own estimate ([`crate::compress::spec::MethodSpec::state_bytes`]; Count
+/// Sketch's tables, the pairs, signs or codes every rank receives from the all-gather
+/// methods), 0 for a method without one or a name that runs no method.
 ///
 /// Saturating: an absurd parameter gives `u64::MAX` (refused), never an overflow.
 pub fn method_state_bytes(
@@ -225,39 +214,9 @@ pub fn method_state_bytes(
     numels: &[usize],
     world_size: u64,
 ) -> u64 {
-    let mut total = 0u64;
-    if let Some(&d) = numels.iter().max() {
-        let once = match base_method(method) {
-            "topk" => d as f64 / 8.0,
-            "dgc" => {
-                d as f64 / 8.0 + 8.0 * crate::compress::dgc::wide_capacity(d, params.k_of(d)) as f64
-            }
-            _ => 0.0,
-        };
-        total = once as u64;
-    }
-    for &d in numels {
-        let k = params.k_of(d) as f64;
-        let b = match base_method(method) {
-            "sketch" => {
-                let cols = (params.sketch_cols_per_k * k).ceil().max(1.0);
-                let table = params.sketch_rows as f64 * cols * 4.0;
-                4.0 * table
-            }
-            "topk" | "dgc" => 2.0 * 8.0 * k * world_size as f64,
-            // Dense all-gather wires: every rank's packed signs or QSGD codes received.
-            "signsgd" | "signsgd-mv" => world_size as f64 * (d as f64 / 8.0 + 8.0),
-            "qsgd" => {
-                world_size as f64
-                    * 4.0
-                    * crate::compress::qsgd::wire_words(params.qsgd_levels, d) as f64
-            }
-            _ => 0.0,
-        };
-        // f64 -> u64 saturates (and NaN gives 0; parameters are validated finite).
-        total = total.saturating_add(b as u64);
-    }
-    total
+    crate::compress::registry::spec_of(method)
+        .and_then(|s| s.state_bytes)
+        .map_or(0, |f| f(params, numels, world_size))
 }
 
 /// Refuse `need` bytes per rank for the case `label` when `ranks_here` ranks of it do not
@@ -517,7 +476,7 @@ impl Config {
             for model in &s.models {
                 for method in &s.methods {
                     for params in &s.params {
-                        let alias = E2E_METHODS.iter().find(|(a, _, _)| a == method);
+                        let alias = E2E_METHODS.iter().find(|(a, _)| a == method);
                         let fusions = match implied_fusion(method) {
                             Some(f) => vec![f],
                             None => s.fusion.clone(),

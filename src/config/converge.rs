@@ -240,9 +240,9 @@ fn alloc_bytes(bytes: f64) -> f64 {
 /// the last one (src/schedule/mod.rs `iteration`, src/engine/exec.rs `executed`), with
 /// the method's `rounds`: alone in its bucket (fusion `none`), a wait, per round a
 /// compress, an exchange and a decompress, a pack and an unpack, in each phase of the
-/// step cycle (ACP-SGD: two, its P and Q steps; every other method one).
+/// step cycle (its spec's phases: ACP-SGD two, its P and Q steps; every other method one).
 fn ops_per_tensor(method: &str, rounds: usize) -> f64 {
-    let phases = if method == "acpsgd" { 2.0 } else { 1.0 };
+    let phases = crate::compress::registry::spec(method).map_or(1, |s| s.phases) as f64;
     phases * (3.0 + 3.0 * rounds as f64)
 }
 
@@ -383,10 +383,10 @@ impl ConvergeCase {
     pub fn merge(&self) -> bool {
         crate::config::implied_fusion(&self.method).is_some()
     }
-    /// Momentum of the SGD step: 0 for DGC, whose output is already a momentum update
-    /// (docs/methods.md, "dgc").
+    /// Momentum of the SGD step: 0 for a method whose output is already a momentum
+    /// update (its spec's `owns_momentum`: DGC, docs/methods.md, "dgc").
     pub fn step_momentum(&self) -> f64 {
-        if self.base_method() == "dgc" {
+        if crate::compress::registry::spec(self.base_method()).is_ok_and(|s| s.owns_momentum) {
             0.0
         } else {
             self.sgd_momentum

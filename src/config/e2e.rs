@@ -122,13 +122,13 @@ fn default_compress_on() -> Vec<String> {
     vec!["host".into()]
 }
 
-/// e2e-only methods: (name, base compressor, planner). They compress each bucket as one
-/// merged tensor with buckets from their own planner (their `fusion` is fixed).
-pub const E2E_METHODS: &[(&str, &str, crate::schedule::plan::PlannerKind)] = &[
-    ("omgs", "topk", crate::schedule::plan::PlannerKind::Omgs),
+/// e2e-only methods: (name, planner). They compress each bucket as one merged tensor
+/// with buckets from their own planner (their `fusion` is fixed), with the compressor
+/// [`crate::compress::registry::VARIANTS`] names ([`base_method`]).
+pub const E2E_METHODS: &[(&str, crate::schedule::plan::PlannerKind)] = &[
+    ("omgs", crate::schedule::plan::PlannerKind::Omgs),
     (
         "sketch-fusion",
-        "sketch",
         crate::schedule::plan::PlannerKind::LayerFusion,
     ),
 ];
@@ -138,8 +138,8 @@ pub const E2E_METHODS: &[(&str, &str, crate::schedule::plan::PlannerKind)] = &[
 pub fn implied_fusion(m: &str) -> Option<crate::schedule::plan::Fusion> {
     E2E_METHODS
         .iter()
-        .find(|(a, _, _)| *a == m)
-        .map(|(_, _, k)| crate::schedule::plan::Fusion::Planner(*k))
+        .find(|(a, _)| *a == m)
+        .map(|(_, k)| crate::schedule::plan::Fusion::Planner(*k))
 }
 
 /// The collective modes that give distinct cases for `method`: modes that run the same
@@ -161,12 +161,13 @@ pub fn distinct_collectives(
     out
 }
 
-/// The compressor behind an e2e method name.
+/// The compressor behind an e2e method name ([`crate::compress::registry::VARIANTS`]);
+/// any other name as given.
 pub fn base_method(m: &str) -> &str {
-    E2E_METHODS
+    crate::compress::registry::VARIANTS
         .iter()
-        .find(|(a, _, _)| *a == m)
-        .map_or(m, |(_, b, _)| b)
+        .find(|(a, _)| *a == m)
+        .map_or(m, |(_, b)| b)
 }
 
 /// A validated e2e section.
@@ -527,6 +528,20 @@ impl ComputeMode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every e2e method names the compressor it runs in the registry, and only those.
+    #[test]
+    fn e2e_methods_are_the_registry_variants() {
+        let ours: Vec<&str> = E2E_METHODS.iter().map(|(m, _)| *m).collect();
+        let variants: Vec<&str> = crate::compress::registry::VARIANTS
+            .iter()
+            .map(|(m, _)| *m)
+            .collect();
+        assert_eq!(ours, variants);
+        assert_eq!(base_method("omgs"), "topk");
+        assert_eq!(base_method("sketch-fusion"), "sketch");
+        assert_eq!(base_method("topk"), "topk");
+    }
 
     fn section(extra: &str) -> E2eSection {
         toml::from_str(&format!(

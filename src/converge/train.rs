@@ -313,16 +313,17 @@ pub fn label(c: &ConvergeCase) -> String {
     let base = c.base_method();
     let p = &c.params;
     let mut s = c.method.clone();
-    if matches!(base, "topk" | "dgc" | "sketch") {
+    let reads = |key| crate::compress::registry::reads(base, key);
+    if reads("density") {
         s.push_str(&format!(" density={}", p.density_for(&c.method)));
     }
-    if matches!(base, "powersgd" | "acpsgd") {
+    if reads("rank") {
         s.push_str(&format!(" rank={}", p.rank));
     }
-    if base == "sketch" {
+    if reads("sketch_rows") {
         s.push_str(&format!(" {}x{}/k", p.sketch_rows, p.sketch_cols_per_k));
     }
-    if base == "qsgd" {
+    if reads("qsgd_levels") {
         s.push_str(&format!(" levels={}", p.qsgd_levels));
     }
     s

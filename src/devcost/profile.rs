@@ -47,7 +47,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::{DeviceSpec, Stage};
-use crate::compress::{registry, Aggregation, MethodParams, WorkerCtx};
+use crate::compress::{registry, Aggregation};
 
 mod check;
 mod error;
@@ -75,18 +75,16 @@ const COLUMNS: [&str; 8] = [
     "time_s",
 ];
 
-/// Method parameters a profile's times depend on, with the methods that read them:
-/// [`CompressProfile::check_params`] compares them with the run's.
-const PARAM_KEYS: &[(&str, &[&str])] = &[
-    ("density", &["topk", "dgc", "sketch"]),
-    ("rank", &["powersgd", "acpsgd"]),
-    ("min_compression_rate", &["powersgd", "acpsgd"]),
-    ("nesterov", &["dgc"]),
-    ("clip_norm", &["dgc"]),
-    ("sketch_rows", &["sketch"]),
-    ("sketch_cols_per_k", &["sketch"]),
-    ("qsgd_levels", &["qsgd"]),
-];
+/// Method parameters a profile's times depend on ([`crate::compress::spec::ParamSpec::sets_cost`]),
+/// with the methods that read them ([`registry::readers`]), in `MethodParams` field
+/// order: [`CompressProfile::check_params`] compares them with the run's.
+fn param_keys() -> Vec<(&'static str, Vec<&'static str>)> {
+    crate::compress::params::PARAMS
+        .iter()
+        .filter(|p| p.sets_cost)
+        .map(|p| (p.key, registry::readers(p.key)))
+        .collect()
+}
 
 /// One measurement.
 #[derive(Clone, Debug, PartialEq)]
@@ -129,20 +127,10 @@ fn parse_stage(s: &str) -> Option<Stage> {
     }
 }
 
-/// Rounds, phases and aggregation of a registry method (built with default parameters:
-/// none of the three depends on them).
+/// Rounds, phases and aggregation of a registry method (its spec).
 fn method_info(name: &str) -> Option<(usize, usize, Aggregation)> {
-    let c = registry::build(
-        name,
-        &MethodParams::default(),
-        WorkerCtx {
-            rank: 0,
-            world_size: 1,
-            seed: 0,
-        },
-    )
-    .ok()?;
-    Some((c.rounds(), c.phases(), c.aggregation()))
+    let s = registry::spec(name).ok()?;
+    Some((s.rounds, s.phases, s.aggregation))
 }
 
 /// Whether the time of `stage` of `method` depends on the world size: only the
@@ -156,7 +144,7 @@ pub fn world_size_matters(method: &str, stage: Stage) -> bool {
 /// the tensor flat): every method but the low-rank ones, whose GEMMs and orthogonalisation
 /// depend on rows and columns, and DGC, which sends 1-D tensors dense (other kernels).
 pub fn by_elements(method: &str) -> bool {
-    !matches!(method, "powersgd" | "acpsgd" | "dgc")
+    registry::spec(method).map_or(true, |s| s.by_elements)
 }
 
 /// A measured compression profile (see the module doc for the format).

@@ -184,11 +184,8 @@ impl SimCase {
         world_size: usize,
         params: MethodParams,
     ) -> SimCase {
-        let alias = crate::config::E2E_METHODS
-            .iter()
-            .find(|(a, _, _)| *a == method);
-        let (base, merge, fusion) = match alias {
-            Some((_, b, k)) => (b.to_string(), true, Fusion::Planner(*k)),
+        let (base, merge, fusion) = match crate::config::implied_fusion(method) {
+            Some(f) => (crate::config::base_method(method).to_string(), true, f),
             None => (method.to_string(), false, fusion),
         };
         SimCase {

@@ -29,17 +29,14 @@ pub(super) fn config_label(r: &SimRow, all: &[SimRow]) -> String {
     s
 }
 
-/// Whether `method` (or its no-error-feedback control) has a density parameter.
+/// Whether the method `method` runs (an e2e name's or a control's too) reads a density.
 fn has_density(method: &str) -> bool {
-    matches!(
-        method.trim_end_matches("-noef"),
-        "topk" | "dgc" | "omgs" | "sketch" | "sketch-fusion"
-    )
+    crate::compress::registry::reads(method, "density")
 }
 
-/// Whether `method` (or its control) has a low-rank rank.
+/// Whether the method `method` runs reads a low-rank rank.
 fn has_rank(method: &str) -> bool {
-    matches!(method.trim_end_matches("-noef"), "powersgd" | "acpsgd")
+    crate::compress::registry::reads(method, "rank")
 }
 
 /// The summary table (text, one line per model, world size, network and method, in the
@@ -178,11 +175,12 @@ pub(super) fn same_config(r: &SimRow, s: &StepsToTarget) -> bool {
     r.method == s.method
         && (!has_density(&r.method) || (r.density - s.density).abs() <= 1e-9 * r.density.max(1e-12))
         && (!has_rank(&r.method) || r.rank == s.rank)
-        && (!r.method.starts_with("sketch")
+        && (!crate::compress::registry::reads(&r.method, "sketch_rows")
             || s.sketch.map_or(true, |(rows, cols)| {
                 rows == r.sketch_rows && (cols - r.sketch_cols_per_k).abs() <= 1e-9 * cols
             }))
-        && (r.method != "qsgd" || s.qsgd_levels.map_or(true, |l| l == r.qsgd_levels))
+        && (!crate::compress::registry::reads(&r.method, "qsgd_levels")
+            || s.qsgd_levels.map_or(true, |l| l == r.qsgd_levels))
 }
 
 /// The converge result that judges row `r` ([`same_config`]): of the world sizes that

@@ -2,7 +2,7 @@
 //! size, the method parameters the times were taken at, and the recorded parameters
 //! themselves.
 
-use super::{method_info, stage_code, CompressProfile, ProfileError, PARAM_KEYS, SCRIPT};
+use super::{method_info, param_keys, stage_code, CompressProfile, ProfileError, SCRIPT};
 use crate::compress::MethodParams;
 use crate::roofline::Stage;
 
@@ -103,7 +103,7 @@ impl CompressProfile {
         methods: &[&str],
         params: &MethodParams,
     ) -> Result<(), ProfileError> {
-        for &(key, users) in PARAM_KEYS {
+        for (key, users) in param_keys() {
             let flag = match key {
                 "rank" => "--lowrank-rank".to_string(),
                 _ => format!("--{}", key.replace('_', "-")),
@@ -177,7 +177,7 @@ impl CompressProfile {
     /// Method parameters recorded in comments must be numbers (or `true`/`false`).
     pub(super) fn check_meta(&self) -> Result<(), ProfileError> {
         for (k, v, line) in &self.meta {
-            if !PARAM_KEYS.iter().any(|p| p.0 == k) {
+            if !param_keys().iter().any(|p| p.0 == k) {
                 continue;
             }
             let ok = v.parse::<f64>().map(f64::is_finite).unwrap_or(false)

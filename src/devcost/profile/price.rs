@@ -4,7 +4,7 @@
 //! ([`crate::compress::Compressor::device_kernels`]), at the parameters the profile
 //! records. Nothing is fitted: the model's constants are the preset's.
 
-use super::{parse_stage, CompressProfile, ProfileError, Row, COPY, PARAM_KEYS};
+use super::{param_keys, parse_stage, CompressProfile, ProfileError, Row, COPY};
 use crate::compress::{registry, setup, MethodParams, WorkerCtx};
 use crate::roofline::{DeviceSpec, Kernel, Stage};
 
@@ -41,7 +41,7 @@ impl CompressProfile {
     /// the others. A recorded value that is not one of the parameter's type is bad input.
     pub fn params(&self) -> Result<MethodParams, ProfileError> {
         let mut v = serde_json::to_value(MethodParams::default()).unwrap_or_default();
-        for &(key, _) in PARAM_KEYS {
+        for (key, _) in param_keys() {
             let Some((_, got, line)) = self.meta.iter().find(|m| m.0 == key) else {
                 continue;
             };

@@ -3,6 +3,7 @@
 //! `check_params`.
 
 use super::*;
+use crate::compress::MethodParams;
 
 fn tmp(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("gradcomp-devprofile-{}", std::process::id()));
