@@ -49,32 +49,25 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 # The header src/devcost/profile.rs reads (`HEADER` there; a test checks they agree).
 HEADER = ["method", "stage", "round", "phase", "rows", "cols", "world_size", "time_s"]
-# gradcomp's methods (src/compress/registry.rs, `METHODS`), in its order.
-METHODS = ["ssgd", "signsgd", "signsgd-mv", "topk", "dgc", "powersgd", "acpsgd", "marsit", "sketch", "qsgd"]
-# (rounds, phases) of the methods that have more than one (Compressor::rounds / phases).
-ROUNDS_PHASES = {"powersgd": (2, 1), "acpsgd": (1, 2), "sketch": (2, 1)}
+# gradcomp's method descriptions (`gradcomp methods --json`; analysis/methods.json):
+# names, rounds and phases, aggregation, the parameters each reads and their defaults.
+from gradcomp_analysis import methods as M  # noqa: E402 (standard library only)
+
+# (rounds, phases) of every method (Compressor::rounds / phases).
+ROUNDS_PHASES = {m: M.rounds_phases(m) for m in M.METHODS}
 # Methods whose decompress reads one piece per worker (Aggregation::AllGather).
-ALLGATHER = {"signsgd", "signsgd-mv", "topk", "dgc", "qsgd"}
-# gradcomp's defaults (src/compress/params.rs, MethodParams), under the same names.
-# density None: each method's own (DEFAULT_DENSITY; Count Sketch SKETCH_DENSITY), and no
-# `# density` line is written; min_compression_rate None likewise (Power-SGD 2, ACP-SGD 0).
-DEFAULT_DENSITY = 0.001
-SKETCH_DENSITY = 0.0076
-POWERSGD_MIN_COMPRESSION_RATE = 2.0
-ACPSGD_MIN_COMPRESSION_RATE = 0.0
-PARAM_DEFAULTS = {
-    "density": None,
-    "rank": 4,
-    "min_compression_rate": None,
-    "momentum": 0.9,
-    "nesterov": False,
-    "clip_norm": 0.0,
-    "sketch_rows": 3,
-    "sketch_cols_per_k": 20.0,
-    "qsgd_levels": 127,
-}
+ALLGATHER = {m for m in M.METHODS if M.aggregation(m) == "allgather"}
+# gradcomp's defaults (src/compress/params.rs, MethodParams), under the same names, of the
+# parameters this script has flags for. density None: each method's own (`default_of`),
+# and no `# density` line is written; min_compression_rate None likewise.
+PARAM_DEFAULTS = {k: M.PARAMS[k]["default"] for k in
+                  ("density", "rank", "min_compression_rate", "momentum", "nesterov", "clip_norm",
+                   "sketch_rows", "sketch_cols_per_k", "qsgd_levels")}
+# src/compress/qsgd.rs, MAX_LEVELS (the limit of `qsgd_levels`, "[1, 2^24]").
 QSGD_MAX_LEVELS = 1 << 24
 COPY = "copy"
 
@@ -257,6 +250,18 @@ def parse_list(text, conv, what):
         raise fail(f"{what} '{text}' is not a comma list of numbers") from None
 
 
+def param_help(key):
+    """A parameter's help from gradcomp's description: its doc, its readers, its default."""
+    p = M.PARAMS[key]
+    if p["default"] is None:
+        own = ", ".join(f"{m} {M.default_of(m, key)}" for m in M.readers(key)
+                        if M.default_of(m, key) != M.default_of("", key))
+        default = f"each method's own: {M.default_of('', key)}" + (f"; {own}" if own else "")
+    else:
+        default = p["default"]
+    return f"{', '.join(M.readers(key))}: {p['doc']}, {p['limits']} (default {default})"
+
+
 def build_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
@@ -266,15 +271,15 @@ def build_parser():
     p.add_argument("--gradcomp", metavar="BIN", help="gradcomp binary for --model (default: $GRADCOMP, target/release/gradcomp, then PATH)")
     p.add_argument("--methods", required=True, help=f"comma list of: {', '.join(METHODS)}")
     p.add_argument("--world-size", type=int, required=True, help="workers whose pieces a decompress reads (use the run's -np)")
-    p.add_argument("--density", type=float, default=PARAM_DEFAULTS["density"], help="topk, dgc, sketch (default: each method's own, 0.001; sketch 0.0076)")
-    p.add_argument("--lowrank-rank", type=int, default=PARAM_DEFAULTS["rank"], help="powersgd, acpsgd (default 4)")
-    p.add_argument("--min-compression-rate", type=float, default=PARAM_DEFAULTS["min_compression_rate"], help="powersgd, acpsgd; 0 compresses every matrix (default: each method's own, powersgd 2, acpsgd 0)")
-    p.add_argument("--momentum", type=float, default=PARAM_DEFAULTS["momentum"], help="dgc (default 0.9)")
-    p.add_argument("--nesterov", action="store_true", help="dgc")
-    p.add_argument("--clip-norm", type=float, default=PARAM_DEFAULTS["clip_norm"], help="dgc, 0 = off (default 0)")
-    p.add_argument("--sketch-rows", type=int, default=PARAM_DEFAULTS["sketch_rows"], help="sketch (default 3)")
-    p.add_argument("--sketch-cols-per-k", type=float, default=PARAM_DEFAULTS["sketch_cols_per_k"], help="sketch (default 20)")
-    p.add_argument("--qsgd-levels", type=int, default=PARAM_DEFAULTS["qsgd_levels"], help="qsgd (default 127)")
+    p.add_argument("--density", type=float, default=PARAM_DEFAULTS["density"], help=param_help("density"))
+    p.add_argument("--lowrank-rank", type=int, default=PARAM_DEFAULTS["rank"], help=param_help("rank"))
+    p.add_argument("--min-compression-rate", type=float, default=PARAM_DEFAULTS["min_compression_rate"], help=param_help("min_compression_rate"))
+    p.add_argument("--momentum", type=float, default=PARAM_DEFAULTS["momentum"], help=param_help("momentum"))
+    p.add_argument("--nesterov", action="store_true", help=param_help("nesterov"))
+    p.add_argument("--clip-norm", type=float, default=PARAM_DEFAULTS["clip_norm"], help=param_help("clip_norm"))
+    p.add_argument("--sketch-rows", type=int, default=PARAM_DEFAULTS["sketch_rows"], help=param_help("sketch_rows"))
+    p.add_argument("--sketch-cols-per-k", type=float, default=PARAM_DEFAULTS["sketch_cols_per_k"], help=param_help("sketch_cols_per_k"))
+    p.add_argument("--qsgd-levels", type=int, default=PARAM_DEFAULTS["qsgd_levels"], help=param_help("qsgd_levels"))
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--device", default="cuda", help="cuda (default), cuda:N, or cpu (testing: the times then describe the CPU)")
@@ -291,9 +296,12 @@ def validate(a):
     if not methods:
         raise fail("--methods is empty")
     for m in methods:
-        if m in ("omgs", "sketch-fusion"):
-            raise fail(f"method '{m}' compresses merged buckets with {'topk' if m == 'omgs' else 'sketch'}'s kernels: profile "
-                       f"{'topk' if m == 'omgs' else 'sketch'} instead")
+        if m in M.VARIANTS:
+            raise fail(f"method '{m}' compresses merged buckets with {M.VARIANTS[m]}'s kernels: profile "
+                       f"{M.VARIANTS[m]} instead")
+        if m in M.BY_NAME and m not in METHODS:
+            raise fail(f"method '{m}' has no torch implementation in this script yet (gradcomp prices its device "
+                       f"kernels with the roofline model); allowed: {', '.join(METHODS)}")
         if m not in METHODS:
             raise fail(f"unknown method '{m}'; allowed: {', '.join(METHODS)}")
     if len(set(methods)) != len(methods):
@@ -358,18 +366,18 @@ def shapes_of(a):
 
 def density_of(p, method):
     """The density `method` runs at: the one given, else its own default (gradcomp's
-    `default_density`, src/compress/params.rs)."""
+    `default_density`, from its description)."""
     if p["density"] is not None:
         return p["density"]
-    return SKETCH_DENSITY if method == "sketch" else DEFAULT_DENSITY
+    return M.default_of(method, "density")
 
 
 def rate_of(p, method):
     """The min_compression_rate `method` runs at: the one given, else its own default
-    (gradcomp's `default_min_compression_rate`, src/compress/params.rs)."""
+    (gradcomp's `default_min_compression_rate`, from its description)."""
     if p["min_compression_rate"] is not None:
         return p["min_compression_rate"]
-    return ACPSGD_MIN_COMPRESSION_RATE if method == "acpsgd" else POWERSGD_MIN_COMPRESSION_RATE
+    return M.default_of(method, "min_compression_rate")
 
 
 def k_of(density, d):
@@ -862,6 +870,11 @@ class Case:
 
 # ---------------------------------------------------------------------------------------
 # Timing
+
+
+# The methods this script times (a torch implementation in `Case`: `setup_<name>`), in
+# gradcomp's order; a method without one is priced by gradcomp's roofline kernels alone.
+METHODS = [m for m in M.METHODS if hasattr(Case, "setup_" + m.replace("-", "_"))]
 
 
 class Timer:

@@ -66,6 +66,7 @@ fn main() -> ExitCode {
 
     match &cli.command {
         cli::Command::Models { name, .. } => return models_command(name.as_deref()),
+        cli::Command::Methods { json, .. } => return methods_command(*json),
         cli::Command::Devcost {
             profiles,
             compress_device,
@@ -580,6 +581,29 @@ fn open_outputs(
     meta.keep_previous(dir, resume)?;
     meta.write(dir)?;
     Ok((sinks, done, lock))
+}
+
+/// `gradcomp methods [--json]`: every method's description (src/compress/describe.rs).
+/// Needs no MPI; under a launcher only the first rank prints.
+fn methods_command(json: bool) -> ExitCode {
+    use std::io::Write;
+    if launcher_rank().unwrap_or(0) != 0 {
+        return ExitCode::SUCCESS;
+    }
+    let text = if json {
+        match serde_json::to_string_pretty(&gradcomp::compress::describe::methods_json()) {
+            Ok(t) => t + "\n",
+            Err(e) => {
+                eprintln!("gradcomp: error: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        gradcomp::compress::describe::methods_table()
+    };
+    // A closed pipe (`| head`) is not an error of ours.
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    ExitCode::SUCCESS
 }
 
 /// `gradcomp models [NAME]`: the zoo, or one model's layers. Needs no MPI; under a

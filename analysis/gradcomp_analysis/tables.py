@@ -12,7 +12,7 @@ Selection rules used throughout (documented in docs/reproduce.md):
   and pipelining settings present; the chosen `fusion/pipelining` is shown.
 - Defaults when a run sweeps hyper-parameters: Power-SGD/ACP-SGD use the paper's rank for
   the model (4 for CNNs, 32 for BERT) if present, else the smallest; sparsifiers use
-  their own default density if present (0.001; Count Sketch 0.0076, `DEFAULT_DENSITY`), else
+  their own default density if present (0.001; Count Sketch 0.0076, `default_density`), else
   the smallest density.
 - Several runs combined (`run` column, io.py): a setup's methods are compared within one
   run wherever one run holds all of the table's methods present for that setup (each such
@@ -36,10 +36,12 @@ import re
 
 import pandas as pd
 
+from . import methods as M
 from . import published as pub
 
-LOW_RANK = ("powersgd", "acpsgd")
-SPARSE = ("topk", "dgc", "sketch", "omgs", "sketch-fusion")
+# The methods (and e2e names) that read a low-rank rank / a density (gradcomp's description).
+LOW_RANK = tuple(M.readers("rank", variants=True))
+SPARSE = tuple(M.readers("density", variants=True))
 PLANNERS = ("mgwfbp", "omgs", "layerfusion")
 
 
@@ -133,9 +135,10 @@ def auto(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["collective"] == df["aggregation"]]
 
 
-# Densities other than the sparsifiers' 0.001 that a method runs at by default
-# (src/compress/params.rs, `default_density`: FetchSGD's size for Count Sketch).
-DEFAULT_DENSITY = {"sketch": 0.0076, "sketch-fusion": 0.0076}
+def default_density(method: str) -> float:
+    """The density METHOD runs at by default (gradcomp's `default_density`, from its
+    description: FetchSGD's size for Count Sketch, DGC's 0.1% for the others)."""
+    return M.default_of(method, "density")
 
 
 def defaults(df: pd.DataFrame) -> pd.DataFrame:
@@ -147,7 +150,7 @@ def defaults(df: pd.DataFrame) -> pd.DataFrame:
             r = want if (g["rank"] == want).any() else g["rank"].min()
             keep[g.index] = g["rank"] == r
         elif method in SPARSE and g["density"].nunique() > 1:
-            own = DEFAULT_DENSITY.get(method, 0.001)
+            own = default_density(method)
             d = own if (g["density"] - own).abs().lt(1e-12).any() else g["density"].min()
             keep[g.index] = (g["density"] - d).abs() < 1e-12
     return df[keep]

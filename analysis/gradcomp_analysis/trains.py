@@ -16,10 +16,10 @@ import statistics
 
 import pandas as pd
 
+from . import methods as M
 from . import tables as T
 
 NOT_CHECKED = "not checked"
-SKETCH = ("sketch", "sketch-fusion")
 # gradcomp's default Count Sketch size until converge.csv recorded it (825a44a; the default is
 # now 20 columns per k): what a converge case ran with when neither converge.csv nor its
 # run.json records another.
@@ -42,9 +42,7 @@ T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 
 def params_of(method: str) -> list:
     """The parameters that make a configuration of METHOD another configuration."""
     base = method[:-5] if method.endswith("-noef") else method
-    return (["density"] if base in T.SPARSE or base == "topk" else []) + \
-        (["rank"] if base in T.LOW_RANK else []) + (list(DEFAULT_SKETCH) if base in SKETCH else []) + \
-        (["qsgd_levels"] if base == "qsgd" else [])
+    return [k for k in PARAMS if M.reads(base, k)]
 
 
 def t95(df: int) -> float:

@@ -51,6 +51,7 @@ impl Cli {
                     ..none
                 },
                 Command::Models { .. }
+                | Command::Methods { .. }
                 | Command::Devcost { .. }
                 | Command::Simulate(_)
                 | Command::Choose(_)

@@ -79,6 +79,7 @@ impl Cli {
             },
             Command::Fit { quiet, .. }
             | Command::Models { quiet, .. }
+            | Command::Methods { quiet, .. }
             | Command::Devcost { quiet, .. } => Common {
                 job: JobFlags {
                     quiet: *quiet,
@@ -167,6 +168,19 @@ pub enum Command {
         #[arg(long, short)]
         quiet: bool,
     },
+    /// Every compression method: aggregation, rounds, hyper-parameters, wire bytes,
+    /// memory, device kernels and references (from each method's description in its file)
+    #[command(after_help = "Examples:
+  gradcomp methods
+  gradcomp methods --json > analysis/methods.json   # the copy the analysis reads")]
+    Methods {
+        /// Print JSON (every field of every description) instead of the table
+        #[arg(long)]
+        json: bool,
+        /// Accepted for symmetry with the other subcommands (methods prints no progress)
+        #[arg(long, short)]
+        quiet: bool,
+    },
     /// Train a real MLP under MPI with every method; loss curves beside the timings
     #[command(after_help = "Example:
   mpirun -np 2 gradcomp converge --methods ssgd,topk,powersgd,acpsgd --steps 200 --batch 32 \\
@@ -219,6 +233,7 @@ mod tests {
                 "o.csv",
             ],
             &["models"],
+            &["methods", "--json"],
             &["converge", "--methods", "topk"],
             &["run", "x.toml"],
         ];

@@ -19,6 +19,7 @@ pub mod spec;
 pub mod acpsgd;
 pub mod bits;
 pub mod check;
+pub mod describe;
 pub mod device;
 pub mod dgc;
 pub mod lowrank_kernels;
