@@ -4,22 +4,21 @@
 
 use super::spec::MethodSpec;
 use super::{
-    acpsgd, dgc, marsit, noef, powersgd, qsgd, signsgd, sketch, ssgd, topk, Aggregation,
-    CompressError, Compressor, FusionSizing, MethodParams, Result, WorkerCtx,
+    noef, Aggregation, CompressError, Compressor, FusionSizing, MethodParams, Result, WorkerCtx,
 };
 
 /// Every method, in the order reports list them (one line per method).
 pub const SPECS: &[&MethodSpec] = &[
-    &ssgd::SPEC,
-    &signsgd::SPEC,
-    &signsgd::SPEC_MV,
-    &topk::SPEC,
-    &dgc::SPEC,
-    &powersgd::SPEC,
-    &acpsgd::SPEC,
-    &marsit::SPEC,
-    &sketch::SPEC,
-    &qsgd::SPEC,
+    &super::ssgd::SPEC,
+    &super::signsgd::SPEC,
+    &super::signsgd::SPEC_MV,
+    &super::topk::SPEC,
+    &super::dgc::SPEC,
+    &super::powersgd::SPEC,
+    &super::acpsgd::SPEC,
+    &super::marsit::SPEC,
+    &super::sketch::SPEC,
+    &super::qsgd::SPEC,
 ];
 
 /// Names that build another method's compressor: the e2e methods that compress each
