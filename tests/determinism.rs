@@ -49,6 +49,8 @@ const SHARED_RANDOMNESS: &[&str] = &[
     "acpsgd",
     "marsit",
     "sketch",
+    // Its indices come from a stream every worker seeds alike (run seed, step, tensor).
+    "randomk",
 ];
 /// Methods whose wire carries per-worker noise.
 const PER_WORKER_NOISE: &[&str] = &["qsgd"];

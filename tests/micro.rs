@@ -5,7 +5,7 @@
 mod common;
 use common::*;
 
-const ALL: &str = "ssgd,signsgd,signsgd-mv,topk,dgc,powersgd,acpsgd,marsit,sketch,qsgd";
+const ALL: &str = "ssgd,signsgd,signsgd-mv,topk,dgc,powersgd,acpsgd,marsit,sketch,qsgd,randomk";
 
 #[test]
 fn micro_check_passes_for_every_method() {
@@ -36,7 +36,7 @@ fn micro_check_passes_for_every_method() {
         assert_ok(&out);
         let (header, rows) = read_csv(&dir.join("micro.csv"));
         assert_eq!(header, documented_columns("micro.csv"));
-        assert_eq!(rows.len(), 30);
+        assert_eq!(rows.len(), 3 * ALL.split(',').count());
         let col = |n: &str| header.iter().position(|c| c == n).unwrap();
         for r in &rows {
             assert_eq!(r[col("check")], "pass", "{r:?}");
@@ -62,6 +62,8 @@ fn micro_check_passes_for_every_method() {
         // The mean over the timed steps 1, 2, 3 (one warm-up step): ACP-SGD sends Q, P, Q.
         assert_eq!(wire("acpsgd"), (4 * (70 + 96 + 70) * 4 + 1) / 3);
         assert_eq!(wire("marsit"), 4 + 4 * d.div_ceil(32));
+        // Random-k (GRACE randomk.py): the k values only, the indices from the shared seed.
+        assert_eq!(wire("randomk"), 4 * k);
     }
 }
 

@@ -205,6 +205,10 @@ fn unit_bytes(
             WORD * p.sketch_rows as u64 * c
         }
         ("sketch", 1) => WORD * kept(p.density.unwrap_or(SKETCH_DENSITY), d),
+        // Random-k (Stich et al. 2018, rand_k; sands-lab/grace `randomk.py`, `compress`:
+        // the seed `sum(name) + global_step` is every worker's, so only `[values]` is
+        // returned for the all-reduce, the indices stay in `ctx`): the k f32 values.
+        ("randomk", 0) => WORD * kept(p.density.unwrap_or(SPARSE_DENSITY), d),
         _ => 0,
     }
 }
@@ -425,7 +429,7 @@ fn with(f: impl FnOnce(&mut MethodParams)) -> MethodParams {
     p
 }
 
-/// S-SGD, Top-k, both Sign-SGDs, QSGD, Power-SGD, ACP-SGD, Marsit and Count Sketch at 3
+/// S-SGD, Top-k, Random-k, both Sign-SGDs, QSGD, Power-SGD, ACP-SGD, Marsit and Count Sketch at 3
 /// ranks through every fusion, at default and other parameters.
 #[test]
 fn every_method_sends_its_papers_bytes_through_every_fusion() {
@@ -433,6 +437,8 @@ fn every_method_sends_its_papers_bytes_through_every_fusion() {
         ("ssgd", MethodParams::default()),
         ("topk", MethodParams::default()),
         ("topk", with(|p| p.density = Some(0.01))),
+        ("randomk", MethodParams::default()),
+        ("randomk", with(|p| p.density = Some(0.01))),
         ("signsgd", MethodParams::default()),
         ("signsgd-mv", MethodParams::default()),
         ("qsgd", MethodParams::default()),
@@ -486,7 +492,9 @@ fn every_method_sends_its_papers_bytes_through_every_fusion() {
 /// Marsit's ring message is its own 1-bit words however many hops merge it.
 #[test]
 fn a_workers_bytes_do_not_change_with_the_world_size() {
-    for method in ["topk", "signsgd", "qsgd", "marsit", "powersgd", "sketch"] {
+    for method in [
+        "topk", "signsgd", "qsgd", "marsit", "powersgd", "sketch", "randomk",
+    ] {
         let c = Case::new(method, MethodParams::default(), Fusion::Bytes(16 << 10));
         let at: Vec<u64> = [2, 3, 4].iter().map(|&n| check(n, MODEL, &c)).collect();
         assert!(at.windows(2).all(|w| w[0] == w[1]), "{method}: {at:?}");

@@ -491,6 +491,7 @@ mod tests {
             ("marsit", 2 * (n - 1)),
             ("sketch", 2),
             ("qsgd", 1),
+            ("randomk", 1),
         ];
         assert_eq!(want.len(), registry::METHODS.len(), "every method listed");
         for (m, k) in want {

@@ -28,6 +28,7 @@ pub mod noef;
 pub mod orth;
 pub mod powersgd;
 pub mod qsgd;
+pub mod randomk;
 pub mod select;
 pub mod setup;
 pub mod signsgd;

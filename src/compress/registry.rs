@@ -19,6 +19,7 @@ pub const SPECS: &[&MethodSpec] = &[
     &super::marsit::SPEC,
     &super::sketch::SPEC,
     &super::qsgd::SPEC,
+    &super::randomk::SPEC,
 ];
 
 /// Names that build another method's compressor: the e2e methods that compress each
