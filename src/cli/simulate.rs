@@ -104,57 +104,9 @@ impl SimulateArgs {
         }
         let spec = e2e_section(&workload, &self.schedule, &self.placement, &self.params)?
             .validate(&Origin::Cli)?;
-        if self.world_sizes.is_empty() || self.world_sizes.contains(&0) {
-            return Err(Error::Input(
-                "--world-sizes: give world sizes >= 1, e.g. 8,64,1024".into(),
-            ));
-        }
-        config::no_repeats(&Origin::Cli, "world_sizes", &self.world_sizes, |n| {
-            n.to_string()
-        })?;
-        if let Some(n) = self.world_sizes.iter().find(|&&n| n > MAX_SIM_WORLD_SIZE) {
-            return Err(Error::Input(format!(
-                "--world-sizes: {n} ranks is beyond what the simulator models; give at most {MAX_SIM_WORLD_SIZE}"
-            )));
-        }
-        config::no_repeats(&Origin::Cli, "network", &self.networks, |n| n.clone())?;
-        if self.networks.len() > 1 {
-            let single = if self.compare.is_some() {
-                Some("--compare")
-            } else if self.validate_published.is_some() {
-                Some("--validate-published")
-            } else {
-                None
-            };
-            if let Some(flag) = single {
-                return Err(Error::Input(format!(
-                    "--network {}: {flag} takes one network; give one preset",
-                    self.networks.join(",")
-                )));
-            }
-        }
-        let nodes: Vec<usize> = self
-            .world_sizes
-            .iter()
-            .map(|&n| n / self.ranks_per_node.unwrap_or(1).max(1))
-            .collect();
-        for n in &self.networks {
-            check_network(n, &nodes)?;
-        }
-        if let Some(g) = self.ranks_per_node {
-            if g == 0 {
-                return Err(Error::Input(
-                    "--ranks-per-node: 0 ranks per node; give at least 1 (1: one rank per node, the flat network)".into(),
-                ));
-            }
-            if self.compare.is_none() {
-                if let Some(n) = self.world_sizes.iter().find(|&&n| n % g != 0) {
-                    return Err(Error::Input(format!(
-                        "--ranks-per-node: {g} does not divide the world size {n} (--world-sizes); give a count that divides every world size, or world sizes that are multiples of {g}"
-                    )));
-                }
-            }
-        }
+        self.check_world_sizes()?;
+        self.check_networks()?;
+        self.check_ranks_per_node()?;
         let intra_link = intra_link(self.intra_link.as_deref())?;
         let flat = match self.ranks_per_node {
             Some(g) => g == 1,
@@ -171,24 +123,8 @@ impl SimulateArgs {
                 self.tolerance
             )));
         }
-        let planner_fallback = match self.planner_fallback.as_str() {
-            "on" => true,
-            "off" => false,
-            v => {
-                return Err(Error::Input(format!(
-                    "--planner-fallback: '{v}' is not on or off (off runs a planner's own plan, e.g. OMGS-SGD's merge)"
-                )))
-            }
-        };
-        let validate_published = match self.validate_published.as_deref() {
-            None => false,
-            Some("omgs") => true,
-            Some(v) => {
-                return Err(Error::Input(format!(
-                    "--validate-published: unknown paper '{v}'; allowed: omgs (the only seed paper publishing its cluster's cost constants)"
-                )))
-            }
-        };
+        let planner_fallback = self.planner_fallback_on()?;
+        let validate_published = self.validate_omgs()?;
         let steps_to_target = match &self.converge {
             Some(p) => crate::converge::target::from_csv(p)?,
             None => Vec::new(),
@@ -222,6 +158,101 @@ impl SimulateArgs {
             out: out
                 .map(|p| p.to_path_buf())
                 .unwrap_or_else(|| PathBuf::from("results").join(format!("sim-{stamp}"))),
+        })
+    }
+
+    /// `--world-sizes`: at least one, each at least 1, no repeats, at most
+    /// [`MAX_SIM_WORLD_SIZE`].
+    fn check_world_sizes(&self) -> Result<()> {
+        if self.world_sizes.is_empty() || self.world_sizes.contains(&0) {
+            return Err(Error::Input(
+                "--world-sizes: give world sizes >= 1, e.g. 8,64,1024".into(),
+            ));
+        }
+        config::no_repeats(&Origin::Cli, "world_sizes", &self.world_sizes, |n| {
+            n.to_string()
+        })?;
+        if let Some(n) = self.world_sizes.iter().find(|&&n| n > MAX_SIM_WORLD_SIZE) {
+            return Err(Error::Input(format!(
+                "--world-sizes: {n} ranks is beyond what the simulator models; give at most {MAX_SIM_WORLD_SIZE}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// `--network`: no repeats, one network for `--compare` and `--validate-published`,
+    /// each a preset that can price the node counts asked for.
+    fn check_networks(&self) -> Result<()> {
+        config::no_repeats(&Origin::Cli, "network", &self.networks, |n| n.clone())?;
+        if self.networks.len() > 1 {
+            let single = if self.compare.is_some() {
+                Some("--compare")
+            } else if self.validate_published.is_some() {
+                Some("--validate-published")
+            } else {
+                None
+            };
+            if let Some(flag) = single {
+                return Err(Error::Input(format!(
+                    "--network {}: {flag} takes one network; give one preset",
+                    self.networks.join(",")
+                )));
+            }
+        }
+        let nodes: Vec<usize> = self
+            .world_sizes
+            .iter()
+            .map(|&n| n / self.ranks_per_node.unwrap_or(1).max(1))
+            .collect();
+        for n in &self.networks {
+            check_network(n, &nodes)?;
+        }
+        Ok(())
+    }
+
+    /// `--ranks-per-node`: at least 1 and, without `--compare`, a divisor of every world
+    /// size.
+    fn check_ranks_per_node(&self) -> Result<()> {
+        if let Some(g) = self.ranks_per_node {
+            if g == 0 {
+                return Err(Error::Input(
+                    "--ranks-per-node: 0 ranks per node; give at least 1 (1: one rank per node, the flat network)".into(),
+                ));
+            }
+            if self.compare.is_none() {
+                if let Some(n) = self.world_sizes.iter().find(|&&n| n % g != 0) {
+                    return Err(Error::Input(format!(
+                        "--ranks-per-node: {g} does not divide the world size {n} (--world-sizes); give a count that divides every world size, or world sizes that are multiples of {g}"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `--planner-fallback`: on or off.
+    fn planner_fallback_on(&self) -> Result<bool> {
+        Ok(match self.planner_fallback.as_str() {
+            "on" => true,
+            "off" => false,
+            v => {
+                return Err(Error::Input(format!(
+                    "--planner-fallback: '{v}' is not on or off (off runs a planner's own plan, e.g. OMGS-SGD's merge)"
+                )))
+            }
+        })
+    }
+
+    /// `--validate-published`: absent, or `omgs`.
+    fn validate_omgs(&self) -> Result<bool> {
+        Ok(match self.validate_published.as_deref() {
+            None => false,
+            Some("omgs") => true,
+            Some(v) => {
+                return Err(Error::Input(format!(
+                    "--validate-published: unknown paper '{v}'; allowed: omgs (the only seed paper publishing its cluster's cost constants)"
+                )))
+            }
         })
     }
 }

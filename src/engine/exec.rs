@@ -323,217 +323,291 @@ impl Executor {
         phase: usize,
         op: Op,
         grads: &[Array2<f32>],
-        mut outs: Option<&mut [Array2<f32>]>,
+        outs: Option<&mut [Array2<f32>]>,
         hooks: &mut Hooks,
         t: &mut OpTimes,
     ) -> Result<()> {
         let now = hooks.now;
-        let trace = hooks.trace.as_deref_mut();
         // Device compression: the host work below runs with the device clock paused, and
         // the operation's charged kernel then runs on the device stream.
-        let dev = match (&self.device, hooks.device) {
-            (Some(c), Some(d)) => Some((c, d)),
-            _ => None,
-        };
+        let dev = hooks.device.filter(|_| self.device.is_some());
         let host_work = !matches!(op, Op::Wait { .. });
-        if let (Some((_, d)), true) = (dev, host_work) {
+        if let (Some(d), true) = (dev, host_work) {
             d.pause();
         }
+        let trace = hooks.trace.as_deref_mut();
         let mut wire = WireLen::default();
         match op {
             Op::Wait { ready, .. } => {
                 (hooks.wait)(ready);
-                if let Some((_, d)) = dev {
+                if let Some(d) = dev {
                     self.launch_s = self.launch_s.max(d.ready_at(ready));
                 }
             }
-            Op::Pack { bucket } => {
-                let ta = now();
-                let span = self.dil.start();
-                let mut off = 0;
-                for &tn in &self.plans[phase][bucket].tensors {
-                    let g = grads[tn]
-                        .as_slice()
-                        .ok_or_else(|| Error::Runtime("gradient not contiguous".into()))?;
-                    self.packed[off..off + g.len()].copy_from_slice(g);
-                    off += g.len();
-                }
-                self.dil.stretch(span);
-                t.pack_s += now() - ta;
-            }
+            Op::Pack { bucket } => self.pack(phase, bucket, grads, now, t)?,
             Op::Compress {
                 bucket,
                 slot,
                 round,
-            } => {
-                let b = &self.plans[phase][bucket];
-                let unit = b.units[slot];
-                if slot == 0 {
-                    self.bucket_wire.clear();
-                }
-                let (ta, wa) = (now(), world.time());
-                let span = self.dil.start();
-                let (rows, cols) = unit_shape(&self.tensors, &self.plans, self.merge, unit);
-                let g = if self.merge {
-                    ArrayView2::from_shape((rows, cols), &self.packed[..rows * cols])
-                        .map_err(|e| Error::Runtime(e.to_string()))?
-                } else {
-                    grads[unit].view()
-                };
-                self.comp.compress(unit, round, g, &mut self.unit_wire)?;
-                self.comp.feedback(unit, round)?;
-                self.dil.stretch(span);
-                t.host_compress_s += world.time() - wa;
-                let tb = now();
-                let span = self.dil.start();
-                self.layout[slot] = append(&mut self.bucket_wire, &self.unit_wire);
-                self.dil.stretch(span);
-                t.pack_s += now() - tb;
-                t.compress_s += tb - ta;
-                wire = self.unit_wire.lens();
-                if let Some(tr) = trace {
-                    tr.span("compress", trace::COMM, unit as i64, ta, tb);
-                }
-            }
+            } => wire = self.compress(world, (phase, bucket, slot, round), grads, now, trace, t)?,
             Op::Exchange { bucket, round } => {
-                let b = &self.plans[phase][bucket];
-                let units = b.units.len();
-                if self.caps.gather_used {
-                    // Trailer: each unit's gathered length, so receivers can split.
-                    let ta = now();
-                    let span = self.dil.start();
-                    for l in &self.layout[..units] {
-                        self.bucket_wire.gather_u32.push(l.gather_len as u32);
-                    }
-                    self.dil.stretch(span);
-                    t.pack_s += now() - ta;
-                }
-                if let Some((_, d)) = dev {
-                    // Ranks leave their paused host work at different wall times: align
-                    // them while paused, so the exchange does not time that skew. Then
-                    // the collective waits for the bucket's compression kernels (NCCL's
-                    // stream waits on their event).
-                    world.barrier();
-                    d.resume();
-                    d.wait_clock(self.queue_end_s);
-                }
-                let ta = now();
-                let lay = &self.layout[..units];
-                let declared = self.caps.bucket_wires[phase][bucket][round];
-                let exact = declared.exact_gather_of(self.comp.name(), &self.bucket_wire)?;
-                let comp = self.comp.as_mut();
-                self.ex
-                    .run(world, &self.bucket_wire, exact, |agg, off, inc, own| {
-                        merge_units(comp, &b.units, lay, agg, off, inc, own)
-                    })?;
-                let tb = now();
-                t.comm_s += tb - ta;
-                self.launch_s = tb;
-                t.wire_bytes += self.bucket_wire.bytes() as u64;
-                wire = WireLen {
-                    gather_exact: declared.gather_exact,
-                    ..self.bucket_wire.lens()
-                };
-                if let Some(tr) = trace {
-                    let name = if self.rounds > 1 {
-                        ["collective r0", "collective r1"][round.min(1)]
-                    } else {
-                        "collective"
-                    };
-                    tr.span(name, trace::COMM, bucket as i64, ta, tb);
-                }
+                wire = self.exchange(world, (phase, bucket, round), dev, now, trace, t)?
             }
             Op::Decompress {
                 bucket,
                 slot,
                 round,
-            } => {
-                let b = &self.plans[phase][bucket];
-                let unit = b.units[slot];
-                let tc = now();
-                let span = self.dil.start();
-                let (rows, cols) = unit_shape(&self.tensors, &self.plans, self.merge, unit);
-                let rec = self.ex.received();
-                let unit_rec = unit_received(
-                    &rec,
-                    &self.layout[slot],
-                    slot,
-                    b.units.len(),
-                    &mut self.gather_scratch,
-                    &mut self.gather_counts,
-                )?;
-                self.dil.stretch(span);
-                let (td, wd) = (now(), world.time());
-                let span = self.dil.start();
-                let view = match outs.as_deref_mut() {
-                    Some(o) if !self.merge => o[unit].view_mut(),
-                    _ => ArrayViewMut2::from_shape((rows, cols), &mut self.unit_out[..rows * cols])
-                        .map_err(|e| Error::Runtime(e.to_string()))?,
-                };
-                self.comp.decompress(unit, round, &unit_rec, view)?;
-                self.dil.stretch(span);
-                t.host_decompress_s += world.time() - wd;
-                let te = now();
-                t.pack_s += td - tc;
-                t.decompress_s += te - td;
-                if let Some(tr) = trace {
-                    tr.span("decompress", trace::COMM, unit as i64, td, te);
-                }
-            }
-            Op::Unpack { bucket } => {
-                // The merged result back into the bucket's tensors (or, without outputs,
-                // into the pack buffer: the same copy).
-                let ta = now();
-                let span = self.dil.start();
-                let mut off = 0;
-                for &tn in &self.plans[phase][bucket].tensors {
-                    let n = self.tensors[tn].numel();
-                    let src = &self.unit_out[off..off + n];
-                    match outs.as_deref_mut() {
-                        Some(o) => o[tn]
-                            .as_slice_mut()
-                            .ok_or_else(|| Error::Runtime("output not contiguous".into()))?
-                            .copy_from_slice(src),
-                        None => self.packed[off..off + n].copy_from_slice(src),
-                    }
-                    off += n;
-                }
-                self.dil.stretch(span);
-                t.pack_s += now() - ta;
-            }
+            } => self.decompress(world, (phase, bucket, slot, round), outs, now, trace, t)?,
+            Op::Unpack { bucket } => self.unpack(phase, bucket, outs, now, t)?,
         }
-        if let (Some((c, d)), true) = (dev, host_work) {
-            // The host work's times above read a paused clock (zero); the device is
-            // charged instead.
-            d.resume();
-            let (charged, into) = match op {
-                Op::Pack { bucket } | Op::Unpack { bucket } => {
-                    (c.pack_s[phase][bucket], &mut t.pack_s)
-                }
-                Op::Compress {
-                    bucket,
-                    slot,
-                    round,
-                } => (c.unit_s[phase][bucket][slot][round][0], &mut t.compress_s),
-                Op::Decompress {
-                    bucket,
-                    slot,
-                    round,
-                } => (c.unit_s[phase][bucket][slot][round][1], &mut t.decompress_s),
-                Op::Wait { .. } | Op::Exchange { .. } => (0.0, &mut t.comm_s),
-            };
-            if charged > 0.0 {
-                // Queued, not waited for: the communication thread goes on launching.
-                let end = d.enqueue(charged, self.launch_s);
-                self.queue_end_s = self.queue_end_s.max(end);
-                if let Some(tr) = hooks.trace.as_deref_mut() {
-                    tr.span("device kernel", trace::DEVICE, -1, end - charged, end);
-                }
-                *into += charged;
-            }
+        if let (Some(d), true) = (dev, host_work) {
+            self.charge_device(d, phase, op, hooks.trace.as_deref_mut(), t);
         }
         self.executed[phase].push(Executed { op, wire });
         Ok(())
+    }
+
+    /// [`Op::Pack`]: copy `bucket`'s gradients into the pack buffer (merged compression).
+    fn pack(
+        &mut self,
+        phase: usize,
+        bucket: usize,
+        grads: &[Array2<f32>],
+        now: &dyn Fn() -> f64,
+        t: &mut OpTimes,
+    ) -> Result<()> {
+        let ta = now();
+        let span = self.dil.start();
+        let mut off = 0;
+        for &tn in &self.plans[phase][bucket].tensors {
+            let g = grads[tn]
+                .as_slice()
+                .ok_or_else(|| Error::Runtime("gradient not contiguous".into()))?;
+            self.packed[off..off + g.len()].copy_from_slice(g);
+            off += g.len();
+        }
+        self.dil.stretch(span);
+        t.pack_s += now() - ta;
+        Ok(())
+    }
+
+    /// [`Op::Compress`] of unit `slot` of `bucket` in `round` (`at`: phase, bucket, slot,
+    /// round): compress and feed back, then append its wire to the bucket's; returns the
+    /// unit's wire.
+    fn compress(
+        &mut self,
+        world: &World,
+        at: (usize, usize, usize, usize),
+        grads: &[Array2<f32>],
+        now: &dyn Fn() -> f64,
+        trace: Option<&mut Trace>,
+        t: &mut OpTimes,
+    ) -> Result<WireLen> {
+        let (phase, bucket, slot, round) = at;
+        let b = &self.plans[phase][bucket];
+        let unit = b.units[slot];
+        if slot == 0 {
+            self.bucket_wire.clear();
+        }
+        let (ta, wa) = (now(), world.time());
+        let span = self.dil.start();
+        let (rows, cols) = unit_shape(&self.tensors, &self.plans, self.merge, unit);
+        let g = if self.merge {
+            ArrayView2::from_shape((rows, cols), &self.packed[..rows * cols])
+                .map_err(|e| Error::Runtime(e.to_string()))?
+        } else {
+            grads[unit].view()
+        };
+        self.comp.compress(unit, round, g, &mut self.unit_wire)?;
+        self.comp.feedback(unit, round)?;
+        self.dil.stretch(span);
+        t.host_compress_s += world.time() - wa;
+        let tb = now();
+        let span = self.dil.start();
+        self.layout[slot] = append(&mut self.bucket_wire, &self.unit_wire);
+        self.dil.stretch(span);
+        t.pack_s += now() - tb;
+        t.compress_s += tb - ta;
+        if let Some(tr) = trace {
+            tr.span("compress", trace::COMM, unit as i64, ta, tb);
+        }
+        Ok(self.unit_wire.lens())
+    }
+
+    /// [`Op::Exchange`] of `bucket`'s wire in `round` (`at`: phase, bucket, round): the
+    /// gathered lengths' trailer, then (device compression) the wait for the bucket's
+    /// kernels, then the collectives; returns the bucket's wire.
+    fn exchange(
+        &mut self,
+        world: &World,
+        at: (usize, usize, usize),
+        dev: Option<&dyn DeviceStream>,
+        now: &dyn Fn() -> f64,
+        trace: Option<&mut Trace>,
+        t: &mut OpTimes,
+    ) -> Result<WireLen> {
+        let (phase, bucket, round) = at;
+        let b = &self.plans[phase][bucket];
+        let units = b.units.len();
+        if self.caps.gather_used {
+            // Trailer: each unit's gathered length, so receivers can split.
+            let ta = now();
+            let span = self.dil.start();
+            for l in &self.layout[..units] {
+                self.bucket_wire.gather_u32.push(l.gather_len as u32);
+            }
+            self.dil.stretch(span);
+            t.pack_s += now() - ta;
+        }
+        if let Some(d) = dev {
+            // Ranks leave their paused host work at different wall times: align
+            // them while paused, so the exchange does not time that skew. Then
+            // the collective waits for the bucket's compression kernels (NCCL's
+            // stream waits on their event).
+            world.barrier();
+            d.resume();
+            d.wait_clock(self.queue_end_s);
+        }
+        let ta = now();
+        let lay = &self.layout[..units];
+        let declared = self.caps.bucket_wires[phase][bucket][round];
+        let exact = declared.exact_gather_of(self.comp.name(), &self.bucket_wire)?;
+        let comp = self.comp.as_mut();
+        self.ex
+            .run(world, &self.bucket_wire, exact, |agg, off, inc, own| {
+                merge_units(comp, &b.units, lay, agg, off, inc, own)
+            })?;
+        let tb = now();
+        t.comm_s += tb - ta;
+        self.launch_s = tb;
+        t.wire_bytes += self.bucket_wire.bytes() as u64;
+        if let Some(tr) = trace {
+            let name = if self.rounds > 1 {
+                ["collective r0", "collective r1"][round.min(1)]
+            } else {
+                "collective"
+            };
+            tr.span(name, trace::COMM, bucket as i64, ta, tb);
+        }
+        Ok(WireLen {
+            gather_exact: declared.gather_exact,
+            ..self.bucket_wire.lens()
+        })
+    }
+
+    /// [`Op::Decompress`] of unit `slot` of `bucket` in `round` (`at`: phase, bucket, slot,
+    /// round): split its received data, then decompress into `outs` (or a scratch buffer).
+    fn decompress(
+        &mut self,
+        world: &World,
+        at: (usize, usize, usize, usize),
+        outs: Option<&mut [Array2<f32>]>,
+        now: &dyn Fn() -> f64,
+        trace: Option<&mut Trace>,
+        t: &mut OpTimes,
+    ) -> Result<()> {
+        let (phase, bucket, slot, round) = at;
+        let b = &self.plans[phase][bucket];
+        let unit = b.units[slot];
+        let tc = now();
+        let span = self.dil.start();
+        let (rows, cols) = unit_shape(&self.tensors, &self.plans, self.merge, unit);
+        let rec = self.ex.received();
+        let unit_rec = unit_received(
+            &rec,
+            &self.layout[slot],
+            slot,
+            b.units.len(),
+            &mut self.gather_scratch,
+            &mut self.gather_counts,
+        )?;
+        self.dil.stretch(span);
+        let (td, wd) = (now(), world.time());
+        let span = self.dil.start();
+        let view = match outs {
+            Some(o) if !self.merge => o[unit].view_mut(),
+            _ => ArrayViewMut2::from_shape((rows, cols), &mut self.unit_out[..rows * cols])
+                .map_err(|e| Error::Runtime(e.to_string()))?,
+        };
+        self.comp.decompress(unit, round, &unit_rec, view)?;
+        self.dil.stretch(span);
+        t.host_decompress_s += world.time() - wd;
+        let te = now();
+        t.pack_s += td - tc;
+        t.decompress_s += te - td;
+        if let Some(tr) = trace {
+            tr.span("decompress", trace::COMM, unit as i64, td, te);
+        }
+        Ok(())
+    }
+
+    /// [`Op::Unpack`]: the merged result back into `bucket`'s tensors (or, without
+    /// outputs, into the pack buffer: the same copy).
+    fn unpack(
+        &mut self,
+        phase: usize,
+        bucket: usize,
+        mut outs: Option<&mut [Array2<f32>]>,
+        now: &dyn Fn() -> f64,
+        t: &mut OpTimes,
+    ) -> Result<()> {
+        let ta = now();
+        let span = self.dil.start();
+        let mut off = 0;
+        for &tn in &self.plans[phase][bucket].tensors {
+            let n = self.tensors[tn].numel();
+            let src = &self.unit_out[off..off + n];
+            match outs.as_deref_mut() {
+                Some(o) => o[tn]
+                    .as_slice_mut()
+                    .ok_or_else(|| Error::Runtime("output not contiguous".into()))?
+                    .copy_from_slice(src),
+                None => self.packed[off..off + n].copy_from_slice(src),
+            }
+            off += n;
+        }
+        self.dil.stretch(span);
+        t.pack_s += now() - ta;
+        Ok(())
+    }
+
+    /// Device compression, after `op`'s host work: resume the device clock (the host
+    /// work's times read a paused clock, zero) and queue the kernel the device is charged
+    /// for it, not waited for (the communication thread goes on launching).
+    fn charge_device(
+        &mut self,
+        d: &dyn DeviceStream,
+        phase: usize,
+        op: Op,
+        trace: Option<&mut Trace>,
+        t: &mut OpTimes,
+    ) {
+        d.resume();
+        let Some(c) = &self.device else {
+            return;
+        };
+        let (charged, into) = match op {
+            Op::Pack { bucket } | Op::Unpack { bucket } => (c.pack_s[phase][bucket], &mut t.pack_s),
+            Op::Compress {
+                bucket,
+                slot,
+                round,
+            } => (c.unit_s[phase][bucket][slot][round][0], &mut t.compress_s),
+            Op::Decompress {
+                bucket,
+                slot,
+                round,
+            } => (c.unit_s[phase][bucket][slot][round][1], &mut t.decompress_s),
+            Op::Wait { .. } | Op::Exchange { .. } => (0.0, &mut t.comm_s),
+        };
+        if charged > 0.0 {
+            let end = d.enqueue(charged, self.launch_s);
+            self.queue_end_s = self.queue_end_s.max(end);
+            if let Some(tr) = trace {
+                tr.span("device kernel", trace::DEVICE, -1, end - charged, end);
+            }
+            *into += charged;
+        }
     }
 }
 

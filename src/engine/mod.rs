@@ -190,22 +190,7 @@ pub fn run(
             s.bwd_s.len()
         )));
     }
-    let grads: Vec<ndarray::Array2<f32>> = s
-        .tensors
-        .iter()
-        .enumerate()
-        .map(|(t, ts)| {
-            crate::measure::tensors::gradient(
-                crate::measure::shape::Shape {
-                    rows: ts.rows,
-                    cols: ts.cols,
-                },
-                s.seed ^ t as u64,
-                0,
-                world.rank,
-            )
-        })
-        .collect();
+    let grads = synthetic_gradients(world, s);
     let lay = layout(world, s, Some(&grads))?;
     let (planned_s, plan_source) = (lay.planned_s, lay.plan_source.clone());
     let choice = lay.choice.clone();
@@ -224,95 +209,40 @@ pub fn run(
         tr.reserve(timing.min_iters as usize * (2 + m + ex.max_ops()));
     }
     let device = Device::new(m);
-    let mut series = IterSeries::default();
-    for v in series.all_mut() {
+    let mut out = Timed::default();
+    for v in out.series.all_mut() {
         v.reserve(timing.max_iters as usize);
     }
-    let mut drift = Vec::with_capacity(if s.compute == ComputeMode::None {
+    out.drift.reserve(if s.compute == ComputeMode::None {
         0
     } else {
         timing.max_iters as usize
     });
-    let mut wire_total = 0u64;
     let fwd_s = dil.wall_s(s.fwd_s);
     let compute = s.compute;
+    let iterations = Iterations {
+        world,
+        s,
+        device: &device,
+        grads: &grads,
+        bwd_order: &bwd_order,
+        timing: &timing,
+        warmup,
+    };
     let result: Result<()> = std::thread::scope(|sc| {
         let dev = &device;
         let bt = &bwd_times;
         sc.spawn(move || dev.run(fwd_s, bt, compute));
-        let r = (|| -> Result<()> {
-            let mut timed = crate::measure::stats::Running::default();
-            let now = || device.now_s();
-            for it in 0.. {
-                // Only timed iterations are traced.
-                let mut trace = if it >= warmup {
-                    trace.as_deref_mut()
-                } else {
-                    None
-                };
-                world.sync_or_stop()?;
-                let t0 = device.now_s();
-                device.start_iteration();
-                let mut last_start = t0;
-                let mut wait = |ready: usize| {
-                    device.wait_ready(ready);
-                    last_start = device.now_s();
-                };
-                let mut t = OpTimes::default();
-                let mut hooks = Hooks {
-                    now: &now,
-                    wait: &mut wait,
-                    trace: trace.as_deref_mut(),
-                    device: match s.compress_on {
-                        crate::devcost::CompressOn::Device => Some(&device),
-                        crate::devcost::CompressOn::Host => None,
-                    },
-                };
-                ex.iteration(world, it, &grads, None, &mut hooks, &mut t)?;
-                let t_end = device.now_s();
-                let (fwd_end, bwd_end, fwd_model, bwd_model) = {
-                    let st = device.lock();
-                    (st.fwd_end_s, st.bwd_end_s, st.fwd_model_s, st.bwd_model_s)
-                };
-                if let Some(tr) = trace {
-                    tr.iteration(&device, t0, fwd_end, t_end, &bwd_order);
-                }
-                if it >= warmup {
-                    wire_total += t.wire_bytes;
-                    series.fwd_s.push(fwd_end - t0);
-                    series.bwd_s.push(bwd_end - fwd_end);
-                    series.pack_s.push(t.pack_s);
-                    series.compress_s.push(t.compress_s);
-                    series.comm_s.push(t.comm_s);
-                    series.decompress_s.push(t.decompress_s);
-                    series.exposed_s.push((t_end - bwd_end).max(0.0));
-                    series.bwd_sync_s.push(t_end - fwd_end);
-                    series.iter_s.push(t_end - t0);
-                    series.last_bucket_s.push(t_end - last_start);
-                    series.host_compress_s.push(t.host_compress_s);
-                    series.host_decompress_s.push(t.host_decompress_s);
-                    if compute != ComputeMode::None {
-                        drift.push(device::compute_drift(
-                            fwd_end - t0,
-                            fwd_model,
-                            bwd_end - fwd_end,
-                            bwd_model,
-                        ));
-                    }
-                    // The stopping rule sees emulated seconds (--min-time, --max-time).
-                    timed.push(dil.emulated_s(t_end - t0));
-                    // Stop once every rank has enough (outside the timed region).
-                    if world.max_u64(u64::from(!timing.enough(&timed))) == 0 {
-                        break;
-                    }
-                }
-            }
-            Ok(())
-        })();
+        let r = iterations.run(&mut ex, trace, &mut out);
         device.stop();
         r
     });
     result?;
+    let Timed {
+        mut series,
+        mut drift,
+        wire_total,
+    } = out;
     // Every time in the emulated cluster's seconds (wall / K).
     for v in series.all_mut() {
         dil.to_emulated(v);
@@ -342,6 +272,167 @@ pub fn run(
         compute_drift: drift,
         choice,
     })
+}
+
+/// The case's synthetic gradients (registration order), one per tensor from the case's
+/// seed and this rank ([`crate::measure::tensors::gradient`]).
+fn synthetic_gradients(world: &World, s: &E2eSetup) -> Vec<ndarray::Array2<f32>> {
+    s.tensors
+        .iter()
+        .enumerate()
+        .map(|(t, ts)| {
+            crate::measure::tensors::gradient(
+                crate::measure::shape::Shape {
+                    rows: ts.rows,
+                    cols: ts.cols,
+                },
+                s.seed ^ t as u64,
+                0,
+                world.rank,
+            )
+        })
+        .collect()
+}
+
+/// What the timed iterations recorded on this rank (wall seconds): the series, the
+/// compute drift per iteration, and the wire bytes sent over them.
+#[derive(Default)]
+struct Timed {
+    series: IterSeries,
+    drift: Vec<f64>,
+    wire_total: u64,
+}
+
+/// One iteration's readings of the device clock (s): its start, forward and backward
+/// ends, its end and the last bucket's start, with the compute model's forward and
+/// backward.
+struct IterClock {
+    t0: f64,
+    fwd_end: f64,
+    bwd_end: f64,
+    t_end: f64,
+    last_start: f64,
+    fwd_model: f64,
+    bwd_model: f64,
+}
+
+impl IterSeries {
+    /// Append one timed iteration: its clock readings `c` and operation times `t`.
+    fn push_iteration(&mut self, c: &IterClock, t: &OpTimes) {
+        self.fwd_s.push(c.fwd_end - c.t0);
+        self.bwd_s.push(c.bwd_end - c.fwd_end);
+        self.pack_s.push(t.pack_s);
+        self.compress_s.push(t.compress_s);
+        self.comm_s.push(t.comm_s);
+        self.decompress_s.push(t.decompress_s);
+        self.exposed_s.push((c.t_end - c.bwd_end).max(0.0));
+        self.bwd_sync_s.push(c.t_end - c.fwd_end);
+        self.iter_s.push(c.t_end - c.t0);
+        self.last_bucket_s.push(c.t_end - c.last_start);
+        self.host_compress_s.push(t.host_compress_s);
+        self.host_decompress_s.push(t.host_decompress_s);
+    }
+}
+
+/// The iterations of [`run`], on the device thread's clock.
+struct Iterations<'a> {
+    world: &'a World,
+    s: &'a E2eSetup<'a>,
+    device: &'a Device,
+    grads: &'a [ndarray::Array2<f32>],
+    bwd_order: &'a [usize],
+    timing: &'a crate::measure::stats::Timing,
+    warmup: u64,
+}
+
+impl Iterations<'_> {
+    /// `warmup` iterations, then timed ones (traced, recorded in `out`) until every rank
+    /// has enough (the stopping rule sees emulated seconds: --min-time, --max-time).
+    fn run(
+        &self,
+        ex: &mut Executor,
+        mut trace: Option<&mut trace::Trace>,
+        out: &mut Timed,
+    ) -> Result<()> {
+        let (world, dil) = (self.world, self.world.dilation());
+        let mut timed = crate::measure::stats::Running::default();
+        for it in 0.. {
+            // Only timed iterations are traced.
+            let mut trace = if it >= self.warmup {
+                trace.as_deref_mut()
+            } else {
+                None
+            };
+            world.sync_or_stop()?;
+            let (c, t) = self.iteration(ex, it, trace.as_deref_mut())?;
+            if let Some(tr) = trace {
+                tr.iteration(self.device, c.t0, c.fwd_end, c.t_end, self.bwd_order);
+            }
+            if it >= self.warmup {
+                out.wire_total += t.wire_bytes;
+                out.series.push_iteration(&c, &t);
+                if self.s.compute != ComputeMode::None {
+                    out.drift.push(device::compute_drift(
+                        c.fwd_end - c.t0,
+                        c.fwd_model,
+                        c.bwd_end - c.fwd_end,
+                        c.bwd_model,
+                    ));
+                }
+                timed.push(dil.emulated_s(c.t_end - c.t0));
+                // Stop once every rank has enough (outside the timed region).
+                if world.max_u64(u64::from(!self.timing.enough(&timed))) == 0 {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Iteration `it`: start the device's iteration, run the executor's operations with
+    /// the device's clock and waits, and read the clock.
+    fn iteration(
+        &self,
+        ex: &mut Executor,
+        it: u64,
+        trace: Option<&mut trace::Trace>,
+    ) -> Result<(IterClock, OpTimes)> {
+        let device = self.device;
+        let now = || device.now_s();
+        let t0 = device.now_s();
+        device.start_iteration();
+        let mut last_start = t0;
+        let mut wait = |ready: usize| {
+            device.wait_ready(ready);
+            last_start = device.now_s();
+        };
+        let mut t = OpTimes::default();
+        let mut hooks = Hooks {
+            now: &now,
+            wait: &mut wait,
+            trace,
+            device: match self.s.compress_on {
+                crate::devcost::CompressOn::Device => Some(device),
+                crate::devcost::CompressOn::Host => None,
+            },
+        };
+        ex.iteration(self.world, it, self.grads, None, &mut hooks, &mut t)?;
+        let t_end = device.now_s();
+        let (fwd_end, bwd_end, fwd_model, bwd_model) = {
+            let st = device.lock();
+            (st.fwd_end_s, st.bwd_end_s, st.fwd_model_s, st.bwd_model_s)
+        };
+        let c = IterClock {
+            t0,
+            fwd_end,
+            bwd_end,
+            t_end,
+            last_start,
+            fwd_model,
+            bwd_model,
+        };
+        Ok((c, t))
+    }
 }
 
 /// A case's compressor and buckets: the compressor built and registered (for merged

@@ -5,7 +5,10 @@
 
 use super::credit::{self, Credit};
 use super::wire::{self, UnitWire};
-use super::{exchange_collectives, exchange_s, gather_scale, CostModel, Nets, SimCase, SimResult};
+use super::{
+    exchange_collectives, exchange_s, gather_scale, CostModel, MethodCosts, Nets, SimCase,
+    SimResult,
+};
 use crate::compress::WireLen;
 use crate::devcost::DeviceCosts;
 use crate::netmodel::CompressCost;
@@ -160,205 +163,286 @@ pub(super) fn simulate_clock(
     groups: &[Vec<usize>],
     bucket_units: &[Vec<Unit>],
     rounds: usize,
-    mut credit: Option<Credit>,
+    credit: Option<Credit>,
 ) -> (SimResult, f64) {
-    let wl = &case.workload;
     let m = bwd_times.len();
-    let n = case.world_size.max(1);
-    let mc = costs.method(&case.base_method);
-    let per_round = |c: CompressCost, e: usize, sel: usize| c.time_s(e, sel) / rounds as f64;
-    let gather_used = bucket_units
-        .iter()
-        .flatten()
-        .any(|u| u.wire.iter().any(|l| l.gather_u32 > 0));
-
     // Virtual clock. Host effects (host.rs): the device starts `start_s` late, CPU
     // phases run at `cpu_share` of a core, a bucket's first exchange waits `sync_s` more,
     // and the communication thread's work runs `bwd_slowdown` times slower while
     // backward still runs.
-    let host = &costs.host;
-    let cpu = 1.0 / host.cpu_share;
-    let fwd_end = host.start_s + wl.fwd_s;
-    let mut dev = DevStream::new(fwd_end, bwd_times);
-    let mut r = SimResult {
-        fwd_s: fwd_end,
-        buckets: groups.len(),
-        ..SimResult::default()
-    };
-    let pb = costs.pack_s_per_byte;
-    // Advance the clock by host work `work` (s at full speed) and add the elapsed time
-    // to `phase`.
-    let run = |clock: &mut f64, phase: &mut f64, work: f64, bwd_end: f64| {
-        let t0 = *clock;
-        *clock = advance(t0, work, bwd_end, host.bwd_slowdown);
-        *phase += *clock - t0;
+    let fwd_end = costs.host.start_s + case.workload.fwd_s;
+    let mut walk = Walk {
+        case,
+        costs,
+        nets,
+        device,
+        groups,
+        bucket_units,
+        rounds,
+        n: case.world_size.max(1),
+        mc: costs.method(&case.base_method),
+        cpu: 1.0 / costs.host.cpu_share,
+        gather_used: bucket_units
+            .iter()
+            .flatten()
+            .any(|u| u.wire.iter().any(|l| l.gather_u32 > 0)),
+        dev: DevStream::new(fwd_end, bwd_times),
+        r: SimResult {
+            fwd_s: fwd_end,
+            buckets: groups.len(),
+            ..SimResult::default()
+        },
+        clock: 0.0,
+        waited: false,
+        w: WireLen::default(),
+        queue_end: 0.0,
+        paused: 0.0,
+        credit,
     };
     let buckets = schedule::buckets(groups, m, case.merge);
     let ops = schedule::iteration(&buckets, rounds, case.merge, case.pipelining, m);
-    let bucket_elems = |bi: usize| -> usize { bucket_units[bi].iter().map(|u| u.elems).sum() };
-    let mut clock = 0.0;
-    // Did the communication thread wait for the device before this bucket?
-    let mut waited = false;
-    let mut w = WireLen::default();
     let mut executed = Vec::with_capacity(ops.len());
-    // Device compression: end of the last kernel queued (the communication thread
-    // queues kernels without waiting for them).
-    let mut queue_end = 0.0f64;
-    // Device compression on a shared core (cpu_share < 1): the engine pauses the device
-    // clock for the rank's host work, which takes `cpu` times its time at full speed; the
-    // rank's own share is paused, the rest (the cores it waits for other ranks' work) is
-    // spent inside its next collective, where the ranks that computed last run last
-    // (measured at 4 ranks on 2 cores: extra exchange time about 1x the host work;
-    // host.rs). `paused` holds that rest until the next exchange.
-    let mut paused = 0.0f64;
-    let unpaused = |charged: f64| charged * (1.0 - host.cpu_share.min(1.0));
     for op in ops {
-        let mut wire = WireLen::default();
-        let bwd_end = dev.projected_bwd_end();
-        match op {
+        let bwd_end = walk.dev.projected_bwd_end();
+        let wire = match op {
             SchedOp::Wait { bucket, ready: k } => {
-                let t = dev.ready_s(k);
-                waited = if case.pipelining {
-                    t > clock
-                } else {
-                    bucket == 0
-                };
-                clock = f64::max(clock, t);
+                walk.wait(bucket, k);
+                WireLen::default()
             }
             SchedOp::Pack { bucket } | SchedOp::Unpack { bucket } => {
-                let e = bucket_elems(bucket);
-                match device {
-                    // One copy kernel per tensor of the bucket (torch.cat, and back).
-                    Some(d) => {
-                        let c = d.copy_s(4.0 * e as f64, groups[bucket].len());
-                        queue_end = dev.kernel(clock, c);
-                        r.pack_s += c;
-                        paused += unpaused(cpu * pb * 4.0 * e as f64);
-                    }
-                    None => run(
-                        &mut clock,
-                        &mut r.pack_s,
-                        cpu * pb * 4.0 * e as f64,
-                        bwd_end,
-                    ),
-                }
+                walk.pack(bucket, bwd_end);
+                WireLen::default()
             }
             SchedOp::Compress {
                 bucket,
                 slot,
                 round,
-            } => {
-                if slot == 0 {
-                    w = WireLen {
-                        gather_exact: true,
-                        ..WireLen::default()
-                    };
-                }
-                let u = &bucket_units[bucket][slot];
-                let l = u.wire[round];
-                let c = cpu
-                    * (per_round(mc.compress, u.elems, u.selected)
-                        + per_round(mc.feedback, u.elems, 0));
-                r.host_compress_s += c;
-                // Appending the unit's wire to the bucket's.
-                let append = cpu * (costs.pack_fixed_s + pb * l.bytes() as f64);
-                match device {
-                    // The method's kernels write straight into the bucket's buffer (as
-                    // DDP's bucket views and Power-SGD's flat P buffer do): no append.
-                    Some(_) => {
-                        let d = u.dev_s[round][0];
-                        queue_end = dev.kernel(clock, d);
-                        r.compress_s += d;
-                        paused += unpaused(c + append);
-                    }
-                    None => {
-                        run(&mut clock, &mut r.compress_s, c, bwd_end);
-                        run(&mut clock, &mut r.pack_s, append, bwd_end);
-                    }
-                }
-                w = w.plus(l);
-                wire = l;
-            }
-            SchedOp::Exchange { bucket, round } => {
-                // The collective waits for the bucket's compression kernels.
-                clock = clock.max(queue_end);
-                if gather_used {
-                    // Trailer: one length word per unit.
-                    w.gather_u32 += bucket_units[bucket].len();
-                }
-                let sync = if waited && round == 0 {
-                    host.sync_for(case.pipelining)
-                } else {
-                    0.0
-                };
-                let t = match credit.as_mut() {
-                    None => exchange_s(nets, case.collective, n, w, gather_used),
-                    // The collectives one after another, each on the credit left.
-                    Some(cr) => {
-                        let mut t = 0.0;
-                        for c in exchange_collectives(nets, case.collective, n, w, gather_used) {
-                            let v = credit::link_bytes(c.op, n, c.m_bytes);
-                            t +=
-                                cr.exchange(clock + sync + t, c.net_s, v, c.floor_s(n)) + c.local_s;
-                        }
-                        t
-                    }
-                } + sync
-                    + std::mem::take(&mut paused);
-                run(&mut clock, &mut r.comm_s, t, bwd_end);
-                if let Some(cr) = credit.as_mut() {
-                    cr.busy_until(clock);
-                }
-                r.wire_bytes += w.bytes() as u64;
-                wire = w;
-            }
+            } => walk.compress(bucket, slot, round, bwd_end),
+            SchedOp::Exchange { bucket, round } => walk.exchange(bucket, round, bwd_end),
             SchedOp::Decompress {
                 bucket,
                 slot,
                 round,
             } => {
-                let u = &bucket_units[bucket][slot];
-                let l = u.wire[round];
-                let d = cpu
-                    * (mc.decompress.fixed_s
-                        + mc.decompress.per_element_s
-                            * u.elems as f64
-                            * gather_scale(n, u.elems, l.gather_u32))
-                    / rounds as f64;
-                r.host_decompress_s += d;
-                // Splitting copies every worker's gathered piece of this unit.
-                let split = cpu * (costs.pack_fixed_s + pb * 4.0 * (n * l.gather_u32) as f64);
-                match device {
-                    // Each worker's piece is a view of the received buffer: no split.
-                    Some(_) => {
-                        let dd = u.dev_s[round][1];
-                        queue_end = dev.kernel(clock, dd);
-                        r.decompress_s += dd;
-                        paused += unpaused(d + split);
-                    }
-                    None => {
-                        run(&mut clock, &mut r.pack_s, split, bwd_end);
-                        run(&mut clock, &mut r.decompress_s, d, bwd_end);
-                    }
-                }
+                walk.decompress(bucket, slot, round, bwd_end);
+                WireLen::default()
             }
-        }
+        };
         executed.push(Executed { op, wire });
     }
-    // The last bucket holds the last gradient, so the clock is past the end of backward.
-    // The step ends with the last decompression kernel.
-    let bwd_end = dev.ready_s(m);
-    // What the last decompressions leave is paid in the next iteration's first
-    // collective: in steady state, once per iteration.
-    r.comm_s += paused;
-    let t_end = clock.max(bwd_end).max(queue_end) + paused;
-    r.bwd_s = bwd_end - fwd_end;
-    r.exposed_s = (t_end - bwd_end).max(0.0);
-    r.bwd_sync_s = t_end - fwd_end;
-    r.iter_s = t_end;
-    r.executed = vec![executed];
-    let credit_end = credit.map_or(0.0, |c| c.at(t_end));
-    (r, credit_end)
+    walk.finish(executed)
+}
+
+/// The state of [`simulate_clock`]'s walk: the case and its costs, the clock, the device
+/// stream and the iteration charged so far.
+struct Walk<'a> {
+    case: &'a SimCase,
+    costs: &'a CostModel,
+    nets: Nets<'a>,
+    device: Option<&'a DeviceCosts>,
+    groups: &'a [Vec<usize>],
+    bucket_units: &'a [Vec<Unit>],
+    rounds: usize,
+    n: usize,
+    mc: MethodCosts,
+    /// The host's CPU share, inverted (host work stretches by it).
+    cpu: f64,
+    /// Whether any unit has a gather section (the exchange's all-gathers run).
+    gather_used: bool,
+    dev: DevStream<'a>,
+    r: SimResult,
+    clock: f64,
+    /// Did the communication thread wait for the device before this bucket?
+    waited: bool,
+    /// The bucket's wire so far (the units compressed since its first).
+    w: WireLen,
+    /// Device compression: end of the last kernel queued (the communication thread
+    /// queues kernels without waiting for them).
+    queue_end: f64,
+    /// Device compression on a shared core (cpu_share < 1): the engine pauses the device
+    /// clock for the rank's host work, which takes `cpu` times its time at full speed; the
+    /// rank's own share is paused, the rest (the cores it waits for other ranks' work) is
+    /// spent inside its next collective, where the ranks that computed last run last
+    /// (measured at 4 ranks on 2 cores: extra exchange time about 1x the host work;
+    /// host.rs). `paused` holds that rest until the next exchange.
+    paused: f64,
+    credit: Option<Credit>,
+}
+
+impl Walk<'_> {
+    /// Advance the clock by host work `work` (s at full speed), slowed while backward
+    /// runs ([`advance`]); returns the elapsed time, to add to its phase.
+    fn host_work(&mut self, work: f64, bwd_end: f64) -> f64 {
+        let t0 = self.clock;
+        self.clock = advance(t0, work, bwd_end, self.costs.host.bwd_slowdown);
+        self.clock - t0
+    }
+
+    /// The part of host work `charged` that a paused device clock does not cover.
+    fn unpaused(&self, charged: f64) -> f64 {
+        charged * (1.0 - self.costs.host.cpu_share.min(1.0))
+    }
+
+    /// A method phase's cost per round for `e` elements selecting over `sel`.
+    fn per_round(&self, c: CompressCost, e: usize, sel: usize) -> f64 {
+        c.time_s(e, sel) / self.rounds as f64
+    }
+
+    /// Wait for the first `k` gradients of `bucket`.
+    fn wait(&mut self, bucket: usize, k: usize) {
+        let t = self.dev.ready_s(k);
+        self.waited = if self.case.pipelining {
+            t > self.clock
+        } else {
+            bucket == 0
+        };
+        self.clock = f64::max(self.clock, t);
+    }
+
+    /// Merged compression's copy of `bucket` into one tensor (or back).
+    fn pack(&mut self, bucket: usize, bwd_end: f64) {
+        let e: usize = self.bucket_units[bucket].iter().map(|u| u.elems).sum();
+        let pb = self.costs.pack_s_per_byte;
+        match self.device {
+            // One copy kernel per tensor of the bucket (torch.cat, and back).
+            Some(d) => {
+                let c = d.copy_s(4.0 * e as f64, self.groups[bucket].len());
+                self.queue_end = self.dev.kernel(self.clock, c);
+                self.r.pack_s += c;
+                self.paused += self.unpaused(self.cpu * pb * 4.0 * e as f64);
+            }
+            None => self.r.pack_s += self.host_work(self.cpu * pb * 4.0 * e as f64, bwd_end),
+        }
+    }
+
+    /// Compress and feed back unit `slot` of `bucket` in `round`, appending its wire to
+    /// the bucket's; returns the unit's wire.
+    fn compress(&mut self, bucket: usize, slot: usize, round: usize, bwd_end: f64) -> WireLen {
+        if slot == 0 {
+            self.w = WireLen {
+                gather_exact: true,
+                ..WireLen::default()
+            };
+        }
+        let units = self.bucket_units;
+        let u = &units[bucket][slot];
+        let l = u.wire[round];
+        let mc = self.mc;
+        let c = self.cpu
+            * (self.per_round(mc.compress, u.elems, u.selected)
+                + self.per_round(mc.feedback, u.elems, 0));
+        self.r.host_compress_s += c;
+        // Appending the unit's wire to the bucket's.
+        let append =
+            self.cpu * (self.costs.pack_fixed_s + self.costs.pack_s_per_byte * l.bytes() as f64);
+        match self.device {
+            // The method's kernels write straight into the bucket's buffer (as
+            // DDP's bucket views and Power-SGD's flat P buffer do): no append.
+            Some(_) => {
+                let d = u.dev_s[round][0];
+                self.queue_end = self.dev.kernel(self.clock, d);
+                self.r.compress_s += d;
+                self.paused += self.unpaused(c + append);
+            }
+            None => {
+                self.r.compress_s += self.host_work(c, bwd_end);
+                self.r.pack_s += self.host_work(append, bwd_end);
+            }
+        }
+        self.w = self.w.plus(l);
+        l
+    }
+
+    /// Exchange `bucket`'s wire of `round` (after its compression kernels); returns it.
+    fn exchange(&mut self, bucket: usize, round: usize, bwd_end: f64) -> WireLen {
+        let (case, n, gather_used) = (self.case, self.n, self.gather_used);
+        // The collective waits for the bucket's compression kernels.
+        self.clock = self.clock.max(self.queue_end);
+        if gather_used {
+            // Trailer: one length word per unit.
+            self.w.gather_u32 += self.bucket_units[bucket].len();
+        }
+        let sync = if self.waited && round == 0 {
+            self.costs.host.sync_for(case.pipelining)
+        } else {
+            0.0
+        };
+        let (clock, w, nets) = (self.clock, self.w, self.nets);
+        let t = match self.credit.as_mut() {
+            None => exchange_s(nets, case.collective, n, w, gather_used),
+            // The collectives one after another, each on the credit left.
+            Some(cr) => {
+                let mut t = 0.0;
+                for c in exchange_collectives(nets, case.collective, n, w, gather_used) {
+                    let v = credit::link_bytes(c.op, n, c.m_bytes);
+                    t += cr.exchange(clock + sync + t, c.net_s, v, c.floor_s(n)) + c.local_s;
+                }
+                t
+            }
+        } + sync
+            + std::mem::take(&mut self.paused);
+        self.r.comm_s += self.host_work(t, bwd_end);
+        if let Some(cr) = self.credit.as_mut() {
+            cr.busy_until(self.clock);
+        }
+        self.r.wire_bytes += w.bytes() as u64;
+        w
+    }
+
+    /// Split the received data of unit `slot` of `bucket` in `round` and decompress it
+    /// (every worker's piece).
+    fn decompress(&mut self, bucket: usize, slot: usize, round: usize, bwd_end: f64) {
+        let (n, cpu, mc) = (self.n, self.cpu, self.mc);
+        let units = self.bucket_units;
+        let u = &units[bucket][slot];
+        let l = u.wire[round];
+        let d = cpu
+            * (mc.decompress.fixed_s
+                + mc.decompress.per_element_s
+                    * u.elems as f64
+                    * gather_scale(n, u.elems, l.gather_u32))
+            / self.rounds as f64;
+        self.r.host_decompress_s += d;
+        // Splitting copies every worker's gathered piece of this unit.
+        let split = cpu
+            * (self.costs.pack_fixed_s
+                + self.costs.pack_s_per_byte * 4.0 * (n * l.gather_u32) as f64);
+        match self.device {
+            // Each worker's piece is a view of the received buffer: no split.
+            Some(_) => {
+                let dd = u.dev_s[round][1];
+                self.queue_end = self.dev.kernel(self.clock, dd);
+                self.r.decompress_s += dd;
+                self.paused += self.unpaused(d + split);
+            }
+            None => {
+                self.r.pack_s += self.host_work(split, bwd_end);
+                self.r.decompress_s += self.host_work(d, bwd_end);
+            }
+        }
+    }
+
+    /// The iteration's end: the last bucket holds the last gradient, so the clock is
+    /// past the end of backward; the step ends with the last decompression kernel.
+    /// Returns the iteration and the credit at its end.
+    fn finish(mut self, executed: Vec<Executed>) -> (SimResult, f64) {
+        let m = self.dev.bwd.len();
+        let bwd_end = self.dev.ready_s(m);
+        let fwd_end = self.r.fwd_s;
+        // What the last decompressions leave is paid in the next iteration's first
+        // collective: in steady state, once per iteration.
+        let paused = self.paused;
+        let mut r = self.r;
+        r.comm_s += paused;
+        let t_end = self.clock.max(bwd_end).max(self.queue_end) + paused;
+        r.bwd_s = bwd_end - fwd_end;
+        r.exposed_s = (t_end - bwd_end).max(0.0);
+        r.bwd_sync_s = t_end - fwd_end;
+        r.iter_s = t_end;
+        r.executed = vec![executed];
+        let credit_end = self.credit.map_or(0.0, |c| c.at(t_end));
+        (r, credit_end)
+    }
 }
 
 /// The clock after `work` seconds of full-speed work started at `clock`, running

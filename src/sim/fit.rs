@@ -326,50 +326,138 @@ pub fn fit_dir(dir: &Path) -> Result<FitReport> {
 /// Per method and phase, a [`CompressCost`] fit over micro_compress.csv's rows.
 pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
     let p = path.display().to_string();
-    let rerr = |msg: String| SimError::Read {
-        path: p.clone(),
-        msg,
-    };
     let mut f = crate::record::CsvFile::open(path)?;
-    let col = |name: &str| {
-        f.require(
-            name,
-            "expected micro_compress.csv as written by `gradcomp micro-compress` (docs/csv-schema.md)",
-        )
-    };
-    let (c_ver, c_m, c_numel, c_comp, c_fb, c_dec) = (
-        col("schema_version")?,
-        col("method")?,
-        col("numel")?,
-        col("compress_s")?,
-        col("feedback_s")?,
-        col("decompress_s")?,
-    );
-    // Absent in files written before model rows existed: every row is one tensor.
-    let c_tensors = f.column("tensors");
-    let header = f.header.clone();
-    let pos = |name: &str| header.iter().position(|h| h == name);
-    let (c_rows, c_cols, c_model, c_n) =
-        (pos("rows"), pos("cols"), pos("model"), pos("world_size"));
-    const PHASES: [&str; 3] = ["compress", "feedback", "decompress"];
-    // Single tensors: (numel, selected, seconds) per method and phase.
-    type Points = [Vec<(f64, f64, f64)>; 3];
-    let mut groups: BTreeMap<String, Points> = BTreeMap::new();
-    // Model rows: (tensors, numel, selected, seconds) per method and phase.
-    type ModelPoints = [Vec<(f64, f64, f64, f64)>; 3];
-    let mut model_rows: BTreeMap<String, ModelPoints> = BTreeMap::new();
+    let cols = MicroColumns::of(&f)?;
+    let mut pts = CompressPoints::default();
     let mut selection = Selection::default();
-    // Model rows' (method, model, parameters, world size, index, line), whose selection
-    // is read once every single tensor's is known.
+    // Model rows, whose selection is read once every single tensor's is known.
     let mut pending = Vec::new();
     for (i, rec) in f.reader.records().enumerate() {
         let rec = rec.map_err(|e| crate::record::CsvFile::malformed(&p, e))?;
-        let line = i + 2;
+        pts.add_record(&cols, &rec, (&p, i + 2), &mut selection, &mut pending)?;
+    }
+    pts.select_model_rows(pending, &mut selection, &p)?;
+    pts.add_model_only_methods();
+    if pts.groups.is_empty() {
+        return Err(read_err(
+            &p,
+            "no data rows; run `gradcomp micro-compress` first".into(),
+        ));
+    }
+    pts.fit_rows(&p)
+}
+
+/// A [`SimError::Read`] of file `path`.
+fn read_err(path: &str, msg: String) -> SimError {
+    SimError::Read {
+        path: path.to_string(),
+        msg,
+    }
+}
+
+/// The phases of a compression fit, in the order of micro_compress.csv's columns.
+const PHASES: [&str; 3] = ["compress", "feedback", "decompress"];
+/// Single tensors: (numel, selected, seconds) per phase.
+type Points = [Vec<(f64, f64, f64)>; 3];
+/// Model rows: (tensors, numel, selected, seconds) per phase.
+type ModelPoints = [Vec<(f64, f64, f64, f64)>; 3];
+
+/// A model row's (method, model, parameters, world size, index among its method's model
+/// rows, line), whose selection [`CompressPoints::select_model_rows`] reads.
+type PendingModelRow = (
+    String,
+    String,
+    crate::compress::MethodParams,
+    usize,
+    usize,
+    usize,
+);
+
+/// micro_compress.csv's columns (docs/csv-schema.md): the required ones, and those files
+/// written before them lack.
+struct MicroColumns {
+    header: Vec<String>,
+    ver: usize,
+    method: usize,
+    numel: usize,
+    comp: usize,
+    fb: usize,
+    dec: usize,
+    /// Absent in files written before model rows existed: every row is one tensor.
+    tensors: Option<usize>,
+    rows: Option<usize>,
+    cols: Option<usize>,
+    model: Option<usize>,
+    world_size: Option<usize>,
+}
+
+impl MicroColumns {
+    fn of(f: &crate::record::CsvFile) -> Result<MicroColumns> {
+        let col = |name: &str| {
+            f.require(
+                name,
+                "expected micro_compress.csv as written by `gradcomp micro-compress` (docs/csv-schema.md)",
+            )
+        };
+        let (ver, method, numel, comp, fb, dec) = (
+            col("schema_version")?,
+            col("method")?,
+            col("numel")?,
+            col("compress_s")?,
+            col("feedback_s")?,
+            col("decompress_s")?,
+        );
+        let tensors = f.column("tensors");
+        let header = f.header.clone();
+        let pos = |name: &str| header.iter().position(|h| h == name);
+        let (rows, cols, model, world_size) =
+            (pos("rows"), pos("cols"), pos("model"), pos("world_size"));
+        Ok(MicroColumns {
+            header,
+            ver,
+            method,
+            numel,
+            comp,
+            fb,
+            dec,
+            tensors,
+            rows,
+            cols,
+            model,
+            world_size,
+        })
+    }
+
+    fn pos(&self, name: &str) -> Option<usize> {
+        self.header.iter().position(|h| h == name)
+    }
+}
+
+/// micro_compress.csv's points per method: single tensors' and model rows'.
+#[derive(Default)]
+struct CompressPoints {
+    groups: BTreeMap<String, Points>,
+    model_rows: BTreeMap<String, ModelPoints>,
+}
+
+impl CompressPoints {
+    /// Add record `rec` (at `at`: the file and its line): a single tensor's points, with
+    /// their selection, or a model row's (its selection left `pending`).
+    fn add_record(
+        &mut self,
+        c: &MicroColumns,
+        rec: &csv::StringRecord,
+        at: (&str, usize),
+        selection: &mut Selection,
+        pending: &mut Vec<PendingModelRow>,
+    ) -> Result<()> {
+        let (p, line) = at;
+        let rerr = |msg: String| read_err(p, msg);
         let get = |c: usize| rec.get(c).unwrap_or("").trim();
-        if get(c_ver) != crate::netmodel::SCHEMA_VERSION.to_string() {
+        if get(c.ver) != crate::netmodel::SCHEMA_VERSION.to_string() {
             return Err(rerr(format!(
                 "line {line}: schema_version `{}`, this build reads {}",
-                get(c_ver),
+                get(c.ver),
                 crate::netmodel::SCHEMA_VERSION
             )));
         }
@@ -387,8 +475,8 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
                     ))
                 })
         };
-        let numel = num(c_numel, "numel", false)?;
-        let tensors = match c_tensors {
+        let numel = num(c.numel, "numel", false)?;
+        let tensors = match c.tensors {
             Some(c) => get(c)
                 .parse::<usize>()
                 .ok()
@@ -402,14 +490,14 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
             None => 1,
         };
         let times = [
-            num(c_comp, "compress_s", false)?,
-            num(c_fb, "feedback_s", true)?,
-            num(c_dec, "decompress_s", false)?,
+            num(c.comp, "compress_s", false)?,
+            num(c.fb, "feedback_s", true)?,
+            num(c.dec, "decompress_s", false)?,
         ];
-        let method = get(c_m).to_string();
-        let params = super::measured::row_params(|name| pos(name).map(|c| get(c).to_string()))
+        let method = get(c.method).to_string();
+        let params = super::measured::row_params(|name| c.pos(name).map(|c| get(c).to_string()))
             .map_err(|(c, v)| rerr(format!("line {line}, column `{c}`: bad value `{v}`")))?;
-        let n = c_n.and_then(|c| get(c).parse().ok()).unwrap_or(1);
+        let n = c.world_size.and_then(|c| get(c).parse().ok()).unwrap_or(1);
         if tensors == 1 {
             let dim = |c: Option<usize>, name: &str| -> Result<usize> {
                 let v = c.map(get).unwrap_or("");
@@ -420,8 +508,8 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
                 })
             };
             let given = |c: Option<usize>| c.map(get).is_some_and(|v| !v.is_empty());
-            let shape = if given(c_rows) || given(c_cols) {
-                (dim(c_rows, "rows")?, dim(c_cols, "cols")?)
+            let shape = if given(c.rows) || given(c.cols) {
+                (dim(c.rows, "rows")?, dim(c.cols, "cols")?)
             } else {
                 // No shape (files before the columns, a one-tensor model): one row of
                 // `numel`, which selects nothing.
@@ -430,16 +518,16 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
             let sel = selection
                 .of(&method, &params, n, &[shape])
                 .map_err(|e| rerr(format!("line {line}: {e}")))? as f64;
-            let g = groups.entry(method).or_default();
+            let g = self.groups.entry(method).or_default();
             for (ph, (pts, t)) in g.iter_mut().zip(times).enumerate() {
                 // Only compression selects (feedback and decompress are linear).
                 pts.push((numel, if ph == 0 { sel } else { 0.0 }, t));
             }
         } else {
-            let g = model_rows.entry(method.clone()).or_default();
+            let g = self.model_rows.entry(method.clone()).or_default();
             pending.push((
                 method,
-                c_model.map_or("", get).to_string(),
+                c.model.map_or("", get).to_string(),
                 params,
                 n,
                 g[0].len(),
@@ -449,82 +537,97 @@ pub fn fit_compress_phases(path: &Path) -> Result<Vec<FitRow>> {
                 pts.push((tensors as f64, numel, 0.0, t));
             }
         }
+        Ok(())
     }
-    // A model row's selection is its layers' (the model's tensors), for the methods
-    // that select in a single tensor (one measured over models only is fitted linear,
-    // on its mean layers).
-    for (method, model, params, n, i, line) in pending {
-        let selects = groups
-            .get(&method)
-            .is_some_and(|g| g[0].iter().any(|p| p.1 > 0.0));
-        if !selects {
-            continue;
+
+    /// A model row's selection is its layers' (the model's tensors), for the methods
+    /// that select in a single tensor (one measured over models only is fitted linear,
+    /// on its mean layers).
+    fn select_model_rows(
+        &mut self,
+        pending: Vec<PendingModelRow>,
+        selection: &mut Selection,
+        p: &str,
+    ) -> Result<()> {
+        for (method, model, params, n, i, line) in pending {
+            let selects = self
+                .groups
+                .get(&method)
+                .is_some_and(|g| g[0].iter().any(|p| p.1 > 0.0));
+            if !selects {
+                continue;
+            }
+            let shapes: Vec<(usize, usize)> = crate::models::build(&model)
+                .map_err(|e| read_err(p, format!("line {line}, column `model`: {e}")))?
+                .tensors
+                .iter()
+                .map(|t| t.rows_cols())
+                .collect();
+            let sel = selection
+                .of(&method, &params, n, &shapes)
+                .map_err(|e| read_err(p, format!("line {line}: {e}")))?;
+            if let Some(rows) = self.model_rows.get_mut(&method) {
+                rows[0][i].2 = sel as f64;
+            }
         }
-        let shapes: Vec<(usize, usize)> = crate::models::build(&model)
-            .map_err(|e| rerr(format!("line {line}, column `model`: {e}")))?
-            .tensors
-            .iter()
-            .map(|t| t.rows_cols())
-            .collect();
-        let sel = selection
-            .of(&method, &params, n, &shapes)
-            .map_err(|e| rerr(format!("line {line}: {e}")))?;
-        if let Some(rows) = model_rows.get_mut(&method) {
-            rows[0][i].2 = sel as f64;
-        }
+        Ok(())
     }
-    // A method measured only over models: its mean layers are the points (exact for a
-    // linear model), and there is no separate level to calibrate.
-    for (m, rows) in &model_rows {
-        if !groups.contains_key(m) {
-            let g = groups.entry(m.clone()).or_default();
-            for (pts, rs) in g.iter_mut().zip(rows) {
-                pts.extend(rs.iter().map(|&(t, n, sel, s)| (n / t, sel / t, s / t)));
+
+    /// A method measured only over models: its mean layers are the points (exact for a
+    /// linear model), and there is no separate level to calibrate.
+    fn add_model_only_methods(&mut self) {
+        for (m, rows) in &self.model_rows {
+            if !self.groups.contains_key(m) {
+                let g = self.groups.entry(m.clone()).or_default();
+                for (pts, rs) in g.iter_mut().zip(rows) {
+                    pts.extend(rs.iter().map(|&(t, n, sel, s)| (n / t, sel / t, s / t)));
+                }
             }
         }
     }
-    if groups.is_empty() {
-        return Err(rerr(
-            "no data rows; run `gradcomp micro-compress` first".into(),
-        ));
-    }
-    let mut out = Vec::new();
-    for (m, phases) in groups {
-        for (i, (ph, pts)) in PHASES.iter().zip(phases.iter()).enumerate() {
-            // Rounds of one shape count once, at their median (one slow round cannot
-            // move the fit); `round_range` below reads every round.
-            let (c, q) = CompressCost::fit_selection(&median_per_point(pts))
-                .map_err(|e| rerr(format!("method {m}, phase {ph}: {e}")))?;
-            let factor = model_rows
-                .get(&m)
-                .and_then(|rows| model_factor(&c, &rows[i]));
-            let f = factor.unwrap_or(1.0);
-            let (round_min, round_max) = match model_rows.get(&m) {
-                Some(rows) => round_range(rows[i].iter().map(|&(t, n, _, s)| ((t, n), s))),
-                None => round_range(pts.iter().map(|&(n, _, s)| ((1.0, n), s))),
+
+    /// The fits.csv rows: per method and phase, the fit of its single tensors' points
+    /// scaled by its model rows' factor ([`model_factor`]), with its rounds' range.
+    fn fit_rows(self, p: &str) -> Result<Vec<FitRow>> {
+        let model_rows = self.model_rows;
+        let mut out = Vec::new();
+        for (m, phases) in self.groups {
+            for (i, (ph, pts)) in PHASES.iter().zip(phases.iter()).enumerate() {
+                // Rounds of one shape count once, at their median (one slow round cannot
+                // move the fit); `round_range` below reads every round.
+                let (c, q) = CompressCost::fit_selection(&median_per_point(pts))
+                    .map_err(|e| read_err(p, format!("method {m}, phase {ph}: {e}")))?;
+                let factor = model_rows
+                    .get(&m)
+                    .and_then(|rows| model_factor(&c, &rows[i]));
+                let f = factor.unwrap_or(1.0);
+                let (round_min, round_max) = match model_rows.get(&m) {
+                    Some(rows) => round_range(rows[i].iter().map(|&(t, n, _, s)| ((t, n), s))),
+                    None => round_range(pts.iter().map(|&(n, _, s)| ((1.0, n), s))),
+                }
+                .unzip();
+                out.push(FitRow {
+                    kind: "compress",
+                    name: m.clone(),
+                    phase: ph.to_string(),
+                    world_size: None,
+                    fixed_s: c.fixed_s * f,
+                    per_unit_s: c.per_element_s * f,
+                    unit: "element",
+                    r2: q.r2,
+                    max_rel_err: q.max_rel_err,
+                    points: q.n,
+                    model_factor: factor,
+                    from_bytes: None,
+                    to_bytes: None,
+                    round_min,
+                    round_max,
+                    per_selected_s: (c.per_selected_s > 0.0).then_some(c.per_selected_s * f),
+                });
             }
-            .unzip();
-            out.push(FitRow {
-                kind: "compress",
-                name: m.clone(),
-                phase: ph.to_string(),
-                world_size: None,
-                fixed_s: c.fixed_s * f,
-                per_unit_s: c.per_element_s * f,
-                unit: "element",
-                r2: q.r2,
-                max_rel_err: q.max_rel_err,
-                points: q.n,
-                model_factor: factor,
-                from_bytes: None,
-                to_bytes: None,
-                round_min,
-                round_max,
-                per_selected_s: (c.per_selected_s > 0.0).then_some(c.per_selected_s * f),
-            });
         }
+        Ok(out)
     }
-    Ok(out)
 }
 
 /// Per distinct `(numel, selected)` of `(numel, selected, seconds)` points, the median

@@ -59,7 +59,7 @@ pub use measured::{
 
 use crate::comm::exchange::{CollectiveMode, ExchangeOp, ExchangePlan};
 use crate::compress::{registry, Aggregation, MethodParams, WireLen};
-use crate::devcost::CompressOn;
+use crate::devcost::{CompressOn, DeviceCosts};
 use crate::engine::TensorSpec;
 use crate::netmodel::CompressCost;
 use crate::schedule::plan::{self, Fusion};
@@ -388,25 +388,13 @@ pub fn simulate_with(
             wl.bwd_s.len()
         )));
     }
-    let n = case.world_size.max(1);
     let mut oracle = WireOracle::new(case, wires)?;
     let rounds = oracle.rounds;
     let agg = oracle.aggregation;
     case.collective
         .supports(agg)
         .map_err(|e| merr(case, format!("collective {}: {e}", case.collective.name())))?;
-    let mc = costs.method(&case.base_method);
-    // Device compression: its costs, and NCCL's reduction arithmetic on the device.
-    let device = match case.compress_on {
-        CompressOn::Host => None,
-        CompressOn::Device => Some(costs.device.as_ref().ok_or_else(|| {
-            merr(
-                case,
-                "compress_on = device needs a device cost model: give --compress-device \
-                 (v100, rtx2080ti, a100, h100, h200, p102-100) or a --compute preset that is one",
-            )
-        })?),
-    };
+    let device = case_device(case, costs)?;
     let dev_net = device.map(|d| costs.network.with_gamma(d.spec.reduce_s_per_byte()));
     let ring_net = device.map(|_| costs.network.with_gamma(0.0));
     let nets = Nets {
@@ -415,105 +403,13 @@ pub fn simulate_with(
     };
 
     let bwd_order: Vec<usize> = (0..m).rev().collect();
-    let bwd_times: Vec<f64> = bwd_order.iter().map(|&t| wl.bwd_s[t]).collect();
-    let numel: Vec<usize> = bwd_order.iter().map(|&t| wl.tensors[t].numel()).collect();
-    // Unmerged per-tensor wires (backward positions) per phase: the planners (phase 0)
-    // and the plain schedule; with device compression, the units' device times too.
-    let mut pos_wire: Vec<PhaseWire> = Vec::with_capacity(m);
-    let mut pos_dev: Vec<Vec<Vec<[f64; 2]>>> = Vec::with_capacity(m);
-    let mut pos_sel: Vec<usize> = Vec::with_capacity(m);
-    for &t in &bwd_order {
-        let ts = &wl.tensors[t];
-        pos_wire.push(oracle.get(ts.rows, ts.cols)?);
-        pos_sel.push(oracle.selected(ts.rows, ts.cols)?);
-        if let Some(d) = device {
-            let shape = (ts.rows, ts.cols);
-            pos_dev.push(unit_device_s(
-                d,
-                case,
-                shape,
-                &oracle.kernels(ts.rows, ts.cols)?,
-            ));
-        }
-    }
+    let pos = Positions::new(case, device, &mut oracle, &bwd_order)?;
     let mut plan_source = None;
     let (mut phase_groups, planned_s) = match (&case.fixed_plan, case.fusion) {
         (Some(plan), _) => (vec![plan.clone()], None),
         (None, Fusion::Planner(kind)) => {
-            // Planner costs as the engine's plan_with_costs: wire bytes per element over
-            // the model, the network's cost of that message per round, compress+feedback
-            // of round 0.
-            let elems: usize = numel.iter().sum();
-            let bpe: Vec<f64> = (0..rounds)
-                .map(|r| {
-                    pos_wire.iter().map(|w| w[0][r].bytes()).sum::<usize>() as f64
-                        / elems.max(1) as f64
-                })
-                .collect();
-            let mode = case.collective;
-            let exact = pos_wire.iter().all(|w| w[0].iter().all(|l| l.gather_exact));
-            let t_c = |e: usize| -> f64 {
-                bpe.iter()
-                    .map(|b| {
-                        let words = (e as f64 * b / 4.0).round() as usize;
-                        let w = WireLen::of(agg, words, exact);
-                        exchange_s(nets, mode, n, w, agg == Aggregation::AllGather)
-                    })
-                    .sum()
-            };
-            // Work besides communication, as the engine calibrates it: every round's
-            // compress, feedback and decompress (of n workers' pieces), one call per
-            // tensor (one per group when compression is merged), at the host's CPU share;
-            // on the device, the line fitted to the tensors' device times.
-            let cpu = 1.0 / costs.host.cpu_share;
-            let gather_words_per_elem = pos_wire
-                .iter()
-                .map(|w| w[0].iter().map(|l| l.gather_u32).sum::<usize>())
-                .sum::<usize>() as f64
-                / elems.max(1) as f64;
-            let merge = case.merge;
-            let dev_line = device.map(|_| {
-                let points: Vec<(f64, f64)> = pos_dev
-                    .iter()
-                    .zip(&numel)
-                    .map(|(d, &e)| (e as f64, d[0].iter().map(|s| s[0] + s[1]).sum()))
-                    .collect();
-                CompressCost::fit(&points).map_or(CompressCost::default(), |(c, _)| c)
-            });
-            // Merged compression copies the group into one tensor and back (Op::Pack and
-            // Op::Unpack, priced as the clock prices them); the engine's calibration times
-            // those copies too (engine/calibrate.rs), so the simulator's planner sees them.
-            let pb = costs.pack_s_per_byte;
-            let copies_s = |e: usize, k: usize| -> f64 {
-                if !merge {
-                    return 0.0;
-                }
-                match device {
-                    Some(d) => 2.0 * d.copy_s(4.0 * e as f64, k),
-                    None => 2.0 * cpu * pb * 4.0 * e as f64,
-                }
-            };
-            let t_s = |e: usize, k: usize| {
-                let calls = if merge { 1.0 } else { k as f64 };
-                if let Some(l) = dev_line {
-                    return calls * l.fixed_s + e as f64 * l.per_element_s + copies_s(e, k);
-                }
-                let words = (e as f64 * gather_words_per_elem).round() as usize;
-                copies_s(e, k)
-                    + cpu
-                        * (calls
-                            * (mc.compress.fixed_s + mc.feedback.fixed_s + mc.decompress.fixed_s)
-                            + e as f64
-                                * (mc.compress.per_element_s
-                                    + mc.feedback.per_element_s
-                                    + mc.decompress.per_element_s * gather_scale(n, e, words)))
-            };
-            let t_b = planner::planning_backward(&bwd_times, case.pipelining);
-            let c = if case.planner_fallback {
-                planner::choose(kind, &t_b, &numel, &t_s, &t_c)
-            } else {
-                planner::own(kind, &t_b, &numel, &t_s, &t_c)
-            };
+            let planner_costs = PlannerCosts::new(case, costs, nets, device, &pos, rounds, agg);
+            let c = planner_costs.choice(kind, &pos);
             plan_source = Some(crate::engine::plan_source_of(kind, &c));
             (vec![c.groups], Some(c.predicted_s))
         }
@@ -533,10 +429,106 @@ pub fn simulate_with(
     let mut per_phase = Vec::with_capacity(phases);
     for phase in 0..phases {
         let groups = &phase_groups[phase % phase_groups.len()];
+        let bucket_units = pos.bucket_units(case, device, &mut oracle, groups, phase)?;
+        per_phase.push(clock::steady_state(costs.shaper, |credit| {
+            simulate_clock(
+                case,
+                costs,
+                nets,
+                device,
+                &pos.bwd_times,
+                groups,
+                &bucket_units,
+                rounds,
+                credit,
+            )
+        }));
+    }
+    let mut r = SimResult::mean(&per_phase);
+    r.executed = per_phase.into_iter().flat_map(|p| p.executed).collect();
+    r.aggregation = agg.name();
+    r.collective = case.collective.effective(agg);
+    r.planned_s = planned_s;
+    r.plan_source = plan_source;
+    r.plan = phase_groups.swap_remove(0);
+    Ok(r)
+}
+
+/// The device cost model of a case that compresses on the device (`None` on the host);
+/// an error naming the flag when the costs have none.
+fn case_device<'c>(case: &SimCase, costs: &'c CostModel) -> Result<Option<&'c DeviceCosts>> {
+    match case.compress_on {
+        CompressOn::Host => Ok(None),
+        CompressOn::Device => Ok(Some(costs.device.as_ref().ok_or_else(|| {
+            merr(
+                case,
+                "compress_on = device needs a device cost model: give --compress-device \
+                 (v100, rtx2080ti, a100, h100, h200, p102-100) or a --compute preset that is one",
+            )
+        })?)),
+    }
+}
+
+/// The workload's tensors at their backward positions (backward order): backward times,
+/// sizes, and their unmerged wires per phase, selected elements and, with device
+/// compression, device times: what the planners (phase 0) and the plain schedule use.
+struct Positions {
+    bwd_times: Vec<f64>,
+    numel: Vec<usize>,
+    wire: Vec<PhaseWire>,
+    /// Per position, phase and round: the unit's device compress and decompress times
+    /// ([`unit_device_s`]); empty on the host.
+    dev: Vec<Vec<Vec<[f64; 2]>>>,
+    selected: Vec<usize>,
+}
+
+impl Positions {
+    fn new(
+        case: &SimCase,
+        device: Option<&DeviceCosts>,
+        oracle: &mut WireOracle,
+        bwd_order: &[usize],
+    ) -> Result<Positions> {
+        let wl = &case.workload;
+        let m = bwd_order.len();
+        let mut pos = Positions {
+            bwd_times: bwd_order.iter().map(|&t| wl.bwd_s[t]).collect(),
+            numel: bwd_order.iter().map(|&t| wl.tensors[t].numel()).collect(),
+            wire: Vec::with_capacity(m),
+            dev: Vec::with_capacity(m),
+            selected: Vec::with_capacity(m),
+        };
+        for &t in bwd_order {
+            let ts = &wl.tensors[t];
+            pos.wire.push(oracle.get(ts.rows, ts.cols)?);
+            pos.selected.push(oracle.selected(ts.rows, ts.cols)?);
+            if let Some(d) = device {
+                let shape = (ts.rows, ts.cols);
+                pos.dev.push(unit_device_s(
+                    d,
+                    case,
+                    shape,
+                    &oracle.kernels(ts.rows, ts.cols)?,
+                ));
+            }
+        }
+        Ok(pos)
+    }
+
+    /// The units of each bucket of `groups` in `phase`: one per position, or with merged
+    /// compression one per bucket (its positions as one 1-D tensor).
+    fn bucket_units(
+        &self,
+        case: &SimCase,
+        device: Option<&DeviceCosts>,
+        oracle: &mut WireOracle,
+        groups: &[Vec<usize>],
+        phase: usize,
+    ) -> Result<Vec<Vec<Unit>>> {
         let mut bucket_units: Vec<Vec<Unit>> = Vec::with_capacity(groups.len());
         for g in groups {
             if case.merge {
-                let e: usize = g.iter().map(|&p| numel[p]).sum();
+                let e: usize = g.iter().map(|&p| self.numel[p]).sum();
                 let dev_s = match device {
                     Some(d) => {
                         unit_device_s(d, case, (1, e), &oracle.kernels(1, e)?).swap_remove(phase)
@@ -553,37 +545,148 @@ pub fn simulate_with(
                 bucket_units.push(
                     g.iter()
                         .map(|&p| Unit {
-                            elems: numel[p],
-                            selected: pos_sel[p],
-                            wire: pos_wire[p][phase].clone(),
-                            dev_s: pos_dev.get(p).map_or_else(Vec::new, |d| d[phase].clone()),
+                            elems: self.numel[p],
+                            selected: self.selected[p],
+                            wire: self.wire[p][phase].clone(),
+                            dev_s: self.dev.get(p).map_or_else(Vec::new, |d| d[phase].clone()),
                         })
                         .collect(),
                 );
             }
         }
-        per_phase.push(clock::steady_state(costs.shaper, |credit| {
-            simulate_clock(
-                case,
-                costs,
-                nets,
-                device,
-                &bwd_times,
-                groups,
-                &bucket_units,
-                rounds,
-                credit,
-            )
-        }));
+        Ok(bucket_units)
     }
-    let mut r = SimResult::mean(&per_phase);
-    r.executed = per_phase.into_iter().flat_map(|p| p.executed).collect();
-    r.aggregation = agg.name();
-    r.collective = case.collective.effective(agg);
-    r.planned_s = planned_s;
-    r.plan_source = plan_source;
-    r.plan = phase_groups.swap_remove(0);
-    Ok(r)
+}
+
+/// A planner fusion's costs, computed once per case as the engine's plan_with_costs
+/// does ([`PlannerCosts::choice`]).
+struct PlannerCosts<'a> {
+    case: &'a SimCase,
+    nets: Nets<'a>,
+    device: Option<&'a DeviceCosts>,
+    agg: Aggregation,
+    /// Per round: wire bytes per element over the model (phase 0).
+    bpe: Vec<f64>,
+    /// Whether every position's gather section is exact (phase 0).
+    exact: bool,
+    /// The host's CPU share, inverted (work stretches by it).
+    cpu: f64,
+    pack_s_per_byte: f64,
+    gather_words_per_elem: f64,
+    mc: MethodCosts,
+    /// With device compression, the line fitted to the positions' device times (phase
+    /// 0, every round's compress plus decompress) over their sizes.
+    dev_line: Option<CompressCost>,
+}
+
+impl<'a> PlannerCosts<'a> {
+    fn new(
+        case: &'a SimCase,
+        costs: &CostModel,
+        nets: Nets<'a>,
+        device: Option<&'a DeviceCosts>,
+        pos: &Positions,
+        rounds: usize,
+        agg: Aggregation,
+    ) -> PlannerCosts<'a> {
+        let elems: usize = pos.numel.iter().sum();
+        let bpe: Vec<f64> = (0..rounds)
+            .map(|r| {
+                pos.wire.iter().map(|w| w[0][r].bytes()).sum::<usize>() as f64 / elems.max(1) as f64
+            })
+            .collect();
+        let exact = pos.wire.iter().all(|w| w[0].iter().all(|l| l.gather_exact));
+        let gather_words_per_elem = pos
+            .wire
+            .iter()
+            .map(|w| w[0].iter().map(|l| l.gather_u32).sum::<usize>())
+            .sum::<usize>() as f64
+            / elems.max(1) as f64;
+        let dev_line = device.map(|_| {
+            let points: Vec<(f64, f64)> = pos
+                .dev
+                .iter()
+                .zip(&pos.numel)
+                .map(|(d, &e)| (e as f64, d[0].iter().map(|s| s[0] + s[1]).sum()))
+                .collect();
+            CompressCost::fit(&points).map_or(CompressCost::default(), |(c, _)| c)
+        });
+        PlannerCosts {
+            case,
+            nets,
+            device,
+            agg,
+            bpe,
+            exact,
+            cpu: 1.0 / costs.host.cpu_share,
+            pack_s_per_byte: costs.pack_s_per_byte,
+            gather_words_per_elem,
+            mc: costs.method(&case.base_method),
+            dev_line,
+        }
+    }
+
+    /// The plan of planner `kind` on these costs, over the backward as the planner sees
+    /// it: [`planner::choose`], or with `--planner-fallback off` [`planner::own`].
+    fn choice(&self, kind: plan::PlannerKind, pos: &Positions) -> planner::Choice {
+        let t_c = |e: usize| self.comm_s(e);
+        let t_s = |e: usize, k: usize| self.compress_s(e, k);
+        let t_b = planner::planning_backward(&pos.bwd_times, self.case.pipelining);
+        if self.case.planner_fallback {
+            planner::choose(kind, &t_b, &pos.numel, &t_s, &t_c)
+        } else {
+            planner::own(kind, &t_b, &pos.numel, &t_s, &t_c)
+        }
+    }
+
+    /// Communication of `e` elements: the network's cost of their wire bytes per round.
+    fn comm_s(&self, e: usize) -> f64 {
+        let n = self.case.world_size.max(1);
+        let gather_used = self.agg == Aggregation::AllGather;
+        self.bpe
+            .iter()
+            .map(|b| {
+                let words = (e as f64 * b / 4.0).round() as usize;
+                let w = WireLen::of(self.agg, words, self.exact);
+                exchange_s(self.nets, self.case.collective, n, w, gather_used)
+            })
+            .sum()
+    }
+
+    /// Work besides communication of `e` elements in `k` tensors, as the engine calibrates
+    /// it: every round's compress, feedback and decompress (of n workers' pieces), one
+    /// call per tensor (one per group when compression is merged), at the host's CPU
+    /// share; on the device, the line fitted to the tensors' device times.
+    fn compress_s(&self, e: usize, k: usize) -> f64 {
+        let merge = self.case.merge;
+        let n = self.case.world_size.max(1);
+        let (cpu, mc) = (self.cpu, &self.mc);
+        let calls = if merge { 1.0 } else { k as f64 };
+        if let Some(l) = self.dev_line {
+            return calls * l.fixed_s + e as f64 * l.per_element_s + self.copies_s(e, k);
+        }
+        let words = (e as f64 * self.gather_words_per_elem).round() as usize;
+        self.copies_s(e, k)
+            + cpu
+                * (calls * (mc.compress.fixed_s + mc.feedback.fixed_s + mc.decompress.fixed_s)
+                    + e as f64
+                        * (mc.compress.per_element_s
+                            + mc.feedback.per_element_s
+                            + mc.decompress.per_element_s * gather_scale(n, e, words)))
+    }
+
+    /// Merged compression copies the group into one tensor and back (Op::Pack and
+    /// Op::Unpack, priced as the clock prices them); the engine's calibration times those
+    /// copies too (engine/calibrate.rs), so the simulator's planner sees them.
+    fn copies_s(&self, e: usize, k: usize) -> f64 {
+        if !self.case.merge {
+            return 0.0;
+        }
+        match self.device {
+            Some(d) => 2.0 * d.copy_s(4.0 * e as f64, k),
+            None => 2.0 * self.cpu * self.pack_s_per_byte * 4.0 * e as f64,
+        }
+    }
 }
 
 /// Decompress work of a gathered unit relative to one worker's (micro-compress measures

@@ -4,8 +4,8 @@
 use super::host::Layout;
 use super::topology::IntraLink;
 use super::{
-    compare, fit, measured_cases, simulate_with, CostModel, Result, SimCase, SimError, SimRow,
-    SimWorkload, WireCache,
+    compare, fit, measured_cases, simulate_with, Comparison, CostModel, MeasuredCase, Result,
+    SimCase, SimError, SimRow, SimWorkload, WireCache,
 };
 use crate::comm::exchange::CollectiveMode;
 use crate::compress::MethodParams;
@@ -282,24 +282,24 @@ fn judged_summary(
     }
 }
 
+/// Per host-compression case (by label): how far its simulated iteration moves with its
+/// compression fit's spread and with the run's host jitter
+/// ([`super::measured::host_cost_sensitivity`]); `None` where there is none to apply.
+type Sensitivity = std::collections::HashMap<String, (Option<f64>, Option<f64>)>;
+
+/// What simulating a `--compare` file's cases gives: the rows, whether the host model
+/// that priced each case (by label) was calibrated on it, and their [`Sensitivity`].
+struct MeasuredSim {
+    rows: Vec<SimRow>,
+    in_sample: Vec<(String, bool)>,
+    sensitivity: Sensitivity,
+}
+
 /// Run the simulator: the cartesian product of the axes, or the cases of a measured
 /// e2e.csv (`--compare`), writing `OUT/sim.csv` (source=simulated), with `--fits` the
 /// fits it used (`OUT/fits.csv`) and, when comparing, `OUT/sim_vs_measured.csv`.
 pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
-    // An output directory that cannot be created is bad input (exit 2), as for `run`.
-    std::fs::create_dir_all(&req.out).map_err(|e| {
-        SimError::Input(format!(
-            "--out {}: cannot create the output directory ({e}); choose a writable path",
-            req.out.display()
-        ))
-    })?;
-    let sim_csv = req.out.join("sim.csv");
-    if sim_csv.exists() {
-        return Err(SimError::Input(format!(
-            "{} already exists: results are never overwritten; choose a new --out",
-            sim_csv.display()
-        )));
-    }
+    let sim_csv = fresh_sim_csv(req)?;
     let (report, warnings) = match &req.fits {
         Some(d) => {
             let (rep, w) = trusted_fits(d, req.untrusted_fits)?;
@@ -313,7 +313,6 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         )),
         None => None,
     };
-    let mut rows = Vec::new();
     // Registered shapes' wires, shared by every case of the sweep.
     let mut wires = WireCache::default();
     let measured = req.compare.as_deref().map(measured_cases).transpose()?;
@@ -327,10 +326,7 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         (Some(a), Some(b)) => same_file(a, b),
         _ => false,
     };
-    let mut in_sample = Vec::new();
-    // The run's host jitter, and per host-compression case how far the prediction moves
-    // with its compression fit's spread and with the jitter (measured.rs
-    // host_cost_sensitivity).
+    // The run's host jitter (measured.rs host_jitter).
     let jitter = measured.as_deref().and_then(|ms| {
         super::measured::host_jitter(ms.iter().flat_map(|m| {
             m.rows
@@ -338,60 +334,29 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
                 .filter_map(|r| r.host_s.map(|h| (m.label.as_str(), h)))
         }))
     });
-    let mut sensitivity: std::collections::HashMap<String, (Option<f64>, Option<f64>)> =
-        std::collections::HashMap::new();
-    if let Some(measured) = &measured {
-        for m in measured {
-            let n = m.case.world_size;
-            let measured_g = m.rows.first().and_then(|r| r.ranks_per_node);
-            let g = ranks_per_node_for(req, &m.label, n, measured_g)?;
-            let dev = m
-                .compress_device
-                .as_deref()
-                .or(req.compress_device.as_deref());
-            let mut costs = costs_for(req, n, g, report.as_ref(), dev, profile.as_ref())?;
-            let host = report.as_ref().and_then(|r| r.host.get(&n));
-            let mut calibrated = false;
-            if let (Some(h), None) = (host, &req.network) {
-                let (model, inside) = if same_run {
-                    h.for_method(&m.case.method)
-                } else {
-                    (&h.all, false)
-                };
-                costs.host = model.clone();
-                calibrated = inside && model.points > 0 && !m.rows.iter().any(|r| r.compute_none);
-            }
-            in_sample.push((m.label.clone(), calibrated));
-            let r = simulate_with(&m.case, &costs, &mut wires)?;
-            if m.case.compress_on == CompressOn::Host {
-                let mut moved = |rel: Option<f64>| {
-                    rel.map(|x| {
-                        super::measured::host_cost_sensitivity(
-                            &m.case, &mut costs, &mut wires, x, r.iter_s,
-                        )
-                    })
-                    .transpose()
-                };
-                let fit_rel = report
-                    .as_ref()
-                    .and_then(|rep| rep.compress_spread(&m.case.base_method));
-                sensitivity.insert(m.label.clone(), (moved(fit_rel)?, moved(jitter)?));
-            }
-            let mut row = SimRow::new(&m.case, &r, &costs);
-            row.network = network_label(req);
-            rows.push(row);
-        }
-    } else if req.networks.len() > 1 {
-        for net in &req.networks {
-            let one = SimulateRequest {
-                network: Some(net.clone()),
-                ..req.clone()
-            };
-            rows.extend(sweep(&one, report.as_ref(), profile.as_ref(), &mut wires)?);
-        }
+    let sim = if let Some(measured) = &measured {
+        let (report, profile) = (report.as_ref(), profile.as_ref());
+        simulate_measured(req, measured, report, profile, same_run, jitter, &mut wires)?
     } else {
-        rows = sweep(req, report.as_ref(), profile.as_ref(), &mut wires)?;
-    }
+        let mut rows = Vec::new();
+        if req.networks.len() > 1 {
+            for net in &req.networks {
+                let one = SimulateRequest {
+                    network: Some(net.clone()),
+                    ..req.clone()
+                };
+                rows.extend(sweep(&one, report.as_ref(), profile.as_ref(), &mut wires)?);
+            }
+        } else {
+            rows = sweep(req, report.as_ref(), profile.as_ref(), &mut wires)?;
+        }
+        MeasuredSim {
+            rows,
+            in_sample: Vec::new(),
+            sensitivity: Sensitivity::new(),
+        }
+    };
+    let rows = sim.rows;
     let simulate_s = t0.elapsed().as_secs_f64();
     crate::record::write_all(&sim_csv, &rows, Existing::Refuse)?;
     if measured.is_none() && !rows.is_empty() {
@@ -411,104 +376,17 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
     if let Some(rep) = &report {
         crate::record::write_all(&req.out.join("fits.csv"), &rep.rows, Existing::Replace)?;
     }
-    let mut outside = Vec::new();
-    if let Some(measured) = &measured {
-        let cmp = compare(measured, &rows)?;
-        if let Some(j) = jitter {
-            println!(
-                "host jitter {:.1}%: the 10th to 90th percentile of the host-compression rows' time over their case's median; each host case's noise is at least how far its simulated iteration moves when its host compression does by this much",
-                j * 100.0
-            );
-        }
-        let mut out = Vec::with_capacity(cmp.len());
-        let in_sample: std::collections::HashMap<String, bool> = in_sample.into_iter().collect();
-        let layout = measured_layout(req)?;
-        for c in &cmp {
-            let calibrated = in_sample.get(&c.key).copied().unwrap_or(false);
-            let (exceed, over) =
-                case_oversubscription(layout.as_ref(), c.world_size, c.compute_none);
-            let (fit_spread, jitter_part) = sensitivity
-                .get(&c.key)
-                .filter(|_| c.host_compress_share > 0.0)
-                .copied()
-                .unwrap_or((None, None));
-            let v = verdict(
-                c.rel_err,
-                super::measured::case_noise(c.spread_rel, fit_spread, jitter_part),
-                exceed,
-                req.tolerance,
-            );
-            out.push(VsMeasuredRow {
-                schema_version: crate::record::SCHEMA_VERSION,
-                case: c.key.clone(),
-                method: c.method.clone(),
-                world_size: c.world_size,
-                measured_iter_s: c.measured_s,
-                simulated_iter_s: c.simulated_s,
-                rel_err: c.rel_err,
-                tolerance: req.tolerance,
-                role: if calibrated {
-                    "calibration"
-                } else {
-                    "validation"
-                },
-                rounds: c.rounds,
-                spread_rel: c.spread_rel,
-                host_compress_share: c.host_compress_share,
-                fit_spread_rel: fit_spread,
-                host_jitter_rel: jitter_part,
-                verdict: v,
-                oversubscribed: over,
-            });
-            println!(
-                "{:<70} measured {:>10.3} ms ({}{}{}) simulated {:>10.3} ms  {:+6.1}%  {}{}",
-                c.key,
-                c.measured_s * 1e3,
-                spread_text(c.spread_rel, c.rounds),
-                fit_spread.map_or(String::new(), |f| format!(
-                    ", compression fit {:.1}%",
-                    f * 100.0
-                )),
-                jitter_part.map_or(String::new(), |j| format!(
-                    ", host jitter {:.1}%",
-                    j * 100.0
-                )),
-                c.simulated_s * 1e3,
-                c.rel_err * 100.0,
-                v,
-                if calibrated { " (calibration)" } else { "" }
-            );
-            if v == "outside" {
-                outside.push(format!("{} ({:+.1}%)", c.key, c.rel_err * 100.0));
-            }
-        }
-        let count = |v: &str| out.iter().filter(|r| r.verdict == v).count();
-        let over: std::collections::BTreeSet<&str> = out
-            .iter()
-            .map(|r| r.oversubscribed.as_str())
-            .filter(|o| !o.is_empty())
-            .collect();
-        println!(
-            "{}{}",
-            judged_summary(
-                count("within"),
-                count("outside"),
-                count("too-noisy"),
-                count("ranks-exceed-cores"),
-                req.tolerance
-            ),
-            if over.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; oversubscribed: {}",
-                    over.into_iter().collect::<Vec<_>>().join("; ")
-                )
-            }
-        );
-        let path = req.out.join("sim_vs_measured.csv");
-        crate::record::write_all(&path, &out, Existing::Replace)?;
-    }
+    let outside = match &measured {
+        Some(measured) => write_comparison(
+            req,
+            measured,
+            &rows,
+            sim.in_sample,
+            &sim.sensitivity,
+            jitter,
+        )?,
+        None => Vec::new(),
+    };
     Ok(SimulateOutcome {
         sim_csv,
         rows: rows.len(),
@@ -516,6 +394,234 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         outside_tolerance: outside,
         warnings,
     })
+}
+
+/// `OUT/sim.csv`, after creating `--out`: an output directory that cannot be created is
+/// bad input (exit 2), as for `run`, and an existing sim.csv is never overwritten.
+fn fresh_sim_csv(req: &SimulateRequest) -> Result<PathBuf> {
+    std::fs::create_dir_all(&req.out).map_err(|e| {
+        SimError::Input(format!(
+            "--out {}: cannot create the output directory ({e}); choose a writable path",
+            req.out.display()
+        ))
+    })?;
+    let sim_csv = req.out.join("sim.csv");
+    if sim_csv.exists() {
+        return Err(SimError::Input(format!(
+            "{} already exists: results are never overwritten; choose a new --out",
+            sim_csv.display()
+        )));
+    }
+    Ok(sim_csv)
+}
+
+/// Simulate each measured case on its own costs ([`measured_case_costs`]) and, per host
+/// compression case, how far its prediction moves with its compression fit's spread and
+/// with the run's `jitter` (measured.rs host_cost_sensitivity).
+fn simulate_measured(
+    req: &SimulateRequest,
+    measured: &[MeasuredCase],
+    report: Option<&fit::FitReport>,
+    profile: Option<&Arc<CompressProfile>>,
+    same_run: bool,
+    jitter: Option<f64>,
+    wires: &mut WireCache,
+) -> Result<MeasuredSim> {
+    let mut sim = MeasuredSim {
+        rows: Vec::new(),
+        in_sample: Vec::new(),
+        sensitivity: Sensitivity::new(),
+    };
+    for m in measured {
+        let (mut costs, calibrated) = measured_case_costs(req, m, report, profile, same_run)?;
+        sim.in_sample.push((m.label.clone(), calibrated));
+        let r = simulate_with(&m.case, &costs, wires)?;
+        if m.case.compress_on == CompressOn::Host {
+            let mut moved = |rel: Option<f64>| {
+                rel.map(|x| {
+                    super::measured::host_cost_sensitivity(&m.case, &mut costs, wires, x, r.iter_s)
+                })
+                .transpose()
+            };
+            let fit_rel = report.and_then(|rep| rep.compress_spread(&m.case.base_method));
+            let moves = (moved(fit_rel)?, moved(jitter)?);
+            sim.sensitivity.insert(m.label.clone(), moves);
+        }
+        let mut row = SimRow::new(&m.case, &r, &costs);
+        row.network = network_label(req);
+        sim.rows.push(row);
+    }
+    Ok(sim)
+}
+
+/// A measured case's costs ([`costs_for`] at its world size and ranks per node) with the
+/// calibrated host model of its world size when `--fits` has one and no `--network` is
+/// given, and whether that model was calibrated on the case (in sample: the same run, a
+/// model whose leave-one-method-out calibration kept the method, and compute not `none`).
+fn measured_case_costs(
+    req: &SimulateRequest,
+    m: &MeasuredCase,
+    report: Option<&fit::FitReport>,
+    profile: Option<&Arc<CompressProfile>>,
+    same_run: bool,
+) -> Result<(CostModel, bool)> {
+    let n = m.case.world_size;
+    let measured_g = m.rows.first().and_then(|r| r.ranks_per_node);
+    let g = ranks_per_node_for(req, &m.label, n, measured_g)?;
+    let dev = m
+        .compress_device
+        .as_deref()
+        .or(req.compress_device.as_deref());
+    let mut costs = costs_for(req, n, g, report, dev, profile)?;
+    let host = report.and_then(|r| r.host.get(&n));
+    let mut calibrated = false;
+    if let (Some(h), None) = (host, &req.network) {
+        let (model, inside) = if same_run {
+            h.for_method(&m.case.method)
+        } else {
+            (&h.all, false)
+        };
+        costs.host = model.clone();
+        calibrated = inside && model.points > 0 && !m.rows.iter().any(|r| r.compute_none);
+    }
+    Ok((costs, calibrated))
+}
+
+/// Compare the simulated `rows` with the measured cases: print each case and the
+/// summary, write `OUT/sim_vs_measured.csv`, and return the cases outside the tolerance.
+fn write_comparison(
+    req: &SimulateRequest,
+    measured: &[MeasuredCase],
+    rows: &[SimRow],
+    in_sample: Vec<(String, bool)>,
+    sensitivity: &Sensitivity,
+    jitter: Option<f64>,
+) -> Result<Vec<String>> {
+    let cmp = compare(measured, rows)?;
+    if let Some(j) = jitter {
+        println!(
+            "host jitter {:.1}%: the 10th to 90th percentile of the host-compression rows' time over their case's median; each host case's noise is at least how far its simulated iteration moves when its host compression does by this much",
+            j * 100.0
+        );
+    }
+    let mut out = Vec::with_capacity(cmp.len());
+    let mut outside = Vec::new();
+    let in_sample: std::collections::HashMap<String, bool> = in_sample.into_iter().collect();
+    let layout = measured_layout(req)?;
+    for c in &cmp {
+        let calibrated = in_sample.get(&c.key).copied().unwrap_or(false);
+        let row = vs_measured_row(req, c, calibrated, layout.as_ref(), sensitivity);
+        println!("{}", case_line(&row));
+        if row.verdict == "outside" {
+            outside.push(format!("{} ({:+.1}%)", c.key, c.rel_err * 100.0));
+        }
+        out.push(row);
+    }
+    println!("{}", comparison_summary(&out, req.tolerance));
+    let path = req.out.join("sim_vs_measured.csv");
+    crate::record::write_all(&path, &out, Existing::Replace)?;
+    Ok(outside)
+}
+
+/// The sim_vs_measured.csv row of comparison `c`: its noise (own spread, compression
+/// fit and host jitter, the latter two for cases with host compression) and verdict.
+fn vs_measured_row(
+    req: &SimulateRequest,
+    c: &Comparison,
+    calibrated: bool,
+    layout: Option<&Layout>,
+    sensitivity: &Sensitivity,
+) -> VsMeasuredRow {
+    let (exceed, over) = case_oversubscription(layout, c.world_size, c.compute_none);
+    let (fit_spread, jitter_part) = sensitivity
+        .get(&c.key)
+        .filter(|_| c.host_compress_share > 0.0)
+        .copied()
+        .unwrap_or((None, None));
+    let v = verdict(
+        c.rel_err,
+        super::measured::case_noise(c.spread_rel, fit_spread, jitter_part),
+        exceed,
+        req.tolerance,
+    );
+    VsMeasuredRow {
+        schema_version: crate::record::SCHEMA_VERSION,
+        case: c.key.clone(),
+        method: c.method.clone(),
+        world_size: c.world_size,
+        measured_iter_s: c.measured_s,
+        simulated_iter_s: c.simulated_s,
+        rel_err: c.rel_err,
+        tolerance: req.tolerance,
+        role: if calibrated {
+            "calibration"
+        } else {
+            "validation"
+        },
+        rounds: c.rounds,
+        spread_rel: c.spread_rel,
+        host_compress_share: c.host_compress_share,
+        fit_spread_rel: fit_spread,
+        host_jitter_rel: jitter_part,
+        verdict: v,
+        oversubscribed: over,
+    }
+}
+
+/// A compared case in one line: measured (with its spread and noise parts), simulated,
+/// the relative error and the verdict.
+fn case_line(r: &VsMeasuredRow) -> String {
+    format!(
+        "{:<70} measured {:>10.3} ms ({}{}{}) simulated {:>10.3} ms  {:+6.1}%  {}{}",
+        r.case,
+        r.measured_iter_s * 1e3,
+        spread_text(r.spread_rel, r.rounds),
+        r.fit_spread_rel.map_or(String::new(), |f| format!(
+            ", compression fit {:.1}%",
+            f * 100.0
+        )),
+        r.host_jitter_rel.map_or(String::new(), |j| format!(
+            ", host jitter {:.1}%",
+            j * 100.0
+        )),
+        r.simulated_iter_s * 1e3,
+        r.rel_err * 100.0,
+        r.verdict,
+        if r.role == "calibration" {
+            " (calibration)"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The comparison's closing line: the verdicts' counts ([`judged_summary`]) and the
+/// oversubscribed machines, if any.
+fn comparison_summary(out: &[VsMeasuredRow], tolerance: f64) -> String {
+    let count = |v: &str| out.iter().filter(|r| r.verdict == v).count();
+    let over: std::collections::BTreeSet<&str> = out
+        .iter()
+        .map(|r| r.oversubscribed.as_str())
+        .filter(|o| !o.is_empty())
+        .collect();
+    format!(
+        "{}{}",
+        judged_summary(
+            count("within"),
+            count("outside"),
+            count("too-noisy"),
+            count("ranks-exceed-cores"),
+            tolerance
+        ),
+        if over.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; oversubscribed: {}",
+                over.into_iter().collect::<Vec<_>>().join("; ")
+            )
+        }
+    )
 }
 
 /// The network column of sim.csv: the preset, `fitted` (`--fits` without `--network`),
