@@ -17,41 +17,14 @@ use crate::comm::World;
 use crate::compress::{registry, MethodParams, WorkerCtx};
 use crate::config::ComputeMode;
 use crate::error::{Error, Result};
-use crate::schedule::plan::{self, Fusion, PlannerKind};
+/// Re-exported for the engine's callers ([`E2eSetup::tensors`]).
+pub use crate::models::TensorSpec;
+use crate::schedule::plan::{self, Fusion};
+use crate::schedule::planner::plan_source_of;
 use crate::schedule::{planner, Bucket, Executed};
 use device::Device;
 pub(crate) use exec::unit_shape;
 use exec::{Executor, Hooks, OpTimes};
-
-/// One gradient tensor as the engine sees it (registration order).
-#[derive(Clone, Debug)]
-pub struct TensorSpec {
-    pub name: String,
-    pub rows: usize,
-    pub cols: usize,
-}
-
-impl TensorSpec {
-    pub fn numel(&self) -> usize {
-        self.rows * self.cols
-    }
-
-    /// A zoo model's tensors as the compressors see them (matrix view, registration order).
-    pub fn of_model(model: &crate::models::Model) -> Vec<TensorSpec> {
-        model
-            .tensors
-            .iter()
-            .map(|t| {
-                let (rows, cols) = t.rows_cols();
-                TensorSpec {
-                    name: t.name.clone(),
-                    rows,
-                    cols,
-                }
-            })
-            .collect()
-    }
-}
 
 /// What one e2e case runs.
 pub struct E2eSetup<'a> {
@@ -546,38 +519,6 @@ pub(crate) fn layout(
         plan_source,
         choice,
     })
-}
-
-/// The `plan_source` of a planner's choice: the planner's name when its plan was kept,
-/// else `SIMPLE (PLANNER predicted T)`, T in plain units, e.g. `single (mgwfbp predicted 549.250ms)`.
-pub fn plan_source_of(kind: PlannerKind, c: &planner::Choice) -> String {
-    let name = crate::schedule::plan::Fusion::Planner(kind).to_string();
-    match &c.replaced {
-        None => name,
-        Some((simple, own_s)) => format!(
-            "{simple} ({name} predicted {})",
-            crate::units::fmt_seconds(*own_s)
-        ),
-    }
-}
-
-#[cfg(test)]
-mod plan_source_tests {
-    use super::*;
-
-    /// A planner's prediction is printed in plain units, not `5.4925e-1 s`.
-    #[test]
-    fn a_replaced_plan_names_the_prediction_in_plain_units() {
-        let c = planner::Choice {
-            groups: vec![],
-            predicted_s: 0.3,
-            replaced: Some(("single".into(), 0.549_25)),
-        };
-        assert_eq!(
-            plan_source_of(PlannerKind::Mgwfbp, &c),
-            "single (mgwfbp predicted 549.250ms)"
-        );
-    }
 }
 
 #[cfg(test)]

@@ -61,9 +61,11 @@ pub mod compute;
 pub mod gpt2;
 pub mod lstm;
 pub mod resnet;
+mod tensor_spec;
 pub mod vgg;
 
 pub use compute::{load_profile, preset, presets, ComputeModel, DevicePreset, Profile};
+pub use tensor_spec::TensorSpec;
 
 /// Errors from the model zoo and the compute model.
 #[derive(Debug, Error)]

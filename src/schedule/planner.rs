@@ -374,6 +374,19 @@ pub fn mgwfbp(t_b: &[f64], p: &[usize], t_c: &dyn Fn(usize) -> f64) -> Vec<Vec<u
 }
 
 /// `t_c` of an fp32 dense all-reduce under an alpha-beta model: `alpha + beta * 4 d`.
+/// The `plan_source` of a planner's choice: the planner's name when its plan was kept,
+/// else `SIMPLE (PLANNER predicted T)`, T in plain units, e.g. `single (mgwfbp predicted 549.250ms)`.
+pub fn plan_source_of(kind: crate::schedule::plan::PlannerKind, c: &Choice) -> String {
+    let name = crate::schedule::plan::Fusion::Planner(kind).to_string();
+    match &c.replaced {
+        None => name,
+        Some((simple, own_s)) => format!(
+            "{simple} ({name} predicted {})",
+            crate::units::fmt_seconds(*own_s)
+        ),
+    }
+}
+
 #[cfg(test)]
 fn dense_allreduce_cost(ab: crate::netmodel::AlphaBeta) -> impl Fn(usize) -> f64 {
     move |d| ab.time_elements_s(d, 4.0)

@@ -60,7 +60,7 @@ pub use measured::{
 use crate::comm::exchange::{CollectiveMode, ExchangeOp, ExchangePlan};
 use crate::compress::{registry, Aggregation, MethodParams, WireLen};
 use crate::devcost::{CompressOn, DeviceCosts};
-use crate::engine::TensorSpec;
+use crate::models::TensorSpec;
 use crate::netmodel::CompressCost;
 use crate::schedule::plan::{self, Fusion};
 use crate::schedule::{planner, Executed};
@@ -232,7 +232,7 @@ pub struct SimResult {
     pub aggregation: &'static str,
     /// Planner fusions: the planner's own timeline prediction (backward start to end).
     pub planned_s: Option<f64>,
-    /// Planner fusions: the plan that ran (engine::plan_source_of).
+    /// Planner fusions: the plan that ran ([`planner::plan_source_of`]).
     pub plan_source: Option<String>,
     /// Bucket plan: backward positions per bucket.
     pub plan: Vec<Vec<usize>>,
@@ -410,7 +410,7 @@ pub fn simulate_with(
         (None, Fusion::Planner(kind)) => {
             let planner_costs = PlannerCosts::new(case, costs, nets, device, &pos, rounds, agg);
             let c = planner_costs.choice(kind, &pos);
-            plan_source = Some(crate::engine::plan_source_of(kind, &c));
+            plan_source = Some(planner::plan_source_of(kind, &c));
             (vec![c.groups], Some(c.predicted_s))
         }
         (None, f) => {

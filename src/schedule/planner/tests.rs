@@ -359,3 +359,17 @@ fn choice_is_never_worse_than_the_simple_plans() {
         "no planner plan was ever rated worse than a simple plan"
     );
 }
+
+/// A planner's prediction is printed in plain units, not `5.4925e-1 s`.
+#[test]
+fn a_replaced_plan_names_the_prediction_in_plain_units() {
+    let c = Choice {
+        groups: vec![],
+        predicted_s: 0.3,
+        replaced: Some(("single".into(), 0.549_25)),
+    };
+    assert_eq!(
+        plan_source_of(crate::schedule::plan::PlannerKind::Mgwfbp, &c),
+        "single (mgwfbp predicted 549.250ms)"
+    );
+}
