@@ -149,7 +149,7 @@ cmd_up() {
   # stay those of the undilated link (computed below from RATE, not RATE/K): in emulated
   # time the bucket still refills its burst in 2 ms and the queue still holds 16 ms, since
   # both take K x longer in wall time at RATE/K. The same bytes leave on credit after an
-  # idle spell, so gradcomp simulate's credit model (src/sim/credit.rs) uses RATE and the
+  # idle spell, so gradcomp simulate's credit model (src/sim/model/credit.rs) uses RATE and the
   # burst as they are (netlab.txt records both rates).
   local tbf_bps=$((bps / dilate)) tbf_rate
   ((tbf_bps >= 8000)) || die "up: --rate $rate / --dilate $dilate is below 8 kbit/s; dilate less"

@@ -173,7 +173,7 @@ sim acpsgd-scaling acpsgd-scaling 4 10gbe --model "$ACP_MODELS" --methods ssgd,p
 # predictions (--validate-published omgs: published_validation.csv).
 # The same two calls twice: on our `1gbe` preset (headline omgs, folder omgs/) and on
 # omgs-1gbe, the paper's own cluster from its published measured all-gather and all-reduce
-# models (HKBU-HPML/OMGS-SGD utils.py at ac10b98; src/sim/published.rs; headline omgs-net,
+# models (HKBU-HPML/OMGS-SGD utils.py at ac10b98; src/sim/accuracy/published.rs; headline omgs-net,
 # folder omgs-net/).
 OMGS_MODELS=vgg16,resnet50,alexnet-caffe,lstm-ptb
 for omgs in "omgs omgs 1gbe" "omgs-net omgs-net omgs-1gbe"; do

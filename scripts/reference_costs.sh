@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate src/sim/reference_costs.csv, the simulator's default compression costs:
+# Regenerate src/sim/model/reference_costs.csv, the simulator's default compression costs:
 # run bench-configs/reference-costs.toml on one rank, fit it (`gradcomp fit`), and keep
 # the compression rows with their provenance (machine, command, date, revision).
 # Usage: scripts/reference_costs.sh [OUT_DIR]   (then rebuild: the CSV is compiled in)
@@ -22,5 +22,5 @@ for r in csv.DictReader(open(sys.argv[1])):
     if r["kind"] == "compress":
         print(f'{r["name"]},{r["phase"]},{r["fixed_s"]},{r["per_unit_s"]}')
 PY
-} > src/sim/reference_costs.csv
-echo "wrote src/sim/reference_costs.csv from $out"
+} > src/sim/model/reference_costs.csv
+echo "wrote src/sim/model/reference_costs.csv from $out"

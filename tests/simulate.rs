@@ -179,7 +179,7 @@ fn fits_and_compares_a_real_run() {
             // sim-accuracy`, tests/sim_corpus.rs).
             "--tolerance",
             "1e9",
-            // ... and a loaded machine's calibration is refused (src/sim/trust.rs, tested
+            // ... and a loaded machine's calibration is refused (src/sim/calibrate/trust.rs, tested
             // on recorded runs below): this test prices it anyway.
             "--untrusted-fits",
             "--out",
@@ -764,7 +764,7 @@ fn fit_prints_a_table_with_poor_and_oversubscribed_fits_marked() {
 /// A calibration recorded beside busy loops (tests/data/loaded-calibration) is named
 /// untrusted by `fit` and refused by `simulate --fits` (exit 2, one line naming the
 /// causes and the flag), and priced with a warning under `--untrusted-fits`. Before
-/// src/sim/trust.rs both priced it silently.
+/// src/sim/calibrate/trust.rs both priced it silently.
 #[test]
 fn a_calibration_on_a_loaded_machine_is_refused() {
     for run in ["a", "b"] {

@@ -33,7 +33,7 @@ DGC = [
 OMGS_IMPROVEMENT_PCT = 31.0
 # The OMGS headline per network (scripts/paper_scale.sh): headline -> (network preset,
 # what it is). omgs-1gbe: the paper's cluster from its published measured all-gather and
-# all-reduce models (HKBU-HPML/OMGS-SGD utils.py @ac10b98; src/sim/published.rs).
+# all-reduce models (HKBU-HPML/OMGS-SGD utils.py @ac10b98; src/sim/accuracy/published.rs).
 OMGS_NETWORKS = {"omgs": ("1gbe", "our 1 GbE preset"),
                  "omgs-net": ("omgs-1gbe", "the paper's measured 1 GbE")}
 # Marsit: up to 35% less training time than without compression (at equal accuracy).

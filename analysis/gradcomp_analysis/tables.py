@@ -1205,7 +1205,7 @@ def sim_host_calibration(h: pd.DataFrame) -> pd.DataFrame:
     value, its spread over rounds, and the range over the leave-one-method-out calibrations
     (phase `without METHOD`): how far one method moves it."""
     # sync-pipelining-on is the same latency as sync-pipelining-off unless the pipelined
-    # rows calibrated their own (a core per thread: src/sim/host.rs `HostModel::sync_on`).
+    # rows calibrated their own (a core per thread: src/sim/calibrate/host.rs `HostModel::sync_on`).
     key = ["run", "world_size", "phase"]
     on = h[h["name"] == "sync-pipelining-on"]
     off = h[h["name"] == "sync-pipelining-off"][key + ["fixed_s"]]

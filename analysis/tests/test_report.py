@@ -69,7 +69,7 @@ def test_simulator_accuracy_section(tmp_path):
     # a load average of 6 on 2 cores a case once measured more than twice its simulated
     # time, and one noisy micro point can price a collective hundreds of times too slow);
     # accuracy is judged on recorded runs (make sim-accuracy, tests/sim_corpus.rs). Such a
-    # loaded calibration is refused by default (src/sim/trust.rs): priced here anyway.
+    # loaded calibration is refused by default (src/sim/calibrate/trust.rs): priced here anyway.
     p = subprocess.run([BIN, "simulate", "--fits", str(run), "--compare", str(run / "e2e.csv"), "--tolerance", "1e9",
                         "--untrusted-fits", "--out", str(run / "sim")], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr

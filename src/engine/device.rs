@@ -9,7 +9,7 @@
 //! stream (docs/methods.md, "Device kernels"); after backward it starts at once. The
 //! queue is bookkeeping on the device clock (no handshake with this thread): the thread
 //! adds the queued time to its next layer's deadline. The simulator's device stream
-//! follows the same rule (src/sim/clock.rs, `DevStream`). While the host does the real
+//! follows the same rule (src/sim/model/clock.rs, `DevStream`). While the host does the real
 //! work the device is charged for, the communication thread pauses the device clock
 //! ([`Device::pause`]): that host time does not exist on the emulated timeline.
 

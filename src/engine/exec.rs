@@ -3,7 +3,7 @@
 //! engine drives it with synthetic gradients on the device thread's clock; `gradcomp
 //! converge` (src/converge/) with a model's real gradients, keeping the averaged
 //! outputs. The simulator walks the same [`Op`] lists on its virtual clock
-//! (src/sim/clock.rs). Buffers are sized once from the method's declared capacities:
+//! (src/sim/model/clock.rs). Buffers are sized once from the method's declared capacities:
 //! executing an operation allocates nothing.
 
 use super::trace::{self, Trace};

@@ -27,12 +27,12 @@ pub struct RunMeta {
     pub ranks_per_node: usize,
     /// Per rank (as `hosts`): the cores that rank may run on (`available_parallelism`:
     /// affinity and cgroup limits included). With `hosts` it tells whether ranks shared
-    /// cores (the simulator's CPU share, sim/host.rs).
+    /// cores (the simulator's CPU share, sim/calibrate/host.rs).
     pub host_cores: Vec<u64>,
     /// Per rank (as `hosts`): the running kernel's boot id (`/proc/sys/kernel/random/boot_id`,
     /// empty where unreadable). Ranks with one boot id share one machine's cores even
     /// under different host names (scripts/netlab.sh's nodes are network namespaces of
-    /// one machine); the simulator's CPU share counts ranks per boot id (sim/host.rs).
+    /// one machine); the simulator's CPU share counts ranks per boot id (sim/calibrate/host.rs).
     pub host_kernels: Vec<String>,
     /// Per rank (as `hosts`): its machine's processor model ([`cpu_model`] of
     /// `/proc/cpuinfo`; empty where it names none), so that recorded runs say which kind

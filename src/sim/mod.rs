@@ -2,6 +2,11 @@
 //! (engine/mod.rs) replayed on a virtual clock, with cost models instead of real
 //! compute, compression and communication. Pure code, no MPI.
 //!
+//! **Parts**: this file simulates one case; [`model`] is the cost model it charges
+//! (clock, costs, network, topology, link credit, wires), [`calibrate`] that model's
+//! calibration from measured runs (`gradcomp fit`), [`accuracy`] the comparison of its
+//! predictions with measured runs (`simulate --compare`) and published constants.
+//!
 //! **Schedule** (the engine's, operation for operation). Time 0 is the iteration start.
 //! The device plays forward (`fwd_s`), then the backward of each tensor in backward
 //! order (reverse registration order) with absolute deadlines, so gradient `p` (backward
@@ -30,22 +35,19 @@
 //! compressor per distinct shape, so memory stays at one tensor's state). DGC's
 //! capacity is its target k pairs, the most it sends.
 
+pub mod accuracy;
+pub mod calibrate;
 pub mod choose;
-mod clock;
-pub mod costs;
-pub mod credit;
-pub mod fit;
-pub mod fit_table;
-pub mod host;
-pub mod measured;
-pub mod network;
-pub mod published;
+pub mod model;
 pub mod row;
 pub mod run;
 pub mod summary;
-pub mod topology;
-pub mod trust;
-mod wire;
+
+// The three parts' files, at the paths callers have always used (`sim::fit`, `sim::network`).
+pub use accuracy::{measured, published};
+pub use calibrate::{fit, fit_table, host, trust};
+use model::{clock, wire};
+pub use model::{costs, credit, network, topology};
 
 use clock::{simulate_clock, unit_device_s, Unit};
 pub use costs::{reference_source, CostModel, MethodCosts, REFERENCE_COSTS};
@@ -53,7 +55,7 @@ pub use row::SimRow;
 use wire::{PhaseWire, WireOracle};
 pub use wire::{WireCache, LARGE_1D};
 
-pub use measured::{
+pub use accuracy::{
     compare, e2e_rows, measured_cases, Comparison, E2eRow, MeasuredCase, MeasuredRow,
 };
 

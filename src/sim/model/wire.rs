@@ -15,20 +15,20 @@ use std::collections::HashMap;
 pub const LARGE_1D: usize = 1 << 22;
 
 /// Wire words per round of one compression unit.
-pub(super) type UnitWire = Vec<WireLen>;
+pub(in crate::sim) type UnitWire = Vec<WireLen>;
 /// [`UnitWire`] per phase of the method's step cycle (`Compressor::phases`).
-pub(super) type PhaseWire = Vec<UnitWire>;
+pub(in crate::sim) type PhaseWire = Vec<UnitWire>;
 /// Device kernels of one compression unit per phase, round and stage (compress,
 /// decompress): `Compressor::device_kernels`.
-pub(super) type PhaseKernels = Vec<Vec<[Vec<Kernel>; 2]>>;
+pub(in crate::sim) type PhaseKernels = Vec<Vec<[Vec<Kernel>; 2]>>;
 
 /// What the simulator needs of a registered shape.
 #[derive(Clone, Debug)]
-pub(super) struct ShapeInfo {
-    pub(super) wire: PhaseWire,
-    pub(super) kernels: PhaseKernels,
+pub(in crate::sim) struct ShapeInfo {
+    pub(in crate::sim) wire: PhaseWire,
+    pub(in crate::sim) kernels: PhaseKernels,
     /// Elements compression selects over ([`crate::compress::Compressor::selection_elems`]).
-    pub(super) selected: usize,
+    pub(in crate::sim) selected: usize,
 }
 
 /// What a registered shape's wire depends on: the method, its parameters (their `Debug`
@@ -49,18 +49,21 @@ pub struct WireCache {
 /// Wire capacity per round of a `rows x cols` tensor for this method and world size,
 /// registering the shape in a fresh compressor (so memory holds one tensor's state)
 /// unless the [`WireCache`] already holds it.
-pub(super) struct WireOracle<'a, 'c> {
+pub(in crate::sim) struct WireOracle<'a, 'c> {
     case: &'a SimCase,
     cache: &'c mut WireCache,
     /// `WireKey` without the shape.
     key: (String, String, usize, u64),
-    pub(super) rounds: usize,
-    pub(super) phases: usize,
-    pub(super) aggregation: Aggregation,
+    pub(in crate::sim) rounds: usize,
+    pub(in crate::sim) phases: usize,
+    pub(in crate::sim) aggregation: Aggregation,
 }
 
 impl<'a, 'c> WireOracle<'a, 'c> {
-    pub(super) fn new(case: &'a SimCase, cache: &'c mut WireCache) -> Result<WireOracle<'a, 'c>> {
+    pub(in crate::sim) fn new(
+        case: &'a SimCase,
+        cache: &'c mut WireCache,
+    ) -> Result<WireOracle<'a, 'c>> {
         let ctx = ctx(case);
         let c = registry::build(&case.base_method, &case.params, ctx).map_err(|e| merr(case, e))?;
         Ok(WireOracle {
@@ -79,17 +82,17 @@ impl<'a, 'c> WireOracle<'a, 'c> {
     }
 
     /// Wire per phase and round of a `rows x cols` unit.
-    pub(super) fn get(&mut self, rows: usize, cols: usize) -> Result<PhaseWire> {
+    pub(in crate::sim) fn get(&mut self, rows: usize, cols: usize) -> Result<PhaseWire> {
         Ok(self.info(rows, cols)?.wire.clone())
     }
 
     /// Elements the compression of a `rows x cols` unit selects over.
-    pub(super) fn selected(&mut self, rows: usize, cols: usize) -> Result<usize> {
+    pub(in crate::sim) fn selected(&mut self, rows: usize, cols: usize) -> Result<usize> {
         Ok(self.info(rows, cols)?.selected)
     }
 
     /// Device kernels per phase, round and stage of a `rows x cols` unit.
-    pub(super) fn kernels(&mut self, rows: usize, cols: usize) -> Result<PhaseKernels> {
+    pub(in crate::sim) fn kernels(&mut self, rows: usize, cols: usize) -> Result<PhaseKernels> {
         Ok(self.info(rows, cols)?.kernels.clone())
     }
 
@@ -108,7 +111,7 @@ impl<'a, 'c> WireOracle<'a, 'c> {
 
     /// What the simulator needs of a `rows x cols` unit: registered, or (1-row units
     /// beyond [`LARGE_1D`]) extrapolated; cached either way.
-    pub(super) fn info(&mut self, rows: usize, cols: usize) -> Result<&ShapeInfo> {
+    pub(in crate::sim) fn info(&mut self, rows: usize, cols: usize) -> Result<&ShapeInfo> {
         if rows == 1 && cols > LARGE_1D {
             let key = self.key(rows, cols, true);
             if !self.cache.map.contains_key(&key) {
@@ -177,7 +180,7 @@ impl<'a, 'c> WireOracle<'a, 'c> {
     }
 
     /// A registered `rows x cols` unit (cached).
-    pub(super) fn exact(&mut self, rows: usize, cols: usize) -> Result<&ShapeInfo> {
+    pub(in crate::sim) fn exact(&mut self, rows: usize, cols: usize) -> Result<&ShapeInfo> {
         let key = self.key(rows, cols, false);
         if self.cache.map.contains_key(&key) {
             return Ok(&self.cache.map[&key]);

@@ -136,7 +136,7 @@ pub fn host_jitter<'a>(rows: impl IntoIterator<Item = (&'a str, f64)>) -> Option
 /// The method parameters of one CSV row (e2e.csv, micro_compress.csv; docs/csv-schema.md)
 /// read from its columns by `col(name)`: a column the file lacks or leaves empty keeps
 /// the default. `Err((column, value))` for a value that does not parse.
-pub(super) fn row_params(
+pub(in crate::sim) fn row_params(
     col: impl Fn(&str) -> Option<String>,
 ) -> std::result::Result<MethodParams, (&'static str, String)> {
     let mut params = MethodParams::default();
@@ -281,7 +281,7 @@ pub fn measured_cases(path: &std::path::Path) -> Result<Vec<MeasuredCase>> {
     Ok(out.into_iter().map(|(m, _)| m).collect())
 }
 
-/// What a measured e2e.csv row says beyond its case (host calibration, sim/host.rs).
+/// What a measured e2e.csv row says beyond its case (host calibration, sim/calibrate/host.rs).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MeasuredRow {
     pub fwd_s: f64,

@@ -16,17 +16,17 @@ use crate::schedule::{self, Executed, Op as SchedOp};
 
 /// One compression unit of a bucket: its elements, wire per round, and (device
 /// compression) device seconds per round of compress and decompress.
-pub(super) struct Unit {
-    pub(super) elems: usize,
+pub(in crate::sim) struct Unit {
+    pub(in crate::sim) elems: usize,
     /// Elements its compression selects over (the host cost's selection term).
-    pub(super) selected: usize,
-    pub(super) wire: UnitWire,
-    pub(super) dev_s: Vec<[f64; 2]>,
+    pub(in crate::sim) selected: usize,
+    pub(in crate::sim) wire: UnitWire,
+    pub(in crate::sim) dev_s: Vec<[f64; 2]>,
 }
 
 /// Device seconds per phase and round of [compress, decompress] of a `shape` unit of
 /// `case`'s compressor with kernels `k` ([`DeviceCosts::op_s`]).
-pub(super) fn unit_device_s(
+pub(in crate::sim) fn unit_device_s(
     d: &DeviceCosts,
     case: &SimCase,
     shape: (usize, usize),
@@ -60,7 +60,7 @@ pub(super) fn unit_device_s(
 /// communication thread does not wait for them, except that a collective waits for the
 /// compression kernels before it and the step for the last kernel. The engine's device
 /// queue runs the same rule (src/engine/device.rs).
-pub(super) struct DevStream<'a> {
+pub(in crate::sim) struct DevStream<'a> {
     bwd: &'a [f64],
     /// `rest[p]`: backward time of positions `p..` (`rest[m] = 0`).
     rest: Vec<f64>,
@@ -74,7 +74,7 @@ pub(super) struct DevStream<'a> {
 }
 
 impl<'a> DevStream<'a> {
-    pub(super) fn new(fwd_end: f64, bwd: &'a [f64]) -> DevStream<'a> {
+    pub(in crate::sim) fn new(fwd_end: f64, bwd: &'a [f64]) -> DevStream<'a> {
         let mut rest = vec![0.0; bwd.len() + 1];
         for p in (0..bwd.len()).rev() {
             rest[p] = rest[p + 1] + bwd[p];
@@ -96,7 +96,7 @@ impl<'a> DevStream<'a> {
     }
 
     /// When the first `k` gradients (backward order) are ready.
-    pub(super) fn ready_s(&mut self, k: usize) -> f64 {
+    pub(in crate::sim) fn ready_s(&mut self, k: usize) -> f64 {
         while self.next < k {
             self.step();
         }
@@ -108,7 +108,7 @@ impl<'a> DevStream<'a> {
     }
 
     /// Run a kernel of `d` s requested at `t`; returns its end.
-    pub(super) fn kernel(&mut self, t: f64, d: f64) -> f64 {
+    pub(in crate::sim) fn kernel(&mut self, t: f64, d: f64) -> f64 {
         // A backward kernel that started before the request finishes first.
         while self.next < self.bwd.len() && self.free < t {
             self.step();
@@ -118,7 +118,7 @@ impl<'a> DevStream<'a> {
     }
 
     /// End of backward if no more kernels were inserted.
-    pub(super) fn projected_bwd_end(&self) -> f64 {
+    pub(in crate::sim) fn projected_bwd_end(&self) -> f64 {
         self.free + self.rest[self.next]
     }
 }
@@ -128,7 +128,7 @@ impl<'a> DevStream<'a> {
 /// iteration left, found by repeating the walk from a full bucket until it stops moving
 /// (the end credit does not decrease with the start credit and is bounded by the burst,
 /// so the starts decrease to the fixed point; 1 byte is far below any message).
-pub(super) fn steady_state(
+pub(in crate::sim) fn steady_state(
     shaper: Option<credit::Shaper>,
     walk: impl Fn(Option<Credit>) -> (SimResult, f64),
 ) -> SimResult {
@@ -154,7 +154,7 @@ pub(super) fn steady_state(
 /// the `credit` its link holds. Returns the iteration and the credit at its end (the next
 /// iteration's start; 0 without a shaper).
 #[allow(clippy::too_many_arguments)]
-pub(super) fn simulate_clock(
+pub(in crate::sim) fn simulate_clock(
     case: &SimCase,
     costs: &CostModel,
     nets: Nets,
@@ -447,7 +447,7 @@ impl Walk<'_> {
 
 /// The clock after `work` seconds of full-speed work started at `clock`, running
 /// `slowdown` times slower until `bwd_end` (host.rs, `bwd_slowdown`).
-pub(super) fn advance(clock: f64, work: f64, bwd_end: f64, slowdown: f64) -> f64 {
+pub(in crate::sim) fn advance(clock: f64, work: f64, bwd_end: f64, slowdown: f64) -> f64 {
     if clock >= bwd_end || slowdown <= 1.0 {
         return clock + work;
     }
