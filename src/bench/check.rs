@@ -3,7 +3,7 @@
 //! [`Compressor::check_verdict`]; src/compress/check.rs), and against rank 0's result.
 //! This file only drives: the step, the MPI sums of the shares, the agreement.
 
-use super::compress::{one_step, setup};
+use super::step::{one_step, setup};
 use super::Fault;
 use crate::comm::exchange::Exchange;
 use crate::comm::World;

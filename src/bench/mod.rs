@@ -11,14 +11,17 @@ pub mod micro_comm;
 pub mod progress;
 mod rows;
 pub mod samples;
+mod step;
 mod table;
 pub mod watchdog;
 
 pub use rows::{busbw_factor, micro_comm_header, overlap_imb_pct, overlap_osu_pct, MicroCommRow};
 
 use crate::comm::World;
-use crate::config::{Case, Config};
+use crate::compress::MethodParams;
+use crate::config::{Case, Collective, Config};
 use crate::error::{Error, Result};
+use crate::measure::shape::Shape;
 use crate::record::meta::RunSummary;
 use crate::record::samples::{kind, RankSeries, SamplesSink};
 use crate::record::{CsvSink, Fields};
@@ -98,38 +101,14 @@ pub fn run_all(
     o: &RunOptions,
     summary: &mut RunSummary,
 ) -> Result<()> {
-    let (run_id, trace) = (o.run_id, o.trace);
     let cases = config.cases();
     let mut progress = progress::Progress::new(
         world.is_root() && !o.quiet,
         cases.iter().map(progress::time_limit_s).collect(),
     );
-    // The sweep's worst case (the cases this run will run, not those `--resume` skips).
-    let to_run: Vec<&Case> = cases
-        .iter()
-        .zip(config.case_ids(&cases, world.size))
-        .filter(|(_, id)| !o.done.contains(id))
-        .map(|(c, _)| c)
-        .collect();
-    let unlimited = to_run
-        .iter()
-        .filter(|c| progress::is_adaptive(c) && progress::time_limit_s(c).is_none())
-        .count();
-    let limits: Vec<Option<f64>> = to_run.iter().map(|c| progress::time_limit_s(c)).collect();
-    if let Some(line) = progress::worst_case_line(&limits, unlimited) {
-        progress.note(&line);
-    }
+    note_worst_case(&mut progress, world, config, &cases, o);
     let watchdog = o.case_timeout_s.map(watchdog::Watchdog::start);
-    let mut table = Table::new(world.is_root());
-    let mut mem_read_gbps: Option<f64> = None;
-    let mut comm_bufs = micro_comm::CommBuffers::default();
-    comm_bufs.reserve(world.size, &cases);
-    // Exposed synchronisation of pipelining-off e2e cases, for the overlap of "on".
-    let mut sync_seq: Vec<(crate::config::E2eCase, f64)> = Vec::new();
-    let mut e2e_inputs = e2e::Inputs::default();
-    let e2e_total = cases.iter().filter(|c| matches!(c, Case::E2e(_))).count();
-    // e2e cases whose emulated device drifted past the warning threshold, and all run.
-    let mut drifted = (0usize, 0usize);
+    let mut runner = Runner::new(world, config, sinks, o, &cases);
     let ids = config.case_ids(&cases, world.size);
     for (case, id) in cases.iter().zip(ids) {
         if o.done.contains(&id) {
@@ -139,230 +118,10 @@ pub fn run_all(
         }
         world.sync_or_stop()?;
         progress.start_case(&case.label());
-        let mut trace_written: Result<()> = Ok(());
-        // The case's timed iterations (e2e), for the time-limit bound of the ETA.
-        let mut timed_s = None;
         if let Some(w) = &watchdog {
             w.arm(&case.label());
         }
-        match *case {
-            Case::MicroComm {
-                collective,
-                bytes,
-                iters,
-                warmup,
-                check,
-            } => {
-                let m = micro_comm::measure(
-                    world,
-                    &mut comm_bufs,
-                    collective,
-                    bytes,
-                    iters,
-                    warmup,
-                    check,
-                    o.inject_fault.filter(|f| f.1 == Fault::Gross).map(|f| f.0),
-                )?;
-                record_samples(world, sinks, o, &id, kind::MICRO_COMM, &m.local)?;
-                let mut row = micro_comm_row(world, run_id, collective, bytes, iters, warmup, m);
-                row.case_id = id.clone();
-                table.micro_comm(&row);
-                if let Some(s) = sinks.micro_comm.as_mut() {
-                    s.write(&row)?;
-                }
-                if row.check == "fail" {
-                    return Err(Error::Check(format!(
-                        "{} of {} returned wrong values on at least one rank (see the row with check=fail)",
-                        collective.name(),
-                        HumanBytes(bytes)
-                    )));
-                }
-            }
-            Case::MicroCompress {
-                ref method,
-                shape,
-                ref model,
-                ref params,
-                iters,
-                warmup,
-            } => {
-                // Rank 0 probes alone while the others wait: ranks probing at once on
-                // one node would each see a share of its bandwidth, not the bandwidth.
-                let bw = *mem_read_gbps.get_or_insert_with(|| {
-                    let mut v = [if world.is_root() {
-                        crate::measure::tensors::memory_read_gbps()
-                    } else {
-                        0.0
-                    }];
-                    world.max_in_place(&mut v);
-                    v[0]
-                });
-                let (m, target) = match model {
-                    None => (
-                        compress::measure_kernels(
-                            world,
-                            method,
-                            shape,
-                            params,
-                            config.seed,
-                            iters,
-                            warmup,
-                        )?,
-                        Target::Tensor(shape),
-                    ),
-                    Some(name) => {
-                        let zoo =
-                            crate::models::build(name).map_err(|e| Error::Input(e.to_string()))?;
-                        let m = compress::measure_model_kernels(
-                            world,
-                            method,
-                            &zoo,
-                            params,
-                            config.seed,
-                            iters,
-                            warmup,
-                        )?;
-                        (m, Target::Model(name, zoo.tensors.len(), shape.numel()))
-                    }
-                };
-                record_samples(world, sinks, o, &id, kind::MICRO_COMPRESS, &m.local)?;
-                let f = with_case_id(
-                    compress_fields(
-                        world,
-                        run_id,
-                        &CompressCase {
-                            method,
-                            target,
-                            params,
-                            iters,
-                            warmup,
-                        },
-                        m,
-                        Some(bw),
-                    ),
-                    &id,
-                );
-                table.fields("micro-compress", &f, table::MICRO_COMPRESS);
-                if let Some(s) = sinks.micro_compress.as_mut() {
-                    s.write_fields(&f)?;
-                }
-            }
-            Case::Micro {
-                ref method,
-                shape,
-                ref params,
-                iters,
-                warmup,
-                check,
-            } => {
-                let m = compress::measure_collective(
-                    world,
-                    method,
-                    shape,
-                    params,
-                    config.seed,
-                    iters,
-                    warmup,
-                    check,
-                    o.inject_fault,
-                )?;
-                record_samples(world, sinks, o, &id, kind::MICRO, &m.local)?;
-                let failure = match &m.check {
-                    Some(Err(msg)) => Some(msg.clone()),
-                    _ => None,
-                };
-                let f = with_case_id(
-                    compress_fields(
-                        world,
-                        run_id,
-                        &CompressCase {
-                            method,
-                            target: Target::Tensor(shape),
-                            params,
-                            iters,
-                            warmup,
-                        },
-                        m,
-                        None,
-                    ),
-                    &id,
-                );
-                table.fields("micro", &f, table::MICRO);
-                if let Some(s) = sinks.micro.as_mut() {
-                    s.write_fields(&f)?;
-                }
-                if let Some(msg) = failure {
-                    return Err(Error::Check(format!("micro {method} {shape}: {msg}")));
-                }
-            }
-            Case::E2e(ref c) => {
-                let w = e2e::workload(c)?;
-                let (mut m, tr) =
-                    e2e::measure(world, c, &w, config.seed, trace.is_some(), &mut e2e_inputs)?;
-                timed_s = Some(m.series.iter_s.iter().sum::<f64>());
-                let mut rss = [crate::measure::host::peak_rss_bytes() as f64];
-                world.max_in_place(&mut rss);
-                let mut local = RankSeries::default();
-                for (name, v) in m.local.named() {
-                    local.push(name, v);
-                }
-                record_samples(world, sinks, o, &id, kind::E2E, &local)?;
-                let key = |x: &crate::config::E2eCase| {
-                    let mut k = x.clone();
-                    k.pipelining = false;
-                    k
-                };
-                // The latest `off` twin: with rounds, the one of this round.
-                let seq = sync_seq
-                    .iter()
-                    .rev()
-                    .find(|(k, _)| *k == key(c))
-                    .map(|(_, v)| *v);
-                let (f, med) = e2e::row(
-                    world,
-                    run_id,
-                    c,
-                    &w,
-                    &mut m,
-                    seq,
-                    rss[0] as u64,
-                    param_fields(&c.params),
-                );
-                let f = with_case_id(f, &id);
-                if !c.pipelining {
-                    sync_seq.push((key(c), med.exposed_s));
-                }
-                table.fields("e2e", &f, table::E2E);
-                if let Some(s) = sinks.e2e.as_mut() {
-                    s.write_fields(&f)?;
-                }
-                // A busy machine distorts the emulation: say so (also under --quiet).
-                if let Some(w) = med
-                    .compute_drift
-                    .and_then(|(m, x)| e2e::drift_warning(&case.label(), m, x, drifted.0 == 0))
-                {
-                    drifted.0 += 1;
-                    if world.is_root() {
-                        eprintln!("gradcomp: warning: {w}");
-                    }
-                }
-                drifted.1 += 1;
-                if let (Some(tr), Some(path)) = (tr, trace) {
-                    let path = if e2e_total > 1 {
-                        per_case_trace(path, c, &id)
-                    } else {
-                        path.to_path_buf()
-                    };
-                    // The row is in e2e.csv: a trace that cannot be written (a full
-                    // disk) is the run's error, but the case still counts as done, so
-                    // run.json's cases_done matches the rows.
-                    trace_written = tr
-                        .to_json(&w.tensors)
-                        .map_err(|e| Error::Runtime(format!("trace JSON: {e}")))
-                        .and_then(|json| crate::record::write_atomic(&path, &json));
-                }
-            }
-        }
+        let (timed_s, trace_written) = runner.run_case(case, &id)?;
         if let Some(w) = &watchdog {
             w.disarm();
         }
@@ -377,15 +136,370 @@ pub fn run_all(
         trace_written?;
         recorded?;
     }
-    if drifted.0 > 0 && world.is_root() {
-        eprintln!(
-            "gradcomp: warning: the emulated device drifted more than {:.0}% from the compute model in {} of {} e2e case(s) (e2e.csv compute_drift)",
-            100.0 * e2e::DRIFT_WARN,
-            drifted.0,
-            drifted.1
-        );
-    }
+    runner.warn_drift();
     Ok(())
+}
+
+/// The progress line with the sweep's worst case: the time limits of the cases this run
+/// will run, not those `--resume` skips.
+fn note_worst_case(
+    progress: &mut progress::Progress,
+    world: &World,
+    config: &Config,
+    cases: &[Case],
+    o: &RunOptions,
+) {
+    let to_run: Vec<&Case> = cases
+        .iter()
+        .zip(config.case_ids(cases, world.size))
+        .filter(|(_, id)| !o.done.contains(id))
+        .map(|(c, _)| c)
+        .collect();
+    let unlimited = to_run
+        .iter()
+        .filter(|c| progress::is_adaptive(c) && progress::time_limit_s(c).is_none())
+        .count();
+    let limits: Vec<Option<f64>> = to_run.iter().map(|c| progress::time_limit_s(c)).collect();
+    if let Some(line) = progress::worst_case_line(&limits, unlimited) {
+        progress.note(&line);
+    }
+}
+
+/// What the cases of one run share: where rows go, the table on stdout, micro-comm's
+/// buffers, the memory bandwidth probed once, the e2e inputs read once, the pipelining-off
+/// twins' exposed synchronisation, and the count of drifted e2e cases.
+struct Runner<'a, 'o> {
+    world: &'a World,
+    config: &'a Config,
+    sinks: &'a mut Sinks,
+    o: &'a RunOptions<'o>,
+    table: Table,
+    mem_read_gbps: Option<f64>,
+    comm_bufs: micro_comm::CommBuffers,
+    /// Exposed synchronisation of pipelining-off e2e cases, for the overlap of "on".
+    sync_seq: Vec<(crate::config::E2eCase, f64)>,
+    e2e_inputs: e2e::Inputs,
+    e2e_total: usize,
+    /// e2e cases whose emulated device drifted past the warning threshold, and all run.
+    drifted: (usize, usize),
+}
+
+impl<'a, 'o> Runner<'a, 'o> {
+    fn new(
+        world: &'a World,
+        config: &'a Config,
+        sinks: &'a mut Sinks,
+        o: &'a RunOptions<'o>,
+        cases: &[Case],
+    ) -> Self {
+        let table = Table::new(world.is_root());
+        let mut comm_bufs = micro_comm::CommBuffers::default();
+        comm_bufs.reserve(world.size, cases);
+        Runner {
+            world,
+            config,
+            sinks,
+            o,
+            table,
+            mem_read_gbps: None,
+            comm_bufs,
+            sync_seq: Vec::new(),
+            e2e_inputs: e2e::Inputs::default(),
+            e2e_total: cases.iter().filter(|c| matches!(c, Case::E2e(_))).count(),
+            drifted: (0, 0),
+        }
+    }
+
+    /// One case: measured, its samples and row written. Returns the case's timed
+    /// iterations (e2e, for the ETA) and whether its trace was written (an error there
+    /// still counts the case as done).
+    fn run_case(&mut self, case: &Case, id: &str) -> Result<(Option<f64>, Result<()>)> {
+        match *case {
+            Case::MicroComm {
+                collective,
+                bytes,
+                iters,
+                warmup,
+                check,
+            } => self.micro_comm(id, collective, bytes, iters, warmup, check)?,
+            Case::MicroCompress {
+                ref method,
+                shape,
+                ref model,
+                ref params,
+                iters,
+                warmup,
+            } => self.micro_compress(id, method, shape, model.as_deref(), params, iters, warmup)?,
+            Case::Micro {
+                ref method,
+                shape,
+                ref params,
+                iters,
+                warmup,
+                check,
+            } => self.micro(id, method, shape, params, iters, warmup, check)?,
+            Case::E2e(ref c) => return self.e2e(id, &case.label(), c),
+        }
+        Ok((None, Ok(())))
+    }
+
+    /// A micro-comm case; a failed `--check` ends the run after its row.
+    fn micro_comm(
+        &mut self,
+        id: &str,
+        collective: Collective,
+        bytes: u64,
+        iters: u64,
+        warmup: u64,
+        check: bool,
+    ) -> Result<()> {
+        let (world, o) = (self.world, self.o);
+        let m = micro_comm::measure(
+            world,
+            &mut self.comm_bufs,
+            collective,
+            bytes,
+            iters,
+            warmup,
+            check,
+            o.inject_fault.filter(|f| f.1 == Fault::Gross).map(|f| f.0),
+        )?;
+        record_samples(world, self.sinks, o, id, kind::MICRO_COMM, &m.local)?;
+        let mut row = micro_comm_row(world, o.run_id, collective, bytes, iters, warmup, m);
+        row.case_id = id.to_string();
+        self.table.micro_comm(&row);
+        if let Some(s) = self.sinks.micro_comm.as_mut() {
+            s.write(&row)?;
+        }
+        if row.check == "fail" {
+            return Err(Error::Check(format!(
+                "{} of {} returned wrong values on at least one rank (see the row with check=fail)",
+                collective.name(),
+                HumanBytes(bytes)
+            )));
+        }
+        Ok(())
+    }
+
+    /// The memory read bandwidth, probed by rank 0 alone at the first micro-compress
+    /// case while the others wait: ranks probing at once on one node would each see a
+    /// share of its bandwidth, not the bandwidth.
+    fn memory_read_gbps(&mut self) -> f64 {
+        let world = self.world;
+        *self.mem_read_gbps.get_or_insert_with(|| {
+            let mut v = [if world.is_root() {
+                crate::measure::tensors::memory_read_gbps()
+            } else {
+                0.0
+            }];
+            world.max_in_place(&mut v);
+            v[0]
+        })
+    }
+
+    /// A micro-compress case, over one tensor or every tensor of a zoo model.
+    #[allow(clippy::too_many_arguments)] // the fields of one `[[micro-compress]]` case
+    fn micro_compress(
+        &mut self,
+        id: &str,
+        method: &str,
+        shape: Shape,
+        model: Option<&str>,
+        params: &MethodParams,
+        iters: u64,
+        warmup: u64,
+    ) -> Result<()> {
+        let bw = self.memory_read_gbps();
+        let (world, o, seed) = (self.world, self.o, self.config.seed);
+        let (m, target) = match model {
+            None => (
+                compress::measure_kernels(world, method, shape, params, seed, iters, warmup)?,
+                Target::Tensor(shape),
+            ),
+            Some(name) => {
+                let zoo = crate::models::build(name).map_err(|e| Error::Input(e.to_string()))?;
+                let m = compress::measure_model_kernels(
+                    world, method, &zoo, params, seed, iters, warmup,
+                )?;
+                (m, Target::Model(name, zoo.tensors.len(), shape.numel()))
+            }
+        };
+        record_samples(world, self.sinks, o, id, kind::MICRO_COMPRESS, &m.local)?;
+        let f = with_case_id(
+            compress_fields(
+                world,
+                o.run_id,
+                &CompressCase {
+                    method,
+                    target,
+                    params,
+                    iters,
+                    warmup,
+                },
+                m,
+                Some(bw),
+            ),
+            id,
+        );
+        self.table
+            .fields("micro-compress", &f, table::MICRO_COMPRESS);
+        if let Some(s) = self.sinks.micro_compress.as_mut() {
+            s.write_fields(&f)?;
+        }
+        Ok(())
+    }
+
+    /// A micro case; a failed `--check` ends the run after its row.
+    #[allow(clippy::too_many_arguments)] // the fields of one `[[micro]]` case
+    fn micro(
+        &mut self,
+        id: &str,
+        method: &str,
+        shape: Shape,
+        params: &MethodParams,
+        iters: u64,
+        warmup: u64,
+        check: bool,
+    ) -> Result<()> {
+        let (world, o) = (self.world, self.o);
+        let m = compress::measure_collective(
+            world,
+            method,
+            shape,
+            params,
+            self.config.seed,
+            iters,
+            warmup,
+            check,
+            o.inject_fault,
+        )?;
+        record_samples(world, self.sinks, o, id, kind::MICRO, &m.local)?;
+        let failure = match &m.check {
+            Some(Err(msg)) => Some(msg.clone()),
+            _ => None,
+        };
+        let f = with_case_id(
+            compress_fields(
+                world,
+                o.run_id,
+                &CompressCase {
+                    method,
+                    target: Target::Tensor(shape),
+                    params,
+                    iters,
+                    warmup,
+                },
+                m,
+                None,
+            ),
+            id,
+        );
+        self.table.fields("micro", &f, table::MICRO);
+        if let Some(s) = self.sinks.micro.as_mut() {
+            s.write_fields(&f)?;
+        }
+        if let Some(msg) = failure {
+            return Err(Error::Check(format!("micro {method} {shape}: {msg}")));
+        }
+        Ok(())
+    }
+
+    /// An e2e case: its row (with the overlap against its pipelining-off twin), a drift
+    /// warning, and its trace. Returns the timed iterations' sum and the trace's outcome.
+    fn e2e(
+        &mut self,
+        id: &str,
+        label: &str,
+        c: &crate::config::E2eCase,
+    ) -> Result<(Option<f64>, Result<()>)> {
+        let (world, o, trace) = (self.world, self.o, self.o.trace);
+        let w = e2e::workload(c)?;
+        let (mut m, tr) = e2e::measure(
+            world,
+            c,
+            &w,
+            self.config.seed,
+            trace.is_some(),
+            &mut self.e2e_inputs,
+        )?;
+        let timed_s = Some(m.series.iter_s.iter().sum::<f64>());
+        let mut rss = [crate::measure::host::peak_rss_bytes() as f64];
+        world.max_in_place(&mut rss);
+        let mut local = RankSeries::default();
+        for (name, v) in m.local.named() {
+            local.push(name, v);
+        }
+        record_samples(world, self.sinks, o, id, kind::E2E, &local)?;
+        let key = |x: &crate::config::E2eCase| {
+            let mut k = x.clone();
+            k.pipelining = false;
+            k
+        };
+        // The latest `off` twin: with rounds, the one of this round.
+        let seq = self
+            .sync_seq
+            .iter()
+            .rev()
+            .find(|(k, _)| *k == key(c))
+            .map(|(_, v)| *v);
+        let (f, med) = e2e::row(
+            world,
+            o.run_id,
+            c,
+            &w,
+            &mut m,
+            seq,
+            rss[0] as u64,
+            param_fields(&c.params),
+        );
+        let f = with_case_id(f, id);
+        if !c.pipelining {
+            self.sync_seq.push((key(c), med.exposed_s));
+        }
+        self.table.fields("e2e", &f, table::E2E);
+        if let Some(s) = self.sinks.e2e.as_mut() {
+            s.write_fields(&f)?;
+        }
+        // A busy machine distorts the emulation: say so (also under --quiet).
+        if let Some(w) = med
+            .compute_drift
+            .and_then(|(m, x)| e2e::drift_warning(label, m, x, self.drifted.0 == 0))
+        {
+            self.drifted.0 += 1;
+            if world.is_root() {
+                eprintln!("gradcomp: warning: {w}");
+            }
+        }
+        self.drifted.1 += 1;
+        let mut trace_written = Ok(());
+        if let (Some(tr), Some(path)) = (tr, trace) {
+            let path = if self.e2e_total > 1 {
+                per_case_trace(path, c, id)
+            } else {
+                path.to_path_buf()
+            };
+            // The row is in e2e.csv: a trace that cannot be written (a full
+            // disk) is the run's error, but the case still counts as done, so
+            // run.json's cases_done matches the rows.
+            trace_written = tr
+                .to_json(&w.tensors)
+                .map_err(|e| Error::Runtime(format!("trace JSON: {e}")))
+                .and_then(|json| crate::record::write_atomic(&path, &json));
+        }
+        Ok((timed_s, trace_written))
+    }
+
+    /// After the last case: how many e2e cases drifted, if any.
+    fn warn_drift(&self) {
+        if self.drifted.0 > 0 && self.world.is_root() {
+            eprintln!(
+                "gradcomp: warning: the emulated device drifted more than {:.0}% from the compute model in {} of {} e2e case(s) (e2e.csv compute_drift)",
+                100.0 * e2e::DRIFT_WARN,
+                self.drifted.0,
+                self.drifted.1
+            );
+        }
+    }
 }
 
 /// `trace.json` -> `trace-resnet20-topk-256KiB-pipe_on-allreduce-<case_id>.json`: one
