@@ -9,6 +9,11 @@
 //!
 //! Bounded: each property runs a fixed number of cases and persists no failures to disk
 //! (a failure prints its minimal input instead).
+//!
+//! Long (about 980 lines) on purpose: its four parts (arbitrary text, mutations of the
+//! shipped configs, the string parsers, the regression cases) test one contract through
+//! the same helpers (`pt`, `check_parse`, `bench_configs`), and the mutation generator
+//! (`token`, `key`, `mutation`, `apply`: some 300 lines) is one grammar read top to bottom.
 
 use gradcomp::config::parse;
 use gradcomp::measure::shape::{Shape, MAX_TENSOR_ELEMENTS};

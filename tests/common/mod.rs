@@ -1,6 +1,8 @@
 //! Helpers for integration tests: launch the release binary under mpirun.
 #![allow(dead_code)]
 
+pub mod faults;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -29,7 +31,7 @@ pub fn mpirun(np: usize, args: &[&str]) -> Output {
 
 /// A fresh Open MPI session folder base for one launch (`OMPI_MCA_orte_tmpdir_base`):
 /// Open MPI 4.1's mpirun fails with "mkdir ... /tmp/ompi.HOST.UID: File exists" when two
-/// launches create the shared session folder at the same moment (seen in tests/faults.rs,
+/// launches create the shared session folder at the same moment (seen in tests/faults_*.rs,
 /// whose tests launch side by side). Other MPI libraries ignore the variable.
 pub fn ompi_tmpdir() -> PathBuf {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
