@@ -116,6 +116,11 @@ fn d_eval() -> usize {
     2048
 }
 
+/// The method a converge method is validated as: `topk-noef` as `topk`.
+fn validated_as(m: &str) -> &str {
+    noef::base_of(m).unwrap_or_else(|| crate::config::base_method(m))
+}
+
 impl ConvergeSection {
     /// A section with the defaults for `methods`.
     pub fn with_methods(methods: Vec<String>) -> ConvergeSection {
@@ -414,9 +419,6 @@ impl ConvergeSection {
         let methods: Vec<String> = self.methods.iter().map(|m| m.trim().to_string()).collect();
         crate::config::no_repeats(origin, "methods", &methods, |m| m.clone())
             .map_err(Error::from)?;
-        fn base(m: &str) -> &str {
-            noef::base_of(m).unwrap_or_else(|| crate::config::base_method(m))
-        }
         // Validated once per base method (`topk-noef` is checked as `topk`).
         let params = Sweep::new(
             &self.densities,
@@ -424,7 +426,34 @@ impl ConvergeSection {
             &self.ranks,
             &self.params,
         )
-        .expand_for(methods.iter().map(|m| base(m)), None, origin)?;
+        .expand_for(methods.iter().map(|m| validated_as(m)), None, origin)?;
+        self.check_training(&inv)?;
+        self.check_model_and_data(&inv, world_size)?;
+        let (lr_schedule, warmup_steps) = self.schedule(&inv)?;
+        let seeds = self.seeds.clone().unwrap_or_else(|| vec![run_seed]);
+        if seeds.is_empty() || seeds.len() > 1000 {
+            return Err(inv(
+                "seeds",
+                format!("{} seeds: give 1 to 1000", seeds.len()),
+            ));
+        }
+        crate::config::no_repeats(origin, "seeds", &seeds, |s| s.to_string())
+            .map_err(Error::from)?;
+        let fusion = crate::config::parse_fusion(origin, "fusion", &self.fusion)?;
+        let collective = self.collective(&inv, &methods)?;
+        Ok(self.expand(
+            &methods,
+            &params,
+            &seeds,
+            fusion,
+            collective,
+            lr_schedule,
+            warmup_steps,
+        ))
+    }
+
+    /// Steps, learning rate, momentum and evaluation interval.
+    fn check_training(&self, inv: &impl Fn(&str, String) -> Error) -> Result<()> {
         if self.steps == 0 || self.steps > 10_000_000 {
             return Err(inv(
                 "steps",
@@ -449,6 +478,16 @@ impl ConvergeSection {
                 "0 steps: give at least 1 (evaluate every N steps)".into(),
             ));
         }
+        Ok(())
+    }
+
+    /// The model's widths and the data: its sizes, and a batch that fits each rank's
+    /// shard of `world_size`.
+    fn check_model_and_data(
+        &self,
+        inv: &impl Fn(&str, String) -> Error,
+        world_size: usize,
+    ) -> Result<()> {
         if self.hidden.is_empty() || self.hidden.iter().any(|&h| h == 0 || h > 1 << 16) {
             return Err(inv(
                 "hidden",
@@ -508,6 +547,11 @@ impl ConvergeSection {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// The learning-rate schedule and its warm-up steps (default: a twentieth of the steps).
+    fn schedule(&self, inv: &impl Fn(&str, String) -> Error) -> Result<(LrSchedule, u64)> {
         let lr_schedule = LrSchedule::parse(self.lr_schedule.trim()).ok_or_else(|| {
             inv(
                 "lr_schedule",
@@ -528,16 +572,15 @@ impl ConvergeSection {
                 ),
             ));
         }
-        let seeds = self.seeds.clone().unwrap_or_else(|| vec![run_seed]);
-        if seeds.is_empty() || seeds.len() > 1000 {
-            return Err(inv(
-                "seeds",
-                format!("{} seeds: give 1 to 1000", seeds.len()),
-            ));
-        }
-        crate::config::no_repeats(origin, "seeds", &seeds, |s| s.to_string())
-            .map_err(Error::from)?;
-        let fusion = crate::config::parse_fusion(origin, "fusion", &self.fusion)?;
+        Ok((lr_schedule, warmup_steps))
+    }
+
+    /// The collective, which every method's aggregation must support.
+    fn collective(
+        &self,
+        inv: &impl Fn(&str, String) -> Error,
+        methods: &[String],
+    ) -> Result<CollectiveMode> {
         let collective = CollectiveMode::parse(self.collective.trim()).ok_or_else(|| {
             inv(
                 "collective",
@@ -548,8 +591,8 @@ impl ConvergeSection {
                 ),
             )
         })?;
-        for m in &methods {
-            let agg = crate::compress::registry::aggregation(base(m))
+        for m in methods {
+            let agg = crate::compress::registry::aggregation(validated_as(m))
                 .map_err(|e| inv("methods", e.to_string()))?;
             collective.supports(agg).map_err(|why| {
                 inv(
@@ -558,13 +601,28 @@ impl ConvergeSection {
                 )
             })?;
         }
+        Ok(collective)
+    }
+
+    /// Every case: seeds x methods x parameter points, in that order.
+    #[allow(clippy::too_many_arguments)] // the section's validated values, each named
+    fn expand(
+        &self,
+        methods: &[String],
+        params: &[MethodParams],
+        seeds: &[u64],
+        fusion: Fusion,
+        collective: CollectiveMode,
+        lr_schedule: LrSchedule,
+        warmup_steps: u64,
+    ) -> Vec<ConvergeCase> {
         let mut widths = vec![self.input];
         widths.extend(&self.hidden);
         widths.push(self.classes);
         let mut cases = Vec::new();
-        for &seed in &seeds {
-            for m in &methods {
-                for p in &params {
+        for &seed in seeds {
+            for m in methods {
+                for p in params {
                     cases.push(ConvergeCase {
                         method: m.clone(),
                         params: p.for_method(m),
@@ -585,7 +643,7 @@ impl ConvergeSection {
                 }
             }
         }
-        Ok(cases)
+        cases
     }
 }
 

@@ -62,29 +62,7 @@ pub fn command(
     req: Result<Request>,
     progress: &mut Progress,
 ) -> Result<Vec<CaseOutcome>> {
-    let (req, cases, estimate) = world.agree(req.and_then(|r| {
-        let mut cases = Vec::new();
-        for (origin, s) in &r.sections {
-            cases.extend(s.validate(origin, world.size, r.seed)?);
-        }
-        let largest = cases
-            .iter()
-            .map(|c| (c.estimated_bytes(world.size), c))
-            .max_by_key(|(b, _)| *b);
-        if let (Some((need, case)), false) = (largest, r.skip_memory_check) {
-            if let (here, Some(avail)) = crate::measure::host::node_memory(world.size) {
-                crate::config::check_memory_need(
-                    &format!("converge {}", case.method),
-                    need,
-                    here,
-                    avail,
-                )
-                .map_err(crate::error::Error::Input)?;
-            }
-        }
-        let estimate = largest.map(|(b, _)| b);
-        Ok((r, cases, estimate))
-    }))?;
+    let (req, cases, estimate) = world.agree(req.and_then(|r| validate(world, r)))?;
     let warnings = crate::config::take_warnings();
     if world.is_root() {
         for w in warnings {
@@ -116,26 +94,7 @@ pub fn command(
     // Rank 0 alone touches files, under the directory lock (held until we return);
     // an earlier run's run.json is kept, never overwritten.
     let opened = if world.is_root() {
-        let holder = format!(
-            "host {}, pid {}, started {}",
-            meta.hosts.first().map_or("unknown", String::as_str),
-            std::process::id(),
-            meta.start_time
-        );
-        (|| {
-            crate::record::prepare_dir(&out)?;
-            let lock = DirLock::acquire(&out, &holder)?;
-            let path = out.join("converge.csv");
-            let (sink, earlier) = if req.resume {
-                resume::reopen(&path, world.size)?
-            } else {
-                (CsvSink::create(&path)?, Vec::new())
-            };
-            meta.beside_benchmark(&out);
-            meta.keep_previous(&out, req.resume)?;
-            meta.write(&out)?;
-            Ok(Some((sink, lock, earlier)))
-        })()
+        open_outputs(world, &req, &mut meta, &out).map(Some)
     } else {
         Ok(None)
     };
@@ -154,21 +113,7 @@ pub fn command(
     if world.is_root() {
         crate::record::meta::follow(&meta, &out);
         if !req.quiet {
-            let skipping = if req.resume {
-                let n = cases
-                    .iter()
-                    .filter(|c| done.contains(&train::case_id(c, world.size)))
-                    .count();
-                format!(", skipping {n} already done")
-            } else {
-                String::new()
-            };
-            eprintln!(
-                "[gradcomp] converge: {} rank(s), {} case(s){skipping}, results in {}",
-                world.size,
-                cases.len(),
-                out.display()
-            );
+            announce(world, &req, &cases, &done, &out);
         }
     }
     let ctx = RunContext {
@@ -183,59 +128,162 @@ pub fn command(
         meta.end_load(world);
     }
     if world.is_root() {
-        crate::record::meta::unfollow();
-        meta.end_time = Some(crate::units::utc_now().0);
-        meta.cases_done = progress.summary.cases_done;
-        meta.cases_skipped = progress.summary.cases_skipped;
-        meta.last_case = progress.summary.last_case.clone();
-        match &result {
-            Ok(_) => meta.status = "ok".into(),
-            Err(crate::error::Error::Interrupted { signal }) => {
-                meta.status = "interrupted".into();
-                meta.error = Some(format!(
-                    "stopped by {} at {}",
-                    crate::measure::stop::name(*signal),
-                    meta.end_time.as_deref().unwrap_or("?")
-                ));
-            }
-            Err(e) => {
-                meta.status = "failed".into();
-                meta.error = Some(e.to_string());
-            }
-        }
-        // The run's own error comes first; a failing metadata write only replaces success.
-        let recorded = meta.write(&out);
-        if result.is_ok() {
-            recorded?;
-        } else if let Err(e) = recorded {
-            eprintln!(
-                "gradcomp: warning: could not record the run's status in {}: {e}",
-                meta.file_name
-            );
-        }
+        record_end(&mut meta, &result, &progress.summary, &out)?;
     }
     let mut outcomes = result?;
     if world.is_root() {
-        // The cases an earlier run finished (--resume) beside this run's, in case order.
-        let mut all = Vec::with_capacity(cases.len());
-        let mut mine = outcomes.iter();
-        for c in &cases {
-            let id = train::case_id(c, world.size);
-            match earlier.iter().find(|(i, _)| *i == id) {
-                Some((_, o)) => all.push(CaseOutcome {
-                    config_id: train::config_id(c, world.size),
-                    setup_id: train::setup_id(c, world.size),
-                    label: train::label(c),
-                    seed: c.seed,
-                    ..o.clone()
-                }),
-                None => all.extend(mine.next().cloned()),
-            }
-        }
-        print!("{}", summary_table(&all));
-        outcomes = all;
+        outcomes = with_earlier(&cases, &earlier, &outcomes, world.size);
+        print!("{}", summary_table(&outcomes));
     }
     Ok(outcomes)
+}
+
+/// Every section's cases for this world (every rank alike), and the largest case's
+/// memory estimate, checked against this node's memory unless `--skip-memory-check`.
+fn validate(world: &World, r: Request) -> Result<(Request, Vec<ConvergeCase>, Option<u64>)> {
+    let mut cases = Vec::new();
+    for (origin, s) in &r.sections {
+        cases.extend(s.validate(origin, world.size, r.seed)?);
+    }
+    let largest = cases
+        .iter()
+        .map(|c| (c.estimated_bytes(world.size), c))
+        .max_by_key(|(b, _)| *b);
+    if let (Some((need, case)), false) = (largest, r.skip_memory_check) {
+        if let (here, Some(avail)) = crate::measure::host::node_memory(world.size) {
+            crate::config::check_memory_need(
+                &format!("converge {}", case.method),
+                need,
+                here,
+                avail,
+            )
+            .map_err(crate::error::Error::Input)?;
+        }
+    }
+    let estimate = largest.map(|(b, _)| b);
+    Ok((r, cases, estimate))
+}
+
+/// The cases an earlier run finished (`--resume`): each case id with its outcome.
+type Earlier = Vec<(String, CaseOutcome)>;
+
+/// Rank 0: prepare and lock `out`, create converge.csv (with `--resume`, reopen it and
+/// read the cases an earlier run finished), keep an earlier run.json and write this one.
+fn open_outputs(
+    world: &World,
+    req: &Request,
+    meta: &mut RunMeta,
+    out: &std::path::Path,
+) -> Result<(CsvSink, DirLock, Earlier)> {
+    let holder = format!(
+        "host {}, pid {}, started {}",
+        meta.hosts.first().map_or("unknown", String::as_str),
+        std::process::id(),
+        meta.start_time
+    );
+    crate::record::prepare_dir(out)?;
+    let lock = DirLock::acquire(out, &holder)?;
+    let path = out.join("converge.csv");
+    let (sink, earlier) = if req.resume {
+        resume::reopen(&path, world.size)?
+    } else {
+        (CsvSink::create(&path)?, Vec::new())
+    };
+    meta.beside_benchmark(out);
+    meta.keep_previous(out, req.resume)?;
+    meta.write(out)?;
+    Ok((sink, lock, earlier))
+}
+
+/// Rank 0's first line: ranks, cases (and those `--resume` skips), where results go.
+fn announce(
+    world: &World,
+    req: &Request,
+    cases: &[ConvergeCase],
+    done: &std::collections::HashSet<String>,
+    out: &std::path::Path,
+) {
+    let skipping = if req.resume {
+        let n = cases
+            .iter()
+            .filter(|c| done.contains(&train::case_id(c, world.size)))
+            .count();
+        format!(", skipping {n} already done")
+    } else {
+        String::new()
+    };
+    eprintln!(
+        "[gradcomp] converge: {} rank(s), {} case(s){skipping}, results in {}",
+        world.size,
+        cases.len(),
+        out.display()
+    );
+}
+
+/// Rank 0: run.json's end (status, error, counts). The run's own error comes first; a
+/// failing metadata write only replaces success.
+fn record_end(
+    meta: &mut RunMeta,
+    result: &Result<Vec<CaseOutcome>>,
+    summary: &crate::record::meta::RunSummary,
+    out: &std::path::Path,
+) -> Result<()> {
+    crate::record::meta::unfollow();
+    meta.end_time = Some(crate::units::utc_now().0);
+    meta.cases_done = summary.cases_done;
+    meta.cases_skipped = summary.cases_skipped;
+    meta.last_case = summary.last_case.clone();
+    match result {
+        Ok(_) => meta.status = "ok".into(),
+        Err(crate::error::Error::Interrupted { signal }) => {
+            meta.status = "interrupted".into();
+            meta.error = Some(format!(
+                "stopped by {} at {}",
+                crate::measure::stop::name(*signal),
+                meta.end_time.as_deref().unwrap_or("?")
+            ));
+        }
+        Err(e) => {
+            meta.status = "failed".into();
+            meta.error = Some(e.to_string());
+        }
+    }
+    // The run's own error comes first; a failing metadata write only replaces success.
+    let recorded = meta.write(out);
+    if result.is_ok() {
+        recorded?;
+    } else if let Err(e) = recorded {
+        eprintln!(
+            "gradcomp: warning: could not record the run's status in {}: {e}",
+            meta.file_name
+        );
+    }
+    Ok(())
+}
+
+/// The cases an earlier run finished (--resume) beside this run's `mine`, in case order.
+fn with_earlier(
+    cases: &[ConvergeCase],
+    earlier: &[(String, CaseOutcome)],
+    mine: &[CaseOutcome],
+    world_size: usize,
+) -> Vec<CaseOutcome> {
+    let mut all = Vec::with_capacity(cases.len());
+    let mut mine = mine.iter();
+    for c in cases {
+        let id = train::case_id(c, world_size);
+        match earlier.iter().find(|(i, _)| *i == id) {
+            Some((_, o)) => all.push(CaseOutcome {
+                config_id: train::config_id(c, world_size),
+                setup_id: train::setup_id(c, world_size),
+                label: train::label(c),
+                seed: c.seed,
+                ..o.clone()
+            }),
+            None => all.extend(mine.next().cloned()),
+        }
+    }
+    all
 }
 
 /// Per configuration (in case order): its seeds, final held-out loss and its ratio to

@@ -160,13 +160,71 @@ struct Config {
 pub fn from_csv(
     path: &std::path::Path,
 ) -> crate::error::Result<Vec<crate::sim::summary::StepsToTarget>> {
+    let configs = read_configs(path)?;
+    if configs.is_empty() {
+        return Err(bad_csv(path, "has no rows".into()));
+    }
+    Ok(configs.iter().map(|cfg| reach_of(cfg, &configs)).collect())
+}
+
+/// `--converge FILE: why`, the path clipped.
+fn bad_csv(path: &std::path::Path, why: String) -> crate::error::Error {
+    crate::error::Error::Input(format!(
+        "--converge {}: {why}",
+        crate::config::clip(&path.display().to_string())
+    ))
+}
+
+/// The columns of a converge.csv that [`from_csv`] reads: the key, the evaluations and
+/// the status (`key`, in the order of [`Columns::read`]), and the other parameters of
+/// the verdict's key (absent in files before 2026-11-28: then a sketch or QSGD row
+/// matches any size).
+struct Columns {
+    key: [usize; 11],
+    sketch_rows: Option<usize>,
+    sketch_cols_per_k: Option<usize>,
+    qsgd_levels: Option<usize>,
+}
+
+impl Columns {
+    fn read(
+        header: &csv::StringRecord,
+        bad: impl Fn(String) -> crate::error::Error,
+    ) -> crate::error::Result<Columns> {
+        let col = |name: &str| {
+            header.iter().position(|c| c == name).ok_or_else(|| {
+                bad(format!(
+                    "has no '{name}' column: written by a gradcomp before steps to target (2026-11-28); run gradcomp converge again"
+                ))
+            })
+        };
+        let key = [
+            col("setup_id")?,
+            col("config_id")?,
+            col("method")?,
+            col("seed")?,
+            col("world_size")?,
+            col("density")?,
+            col("rank")?,
+            col("step")?,
+            col("eval_loss")?,
+            col("eval_accuracy")?,
+            col("status")?,
+        ];
+        let opt = |name: &str| header.iter().position(|c| c == name);
+        Ok(Columns {
+            key,
+            sketch_rows: opt("sketch_rows"),
+            sketch_cols_per_k: opt("sketch_cols_per_k"),
+            qsgd_levels: opt("qsgd_levels"),
+        })
+    }
+}
+
+/// Every configuration of a converge.csv with its seeds' evaluations, in file order.
+fn read_configs(path: &std::path::Path) -> crate::error::Result<Vec<Config>> {
     use crate::error::Error;
-    let bad = |why: String| {
-        Error::Input(format!(
-            "--converge {}: {why}",
-            crate::config::clip(&path.display().to_string())
-        ))
-    };
+    let bad = |why: String| bad_csv(path, why);
     let file = crate::input::open(
         path,
         crate::input::RESULT_CSV_BYTES,
@@ -178,34 +236,8 @@ pub fn from_csv(
         .headers()
         .map_err(|e| bad(format!("not a CSV file ({e})")))?
         .clone();
-    let col = |name: &str| {
-        header.iter().position(|c| c == name).ok_or_else(|| {
-            bad(format!(
-                "has no '{name}' column: written by a gradcomp before steps to target (2026-11-28); run gradcomp converge again"
-            ))
-        })
-    };
-    let c = [
-        col("setup_id")?,
-        col("config_id")?,
-        col("method")?,
-        col("seed")?,
-        col("world_size")?,
-        col("density")?,
-        col("rank")?,
-        col("step")?,
-        col("eval_loss")?,
-        col("eval_accuracy")?,
-        col("status")?,
-    ];
-    // The other parameters of the verdict's key (absent in files before 2026-11-28: then
-    // a sketch or QSGD row matches any size).
-    let opt = |name: &str| header.iter().position(|c| c == name);
-    let (rows_c, cols_c, levels_c) = (
-        opt("sketch_rows"),
-        opt("sketch_cols_per_k"),
-        opt("qsgd_levels"),
-    );
+    let cols = Columns::read(&header, bad)?;
+    let c = cols.key;
     let mut configs: Vec<Config> = Vec::new();
     for (i, rec) in r.records().enumerate() {
         let rec = rec.map_err(|e| bad(format!("row {}: {e}", i + 2)))?;
@@ -225,42 +257,7 @@ pub fn from_csv(
         {
             Some(p) => p,
             None => {
-                configs.push(Config {
-                    setup: get(0).to_string(),
-                    id: get(1).to_string(),
-                    method: get(2).to_string(),
-                    density: num(5, "density")?,
-                    rank: num(6, "rank")? as usize,
-                    world_size: num(4, "world_size")? as usize,
-                    sketch: match (rows_c, cols_c) {
-                        (Some(a), Some(b)) => {
-                            let (a, b) = (rec.get(a).unwrap_or(""), rec.get(b).unwrap_or(""));
-                            match (a.parse::<usize>(), b.parse::<f64>()) {
-                                (Ok(r), Ok(c)) => Some((r, c)),
-                                _ => {
-                                    return Err(bad(format!(
-                                        "row {}: sketch_rows '{}' or sketch_cols_per_k '{}' is not a number",
-                                        i + 2,
-                                        crate::config::clip(a),
-                                        crate::config::clip(b)
-                                    )))
-                                }
-                            }
-                        }
-                        _ => None,
-                    },
-                    qsgd_levels: match levels_c.map(|l| rec.get(l).unwrap_or("")) {
-                        Some(v) => Some(v.parse::<u32>().map_err(|_| {
-                            bad(format!(
-                                "row {}: qsgd_levels '{}' is not a number",
-                                i + 2,
-                                crate::config::clip(v)
-                            ))
-                        })?),
-                        None => None,
-                    },
-                    seeds: Default::default(),
-                });
+                configs.push(Config::first_row(&rec, &cols, i + 2, bad)?);
                 configs.len() - 1
             }
         };
@@ -274,64 +271,122 @@ pub fn from_csv(
             });
         }
     }
-    if configs.is_empty() {
-        return Err(bad("has no rows".into()));
+    Ok(configs)
+}
+
+impl Config {
+    /// The configuration of row number `row` (its first row in the file).
+    fn first_row(
+        rec: &csv::StringRecord,
+        cols: &Columns,
+        row: usize,
+        bad: impl Fn(String) -> crate::error::Error,
+    ) -> crate::error::Result<Config> {
+        let c = cols.key;
+        let get = |k: usize| rec.get(c[k]).unwrap_or("");
+        let num = |k: usize, what: &str| {
+            get(k).parse::<f64>().map_err(|_| {
+                bad(format!(
+                    "row {row}: {what} '{}' is not a number",
+                    crate::config::clip(get(k))
+                ))
+            })
+        };
+        let (rows_c, cols_c, levels_c) =
+            (cols.sketch_rows, cols.sketch_cols_per_k, cols.qsgd_levels);
+        Ok(Config {
+            setup: get(0).to_string(),
+            id: get(1).to_string(),
+            method: get(2).to_string(),
+            density: num(5, "density")?,
+            rank: num(6, "rank")? as usize,
+            world_size: num(4, "world_size")? as usize,
+            sketch: match (rows_c, cols_c) {
+                (Some(a), Some(b)) => {
+                    let (a, b) = (rec.get(a).unwrap_or(""), rec.get(b).unwrap_or(""));
+                    match (a.parse::<usize>(), b.parse::<f64>()) {
+                        (Ok(r), Ok(c)) => Some((r, c)),
+                        _ => {
+                            return Err(bad(format!(
+                            "row {}: sketch_rows '{}' or sketch_cols_per_k '{}' is not a number",
+                            row,
+                            crate::config::clip(a),
+                            crate::config::clip(b)
+                        )))
+                        }
+                    }
+                }
+                _ => None,
+            },
+            qsgd_levels: match levels_c.map(|l| rec.get(l).unwrap_or("")) {
+                Some(v) => Some(v.parse::<u32>().map_err(|_| {
+                    bad(format!(
+                        "row {}: qsgd_levels '{}' is not a number",
+                        row,
+                        crate::config::clip(v)
+                    ))
+                })?),
+                None => None,
+            },
+            seeds: Default::default(),
+        })
     }
-    let mut out = Vec::new();
-    for cfg in &configs {
-        let dense: Vec<(f64, f64)> = configs
-            .iter()
-            .filter(|x| x.setup == cfg.setup && x.method == "ssgd")
-            .flat_map(|x| x.seeds.values())
-            .filter(|(curve, status)| status == "done" && !curve.is_empty())
-            .filter_map(|(curve, _)| curve.iter().max_by_key(|p| p.step))
-            .map(|p| (p.loss, p.accuracy))
-            .collect();
-        let t = from_dense(&dense);
-        let (mut most, mut fewest) = (Some(0u64), u64::MAX);
-        let mut missed = 0;
-        for (curve, status) in cfg.seeds.values() {
-            let reach = match (&t, status.as_str()) {
-                (Some(t), "done") => steps_to_target(curve, t),
-                _ => Reach::NoData,
-            };
-            match reach {
-                Reach::Reached { steps } => {
-                    most = most.map(|m| m.max(steps));
-                    fewest = fewest.min(steps);
-                }
-                _ => {
-                    most = None;
-                    missed += 1;
-                }
+}
+
+/// `cfg`'s steps to dense's target: dense S-SGD's finished seeds of its setup give the
+/// target; the most steps over its seeds, or `None` with the verdict.
+fn reach_of(cfg: &Config, configs: &[Config]) -> crate::sim::summary::StepsToTarget {
+    let dense: Vec<(f64, f64)> = configs
+        .iter()
+        .filter(|x| x.setup == cfg.setup && x.method == "ssgd")
+        .flat_map(|x| x.seeds.values())
+        .filter(|(curve, status)| status == "done" && !curve.is_empty())
+        .filter_map(|(curve, _)| curve.iter().max_by_key(|p| p.step))
+        .map(|p| (p.loss, p.accuracy))
+        .collect();
+    let t = from_dense(&dense);
+    let (mut most, mut fewest) = (Some(0u64), u64::MAX);
+    let mut missed = 0;
+    for (curve, status) in cfg.seeds.values() {
+        let reach = match (&t, status.as_str()) {
+            (Some(t), "done") => steps_to_target(curve, t),
+            _ => Reach::NoData,
+        };
+        match reach {
+            Reach::Reached { steps } => {
+                most = most.map(|m| m.max(steps));
+                fewest = fewest.min(steps);
+            }
+            _ => {
+                most = None;
+                missed += 1;
             }
         }
-        let verdict = match (&t, most) {
-            (None, _) => format!(
-                "no dense target (dense S-SGD finished at {} seed(s); needs 2 or more)",
-                dense.len()
-            ),
-            (Some(_), Some(n)) => format!("reaches dense in {n} steps"),
-            (Some(_), None) if missed == cfg.seeds.len() => "does not reach dense".into(),
-            (Some(_), None) => format!(
-                "does not reach dense at {missed} of {} seeds",
-                cfg.seeds.len()
-            ),
-        };
-        let steps = if t.is_some() { most } else { None };
-        out.push(crate::sim::summary::StepsToTarget {
-            method: cfg.method.clone(),
-            density: cfg.density,
-            rank: cfg.rank,
-            sketch: cfg.sketch,
-            qsgd_levels: cfg.qsgd_levels,
-            world_size: cfg.world_size,
-            steps,
-            fewest_steps: steps.map(|_| fewest),
-            verdict,
-        });
     }
-    Ok(out)
+    let verdict = match (&t, most) {
+        (None, _) => format!(
+            "no dense target (dense S-SGD finished at {} seed(s); needs 2 or more)",
+            dense.len()
+        ),
+        (Some(_), Some(n)) => format!("reaches dense in {n} steps"),
+        (Some(_), None) if missed == cfg.seeds.len() => "does not reach dense".into(),
+        (Some(_), None) => format!(
+            "does not reach dense at {missed} of {} seeds",
+            cfg.seeds.len()
+        ),
+    };
+    let steps = if t.is_some() { most } else { None };
+    crate::sim::summary::StepsToTarget {
+        method: cfg.method.clone(),
+        density: cfg.density,
+        rank: cfg.rank,
+        sketch: cfg.sketch,
+        qsgd_levels: cfg.qsgd_levels,
+        world_size: cfg.world_size,
+        steps,
+        fewest_steps: steps.map(|_| fewest),
+        verdict,
+    }
 }
 
 #[cfg(test)]

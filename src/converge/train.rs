@@ -347,113 +347,21 @@ pub fn run_case(
 ) -> Result<CaseOutcome> {
     let seed = c.seed;
     let n = world.size;
-    let input = c.widths[0];
-    let classes = *c.widths.last().unwrap_or(&2);
-    let teacher = data::Teacher::new(seed, input, classes);
-    // A fixed training set (train_samples > 0), else none: fresh samples every step.
-    let shard = (c.train_samples > 0).then(|| {
-        teacher
-            .sample(seed, data::STREAM_TRAIN, c.train_samples)
-            .strided(world.rank, n)
-    });
-    let eval = teacher
-        .sample(seed, data::STREAM_EVAL, c.eval_samples)
-        .strided(world.rank, n);
-    if let Some(shard) = shard.as_ref().filter(|s| c.batch > s.len()) {
-        return Err(Error::Input(format!(
-            "--batch {}: larger than this rank's shard of {} samples",
-            c.batch,
-            shard.len()
-        )));
-    }
+    let data = CaseData::new(world, c)?;
     // Identical initial weights on every rank: seeded by the run seed only.
     let mut init_rng = crate::measure::rng::rng_for(seed, 0, 0, data::STREAM_INIT);
     let mut mlp = model::Mlp::new(&c.widths, &mut init_rng);
-    let tensors: Vec<TensorSpec> = mlp
-        .shapes()
-        .iter()
-        .enumerate()
-        .map(|(i, &(rows, cols))| TensorSpec {
-            name: format!("{}{}", if i % 2 == 0 { "w" } else { "b" }, i / 2 + 1),
-            rows,
-            cols,
-        })
-        .collect();
+    let tensors = tensor_specs(&mlp);
     let mut grads: Vec<Array2<f32>> = mlp.params.iter().map(|p| Array2::zeros(p.dim())).collect();
     let mut outs = grads.clone();
     let mut velocity = grads.clone();
     let mut dense: Vec<f32> = vec![0.0; mlp.numel() + 9];
-    let mut xb = Array2::<f32>::zeros((c.batch, input));
-    let mut yb = vec![0usize; c.batch];
-    let mut idx = vec![0usize; c.batch];
-    let mut fresh = data::Batch::new(c.batch, data::TEACHER_HIDDEN, classes);
-
-    // Backward times per tensor for the planners, from each layer's multiply-adds at
-    // a nominal rate rather than measured (a measured time moves run to run, and with it
-    // a planner's buckets and so omgs / sketch-fusion's curves): forward 2 flops per
-    // multiply-add per sample, backward twice that; biases are free.
-    let macs: Vec<f64> = c.widths.windows(2).map(|w| (w[0] * w[1]) as f64).collect();
-    let flop_s = c.batch as f64 / NOMINAL_FLOPS_PER_S;
-    let bwd_s: Vec<f64> = (0..tensors.len())
-        .map(|t| {
-            if t % 2 == 0 {
-                4.0 * macs[t / 2] * flop_s
-            } else {
-                0.0
-            }
-        })
-        .collect();
-    let fwd_s = 2.0 * macs.iter().sum::<f64>() * flop_s;
+    let mut batch = Minibatch::new(c, data.input, data.classes);
+    let (bwd_s, fwd_s) = nominal_times(c, tensors.len());
     let mut sync = Sync::new(world, c, seed, tensors, &bwd_s, fwd_s)?;
     let buckets = sync.buckets_per_step();
     let momentum = c.step_momentum() as f32;
-    let id = case_id(c, n);
-    let row_base = ConvergeRow {
-        schema_version: SCHEMA_VERSION,
-        run_id: ctx.run_id.to_string(),
-        case_id: id,
-        config_id: config_id(c, n),
-        setup_id: setup_id(c, n),
-        method: c.method.clone(),
-        world_size: n,
-        seed,
-        steps: c.steps,
-        batch: c.batch,
-        lr: c.lr,
-        lr_schedule: c.lr_schedule.name().into(),
-        warmup_steps: c.warmup_steps,
-        sgd_momentum: f64::from(momentum),
-        density: c.params.density_for(&c.method),
-        rank: c.params.rank,
-        sketch_rows: c.params.sketch_rows,
-        sketch_cols_per_k: c.params.sketch_cols_per_k,
-        qsgd_levels: c.params.qsgd_levels,
-        fusion: c.fusion.to_string(),
-        collective: c.collective.name().to_string(),
-        buckets,
-        model_params: mlp.numel(),
-        hidden: c.widths[1..c.widths.len() - 1]
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("-"),
-        train_samples: c.train_samples,
-        step: 0,
-        step_lr: 0.0,
-        train_loss: 0.0,
-        eval_loss: None,
-        eval_accuracy: None,
-        update_rel_err: None,
-        wire_bytes: 0,
-        step_s: 0.0,
-        compute_s: 0.0,
-        compress_s: 0.0,
-        comm_s: 0.0,
-        decompress_s: 0.0,
-        pack_s: 0.0,
-        update_s: 0.0,
-        status: "ok".into(),
-    };
+    let row_base = first_row(c, ctx, n, buckets, momentum, mlp.numel());
     let mut outcome = CaseOutcome {
         method: c.method.clone(),
         config_id: row_base.config_id.clone(),
@@ -482,21 +390,8 @@ pub fn run_case(
         // uniform draws from this rank's shard of the fixed set.
         let mut rng = crate::measure::rng::rng_for(seed, step, world.rank, data::STREAM_BATCH);
         let ts = world.time();
-        match &shard {
-            None => {
-                teacher.sample_into(&mut rng, &mut fresh, &mut xb, &mut yb);
-            }
-            Some(shard) => {
-                for i in idx.iter_mut() {
-                    *i = rng.gen_range(0..shard.len());
-                }
-                model::gather_rows(shard.x.view(), &idx, &mut xb);
-                for (y, &i) in yb.iter_mut().zip(&idx) {
-                    *y = shard.y[i];
-                }
-            }
-        }
-        let loss = mlp.loss_and_grad(xb.view(), &yb, &mut grads);
+        batch.draw(&data, &mut rng);
+        let loss = mlp.loss_and_grad(batch.xb.view(), &batch.yb, &mut grads);
         let tc = world.time();
         let mut st = OpTimes::default();
         let bytes = sync.step(world, step, &grads, &mut outs, &mut st)?;
@@ -504,20 +399,7 @@ pub fn run_case(
         let lr = c.lr_at(step);
         sgd_step(&mut mlp.params, &mut velocity, &outs, lr as f32, momentum);
         let te = world.time();
-        // Outside the timed part, one collective: the loss, the times and the wire bytes
-        // (means over ranks); at an evaluation step the dense sum of the same gradients
-        // rides along, for `update_rel_err` (every step it cost an all-reduce of the whole
-        // model, which dominated an oversubscribed step).
         let checked = step == 0 || (step + 1) % c.eval_every == 0 || step + 1 == c.steps;
-        let mut off = 0;
-        if checked {
-            for g in &grads {
-                for &x in g.iter() {
-                    dense[off] = x;
-                    off += 1;
-                }
-            }
-        }
         let extras = [
             loss,
             te - ts,
@@ -529,72 +411,26 @@ pub fn run_case(
             te - tu,
             bytes as f64,
         ];
-        for (d, &x) in dense[off..].iter_mut().zip(&extras) {
-            *d = x as f32;
-        }
-        world.sum_f32_in_place(&mut dense[..off + extras.len()]);
-        let (mut num, mut den) = (0f64, 0f64);
-        let mut off = 0;
-        if checked {
-            for o in &outs {
-                for &x in o.iter() {
-                    let d = f64::from(dense[off]) / n as f64;
-                    num += (f64::from(x) - d).powi(2);
-                    den += d * d;
-                    off += 1;
-                }
-            }
-        }
-        let mean = |i: usize| f64::from(dense[off + i]) / n as f64;
-        let train_loss = mean(0);
-        let times: Vec<f64> = (1..8).map(mean).collect();
-        let wire = mean(8).round() as u64;
+        let means = StepMeans::reduce(world, &grads, &outs, &mut dense, checked, &extras);
+        let train_loss = means.train_loss;
         let last = step + 1 == c.steps;
         let diverged = !train_loss.is_finite();
         let (mut eval_loss, mut eval_acc) = (None, None);
         if !diverged && (last || (step + 1) % c.eval_every == 0) {
-            let (le, acc) = evaluate(world, &mlp, &eval, c.eval_samples);
+            let (le, acc) = evaluate(world, &mlp, &data.eval, c.eval_samples);
             eval_loss = Some(le);
             eval_acc = Some(acc);
-            outcome.curve.push(super::target::EvalPoint {
-                step,
-                loss: le,
-                accuracy: acc,
-            });
-            outcome.final_eval_loss = le;
-            outcome.final_eval_accuracy = acc;
+            outcome.evaluated(step, le, acc);
         }
-        let status = if diverged {
-            "diverged"
-        } else if last {
-            "done"
-        } else {
-            "ok"
-        };
+        let status = step_status(diverged, last);
         if sink.is_some() {
             pending.push(ConvergeRow {
                 step,
                 step_lr: lr,
-                train_loss,
                 eval_loss,
                 eval_accuracy: eval_acc,
-                update_rel_err: checked.then(|| {
-                    if den > 0.0 {
-                        (num / den).sqrt()
-                    } else {
-                        num.sqrt()
-                    }
-                }),
-                wire_bytes: wire,
-                step_s: times[0],
-                compute_s: times[1],
-                compress_s: times[2],
-                comm_s: times[3],
-                decompress_s: times[4],
-                pack_s: times[5],
-                update_s: times[6],
                 status: status.into(),
-                ..row_base.clone()
+                ..means.row(&row_base)
             });
         }
         // Rows reach the file (flushed and synced) at each evaluation, at the end and
@@ -613,6 +449,286 @@ pub fn run_case(
         }
     }
     Ok(outcome)
+}
+
+impl CaseOutcome {
+    /// An evaluation at `step`: a point of the curve, and the final figures so far.
+    fn evaluated(&mut self, step: u64, loss: f64, accuracy: f64) {
+        self.curve.push(super::target::EvalPoint {
+            step,
+            loss,
+            accuracy,
+        });
+        self.final_eval_loss = loss;
+        self.final_eval_accuracy = accuracy;
+    }
+}
+
+/// A converge.csv row's status: `diverged`, `done` at the last step, else `ok`.
+fn step_status(diverged: bool, last: bool) -> &'static str {
+    if diverged {
+        "diverged"
+    } else if last {
+        "done"
+    } else {
+        "ok"
+    }
+}
+
+/// A case's data on this rank: the teacher, this rank's shard of the fixed training set
+/// (none with `train_samples = 0`: fresh samples every step) and of the evaluation set.
+struct CaseData {
+    teacher: data::Teacher,
+    shard: Option<data::Dataset>,
+    eval: data::Dataset,
+    input: usize,
+    classes: usize,
+}
+
+impl CaseData {
+    /// The data of case `c`, seeded by its seed; a batch larger than the shard is refused.
+    fn new(world: &World, c: &ConvergeCase) -> Result<CaseData> {
+        let seed = c.seed;
+        let n = world.size;
+        let input = c.widths[0];
+        let classes = *c.widths.last().unwrap_or(&2);
+        let teacher = data::Teacher::new(seed, input, classes);
+        // A fixed training set (train_samples > 0), else none: fresh samples every step.
+        let shard = (c.train_samples > 0).then(|| {
+            teacher
+                .sample(seed, data::STREAM_TRAIN, c.train_samples)
+                .strided(world.rank, n)
+        });
+        let eval = teacher
+            .sample(seed, data::STREAM_EVAL, c.eval_samples)
+            .strided(world.rank, n);
+        if let Some(shard) = shard.as_ref().filter(|s| c.batch > s.len()) {
+            return Err(Error::Input(format!(
+                "--batch {}: larger than this rank's shard of {} samples",
+                c.batch,
+                shard.len()
+            )));
+        }
+        Ok(CaseData {
+            teacher,
+            shard,
+            eval,
+            input,
+            classes,
+        })
+    }
+}
+
+/// The MLP's tensors as the engine names them: `w1`, `b1`, `w2`, ...
+fn tensor_specs(mlp: &model::Mlp) -> Vec<TensorSpec> {
+    mlp.shapes()
+        .iter()
+        .enumerate()
+        .map(|(i, &(rows, cols))| TensorSpec {
+            name: format!("{}{}", if i % 2 == 0 { "w" } else { "b" }, i / 2 + 1),
+            rows,
+            cols,
+        })
+        .collect()
+}
+
+/// One step's minibatch and the buffers it is drawn with.
+struct Minibatch {
+    xb: Array2<f32>,
+    yb: Vec<usize>,
+    idx: Vec<usize>,
+    fresh: data::Batch,
+}
+
+impl Minibatch {
+    fn new(c: &ConvergeCase, input: usize, classes: usize) -> Minibatch {
+        Minibatch {
+            xb: Array2::<f32>::zeros((c.batch, input)),
+            yb: vec![0usize; c.batch],
+            idx: vec![0usize; c.batch],
+            fresh: data::Batch::new(c.batch, data::TEACHER_HIDDEN, classes),
+        }
+    }
+
+    /// Fresh samples from the teacher, or uniform draws from this rank's shard.
+    fn draw(&mut self, data: &CaseData, rng: &mut impl Rng) {
+        match &data.shard {
+            None => {
+                data.teacher
+                    .sample_into(rng, &mut self.fresh, &mut self.xb, &mut self.yb);
+            }
+            Some(shard) => {
+                for i in self.idx.iter_mut() {
+                    *i = rng.gen_range(0..shard.len());
+                }
+                model::gather_rows(shard.x.view(), &self.idx, &mut self.xb);
+                for (y, &i) in self.yb.iter_mut().zip(&self.idx) {
+                    *y = shard.y[i];
+                }
+            }
+        }
+    }
+}
+
+/// Backward times per tensor for the planners, from each layer's multiply-adds at
+/// a nominal rate rather than measured (a measured time moves run to run, and with it
+/// a planner's buckets and so omgs / sketch-fusion's curves): forward 2 flops per
+/// multiply-add per sample, backward twice that; biases are free. Returns the backward
+/// time of each of the `tensors` and the forward time.
+fn nominal_times(c: &ConvergeCase, tensors: usize) -> (Vec<f64>, f64) {
+    let macs: Vec<f64> = c.widths.windows(2).map(|w| (w[0] * w[1]) as f64).collect();
+    let flop_s = c.batch as f64 / NOMINAL_FLOPS_PER_S;
+    let bwd_s: Vec<f64> = (0..tensors)
+        .map(|t| {
+            if t % 2 == 0 {
+                4.0 * macs[t / 2] * flop_s
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let fwd_s = 2.0 * macs.iter().sum::<f64>() * flop_s;
+    (bwd_s, fwd_s)
+}
+
+/// The case's fields of every converge.csv row (the step's own fields zero).
+fn first_row(
+    c: &ConvergeCase,
+    ctx: &RunContext,
+    n: usize,
+    buckets: usize,
+    momentum: f32,
+    model_params: usize,
+) -> ConvergeRow {
+    ConvergeRow {
+        schema_version: SCHEMA_VERSION,
+        run_id: ctx.run_id.to_string(),
+        case_id: case_id(c, n),
+        config_id: config_id(c, n),
+        setup_id: setup_id(c, n),
+        method: c.method.clone(),
+        world_size: n,
+        seed: c.seed,
+        steps: c.steps,
+        batch: c.batch,
+        lr: c.lr,
+        lr_schedule: c.lr_schedule.name().into(),
+        warmup_steps: c.warmup_steps,
+        sgd_momentum: f64::from(momentum),
+        density: c.params.density_for(&c.method),
+        rank: c.params.rank,
+        sketch_rows: c.params.sketch_rows,
+        sketch_cols_per_k: c.params.sketch_cols_per_k,
+        qsgd_levels: c.params.qsgd_levels,
+        fusion: c.fusion.to_string(),
+        collective: c.collective.name().to_string(),
+        buckets,
+        model_params,
+        hidden: c.widths[1..c.widths.len() - 1]
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("-"),
+        train_samples: c.train_samples,
+        step: 0,
+        step_lr: 0.0,
+        train_loss: 0.0,
+        eval_loss: None,
+        eval_accuracy: None,
+        update_rel_err: None,
+        wire_bytes: 0,
+        step_s: 0.0,
+        compute_s: 0.0,
+        compress_s: 0.0,
+        comm_s: 0.0,
+        decompress_s: 0.0,
+        pack_s: 0.0,
+        update_s: 0.0,
+        status: "ok".into(),
+    }
+}
+
+/// One step's figures, means over ranks: the training loss, the seven times of
+/// `extras[1..8]`, the wire bytes, and (at a checked step) the update's error against
+/// the dense mean of the same gradients.
+struct StepMeans {
+    train_loss: f64,
+    times: Vec<f64>,
+    wire: u64,
+    update_rel_err: Option<f64>,
+}
+
+impl StepMeans {
+    /// Outside the timed part, one collective: the loss, the times and the wire bytes
+    /// (means over ranks); at an evaluation step the dense sum of the same gradients
+    /// rides along, for `update_rel_err` (every step it cost an all-reduce of the whole
+    /// model, which dominated an oversubscribed step).
+    fn reduce(
+        world: &World,
+        grads: &[Array2<f32>],
+        outs: &[Array2<f32>],
+        dense: &mut [f32],
+        checked: bool,
+        extras: &[f64; 9],
+    ) -> StepMeans {
+        let n = world.size;
+        let mut off = 0;
+        if checked {
+            for g in grads {
+                for &x in g.iter() {
+                    dense[off] = x;
+                    off += 1;
+                }
+            }
+        }
+        for (d, &x) in dense[off..].iter_mut().zip(extras) {
+            *d = x as f32;
+        }
+        world.sum_f32_in_place(&mut dense[..off + extras.len()]);
+        let (mut num, mut den) = (0f64, 0f64);
+        let mut off = 0;
+        if checked {
+            for o in outs {
+                for &x in o.iter() {
+                    let d = f64::from(dense[off]) / n as f64;
+                    num += (f64::from(x) - d).powi(2);
+                    den += d * d;
+                    off += 1;
+                }
+            }
+        }
+        let mean = |i: usize| f64::from(dense[off + i]) / n as f64;
+        StepMeans {
+            train_loss: mean(0),
+            times: (1..8).map(mean).collect(),
+            wire: mean(8).round() as u64,
+            update_rel_err: checked.then(|| {
+                if den > 0.0 {
+                    (num / den).sqrt()
+                } else {
+                    num.sqrt()
+                }
+            }),
+        }
+    }
+
+    /// `base` with this step's means.
+    fn row(&self, base: &ConvergeRow) -> ConvergeRow {
+        let t = &self.times;
+        ConvergeRow {
+            train_loss: self.train_loss,
+            update_rel_err: self.update_rel_err,
+            wire_bytes: self.wire,
+            step_s: t[0],
+            compute_s: t[1],
+            compress_s: t[2],
+            comm_s: t[3],
+            decompress_s: t[4],
+            pack_s: t[5],
+            update_s: t[6],
+            ..base.clone()
+        }
+    }
 }
 
 /// Mean loss and accuracy on the held-out set: each rank evaluates its stride of the

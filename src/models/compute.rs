@@ -274,6 +274,25 @@ pub fn read_profile(path: impl AsRef<Path>, model: &Model) -> Result<Profile, Mo
     };
 
     let headers = rdr.headers().map_err(csv_err)?.clone();
+    let cols = profile_columns(&headers, &err)?;
+    let (backward, forward) = read_times(&mut rdr, cols, model, &err, &csv_err)?;
+    Ok(Profile {
+        model: model.name.clone(),
+        path: shown.clone(),
+        backward_s: backward
+            .into_iter()
+            .map(|b| b.map(|x| x.0).unwrap_or(0.0))
+            .collect(),
+        forward_s: forward.map(|f| f.0),
+    })
+}
+
+/// The columns of a profile's header: `tensor`, `backward_s` and the optional
+/// `forward_s`; an unknown or repeated column is refused.
+fn profile_columns(
+    headers: &csv::StringRecord,
+    err: &impl Fn(u64, String) -> ModelError,
+) -> Result<(usize, usize, Option<usize>), ModelError> {
     if headers.is_empty() || headers.iter().all(str::is_empty) {
         return Err(err(0, "the file is empty; expected a header row 'tensor,backward_s' (optional column forward_s)".into()));
     }
@@ -300,7 +319,21 @@ pub fn read_profile(path: impl AsRef<Path>, model: &Model) -> Result<Profile, Mo
                 .into(),
         ));
     };
+    Ok((col_tensor, col_bwd, col_fwd))
+}
 
+/// Each tensor's backward time and the forward time (with the line each was given on),
+/// every tensor of `model` exactly once.
+type Times = (Vec<Option<(f64, u64)>>, Option<(f64, u64)>);
+
+/// A profile's rows: every tensor of `model` once, the forward row at most once.
+fn read_times(
+    rdr: &mut csv::Reader<impl std::io::Read>,
+    (col_tensor, col_bwd, col_fwd): (usize, usize, Option<usize>),
+    model: &Model,
+    err: &impl Fn(u64, String) -> ModelError,
+    csv_err: &impl Fn(csv::Error) -> ModelError,
+) -> Result<Times, ModelError> {
     let seconds = |line: u64, col: &str, tensor: &str, v: &str| -> Result<f64, ModelError> {
         match v.parse::<f64>() {
             Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
@@ -372,6 +405,17 @@ pub fn read_profile(path: impl AsRef<Path>, model: &Model) -> Result<Profile, Mo
             ),
         ));
     }
+    check_complete(&backward, model, err)?;
+    Ok((backward, forward))
+}
+
+/// Refuse a profile that misses a tensor of `model` (the first five named).
+fn check_complete(
+    backward: &[Option<(f64, u64)>],
+    model: &Model,
+    err: &impl Fn(u64, String) -> ModelError,
+) -> Result<(), ModelError> {
+    let n = model.tensors.len();
     let missing: Vec<&str> = backward
         .iter()
         .zip(&model.tensors)
@@ -399,15 +443,7 @@ pub fn read_profile(path: impl AsRef<Path>, model: &Model) -> Result<Profile, Mo
             ),
         ));
     }
-    Ok(Profile {
-        model: model.name.clone(),
-        path: shown.clone(),
-        backward_s: backward
-            .into_iter()
-            .map(|b| b.map(|x| x.0).unwrap_or(0.0))
-            .collect(),
-        forward_s: forward.map(|f| f.0),
-    })
+    Ok(())
 }
 
 #[cfg(test)]
