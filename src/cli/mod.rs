@@ -1,22 +1,27 @@
 //! Command line (clap derive): the parser and its subcommands here; the flag groups
 //! several subcommands share in `groups` and `job`, each subcommand's own flags in
 //! its file, and the translation into a [`Config`](crate::config::Config) in `into_config`.
+//! The commands that start MPI ranks run as a [`Job`] (`lifecycle`: start, `converge`,
+//! the agreed exit code; `bench_job`: the benchmarks' outputs, run.json and resume hint).
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
 mod bench;
+mod bench_job;
 mod choose;
 mod converge;
 mod groups;
 mod into_config;
 mod job;
+mod lifecycle;
 mod simulate;
 pub use bench::{CompressArgs, E2eArgs, MicroCommArgs};
 pub use choose::{ChooseArgs, ChooseRequest};
 pub use converge::ConvergeArgs;
 pub use groups::{ParamArgs, PlacementArgs, ScheduleArgs, WorkloadArgs};
 pub use job::{check_dilation_env, check_world_size, Common, JobFlags};
+pub use lifecycle::Job;
 pub use simulate::{SimulateArgs, MAX_SIM_WORLD_SIZE};
 
 const MAIN_EXAMPLES: &str = "Examples:
