@@ -212,57 +212,6 @@ fn choose_defaults() -> Vec<&'static str> {
         .collect()
 }
 
-#[test]
-fn bad_input_is_one_line_and_exit_2() {
-    let cases: &[(&[&str], &str)] = &[
-        (&["--nodes", "0"], "at least one node"),
-        (
-            &["--nodes", "4", "--network", "2gbe"],
-            "unknown preset '2gbe'",
-        ),
-        (
-            &["--nodes", "4", "--converge", "/nonexistent/converge.csv"],
-            "no such file",
-        ),
-        (
-            &[
-                "--nodes",
-                "4",
-                "--compress-on",
-                "host",
-                "--compress-profile",
-                "x.csv",
-            ],
-            "drop it or give --compress-on device",
-        ),
-        (
-            &["--nodes", "4", "--network-factor", "0.5"],
-            "not between 1 and 100",
-        ),
-        (
-            &["--nodes", "4", "--launch-us", "-1"],
-            "not between 0 and 10000",
-        ),
-        (
-            &["--nodes", "4", "--compress-on", "both"],
-            "not device or host",
-        ),
-        (&["--nodes", "4", "--methods", "nope"], "nope"),
-    ];
-    for (args, words) in cases {
-        let out = Command::new(BIN)
-            .current_dir(root())
-            .args(["choose", "--model", "resnet20"])
-            .args(*args)
-            .output()
-            .unwrap();
-        let err = stderr(&out);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
-        assert!(err.contains(words), "{args:?}: {err}");
-    }
-}
-
 /// A value pasted by mistake (5,000 bytes) is echoed by its start and end (issue 52 item
 /// 6): one line of at most about 1,000 bytes of value plus the message, exit 2, for the
 /// commands that need no MPI.

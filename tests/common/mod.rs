@@ -1,6 +1,7 @@
 //! Helpers for integration tests: launch the release binary under mpirun.
 #![allow(dead_code)]
 
+pub mod catalogue;
 pub mod faults;
 
 use std::path::{Path, PathBuf};
