@@ -54,7 +54,8 @@ fn check(kind: &str, bad: &Path, dir: &Path) {
             })
             .collect();
         let t0 = std::time::Instant::now();
-        let out = run_limited(e.ranks.unwrap(), &args, dir);
+        // From the project root, as before: choose reads its default --converge from there.
+        let out = run_limited(e.ranks.unwrap(), &args, root());
         let what = format!("{} with {kind} ({args:?})", e.id);
         let line = check_refusal(&what, &out, e.exit, &e.expect);
         let name = |p: &Path| p.file_name().unwrap().to_string_lossy().into_owned();
