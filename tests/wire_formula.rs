@@ -32,9 +32,9 @@ const WORD: u64 = 4;
 /// Sec. 4: "99.9% of the gradient exchange is redundant"; docs/methods.md,
 /// "Hyper-parameters").
 const SPARSE_DENSITY: f64 = 0.001;
-/// Density of Count Sketch when none is given: FetchSGD's CIFAR-10 run
-/// (kiddyboots216/CommEfficient `CommEfficient/cifar10.sh`, `--k 50000` over ResNet-9's
-/// 6,573,120 parameters), to two digits.
+/// Density of Count Sketch when none is given: FetchSGD's default `k` over its default
+/// model (kiddyboots216/CommEfficient `CommEfficient/utils.py` at 02d621e, line 105,
+/// `--k` 50000, over ResNet-9's 6,573,120 parameters), to two digits.
 const SKETCH_DENSITY: f64 = 0.0076;
 
 /// A small CNN's gradients as the compressors see them (rows x cols, registration order):
@@ -197,14 +197,22 @@ fn unit_bytes(
         // scale riding in the ring message's first word.
         ("marsit", 0) => WORD * (1 + sign_words(d)),
         // Count Sketch (Charikar et al. 2002) as in Sketched-SGD (Ivkin et al., NeurIPS
-        // 2019, Alg. 1) and FetchSGD: round 0 the r x c table, `c = ceil(cols_per_k k)`;
-        // round 1 the exact values of the k heavy hitters.
-        ("sketch", 0) => {
+        // 2019, Alg. 1, with its second round): round 0 the r x c table,
+        // `c = ceil(cols_per_k k)`; round 1 the exact values of the k heavy hitters. A
+        // tensor whose two rounds would carry at least its own d words travels raw, as
+        // Sketched-SGD's unsketched parameters (dhroth/sketchedsgd
+        // `sketched_optimizer.py`, `sketchMask`, summed exactly every step): d words in
+        // round 0, none in round 1.
+        ("sketch", round) => {
             let k = kept(p.density.unwrap_or(SKETCH_DENSITY), d);
             let c = (p.sketch_cols_per_k * k as f64).ceil().max(1.0) as u64;
-            WORD * p.sketch_rows as u64 * c
+            let table = p.sketch_rows as u64 * c;
+            match round {
+                _ if table + k >= d as u64 => [dense, 0][round],
+                0 => WORD * table,
+                _ => WORD * k,
+            }
         }
-        ("sketch", 1) => WORD * kept(p.density.unwrap_or(SKETCH_DENSITY), d),
         // Random-k (Stich et al. 2018, rand_k; sands-lab/grace `randomk.py`, `compress`:
         // the seed `sum(name) + global_step` is every worker's, so only `[values]` is
         // returned for the all-reduce, the indices stay in `ctx`): the k f32 values.

@@ -1,7 +1,13 @@
 //! Count Sketch compression (Charikar et al., ICALP 2002) as used by Sketch-Fusion SGD
-//! (Dai et al., JPDC 2024; docs/methods.md, "sketch"), with the exact second round of
-//! Sketched-SGD (Ivkin et al., NeurIPS 2019) and FetchSGD's "true top-k" (Rothchild et
-//! al., ICML 2020); the fusion planner is the e2e method `sketch-fusion`. Two rounds:
+//! (Dai et al., JPDC 2024; docs/methods.md, "sketch"), with Sketched-SGD's exact second
+//! round and per-worker residuals (Ivkin et al., NeurIPS 2019; dhroth/sketchedsgd
+//! `sketchedsgd/sketched_optimizer.py` at 00c88c0: `_aggAndZeroSketched` with `p2 > 0`,
+//! one error vector per worker, `self.vs`, line 242). FetchSGD (Rothchild et al., ICML
+//! 2020) is not the source of either: its "true top-k" uploads the whole gradient
+//! (kiddyboots216/CommEfficient `CommEfficient/fed_worker.py` at 02d621e, lines 207-208)
+//! and a worker's error, when it keeps one, has the sketch's shape (`fed_aggregator.py`
+//! at 02d621e, lines 95-102). The fusion planner is the e2e method `sketch-fusion`. Two
+//! rounds:
 //! - round 0, compress: `p = g + e` (kept in the residual buffer); a table `S` of `r` rows
 //!   by `c = ceil(sketch_cols_per_k * k)` columns, `k = ceil(rho * d)`,
 //!   `S[j][h_j(i)] += s_j(i) * p_i`; wire `sum_f32 = S` (`r*c` floats). Sketches are
@@ -16,6 +22,15 @@
 //!   whole `p_i` was applied), `e = p` elsewhere. This conserves exactly:
 //!   `sum_w e_w + sum_t D_t = sum_t sum_w g_w`, and no estimation error is fed back (the
 //!   divergence of the one-round method: docs/methods.md, "Count Sketch").
+//!
+//! Small tensors travel raw. Sketched-SGD sketches only part of the gradient; the rest
+//! (its biases, `SketchedModel`, lines 128-137, and any parameter below
+//! `sketchParamsLargerThan`, line 132) is summed exactly every step and its error zeroed
+//! (`sketchMask`, lines 220-234; `_aggregateAndZeroUVs`). A compressor sees a shape, not a
+//! name, so the choice here is by size ([`sends_raw`]): a tensor whose two rounds would
+//! carry at least as many words as the tensor itself, `r*c + k >= d`, is all-reduced raw
+//! in round 0 (`d` floats, the exact mean) with no residual, and sends nothing in round 1.
+//! No tensor is then sent larger than raw.
 //!
 //! Hashes are computed on the fly, identical on every worker, from four random 64-bit
 //! keys per (run seed, step, tensor, row):
@@ -335,10 +350,20 @@ unsafe fn estimate_avx2(
     estimate_impl::<true>(hs, s, out, est, mask, med)
 }
 
+/// Whether a tensor of `d` elements travels raw: when its sketch (`rows x c` floats in
+/// round 0) and its `k` exact values (round 1) would be at least its own `d` floats.
+/// Sketched-SGD's unsketched part, chosen by size (module doc).
+fn sends_raw(rows: usize, c: usize, k: usize, d: usize) -> bool {
+    rows.saturating_mul(c).saturating_add(k) >= d
+}
+
 /// Per-tensor state.
 #[derive(Debug, Clone)]
 struct State {
-    /// Residual `e`; holds `p` from round 0's compress to round 1's decompress.
+    /// Sent raw ([`sends_raw`]): all-reduced whole in round 0, no residual, no round 1.
+    raw: bool,
+    /// Residual `e`; holds `p` from round 0's compress to round 1's decompress (empty for
+    /// a raw tensor).
     e: Vec<f32>,
     k: usize,
     c: usize,
@@ -550,6 +575,23 @@ impl Compressor for Sketch {
             ));
         }
         let c = c as usize;
+        if sends_raw(self.rows, c, k, d) {
+            bits::put_slot(
+                &mut self.slots,
+                t,
+                rows,
+                cols,
+                State {
+                    raw: true,
+                    e: Vec::new(),
+                    k,
+                    c,
+                    sel: Vec::new(),
+                    nsel: 0,
+                },
+            );
+            return Ok(());
+        }
         let seg = SEG_MAX.min(c).max(1);
         if self.mask.len() < seg {
             self.mask = bits::touched_zeros(seg);
@@ -567,6 +609,7 @@ impl Compressor for Sketch {
             rows,
             cols,
             State {
+                raw: false,
                 e: bits::touched_zeros(d),
                 k,
                 c,
@@ -579,6 +622,8 @@ impl Compressor for Sketch {
 
     fn wire_capacity(&self, t: TensorId, round: usize) -> WireLen {
         let words = match (self.slots.get(t).and_then(|s| s.as_ref()), round) {
+            (Some(sl), 0) if sl.s.raw => sl.d(),
+            (Some(sl), _) if sl.s.raw => 0,
             (Some(sl), 0) => self.rows * sl.s.c,
             (Some(sl), 1) => sl.s.k,
             _ => 0,
@@ -600,11 +645,20 @@ impl Compressor for Sketch {
         grad: ArrayView2<f32>,
         wire: &mut Wire,
     ) -> Result<()> {
+        let sl = bits::slot(NAME, &mut self.slots, t)?;
+        if sl.s.raw && round < 2 {
+            // Raw: the gradient itself in round 0, nothing in round 1.
+            wire.clear();
+            if round == 0 {
+                let g = bits::input_slice(NAME, t, sl, &grad)?;
+                wire.sum_f32.extend_from_slice(g);
+            }
+            return Ok(());
+        }
         match round {
             0 => {}
             1 => {
                 // The candidates' exact values of `p` (held in `e` since round 0).
-                let sl = bits::slot(NAME, &mut self.slots, t)?;
                 wire.clear();
                 let State { e, sel, nsel, .. } = &sl.s;
                 wire.sum_f32
@@ -642,13 +696,31 @@ impl Compressor for Sketch {
     /// `table[j] +=`: `2 + 7r` kernels. Round 0, decompress: `_findAllValues` (zeros, per
     /// row gather, `* signs`, store; median over rows) and `_findHHK` (`vals**2`,
     /// `torch.sort`): `3r + 3` kernels and the sort. Round 1 (the exact values of the
-    /// candidates, as FetchSGD's true top-k reads them): compress `p[HHs]` (one gather);
+    /// candidates, Sketched-SGD's second round): compress `p[HHs]` (one gather);
     /// decompress `zeros(d)`, `/ n`, the scatter into the update and `e[HHs] = 0`
-    /// (`index_fill_`): 4 kernels.
+    /// (`index_fill_`): 4 kernels. A raw tensor, as Power-SGD's: the copy into the
+    /// uncompressed buffer, then `/ n` and the copy back, round 0 only.
     fn device_kernels(&self, t: TensorId, round: usize, _phase: usize, stage: Stage, out: Out) {
         let Some(sl) = self.slots.get(t).and_then(Option::as_ref) else {
             return;
         };
+        if sl.s.raw {
+            let bytes = F32 * sl.d() as f64;
+            match (round, stage) {
+                (0, Stage::Compress) => {
+                    out(Kernel::copy("copy into the uncompressed buffer", bytes))
+                }
+                (0, Stage::Decompress) => {
+                    out(device::mem("uncompressed buffer /= n", 2.0 * bytes));
+                    out(Kernel::copy(
+                        "copy back from the uncompressed buffer",
+                        bytes,
+                    ));
+                }
+                _ => {}
+            }
+            return;
+        }
         let (d, k, c, r) = (sl.d(), sl.s.k, sl.s.c, self.rows);
         let (df, kf, cf) = (d as f64, k as f64, c as f64);
         match (round, stage) {
@@ -711,10 +783,33 @@ impl Compressor for Sketch {
         received: &Received,
         out: ArrayViewMut2<f32>,
     ) -> Result<()> {
+        let sl = bits::slot(NAME, &mut self.slots, t)?;
+        if sl.s.raw && round < 2 {
+            // Raw: round 0's all-reduced gradients averaged; round 1 received nothing.
+            let want = if round == 0 { sl.d() } else { 0 };
+            if received.world_size == 0 || received.sum_f32.len() != want {
+                return Err(bits::tensor_err(
+                    NAME,
+                    t,
+                    format!(
+                        "round {round} of a raw tensor received {} values from {} workers; expected {want}",
+                        received.sum_f32.len(),
+                        received.world_size
+                    ),
+                ));
+            }
+            if round == 0 {
+                let out = bits::output_slice(NAME, t, sl, out)?;
+                let inv_n = 1.0 / received.world_size as f32;
+                for (o, &v) in out.iter_mut().zip(received.sum_f32) {
+                    *o = v * inv_n;
+                }
+            }
+            return Ok(());
+        }
         match round {
             0 => self.select_candidates(t, received, out),
             1 => {
-                let sl = bits::slot(NAME, &mut self.slots, t)?;
                 let out = bits::output_slice(NAME, t, sl, out)?;
                 let State { e, sel, nsel, .. } = &mut sl.s;
                 if received.world_size == 0 || received.sum_f32.len() != *nsel {
@@ -747,7 +842,8 @@ impl Compressor for Sketch {
     /// gradients in f64 (not the block kernels, nor [`median`]): at most `k` non-zeros;
     /// every kept value is the exact mean of the workers' gradients (round 1; rtol 1e-5
     /// of the largest); the kept set is the reference's but for at most 2 selections
-    /// swapped by the f32 sums' rounding at the k-th largest estimate.
+    /// swapped by the f32 sums' rounding at the k-th largest estimate. A raw tensor
+    /// ([`sends_raw`]): every element the exact mean.
     fn check_verdict(&self, out: &[f32], summed: &[f32], c: &mut CheckCtx) -> Result<Verdict> {
         let (n, t) = (c.world_size, check::CHECKED);
         let d = c.rows * c.cols;
@@ -755,6 +851,21 @@ impl Compressor for Sketch {
         let cols = (c.params.sketch_cols_per_k * k.max(1) as f64)
             .ceil()
             .max(1.0) as usize;
+        if sends_raw(c.params.sketch_rows, cols, k, d) {
+            // Raw: every element is the exact mean.
+            let mean = check::mean(summed, n);
+            let scale = check::max_ref(&mean);
+            let wrong = (0..d)
+                .filter(|&i| !check::within(out[i], mean[i], 1e-5 * scale))
+                .count();
+            return Ok(if wrong > 0 {
+                Err(format!(
+                    "{wrong} element(s) of a raw tensor differ from the exact mean of the workers' gradients"
+                ))
+            } else {
+                Ok(())
+            });
+        }
         let want = reference_select(summed, c.params.sketch_rows, cols, k, self.ctx.seed, t);
         let mean = check::mean(summed, n);
         let scale = check::max_ref(&mean);

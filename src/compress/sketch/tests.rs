@@ -94,11 +94,12 @@ fn direct_sketch(g: &Array2<f32>, r: usize, c: usize) -> Vec<f32> {
 #[test]
 fn compress_matches_direct_definition_exactly() {
     // c below and above the block length, blocks that wrap past column c, a partial
-    // last block; AVX2 and portable kernels; every cell sums in index order.
+    // last block; AVX2 and portable kernels; every cell sums in index order. Every size
+    // is sketched (`r c + k < d`: a larger sketch is sent raw instead).
     for &(rows, cols, density, cpk) in &[
         (3usize, SEG_MAX + 777, 0.01, 10.0),
         (1, 5000, 0.001, 7.0),
-        (2, 333, 0.5, 3.0),
+        (2, 1333, 0.05, 3.0),
         (1, 100_003, 0.01, 10.0),
     ] {
         for &r in &[1usize, 3, 4] {
@@ -693,4 +694,109 @@ fn errors_instead_of_panics() {
     assert!(s.decompress(0, 1, &rec, out.view_mut()).is_err());
     assert!(s.compress(0, 2, randn(1, 2, 10).view(), &mut wire).is_err());
     assert!(s.decompress(0, 2, &rec, out.view_mut()).is_err());
+}
+
+/// The raw rule written again from its definition (module doc): with `k = max(1,
+/// ceil(rho d))` and `c = max(1, ceil(cols_per_k k))`, a tensor travels raw when
+/// `rows c + k >= d`.
+fn raw_by_rule(p: &MethodParams, d: usize) -> bool {
+    let rho = p.density_for(NAME);
+    let k = ((rho * d as f64).ceil() as usize).clamp(1, d);
+    let c = ((p.sketch_cols_per_k * k as f64).ceil() as usize).max(1);
+    p.sketch_rows * c + k >= d
+}
+
+/// Words one worker sends for tensor 0 over both rounds.
+fn words(s: &Sketch) -> usize {
+    s.wire_capacity(0, 0).sum_f32 + s.wire_capacity(0, 1).sum_f32
+}
+
+#[test]
+fn no_resnet20_tensor_is_sent_larger_than_raw() {
+    // Issue 50: at 3 rows x 20 columns per k and density 0.0076, 27 of ResNet-20's 59
+    // tensors (its 16- and 32-channel batch norms and the classifier's bias) had a
+    // sketch larger than themselves. At the default size and every size of the sweep
+    // (docs/methods.md, "sketch"), no tensor is sent larger than raw, and a tensor is
+    // raw exactly when the rule says so.
+    let model = crate::models::resnet::resnet20();
+    let d = MethodParams::default();
+    let mut sizes = vec![(d.sketch_rows, d.sketch_cols_per_k)];
+    for r in 1..=5 {
+        for cpk in [5.0, 10.0, 15.0, 20.0] {
+            sizes.push((r, cpk));
+        }
+    }
+    for (r, cpk) in sizes {
+        let p = MethodParams {
+            sketch_rows: r,
+            sketch_cols_per_k: cpk,
+            ..MethodParams::default()
+        };
+        for t in &model.tensors {
+            let (rows, cols) = t.rows_cols();
+            let d = rows * cols;
+            let s = make(&p, 0, 2, rows, cols);
+            let want_raw = raw_by_rule(&p, d);
+            // Every convolution is sketched at every size.
+            assert!(!(want_raw && t.shape.len() == 4), "{r}x{cpk}/k {}", t.name);
+            let w = words(&s);
+            assert!(w <= d, "{r}x{cpk}/k {}: {w} words for {d} elements", t.name);
+            if want_raw {
+                assert_eq!(
+                    (s.wire_capacity(0, 0).sum_f32, s.wire_capacity(0, 1).sum_f32),
+                    (d, 0),
+                    "{r}x{cpk}/k {}: raw",
+                    t.name
+                );
+            } else {
+                assert!(w < d, "{r}x{cpk}/k {}: sketched", t.name);
+            }
+        }
+    }
+}
+
+#[test]
+fn raw_tensors_are_averaged_exactly_without_residual() {
+    // A 1 x 16 bias at the default size (one sketch row of 20 columns alone is larger)
+    // and the first size above the rule's threshold, both through both rounds at 3
+    // workers: the raw one sends its gradient in round 0 and nothing in round 1, its
+    // result is the exact mean, and it keeps no residual.
+    let p = MethodParams::default();
+    assert!(raw_by_rule(&p, 16));
+    let n = 3;
+    let mut ws: Vec<Sketch> = (0..n).map(|r| make(&p, r, n, 1, 16)).collect();
+    assert_eq!(ws[0].wire_capacity(0, 0).sum_f32, 16);
+    assert_eq!(ws[0].wire_capacity(0, 1).sum_f32, 0);
+    for step in 0..3u64 {
+        let grads: Vec<Array2<f32>> = (0..n)
+            .map(|w| randn(40 + step * 7 + w as u64, 1, 16))
+            .collect();
+        for w in ws.iter_mut() {
+            w.begin_step(step);
+        }
+        let out = step_all(&mut ws, &grads);
+        for i in 0..16 {
+            let mean = grads.iter().map(|g| g[[0, i]]).sum::<f32>() / n as f32;
+            assert!(
+                (out[[0, i]] - mean).abs() <= 1e-6 * mean.abs().max(1.0),
+                "step {step} i {i}"
+            );
+        }
+        for w in &ws {
+            assert_eq!(
+                w.residual(0),
+                Some(&[][..]),
+                "a raw tensor keeps no residual"
+            );
+        }
+    }
+    // Device kernels: the copy in (round 0), `/ n` and the copy out; nothing in round 1.
+    let k = |round, stage| device::collect(|o| ws[0].device_kernels(0, round, 0, stage, o)).len();
+    assert_eq!((k(0, Stage::Compress), k(0, Stage::Decompress)), (1, 2));
+    assert_eq!((k(1, Stage::Compress), k(1, Stage::Decompress)), (0, 0));
+    // The threshold: the smallest d the rule sketches is sketched, the one below is raw.
+    let p1 = params(0.01, 1, 5.0);
+    let first = (1..10_000).find(|&d| !raw_by_rule(&p1, d)).unwrap();
+    assert_eq!(words(&make(&p1, 0, 1, 1, first - 1)), first - 1);
+    assert!(words(&make(&p1, 0, 1, 1, first)) < first);
 }
