@@ -19,7 +19,8 @@
 #   profile-ws{8,32,64}.csv  the all-gather methods the scalability headline runs (topk,
 #                        signsgd) on its models at 8, 32 and 64 workers
 #   profile-sketch-ws{16,8,32,64}.csv  Count Sketch at its own default size (density 0.0076,
-#                        20 columns per kept element; the others above are at 0.001 and 10):
+#                        2 rows x 10 columns per kept element; the others above are at
+#                        0.001 and 10):
 #                        every shape at 16 workers, the scalability models at 8, 32, 64
 # STEPS (an extended regex, default: every step) runs only the steps whose name matches,
 # e.g. STEPS='^profile-sketch' for the default-size sketch profiles alone.

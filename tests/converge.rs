@@ -169,7 +169,8 @@ fn compressed_methods_reach_dense_and_controls_do_not_np3() {
         if r["method"] == "sketch" || r["method"] == "topk-noef" {
             assert_eq!(r["density"].parse::<f64>().ok(), Some(want), "{r:?}");
         }
-        assert_eq!(r["sketch_cols_per_k"].parse::<f64>().ok(), Some(20.0));
+        assert_eq!(r["sketch_rows"].parse::<usize>().ok(), Some(2));
+        assert_eq!(r["sketch_cols_per_k"].parse::<f64>().ok(), Some(10.0));
         assert_eq!(r["hidden"], "128-128");
         assert_eq!(r["train_samples"], "0");
     }

@@ -33,10 +33,10 @@ pub struct MethodParams {
     /// DGC warm-up: steps per warm-up "epoch" (density 25%, 6.25%, 1.5625%, 0.4%, then
     /// `density`); 0 = no warm-up (default: steady state).
     pub warmup_steps_per_epoch: u64,
-    /// Count Sketch rows r (independent hash rows). Default 3.
+    /// Count Sketch rows r (independent hash rows). Default 2 ([`SKETCH_ROWS`]).
     pub sketch_rows: usize,
     /// Count Sketch columns per selected element: c = ceil(sketch_cols_per_k * k). Default
-    /// 20 ([`SKETCH_COLS_PER_K`]).
+    /// 10 ([`SKETCH_COLS_PER_K`]).
     pub sketch_cols_per_k: f64,
     /// QSGD quantisation levels s >= 1. Default 127 (8-bit levels).
     pub qsgd_levels: u32,
@@ -53,7 +53,7 @@ impl Default for MethodParams {
             nesterov: false,
             clip_norm: 0.0,
             warmup_steps_per_epoch: 0,
-            sketch_rows: 3,
+            sketch_rows: SKETCH_ROWS,
             sketch_cols_per_k: SKETCH_COLS_PER_K,
             qsgd_levels: 127,
         }
@@ -172,17 +172,27 @@ pub fn param(key: &str) -> Option<&'static ParamSpec> {
 /// all of them so that they are timed at one compression.
 pub const DEFAULT_DENSITY: f64 = 0.001;
 
-/// Count Sketch's density: FetchSGD's CIFAR-10 run (kiddyboots216/CommEfficient
-/// `CommEfficient/cifar10.sh`: `--k 50000`) over its ResNet-9's 6,573,120 trainable
-/// parameters (`models/resnet9.py`: 6,568,640 weights and 4,480 batch-norm scales and
-/// shifts), 50,000 / 6,573,120 = 0.00761, to two digits. At the sparsifiers' 0.001 even
-/// an exact global top k of the summed residual does not match dense on the converge MLP
-/// (docs/methods.md, "sketch": how large a sketch the MLP needs).
+/// Count Sketch's density: FetchSGD's default `k` (kiddyboots216/CommEfficient
+/// `CommEfficient/utils.py` at 02d621e, line 105: `--k` 50000) over its default model's
+/// 6,573,120 trainable parameters (ResNet-9, `models/resnet9.py`: 6,568,640 weights and
+/// 4,480 batch-norm scales and shifts), 50,000 / 6,573,120 = 0.00761, to two digits. At
+/// the sparsifiers' 0.001 even an exact global top k of the summed residual does not
+/// match dense on the converge MLP (docs/methods.md, "sketch": how large a sketch the MLP
+/// needs).
 pub const SKETCH_DENSITY: f64 = 0.0076;
 
-/// Count Sketch columns per kept element: the same run's `--num_cols 1000000` over
-/// `--k 50000` (docs/methods.md, "sketch").
-pub const SKETCH_COLS_PER_K: f64 = 20.0;
+/// Count Sketch rows: measured, with [`SKETCH_COLS_PER_K`]. The smallest sketch (rows x
+/// columns per kept element) that reaches dense's accuracy at seeds 1-3 in the
+/// convergence check at [`SKETCH_DENSITY`] and `-np 4` (2026-11-29, revision 4aa935c,
+/// 1-5 rows x 5-20 columns per k, bench-configs/sketch-size.toml; table and data:
+/// docs/methods.md, "sketch", "Default size"). 2 x 10 and 4 x 5 tie at 20 columns per k;
+/// the one with fewer rows hashes and estimates half as often. FetchSGD fixes no size to
+/// take: its scripts pass rows and columns as arguments (kiddyboots216/CommEfficient
+/// `CommEfficient/compare_cifar.sh` at 4565fea, lines 74-76: 1 row).
+pub const SKETCH_ROWS: usize = 2;
+
+/// Count Sketch columns per kept element: measured, with [`SKETCH_ROWS`].
+pub const SKETCH_COLS_PER_K: f64 = 10.0;
 
 /// Power-SGD's `min_compression_rate`: PyTorch's DDP hook default (PyTorch
 /// `torch/distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py`, `PowerSGDState`,

@@ -394,7 +394,7 @@ pub struct Sketch {
 }
 
 impl Sketch {
-    /// Reads `density` in (0, 1], `sketch_rows >= 1` (odd recommended) and
+    /// Reads `density` in (0, 1], `sketch_rows >= 1` and
     /// `sketch_cols_per_k > 0` (finite).
     pub fn new(p: &MethodParams, ctx: WorkerCtx) -> Result<Self> {
         let density = p.density_for(NAME);
@@ -404,7 +404,7 @@ impl Sketch {
                 NAME,
                 "sketch_rows",
                 p.sketch_rows,
-                "must be >= 1 (odd recommended, e.g. 3 or 5)",
+                "must be >= 1 (default 2)",
             ));
         }
         if !(p.sketch_cols_per_k.is_finite() && p.sketch_cols_per_k > 0.0) {
@@ -412,7 +412,7 @@ impl Sketch {
                 NAME,
                 "sketch_cols_per_k",
                 p.sketch_cols_per_k,
-                "must be a finite number > 0 (default 20)",
+                "must be a finite number > 0 (default 10)",
             ));
         }
         #[cfg(target_arch = "x86_64")]
