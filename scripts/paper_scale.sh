@@ -36,6 +36,14 @@ failed=()
 # paper_scale_trains says which simulated configurations reach dense accuracy; another
 # with PAPER_SCALE_CONVERGE=FILE. A size it does not hold stays "not checked".
 cp "${PAPER_SCALE_CONVERGE:-$(dirname "$0")/../docs/data/converge-2026-11-28/converge.csv}" "$OUT/converge.csv"
+# Without PAPER_SCALE_CONVERGE, Count Sketch's size sweep (docs/methods.md, "sketch": 1-5
+# rows x 5-20 columns per k at -np 4, seeds 1-3, and sketch-fusion at the default size;
+# its evaluation rows) is appended, so the Sketch-Fusion rows at Count Sketch's default
+# size are checked too.
+SKETCH_SIZES=$(dirname "$0")/../docs/data/sketch-size-2026-11-29/converge.csv
+if [[ -z ${PAPER_SCALE_CONVERGE:-} && -f $SKETCH_SIZES ]]; then
+    tail -n +2 "$SKETCH_SIZES" >> "$OUT/converge.csv"
+fi
 
 # Measured device costs: PAPER_SCALE_PROFILE_DIR (environment) names a folder holding
 # profile-r4.csv and profile-r32.csv (compress profiles at Power-SGD / ACP-SGD rank 4 and
@@ -192,18 +200,19 @@ sim marsit marsit "" 10gbe --model resnet50,vgg16,bert-base --methods ssgd,marsi
 
 # --- Sketch-Fusion (Dai et al., JPDC 2024): up to 18.6% faster training on 16 GPUs
 # (Sketch-Fusion vs a Count Sketch per tensor). Network and nodes not recorded: 10 GbE.
-# Sketch size not recorded either: density 0.001 with 10 columns per kept element, the
-# size the recorded GPU profiles (docs/data/h200-*, h100-*) measured, not Count Sketch's
-# default (0.0076, 20: the size at which it trains, docs/methods.md "sketch"); the
-# report's paper_scale_trains table says which trains.
+# Sketch size not recorded either: Count Sketch's default (density 0.0076 and the
+# default rows and columns per kept element, the smallest size that reaches dense's
+# accuracy on the converge task, docs/methods.md "sketch"). Until 2026-11-29 these rows
+# pinned density 0.001 with 10 columns per kept element, a size that diverges there.
 sim sketch-fusion sketch-fusion "" 10gbe --model resnet50,vgg16,bert-base --methods sketch,sketch-fusion \
-    --fusion none,layerfusion --world-sizes 16 --pipelining on --density 0.001 --sketch-cols-per-k 10
+    --fusion none,layerfusion --world-sizes 16 --pipelining on
 
 # --- Sketch-Fusion scalability: LayerFusion improves other methods' scalability
-# (throughput at 64 / at 8 workers) by up to 2.87x.
+# (throughput at 64 / at 8 workers) by up to 2.87x. Each method at its own default (Top-k
+# 0.001, Count Sketch as above).
 sim sketch-scaling sketch-scaling "" 10gbe --model resnet50,vgg16,bert-base \
     --methods ssgd,signsgd,topk,powersgd,sketch --fusion none,layerfusion --world-sizes 8,16,32,64 \
-    --pipelining on --density 0.001 --sketch-cols-per-k 10
+    --pipelining on
 
 # --- DGC (Lin et al., ICLR 2018): gradient vs message size, 277x (ResNet-50), 597x
 # (AlexNet), 462x (LSTM-PTB) at density 0.001. Sizes only: any world size and network.

@@ -689,9 +689,12 @@ def paper_scale_trains(R, found):
     dirs = list(dict.fromkeys(d for f in found for d in (f["path"], os.path.dirname(os.path.normpath(f["path"])))))
     cv = [c for c in (load_csv(d, "converge.csv") for d in dirs) if c is not None]
     checks = trains.checks(pd.concat(cv, ignore_index=True) if cv else None)
-    keys = [c for c in ["headline", "method", "world_size", "density", "rank"] if c in sims[0].columns]
+    keys = [c for c in ["headline", "method", "world_size", "density", "rank", *trains.DEFAULT_SKETCH]
+            if c in sims[0].columns]
     t = pd.concat(sims, ignore_index=True)[keys].drop_duplicates()
-    for k, methods in (("density", T.SPARSE), ("rank", T.LOW_RANK)):  # shown only where they matter
+    # Shown only where they matter; a Count Sketch row is judged at its own size.
+    for k, methods in (("density", T.SPARSE), ("rank", T.LOW_RANK),
+                       *((k, trains.SKETCH) for k in trains.DEFAULT_SKETCH)):
         if k in t.columns:
             t[k] = t[k].where(t["method"].isin(methods))
     t = t.drop_duplicates()

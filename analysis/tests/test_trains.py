@@ -267,6 +267,29 @@ def test_paper_scale_without_converge_is_not_checked(tmp_path):
     assert t.loc["omgs", "trains"] == "not checked"
 
 
+def test_paper_scale_judges_each_sketch_size_at_its_own_size(tmp_path, converge):
+    """Issue 50 item 1: a Count Sketch row of the paper-scale tables is judged by the converge
+    rows of its own size (rows, columns per k), not by the worst of every size checked."""
+    d = tmp_path / "ps" / "sketch-fusion"
+    d.mkdir(parents=True)
+    (d / "paper_scale.txt").write_text("headline=sketch-fusion\nnetwork=10gbe\n")
+    pd.DataFrame([{"schema_version": 1, "source": "simulated", "model": "resnet50", "method": "sketch",
+                   "fusion": "none", "pipelining": "on", "world_size": 16, "compress_on": "host",
+                   "density": 0.001, "rank": 4, "sketch_rows": r, "sketch_cols_per_k": k, "iter_s": 1.0,
+                   "cost_source": "x"} for r, k in [(3, 20.0), (1, 5.0), (3, 10.0)]]).to_csv(d / "sim.csv", index=False)
+    big = converge[converge["method"] == "topk"].assign(method="sketch", sketch_rows=3, sketch_cols_per_k=20.0,
+                                                        case_id=lambda x: x["case_id"] + "s")
+    small = converge[converge["method"] == "marsit"].assign(method="sketch", sketch_rows=1, sketch_cols_per_k=5.0,
+                                                            case_id=lambda x: x["case_id"] + "t")
+    pd.concat([converge[converge["method"] != "sketch"], big, small], ignore_index=True) \
+        .to_csv(d / "converge.csv", index=False)
+    out = os.path.dirname(write_report(str(tmp_path / "ps")))
+    t = pd.read_csv(os.path.join(out, "paper_scale_trains.csv")).set_index(["sketch_rows", "sketch_cols_per_k"])
+    assert t.loc[(3, 20.0), "trains"].startswith("trains")
+    assert t.loc[(1, 5.0), "trains"].startswith("does not reach dense")
+    assert t.loc[(3, 10.0), "trains"] == "not checked"
+
+
 def test_sketch_fusion_row_with_one_fusion_keeps_its_verdict(checks):
     e = pd.DataFrame([e2e_row("ssgd", 0.2), e2e_row("ssgd", 0.1, fusion="layerfusion"), e2e_row("marsit", 0.3)])
     e[T.TRAINS] = trains.column(e, checks)
