@@ -752,6 +752,12 @@ class Case:
         self.k = k_of(density_of(self.p, "sketch"), d)
         self.c = max(1, math.ceil(self.p["sketch_cols_per_k"] * self.k))
         self.nrows = self.p["sketch_rows"]
+        # Sent raw when its two rounds would carry at least its own d words
+        # (src/compress/sketch.rs, sends_raw): Power-SGD's raw path, round 0 only.
+        self.raw = self.nrows * self.c + self.k >= d
+        if self.raw:
+            self.wire = t.empty(d, device=self.dev)
+            return
         block = min(1024, self.c)
         idx = t.arange(d, device=self.dev)
         self.idx = idx
@@ -780,7 +786,9 @@ class Case:
 
     def compress_sketch(self, rnd, phase):
         """Round 0: the sketch of p = g + e; round 1: the k candidates' exact values p[I]
-        (Sketched-SGD / FetchSGD's true top-k; docs/methods.md, "sketch")."""
+        (Sketched-SGD's second round; docs/methods.md, "sketch")."""
+        if self.raw:
+            return (lambda: self.wire.copy_(self.g.view(-1))) if rnd == 0 else None
         if rnd == 1:
             def gather():
                 self.wire1 = self.e[self.top]
@@ -798,6 +806,8 @@ class Case:
 
     def decompress_sketch(self, rnd, phase):
         t = self.t
+        if self.raw:
+            return (lambda: t.div(self.wire, self.n, out=self.out.view(-1))) if rnd == 0 else None
         if rnd == 1:
             def apply():
                 out = self.out.view(-1).zero_()

@@ -693,8 +693,8 @@ def paper_scale_trains(R, found):
             if c in sims[0].columns]
     t = pd.concat(sims, ignore_index=True)[keys].drop_duplicates()
     # Shown only where they matter; a Count Sketch row is judged at its own size.
-    for k, methods in (("density", T.SPARSE), ("rank", T.LOW_RANK),
-                       *((k, trains.SKETCH) for k in trains.DEFAULT_SKETCH)):
+    sketch = {m for m in t["method"] if set(trains.DEFAULT_SKETCH) <= set(trains.params_of(m))}
+    for k, methods in (("density", T.SPARSE), ("rank", T.LOW_RANK), *((k, sketch) for k in trains.DEFAULT_SKETCH)):
         if k in t.columns:
             t[k] = t[k].where(t["method"].isin(methods))
     t = t.drop_duplicates()

@@ -64,7 +64,7 @@ def test_methods_rounds_and_defaults_come_from_gradcomps_description():
     assert {"topk", "dgc", "signsgd", "signsgd-mv", "qsgd"} <= pc.ALLGATHER
     assert not {"ssgd", "powersgd", "acpsgd", "sketch", "marsit"} & pc.ALLGATHER
     # Defaults: DGC's 0.1% (Lin et al. 2018, Sec. 4); FetchSGD's k / d for Count Sketch
-    # (50,000 / 6,573,120, kiddyboots216/CommEfficient cifar10.sh); powerSGD_hook's
+    # (50,000 / 6,573,120, kiddyboots216/CommEfficient utils.py's default k); powerSGD_hook's
     # min_compression_rate 2; ACP-SGD compresses every matrix (lzhangbv/acpsgd acpsgd.py:84).
     for method in pc.METHODS:
         want = 0.0076 if method == "sketch" else 0.001
@@ -73,8 +73,10 @@ def test_methods_rounds_and_defaults_come_from_gradcomps_description():
     assert pc.rate_of(pc.PARAM_DEFAULTS, "acpsgd") == 0.0
     assert pc.rate_of(pc.PARAM_DEFAULTS, "powersgd") == 2.0
     assert pc.rate_of(dict(pc.PARAM_DEFAULTS, min_compression_rate=1.5), "acpsgd") == 1.5
+    # Count Sketch 2 rows x 10 columns per k: the smallest size that reaches dense in the
+    # convergence check (docs/methods.md, "sketch", "Default size").
     assert pc.PARAM_DEFAULTS == {"density": None, "rank": 4, "min_compression_rate": None, "momentum": 0.9,
-                                 "nesterov": False, "clip_norm": 0.0, "sketch_rows": 3, "sketch_cols_per_k": 20.0,
+                                 "nesterov": False, "clip_norm": 0.0, "sketch_rows": 2, "sketch_cols_per_k": 10.0,
                                  "qsgd_levels": 127}
     assert "dgc" in pc.param_help("momentum") and "sketch 0.0076" in pc.param_help("density")
     # The report's table selection prefers the same defaults (tables.defaults).

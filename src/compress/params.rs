@@ -183,9 +183,10 @@ pub const SKETCH_DENSITY: f64 = 0.0076;
 
 /// Count Sketch rows: measured, with [`SKETCH_COLS_PER_K`]. The smallest sketch (rows x
 /// columns per kept element) that reaches dense's accuracy at seeds 1-3 in the
-/// convergence check at [`SKETCH_DENSITY`] and `-np 4` (2026-11-29, revision 4aa935c,
-/// 1-5 rows x 5-20 columns per k, bench-configs/sketch-size.toml; table and data:
-/// docs/methods.md, "sketch", "Default size"). 2 x 10 and 4 x 5 tie at 20 columns per k;
+/// convergence check at [`SKETCH_DENSITY`] and `-np 4` (2026-11-29, the commit "sketch:
+/// small tensors travel raw"; 1-5 rows x 5-20 columns per k,
+/// bench-configs/sketch-size.toml; table and data: docs/methods.md, "sketch", "Default
+/// size"). 2 x 10 and 4 x 5 tie at 20 columns per k;
 /// the one with fewer rows hashes and estimates half as often. FetchSGD fixes no size to
 /// take: its scripts pass rows and columns as arguments (kiddyboots216/CommEfficient
 /// `CommEfficient/compare_cifar.sh` at 4565fea, lines 74-76: 1 row).

@@ -82,7 +82,7 @@ pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
     min_compression_rate: None,
     owns_momentum: false,
     by_elements: true,
-    wire_bytes: "4 sketch_rows ceil(sketch_cols_per_k k) in round 0, 4 k in round 1, k = ceil(density d)",
+    wire_bytes: "4 sketch_rows c in round 0, 4 k in round 1, k = ceil(density d), c = ceil(sketch_cols_per_k k); 4 d in round 0 for a tensor with sketch_rows c + k >= d",
     memory: "residual e (d floats), the sketch table and its decode scratch",
     // The rank's table, the all-reduced table, the MPI library's temporary and the decode
     // scratch: 4 tables (2.6 measured, `micro --methods sketch --shape 1024x1024 --density
@@ -99,8 +99,8 @@ pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
     }),
     citations: &[
         "Charikar, Chen & Farach-Colton, ICALP 2002 (Count Sketch)",
-        "Ivkin et al., \"Sketched SGD\", NeurIPS 2019, Alg. 1",
-        "Rothchild et al., \"FetchSGD\", ICML 2020; kiddyboots216/CommEfficient",
+        "Ivkin et al., \"Sketched SGD\", NeurIPS 2019, Alg. 1; dhroth/sketchedsgd sketched_optimizer.py (second round, per-worker residuals, unsketched parameters)",
+        "Rothchild et al., \"FetchSGD\", ICML 2020; kiddyboots216/CommEfficient utils.py (default k, for the density)",
         "Dai et al., Sketch-Fusion SGD, JPDC 2024",
     ],
     build: |p, ctx| Ok(Box::new(Sketch::new(p, ctx)?)),
