@@ -85,15 +85,22 @@ pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
     wire_bytes: "4 sketch_rows c in round 0, 4 k in round 1, k = ceil(density d), c = ceil(sketch_cols_per_k k); 4 d in round 0 for a tensor with sketch_rows c + k >= d",
     memory: "residual e (d floats), the sketch table and its decode scratch",
     // The rank's table, the all-reduced table, the MPI library's temporary and the decode
-    // scratch: 4 tables (2.6 measured, `micro --methods sketch --shape 1024x1024 --density
+    // scratch, of d floats for a tensor sent raw ([`sends_raw`]): 4 tables (2.6 measured, `micro --methods sketch --shape 1024x1024 --density
     // 0.01 --sketch-rows 50 --sketch-cols-per-k 100`: 529 MiB peak, 200 MiB per table).
     state_bytes: Some(|p, numels, _| {
         super::spec::state_sum(
             numels,
             |_| 0.0,
             |d| {
-                let cols = (p.sketch_cols_per_k * p.k_of(d) as f64).ceil().max(1.0);
-                4.0 * (p.sketch_rows as f64 * cols * 4.0)
+                let k = p.k_of(d);
+                let cols = (p.sketch_cols_per_k * k as f64).ceil().max(1.0);
+                // A raw tensor's buffers are the tensor's own d floats, not a table.
+                let words = if sends_raw(p.sketch_rows, cols as usize, k, d) {
+                    d as f64
+                } else {
+                    p.sketch_rows as f64 * cols
+                };
+                4.0 * (words * 4.0)
             },
         )
     }),

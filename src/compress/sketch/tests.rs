@@ -800,3 +800,18 @@ fn raw_tensors_are_averaged_exactly_without_residual() {
     assert_eq!(words(&make(&p1, 0, 1, 1, first - 1)), first - 1);
     assert!(words(&make(&p1, 0, 1, 1, first)) < first);
 }
+
+/// The memory estimate by hand: a tensor sent raw holds 4 buffers of its own d floats, a
+/// sketched one 4 tables of rows x c floats (SPEC's comment), summed over tensors.
+#[test]
+fn memory_estimate_counts_raw_tensors_at_their_own_size() {
+    let est = SPEC.state_bytes.unwrap();
+    let p = params(0.0076, 2, 10.0);
+    // d = 16 (a ResNet-20 BatchNorm weight): k = ceil(0.1216) = 1, c = 10, 2 x 10 + 1
+    // = 21 >= 16 words, so raw: 4 buffers x 16 floats x 4 bytes = 256 (a table: 320).
+    assert_eq!(est(&p, &[16], 1), 256);
+    // d = 147,456 (a 3x3x128x128 conv): k = ceil(1120.6656) = 1121, c = 11,210, 2 x c
+    // + k = 23,541 < d, so sketched: 4 tables x 22,420 floats x 4 bytes = 358,720.
+    assert_eq!(est(&p, &[147_456], 1), 358_720);
+    assert_eq!(est(&p, &[16, 147_456], 4), 256 + 358_720);
+}
