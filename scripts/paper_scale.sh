@@ -32,18 +32,11 @@ if "$GRADCOMP" simulate --help | grep -q -- --ranks-per-node; then RPN_SUPPORTED
 mkdir -p "$OUT"
 failed=()
 # The convergence check of the default configurations (docs/methods.md, "Convergence
-# check": 13 methods x seeds 1-3 at -np 2, 3, 4, its evaluation rows), so the report's
+# check": 13 methods x seeds 1-3 at -np 2, 3, 4, with Count Sketch and Sketch-Fusion at
+# their default size of 2026-11-29 appended; its evaluation rows), so the report's
 # paper_scale_trains says which simulated configurations reach dense accuracy; another
 # with PAPER_SCALE_CONVERGE=FILE. A size it does not hold stays "not checked".
 cp "${PAPER_SCALE_CONVERGE:-$(dirname "$0")/../docs/data/converge-2026-11-28/converge.csv}" "$OUT/converge.csv"
-# Without PAPER_SCALE_CONVERGE, Count Sketch's size sweep (docs/methods.md, "sketch": 1-5
-# rows x 5-20 columns per k at -np 4, seeds 1-3, and sketch-fusion at the default size;
-# its evaluation rows) is appended, so the Sketch-Fusion rows at Count Sketch's default
-# size are checked too.
-SKETCH_SIZES=$(dirname "$0")/../docs/data/sketch-size-2026-11-29/converge.csv
-if [[ -z ${PAPER_SCALE_CONVERGE:-} && -f $SKETCH_SIZES ]]; then
-    tail -n +2 "$SKETCH_SIZES" >> "$OUT/converge.csv"
-fi
 
 # Measured device costs: PAPER_SCALE_PROFILE_DIR (environment) names a folder holding
 # profile-r4.csv and profile-r32.csv (compress profiles at Power-SGD / ACP-SGD rank 4 and

@@ -15,7 +15,9 @@ const CONVERGE: &str = "docs/data/converge-2026-11-28/converge.csv";
 
 /// Per method at its default parameters and -np 4 (the largest world size in the file):
 /// the most and fewest steps to dense's target over seeds 1-3 (most `None` when a seed
-/// never reaches it).
+/// never reaches it). Each run (`setup_id`) has its own dense target from its own dense
+/// seeds; where several runs hold a method's default configuration at -np 4, the one
+/// that appears last in the file counts (the file's README: appended runs supersede).
 fn steps_by_hand() -> BTreeMap<String, (Option<u64>, Option<u64>)> {
     let (h, rows) = read_csv(&root().join(CONVERGE));
     let col = |n: &str| h.iter().position(|c| c == n).unwrap();
@@ -26,20 +28,27 @@ fn steps_by_hand() -> BTreeMap<String, (Option<u64>, Option<u64>)> {
         col("density"),
         col("rank"),
     );
-    // Defaults: density 0.001 (sketch 0.0076), low-rank rank 4.
+    let setup = col("setup_id");
+    // Defaults: density 0.001 (sketch 0.0076, 2 rows x 10 columns per kept element,
+    // docs/methods.md "Default size"), low-rank rank 4.
+    let (srows, scols) = (col("sketch_rows"), col("sketch_cols_per_k"));
     let default = |r: &Vec<String>| {
         let d: f64 = r[dens].parse().unwrap();
-        let want = if r[m].starts_with("sketch") {
-            0.0076
-        } else {
-            0.001
-        };
-        r[ws] == "4" && r[rank] == "4" && (d - want).abs() < 1e-9 && !r[loss].is_empty()
+        let sketch = r[m].starts_with("sketch");
+        let want = if sketch { 0.0076 } else { 0.001 };
+        let size = !sketch || (r[srows] == "2" && r[scols].parse::<f64>().unwrap() == 10.0);
+        r[ws] == "4" && r[rank] == "4" && size && (d - want).abs() < 1e-9 && !r[loss].is_empty()
     };
-    let mut curves: BTreeMap<(String, String), Curve> = BTreeMap::new();
+    // (setup, method) in order of first appearance, and each one's curves per seed.
+    let mut order: Vec<(String, String)> = Vec::new();
+    let mut curves: BTreeMap<(String, String, String), Curve> = BTreeMap::new();
     for r in rows.iter().filter(|r| default(r)) {
+        let key = (r[setup].clone(), r[m].clone());
+        if !order.contains(&key) {
+            order.push(key);
+        }
         curves
-            .entry((r[m].clone(), r[seed].clone()))
+            .entry((r[setup].clone(), r[m].clone(), r[seed].clone()))
             .or_default()
             .push((
                 // `step` is 0-based: the steps taken are one more.
@@ -48,22 +57,26 @@ fn steps_by_hand() -> BTreeMap<String, (Option<u64>, Option<u64>)> {
                 r[acc].parse().unwrap(),
             ));
     }
-    let finals: Vec<(f64, f64)> = curves
-        .iter()
-        .filter(|((m, _), _)| m == "ssgd")
-        .map(|(_, c)| {
-            let last = c.iter().max_by_key(|p| p.0).unwrap();
-            (last.1, last.2)
-        })
-        .collect();
-    let target = dense_target(&finals);
     let mut out: BTreeMap<String, (Option<u64>, Option<u64>)> = BTreeMap::new();
-    let methods: Vec<String> = curves.keys().map(|k| k.0.clone()).collect();
-    for method in methods {
-        let per: Vec<Option<u64>> = curves
-            .iter()
-            .filter(|((x, _), _)| *x == method)
-            .map(|(_, c)| {
+    for (su, method) in &order {
+        let of = |mm: &str| -> Vec<&Curve> {
+            curves
+                .iter()
+                .filter(|((s, x, _), _)| s == su && x == mm)
+                .map(|(_, c)| c)
+                .collect()
+        };
+        let finals: Vec<(f64, f64)> = of("ssgd")
+            .into_iter()
+            .map(|c| {
+                let last = c.iter().max_by_key(|p| p.0).unwrap();
+                (last.1, last.2)
+            })
+            .collect();
+        let target = dense_target(&finals);
+        let per: Vec<Option<u64>> = of(method)
+            .into_iter()
+            .map(|c| {
                 let mut c = c.clone();
                 c.sort_by_key(|p| p.0);
                 steps_to_target(&c, target)
@@ -75,7 +88,8 @@ fn steps_by_hand() -> BTreeMap<String, (Option<u64>, Option<u64>)> {
             .collect::<Option<Vec<u64>>>()
             .map(|v| *v.iter().max().unwrap());
         let fewest = per.iter().flatten().min().copied();
-        out.insert(method, (most, fewest));
+        // A later run of the same method replaces an earlier one.
+        out.insert(method.clone(), (most, fewest));
     }
     out
 }

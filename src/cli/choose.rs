@@ -15,7 +15,8 @@ use std::path::PathBuf;
 pub const DEFAULT_METHODS: &str =
     "ssgd,signsgd,topk,dgc,powersgd,acpsgd,qsgd,marsit,sketch,sketch-fusion,omgs";
 
-/// The converge run committed with the repository (13 methods at -np 2, 3, 4, seeds 1-3).
+/// The converge run committed with the repository (13 methods at -np 2, 3, 4, seeds 1-3;
+/// Count Sketch and Sketch-Fusion at their default size appended 2026-11-29; its README).
 pub const COMMITTED_CONVERGE: &str = "docs/data/converge-2026-11-28/converge.csv";
 
 /// `gradcomp choose`'s flags.

@@ -184,7 +184,9 @@ pub(super) fn same_config(r: &SimRow, s: &StepsToTarget) -> bool {
 }
 
 /// The converge result that judges row `r` ([`same_config`]): of the world sizes that
-/// checked its configuration, the largest.
+/// checked its configuration, the largest; of several runs at that size, the one whose
+/// rows come last in converge.csv (an appended run supersedes: `max_by_key` keeps the
+/// last maximum, and `converge::target::from_csv` keeps the file's order).
 pub(super) fn steps_for<'a>(r: &SimRow, steps: &'a [StepsToTarget]) -> Option<&'a StepsToTarget> {
     steps
         .iter()
