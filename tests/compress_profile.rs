@@ -82,7 +82,23 @@ fn profile_written_by_the_python_script_reads_and_covers_resnet20() {
         matches!(e, ProfileError::MissingShape { round: 1, .. }),
         "{e}"
     );
-    p.check_params(&timed, &MethodParams::default()).unwrap();
+    // The fixture was profiled at Count Sketch's default size of its date, 3 rows x 20
+    // columns per kept element (its `# sketch_rows:` lines); today's default, 2 x 10, is
+    // refused for sketch, naming the size and the way out.
+    let at_size = MethodParams {
+        sketch_rows: 3,
+        sketch_cols_per_k: 20.0,
+        ..MethodParams::default()
+    };
+    p.check_params(&timed, &at_size).unwrap();
+    let e = p
+        .check_params(&["sketch"], &MethodParams::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("sketch_rows = 3") && e.contains("--sketch-rows 2"),
+        "{e}"
+    );
     // A profile taken at one density for every method (`--density 0.001`, as every
     // profile before Count Sketch had its own default) prices topk at the default, not
     // sketch (0.0076 by default): refused for sketch, naming it and the way out.
@@ -101,7 +117,7 @@ fn profile_written_by_the_python_script_reads_and_covers_resnet20() {
     q.check_params(&["topk", "dgc", "ssgd"], &MethodParams::default())
         .unwrap();
     let e = q
-        .check_params(&["topk", "sketch"], &MethodParams::default())
+        .check_params(&["topk", "sketch"], &at_size)
         .unwrap_err()
         .to_string();
     assert!(
@@ -111,7 +127,7 @@ fn profile_written_by_the_python_script_reads_and_covers_resnet20() {
     // The default profile (no density recorded) against a run given one density.
     let given = MethodParams {
         density: Some(0.001),
-        ..MethodParams::default()
+        ..at_size.clone()
     };
     p.check_params(&["topk"], &given).unwrap();
     let e = p.check_params(&["sketch"], &given).unwrap_err().to_string();

@@ -328,8 +328,9 @@ fn memory_estimate_bounds_every_method_over_a_grid_of_parameters() {
 /// --density 0.01 --sketch-rows 50 --sketch-cols-per-k 100` was estimated at 96 MiB and
 /// peaked at 529 MiB, and a sketch of terabytes passed the check and aborted in its
 /// allocation; `converge` had no check. Now run.json's estimate bounds the measured peak
-/// for those runs, and what the node cannot hold is refused with exit 2 before anything
-/// is allocated.
+/// for those runs and counts the sketch's tables as written by hand (a sketch larger
+/// than its tensor is no longer built: the tensor travels raw), and what the node cannot
+/// hold is refused with exit 2 before anything is allocated.
 #[test]
 fn method_parameters_count_in_the_memory_estimate() {
     let _t = timed();
@@ -376,29 +377,49 @@ fn method_parameters_count_in_the_memory_estimate() {
         assert_eq!(r.status.code(), Some(0), "{}", err_text(&r));
         bound(&out, &format!("sketch rows {rows}, cols/k {cols}"));
     }
-    refused(
-        1,
-        &[
-            "micro",
-            "--methods",
-            "sketch",
-            "--shape",
-            "4096x4096",
-            "--density",
-            "0.1",
-            "--sketch-rows",
-            "1000",
-            "--sketch-cols-per-k",
-            "1000",
-            "--out",
-            dir.join("huge").to_str().unwrap(),
-        ],
-        &[
-            "micro sketch 4096x4096",
-            "needs up to",
-            "--skip-memory-check",
-        ],
-    );
+    // The parameters' share of the estimate, by hand (the SPEC's rule: 4 tables of
+    // rows x c floats, c = ceil(cols_per_k k), k = ceil(density d); a tensor whose
+    // rows c + k >= d travels raw and holds 4 buffers of its own d floats instead).
+    // d = 4096^2 = 16,777,216, density 0.01: k = 167,773.
+    //   1 x 1:     c = 167,773,   sketched: 16 x 167,773 = 2,684,368 B
+    //   5 x 15:    c = 2,516,595, 5c + k = 12,750,748 < d, sketched: 16 x 12,582,975
+    //   1000 x 1000: raw (a sketch of 1.7e11 words would be terabytes): 16 x d
+    let est = |rows: &str, cols: &str| -> u64 {
+        let out = dir.join(format!("big-{rows}-{cols}"));
+        let r = run(
+            1,
+            &[
+                "micro",
+                "--methods",
+                "sketch",
+                "--shape",
+                "4096x4096",
+                "--density",
+                "0.01",
+                "--sketch-rows",
+                rows,
+                "--sketch-cols-per-k",
+                cols,
+                "--iters",
+                "1",
+                "--warmup",
+                "0",
+                "--quiet",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            300,
+        );
+        assert_eq!(r.status.code(), Some(0), "{}", err_text(&r));
+        bound(
+            &out,
+            &format!("4096x4096 sketch rows {rows}, cols/k {cols}"),
+        );
+        run_json(&out)["estimated_peak_bytes"].as_u64().unwrap()
+    };
+    let base = est("1", "1");
+    assert_eq!(est("5", "15") - base, 16 * 12_582_975 - 16 * 167_773);
+    assert_eq!(est("1000", "1000") - base, 16 * 16_777_216 - 16 * 167_773);
     let out = dir.join("cv");
     let r = run(
         2,
