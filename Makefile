@@ -10,7 +10,7 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 MPIFLAGS ?= $(shell $(MPIRUN) --version 2>&1 | grep -q 'Open MPI' && echo --oversubscribe --bind-to none)
 
-.PHONY: setup build bench lint layers check test report paper paper-scale sim-accuracy sim-accuracy-twice planner-accuracy repeatability peer-compare netlab-bench ci-slurm ci-mpich clean
+.PHONY: setup build methods-json bench lint layers check test report paper paper-scale sim-accuracy sim-accuracy-twice planner-accuracy repeatability peer-compare netlab-bench ci-slurm ci-mpich clean
 
 ## setup: install missing Debian packages (as root or via sudo) and the analysis venv
 setup:
@@ -19,6 +19,12 @@ setup:
 ## build: release build of the gradcomp binary
 build: setup
 	cargo build --release
+
+## methods-json: regenerate analysis/methods.json, the committed output of `gradcomp methods --json`
+## (generated documentation the analysis package reads; tests/methods_json.rs fails until it is current)
+methods-json:
+	cargo build --release
+	target/release/gradcomp methods --json > analysis/methods.json
 
 ## bench: build, run the quick suite on $(NP) ranks, write CSV + report under results/
 bench: build

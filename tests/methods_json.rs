@@ -26,7 +26,7 @@ fn the_committed_copy_is_the_binarys_output() {
     assert!(
         printed == committed,
         "analysis/methods.json differs from `gradcomp methods --json`; regenerate it: \
-         cargo build --release && target/release/gradcomp methods --json > analysis/methods.json"
+         make methods-json"
     );
     let j: serde_json::Value = serde_json::from_str(&printed).unwrap();
     let names: Vec<&str> = j["methods"]

@@ -142,34 +142,13 @@ pub(super) fn micro_comm_row(
     row
 }
 
-/// The hyper-parameter columns written into every compression row.
+/// The hyper-parameter columns written into every compression row: one per
+/// [`crate::compress::params::PARAMS`] entry, in its order (= `MethodParams`' fields).
 pub(super) fn param_fields(p: &MethodParams) -> Fields {
-    vec![
-        // Cases carry it resolved; a density left to the method is written as its default.
-        (
-            "density",
-            p.density_or(crate::compress::DEFAULT_DENSITY).to_string(),
-        ),
-        ("rank", p.rank.to_string()),
-        // Likewise: a rate left to the methods is written as Power-SGD's default.
-        (
-            "min_compression_rate",
-            p.min_compression_rate
-                .unwrap_or(crate::compress::params::POWERSGD_MIN_COMPRESSION_RATE)
-                .to_string(),
-        ),
-        ("start_iter", p.start_iter.to_string()),
-        ("momentum", p.momentum.to_string()),
-        ("nesterov", p.nesterov.to_string()),
-        ("clip_norm", p.clip_norm.to_string()),
-        (
-            "warmup_steps_per_epoch",
-            p.warmup_steps_per_epoch.to_string(),
-        ),
-        ("sketch_rows", p.sketch_rows.to_string()),
-        ("sketch_cols_per_k", p.sketch_cols_per_k.to_string()),
-        ("qsgd_levels", p.qsgd_levels.to_string()),
-    ]
+    crate::compress::params::PARAMS
+        .iter()
+        .map(|s| (s.key, (s.csv)(p)))
+        .collect()
 }
 
 fn opt(x: Option<f64>) -> String {

@@ -60,6 +60,12 @@ pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
     ],
     build: |p, ctx| Ok(Box::new(AcpSgd::new(p, ctx)?)),
     fusion_sizing: Some(fusion_sizing),
+    reference_costs: super::spec::ReferenceCosts {
+        source: super::spec::REFERENCE_FIT,
+        compress: super::spec::LinearCost::new(0.0, 5.857438399989999e-10),
+        feedback: super::spec::LinearCost::new(3.238119138720145e-8, 1.0013900462422885e-13),
+        decompress: super::spec::LinearCost::new(8.936667465805552e-8, 1.5355205059036602e-10),
+    },
 };
 
 /// ACP-SGD compressor (CLI name `acpsgd`): one all-reduce of P or Q per step.

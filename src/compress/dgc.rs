@@ -58,6 +58,12 @@ pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
     ],
     build: |p, ctx| Ok(Box::new(Dgc::new(p, ctx)?)),
     fusion_sizing: None,
+    reference_costs: super::spec::ReferenceCosts {
+        source: super::spec::REFERENCE_FIT,
+        compress: super::spec::LinearCost::new(0.0, 1.1654203216679633e-9),
+        feedback: super::spec::LinearCost::new(4.023554168937838e-8, 9.791675647023015e-13),
+        decompress: super::spec::LinearCost::new(2.0711495280176246e-8, 3.13257805367388e-10),
+    },
 };
 /// RNG stream tag of the threshold sample's start.
 const STREAM_SAMPLE: u64 = 0x0064_6763;

@@ -54,6 +54,12 @@ pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
     citations: &["Wu et al., \"Marsit\", 2022 (reconstructed from the abstract; docs/methods.md, \"marsit\")"],
     build: |p, ctx| Ok(Box::new(Marsit::new(p, ctx)?)),
     fusion_sizing: None,
+    reference_costs: super::spec::ReferenceCosts {
+        source: super::spec::REFERENCE_FIT,
+        compress: super::spec::LinearCost::new(5.837949385347674e-8, 1.765154857737033e-10),
+        feedback: super::spec::LinearCost::new(3.033086447036123e-8, 1.1300150634029737e-13),
+        decompress: super::spec::LinearCost::new(9.264575674797541e-9, 3.086618445761686e-10),
+    },
 };
 /// Stream tag separating Marsit's mask RNG from other methods' streams.
 const STREAM_TAG: u64 = 0x4d41_5253_4954; // "MARSIT"

@@ -68,6 +68,9 @@ pub const PARAMS: &[ParamSpec] = &[
         kind: "f64",
         limits: "(0, 1]",
         doc: "Density rho, the fraction of elements kept",
+        // Cases carry it resolved; one left to the method is written as the sparsifiers'
+        // default.
+        csv: |p| p.density_or(DEFAULT_DENSITY).to_string(),
         sets_cost: true,
     },
     ParamSpec {
@@ -76,6 +79,7 @@ pub const PARAMS: &[ParamSpec] = &[
         kind: "usize",
         limits: ">= 1",
         doc: "Low-rank rank r (not a number of MPI ranks)",
+        csv: |p| p.rank.to_string(),
         sets_cost: true,
     },
     ParamSpec {
@@ -84,6 +88,12 @@ pub const PARAMS: &[ParamSpec] = &[
         kind: "f64",
         limits: ">= 0, finite",
         doc: "Low-rank: compress a matrix only if (rows+cols)*r*rate < rows*cols; 0 = every matrix",
+        // Likewise: one left to the method is written as Power-SGD's default.
+        csv: |p| {
+            p.min_compression_rate
+                .unwrap_or(POWERSGD_MIN_COMPRESSION_RATE)
+                .to_string()
+        },
         sets_cost: true,
     },
     ParamSpec {
@@ -92,6 +102,7 @@ pub const PARAMS: &[ParamSpec] = &[
         kind: "u64",
         limits: ">= 0",
         doc: "Dense (uncompressed, all-reduced) warm-up steps",
+        csv: |p| p.start_iter.to_string(),
         sets_cost: false,
     },
     ParamSpec {
@@ -100,6 +111,7 @@ pub const PARAMS: &[ParamSpec] = &[
         kind: "f32",
         limits: "[0, 1)",
         doc: "Momentum m of the method's own momentum correction",
+        csv: |p| p.momentum.to_string(),
         sets_cost: false,
     },
     ParamSpec {
@@ -108,6 +120,7 @@ pub const PARAMS: &[ParamSpec] = &[
         kind: "bool",
         limits: "true or false",
         doc: "Nesterov momentum correction",
+        csv: |p| p.nesterov.to_string(),
         sets_cost: true,
     },
     ParamSpec {
@@ -116,6 +129,7 @@ pub const PARAMS: &[ParamSpec] = &[
         kind: "f32",
         limits: ">= 0, finite",
         doc: "Local gradient clipping: max L2 norm before dividing by sqrt(n); 0 = off",
+        csv: |p| p.clip_norm.to_string(),
         sets_cost: true,
     },
     ParamSpec {
@@ -124,6 +138,7 @@ pub const PARAMS: &[ParamSpec] = &[
         kind: "u64",
         limits: ">= 0",
         doc: "Steps per warm-up epoch (densities 25%, 6.25%, 1.5625%, 0.4%, then density); 0 = no warm-up",
+        csv: |p| p.warmup_steps_per_epoch.to_string(),
         sets_cost: false,
     },
     ParamSpec {
@@ -132,6 +147,7 @@ pub const PARAMS: &[ParamSpec] = &[
         kind: "usize",
         limits: ">= 1",
         doc: "Count Sketch rows r (independent hash rows)",
+        csv: |p| p.sketch_rows.to_string(),
         sets_cost: true,
     },
     ParamSpec {
@@ -140,6 +156,7 @@ pub const PARAMS: &[ParamSpec] = &[
         kind: "f64",
         limits: "> 0, finite",
         doc: "Count Sketch columns per kept element: c = ceil(sketch_cols_per_k * k)",
+        csv: |p| p.sketch_cols_per_k.to_string(),
         sets_cost: true,
     },
     ParamSpec {
@@ -148,6 +165,7 @@ pub const PARAMS: &[ParamSpec] = &[
         kind: "u32",
         limits: "[1, 2^24]",
         doc: "QSGD quantisation levels s",
+        csv: |p| p.qsgd_levels.to_string(),
         sets_cost: true,
     },
 ];
@@ -262,5 +280,48 @@ impl MethodParams {
     /// [`DEFAULT_DENSITY`] (resolve Count Sketch's first: [`MethodParams::for_method`]).
     pub fn k_of(&self, d: usize) -> usize {
         ((self.density_or(DEFAULT_DENSITY) * d as f64).ceil() as usize).clamp(1, d.max(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each column's text is its own field's value as Rust prints it (`Display`: `10`,
+    /// not serde's `10.0`), and changing one field changes its column alone.
+    #[test]
+    fn each_csv_column_writes_its_own_field() {
+        let base = MethodParams::default();
+        let texts = |p: &MethodParams| PARAMS.iter().map(|s| (s.csv)(p)).collect::<Vec<_>>();
+        let before = texts(&base);
+        assert_eq!(before[0], "0.001", "a density left to the method");
+        assert_eq!(before[2], "2", "a rate left to the method");
+        // (key, a value other than the default as JSON, its column's text)
+        let changed = [
+            ("density", "0.25", "0.25"),
+            ("rank", "3", "3"),
+            ("min_compression_rate", "0.5", "0.5"),
+            ("start_iter", "7", "7"),
+            ("momentum", "0.5", "0.5"),
+            ("nesterov", "true", "true"),
+            ("clip_norm", "1.5", "1.5"),
+            ("warmup_steps_per_epoch", "11", "11"),
+            ("sketch_rows", "5", "5"),
+            ("sketch_cols_per_k", "20.0", "20"),
+            ("qsgd_levels", "15", "15"),
+        ];
+        assert_eq!(changed.len(), PARAMS.len());
+        for (i, (key, json, text)) in changed.into_iter().enumerate() {
+            assert_eq!(PARAMS[i].key, key);
+            let p: MethodParams = serde_json::from_str(&format!("{{\"{key}\": {json}}}")).unwrap();
+            let after = texts(&p);
+            for (j, (a, b)) in after.iter().zip(&before).enumerate() {
+                if j == i {
+                    assert_eq!(a, text, "{key}");
+                } else {
+                    assert_eq!(a, b, "{key} changed {}", PARAMS[j].key);
+                }
+            }
+        }
     }
 }

@@ -54,6 +54,12 @@ pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
     ],
     build: |p, ctx| Ok(Box::new(PowerSgd::new(p, ctx)?)),
     fusion_sizing: None,
+    reference_costs: super::spec::ReferenceCosts {
+        source: super::spec::REFERENCE_FIT,
+        compress: super::spec::LinearCost::new(3.606351224328463e-8, 8.06108707424114e-10),
+        feedback: super::spec::LinearCost::new(6.811459545067136e-8, 2.1962933970944373e-13),
+        decompress: super::spec::LinearCost::new(2.2642597207163757e-7, 2.277061850571385e-10),
+    },
 };
 
 /// Power-SGD compressor (CLI name `powersgd`); two dependent all-reduces per step.

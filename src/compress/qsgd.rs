@@ -52,6 +52,12 @@ pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
     ],
     build: |p, ctx| Ok(Box::new(Qsgd::new(p, ctx)?)),
     fusion_sizing: None,
+    reference_costs: super::spec::ReferenceCosts {
+        source: super::spec::REFERENCE_FIT,
+        compress: super::spec::LinearCost::new(0.0, 3.2396673241390216e-8),
+        feedback: super::spec::LinearCost::new(4.1491425618520985e-8, 1.538839825355359e-13),
+        decompress: super::spec::LinearCost::new(0.0, 8.963581020801419e-10),
+    },
 };
 const STREAM_TAG: u64 = 0x5153_4744; // "QSGD"
 /// Largest accepted `qsgd_levels` (levels beyond f32 precision are meaningless).

@@ -55,6 +55,16 @@ pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
     ],
     build: |p, ctx| Ok(Box::new(RandomK::new(p, ctx)?)),
     fusion_sizing: None,
+    reference_costs: super::spec::ReferenceCosts {
+        source: "reference fit, 2026-11-29, gradcomp 7d46e4c+uncommitted, \
+            AMD EPYC (2 cores, load average 11-12 from other jobs), 1 rank, \
+            bench-configs/reference-costs.toml at methods = [\"topk\", \"randomk\"] + gradcomp fit; \
+            topk of the same run for scale: compress 5.67e-10 s/element (the reference fit: \
+            5.76e-10), decompress 4.35e-11 (2.45e-10)",
+        compress: super::spec::LinearCost::new(4.7425177567167626e-8, 1.2741605995695312e-10),
+        feedback: super::spec::LinearCost::new(2.7428307893608517e-8, 1.35224354720136e-12),
+        decompress: super::spec::LinearCost::new(2.8076141897154717e-8, 4.054918629883057e-11),
+    },
 };
 
 /// Per-tensor state, allocated and touched in `register`.

@@ -57,6 +57,12 @@ pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
     ],
     build: |p, ctx| Ok(Box::new(SignSgd::new(p, ctx, false)?)),
     fusion_sizing: None,
+    reference_costs: super::spec::ReferenceCosts {
+        source: super::spec::REFERENCE_FIT,
+        compress: super::spec::LinearCost::new(3.517233071300745e-8, 1.169661076588301e-10),
+        feedback: super::spec::LinearCost::new(3.105009010082647e-8, 1.0583002869386669e-13),
+        decompress: super::spec::LinearCost::new(2.576018720496505e-8, 2.2016798390252992e-10),
+    },
 };
 
 /// Majority-vote signSGD's description ([`super::registry::SPECS`]).
@@ -70,6 +76,12 @@ pub const SPEC_MV: super::spec::MethodSpec = super::spec::MethodSpec {
         "sands-lab/grace grace_dl/torch/compressor/signsgd.py",
     ],
     build: |p, ctx| Ok(Box::new(SignSgd::new(p, ctx, true)?)),
+    reference_costs: super::spec::ReferenceCosts {
+        source: super::spec::REFERENCE_FIT,
+        compress: super::spec::LinearCost::new(1.99280931467232e-8, 8.902404143126441e-11),
+        feedback: super::spec::LinearCost::new(3.103229145189472e-8, 1.2640720649427116e-13),
+        decompress: super::spec::LinearCost::new(2.0933480178579854e-8, 3.539901256397187e-10),
+    },
     ..SPEC
 };
 

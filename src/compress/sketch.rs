@@ -112,6 +112,12 @@ pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
     ],
     build: |p, ctx| Ok(Box::new(Sketch::new(p, ctx)?)),
     fusion_sizing: None,
+    reference_costs: super::spec::ReferenceCosts {
+        source: super::spec::REFERENCE_FIT,
+        compress: super::spec::LinearCost::new(1.1840493027751962e-6, 9.690499518866113e-10),
+        feedback: super::spec::LinearCost::new(3.2001727697162425e-8, 1.1455523298221904e-13),
+        decompress: super::spec::LinearCost::new(1.3495800611799642e-6, 1.505236044455051e-9),
+    },
 };
 /// Stream tag of the hash keys.
 const STREAM_TAG: u64 = 0x534b_4554_4348; // "SKETCH"

@@ -54,6 +54,9 @@ pub struct MethodSpec {
     pub build: BuildFn,
     /// Its fusion sizing; `None`: fp32 gradient bytes ([`FusionSizing::gradient_bytes`]).
     pub fusion_sizing: Option<FusionFn>,
+    /// Its host compression costs as measured on the reference machine: what the
+    /// simulator charges when no fit is given (`sim::MethodCosts::reference`).
+    pub reference_costs: ReferenceCosts,
 }
 
 impl MethodSpec {
@@ -71,6 +74,41 @@ impl std::fmt::Debug for MethodSpec {
     }
 }
 
+/// One phase's host cost, `fixed_s + per_element_s * numel` (a `gradcomp fit` line).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinearCost {
+    pub fixed_s: f64,
+    pub per_element_s: f64,
+}
+
+impl LinearCost {
+    /// `fixed_s + per_element_s * numel`.
+    pub const fn new(fixed_s: f64, per_element_s: f64) -> LinearCost {
+        LinearCost {
+            fixed_s,
+            per_element_s,
+        }
+    }
+}
+
+/// A method's reference host compression costs: `gradcomp fit`'s compression lines over
+/// a one-rank run of bench-configs/reference-costs.toml (scripts/reference_costs.sh
+/// measures them and prints this field for every method's spec).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReferenceCosts {
+    /// How they were measured: date, gradcomp revision, machine, ranks, command.
+    pub source: &'static str,
+    pub compress: LinearCost,
+    pub feedback: LinearCost,
+    pub decompress: LinearCost,
+}
+
+/// The run that measured the reference costs of every method except those citing a
+/// later run of their own; the simulator names it as the source of its default
+/// compression costs (`sim::reference_source`).
+pub const REFERENCE_FIT: &str = "reference fit, 2026-11-23, gradcomp c1372d8+uncommitted, \
+    AMD EPYC (2 cores), 1 rank, bench-configs/reference-costs.toml + gradcomp fit";
+
 /// One hyper-parameter: a field of [`MethodParams`], a TOML key and a CSV column.
 #[derive(Clone, Copy, Debug)]
 pub struct ParamSpec {
@@ -84,6 +122,8 @@ pub struct ParamSpec {
     pub limits: &'static str,
     /// One line.
     pub doc: &'static str,
+    /// Its value as the benchmark CSVs write it (`bench::rows::param_fields`).
+    pub csv: fn(&MethodParams) -> String,
     /// Whether a method's device time depends on it: a compress profile must record it
     /// (`devcost::profile`, `check_params`).
     pub sets_cost: bool,

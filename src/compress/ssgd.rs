@@ -32,6 +32,12 @@ pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
     ],
     build: |p, ctx| Ok(Box::new(Ssgd::new(p, ctx)?)),
     fusion_sizing: None,
+    reference_costs: super::spec::ReferenceCosts {
+        source: super::spec::REFERENCE_FIT,
+        compress: super::spec::LinearCost::new(2.7938370830229826e-8, 3.232592674032396e-10),
+        feedback: super::spec::LinearCost::new(3.317981261369412e-8, 1.1267547644120173e-13),
+        decompress: super::spec::LinearCost::new(2.5932470758642877e-8, 2.074969198890946e-10),
+    },
 };
 
 /// Dense all-reduce baseline: wire `sum_f32` = the gradient (row-major).

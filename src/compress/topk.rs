@@ -38,6 +38,12 @@ pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
     ],
     build: |p, ctx| Ok(Box::new(TopK::new(p, ctx)?)),
     fusion_sizing: None,
+    reference_costs: super::spec::ReferenceCosts {
+        source: super::spec::REFERENCE_FIT,
+        compress: super::spec::LinearCost::new(1.7876761982948967e-7, 5.757565583400783e-10),
+        feedback: super::spec::LinearCost::new(2.8739126035747564e-8, 1.2156648660821926e-12),
+        decompress: super::spec::LinearCost::new(2.4304559538958465e-8, 2.4475768008085235e-10),
+    },
 };
 
 /// The memory check's share of a sparse all-gather method (topk, dgc; `config::cases`,

@@ -92,7 +92,7 @@ pub const NOMINAL_FLOPS_PER_S: f64 = 1e10;
 
 /// Planner costs of a converge case, fixed so that a planner fusion's plan (and with it
 /// the training: OMGS and Sketch-Fusion compress whole buckets) is the same run to run:
-/// the committed reference compression costs (src/sim/model/reference_costs.csv) and the
+/// the reference compression costs (each method's spec, `MethodCosts::reference`) and the
 /// `10gbe` network preset's cost of the method's exchange at this world size, as a line
 /// through 4 B and 4 MiB messages (docs/methods.md, "Convergence check").
 fn fixed_planner_costs(

@@ -50,7 +50,7 @@ use model::{clock, wire};
 pub use model::{costs, credit, network, topology};
 
 use clock::{simulate_clock, unit_device_s, Unit};
-pub use costs::{reference_source, CostModel, MethodCosts, REFERENCE_COSTS};
+pub use costs::{reference_source, CostModel, MethodCosts};
 pub use row::SimRow;
 use wire::{PhaseWire, WireOracle};
 pub use wire::{WireCache, LARGE_1D};

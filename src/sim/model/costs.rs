@@ -29,52 +29,34 @@ impl MethodCosts {
         }
     }
 
-    /// The default costs of `method`: the committed reference fit
-    /// ([`REFERENCE_COSTS`], written by scripts/reference_costs.sh from a documented run;
-    /// docs/performance.md, "Reference compression costs"). `None` for a method the file
-    /// lacks (a unit test keeps every registry method in it).
+    /// The default costs of `method`: its spec's reference fit
+    /// ([`crate::compress::spec::MethodSpec::reference_costs`], measured by
+    /// scripts/reference_costs.sh; docs/performance.md, "Reference compression costs").
+    /// `None` for a name that is not a registry method (an e2e variant or a control: the
+    /// callers fall back to S-SGD's).
     pub fn reference(method: &str) -> Option<MethodCosts> {
-        let mut found = false;
-        let mut m = MethodCosts::default();
-        for line in REFERENCE_COSTS
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .skip(1)
-        {
-            let f: Vec<&str> = line.split(',').map(str::trim).collect();
-            if f.len() != 4 || f[0] != method {
-                continue;
-            }
-            let (fixed_s, per_element_s) = (f[2].parse().ok()?, f[3].parse().ok()?);
-            // The reference fit is linear in the tensor (no selection term).
-            let c = CompressCost {
-                per_element_s,
-                fixed_s,
-                per_selected_s: 0.0,
-            };
-            match f[1] {
-                "compress" => m.compress = c,
-                "feedback" => m.feedback = c,
-                "decompress" => m.decompress = c,
-                _ => continue,
-            }
-            found = true;
-        }
-        found.then_some(m)
+        let r = crate::compress::registry::spec(method)
+            .ok()?
+            .reference_costs;
+        // The reference fit is linear in the tensor (no selection term).
+        let c = |l: crate::compress::spec::LinearCost| CompressCost {
+            per_element_s: l.per_element_s,
+            fixed_s: l.fixed_s,
+            per_selected_s: 0.0,
+        };
+        Some(MethodCosts {
+            compress: c(r.compress),
+            feedback: c(r.feedback),
+            decompress: c(r.decompress),
+        })
     }
 }
 
-/// The simulator's default compression costs: compression rows of `gradcomp fit` over a
-/// reference run, with their provenance on the first line (`# source: ...`).
-pub const REFERENCE_COSTS: &str = include_str!("reference_costs.csv");
-
-/// The provenance line of [`REFERENCE_COSTS`] (machine, date, revision, command).
+/// The provenance of the default compression costs (machine, date, revision, command):
+/// the reference run ([`crate::compress::spec::REFERENCE_FIT`]); a method measured later
+/// cites its own run in its spec.
 pub fn reference_source() -> &'static str {
-    REFERENCE_COSTS
-        .lines()
-        .next()
-        .and_then(|l| l.strip_prefix("# source: "))
-        .unwrap_or("reference fit (no provenance line)")
+    crate::compress::spec::REFERENCE_FIT
 }
 
 /// Every cost the simulator needs.

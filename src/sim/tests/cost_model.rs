@@ -1,5 +1,5 @@
-//! Tests of the cost model's parts: the gathered-decompress scale and the committed
-//! reference fit of compression costs.
+//! Tests of the cost model's parts: the gathered-decompress scale and the reference fit
+//! of compression costs.
 
 use super::*;
 
@@ -12,19 +12,21 @@ fn gathered_decompress_scales_with_the_elements_a_piece_touches() {
     assert!(close(gather_scale(4, 1000, 0), 1.0) && close(gather_scale(1, 1000, 5000), 1.0));
 }
 
-/// The default compression costs come from the committed reference fit, for every
-/// method of the registry, with its provenance in `cost_source`.
+/// The default compression costs come from the reference fit in every method's spec,
+/// with its provenance in `cost_source`; other names have none.
 #[test]
 fn reference_costs_cover_every_method() {
     for m in crate::compress::registry::METHODS {
-        let c = MethodCosts::reference(m)
-            .unwrap_or_else(|| panic!("{m} missing from reference_costs.csv"));
+        let c = MethodCosts::reference(m).unwrap_or_else(|| panic!("{m} has no reference costs"));
         for (phase, p) in [("compress", c.compress), ("decompress", c.decompress)] {
             assert!(
                 p.per_element_s > 0.0 && p.per_element_s < 1e-6 && p.fixed_s >= 0.0,
                 "{m} {phase}: {p:?}"
             );
         }
+    }
+    for other in ["omgs", "topk-noef", "nope"] {
+        assert!(MethodCosts::reference(other).is_none(), "{other}");
     }
     let src = reference_source();
     assert!(
