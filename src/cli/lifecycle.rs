@@ -1,29 +1,26 @@
-//! The life of an MPI job (every command that starts ranks): the stop handlers, the panic
-//! hook and MPI started in that order, the `converge` job, and the end: one message and an
-//! exit code every rank agrees on, or MPI_Abort when one rank alone failed (no rank is
-//! left waiting). The benchmark job itself is in `bench_job`.
+//! The life of an MPI job (every command that starts ranks): the stop handlers and the
+//! stuck-rank hook set before the MPI session starts (`comm::session`: the thread level,
+//! the panic abort, MPI's own order), the `converge` job, and the end: one message and an
+//! exit code every rank agrees on, or the whole job aborted when one rank alone failed
+//! (no rank is left waiting). The benchmark job itself is in `bench_job`.
 
 use super::{check_world_size, Cli, Command, ConvergeArgs};
-use crate::comm::{Mpi, ThreadLevel, World};
+use crate::comm::session::Session;
+use crate::comm::World;
 use crate::error::{Error, Result};
 use crate::record::meta;
 use std::path::Path;
 use std::process::ExitCode;
 
-/// A started MPI job: the world, the MPI environment (finalised when dropped, after the
-/// world) and the thread level the library granted.
+/// A started job: its MPI session (the world, finalised when dropped).
 pub struct Job {
-    // Dropped in this order: the world before MPI.
-    world: World,
-    /// Held for its drop (MPI_Finalize).
-    _mpi_env: Mpi,
-    provided: ThreadLevel,
+    session: Session,
 }
 
 impl Job {
-    /// Install the stop handlers as soon as the command is known to start MPI, choose the
-    /// thread level, set the stuck-rank and panic hooks, and start MPI. `None` (after a
-    /// message) when MPI cannot start.
+    /// Install the stop handlers as soon as the command is known to start ranks, say
+    /// whether the run has threads, set the stuck-rank hook, and start the session (with
+    /// the panic hook's record). `None` (after a message) when MPI cannot start.
     pub fn start(cli: &Cli) -> Option<Job> {
         // The stop handlers go in as soon as the command is known to start MPI (before
         // its config is read and MPI starts), so a signal that arrives during
@@ -34,20 +31,13 @@ impl Job {
             .stop_grace
             .unwrap_or(crate::measure::stop::DEFAULT_GRACE_S);
         let early_handlers = crate::measure::stop::install(grace);
-        // FUNNELED only when this run has threads besides the MPI one (the e2e device
-        // thread, the --case-timeout watchdog): it costs Open MPI ~0.3 us per small
-        // collective (docs/performance.md, "MPI library effects"). Errors in the config are
-        // reported after MPI starts (by every rank, agreed); here they just mean "assume
-        // threads".
+        // Threads besides the MPI one: the e2e device thread, the --case-timeout watchdog
+        // (`Session::start` chooses the thread level). Errors in the config are reported
+        // after MPI starts (by every rank, agreed); here they just mean "assume threads".
         let threads = match (&cli.command, cli.config()) {
             (Command::Converge(_), _) => false,
             (_, Ok(c)) => c.uses_threads(cli.common.case_timeout),
             (_, Err(_)) => true,
-        };
-        let level = if threads {
-            ThreadLevel::Funneled
-        } else {
-            ThreadLevel::Single
         };
         // A rank that cannot stop within the grace time exits 4: rank 0 says so in run.json.
         crate::measure::stop::on_stuck(|| {
@@ -56,41 +46,34 @@ impl Job {
                 "stopped by a signal, but this rank could not reach an agreed stop point within the grace time (stuck in a collective?) and exited with code 4; finished rows are kept, continue with --resume",
             )
         });
-        // A panic ends the run without returning: run.json says so (rank 0), and the whole
-        // job ends (MPI_Abort with Rust's panic exit code, 101): a rank that unwinds would
-        // otherwise leave the others waiting in a collective, or hang in MPI_Finalize.
-        let default_hook = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            default_hook(info);
-            meta::record_end("failed", &format!("panic: {info}"));
-            crate::comm::mpi::abort_if_running(101);
-        }));
-        let Some(mpi_env) = Mpi::init(level) else {
+        // A panic ends the run without returning: run.json says so (rank 0), and the
+        // session ends the whole job (a rank that unwinds would otherwise leave the others
+        // waiting in a collective).
+        let Some((session, handlers)) =
+            Session::start(threads, grace, |msg| meta::record_end("failed", msg))
+        else {
             eprintln!("gradcomp: error: MPI could not be initialised (is it already initialised, or is the launcher broken?)");
             return None;
         };
-        let provided = mpi_env.thread_level();
-        let world = mpi_env.world();
-        // Again after MPI_Init, in case the MPI library installed its own.
-        if let Err(e) = early_handlers.and_then(|()| crate::measure::stop::install(grace)) {
+        if let Err(e) = early_handlers.and(handlers) {
             eprintln!("gradcomp: warning: cannot handle SIGTERM/SIGINT ({e}); a signal ends the run without a record");
         }
-        Some(Job {
-            world,
-            _mpi_env: mpi_env,
-            provided,
-        })
+        Some(Job { session })
+    }
+
+    fn world(&self) -> &World {
+        self.session.world()
     }
 
     /// The benchmark commands' job (`bench_job`); `notes` are printed after its error.
     pub fn benchmarks(&self, cli: &Cli, notes: &mut Vec<String>) -> Result<()> {
-        super::bench_job::run(cli, &self.world, self.provided, notes)
+        super::bench_job::run(cli, self.world(), self.session.provided(), notes)
     }
 
     /// `gradcomp converge` (src/converge/mod.rs): training runs, converge.csv. Stopped by a
     /// signal, rank 0 says how to continue (`--resume`), as the benchmarks do.
     pub fn converge(&self, cli: &Cli, a: &ConvergeArgs) -> Result<()> {
-        let (world, provided) = (&self.world, self.provided);
+        let (world, provided) = (self.world(), self.session.provided());
         let req = check_world_size(a.job.expect_ranks, world.size)
             .and_then(|()| a.sections(cli.common.job.seed))
             .map(|(seed, sections)| crate::converge::Request {
@@ -140,42 +123,42 @@ impl Job {
                     Error::Interrupted { .. } => {
                         // Every rank agreed to stop; rank 0 has said how to continue.
                         print_notes();
-                        self.world.barrier();
+                        self.world().barrier();
                     }
                     Error::Agreed { message, .. } => {
                         if let Some(m) = message {
                             eprintln!("gradcomp: error: {m}");
                         }
                         // Every rank is here: no rank leaves before the message is out.
-                        self.world.barrier();
+                        self.world().barrier();
                     }
                     Error::Check(_) => {
-                        if self.world.is_root() {
+                        if self.world().is_root() {
                             eprintln!("gradcomp: error: {}", with_causes(&err));
                         }
                         print_notes();
-                        self.world.barrier();
+                        self.world().barrier();
                     }
                     _ => {
                         // One write per message: `eprintln!` writes each formatted piece
                         // separately, and mpirun's abort banner can land between the pieces.
                         say(&format!(
                             "gradcomp: error on rank {} of {}: {}\n",
-                            self.world.rank,
-                            self.world.size,
+                            self.world().rank,
+                            self.world().size,
                             with_causes(&err)
                         ));
                         print_notes();
-                        if self.world.size > 1 {
+                        if self.world().size > 1 {
                             say(&format!(
                                 "gradcomp: rank {} aborts the whole job (MPI_Abort)\n",
-                                self.world.rank
+                                self.world().rank
                             ));
-                            self.world.abort(i32::from(code));
+                            self.world().abort(i32::from(code));
                         }
                     }
                 }
-                // The world first, then MPI (MPI_Finalize): the fields in their order.
+                // The session ends: the world, then MPI (MPI_Finalize).
                 drop(self);
                 ExitCode::from(code)
             }

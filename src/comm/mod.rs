@@ -2,13 +2,15 @@
 //! ([`mpi`], the only file that names the `mpi` crate) and its in-process loopback backend
 //! ([`loopback`], ranks as threads: tests without `mpirun`), the [`World`] every
 //! benchmark talks through, the exchange of compressed wires ([`exchange`]), our own
-//! ring over point-to-point ([`ring`]).
+//! ring over point-to-point ([`ring`]), and a job's MPI session in the order MPI needs
+//! ([`session`]).
 
 pub mod collective;
 pub mod exchange;
 pub mod loopback;
 pub mod mpi;
 pub mod ring;
+pub mod session;
 
 pub use self::mpi::{library_version, mpi_standard, wtime, Mpi, ThreadLevel};
 use crate::error::{Error, Result};
