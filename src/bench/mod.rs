@@ -165,6 +165,15 @@ fn note_worst_case(
     }
 }
 
+/// A micro case's loop: warm-up and timed iterations, and whether its result is checked
+/// (`[[micro-comm]]` and `[[micro]]`).
+#[derive(Clone, Copy)]
+struct Loop {
+    iters: u64,
+    warmup: u64,
+    check: bool,
+}
+
 /// What the cases of one run share: where rows go, the table on stdout, micro-comm's
 /// buffers, the memory bandwidth probed once, the e2e inputs read once, the pipelining-off
 /// twins' exposed synchronisation, and the count of drifted e2e cases.
@@ -221,7 +230,16 @@ impl<'a, 'o> Runner<'a, 'o> {
                 iters,
                 warmup,
                 check,
-            } => self.micro_comm(id, collective, bytes, iters, warmup, check)?,
+            } => self.micro_comm(
+                id,
+                collective,
+                bytes,
+                Loop {
+                    iters,
+                    warmup,
+                    check,
+                },
+            )?,
             Case::MicroCompress {
                 ref method,
                 shape,
@@ -237,35 +255,32 @@ impl<'a, 'o> Runner<'a, 'o> {
                 iters,
                 warmup,
                 check,
-            } => self.micro(id, method, shape, params, iters, warmup, check)?,
+            } => self.micro(
+                id,
+                method,
+                shape,
+                params,
+                Loop {
+                    iters,
+                    warmup,
+                    check,
+                },
+            )?,
             Case::E2e(ref c) => return self.e2e(id, &case.label(), c),
         }
         Ok((None, Ok(())))
     }
 
     /// A micro-comm case; a failed `--check` ends the run after its row.
-    fn micro_comm(
-        &mut self,
-        id: &str,
-        collective: Collective,
-        bytes: u64,
-        iters: u64,
-        warmup: u64,
-        check: bool,
-    ) -> Result<()> {
+    fn micro_comm(&mut self, id: &str, collective: Collective, bytes: u64, l: Loop) -> Result<()> {
         let (world, o) = (self.world, self.o);
+        let fault = o.inject_fault.filter(|f| f.1 == Fault::Gross).map(|f| f.0);
+        let bufs = &mut self.comm_bufs;
         let m = micro_comm::measure(
-            world,
-            &mut self.comm_bufs,
-            collective,
-            bytes,
-            iters,
-            warmup,
-            check,
-            o.inject_fault.filter(|f| f.1 == Fault::Gross).map(|f| f.0),
+            world, bufs, collective, bytes, l.iters, l.warmup, l.check, fault,
         )?;
         record_samples(world, self.sinks, o, id, kind::MICRO_COMM, &m.local)?;
-        let mut row = micro_comm_row(world, o.run_id, collective, bytes, iters, warmup, m);
+        let mut row = micro_comm_row(world, o.run_id, collective, bytes, l.iters, l.warmup, m);
         row.case_id = id.to_string();
         self.table.micro_comm(&row);
         if let Some(s) = self.sinks.micro_comm.as_mut() {
@@ -350,27 +365,25 @@ impl<'a, 'o> Runner<'a, 'o> {
     }
 
     /// A micro case; a failed `--check` ends the run after its row.
-    #[allow(clippy::too_many_arguments)] // the fields of one `[[micro]]` case
     fn micro(
         &mut self,
         id: &str,
         method: &str,
         shape: Shape,
         params: &MethodParams,
-        iters: u64,
-        warmup: u64,
-        check: bool,
+        l: Loop,
     ) -> Result<()> {
-        let (world, o) = (self.world, self.o);
+        let (world, o, seed) = (self.world, self.o, self.config.seed);
+        let (iters, warmup) = (l.iters, l.warmup);
         let m = compress::measure_collective(
             world,
             method,
             shape,
             params,
-            self.config.seed,
+            seed,
             iters,
             warmup,
-            check,
+            l.check,
             o.inject_fault,
         )?;
         record_samples(world, self.sinks, o, id, kind::MICRO, &m.local)?;

@@ -205,31 +205,17 @@ impl ChooseArgs {
             },
         );
         let base = SimulateRequest {
-            steps_to_target: Vec::new(),
-            network_scale: (1.0, 1.0),
-            models: spec.models,
-            methods: spec.methods,
-            fusion: spec.fusion,
-            pipelining: spec.pipelining,
-            collectives: spec.collectives,
-            world_sizes: vec![world_size],
-            batch: spec.batch,
-            device: spec.device,
-            params: spec.params,
-            compress_on: spec.compress_on,
-            compress_device: spec.compress_device,
-            compress_profile: spec.compress_profile,
             network: Some(self.network.clone()),
             networks: vec![self.network.clone()],
             fits: self.fits.clone(),
             untrusted_fits: self.untrusted_fits,
-            compare: None,
-            tolerance: 0.15,
             ranks_per_node: Some(self.gpus_per_node),
             intra_link,
-            planner_fallback: true,
-            validate_published: false,
-            out: self.out.clone().unwrap_or_default(),
+            ..SimulateRequest::of_cases(
+                spec,
+                vec![world_size],
+                self.out.clone().unwrap_or_default(),
+            )
         };
         Ok(ChooseRequest {
             base,

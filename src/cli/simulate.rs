@@ -130,21 +130,11 @@ impl SimulateArgs {
             None => Vec::new(),
         };
         let (_, stamp) = crate::units::utc_now();
+        let out = out
+            .map(|p| p.to_path_buf())
+            .unwrap_or_else(|| PathBuf::from("results").join(format!("sim-{stamp}")));
         Ok(crate::sim::run::SimulateRequest {
             steps_to_target,
-            network_scale: (1.0, 1.0),
-            models: spec.models,
-            methods: spec.methods,
-            fusion: spec.fusion,
-            pipelining: spec.pipelining,
-            collectives: spec.collectives,
-            world_sizes: self.world_sizes.clone(),
-            batch: spec.batch,
-            device: spec.device,
-            params: spec.params,
-            compress_on: spec.compress_on,
-            compress_device: spec.compress_device,
-            compress_profile: spec.compress_profile,
             network: self.networks.first().cloned(),
             networks: self.networks.clone(),
             fits: self.fits.clone(),
@@ -155,9 +145,7 @@ impl SimulateArgs {
             intra_link,
             planner_fallback,
             validate_published,
-            out: out
-                .map(|p| p.to_path_buf())
-                .unwrap_or_else(|| PathBuf::from("results").join(format!("sim-{stamp}"))),
+            ..crate::sim::run::SimulateRequest::of_cases(spec, self.world_sizes.clone(), out)
         })
     }
 

@@ -16,6 +16,7 @@
 //! the reference's `_sparsify`, and read best side by side.
 
 use super::device::{self, Out, BOOL, F32, I64};
+use super::residual::{self, Sent};
 use super::select::{
     abs_bits, grad_slice, indexable_len, out_slice, push_pairs, scatter_mean, single_round,
     strided_count, tensor_err, touched_vec, TopKScratch, TouchedSet, WideCandidates,
@@ -206,29 +207,11 @@ struct TensorState {
     u: Vec<f32>,
     /// Accumulated velocity `v` (sparse tensors only).
     v: Vec<f32>,
-    /// Indices sent by the last `compress` (ascending), `n_sent` of them.
-    sent: Vec<u32>,
-    n_sent: usize,
-    /// Whether momentum factor masking is still to be applied.
-    pending: bool,
+    /// Indices sent by the last `compress` (ascending); feedback zeroes them in `v` and
+    /// `u`: momentum factor masking (DGC Sec. 3.2).
+    sent: Sent,
     /// Largest `k` over the density schedule.
     k_max: usize,
-}
-
-impl TensorState {
-    /// Momentum factor masking (DGC Sec. 3.2): zero `v` and `u` at the sent indices.
-    fn apply_masking(&mut self) {
-        if self.pending {
-            for &i in &self.sent[..self.n_sent] {
-                let i = i as usize;
-                if i < self.v.len() && i < self.u.len() {
-                    self.v[i] = 0.0;
-                    self.u[i] = 0.0;
-                }
-            }
-            self.pending = false;
-        }
-    }
 }
 
 /// Momentum correction (DGC Sec. 3.2): `u = m u + g; v = v + u`; Nesterov (DGC
@@ -503,13 +486,6 @@ impl Dgc {
         })
     }
 
-    fn state(&mut self, t: TensorId) -> Result<&mut TensorState> {
-        self.tensors
-            .get_mut(t)
-            .and_then(Option::as_mut)
-            .ok_or_else(|| tensor_err(NAME, t, "not registered".into()))
-    }
-
     /// `k = ceil(rho d)` of `d` elements at density `rho` (the reference's `num_selects`).
     fn k_at(&self, rho: f64, d: usize) -> usize {
         MethodParams {
@@ -585,11 +561,8 @@ impl Dgc {
             last,
             ..
         } = self;
-        let st = tensors
-            .get_mut(t)
-            .and_then(Option::as_mut)
-            .ok_or_else(|| tensor_err(NAME, t, "not registered".into()))?;
-        st.apply_masking();
+        let st = residual::registered(NAME, tensors, t)?;
+        st.sent.settle([&mut st.v, &mut st.u]);
         let (u, v) = (&mut st.u, &mut st.v);
         let r = plan.top_k_samples;
         let n_sample = strided_count(d, start, plan.stride);
@@ -643,13 +616,12 @@ impl Dgc {
         };
         let (len, compacted) = scratch.candidates();
         let n_sent = if path == Selection::TopOfSurvivors {
-            scratch.finish(v, k, &mut st.sent, vals)?
+            scratch.finish(v, k, st.sent.buf_mut(), vals)?
         } else {
             // `indices[:num_selects]`: the first k survivors in index order.
-            scratch.finish_first(v, k, &mut st.sent, vals)?
+            scratch.finish_first(v, k, st.sent.buf_mut(), vals)?
         };
-        st.n_sent = n_sent;
-        st.pending = true;
+        st.sent.mark(n_sent);
         *last = SelectionStats {
             path,
             lowerings,
@@ -664,7 +636,7 @@ impl Dgc {
             sent: n_sent,
         };
         wire.clear();
-        push_pairs(wire, &st.sent[..n_sent], &vals[..n_sent]);
+        push_pairs(wire, st.sent.indices(), &vals[..n_sent]);
         Ok(())
     }
 }
@@ -698,10 +670,7 @@ impl Compressor for Dgc {
                 self.vals = touched_vec(k_max, 0.0, 1.0);
             }
         }
-        if self.tensors.len() <= t {
-            self.tensors.resize(t + 1, None);
-        }
-        self.tensors[t] = Some(TensorState {
+        let state = TensorState {
             rows,
             cols,
             sparse,
@@ -711,11 +680,10 @@ impl Compressor for Dgc {
             } else {
                 Vec::new()
             },
-            sent: touched_vec(k_max, 0, 1),
-            n_sent: 0,
-            pending: false,
+            sent: Sent::new(k_max),
             k_max,
-        });
+        };
+        residual::register(&mut self.tensors, t, state);
         Ok(())
     }
     fn wire_capacity(&self, t: TensorId, _round: usize) -> WireLen {
@@ -751,7 +719,7 @@ impl Compressor for Dgc {
         wire: &mut Wire,
     ) -> Result<()> {
         single_round(NAME, round)?;
-        let st = self.state(t)?;
+        let st = residual::registered(NAME, &mut self.tensors, t)?;
         let g = grad_slice(NAME, t, &grad, st.rows, st.cols)?;
         if st.sparse {
             self.compress_sparse(t, g, wire)
@@ -762,7 +730,8 @@ impl Compressor for Dgc {
         }
     }
     fn feedback(&mut self, t: TensorId, _round: usize) -> Result<()> {
-        self.state(t)?.apply_masking();
+        let st = residual::registered(NAME, &mut self.tensors, t)?;
+        st.sent.settle([&mut st.v, &mut st.u]);
         Ok(())
     }
     /// synxlin/deep-gradient-compression: `DGCSGDMemory.compensate` / `update`
@@ -861,10 +830,7 @@ impl Compressor for Dgc {
         let Dgc {
             tensors, touched, ..
         } = self;
-        let st = tensors
-            .get_mut(t)
-            .and_then(Option::as_mut)
-            .ok_or_else(|| tensor_err(NAME, t, "not registered".into()))?;
+        let st = residual::registered(NAME, tensors, t)?;
         let out = out_slice(NAME, t, out, st.rows, st.cols)?;
         if st.sparse {
             return scatter_mean(NAME, t, received, out, touched);

@@ -29,6 +29,7 @@ pub mod orth;
 pub mod powersgd;
 pub mod qsgd;
 pub mod randomk;
+pub mod residual;
 pub mod select;
 pub mod setup;
 pub mod signsgd;

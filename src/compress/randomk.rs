@@ -18,7 +18,8 @@
 //! permutation: the same distribution, O(k) work instead of O(d).
 
 use super::device::{self, Out, F32, I64};
-use super::select::{grad_slice, indexable_len, out_slice, single_round, tensor_err, touched_vec};
+use super::residual::{self, Residual};
+use super::select::{grad_slice, indexable_len, out_slice, single_round, touched_vec};
 use super::ssgd::check_summed;
 use super::topk::check_density;
 use super::{
@@ -67,27 +68,15 @@ pub const SPEC: super::spec::MethodSpec = super::spec::MethodSpec {
     },
 };
 
-/// Per-tensor state, allocated and touched in `register`.
-#[derive(Debug, Clone)]
-struct TensorState {
-    rows: usize,
-    cols: usize,
-    k: usize,
-    /// Error-feedback residual `e`; holds `p = g + e` between `compress` and `feedback`.
-    e: Vec<f32>,
-    /// The indices of the last draw (ascending).
-    idx: Vec<u32>,
-    /// Whether `feedback` has yet to zero the sent entries of `e`.
-    pending: bool,
-}
-
 /// Random-k with error feedback; wire `sum_f32` = the k values, ascending index.
 #[derive(Debug, Clone)]
 pub struct RandomK {
     params: MethodParams,
     ctx: WorkerCtx,
     step: u64,
-    tensors: Vec<Option<TensorState>>,
+    /// Per-tensor residual and the last draw (all of it sent), allocated and touched in
+    /// `register`.
+    tensors: Vec<Option<Residual>>,
     /// Floyd's draw mask, one bit per element of the largest tensor (all clear between draws).
     mask: Vec<u64>,
 }
@@ -128,25 +117,6 @@ impl RandomK {
             mask: Vec::new(),
         })
     }
-
-    fn state(&mut self, t: TensorId) -> Result<&mut TensorState> {
-        self.tensors
-            .get_mut(t)
-            .and_then(Option::as_mut)
-            .ok_or_else(|| tensor_err(NAME, t, "not registered".into()))
-    }
-}
-
-impl TensorState {
-    /// `e = p` with the sent entries zeroed.
-    fn apply_feedback(&mut self) {
-        if self.pending {
-            for &i in &self.idx {
-                self.e[i as usize] = 0.0;
-            }
-            self.pending = false;
-        }
-    }
 }
 
 impl Compressor for RandomK {
@@ -162,17 +132,7 @@ impl Compressor for RandomK {
         if self.mask.len() < d.div_ceil(64) {
             self.mask = touched_vec(d.div_ceil(64), 0, 1);
         }
-        if self.tensors.len() <= t {
-            self.tensors.resize(t + 1, None);
-        }
-        self.tensors[t] = Some(TensorState {
-            rows,
-            cols,
-            k,
-            e: touched_vec(d, 0.0, 1.0),
-            idx: touched_vec(k, 0, 1),
-            pending: false,
-        });
+        residual::register(&mut self.tensors, t, Residual::new(rows, cols, k));
         Ok(())
     }
     fn wire_capacity(&self, t: TensorId, _round: usize) -> WireLen {
@@ -199,22 +159,19 @@ impl Compressor for RandomK {
         single_round(NAME, round)?;
         let (seed, step) = (self.ctx.seed, self.step);
         let RandomK { tensors, mask, .. } = self;
-        let st = tensors
-            .get_mut(t)
-            .and_then(Option::as_mut)
-            .ok_or_else(|| tensor_err(NAME, t, "not registered".into()))?;
+        let st = residual::registered(NAME, tensors, t)?;
         let g = grad_slice(NAME, t, &grad, st.rows, st.cols)?;
-        st.apply_feedback();
+        st.settle();
         st.e.iter_mut().zip(g).for_each(|(e, g)| *e += *g);
-        draw(seed, step, t, st.e.len(), &mut st.idx, mask);
-        st.pending = true;
+        draw(seed, step, t, st.e.len(), st.sent.buf_mut(), mask);
+        st.sent.mark(st.k);
         wire.clear();
         wire.sum_f32
-            .extend(st.idx.iter().map(|&i| st.e[i as usize]));
+            .extend(st.sent.indices().iter().map(|&i| st.e[i as usize]));
         Ok(())
     }
     fn feedback(&mut self, t: TensorId, _round: usize) -> Result<()> {
-        self.state(t)?.apply_feedback();
+        residual::registered(NAME, &mut self.tensors, t)?.settle();
         Ok(())
     }
     /// GRACE's `randomk` on the GPU (docs/methods.md, "Device kernels"). Compress:
@@ -267,12 +224,12 @@ impl Compressor for RandomK {
         out: ArrayViewMut2<f32>,
     ) -> Result<()> {
         single_round(NAME, round)?;
-        let st = self.state(t)?;
+        let st = residual::registered(NAME, &mut self.tensors, t)?;
         check_summed(NAME, t, received, st.k)?;
         let o = out_slice(NAME, t, out, st.rows, st.cols)?;
         o.fill(0.0);
         let n = received.world_size as f32;
-        for (&i, &v) in st.idx.iter().zip(received.sum_f32) {
+        for (&i, &v) in st.sent.indices().iter().zip(received.sum_f32) {
             o[i as usize] = v / n;
         }
         Ok(())
@@ -377,15 +334,15 @@ mod tests {
         }
         let grads: Vec<_> = (0..3).map(|r| grad(rows, cols, r as f32)).collect();
         step(&mut ws, &grads, 0);
-        let first = ws[0].tensors[0].as_ref().unwrap().idx.clone();
+        let first = ws[0].tensors[0].as_ref().unwrap().sent.indices().to_vec();
         // k = ceil(0.2 * 91) = 19 distinct ascending indices in range.
         assert_eq!(first.len(), 19);
         assert!(first.windows(2).all(|w| w[0] < w[1]) && *first.last().unwrap() < 91);
         for w in &ws {
-            assert_eq!(w.tensors[0].as_ref().unwrap().idx, first);
+            assert_eq!(w.tensors[0].as_ref().unwrap().sent.indices(), first);
         }
         step(&mut ws, &grads, 1);
-        assert_ne!(ws[0].tensors[0].as_ref().unwrap().idx, first);
+        assert_ne!(ws[0].tensors[0].as_ref().unwrap().sent.indices(), first);
         // The mask is left clear for the next draw.
         assert!(ws.iter().all(|w| w.mask.iter().all(|&m| m == 0)));
     }
@@ -404,7 +361,7 @@ mod tests {
                 .map(|r| grad(rows, cols, (s * n + r) as f32))
                 .collect();
             let (outs, ps) = step(&mut ws, &grads, s as u64);
-            let idx = ws[0].tensors[0].as_ref().unwrap().idx.clone();
+            let idx = ws[0].tensors[0].as_ref().unwrap().sent.indices().to_vec();
             for i in 0..rows * cols {
                 let want = if idx.contains(&(i as u32)) {
                     ps.iter().map(|p| p[i]).sum::<f32>() / n as f32

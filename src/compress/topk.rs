@@ -3,9 +3,10 @@
 //! the sent entries zeroed; all-gather of (index, value) pairs, decompress = sum / n.
 
 use super::device::{self, Out, F32, I32, I64};
+use super::residual::{self, Residual};
 use super::select::{
-    grad_slice, indexable_len, out_slice, push_pairs, scatter_mean, single_round, tensor_err,
-    touched_vec, TopKScratch, TouchedSet,
+    grad_slice, indexable_len, out_slice, push_pairs, scatter_mean, single_round, touched_vec,
+    TopKScratch, TouchedSet,
 };
 use super::{
     Aggregation, CompressError, Compressor, MethodParams, Received, Result, TensorId, Wire,
@@ -74,41 +75,15 @@ const STREAM_SAMPLE: u64 = 0x746f_706b;
 /// Elements per fused accumulate-and-scan chunk (fits L1).
 const CHUNK: usize = 4096;
 
-/// Per-tensor state, allocated and touched in `register`.
-#[derive(Debug, Clone)]
-struct TensorState {
-    rows: usize,
-    cols: usize,
-    k: usize,
-    /// Error-feedback residual `e`; holds `p = g + e` between `compress` and `feedback`.
-    e: Vec<f32>,
-    /// Indices sent by the last `compress` (ascending).
-    sent: Vec<u32>,
-    /// Whether `feedback` has yet to zero the sent entries of `e`.
-    pending: bool,
-}
-
-impl TensorState {
-    /// `e = p` with the sent entries zeroed (docs/methods.md, "topk").
-    fn apply_feedback(&mut self) {
-        if self.pending {
-            for &i in &self.sent {
-                if let Some(x) = self.e.get_mut(i as usize) {
-                    *x = 0.0;
-                }
-            }
-            self.pending = false;
-        }
-    }
-}
-
 /// Exact Top-k with error feedback; wire `gather_u32` = k indices then k value bits.
 #[derive(Debug, Clone)]
 pub struct TopK {
     params: MethodParams,
     ctx: WorkerCtx,
     step: u64,
-    tensors: Vec<Option<TensorState>>,
+    /// Per-tensor residual and sent indices (docs/methods.md, "topk"), allocated and
+    /// touched in `register`.
+    tensors: Vec<Option<Residual>>,
     scratch: TopKScratch,
     /// Selected values (scratch of the largest k).
     vals: Vec<f32>,
@@ -144,13 +119,6 @@ impl TopK {
             touched: TouchedSet::default(),
         })
     }
-
-    fn state(&mut self, t: TensorId) -> Result<&mut TensorState> {
-        self.tensors
-            .get_mut(t)
-            .and_then(Option::as_mut)
-            .ok_or_else(|| tensor_err(NAME, t, "not registered".into()))
-    }
 }
 
 impl Compressor for TopK {
@@ -168,17 +136,7 @@ impl Compressor for TopK {
         if self.vals.len() < k {
             self.vals = touched_vec(k, 0.0, 1.0);
         }
-        if self.tensors.len() <= t {
-            self.tensors.resize(t + 1, None);
-        }
-        self.tensors[t] = Some(TensorState {
-            rows,
-            cols,
-            k,
-            e: touched_vec(d, 0.0, 1.0),
-            sent: touched_vec(k, 0, 1),
-            pending: false,
-        });
+        residual::register(&mut self.tensors, t, Residual::new(rows, cols, k));
         Ok(())
     }
     fn wire_capacity(&self, t: TensorId, _round: usize) -> WireLen {
@@ -212,12 +170,9 @@ impl Compressor for TopK {
             vals,
             ..
         } = self;
-        let st = tensors
-            .get_mut(t)
-            .and_then(Option::as_mut)
-            .ok_or_else(|| tensor_err(NAME, t, "not registered".into()))?;
+        let st = residual::registered(NAME, tensors, t)?;
         let g = grad_slice(NAME, t, &grad, st.rows, st.cols)?;
-        st.apply_feedback();
+        st.settle();
         let (k, e) = (st.k, &mut st.e);
         // Fused p = g + e and candidate scan, one pass over memory.
         let thr = scratch.sample_threshold(e.len(), k, &mut rng, |i| e[i] + g[i])?;
@@ -230,14 +185,14 @@ impl Compressor for TopK {
             scratch.begin(k, 0.0)?;
             scratch.scan(0, e);
         }
-        let m = scratch.finish(e, k, &mut st.sent, vals)?;
-        st.pending = true;
+        let m = scratch.finish(e, k, st.sent.buf_mut(), vals)?;
+        st.sent.mark(m);
         wire.clear();
-        push_pairs(wire, &st.sent[..m], &vals[..m]);
+        push_pairs(wire, st.sent.indices(), &vals[..m]);
         Ok(())
     }
     fn feedback(&mut self, t: TensorId, _round: usize) -> Result<()> {
-        self.state(t)?.apply_feedback();
+        residual::registered(NAME, &mut self.tensors, t)?.settle();
         Ok(())
     }
     /// OMGS-SGD's `TopKCompressor` (HKBU-HPML/OMGS-SGD `compression.py`) and the
@@ -325,7 +280,7 @@ impl Compressor for TopK {
         received: &Received,
         out: ArrayViewMut2<f32>,
     ) -> Result<()> {
-        let st = self.state(t)?;
+        let st = residual::registered(NAME, &mut self.tensors, t)?;
         let (rows, cols) = (st.rows, st.cols);
         let out = out_slice(NAME, t, out, rows, cols)?;
         scatter_mean(NAME, t, received, out, &mut self.touched)

@@ -80,6 +80,49 @@ pub struct SimulateRequest {
     pub network_scale: (f64, f64),
 }
 
+impl SimulateRequest {
+    /// The cases of a validated e2e section (models, methods, the schedule and placement
+    /// axes, parameters) at `world_sizes`, written under `out`; every other setting as
+    /// `simulate` has it without flags: the default network (fitted with `fits`, else
+    /// 10gbe), no fits or comparison, one rank per node, planner fallback on, no
+    /// published validation, no steps to target, the preset's own alpha and beta.
+    /// `tolerance` is `simulate --tolerance`'s default, the 15% target of
+    /// docs/performance.md, "Simulator accuracy".
+    pub fn of_cases(
+        spec: crate::config::E2eSpec,
+        world_sizes: Vec<usize>,
+        out: PathBuf,
+    ) -> SimulateRequest {
+        SimulateRequest {
+            models: spec.models,
+            methods: spec.methods,
+            fusion: spec.fusion,
+            pipelining: spec.pipelining,
+            collectives: spec.collectives,
+            world_sizes,
+            batch: spec.batch,
+            device: spec.device,
+            params: spec.params,
+            compress_on: spec.compress_on,
+            compress_device: spec.compress_device,
+            compress_profile: spec.compress_profile,
+            network: None,
+            networks: Vec::new(),
+            fits: None,
+            untrusted_fits: false,
+            compare: None,
+            tolerance: 0.15,
+            out,
+            ranks_per_node: None,
+            intra_link: IntraLink::default(),
+            planner_fallback: true,
+            validate_published: false,
+            steps_to_target: Vec::new(),
+            network_scale: (1.0, 1.0),
+        }
+    }
+}
+
 /// OMGS-SGD's published constants beside our network preset's and device model's
 /// predictions, into `OUT/published_validation.csv` (needs `--network` and
 /// `--compress-device`, which name what is validated).
