@@ -72,8 +72,9 @@ if ((python_on)); then
   else
     W=$OUT/mutmut
     rm -rf "$W" && mkdir -p "$W"
-    # analysis/profile_*.py: devmodel imports profile_compress from beside the package
-    cp -r analysis/gradcomp_analysis analysis/tests analysis/pytest.ini analysis/profile_*.py "$W"/
+    # analysis/profile_*.py: devmodel imports profile_compress from beside the package;
+    # analysis/methods.json: methods.py reads it from beside the package at import
+    cp -r analysis/gradcomp_analysis analysis/tests analysis/pytest.ini analysis/methods.json analysis/profile_*.py "$W"/
     find "$W" -name __pycache__ -prune -exec rm -rf {} +
     # test_io reads the repository's recorded runs at tests/../../tests/data (mutants/tests/..
     # /.. is $W): a link, which mutmut's copy of tests/ follows
@@ -86,7 +87,7 @@ if ((python_on)); then
       echo "only_mutate="
       for m in $mods; do echo "    $m"; done
       echo "also_copy="
-      (cd "$W" && ls profile_*.py) | sed 's/^/    /'
+      (cd "$W" && ls methods.json profile_*.py) | sed 's/^/    /'
       echo "pytest_add_cli_args="
       for t in test_report.py 'test_docs*.py' 'test_slurm*.py' 'test_check_layers*.py' test_profile_compress.py; do
         echo "    --ignore-glob=tests/$t"
