@@ -226,3 +226,149 @@ def test_discover_names_a_folder_it_cannot_read(tmp_path, monkeypatch):
                        (str(root / "outer"), "no micro_comm.csv, micro_compress.csv, micro.csv, e2e.csv, "
                                              "converge.csv in it or below it"),
                        (str(root / "outer" / "locked"), "cannot be read (Permission denied)")]
+
+
+# ---------------------------------------------------------------------------------- staged_dir
+# io.staged_dir's rules (its docstring), each written again: the output moves into OUT_DIR when
+# the block ends, nothing of it when the block raises, an OSError names where its file was to go.
+
+
+def listing(d):
+    return sorted(os.listdir(d))
+
+
+def test_staged_dir_moves_every_file_into_the_folder_and_leaves_no_stage(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "old.md").write_text("earlier\n")
+    (out / "a.csv").write_text("earlier a\n")
+    with IO.staged_dir(str(out), "report") as stage:
+        # a hidden folder of its own inside OUT_DIR (a rename needs the same file system)
+        assert os.path.dirname(stage) == str(out)
+        assert os.path.basename(stage).startswith(".gradcomp-") and stage.endswith(".tmp")
+        assert listing(stage) == []
+        for name in ("a.csv", "b.csv", "z.md"):
+            with open(os.path.join(stage, name), "w") as f:
+                f.write(f"new {name}\n")
+        assert (out / "a.csv").read_text() == "earlier a\n"  # nothing moves before the end
+    assert listing(out) == ["a.csv", "b.csv", "old.md", "z.md"]
+    assert (out / "a.csv").read_text() == "new a.csv\n" and (out / "z.md").read_text() == "new z.md\n"
+    assert (out / "old.md").read_text() == "earlier\n"
+
+
+def test_staged_dir_makes_the_folder_and_its_parents(tmp_path):
+    out = tmp_path / "x" / "y" / "out"
+    with IO.staged_dir(str(out), "report") as stage:
+        with open(os.path.join(stage, "r.md"), "w") as f:
+            f.write("r\n")
+    assert listing(out) == ["r.md"]
+
+
+def test_staged_dir_of_an_existing_folder_with_no_file_written(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    with IO.staged_dir(str(out), "report"):
+        pass
+    assert out.is_dir() and listing(out) == []
+
+
+def test_staged_dir_keeps_a_folder_it_made_when_the_block_ends_with_no_file(tmp_path):
+    # the output (of no file) moved in: only a refusal removes the folder it made
+    out = tmp_path / "new"
+    with IO.staged_dir(str(out), "report"):
+        pass
+    assert out.is_dir() and listing(out) == []
+
+
+def test_a_refusal_in_the_block_leaves_a_folder_it_made_removed(tmp_path):
+    out = tmp_path / "new"
+    with pytest.raises(ReportError, match="^refused$"):
+        with IO.staged_dir(str(out), "report") as stage:
+            open(os.path.join(stage, "half.csv"), "w").close()
+            raise ReportError("refused")
+    assert not out.exists() and listing(tmp_path) == []
+
+
+def test_a_refusal_leaves_an_earlier_folder_and_its_files_as_they_were(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.md").write_text("earlier\n")
+    with pytest.raises(ReportError):
+        with IO.staged_dir(str(out), "report") as stage:
+            with open(os.path.join(stage, "report.md"), "w") as f:
+                f.write("half")
+            raise ReportError("refused")
+    assert listing(out) == ["report.md"] and (out / "report.md").read_text() == "earlier\n"
+
+
+def test_a_refusal_leaves_an_empty_folder_it_did_not_make(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(ReportError):
+        with IO.staged_dir(str(out), "report"):
+            raise ReportError("refused")
+    assert out.is_dir() and listing(out) == []
+
+
+def test_a_folder_it_made_that_something_else_filled_meanwhile_is_kept(tmp_path):
+    out = tmp_path / "new"
+    with pytest.raises(ReportError):
+        with IO.staged_dir(str(out), "report"):
+            (out / "theirs.txt").write_text("not ours\n")
+            raise ReportError("refused")
+    assert listing(out) == ["theirs.txt"]
+
+
+def oserror_of(out, what, exc_of_stage):
+    """The OSError staged_dir raises when its block raises exc_of_stage(stage)."""
+    with pytest.raises(OSError) as e:
+        with IO.staged_dir(str(out), what) as stage:
+            raise exc_of_stage(stage)
+    return e.value
+
+
+def test_an_oserror_names_where_its_file_was_to_go_and_what_was_not_written(tmp_path):
+    out = tmp_path / "out"
+    e = oserror_of(out, "comparison", lambda s: OSError(28, "No space left on device", os.path.join(s, "sub", "a.csv")))
+    assert (e.errno, e.strerror) == (28, "No space left on device (no file of this comparison was written)")
+    assert e.filename == str(out / "sub" / "a.csv")
+    assert str(e) == f"[Errno 28] No space left on device (no file of this comparison was written): '{out / 'sub' / 'a.csv'}'"
+    assert not out.exists()
+
+
+def test_an_oserror_outside_the_stage_keeps_its_path_and_one_without_a_path_names_the_folder(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    e = oserror_of(out, "report", lambda s: PermissionError(13, "Permission denied", "/elsewhere/x.csv"))
+    # OSError(errno, ...) is the subclass of its errno again (PermissionError)
+    assert (type(e), e.errno, e.filename) == (PermissionError, 13, "/elsewhere/x.csv")
+    assert e.strerror == "Permission denied (no file of this report was written)"
+    e = oserror_of(out, "report", lambda s: OSError(28, "No space left on device"))
+    assert (e.errno, e.filename) == (28, str(out))
+    # an OSError without strerror is named by its text
+    e = oserror_of(out, "peer comparison", lambda s: OSError("disk gone"))
+    assert (e.errno, e.strerror, e.filename) == (None, "disk gone (no file of this peer comparison was written)", str(out))
+    assert listing(out) == []
+
+
+def test_an_oserror_while_moving_names_the_file_in_the_folder(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    out.mkdir()
+    replace = os.replace
+    moved = []
+
+    def fail_second(src, dst):
+        if moved:
+            raise OSError(5, "Input/output error", src, dst)
+        moved.append(dst)
+        return replace(src, dst)
+    monkeypatch.setattr(os, "replace", fail_second)
+    with pytest.raises(OSError) as e:
+        with IO.staged_dir(str(out), "report") as stage:
+            for name in ("b.csv", "a.csv"):
+                open(os.path.join(stage, name), "w").close()
+    # the files move in name order: a.csv first, b.csv fails; the stage is removed and OUT_DIR,
+    # which existed, kept
+    assert moved == [str(out / "a.csv")]
+    assert (e.value.errno, e.value.filename) == (5, str(out / "b.csv"))
+    assert listing(out) == ["a.csv"]
