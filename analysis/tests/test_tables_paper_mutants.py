@@ -1,0 +1,198 @@
+"""tables.py after `_vs` (the paper tables, the `wire vs dense` helpers, the accuracy and
+convergence tables) at the places mutation testing found untested (issue 49; docs/mutation.md).
+Every expectation is written by hand from the fixture's numbers, not computed by the code under
+test."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from gradcomp_analysis import tables as T
+
+from test_tables import df, row
+
+NAN = math.nan
+W = "wire vs dense"
+
+
+def test_drop_empty_density_drops_every_empty_density_column_and_keeps_the_notes():
+    t = pd.DataFrame({"model": ["m", "n"], "density": [NAN, NAN], "topk density": [NAN, NAN],
+                      "dgc density": [0.001, NAN], "densityx": [NAN, NAN], "x": [1, 2]})
+    t.attrs["notes"] = ["a note"]
+    out = T.drop_empty_density(t)
+    # `density` and `X density` where no row has one; a column that only starts with it stays
+    assert list(out.columns) == ["model", "dgc density", "densityx", "x"]
+    assert out.attrs["notes"] == ["a note"]
+    # nothing to drop: the notes stay too
+    assert T.drop_empty_density(out).attrs["notes"] == ["a note"]
+
+
+def test_density_and_wire_of_a_frame_without_their_columns_keep_its_rows():
+    d = pd.DataFrame({"method": ["topk", "ssgd", "dgc"]}, index=[5, 7, 9])
+    for got in (T.density_of(d), T.wire_vs_dense(d)):
+        assert list(got.index) == [5, 7, 9] and got.dtype == float and got.isna().all()
+
+
+# ------------------------------------------------------------------ convergence
+
+
+def test_within_tolerance_at_its_edges():
+    # the check's rule written again: a finite final loss at most 1.25 x dense's
+    f = T.within_tolerance
+    assert T.CONVERGE_TOLERANCE_REL == 0.25
+    assert f(1.25, 1.0) is True and f(1.0, 1.0) is True and f(0.5, 1.0) is True
+    assert f(1.2500001, 1.0) is False and f(2.5, 2.0) is True and f(2.5000001, 2.0) is False
+    assert f(math.nan, 1.0) is False and f(math.inf, 1.0) is False and f(-math.inf, 1.0) is False
+    assert f(1.0, math.nan) is False  # no dense reference: never within
+
+
+def curve(method, losses, status="done", run="r", ws=2, step_s=None, wire=None, steps=None, order=None):
+    """converge.csv rows of one case: LOSSES per step (None: not evaluated at that step, NaN loss)."""
+    out = []
+    n = len(losses)
+    for i, x in enumerate(losses):
+        ev = math.nan if x is None else x
+        out.append(dict(run=run, world_size=ws, method=method, step=i, eval_loss=ev,
+                        eval_accuracy=math.nan if x is None else round(1 - x / 10, 6),
+                        step_s=(step_s or [0.01] * n)[i], wire_bytes=(wire or [100] * n)[i],
+                        status=status if i == n - 1 else "ok", **({} if steps is None else {"steps": steps})))
+    return [out[i] for i in order] if order else out
+
+
+def test_converge_summary_every_column_by_hand():
+    rows = (curve("ssgd", [3.0, None, 1.5, None, 1.0], step_s=[0.01, 0.05, 0.02, 0.03, 0.04],
+                  wire=[400, 400, 400, 400, 400], order=[4, 2, 0, 3, 1])  # rows out of step order
+            # exactly 1.1x dense at step 2 (reach: step 3), exactly 1.25x at the end: within
+            + curve("topk@rho=0.01", [3.0, 1.2, 1.1, 1.25], step_s=[0.001, 0.002, 0.004, 0.1], wire=[10, 20, 30, 40])
+            # just past 1.25x: outside, the method's own reason (the name before `@`)
+            + curve("dgc", [3.0, 1.3, 1.2500001])
+            + curve("qsgd", [3.0, 2.0, None], steps=None)     # last step not evaluated: the last evaluated loss
+            + curve("signsgd", [3.0, 0.9, math.nan], status="diverged"))
+    t = T.converge_summary(pd.DataFrame(rows).assign(model_params=100))
+    assert "notes" not in t.attrs  # every case has its dense size
+    assert list(t.columns) == ["run", "world_size", "method", "steps_run", "final_eval_loss", "final_eval_accuracy",
+                               "x_dense", "within_tolerance", "steps_to_1.1x_dense", "median_step_ms", "wire_bytes",
+                               W, "status", "control", "why_not"]
+    assert list(t["method"]) == ["ssgd", "topk@rho=0.01", "dgc", "qsgd", "signsgd"]  # the file's order
+    t = t.set_index("method")
+    s = t.loc["ssgd"]
+    assert (s["run"], s["world_size"], s["steps_run"], s["final_eval_loss"]) == ("r", 2, 5, 1.0)
+    assert s["final_eval_accuracy"] == 0.9 and s["x_dense"] == 1.0 and s["within_tolerance"]
+    assert s["steps_to_1.1x_dense"] == 5 and s["median_step_ms"] == pytest.approx(30.0)  # 0.03 s
+    assert s["wire_bytes"] == 400 and s["status"] == "done" and s["control"] == "" and s["why_not"] == ""
+    k = t.loc["topk@rho=0.01"]
+    assert (k["steps_run"], k["final_eval_loss"], k["x_dense"]) == (4, 1.25, 1.25)
+    assert k["final_eval_accuracy"] == 0.875 and k["within_tolerance"] and k["why_not"] == ""
+    assert k["steps_to_1.1x_dense"] == 3                                   # 1.1 <= 1.1 x 1.0 at step 2
+    assert k["median_step_ms"] == pytest.approx(3.0) and k["wire_bytes"] == 25.0  # medians of four
+    assert s[W] == 1.0 and k[W] == 25.0 / 400  # median wire over 4 bytes x 100 parameters
+    d = t.loc["dgc"]
+    assert not d["within_tolerance"] and d["why_not"] == T.CONVERGE_WHY_NOT["dgc"]
+    assert d["x_dense"] == pytest.approx(1.2500001) and math.isnan(d["steps_to_1.1x_dense"])
+    q = t.loc["qsgd"]
+    assert (q["steps_run"], q["final_eval_loss"], q["final_eval_accuracy"]) == (3, 2.0, 0.8)
+    assert q["x_dense"] == 2.0 and q["why_not"] == "see docs/methods.md"  # no reason written for qsgd
+    g = t.loc["signsgd"]
+    assert g["status"] == "diverged" and g["steps_run"] == 3
+    assert math.isnan(g["final_eval_loss"]) and math.isnan(g["final_eval_accuracy"]) and math.isnan(g["x_dense"])
+    assert not g["within_tolerance"] and g["why_not"] == T.CONVERGE_WHY_NOT["signsgd"]
+    assert g["steps_to_1.1x_dense"] == 2  # it reached 0.9 before it diverged
+
+
+def test_converge_summary_groups_by_run_and_world_size_each_with_its_own_dense():
+    rows = (curve("topk", [3.0, 1.2], run="r", ws=4) + curve("ssgd", [3.0, 2.0], run="r", ws=4)
+            + curve("ssgd", [3.0, 1.0], run="r", ws=2) + curve("topk", [3.0, 1.2], run="r", ws=2)
+            + curve("ssgd", [3.0, 1.0], run="a", ws=2) + curve("topk", [3.0, 1.5], run="a", ws=2))
+    t = T.converge_summary(pd.DataFrame(rows))
+    # the groups sorted by run then world size; the methods in the file's order within each
+    assert list(zip(t["run"], t["world_size"], t["method"])) == [
+        ("a", 2, "ssgd"), ("a", 2, "topk"), ("r", 2, "ssgd"), ("r", 2, "topk"), ("r", 4, "topk"), ("r", 4, "ssgd")]
+    assert list(t["x_dense"]) == pytest.approx([1.0, 1.5, 1.0, 1.2, 0.6, 1.0])
+    assert list(t["within_tolerance"]) == [True, False, True, True, True, True]
+
+
+def test_converge_summary_of_a_cut_curve_and_of_no_rows():
+    rows = (curve("ssgd", [3.0, 1.0]) + curve("topk", [3.0, 1.0, 1.1], status="interrupted", steps=10)
+            + curve("dgc", [3.0, 1.0], status="ok")           # killed: no last row, no `steps` column value
+            + curve("topk-noef", [3.0, 1.0], status="interrupted"))
+    t = T.converge_summary(pd.DataFrame(rows)).set_index("method")
+    assert t.loc["topk", "status"] == "incomplete (3 of 10 steps)"
+    assert t.loc["dgc", "status"] == "incomplete (2 steps)"   # steps NaN: not said
+    for m in ("topk", "dgc", "topk-noef"):
+        assert t.loc[m, "why_not"] == "cut off (a signal or a kill): not a result; continue the run with --resume"
+        assert not t.loc[m, "within_tolerance"] and math.isnan(t.loc[m, "final_eval_loss"])
+    # a cut negative control is neither a passed nor a failed control
+    assert t.loc["topk-noef", "control"] == ""
+    # a control that fails, one that passes
+    rows = curve("ssgd", [3.0, 1.0]) + curve("topk-noef", [3.0, 1.3]) + curve("signsgd-noef@x", [3.0, 1.0])
+    t = T.converge_summary(pd.DataFrame(rows)).set_index("method")
+    assert t.loc["topk-noef", "control"] == "fails as a control should"
+    assert t.loc["topk-noef", "why_not"] == T.CONVERGE_WHY_NOT["topk-noef"]
+    assert t.loc["signsgd-noef@x", "control"] == "failed control (passed)"
+    assert t.loc["signsgd-noef@x", "why_not"].startswith("FAILED CONTROL: this negative control passed the check")
+    assert t.attrs["notes"] == [T.CONVERGE_WIRE_NOTE]  # no model_params: no dense size
+    with pytest.raises(T.MissingData, match="^no converge.csv rows$"):
+        T.converge_summary(pd.DataFrame(rows).iloc[:0])
+    with pytest.raises(T.MissingData, match="^no converge.csv rows$"):
+        T.converge_summary(None)
+
+
+def test_converge_wire_by_hand():
+    gm = pd.DataFrame({"wire_bytes": [10.0, 30.0, 20.0], "model_params": [100, 100, 100]})
+    assert T._converge_wire(gm) == 20.0 / 400          # median wire over 4 bytes x 100 parameters
+    assert T._converge_wire(gm.assign(model_params=[50, 100, "x"])) == 20.0 / 300  # median of 50, 100: 75
+    assert math.isnan(T._converge_wire(gm.assign(model_params=0)))
+    assert math.isnan(T._converge_wire(gm.drop(columns=["model_params"])))
+    assert math.isnan(T._converge_wire(gm.assign(model_params=math.nan)))
+
+
+# ------------------------------------------------------------------ planner accuracy
+
+
+def planned(method, planned_s, bwd_sync_s, wire=None, **kw):
+    return dict(row(method, 0.5, fusion="mgwfbp", wire=wire), planned_s=planned_s, bwd_sync_s=bwd_sync_s, **kw)
+
+
+def test_planner_accuracy_every_column_by_hand():
+    e = df(dict(planned("ssgd", 1.25, 1.0, plan_source="mgwfbp", buckets=3), run="a", compress_on="host",
+                trains="all train"),
+           dict(planned("topk", 0.75, 1.0, plan_source="", buckets=1, wire=10), run="a", compress_on="host",
+                trains=None),
+           dict(planned("topk", "x", 1.0), run="a", compress_on="host", trains=None),  # no prediction: left out
+           dict(planned("dgc", 0.749, 1.0, wire=20), run="b", compress_on="device", trains=None))
+    t = T.planner_accuracy(e)
+    assert list(t.columns) == ["run", "model", "world_size", "method", "fusion", "pipelining", "compress_on",
+                               "plan that ran", "buckets", "trains", "density", W, "planned ms", "measured ms",
+                               "error %", "within"]
+    assert list(t.index) == [0, 1, 2]
+    assert list(t["method"]) == ["ssgd", "topk", "dgc"] and list(t["run"]) == ["a", "a", "b"]
+    assert list(t["compress_on"]) == ["host", "host", "device"] and list(t["buckets"][:2]) == [3, 1]
+    assert list(t["plan that ran"][:2]) == ["mgwfbp", ""] and t["trains"][0] == "all train"
+    assert list(t["planned ms"]) == pytest.approx([1250, 750, 749])
+    assert list(t["measured ms"]) == pytest.approx([1000, 1000, 1000])
+    assert list(t["error %"]) == pytest.approx([25, -25, -25.1])
+    # the default tolerance, 25%, at its edge on both sides: |error| <= 25% is within
+    assert T.PLANNER_TOLERANCE_REL == 0.25
+    assert list(t["within"]) == ["yes", "yes", "no"]
+    assert list(T.planner_accuracy(e, tolerance=0.2)["within"]) == ["no", "no", "no"]
+    assert list(T.planner_accuracy(e, tolerance=0.26)["within"]) == ["yes", "yes", "yes"]
+    assert math.isnan(t["density"][0]) and list(t["density"][1:]) == [0.001, 0.001]
+    assert list(t[W]) == [1.0, 0.0025, 0.005]
+    assert "notes" not in t.attrs or t.attrs["notes"] == []
+    # without the optional columns: none of them
+    bare = df(dict(planned("ssgd", 0.1, 0.1)))
+    bare = bare.drop(columns=[c for c in bare.columns if c in ("network",)])
+    t = T.planner_accuracy(bare)
+    assert list(t.columns) == ["model", "world_size", "method", "fusion", "pipelining", W, "planned ms",
+                               "measured ms", "error %", "within"]
+    assert list(t["within"]) == ["yes"] and list(t["error %"]) == [0.0]
+
+
+def test_planner_accuracy_refusals():
+    with pytest.raises(T.MissingData, match=r"^no planned_s column \(e2e.csv from before planner predictions\)$"):
+        T.planner_accuracy(df(row("ssgd", 0.2)))
+    with pytest.raises(T.MissingData, match=r"^no planner fusions \(mgwfbp, omgs, layerfusion\)$"):
+        T.planner_accuracy(df(dict(row("ssgd", 0.2), planned_s="", bwd_sync_s=0.1)))
+    with pytest.raises(T.MissingData, match="^no e2e rows$"):
+        T.planner_accuracy(df(row("ssgd", 0.2)).iloc[:0])
