@@ -196,3 +196,126 @@ def test_planner_accuracy_refusals():
         T.planner_accuracy(df(dict(row("ssgd", 0.2), planned_s="", bwd_sync_s=0.1)))
     with pytest.raises(T.MissingData, match="^no e2e rows$"):
         T.planner_accuracy(df(row("ssgd", 0.2)).iloc[:0])
+
+
+# ------------------------------------------------------------------ DGC's ratio
+
+
+def test_dgc_ratio_every_row_and_column_by_hand():
+    MiB = 2 ** 20
+    e = df(row("dgc", 1.0, model="resnet50", density=0.01, dense=100 * MiB, wire=4 * MiB),
+           row("dgc", 1.0, model="resnet50", density=0.001, dense=100 * MiB, wire=MiB // 2),
+           row("dgc", 1.0, model="resnet50", density=0.001, dense=100 * MiB, wire=MiB // 4, fusion="25MiB"),
+           row("dgc", 1.0, model="resnet50", density=0.001, dense=100 * MiB, wire=MiB, pipelining="off"),
+           # no fusion-none row of its model and density: the smallest wire of all its rows
+           row("dgc", 1.0, model="zeta", density=0.001, dense=8 * MiB, wire=2 * MiB, fusion="25MiB"),
+           row("dgc", 1.0, model="zeta", density=0.001, dense=8 * MiB, wire=MiB, fusion="mgwfbp"),
+           row("dgc", 1.0, model="alpha", density=0.001, dense=3 * MiB, wire=0),   # no message: no ratio
+           row("topk", 0.5, model="lstm-ptb", dense=5 * MiB, wire=MiB))           # not dgc: not read
+    t = T.dgc_ratio(e)
+    assert list(t.columns) == ["model (paper)", "model", "density", "gradient MiB", "message MiB", "ratio",
+                               "gradient MiB (published)", "message MiB (published)", "ratio (published)"]
+    assert list(t["model (paper)"]) == ["ResNet-50", "ResNet-50", "AlexNet", "LSTM (2-layer, PTB)", "DeepSpeech",
+                                        "", ""]
+    assert list(t["model"]) == ["resnet50", "resnet50", "alexnet-caffe", "lstm-ptb", "(not in gradcomp's zoo)",
+                                "alpha", "zeta"]
+    r = t.iloc[0]  # densities in increasing order
+    assert (r["density"], r["gradient MiB"], r["message MiB"], r["ratio"]) == (0.001, 100.0, 0.5, 200.0)
+    r = t.iloc[1]
+    assert (r["density"], r["gradient MiB"], r["message MiB"], r["ratio"]) == (0.01, 100.0, 4.0, 25.0)
+    assert list(t["gradient MiB (published)"][:5]) == [97.49, 97.49, 232.56, 194.68, 488.08]
+    assert list(t["message MiB (published)"][:5]) == [0.35, 0.35, 0.39, 0.42, 0.74]
+    assert list(t["ratio (published)"][:5]) == [277.0, 277.0, 597.0, 462.0, 608.0]
+    for i in (2, 3, 4):  # published models without a dgc row: their own numbers empty
+        assert pd.isna(t["density"][i]) and pd.isna(t["gradient MiB"][i]) and pd.isna(t["message MiB"][i])
+        assert pd.isna(t["ratio"][i])
+    a, z = t.iloc[5], t.iloc[6]
+    assert (a["density"], a["gradient MiB"], a["message MiB"]) == (0.001, 3.0, 0.0) and pd.isna(a["ratio"])
+    assert (z["gradient MiB"], z["message MiB"], z["ratio"]) == (8.0, 1.0, 8.0)
+    for c in ("gradient MiB (published)", "message MiB (published)", "ratio (published)"):
+        assert pd.isna(a[c]) and pd.isna(z[c])
+    with pytest.raises(T.MissingData, match="^needs e2e rows of method dgc$"):
+        T.dgc_ratio(df(row("topk", 1.0)))
+    with pytest.raises(T.MissingData, match="^no e2e rows$"):
+        T.dgc_ratio(df(row("dgc", 1.0)).iloc[:0])
+
+
+# ------------------------------------------------------------------ Sketch-Fusion's scalability
+
+
+def test_sketch_scalability_by_hand():
+    s = pd.DataFrame({
+        "network": ["eth"] * 5 + ["ib"] * 2, "model": ["m"] * 7, "batch": [10] * 7, "device": ["cpu"] * 7,
+        "method": ["topk", "topk", "topk", "ssgd", "ssgd", "topk", "topk"],
+        "world_size": [8, 2, 4, 2, 4, 2, 4],                      # out of order: smallest to largest
+        "none samples/s": [40.0, 10.0, 30.0, 10.0, 15.0, 10.0, 10.0],
+        "layerfusion samples/s": [100.0, 20.0, 50.0, 10.0, 30.0, 10.0, 40.0]})
+    t = T.sketch_scalability(s)
+    assert list(t.columns) == ["network", "model", "batch", "device", "method", "from ranks", "to ranks",
+                               "scaling none", "scaling layerfusion", "layerfusion scalability gain",
+                               "gain (published, up to)"]
+    assert list(zip(t["network"], t["method"])) == [("eth", "topk"), ("eth", "ssgd"), ("ib", "topk")]
+    assert list(t["from ranks"]) == [2, 2, 2] and list(t["to ranks"]) == [8, 4, 4]
+    assert list(t["scaling none"]) == [4.0, 1.5, 1.0]           # 40 / 10, 15 / 10, 10 / 10
+    assert list(t["scaling layerfusion"]) == [5.0, 3.0, 4.0]    # 100 / 20, 30 / 10, 40 / 10
+    assert list(t["layerfusion scalability gain"]) == [1.25, 2.0, 4.0]
+    assert list(t["gain (published, up to)"]) == [2.87] * 3
+    # without a network column: grouped by the others
+    t = T.sketch_scalability(s[s["network"] == "eth"].drop(columns=["network"]))
+    assert list(t.columns[:4]) == ["model", "batch", "device", "method"] and len(t) == 2
+
+
+# ------------------------------------------------------------------ Marsit
+
+
+def test_marsit_every_column_by_hand():
+    e = df(row("ssgd", 0.2, ci=0.01, wire=4000), row("ssgd", 0.19, fusion="25MiB", ci=0.01),  # the best: 25MiB
+           row("ssgd", 0.4, collective="ring", ci=0.01, wire=4000),
+           row("signsgd", 0.35, ci=0.2, wire=130),
+           row("marsit", 0.3, ci=0.05, wire=2 ** 20 // 4, dense=2 ** 20),
+           row("marsit", 0.1, collective="allreduce"),            # not its own collective: not read
+           row("topk", 0.01))                                      # not in the table
+    t = T.marsit(e)
+    assert list(t.columns) == ["model", "world_size", "batch", "device", "method", "collective", "config", "iter_ms",
+                               "iter_ms ±", "comm_ms", "wire MiB", W, "time reduction vs ssgd ring %",
+                               "vs ssgd ring", "time reduction vs ssgd allreduce %", "vs ssgd allreduce",
+                               "reduction % (published, up to)"]
+    assert list(zip(t["method"], t["collective"], t["config"])) == [
+        ("ssgd", "allreduce", "25MiB/on"), ("ssgd", "ring", "none/on"), ("signsgd", "allgather", "none/on"),
+        ("marsit", "ring", "none/on")]
+    assert list(t["iter_ms"]) == pytest.approx([190, 400, 350, 300])
+    assert list(t["iter_ms ±"]) == pytest.approx([10, 10, 200, 50])
+    assert list(t["comm_ms"]) == pytest.approx([95, 200, 175, 150])  # row(): comm_s = iter_s / 2
+    assert list(t["wire MiB"]) == pytest.approx([4000 / 2 ** 20, 4000 / 2 ** 20, 130 / 2 ** 20, 0.25])
+    assert list(t[W]) == [1.0, 1.0, 130 / 4000, 0.25]
+    # 100 x (1 - t / t_ssgd): the time saved, not a speed-up; none against the row itself
+    ring = list(t["time reduction vs ssgd ring %"])
+    assert pd.isna(ring[1]) and ring[0] == pytest.approx(52.5) and ring[2] == pytest.approx(12.5)
+    assert ring[3] == pytest.approx(25.0)
+    ar = list(t["time reduction vs ssgd allreduce %"])
+    assert pd.isna(ar[0]) and ar[1] == pytest.approx(100 * (1 - 0.4 / 0.19))
+    assert ar[3] == pytest.approx(100 * (1 - 0.3 / 0.19))
+    # 400 vs 190 (+-10 each): slower; 350 +- 200 vs 400 +- 10: inside the noise; 300 +- 50 vs 400 +- 10: faster
+    assert list(t["vs ssgd ring"]) == ["faster", "", T.NOT_SIGNIFICANT, "faster"]
+    assert list(t["vs ssgd allreduce"]) == ["", "slower", T.NOT_SIGNIFICANT, "slower"]
+    assert pd.isna(t["reduction % (published, up to)"][0]) and t["reduction % (published, up to)"][3] == 35.0
+    assert t.attrs["notes"] == [T.MARSIT_NOTE_RING]
+
+
+def test_marsit_of_two_runs_names_each_rows_run():
+    # run a holds S-SGD and Marsit: its own comparison; run b's Marsit alone is shown alone
+    e = df(row("ssgd", 0.4, run="a"), row("marsit", 0.3, run="a"), row("marsit", 0.2, run="b"),
+           # setup m2: no run holds both, so the two runs are compared together
+           row("ssgd", 0.4, run="a", model="m2"), row("marsit", 0.1, run="b", model="m2"))
+    t = T.marsit(e)
+    assert list(t.columns[:6]) == ["model", "world_size", "batch", "device", "run", "method"]
+    assert t.columns[-1] == "runs compared"  # only the later rows have it (the other tables put it after run)
+    assert list(zip(t["model"], t["run"], t["method"])) == [
+        ("m", "a", "ssgd"), ("m", "a", "marsit"), ("m", "b", "marsit"), ("m2", "a", "ssgd"), ("m2", "b", "marsit")]
+    assert list(t["runs compared"].fillna("-")) == ["-", "-", "-", "a + b", "a + b"]
+    assert list(t["time reduction vs ssgd allreduce %"].fillna(-1)) == pytest.approx([-1, 25.0, -1, -1, 75.0])
+    assert t.attrs["notes"] == [T.MARSIT_NOTE_NO_RING]
+    with pytest.raises(T.MissingData, match=r"^needs e2e rows of marsit and ssgd$"):
+        T.marsit(df(row("marsit", 0.3), row("signsgd", 0.3)))
+    with pytest.raises(T.MissingData, match=r"^no e2e rows$"):
+        T.marsit(df(row("marsit", 0.3)).iloc[:0])
