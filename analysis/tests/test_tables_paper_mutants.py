@@ -319,3 +319,15 @@ def test_marsit_of_two_runs_names_each_rows_run():
         T.marsit(df(row("marsit", 0.3), row("signsgd", 0.3)))
     with pytest.raises(T.MissingData, match=r"^no e2e rows$"):
         T.marsit(df(row("marsit", 0.3)).iloc[:0])
+
+
+def test_wire_and_density_of_text_cells_and_of_a_dense_size_of_one_byte():
+    # cells as text (an object column): a number is read, an empty cell is no value
+    d = pd.DataFrame({"method": ["topk", "topk", "dgc"], "wire_bytes": ["10", "", "3"],
+                      "dense_bytes": ["4000", "4000", ""], "density": ["0.001", "", "0.01"]})
+    w = T.wire_vs_dense(d)
+    assert w[0] == 0.0025 and w.isna().tolist() == [False, True, True]
+    rho = T.density_of(d)
+    assert rho[0] == 0.001 and math.isnan(rho[1]) and rho[2] == 0.01
+    # any positive dense size divides, 1 byte too
+    assert list(T.wire_vs_dense(pd.DataFrame({"wire_bytes": [1, 3], "dense_bytes": [1, 2]}))) == [1.0, 1.5]
