@@ -331,3 +331,21 @@ def test_wire_and_density_of_text_cells_and_of_a_dense_size_of_one_byte():
     assert rho[0] == 0.001 and math.isnan(rho[1]) and rho[2] == 0.01
     # any positive dense size divides, 1 byte too
     assert list(T.wire_vs_dense(pd.DataFrame({"wire_bytes": [1, 3], "dense_bytes": [1, 2]}))) == [1.0, 1.5]
+
+
+def test_converge_summary_reach_against_a_dense_loss_of_two_and_variant_names():
+    # dense's final loss 2.0: 1.1x is 2.2 (not 1.1 / 2.0); a method named with `@` finds its reason
+    rows = (curve("ssgd", [3.0, 2.0]) + curve("dgc@rho=0.01", [3.0, 2.2, 2.6])
+            + curve("topk-noef@x", [3.0, 2.0]))
+    e = pd.DataFrame(rows).assign(update_rel_err=math.nan)  # a column empty on every row is not a missing loss
+    t = T.converge_summary(e).set_index("method")
+    assert t.loc["dgc@rho=0.01", "steps_to_1.1x_dense"] == 2 and t.loc["ssgd", "steps_to_1.1x_dense"] == 2
+    assert t.loc["dgc@rho=0.01", "x_dense"] == 1.3 and not t.loc["dgc@rho=0.01", "within_tolerance"]
+    assert t.loc["dgc@rho=0.01", "why_not"] == T.CONVERGE_WHY_NOT["dgc"]
+    assert t.loc["topk-noef@x", "why_not"] == (
+        "FAILED CONTROL: this negative control passed the check, so here the check cannot tell; use a control "
+        "that fails (topk-noef; docs/methods.md)")
+
+
+def test_converge_wire_of_one_parameter():
+    assert T._converge_wire(pd.DataFrame({"wire_bytes": [2.0], "model_params": [1]})) == 0.5  # 2 / (4 x 1)
