@@ -1269,12 +1269,14 @@ def planner_accuracy(e2e: pd.DataFrame, tolerance: float = PLANNER_TOLERANCE_REL
     return wire_notes(drop_empty_density(t.reset_index(drop=True)), [(WIRE, "measured ms")])
 
 
-CONVERGE_TOLERANCE_REL = 0.25  # src/converge/mod.rs, TOLERANCE_REL (docs/methods.md, "Convergence check")
+# The convergence check before 2026-11-28 (src/converge/mod.rs:35 TOLERANCE_REL at 1494226^; 1494226 replaced it
+# with dense's target; docs/methods.md, "Convergence check", "Earlier versions"): kept as a ratio column.
+CONVERGE_TOLERANCE_REL = 0.25
 
 
 def within_tolerance(final: float, dense: float) -> bool:
-    """The convergence check (src/converge/mod.rs, within_tolerance): a finite final held-out
-    loss at most (1 + CONVERGE_TOLERANCE_REL) x dense S-SGD's."""
+    """The convergence check before 2026-11-28 (src/converge/mod.rs, within_tolerance, until
+    1494226): a finite final held-out loss at most (1 + CONVERGE_TOLERANCE_REL) x dense S-SGD's."""
     return bool(math.isfinite(final) and final <= dense * (1 + CONVERGE_TOLERANCE_REL))
 
 
