@@ -274,6 +274,7 @@ def test_marsit_every_column_by_hand():
            row("signsgd", 0.35, ci=0.2, wire=130),
            row("marsit", 0.3, ci=0.05, wire=2 ** 20 // 4, dense=2 ** 20),
            row("marsit", 0.1, collective="allreduce"),            # not its own collective: not read
+           row("signsgd", 0.1, collective="ring"),                # only S-SGD is read over the ring too
            row("topk", 0.01))                                      # not in the table
     t = T.marsit(e)
     assert list(t.columns) == ["model", "world_size", "batch", "device", "method", "collective", "config", "iter_ms",
@@ -309,6 +310,11 @@ def test_marsit_of_two_runs_names_each_rows_run():
            row("ssgd", 0.4, run="a", model="m2"), row("marsit", 0.1, run="b", model="m2"))
     t = T.marsit(e)
     assert list(t.columns[:6]) == ["model", "world_size", "batch", "device", "run", "method"]
+    # setup m3: run b has two methods but not S-SGD, so it holds no comparison: both runs together
+    m3 = T.marsit(df(row("ssgd", 0.4, run="a", model="m3"), row("signsgd", 0.3, run="b", model="m3"),
+                     row("marsit", 0.2, run="b", model="m3")))
+    assert list(m3["run"]) == ["a", "b", "b"] and list(m3["runs compared"]) == ["a + b"] * 3
+    assert m3["time reduction vs ssgd allreduce %"][2] == pytest.approx(50.0)
     assert t.columns[-1] == "runs compared"  # only the later rows have it (the other tables put it after run)
     assert list(zip(t["model"], t["run"], t["method"])) == [
         ("m", "a", "ssgd"), ("m", "a", "marsit"), ("m", "b", "marsit"), ("m2", "a", "ssgd"), ("m2", "b", "marsit")]
