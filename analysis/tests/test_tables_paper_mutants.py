@@ -355,3 +355,11 @@ def test_converge_summary_reach_against_a_dense_loss_of_two_and_variant_names():
 
 def test_converge_wire_of_one_parameter():
     assert T._converge_wire(pd.DataFrame({"wire_bytes": [2.0], "model_params": [1]})) == 0.5  # 2 / (4 x 1)
+
+
+def test_marsit_carries_each_rows_trains_verdict():
+    e = df(dict(row("ssgd", 0.4), trains="trains (4 steps)"), dict(row("marsit", 0.3), trains="diverged at step 3"),
+           dict(row("signsgd", 0.35), trains=None))
+    t = T.marsit(e).set_index("method")
+    assert t.loc["ssgd", T.TRAINS] == "trains (4 steps)" and t.loc["marsit", T.TRAINS] == "diverged at step 3"
+    assert pd.isna(t.loc["signsgd", T.TRAINS])
