@@ -363,3 +363,75 @@ def test_marsit_carries_each_rows_trains_verdict():
     t = T.marsit(e).set_index("method")
     assert t.loc["ssgd", T.TRAINS] == "trains (4 steps)" and t.loc["marsit", T.TRAINS] == "diverged at step 3"
     assert pd.isna(t.loc["signsgd", T.TRAINS])
+
+
+# ------------------------------------------------------------------ OMGS-SGD
+
+
+def test_plan_that_ran_by_hand():
+    f = T._plan_that_ran
+    assert f(pd.Series({"plan_source": "omgs"})) == ["omgs"]
+    for v in (None, math.nan, ""):
+        assert f(pd.Series({"plan_source": v, "x": 1})) is None
+    assert f(pd.Series({"x": 1})) is None
+    assert f(pd.DataFrame({"x": [1]})) is None
+    assert f(pd.DataFrame({"plan_source": [math.nan, "", None]})) is None
+    assert f(pd.DataFrame({"plan_source": [math.nan, "mgwfbp", 3]})) == ["", "mgwfbp", "3"]
+
+
+def test_cols_by_hand():
+    b = pd.DataFrame({"model": ["m", "n"], "iter_s": [0.5, 0.25], "iter_ci95_s": [0.01, 0.02], "iters": [10, 10],
+                      "wire_bytes": [10, 20], "dense_bytes": [4000, 4000], "fusion": ["none", "25MiB"],
+                      "pipelining": ["on", "off"], "collective": ["allgather", "allreduce"]}, index=[4, 9])
+    t = T._cols(b, ["model"], "topk")
+    assert list(t.columns) == ["model", "topk ms", "topk ms ±", "topk wire vs dense"]
+    assert list(t["topk ms"]) == [500, 250] and list(t["topk ms ±"]) == [10, 20]
+    assert list(t["topk wire vs dense"]) == [0.0025, 0.005]
+    t = T._cols(b.assign(plan_source=["", "mgwfbp"], trains=["all train", None]), ["model"], "ssgd best", config=True)
+    assert list(t.columns) == ["model", "ssgd best ms", "ssgd best ms ±", "ssgd best config",
+                               "ssgd best plan that ran", "ssgd best trains"]  # S-SGD: no wire column (1)
+    assert list(t["ssgd best config"]) == ["none/on/allgather", "25MiB/off/allreduce"]
+    assert list(t["ssgd best plan that ran"]) == ["", "mgwfbp"] and list(t["ssgd best trains"][:1]) == ["all train"]
+
+
+def test_omgs_every_column_by_hand():
+    e = df(row("topk", 0.5, ci=0.01, wire=10), row("topk", 0.1, fusion="25MiB"),     # fused top-k: not layer-wise
+           row("topk", 0.45, ci=0.01, pipelining="off"),                            # pipelining on preferred
+           row("omgs", 0.4, fusion="omgs", ci=0.01, wire=12),
+           row("ssgd", 0.8, fusion="mgwfbp", ci=0.01), row("ssgd", 0.2, fusion="25MiB", ci=0.3),
+           row("dgc", 0.01))                                                         # not in the table
+    t = T.omgs(e)
+    assert list(t.columns) == [
+        "model", "world_size", "batch", "device", "density", "ssgd (mgwfbp) ms", "ssgd (mgwfbp) ms ±",
+        "ssgd (mgwfbp) config", "ssgd best ms", "ssgd best ms ±", "ssgd best config", "topk (layer-wise) ms",
+        "topk (layer-wise) ms ±", "topk (layer-wise) wire vs dense", "omgs ms", "omgs ms ±", "omgs wire vs dense",
+        "omgs improvement vs topk %", "omgs vs topk", "omgs speedup vs ssgd (mgwfbp)", "omgs vs ssgd (mgwfbp)",
+        "omgs speedup vs ssgd best", "omgs vs ssgd best", "improvement vs topk % (published, up to)"]
+    r = t.iloc[0]
+    assert len(t) == 1 and r["density"] == 0.001
+    assert (r["topk (layer-wise) ms"], r["omgs ms"], r["ssgd (mgwfbp) ms"], r["ssgd best ms"]) == \
+        pytest.approx((500, 400, 800, 200))
+    assert r["ssgd (mgwfbp) config"] == "mgwfbp/on/allreduce" and r["ssgd best config"] == "25MiB/on/allreduce"
+    assert (r["topk (layer-wise) wire vs dense"], r["omgs wire vs dense"]) == (0.0025, 0.003)
+    assert r["omgs improvement vs topk %"] == pytest.approx(20.0)          # 100 x (500 - 400) / 500
+    assert r["omgs speedup vs ssgd (mgwfbp)"] == pytest.approx(2.0) and r["omgs speedup vs ssgd best"] == 0.5
+    assert r["omgs vs topk"] == "faster" and r["omgs vs ssgd (mgwfbp)"] == "faster"
+    assert r["omgs vs ssgd best"] == T.NOT_SIGNIFICANT                      # |400 - 200| <= 10 + 300
+    assert r["improvement vs topk % (published, up to)"] == 31.0
+    # without S-SGD: no S-SGD columns; the trains verdicts folded into one column
+    t = T.omgs(df(dict(row("topk", 0.5), trains="trains (4 steps)"),
+                  dict(row("omgs", 0.4, fusion="omgs"), trains="diverged at step 3")))
+    assert not any(c.startswith("ssgd") for c in t.columns) and "omgs speedup vs ssgd best" not in t.columns
+    assert t[T.TRAINS].tolist() == ["omgs: diverged at step 3; others train"]
+    assert not any(c.endswith(" trains") for c in t.columns)
+
+
+def test_omgs_refusals():
+    with pytest.raises(T.MissingData, match=r"^needs e2e rows of omgs and of topk with fusion none$"):
+        T.omgs(df(row("omgs", 0.4, fusion="omgs"), row("topk", 0.5, fusion="25MiB")))
+    with pytest.raises(T.MissingData, match=r"^needs e2e rows of omgs and of topk with fusion none$"):
+        T.omgs(df(row("topk", 0.5)))
+    with pytest.raises(T.MissingData, match=r"^needs omgs and layer-wise topk rows of the same setup and density$"):
+        T.omgs(df(row("topk", 0.5, density=0.01), row("omgs", 0.4, fusion="omgs")))
+    with pytest.raises(T.MissingData, match="^no e2e rows$"):
+        T.omgs(df(row("topk", 0.5)).iloc[:0])
