@@ -435,3 +435,14 @@ def test_omgs_refusals():
         T.omgs(df(row("topk", 0.5, density=0.01), row("omgs", 0.4, fusion="omgs")))
     with pytest.raises(T.MissingData, match="^no e2e rows$"):
         T.omgs(df(row("topk", 0.5)).iloc[:0])
+
+
+def test_omgs_keeps_a_setup_without_an_ssgd_baseline_and_compares_across_runs_only_without_topk_and_omgs_in_one():
+    t = T.omgs(df(row("topk", 0.5), row("omgs", 0.4, fusion="omgs"), row("ssgd", 0.8, fusion="mgwfbp"),
+                  row("topk", 0.5, model="m2"), row("omgs", 0.25, fusion="omgs", model="m2")))
+    assert list(t["model"]) == ["m", "m2"] and pd.isna(t["ssgd (mgwfbp) ms"][1]) and pd.isna(t["ssgd best ms"][1])
+    assert t["omgs improvement vs topk %"][1] == pytest.approx(50.0)
+    # run a has two methods but not OMGS: no run holds the comparison, so both runs together
+    t = T.omgs(df(row("topk", 0.5, run="a"), row("ssgd", 0.8, run="a", fusion="mgwfbp"),
+                  row("omgs", 0.4, run="b", fusion="omgs")))
+    assert list(t["run"]) == ["a + b"] and t["omgs improvement vs topk %"][0] == pytest.approx(20.0)
