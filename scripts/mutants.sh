@@ -10,7 +10,9 @@
 #   scripts/mutants.sh --rust-only   [BASE|--all]   skip mutmut
 #
 # MUTMUT_MODULES="compare.py simagree.py"  these analysis modules instead of the changed ones;
+# MUTANTS_RUST_FILES="src/schedule/*.rs"  these Rust files (globs) whole instead of the diff;
 # MUTANTS_OUT=DIR  where the mutmut copy and the logs go [default: a fresh mktemp -d];
+# MUTANTS_TREE=DIR  cargo-mutants' copy of the tree [default: target/mutants-tree];
 # MUTMUT_CHILDREN=N  mutmut's parallel workers [default: the cores, at most 4].
 # Exit 0 when no mutant survived, 1 when some did, 2 on a usage or tool error.
 # mutmut runs in a copy of analysis/ (never in the working tree); the tests that need the
@@ -27,7 +29,7 @@ for a in "$@"; do
     --all) all=1 ;;
     --python-only) rust_on=0 ;;
     --rust-only) python_on=0 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     -*) echo "mutants.sh: unknown option $a" >&2; exit 2 ;;
     *) base=$a ;;
   esac
@@ -134,36 +136,94 @@ if ((python_on)); then
 fi
 
 # ---------------------------------------------------------------------- cargo-mutants
+# Each mutant is built in a fixed copy of the tree ($MUTANTS_TREE, never the working tree),
+# with cargo-mutants --in-place there and the `mutants` profile (.cargo/mutants.toml,
+# Cargo.toml), into this tree's target/: the copy's paths and the incremental cache stay
+# the same from run to run, so a mutant rebuilds one crate incrementally (10-20 s on 2
+# shared cores) instead of a release build (minutes). Files are copied only when their
+# content differs (a fresh mtime, so cargo rebuilds what changed and nothing else; a
+# mutant left by an interrupted run differs and is replaced).
+# Tests per mutant, pass 1: the library's unit tests but sim::tests::engine_vs_sim (44 s
+# alone at opt-level 1), plus tests/wire_formula.rs when src/compress, src/schedule or
+# src/engine changed and tests/determinism.rs for src/compress (the integration tests that
+# reach those modules without MPI or the release binary); pass 2: the survivors again
+# under every unit test, engine_vs_sim included (cargo-mutants --iterate).
+sync_tree() {  # DIR: make DIR hold the tracked and untracked (not ignored) files, as here
+  local dir=$1 f
+  mkdir -p "$dir"
+  git ls-files -z -co --exclude-standard > "$OUT/tree.files"
+  while IFS= read -r -d '' f; do
+    [[ -f $f ]] || continue
+    cmp -s "$f" "$dir/$f" 2>/dev/null || { mkdir -p "$(dirname "$dir/$f")"; cp "$f" "$dir/$f"; }
+  done < "$OUT/tree.files"
+  # files deleted here since the last run
+  (cd "$dir" && find . -type f -not -path './.git/*' | sed 's#^\./##' | sort) > "$OUT/tree.old"
+  tr '\0' '\n' < "$OUT/tree.files" | sort | comm -23 "$OUT/tree.old" - | while read -r f; do rm -f "$dir/$f"; done
+}
 if ((rust_on)); then
   if ! cargo mutants --version >/dev/null 2>&1; then
     echo "cargo-mutants: not installed (cargo install --locked cargo-mutants); Rust side skipped" >&2
     rc_tool=1
   else
-    args=(--output "$OUT" --no-shuffle)
-    if ((!all)); then
-      git diff "$base" -- 'src/*.rs' 'src/**/*.rs' > "$OUT/rust.diff"
-      if [[ ! -s $OUT/rust.diff ]]; then
+    R=$OUT/cargo-mutants
+    rm -rf "$R" && mkdir -p "$R"
+    args=(--in-place --no-shuffle --output "$R")
+    if [[ -n ${MUTANTS_RUST_FILES:-} ]]; then
+      for f in $MUTANTS_RUST_FILES; do args+=(--file "$f"); done
+      touched=$(cd "$ROOT" && ls $MUTANTS_RUST_FILES 2>/dev/null)
+    elif ((!all)); then
+      git diff "$base" -- 'src/*.rs' 'src/**/*.rs' > "$R/rust.diff"
+      if [[ ! -s $R/rust.diff ]]; then
         echo "cargo-mutants: no Rust file changed against $base"
         args=()
       else
-        args+=(--in-diff "$OUT/rust.diff")
+        args+=(--in-diff "$R/rust.diff")
+        touched=$(git diff --name-only "$base" -- 'src/*.rs' 'src/**/*.rs')
       fi
+    else
+      touched=$(printf "src/compress/\nsrc/schedule/\n")
     fi
     if ((${#args[@]})); then
-      cargo mutants "${args[@]}" > "$OUT/cargo-mutants.log" 2>&1
+      tests=(--cargo-arg=--lib)
+      grep -q '^src/\(compress\|schedule\|engine\)/' <<< "$touched" && tests+=(--cargo-arg=--test=wire_formula)
+      grep -q '^src/compress/' <<< "$touched" && tests+=(--cargo-arg=--test=determinism)
+      TREE=${MUTANTS_TREE:-$ROOT/target/mutants-tree}
+      echo "cargo-mutants: copying the tree to $TREE"
+      sync_tree "$TREE"
+      export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+      start_s=$SECONDS
+      (cd "$TREE" && cargo mutants "${args[@]}" "${tests[@]}" -- --skip sim::tests::engine_vs_sim) \
+        > "$R/cargo-mutants.log" 2>&1
       crc=$?
-      tail -n 5 "$OUT/cargo-mutants.log"
-      # exit 2: some mutants missed; 3: timeouts; 0: all caught (cargo-mutants' codes)
-      if [[ -s $OUT/mutants.out/missed.txt ]]; then
-        survived=1
-        echo "cargo-mutants: missed ($(wc -l < "$OUT/mutants.out/missed.txt")):"
-        sed 's/^/  /' "$OUT/mutants.out/missed.txt"
+      tail -n 3 "$R/cargo-mutants.log"
+      M=$R/mutants.out
+      if ((crc == 4)); then
+        echo "cargo-mutants: the tests fail on the unmutated code (log: $R/cargo-mutants.log)" >&2; rc_tool=1
+      elif ((crc != 0 && crc != 2 && crc != 3)); then
+        echo "cargo-mutants failed (exit $crc): $R/cargo-mutants.log" >&2; rc_tool=1
+      else
+        n1=$(cat "$M"/{caught,missed,timeout,unviable}.txt 2>/dev/null | wc -l)
+        echo "cargo-mutants pass 1: $(wc -l < "$M/caught.txt") caught, $(wc -l < "$M/missed.txt") missed," \
+          "$(wc -l < "$M/timeout.txt") timed out, $(wc -l < "$M/unviable.txt") unviable of $n1 ($((SECONDS - start_s)) s)"
+        if [[ -s $M/missed.txt || -s $M/timeout.txt ]]; then
+          # pass 2: what pass 1 did not catch, under every unit test (--iterate skips
+          # what pass 1 caught or found unviable)
+          cp -r "$M" "$R/pass1"
+          (cd "$TREE" && cargo mutants "${args[@]}" --iterate "${tests[@]}") >> "$R/cargo-mutants.log" 2>&1
+          crc=$?
+          echo "cargo-mutants pass 2 (the survivors under every unit test): $(wc -l < "$M/caught.txt") more caught"
+          ((crc == 0 || crc == 2 || crc == 3)) || { echo "cargo-mutants failed (exit $crc): $R/cargo-mutants.log" >&2; rc_tool=1; }
+        fi
+        if [[ -s $M/missed.txt ]]; then
+          survived=1
+          echo "cargo-mutants: missed ($(wc -l < "$M/missed.txt")):"
+          sed 's/^/  /' "$M/missed.txt"
+        fi
+        if [[ -s $M/timeout.txt ]]; then
+          echo "cargo-mutants: timed out (not counted as caught):"
+          sed 's/^/  /' "$M/timeout.txt"
+        fi
       fi
-      if [[ -s $OUT/mutants.out/timeout.txt ]]; then
-        echo "cargo-mutants: timed out (not counted as caught):"
-        sed 's/^/  /' "$OUT/mutants.out/timeout.txt"
-      fi
-      ((crc == 0 || crc == 2 || crc == 3)) || { echo "cargo-mutants failed (exit $crc): $OUT/cargo-mutants.log" >&2; rc_tool=1; }
     fi
   fi
 fi
