@@ -143,11 +143,15 @@ fi
 # shared cores) instead of a release build (minutes). Files are copied only when their
 # content differs (a fresh mtime, so cargo rebuilds what changed and nothing else; a
 # mutant left by an interrupted run differs and is replaced).
-# Tests per mutant, pass 1: the library's unit tests but sim::tests::engine_vs_sim (44 s
-# alone at opt-level 1), plus tests/wire_formula.rs when src/compress, src/schedule or
-# src/engine changed and tests/determinism.rs for src/compress (the integration tests that
-# reach those modules without MPI or the release binary); pass 2: the survivors again
-# under every unit test, engine_vs_sim included (cargo-mutants --iterate).
+# Tests per mutant, pass 1: the library's unit tests (`--lib`: one test binary to rebuild)
+# of the modules changed (`compress::` for src/compress/..., with `engine::` and
+# `sim::tests::bucketing` for src/schedule, which they drive; MUTANTS_TEST_FILTER="a:: b::"
+# chooses): at opt-level 0 the whole library takes 150 s, those filters a few seconds.
+# Pass 2 (cargo-mutants --iterate: what pass 1 neither caught nor found unviable): every
+# unit test, plus tests/wire_formula.rs when src/compress, src/schedule or src/engine
+# changed and tests/determinism.rs for src/compress (the integration tests that reach those
+# modules without MPI or the release binary; each adds the crate's rlib, the binary and a
+# link to every build, minutes per mutant under load, so only for pass 1's survivors).
 sync_tree() {  # DIR: make DIR hold the tracked and untracked (not ignored) files, as here
   local dir=$1 f
   mkdir -p "$dir"
@@ -184,6 +188,14 @@ if ((rust_on)); then
       touched=$(printf "src/compress/\nsrc/schedule/\n")
     fi
     if ((${#args[@]})); then
+      if [[ -n ${MUTANTS_TEST_FILTER:-} ]]; then
+        read -ra filter <<< "$MUTANTS_TEST_FILTER"
+      else
+        read -ra filter <<< "$(sed -n 's#^src/\([a-z_0-9]*\)[/.].*#\1::#p' <<< "$touched" | sort -u | tr '\n' ' ')"
+        grep -q '^src/schedule/' <<< "$touched" && filter+=(engine:: sim::tests::bucketing)
+        # the crate root reaches every module: no filter
+        grep -q '^src/\(lib\|main\)\.rs$' <<< "$touched" && filter=()
+      fi
       tests=(--cargo-arg=--lib)
       grep -q '^src/\(compress\|schedule\|engine\)/' <<< "$touched" && tests+=(--cargo-arg=--test=wire_formula)
       grep -q '^src/compress/' <<< "$touched" && tests+=(--cargo-arg=--test=determinism)
@@ -192,7 +204,8 @@ if ((rust_on)); then
       sync_tree "$TREE"
       export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
       start_s=$SECONDS
-      (cd "$TREE" && cargo mutants "${args[@]}" "${tests[@]}" -- --skip sim::tests::engine_vs_sim) \
+      echo "cargo-mutants pass 1: unit tests matching ${filter[*]:-(all)}"
+      (cd "$TREE" && cargo mutants "${args[@]}" --cargo-arg=--lib -- -- "${filter[@]}") \
         > "$R/cargo-mutants.log" 2>&1
       crc=$?
       tail -n 3 "$R/cargo-mutants.log"
@@ -206,12 +219,12 @@ if ((rust_on)); then
         echo "cargo-mutants pass 1: $(wc -l < "$M/caught.txt") caught, $(wc -l < "$M/missed.txt") missed," \
           "$(wc -l < "$M/timeout.txt") timed out, $(wc -l < "$M/unviable.txt") unviable of $n1 ($((SECONDS - start_s)) s)"
         if [[ -s $M/missed.txt || -s $M/timeout.txt ]]; then
-          # pass 2: what pass 1 did not catch, under every unit test (--iterate skips
-          # what pass 1 caught or found unviable)
+          # pass 2: what pass 1 did not catch, under every unit test and the integration
+          # tests above (--iterate skips what pass 1 caught or found unviable)
           cp -r "$M" "$R/pass1"
           (cd "$TREE" && cargo mutants "${args[@]}" --iterate "${tests[@]}") >> "$R/cargo-mutants.log" 2>&1
           crc=$?
-          echo "cargo-mutants pass 2 (the survivors under every unit test): $(wc -l < "$M/caught.txt") more caught"
+          echo "cargo-mutants pass 2 (the survivors under every unit test and ${tests[*]#--cargo-arg=}): $(wc -l < "$M/caught.txt") more caught"
           ((crc == 0 || crc == 2 || crc == 3)) || { echo "cargo-mutants failed (exit $crc): $R/cargo-mutants.log" >&2; rc_tool=1; }
         fi
         if [[ -s $M/missed.txt ]]; then
