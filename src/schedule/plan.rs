@@ -157,6 +157,26 @@ mod tests {
         );
     }
 
+    /// The rule of `Display`, written again: the largest of GiB, MiB and KiB that divides
+    /// the threshold, else plain bytes; the text parses back (issue 49: every guard of it
+    /// could be `true` or `false` with no test failing).
+    #[test]
+    fn a_byte_threshold_prints_in_the_largest_binary_unit_that_divides_it() {
+        let cases: [(u64, &str); 7] = [
+            (3 << 30, "3GiB"),
+            (1536 << 20, "1536MiB"), // 1.5 GiB: not whole GiB
+            (25 << 20, "25MiB"),
+            (1025 << 10, "1025KiB"), // not whole MiB
+            (64 << 10, "64KiB"),
+            (1000, "1000"), // not whole KiB
+            (1, "1"),
+        ];
+        for (b, text) in cases {
+            assert_eq!(Fusion::Bytes(b).to_string(), text, "{b} bytes");
+            assert_eq!(Fusion::parse(text), Ok(Fusion::Bytes(b)), "{text}");
+        }
+    }
+
     #[test]
     fn bucketing_closes_at_threshold_in_backward_order() {
         let sizes = [10, 10, 30, 5, 5, 100, 1];

@@ -373,3 +373,86 @@ fn a_replaced_plan_names_the_prediction_in_plain_units() {
         "single (mgwfbp predicted 549.250ms)"
     );
 }
+
+/// OMGS's merge terms by hand for groups of different sizes and tensor counts, under costs
+/// that are not linear (so a term computed from the wrong group does not cancel): groups
+/// {0} and {1, 2} of p = [10, 20, 30], t_b = [1, 1, 1]. Group 0 is ready at 1, group 1 at
+/// 3 (delay 2); group 0 is the first, so no slack. a = 10, b = 50, ka = 1, kb = 2:
+/// t_wait = 2 + t_s(60, 3) - t_s(10, 1) - t_s(50, 2), t_save = t_c(10) + t_c(50) - t_c(60)
+/// (Shi et al., INFOCOM 2020, Sec. IV; issue 49: `groups[g + 1]` as `groups[g * 1]` passed).
+#[test]
+fn omgs_terms_by_hand_for_unequal_groups() {
+    let t_s = |d: usize, k: usize| 1e-3 * (d * d) as f64 + 0.1 * (k * k) as f64;
+    let t_c = |d: usize| 1.0 + 1e-4 * (d * d) as f64;
+    let (t_b, p) = ([1.0, 1.0, 1.0], [10usize, 20, 30]);
+    let groups = [vec![0], vec![1, 2]];
+    let tl = timeline(&t_b, &p, &groups, &t_s, &t_c);
+    let m = omgs_terms(&t_b, &p, &groups, &tl, 0, &t_s, &t_c);
+    // t_s: 3.6 + 0.9 = 4.5; 0.1 + 0.1 = 0.2; 2.5 + 0.4 = 2.9. t_c: 1.01, 1.25, 1.36.
+    assert!(close(m.t_wait_s, 2.0 + 4.5 - 0.2 - 2.9), "{m:?}");
+    assert!(close(m.t_save_s, 1.01 + 1.25 - 1.36), "{m:?}");
+}
+
+/// A merge must gain more than TIE_S (its doc): a saving of exactly TIE_S over no added
+/// wait does not merge (issue 49: `>` as `>=` passed).
+#[test]
+fn a_merge_gaining_exactly_the_tie_does_not_merge() {
+    let at_tie = MergeTerms {
+        t_wait_s: 0.0,
+        t_save_s: TIE_S,
+    };
+    assert!(!at_tie.merges());
+    let above = MergeTerms {
+        t_wait_s: 0.0,
+        t_save_s: 2.0 * TIE_S,
+    };
+    assert!(above.merges());
+}
+
+/// The simple thresholds a planner's plan is rated against, in bytes written out: 1 and
+/// 4 MiB, PyTorch DDP's 25 MiB (`bucket_cap_mb` default) and Horovod's 64 MiB
+/// (`HOROVOD_FUSION_THRESHOLD` default) (issue 49: `<<` as `>>` made them 0 and passed).
+#[test]
+fn simple_thresholds_are_1_4_25_and_64_mib() {
+    assert_eq!(
+        SIMPLE_THRESHOLDS_BYTES,
+        [1_048_576, 4_194_304, 26_214_400, 67_108_864]
+    );
+}
+
+/// A simple plan that only ties the planner's own plan does not replace it: with one
+/// layer every plan is the same group, so the planner's is kept (`replaced` None; issue
+/// 49: `t < own_s + TIE_S` for `- TIE_S` passed).
+#[test]
+fn a_tie_with_a_simple_plan_keeps_the_planners_plan() {
+    use crate::schedule::plan::PlannerKind;
+    let c = choose(PlannerKind::Mgwfbp, &[1.0], &[10], &|_, _| 1.0, &|d| {
+        1e-3 * d as f64
+    });
+    assert_eq!(c.groups, vec![vec![0]]);
+    assert_eq!(c.replaced, None);
+}
+
+/// Among simple plans that tie, the first in the rating order (none, single, 1, 4, 25,
+/// 64 MiB) is kept. Two layers of 10 elements, t_b = [1, 0.1], t_c(d) = 0.001 d (no
+/// startup: MG-WFBP never merges), t_s = 1 per group (rated only). Per layer (MG-WFBP's
+/// plan and `none`): group 0 ready at 1, sent 2 to 2.01; group 1 ready at 1.1, starts at
+/// 2.01, ends 3.02. One group (`single` and every threshold, 80 bytes in all): ready at
+/// 1.1, sent 2.1 to 2.12. So `single` replaces MG-WFBP's plan, predicted 3.02 (issue 49:
+/// a later tie, `<=`, replacing the first passed).
+#[test]
+fn among_tied_simple_plans_the_first_is_kept() {
+    use crate::schedule::plan::PlannerKind;
+    let c = choose(
+        PlannerKind::Mgwfbp,
+        &[1.0, 0.1],
+        &[10, 10],
+        &|_, _| 1.0,
+        &|d| 1e-3 * d as f64,
+    );
+    assert_eq!(c.groups, vec![vec![0, 1]]);
+    assert!(close(c.predicted_s, 2.12), "{c:?}");
+    let (name, own_s) = c.replaced.expect("a simple plan is faster");
+    assert_eq!(name, "single");
+    assert!(close(own_s, 3.02), "{own_s}");
+}
