@@ -456,3 +456,25 @@ fn among_tied_simple_plans_the_first_is_kept() {
     assert_eq!(name, "single");
     assert!(close(own_s, 3.02), "{own_s}");
 }
+
+/// LayerFusion by hand where a group's element count decides the plan: p = [100, 1, 1],
+/// t_b = [1, 1, 1], no compression, t_c(d) = 1 + 0.01 d. {0}, {1, 2}: group 0 sent 1 to 3,
+/// group 1 (2 elements) ready at 3, sent to 4.02. Every other grouping ends at 5.02 (one
+/// group: 102 elements from 3; {0}, {1}, {2} and {0, 1}, {2}: the last send starts at 4.01)
+/// (issue 49: a group's elements `pre[j] + pre[i]` for `pre[j] - pre[i]` passed).
+#[test]
+fn layerfusion_by_hand_counts_each_groups_own_elements() {
+    let g = layerfusion(&[1.0, 1.0, 1.0], &[100, 1, 1], &|_, _| 0.0, &|d| {
+        1.0 + 0.01 * d as f64
+    });
+    assert_eq!(g, vec![vec![0], vec![1, 2]]);
+}
+
+/// LayerFusion's tie rule (its doc: "ties keep the smaller last group"): two layers ready
+/// at 1 and 2, every send 1 s whatever its size: {0}, {1} ends at 3 (1 to 2, 2 to 3) and
+/// {0, 1} at 3 too; the smaller last group wins (issue 49: `e < best[j] + TIE_S` passed).
+#[test]
+fn layerfusion_at_a_tie_keeps_the_smaller_last_group() {
+    let g = layerfusion(&[1.0, 1.0], &[10, 10], &|_, _| 0.0, &|_| 1.0);
+    assert_eq!(g, vec![vec![0], vec![1]]);
+}
