@@ -478,3 +478,13 @@ fn layerfusion_at_a_tie_keeps_the_smaller_last_group() {
     let g = layerfusion(&[1.0, 1.0], &[10, 10], &|_, _| 0.0, &|_| 1.0);
     assert_eq!(g, vec![vec![0], vec![1]]);
 }
+
+/// LayerFusion by hand where a group's tensor count decides the plan: t_b = [1, 10],
+/// t_s = 0.5 s per tensor, t_c = 1 s. {0}, {1}: group 1 ready at 11, compressed to 11.5,
+/// sent to 12.5; {0, 1}: ready at 11, compressed (2 tensors) to 12, sent to 13 (issue 49:
+/// the count `j + i` for `j - i` passed).
+#[test]
+fn layerfusion_by_hand_charges_each_groups_own_tensor_count() {
+    let g = layerfusion(&[1.0, 10.0], &[10, 10], &|_, k| 0.5 * k as f64, &|_| 1.0);
+    assert_eq!(g, vec![vec![0], vec![1]]);
+}
