@@ -11,7 +11,7 @@
 //! bound on every preset.
 
 use super::TensorId;
-use crate::roofline::Kernel;
+use crate::roofline::{Kernel, Stage};
 
 /// Bytes of an fp32 value.
 pub const F32: f64 = 4.0;
@@ -38,6 +38,23 @@ pub fn ef_sign_compress(out: Out, p: &'static str, d: usize) {
     out(ew("|p|", d, 1, 1));
     out(mem("scale = mean |p|", F32 * (d + 1) as f64));
     out(pack_signs(d));
+}
+
+/// A tensor all-reduced uncompressed in round 0 (PyTorch's `powerSGD_hook` for its
+/// vectors; Count Sketch's raw tensors): the copy into the uncompressed buffer (named
+/// `copy_in`), then `/= n` and the copy back; `bytes` the tensor's fp32 bytes.
+pub fn uncompressed(out: Out, round: usize, stage: Stage, bytes: f64, copy_in: &'static str) {
+    match (round, stage) {
+        (0, Stage::Compress) => out(Kernel::copy(copy_in, bytes)),
+        (0, Stage::Decompress) => {
+            out(mem("uncompressed buffer /= n", 2.0 * bytes));
+            out(Kernel::copy(
+                "copy back from the uncompressed buffer",
+                bytes,
+            ));
+        }
+        _ => {}
+    }
 }
 
 /// A memory-bound kernel moving `bytes`.

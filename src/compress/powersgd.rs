@@ -145,20 +145,13 @@ impl Compressor for PowerSgd {
             None => {}
             Some(Slot::Raw { rows, cols }) => {
                 let bytes = F32 * (rows * cols) as f64;
-                match (round, stage) {
-                    (0, Stage::Compress) => out(Kernel::copy(
-                        "torch.cat into the uncompressed buffer",
-                        bytes,
-                    )),
-                    (0, Stage::Decompress) => {
-                        out(device::mem("uncompressed buffer /= n", 2.0 * bytes));
-                        out(Kernel::copy(
-                            "copy back from the uncompressed buffer",
-                            bytes,
-                        ));
-                    }
-                    _ => {}
-                }
+                device::uncompressed(
+                    out,
+                    round,
+                    stage,
+                    bytes,
+                    "torch.cat into the uncompressed buffer",
+                );
             }
             Some(Slot::LowRank(lr)) => {
                 let (rows, cols, r) = (lr.rows, lr.cols, lr.rank);

@@ -719,19 +719,13 @@ impl Compressor for Sketch {
         };
         if sl.s.raw {
             let bytes = F32 * sl.d() as f64;
-            match (round, stage) {
-                (0, Stage::Compress) => {
-                    out(Kernel::copy("copy into the uncompressed buffer", bytes))
-                }
-                (0, Stage::Decompress) => {
-                    out(device::mem("uncompressed buffer /= n", 2.0 * bytes));
-                    out(Kernel::copy(
-                        "copy back from the uncompressed buffer",
-                        bytes,
-                    ));
-                }
-                _ => {}
-            }
+            device::uncompressed(
+                out,
+                round,
+                stage,
+                bytes,
+                "copy into the uncompressed buffer",
+            );
             return;
         }
         let (d, k, c, r) = (sl.d(), sl.s.k, sl.s.c, self.rows);
