@@ -340,25 +340,39 @@ impl<'a, 'o> Runner<'a, 'o> {
             }
         };
         record_samples(world, self.sinks, o, id, kind::MICRO_COMPRESS, &m.local)?;
+        let case = CompressCase {
+            method,
+            target,
+            params,
+            iters,
+            warmup,
+        };
+        self.emit_compress(id, &case, m, Some(bw))
+    }
+
+    /// A compression case's row (micro_compress.csv with `mem_gbps`, micro.csv without):
+    /// its fields, the console table's line and the CSV row.
+    fn emit_compress(
+        &mut self,
+        id: &str,
+        case: &CompressCase,
+        m: compress::CompressMeasurement,
+        mem_gbps: Option<f64>,
+    ) -> Result<()> {
         let f = with_case_id(
-            compress_fields(
-                world,
-                o.run_id,
-                &CompressCase {
-                    method,
-                    target,
-                    params,
-                    iters,
-                    warmup,
-                },
-                m,
-                Some(bw),
-            ),
+            compress_fields(self.world, self.o.run_id, case, m, mem_gbps),
             id,
         );
-        self.table
-            .fields("micro-compress", &f, table::MICRO_COMPRESS);
-        if let Some(s) = self.sinks.micro_compress.as_mut() {
+        let (kind, cols, sink) = match mem_gbps {
+            Some(_) => (
+                "micro-compress",
+                table::MICRO_COMPRESS,
+                self.sinks.micro_compress.as_mut(),
+            ),
+            None => ("micro", table::MICRO, self.sinks.micro.as_mut()),
+        };
+        self.table.fields(kind, &f, cols);
+        if let Some(s) = sink {
             s.write_fields(&f)?;
         }
         Ok(())
@@ -391,26 +405,14 @@ impl<'a, 'o> Runner<'a, 'o> {
             Some(Err(msg)) => Some(msg.clone()),
             _ => None,
         };
-        let f = with_case_id(
-            compress_fields(
-                world,
-                o.run_id,
-                &CompressCase {
-                    method,
-                    target: Target::Tensor(shape),
-                    params,
-                    iters,
-                    warmup,
-                },
-                m,
-                None,
-            ),
-            id,
-        );
-        self.table.fields("micro", &f, table::MICRO);
-        if let Some(s) = self.sinks.micro.as_mut() {
-            s.write_fields(&f)?;
-        }
+        let case = CompressCase {
+            method,
+            target: Target::Tensor(shape),
+            params,
+            iters,
+            warmup,
+        };
+        self.emit_compress(id, &case, m, None)?;
         if let Some(msg) = failure {
             return Err(Error::Check(format!("micro {method} {shape}: {msg}")));
         }

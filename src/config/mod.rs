@@ -34,6 +34,14 @@ pub enum ConfigError {
     Read(#[from] crate::input::InputError),
     #[error("config file {file} does not exist; {hint}")]
     NotFound { file: String, hint: String },
+    /// A file of `[[converge]]` sections and no benchmark section: a convergence check's
+    /// config, read by [`converge::sections_from_file`].
+    #[error(
+        "{file}: holds only [[converge]] sections, a convergence check: run it with \
+         `gradcomp converge --config {file}`; `gradcomp run` needs at least one \
+         [[micro-comm]], [[micro-compress]], [[micro]] or [[e2e]] table"
+    )]
+    ConvergeOnly { file: String },
 }
 
 /// Levenshtein distance of two short names (bytes).
@@ -463,6 +471,11 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         e2e.push(s.validate(&section("e2e", i))?);
     }
     if micro_comm.is_empty() && micro_compress.is_empty() && micro.is_empty() && e2e.is_empty() {
+        if !raw.converge.is_empty() {
+            return Err(ConfigError::ConvergeOnly {
+                file: file.to_string(),
+            });
+        }
         return Err(ConfigError::Syntax {
             file: file.to_string(),
             msg: "defines no benchmark section; add at least one [[micro-comm]], [[micro-compress]], [[micro]] or [[e2e]] table".into(),
@@ -582,15 +595,15 @@ iters = 10
         for e in std::fs::read_dir(dir).unwrap() {
             let path = e.unwrap().path();
             if path.extension().is_some_and(|x| x == "toml") {
-                let text = std::fs::read_to_string(&path).unwrap();
-                let raw: toml::Table = toml::from_str(&text).unwrap();
-                if raw.keys().all(|k| k == "converge" || k == "run") {
-                    // A `converge --config` file (sketch-size.toml): its own loader.
-                    let (_, sections) = converge::sections_from_file(&path).unwrap();
-                    assert!(!sections.is_empty(), "{}", path.display());
-                    continue;
-                }
-                let cfg = load(&path).unwrap();
+                let cfg = match load(&path) {
+                    Err(ConfigError::ConvergeOnly { .. }) => {
+                        // A `converge --config` file (sketch-size.toml): its own loader.
+                        let (_, sections) = converge::sections_from_file(&path).unwrap();
+                        assert!(!sections.is_empty(), "{}", path.display());
+                        continue;
+                    }
+                    r => r.unwrap(),
+                };
                 let cases = cfg.cases();
                 assert_eq!(cfg.case_count(), cases.len() as u128, "{}", path.display());
                 let ids = cfg.case_ids(&cases, 4);
@@ -600,6 +613,29 @@ iters = 10
             }
         }
         assert!(n > 3);
+    }
+
+    #[test]
+    fn a_converge_only_file_is_refused_naming_the_converge_command() {
+        let text = "[run]\nseed = 3\n\n[[converge]]\nmethods = [\"ssgd\"]\nseeds = [1]\n";
+        let e = parse(text, "dir/check.toml").unwrap_err();
+        assert!(
+            matches!(&e, ConfigError::ConvergeOnly { file } if file == "dir/check.toml"),
+            "{e:?}"
+        );
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("dir/check.toml: holds only [[converge]] sections")
+                && msg.contains("`gradcomp converge --config dir/check.toml`"),
+            "{msg}"
+        );
+        // Neither a benchmark nor a converge section: the plain refusal.
+        let e = parse("[run]\nseed = 3\n", "dir/empty.toml").unwrap_err();
+        assert!(matches!(&e, ConfigError::Syntax { .. }), "{e:?}");
+        assert!(
+            e.to_string().contains("defines no benchmark section"),
+            "{e}"
+        );
     }
 
     #[test]
