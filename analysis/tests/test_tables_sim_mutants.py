@@ -433,3 +433,386 @@ def test_micro_comm_tables_every_column_by_hand():
     plain = T.micro_comm_tables(d.drop(columns=["ci95_s"]))["micro_comm_np2"]
     assert list(plain.columns) == ["size", "allgather median_us", "allreduce median_us", "allgather busbw_GB/s",
                                    "allreduce busbw_GB/s"]
+
+
+# ------------------------------------------------------------------ e2e_phases
+
+
+def test_e2e_phases_every_column_by_hand():
+    e = df(dict(row("ssgd", 0.4), trains="trains (4 steps)"), dict(row("ssgd", 0.3, fusion="25MiB"), trains="x"),
+           dict(row("topk", 0.2, wire=10), trains=None),
+           dict(row("topk", 0.1, collective="allreduce"), trains=None),     # not its own collective: not read
+           # dgc at two densities: its own (0.001) kept, though the other is faster
+           dict(row("dgc", 0.1, density=0.01), trains=None), dict(row("dgc", 0.2, wire=20), trains=None))
+    t = T.e2e_phases(e)
+    assert list(t.columns) == ["model", "world_size", "batch", "device", "method", "config", "compress_ms", "pack_ms",
+                               "comm_ms", "decompress_ms", "exposed_ms", "iter_ms", "iter_ms ±", "density", W,
+                               T.TRAINS]
+    assert list(t.index) == [0, 1, 2] and list(t["method"]) == ["dgc", "ssgd", "topk"]
+    assert list(t["config"]) == ["none/on", "25MiB/on", "none/on"]
+    assert list(t["iter_ms"]) == pytest.approx([200, 300, 200])
+    assert list(t["comm_ms"]) == pytest.approx([100, 150, 100])           # row(): comm_s = iter_s / 2
+    assert list(t["exposed_ms"]) == pytest.approx([50, 75, 50])           # row(): exposed_s = iter_s / 4
+    assert list(t["compress_ms"]) == pytest.approx([1, 1, 1]) and list(t["decompress_ms"]) == pytest.approx([1, 1, 1])
+    assert list(t["pack_ms"]) == [0, 0, 0]
+    assert list(t["iter_ms ±"]) == pytest.approx([0.2, 0.3, 0.2])         # row(): ci = iter_s / 1000
+    assert t["density"][0] == 0.001 and math.isnan(t["density"][1]) and t["density"][2] == 0.001
+    assert list(t[W]) == [0.005, 1.0, 0.0025]
+    assert pd.isna(t[T.TRAINS][0]) and t[T.TRAINS][1] == "x"
+    assert t.attrs["notes"] == []
+    # without a pack_s column or verdicts; S-SGD only: no density column
+    bare = T.e2e_phases(df(row("ssgd", 0.4)).drop(columns=["pack_s"]))
+    assert list(bare.columns) == ["model", "world_size", "batch", "device", "method", "config", "compress_ms",
+                                  "comm_ms", "decompress_ms", "exposed_ms", "iter_ms", "iter_ms ±", W]
+    with pytest.raises(T.MissingData, match="^no e2e rows$"):
+        T.e2e_phases(e.iloc[:0])
+
+
+def test_e2e_phases_of_two_runs_and_two_networks():
+    e = df(row("ssgd", 0.4, run="a", network="eth"), row("ssgd", 0.2, run="b", network="eth"),
+           row("topk", 0.3, run="b", network="ib"))
+    t = T.e2e_phases(e)
+    assert list(t.columns[:7]) == ["network", "model", "world_size", "batch", "device", "run", "method"]
+    # each run its own comparison (one method is enough): no `runs compared`
+    assert list(zip(t["network"], t["run"], t["method"])) == [("eth", "a", "ssgd"), ("eth", "b", "ssgd"),
+                                                               ("ib", "b", "topk")]
+    assert "runs compared" not in t.columns and list(t["iter_ms"]) == pytest.approx([400, 200, 300])
+
+
+# ------------------------------------------------------------------ sketch_fusion, sketch_scaling
+
+
+def test_sketch_fusion_every_column_by_hand():
+    e = df(row("powersgd", 0.1, fusion="25MiB"),                          # neither none nor layerfusion: no row
+           dict(row("ssgd", 0.4), plan_source=""), dict(row("ssgd", 0.3, pipelining="off"), plan_source=""),
+           dict(row("ssgd", 0.2, fusion="layerfusion"), plan_source="layerfusion"),
+           dict(row("sketch", 0.5, density=0.005, wire=20), trains="trains (4 steps)"),
+           dict(row("sketch", 0.45, fusion="layerfusion", density=0.005, ci=0.05, wire=40), trains="trains (4 steps)"),
+           dict(row("sketch-fusion", 0.25, fusion="layerfusion", density=0.0076, wire=80),
+                plan_source="layerfusion", trains="diverged at step 3"),
+           row("topk", 0.3, fusion="layerfusion", wire=8),                  # no none row
+           row("dgc", 0.3, wire=12),                                        # no layerfusion row
+           row("omgs", 0.1), row("omgs", 0.1, fusion="layerfusion"))        # never in this table
+    t = T.sketch_fusion(e)
+    assert list(t.columns) == ["model", "world_size", "batch", "device", "method", "what", "density", "none ms",
+                               "none ms ±", "none " + W, "layerfusion ms", "layerfusion ms ±", "layerfusion " + W,
+                               "speedup", "faster %", "layerfusion vs none", "faster % (published, up to)",
+                               "plan that ran", T.TRAINS]
+    assert list(t["method"]) == ["ssgd", "sketch", "sketch-fusion", "topk", "dgc"]   # the rows' order
+    assert list(t["what"]) == [
+        "ssgd per tensor, in LayerFusion buckets", T.SKETCH_FUSION_WHAT["sketch"],
+        T.SKETCH_FUSION_WHAT["sketch-fusion"], "topk per tensor, in LayerFusion buckets",
+        "dgc per tensor, in LayerFusion buckets"]
+    # a sparsifier's density, the layerfusion row's where it has one
+    assert pd.isna(t["density"][0]) and list(t["density"][1:]) == [0.005, 0.0076, 0.001, 0.001]
+    nm, lm = t["none ms"], t["layerfusion ms"]
+    assert list(nm[:3]) == pytest.approx([400, 500, 500]) and pd.isna(nm[3]) and nm[4] == pytest.approx(300)
+    assert list(lm[:4]) == pytest.approx([200, 450, 250, 300]) and pd.isna(lm[4])
+    assert list(t["none ms ±"][:3]) == pytest.approx([0.4, 0.5, 0.5]) and pd.isna(t["none ms ±"][3])
+    assert list(t["layerfusion ms ±"][:4]) == pytest.approx([0.2, 50, 0.25, 0.3]) and pd.isna(t["layerfusion ms ±"][4])
+    assert list(t["none " + W][:3]) == [1.0, 0.005, 0.005] and pd.isna(t["none " + W][3])
+    assert t["none " + W][4] == 0.003
+    assert list(t["layerfusion " + W][:4]) == [1.0, 0.01, 0.02, 0.002] and pd.isna(t["layerfusion " + W][4])
+    assert list(t["speedup"][:3]) == pytest.approx([2.0, 500 / 450, 2.0]) and t["speedup"][3:].isna().all()
+    assert list(t["faster %"][:3]) == pytest.approx([50.0, 10.0, 50.0]) and t["faster %"][3:].isna().all()
+    # 450 +- 50 vs 500 +- 0.5: inside the noise
+    assert list(t["layerfusion vs none"]) == ["faster", T.NOT_SIGNIFICANT, "faster", "", ""]
+    pub = t["faster % (published, up to)"]
+    assert pub[2] == 18.6 and pub.drop(index=2).isna().all()
+    assert list(t["plan that ran"]) == ["layerfusion", "", "layerfusion", "", ""]
+    assert list(t[T.TRAINS][1:3]) == ["trains (4 steps)", "sketch-fusion: diverged at step 3; others train"]
+    assert t.attrs["notes"] == [T.SKETCH_FUSION_NOTE]
+
+
+def test_sketch_fusion_refusals_and_runs():
+    why = r"^needs e2e rows with fusion layerfusion \(or method sketch-fusion\)$"
+    with pytest.raises(T.MissingData, match="^no e2e rows$"):
+        T.sketch_fusion(df(row("ssgd", 0.4)).iloc[:0])
+    with pytest.raises(T.MissingData, match=why):
+        T.sketch_fusion(df(row("ssgd", 0.4), row("ssgd", 0.4, fusion="25MiB")))
+    with pytest.raises(T.MissingData, match=why):   # layerfusion rows of omgs only: no row times it
+        T.sketch_fusion(df(row("ssgd", 0.4), row("omgs", 0.1, fusion="layerfusion")))
+    with pytest.raises(T.MissingData, match=why):   # the only layerfusion row is not its method's collective
+        T.sketch_fusion(df(row("ssgd", 0.4), row("topk", 0.1, fusion="layerfusion", collective="allreduce")))
+    # two runs: each its own comparison; a network column that varies comes first
+    t = T.sketch_fusion(df(row("ssgd", 0.4, run="a", network="eth"), row("ssgd", 0.2, fusion="layerfusion", run="a",
+                                                                         network="eth"),
+                           row("ssgd", 0.3, run="b", network="ib"), row("ssgd", 0.1, fusion="layerfusion", run="b",
+                                                                        network="ib")))
+    assert list(t.columns[:7]) == ["network", "model", "world_size", "batch", "device", "run", "method"]
+    assert list(t["run"]) == ["a", "b"] and list(t["speedup"]) == pytest.approx([2.0, 3.0])
+    assert "density" not in t.columns and T.TRAINS not in t.columns
+
+
+def test_sketch_scaling_every_column_by_hand():
+    rows = []
+    for n, s_none, s_lf, k_none, f_lf in [(2, 0.4, 0.2, 0.5, 0.25), (4, 0.8, 0.25, 1.0, 0.4)]:
+        rows += [row("ssgd", s_none, world_size=n), row("ssgd", s_lf, world_size=n, fusion="layerfusion",
+                                                        ci=0.6 if n == 4 else None),
+                 row("ssgd", 0.01, world_size=n, fusion="25MiB"),                    # neither: not read
+                 row("ssgd", 0.01, world_size=n, pipelining="off"),                  # pipelining on preferred
+                 row("sketch", k_none, world_size=n, density=0.005, wire=40),        # sketch-fusion's none
+                 row("sketch-fusion", f_lf, world_size=n, fusion="layerfusion", density=0.0076, wire=80)]
+    rows += [row("topk", 0.1, world_size=2), row("topk", 0.1, world_size=2, fusion="layerfusion")]  # one size
+    t = T.sketch_scaling(df(*rows))
+    assert list(t.columns) == ["model", "batch", "device", "method", "world_size", "density", "none samples/s",
+                               "layerfusion samples/s", "none " + W, "layerfusion " + W, "layerfusion gain",
+                               "layerfusion vs none"]
+    assert list(zip(t["method"], t["world_size"])) == [("sketch-fusion", 2), ("sketch-fusion", 4), ("ssgd", 2),
+                                                       ("ssgd", 4)]
+    # samples/s = ranks x batch / iteration
+    assert list(t["none samples/s"]) == pytest.approx([40, 40, 50, 50])
+    assert list(t["layerfusion samples/s"]) == pytest.approx([80, 100, 100, 160])
+    assert list(t["layerfusion gain"]) == pytest.approx([2.0, 2.5, 2.0, 3.2])
+    assert list(t["none " + W]) == [0.01, 0.01, 1.0, 1.0] and list(t["layerfusion " + W]) == [0.02, 0.02, 1.0, 1.0]
+    assert list(t["density"][:2]) == [0.0076, 0.0076] and t["density"][2:].isna().all()
+    # 250 +- 600 ms vs 800: inside the noise
+    assert list(t["layerfusion vs none"]) == ["faster", "faster", "faster", T.NOT_SIGNIFICANT]
+    assert t.attrs["notes"] == []
+
+
+def test_sketch_scaling_trains_runs_and_refusal():
+    rows = []
+    for n in (2, 4):
+        rows += [dict(row("ssgd", 0.4, world_size=n), trains="trains (4 steps)"),
+                 dict(row("ssgd", 0.2, world_size=n, fusion="layerfusion"),
+                      trains="diverged at step 3" if n == 4 else "trains (4 steps)")]
+    t = T.sketch_scaling(df(*rows))
+    assert list(t[T.TRAINS]) == ["all train", "layerfusion: diverged at step 3; others train"]
+    assert "density" not in t.columns
+    # two runs, one world size each: compared across the runs of the same setup
+    r = T.sketch_scaling(df(*[dict(x, run="a" if x["world_size"] == 2 else "b") for x in rows]))
+    assert list(zip(r["run"], r["world_size"])) == [("a", 2), ("b", 4)]
+    assert list(r["layerfusion gain"]) == pytest.approx([2.0, 2.0])
+    with pytest.raises(T.MissingData, match="^no e2e rows$"):
+        T.sketch_scaling(df(*rows).iloc[:0])
+    with pytest.raises(T.MissingData, match="^needs e2e rows with fusion none and layerfusion at two or more world "
+                                            "sizes$"):
+        T.sketch_scaling(df(*rows[:2], rows[2]))     # layerfusion at one world size only
+
+
+# ------------------------------------------------------------------ e2e_overview
+
+
+def overview_rows():
+    return [dict(row("ssgd", 0.4), trains="trains (4 steps)"), dict(row("ssgd", 0.5, pipelining="off"), trains="a"),
+            dict(row("ssgd", 0.3, fusion="25MiB"), trains="trains (5 steps)"),
+            dict(row("topk", 0.2, wire=10, ci=0.3), trains="diverged at step 3"),
+            dict(row("topk", 0.25, fusion="25MiB", wire=10), trains="b"),
+            dict(row("topk", 0.22, pipelining="off", wire=10), trains="c"),
+            dict(row("topk", 0.01, collective="allreduce"), trains="d"),               # not its own collective
+            # two ranks of one method: a label each
+            dict(row("powersgd", 0.1, rank=4, wire=200), trains=None),
+            dict(row("powersgd", 0.15, rank=8, wire=400), trains=None)]
+
+
+def test_e2e_overview_every_column_by_hand():
+    t = T.e2e_overview(df(*overview_rows()))
+    cfg = ["none/off", "none/on", "25MiB/on"]   # fusion none first, then sizes; pipelining off before on
+    assert list(t.columns) == ["method"] + [f"{c} {x}" for c in cfg for x in ("ms", "ms ±", "speedup", "vs ssgd")] + [
+        "best config", "best ms", "best ms ±", "density", W, T.TRAINS, "speedup vs ssgd best", "vs ssgd best"]
+    assert list(t["method"]) == ["powersgd r4", "powersgd r8", "ssgd", "topk"]
+    c = t.set_index("method")
+    assert list(c["none/off ms"].fillna(-1)) == pytest.approx([-1, -1, 500, 220])
+    assert list(c["none/on ms"]) == pytest.approx([100, 150, 400, 200])
+    assert list(c["25MiB/on ms"].fillna(-1)) == pytest.approx([-1, -1, 300, 250])
+    assert list(c["none/on ms ±"]) == pytest.approx([0.1, 0.15, 0.4, 300])
+    assert list(c["none/off ms ±"].fillna(-1)) == pytest.approx([-1, -1, 0.5, 0.22])
+    assert list(c["none/on speedup"]) == pytest.approx([4.0, 400 / 150, 1.0, 2.0])      # ssgd's over the row's
+    assert list(c["none/off speedup"].fillna(-1)) == pytest.approx([-1, -1, 1.0, 500 / 220])
+    assert list(c["25MiB/on speedup"].fillna(-1)) == pytest.approx([-1, -1, 1.0, 1.2])
+    # 200 +- 300 vs 400 +- 0.4: inside the noise; none against S-SGD itself; none without a time
+    assert list(c["none/on vs ssgd"]) == ["faster", "faster", "", T.NOT_SIGNIFICANT]
+    assert list(c["none/off vs ssgd"]) == ["", "", "", "faster"]
+    assert list(c["25MiB/on vs ssgd"]) == ["", "", "", "faster"]
+    assert list(c["best config"]) == ["none/on", "none/on", "25MiB/on", "none/on"]
+    assert list(c["best ms"]) == pytest.approx([100, 150, 300, 200])
+    assert list(c["best ms ±"]) == pytest.approx([0.1, 0.15, 0.3, 300])
+    assert c["density"].isna().tolist() == [True, True, True, False] and c.loc["topk", "density"] == 0.001
+    assert list(c[W]) == [0.05, 0.1, 1.0, 0.0025]
+    assert list(c[T.TRAINS]) == [None, None, "trains (5 steps)", "diverged at step 3"]
+    assert list(c["speedup vs ssgd best"]) == pytest.approx([3.0, 2.0, 1.0, 1.5])
+    assert list(c["vs ssgd best"]) == ["faster", "faster", "", T.NOT_SIGNIFICANT]
+    assert t.attrs["notes"] == ["`speedup` = over ssgd with the same fusion/pipelining; `speedup vs ssgd best` = "
+                                "over ssgd's best configuration here, 25MiB/on/allreduce."]
+
+
+def test_e2e_overview_labels_what_varies_within_a_method():
+    e = df(row("topk", 0.2, density=0.001), row("topk", 0.3, density=0.01),
+           row("ssgd", 0.4, batch=10), row("ssgd", 0.8, batch=20),
+           row("dgc", 0.3, network="eth"), row("dgc", 0.4, network="ib"),
+           row("signsgd", 0.5), dict(row("signsgd", 0.6), device="cpu"))
+    t = T.e2e_overview(e)
+    assert list(t["method"]) == ["dgc eth", "dgc ib", "signsgd cpu", "signsgd v100", "ssgd b10", "ssgd b20",
+                                 "topk rho0.001", "topk rho0.01"]
+    # no row labelled plain `ssgd`: no speedups, no note
+    assert not any("speedup" in x or "vs ssgd" in x for x in t.columns) and t.attrs["notes"] == []
+    assert list(t["best ms"]) == pytest.approx([300, 400, 600, 500, 400, 800, 200, 300])
+
+
+def test_e2e_overview_of_two_runs_a_block_each_and_its_notes_by_run():
+    e = df(*overview_rows())
+    # run a's top-k without its dense size: a note of run a's only
+    two = pd.concat([e.assign(run="b"), e.assign(run="a", dense_bytes=[4000] * 3 + [NAN] + [4000] * (len(e) - 4))])
+    t = T.e2e_overview(two)
+    assert t.columns[0] == "run" and list(t["run"]) == ["a"] * 4 + ["b"] * 4
+    assert list(t["method"]) == ["powersgd r4", "powersgd r8", "ssgd", "topk"] * 2
+    ssgd_note = ("`speedup` = over ssgd with the same fusion/pipelining; `speedup vs ssgd best` = over ssgd's best "
+                 "configuration here, 25MiB/on/allreduce.")
+    assert t.attrs["notes"] == [f"run a: {ssgd_note}", f"run a: {T.WIRE_EMPTY_NOTE.format(col=W, n=1)}",
+                                f"run b: {ssgd_note}"]
+    assert math.isnan(t[W][3]) and t[W][7] == 0.0025
+    # a run without notes: none
+    only = pd.concat([df(row("topk", 0.2)).assign(run="a"), df(row("topk", 0.3)).assign(run="b")])
+    o = T.e2e_overview(only)
+    assert o.attrs["notes"] == [] and list(o["best ms"]) == pytest.approx([200, 300])
+
+
+# ------------------------------------------------------------------ the ablation and the sweeps
+
+
+def test_acpsgd_ablation_every_column_by_hand():
+    e = df(dict(row("acpsgd", 0.5, pipelining="off", collective="allgather"), trains="trains (4 steps)"),
+           dict(row("acpsgd", 0.4, pipelining="off"), trains="diverged at step 3"),
+           row("acpsgd", 0.3),                                                           # + pipelining
+           row("acpsgd", 0.25, pipelining="off", fusion="25MiB"), row("acpsgd", 0.28, pipelining="off", fusion="1MiB"),
+           row("acpsgd", 0.2, fusion="single", wire=100),                                # + pipelining + fusion
+           row("acpsgd", 0.01, fusion="mgwfbp"),                                         # a planner: not a step
+           row("topk", 0.6, pipelining="off"), row("topk", 0.5, wire=8),
+           row("ssgd", 0.8, pipelining="off"), row("ssgd", 0.7, pipelining="off", collective="ring"),
+           row("signsgd", 0.3, pipelining="off"),                                        # one step: no row
+           row("dgc", 0.1, pipelining="off"), row("dgc", 0.05))                          # not a table method
+    t = T.acpsgd_ablation(e)
+    steps = ["all-gather ms", "all-reduce ms", "ring ms", "+ pipelining ms", "+ fusion ms", "+ pipelining + fusion ms"]
+    assert list(t.columns) == ["model", "world_size", "batch", "device", "method", "collective"] + [
+        x for s in steps for x in (s, s + " ±")] + ["speedup (first/last)", "last vs first", "density", W, T.TRAINS,
+                                                    "+ fusion plan", "+ pipelining + fusion plan"]
+    assert list(t["method"]) == ["acpsgd", "topk", "ssgd"] and list(t["collective"]) == ["allreduce", "allgather",
+                                                                                        "allreduce"]
+    c = t.set_index("method").astype(object).where(t.set_index("method").notna(), None)
+    assert list(c["all-gather ms"]) == pytest.approx([500, 600, None])
+    assert list(c["all-gather ms ±"]) == pytest.approx([0.5, 0.6, None])
+    assert list(c["all-reduce ms"]) == pytest.approx([400, None, 800])
+    assert list(c["ring ms"]) == pytest.approx([None, None, 700]) and list(c["ring ms ±"]) == pytest.approx(
+        [None, None, 0.7])
+    assert list(c["+ pipelining ms"]) == pytest.approx([300, 500, None])
+    assert list(c["+ fusion ms"]) == pytest.approx([250, None, None])
+    assert list(c["+ fusion ms ±"]) == pytest.approx([0.25, None, None])
+    assert list(c["+ pipelining + fusion ms"]) == pytest.approx([200, None, None])
+    assert list(c["+ fusion plan"]) == ["25MiB", None, None]
+    assert list(c["+ pipelining + fusion plan"]) == ["single", None, None]
+    # the first step present over the last: 0.5 / 0.2, 0.6 / 0.5, 0.8 / 0.7
+    assert list(c["speedup (first/last)"]) == pytest.approx([2.5, 1.2, 0.8 / 0.7])
+    assert list(c["last vs first"]) == ["faster", "faster", "faster"]
+    assert list(c["density"]) == [None, 0.001, None]
+    assert list(c[W]) == [0.025, 0.002, 1.0]                 # of the last step's row
+    assert list(c[T.TRAINS]) == ["trains (4 steps)", None, None]   # the group's first row's verdict
+    assert t.attrs["notes"] == []
+
+
+def test_acpsgd_ablation_refusals_and_a_slower_last_step():
+    with pytest.raises(T.MissingData, match="^no e2e rows$"):
+        T.acpsgd_ablation(df(row("ssgd", 0.4)).iloc[:0])
+    why = r"^needs e2e rows with pipelining off and on, fusion none and a fusion threshold$"
+    with pytest.raises(T.MissingData, match=why):
+        T.acpsgd_ablation(df(row("ssgd", 0.4), row("ssgd", 0.3, fusion="25MiB")))                # no pipelining off
+    with pytest.raises(T.MissingData, match=why):
+        T.acpsgd_ablation(df(row("ssgd", 0.4, fusion="1MiB", pipelining="off"), row("ssgd", 0.3, fusion="25MiB")))
+    with pytest.raises(T.MissingData, match=why):   # dgc's rows are not read: no pipelining off left
+        T.acpsgd_ablation(df(row("ssgd", 0.4), row("dgc", 0.3, pipelining="off")))
+    with pytest.raises(T.MissingData, match="^needs e2e rows of one setup in two or more ablation configurations$"):
+        T.acpsgd_ablation(df(row("ssgd", 0.4), row("topk", 0.3, pipelining="off")))
+    t = T.acpsgd_ablation(df(row("ssgd", 0.4, pipelining="off", ci=0.01), row("ssgd", 0.5, fusion="1MiB", ci=0.01),
+                             row("powersgd", 0.4, pipelining="off", ci=0.2), row("powersgd", 0.3, ci=0.2)))
+    assert list(t["last vs first"]) == ["slower", T.NOT_SIGNIFICANT]
+    assert list(t["speedup (first/last)"]) == pytest.approx([0.8, 0.4 / 0.3])
+    assert "density" not in t.columns and "+ fusion plan" not in t.columns and "ring ms" not in t.columns
+    assert t["+ pipelining + fusion plan"][0] == "1MiB"
+
+
+def test_acpsgd_buffer_sweep_every_column_by_hand():
+    e = df(row("ssgd", 0.4), row("ssgd", 0.3, fusion="1MiB"), row("ssgd", 0.2, fusion="25MiB"),
+           row("ssgd", 0.25, fusion="single"), row("ssgd", 0.1, fusion="mgwfbp"),     # a planner: not a threshold
+           row("ssgd", 0.05, fusion="25MiB", pipelining="off"),                        # pipelining on preferred
+           row("acpsgd", 0.1, fusion="1MiB", wire=100), row("acpsgd", 0.12, fusion="25MiB", wire=100),
+           row("topk", 0.3, fusion="1MiB", collective="allreduce"),                    # not its own collective
+           row("dgc", 0.3, fusion="1MiB"), row("dgc", 0.3, fusion="4MiB"),             # not a table method
+           row("ssgd", 0.3, fusion="1MiB", model="m2"), row("ssgd", 0.3, model="m2"))  # one threshold: left out
+    t = T.acpsgd_buffer_sweep(e)
+    assert list(t.columns) == ["model", "world_size", "batch", "device", "fusion", "ssgd ms", "ssgd ms ±",
+                               "acpsgd ms", "acpsgd ms ±", "acpsgd " + W, "buffer_MiB"]
+    assert list(t["fusion"]) == ["none", "1MiB", "25MiB", "single"]               # by threshold
+    assert list(t["buffer_MiB"]) == [0, 1, 25, math.inf]
+    assert list(t["ssgd ms"]) == pytest.approx([400, 300, 200, 250])
+    assert list(t["ssgd ms ±"]) == pytest.approx([0.4, 0.3, 0.2, 0.25])
+    assert list(t["acpsgd ms"].fillna(-1)) == pytest.approx([-1, 100, 120, -1])
+    assert list(t["acpsgd " + W].fillna(-1)) == [-1, 0.025, 0.025, -1]
+    assert list(t["model"]) == ["m"] * 4 and list(t.index) == [0, 1, 2, 3]
+
+
+def test_acpsgd_buffer_sweep_refusals_and_runs():
+    with pytest.raises(T.MissingData, match="^no e2e rows$"):
+        T.acpsgd_buffer_sweep(df(row("ssgd", 0.4)).iloc[:0])
+    with pytest.raises(T.MissingData, match="^needs e2e rows with two or more fusion byte thresholds$"):
+        T.acpsgd_buffer_sweep(df(row("ssgd", 0.4), row("ssgd", 0.3, fusion="1MiB"), row("ssgd", 0.3, fusion="single"),
+                                 row("dgc", 0.3, fusion="4MiB")))
+    with pytest.raises(T.MissingData, match="^needs e2e rows of one setup with two or more fusion byte thresholds$"):
+        T.acpsgd_buffer_sweep(df(row("ssgd", 0.3, fusion="1MiB"), row("ssgd", 0.3, fusion="4MiB", model="m2")))
+    with pytest.raises(T.MissingData, match="^needs e2e rows of one setup and run with two or more fusion byte "
+                                            "thresholds$"):
+        T.acpsgd_buffer_sweep(df(row("ssgd", 0.3, fusion="1MiB", run="a"), row("ssgd", 0.3, fusion="4MiB", run="b")))
+    with pytest.raises(T.MissingData, match="^needs e2e rows of one setup and run with two or more fusion byte "
+                                            "thresholds$"):  # the second threshold only with pipelining off
+        T.acpsgd_buffer_sweep(df(row("ssgd", 0.3, fusion="1MiB"), row("ssgd", 0.3, fusion="4MiB", pipelining="off")))
+    t = T.acpsgd_buffer_sweep(df(row("ssgd", 0.3, fusion="1MiB", run="a"), row("ssgd", 0.2, fusion="4MiB", run="a"),
+                                 row("ssgd", 0.5, fusion="1MiB", run="b"), row("ssgd", 0.4, fusion="4MiB", run="b")))
+    assert list(zip(t["run"], t["fusion"])) == [("a", "1MiB"), ("a", "4MiB"), ("b", "1MiB"), ("b", "4MiB")]
+    assert list(t["ssgd ms"]) == pytest.approx([300, 200, 500, 400])
+
+
+def test_acpsgd_rank_sweep_every_column_by_hand():
+    e = df(row("powersgd", 0.3, rank=4, wire=200), row("powersgd", 0.4, rank=8, wire=400),
+           row("acpsgd", 0.2, rank=4, wire=100), row("acpsgd", 0.1, rank=8, wire=200),
+           row("acpsgd", 0.01, rank=4, pipelining="off"),                              # pipelining on preferred
+           row("acpsgd", 0.01, rank=16, collective="allgather"),                       # not its own collective
+           row("ssgd", 0.5), row("ssgd", 0.45, fusion="25MiB"),
+           row("ssgd", 0.01, collective="ring"),                                       # not its own collective
+           row("powersgd", 0.3, rank=4, model="m2"), row("acpsgd", 0.3, rank=4, model="m2"))  # one rank: left out
+    t = T.acpsgd_rank_sweep(e)
+    assert list(t.columns) == ["model", "world_size", "batch", "device", "rank", "powersgd ms", "powersgd ms ±",
+                               "powersgd " + W, "acpsgd ms", "acpsgd ms ±", "acpsgd " + W,
+                               "acpsgd speedup vs powersgd", "acpsgd vs powersgd", "ssgd ms", "ssgd ms ±",
+                               "ssgd config"]
+    assert list(t["model"]) == ["m", "m"] and list(t["rank"]) == [4, 8]
+    assert list(t["powersgd ms"]) == pytest.approx([300, 400]) and list(t["acpsgd ms"]) == pytest.approx([200, 100])
+    assert list(t["acpsgd ms ±"]) == pytest.approx([0.2, 0.1])
+    assert list(t["powersgd " + W]) == [0.05, 0.1] and list(t["acpsgd " + W]) == [0.025, 0.05]
+    assert list(t["acpsgd speedup vs powersgd"]) == pytest.approx([1.5, 4.0])
+    assert list(t["acpsgd vs powersgd"]) == ["faster", "faster"]
+    assert list(t["ssgd ms"]) == pytest.approx([450, 450]) and list(t["ssgd ms ±"]) == pytest.approx([0.45, 0.45])
+    assert list(t["ssgd config"]) == ["25MiB/on/allreduce"] * 2
+    # without S-SGD rows: no S-SGD columns
+    bare = T.acpsgd_rank_sweep(e[e["method"] != "ssgd"])
+    assert not any(c.startswith("ssgd") for c in bare.columns)
+
+
+def test_acpsgd_rank_sweep_refusals_and_ssgd_from_each_comparisons_runs():
+    why = r"^needs e2e rows of powersgd/acpsgd at two or more ranks$"
+    with pytest.raises(T.MissingData, match="^no e2e rows$"):
+        T.acpsgd_rank_sweep(df(row("ssgd", 0.4)).iloc[:0])
+    with pytest.raises(T.MissingData, match=why):
+        T.acpsgd_rank_sweep(df(row("ssgd", 0.4, rank=4), row("ssgd", 0.4, rank=8)))
+    with pytest.raises(T.MissingData, match=why):   # two ranks, but of different methods
+        T.acpsgd_rank_sweep(df(row("powersgd", 0.4, rank=4), row("acpsgd", 0.4, rank=8)))
+    e = df(row("powersgd", 0.3, rank=4, run="a"), row("acpsgd", 0.2, rank=4, run="a"),
+           row("powersgd", 0.4, rank=8, run="a"), row("acpsgd", 0.1, rank=8, run="a"), row("ssgd", 0.5, run="a"),
+           row("ssgd", 0.2, run="b"),                                        # another run's S-SGD: not a's
+           # model m3: powersgd in run c, acpsgd in run d: compared together, S-SGD from either
+           row("powersgd", 0.3, rank=4, run="c", model="m3"), row("powersgd", 0.4, rank=8, run="c", model="m3"),
+           row("acpsgd", 0.3, rank=4, run="d", model="m3"), row("acpsgd", 0.2, rank=8, run="d", model="m3"),
+           row("ssgd", 0.6, run="d", model="m3"), row("ssgd", 0.1, run="e", model="m3"))
+    t = T.acpsgd_rank_sweep(e)
+    assert list(zip(t["model"], t["run"], t["rank"])) == [("m", "a", 4), ("m", "a", 8), ("m3", "c + d", 4),
+                                                          ("m3", "c + d", 8)]
+    assert list(t["ssgd ms"]) == pytest.approx([500, 500, 600, 600])
+    assert list(t["acpsgd speedup vs powersgd"]) == pytest.approx([1.5, 4.0, 1.0, 2.0])
