@@ -251,8 +251,11 @@ def test_acpsgd_network_every_column_by_hand():
     why = r"^needs runs on two or more networks \(network.txt in each run directory\)$"
     with pytest.raises(T.MissingData, match=why):
         T.acpsgd_network(df(row("ssgd", 0.2)).drop(columns=["network"]))
-    with pytest.raises(T.MissingData, match=why):  # one label, the other empty: one network
-        T.acpsgd_network(df(row("ssgd", 0.2, network="eth"), row("ssgd", 0.2, network="")))
+    for other in ("", None):  # one label, the other empty or missing (in either order): one network
+        with pytest.raises(T.MissingData, match=why):
+            T.acpsgd_network(df(row("ssgd", 0.2, network="eth"), row("ssgd", 0.2, network=other)))
+        with pytest.raises(T.MissingData, match=why):
+            T.acpsgd_network(df(row("ssgd", 0.2, network=other), row("ssgd", 0.2, network="eth")))
     with pytest.raises(T.MissingData, match="^needs the same model, world size and batch on two or more networks$"):
         T.acpsgd_network(df(row("ssgd", 0.2, network="eth"), row("ssgd", 0.2, network="ib", batch=20)))
 
@@ -281,15 +284,16 @@ def micro(method, total_s, wire, ratio, rows=64, cols=48, rank=4, ws=2, model=No
 
 def test_acpsgd_vs_powersgd_every_column_by_hand():
     m = pd.DataFrame([
-        micro("powersgd", 0.004, 896, 12288 / 896, rounds=2, trains="trains (4 steps)"),
-        micro("acpsgd", 0.002, 448, 12288 / 448, trains="diverged at step 3"),
+        # ratio as the CSV rounds it: dense_bytes / wire_bytes is read where the file has dense_bytes
+        micro("powersgd", 0.004, 896, 13.7, rounds=2, trains="trains (4 steps)"),
+        micro("acpsgd", 0.002, 448, 27.4, trains="diverged at step 3"),
         micro("topk", 0.001, 10, 1228.8),                                   # neither method: not read
         # a shape Power-SGD does not compress (ratio 1, not > 1): left out
         micro("powersgd", 0.001, 256, 1.0, rows=8, cols=8, dense=256),
         micro("acpsgd", 0.001, 128, 2.0, rows=8, cols=8, dense=256),
         # model rows: no rows / cols, no dense_bytes (1 / ratio instead); matched by the model's name
         micro("powersgd", 0.010, 1000, 40.0, rows=None, cols=None, model="resnet20", dense=None, ci=0.004,
-              rounds=2, trains="trains (4 steps)"),
+              rounds=2, trains="diverged at step 2"),
         micro("acpsgd", 0.008, 600, 50.0, rows=None, cols=None, model="resnet20", dense=None, ci=0.001,
               trains="trains (4 steps)"),
         # acpsgd at another rank: no pair
@@ -317,7 +321,8 @@ def test_acpsgd_vs_powersgd_every_column_by_hand():
     assert list(t["powersgd " + W]) == pytest.approx([896 / 12288, 1 / 40])
     assert list(t["acpsgd " + W]) == pytest.approx([448 / 12288, 1 / 50])
     assert list(t["powersgd_rounds"]) == [2, 2] and list(t["acpsgd_rounds"]) == [1, 1]
-    assert list(t[T.TRAINS]) == ["acpsgd: diverged at step 3; others train", "all train"]
+    assert list(t[T.TRAINS]) == ["acpsgd: diverged at step 3; others train",
+                                 "powersgd: diverged at step 2; others train"]
 
 
 def test_acpsgd_vs_powersgd_without_the_optional_columns():
@@ -328,6 +333,9 @@ def test_acpsgd_vs_powersgd_without_the_optional_columns():
     assert list(t["acpsgd vs powersgd"]) == [""]                            # no interval: no claim
     assert list(t["acpsgd " + W]) == pytest.approx([448 / 12288])            # 1 / ratio
     assert T.acpsgd_vs_powersgd(m[m["method"] == "powersgd"]).empty
+    # Power-SGD compresses a shape whose ratio is above 1, however little
+    small = pd.DataFrame([micro("powersgd", 0.004, 800, 1.5, dense=1200), micro("acpsgd", 0.002, 400, 3.0, dense=1200)])
+    assert list(T.acpsgd_vs_powersgd(small)["time_ratio"]) == pytest.approx([0.5])
 
 
 def test_micro_wire_by_hand():
