@@ -229,3 +229,128 @@ def test_omgs_network_and_its_line_by_hand():
     assert R.omgs_network_line(heads("size reproduced", "size reproduced").iloc[:1], f2) == ""
     assert R.omgs_network_line(heads("size reproduced", "size reproduced").iloc[1:], f2) == ""
     assert R.omgs_network_line(pd.DataFrame(), f2) == ""
+
+
+# ------------------------------------------------------------------ ranking warnings
+
+
+def test_ranking_warnings_every_kind_by_hand():
+    e2e = pd.DataFrame({"run_id": ["r1", "r1", "r3", "r5"], "compute_drift": [0.05, 0.11, 0.10, "x"],
+                        "iters_run": [10, 25, 19, None], "iters": [100, 100, 100, 100], "repeats": [1, 1, 2, 1]})
+    meta = [("z", None),                                                  # no run.json: skipped, the rest read
+            ("x", {"run_id": "r1", "world_size": 4, "hosts": ["a", "a", "a", "b"], "host_cores": [2, 2, 2, 8],
+                   "load_avg_start": [[3.5, 2, 1]] * 3 + [[1.0, 1, 1]]}),
+            ("y", {"run_id": "r2", "world_size": 8, "hosts": ["a"] * 8, "host_cores": [1] * 8}),   # not timed here
+            # one value for the run: the hosts not a list
+            ("w", {"run_id": "r3", "world_size": 2, "hosts": "h", "host_cores": 1, "load_avg_start": 0.5}),
+            ("v", {"run_id": "r5", "world_size": 2, "hosts": ["h", "h"], "host_cores": [2, 2],
+                   "load_avg_start": [[2.0], [2.0]]})]                   # 2 ranks, load 2 on 2 cores: fine
+    assert R.DRIFT_WARN == 0.10
+    assert R.ranking_warnings(e2e, meta) == [
+        "1 of 4 e2e case(s) drifted more than 10% from the compute model (median over a case's iterations; the "
+        "worst case 11%): the node was busy; rerun on a quiet node",
+        "run r1: 3 ranks on 2 core(s) of host a: oversubscribed, ranks share cores and their times mix; run with "
+        "no more ranks than cores (mpirun -np N)",
+        "run r1: load average 3.5 on 2 core(s) of host a at the start: other work shared the node; rerun when it "
+        "is quiet",
+        "run r3: 2 ranks on 1 core(s) of host ?: oversubscribed, ranks share cores and their times mix; run with "
+        "no more ranks than cores (mpirun -np N)",
+        "1 e2e case(s) were timed once over fewer than 20 iterations: a handful of iterations does not rank "
+        "methods; time them with `e2e --min-time 0.3 --target-ci 0.03` (TOML `min_time_s`, `target_ci`)"]
+
+
+def test_ranking_warnings_without_run_ids_cores_or_repeats():
+    # no run_id column: every run.json read; no repeats column: each case timed once; `iters` when no iters_run
+    e2e = pd.DataFrame({"iters": [19, 20]})
+    meta = [("a", {"run_id": "q", "world_size": 3, "hosts": ["h", "h", "h"], "host_cores": [0, 0, 0]}),  # no cores
+            ("b", {"world_size": 2, "hosts": ["h", "h"], "host_cores": [1, 1], "load_avg_start": [None, None]}),
+            ("c", {"run_id": "s", "hosts": [], "host_cores": 1.0, "load_avg_start": [[1.5, 1, 1]]}),
+            ("d", {"run_id": "t", "world_size": "2", "hosts": ["g", "g"], "host_cores": ["2", "2"]})]
+    assert R.ranking_warnings(e2e, meta) == [
+        "run ?: 2 ranks on 1 core(s) of host h: oversubscribed, ranks share cores and their times mix; run with "
+        "no more ranks than cores (mpirun -np N)",
+        # no hosts recorded: one rank on host ?, its load above the cores
+        "run s: load average 1.5 on 1 core(s) of host ? at the start: other work shared the node; rerun when it "
+        "is quiet",
+        "1 e2e case(s) were timed once over fewer than 20 iterations: a handful of iterations does not rank "
+        "methods; time them with `e2e --min-time 0.3 --target-ci 0.03` (TOML `min_time_s`, `target_ci`)"]
+    # nothing to warn of
+    assert R.ranking_warnings(pd.DataFrame({"compute_drift": [0.1], "iters_run": [20]}), []) == []
+    assert R.ranking_warnings(pd.DataFrame({"method": ["ssgd"]}), []) == []
+
+
+# ------------------------------------------------------------------ the run header's simulation lines
+
+
+def sim_folder(d, run_json=None, **cols):
+    import json
+    import os
+    sim = pd.DataFrame(cols or {"model": ["m", "m", "n"], "method": ["ssgd", "topk", "ssgd"],
+                                "world_size": [4, 8, 4], "network": [None, "eth", "eth"],
+                                "compress_on": ["host", "host", "device"]})
+    sim.to_csv(os.path.join(d, "sim.csv"), index=False)
+    os.utime(os.path.join(d, "sim.csv"), (86400 + 3661, 86400 + 3661))   # 1970-01-02T01:01:01Z
+    if run_json is not None:
+        with open(os.path.join(d, "run.json"), "w") as fh:
+            json.dump(run_json, fh)
+    return {"path": d, "label": "sims/a", "sim": sim}
+
+
+WHAT = ("3 simulated configuration(s); model m, n; methods ssgd, topk; world sizes 4, 8; network eth; "
+        "compression on host, device")
+
+
+def test_sim_line_with_and_without_a_run_json():
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        rec = {"schema_version": 1, "run_id": "R7", "command_line": ["gradcomp", "simulate", "--model", "m"],
+               "status": "done", "gradcomp_version": "0.1.0", "git_revision": "abc1234", "start_time": "t0",
+               "end_time": "t1"}
+        f = sim_folder(d, rec)
+        assert R._sim_line(f) == ("- simulation `sims/a` (`R7`, `simulate`): `gradcomp simulate --model m`; status "
+                                  "`done`; gradcomp 0.1.0 (abc1234); t0 to t1; " + WHAT)
+        f = sim_folder(d, dict(rec, command_line=[]))
+        assert R._sim_line(f).startswith("- simulation `sims/a` (`R7`, `simulate`): `command not recorded`; ")
+    with tempfile.TemporaryDirectory() as d:
+        f = sim_folder(d)
+        assert R._sim_line(f) == ("- simulation `sims/a` (`gradcomp simulate`): sim.csv written 1970-01-02T01:01:01Z; "
+                                  "no run.json beside it, so its command line and gradcomp revision are not "
+                                  "recorded; " + WHAT)
+        # only the columns it has; a column without a value is left out
+        f = sim_folder(d, iter_s=[0.1, 0.2], network=[None, None])
+        assert R._sim_line(f).endswith("are not recorded; 2 simulated configuration(s)")
+        f = sim_folder(d, method=["dgc"], compress_on=["device"])
+        assert R._sim_line(f).endswith("are not recorded; 1 simulated configuration(s); methods dgc; "
+                                       "compression on device")
+        with pytest.raises(R.ReportError, match=r"run.json: schema_version 2 is unknown to this analysis "
+                                                r"\(it reads \[1\]\); use the analysis/ of the gradcomp that wrote it"):
+            R._sim_line(sim_folder(d, {"schema_version": 2}))
+        assert R._record(d + "/none.json") is None
+        sim_folder(d, {"run_id": "R8"})                       # no schema_version: read as it is
+        assert R._record(d + "/run.json") == {"run_id": "R8"}
+
+
+def test_sim_lines_and_values_by_hand():
+    assert R._values(pd.DataFrame({"a": ["x", None, "y", "x", 3]}), "a") == "x, y, 3"
+    assert R._values(pd.DataFrame({"a": [1]}), "b") == ""
+    ps = [{"headline": "omgs"}, {"headline": "omgs"}, {"headline": "marsit"}, {}]
+    assert R._sim_lines([], ps) == [
+        "- paper scale (`scripts/paper_scale.sh`, `gradcomp simulate` per folder): 4 folder(s), headlines omgs, "
+        "marsit, ?; each folder's commands are the `command=` lines of its paper_scale.txt"]
+    assert R._sim_lines([], []) == []
+
+
+def test_absent_line_by_hand():
+    from gradcomp_analysis.io import Results
+    one = pd.DataFrame({"x": [1]})
+    full = Results(micro_comm=one, micro_compress=one, micro=one, e2e=one, converge=one)
+    assert R.absent_line(full) == ""
+    some = Results(micro_comm=one, micro=one.iloc[:0], e2e=one, converge=None)
+    assert R.absent_line(some) == (
+        "_Not in this folder: micro_compress.csv (compression kernels), micro.csv (one tensor through MPI): "
+        "`mpirun -np N gradcomp run bench-configs/laptop.toml --out DIR`, or per paper its config in bench-configs/ "
+        "(docs/reproduce.md); converge.csv (the convergence check): `mpirun -np N gradcomp converge --config "
+        "bench-configs/laptop.toml --out DIR`. `make bench` writes them all into one folder._")
+    assert R.absent_line(Results(micro_comm=one, micro_compress=one, micro=one, e2e=one, converge=one.iloc[:0])) == (
+        "_Not in this folder: converge.csv (the convergence check): `mpirun -np N gradcomp converge --config "
+        "bench-configs/laptop.toml --out DIR`. `make bench` writes them all into one folder._")
