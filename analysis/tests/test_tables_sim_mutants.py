@@ -339,12 +339,12 @@ def test_acpsgd_vs_powersgd_without_the_optional_columns():
 
 
 def test_micro_wire_by_hand():
-    d = pd.DataFrame({"wire_bytes": [10, 10, 10, 10], "dense_bytes": [40, None, None, None],
-                      "ratio": [8.0, 5.0, 0.0, "x"]})
+    d = pd.DataFrame({"wire_bytes": [10, 10, 10, 10, 10], "dense_bytes": [40, None, None, None, None],
+                      "ratio": [8.0, 5.0, 0.0, "x", 0.5]})
     w = T.micro_wire(d)
-    # dense_bytes first; else 1 / ratio; a ratio of 0 or not a number: none
-    assert w[0] == 0.25 and w[1] == 0.2 and math.isnan(w[2]) and math.isnan(w[3])
-    assert T.micro_wire(d.drop(columns=["ratio"])).isna().tolist() == [False, True, True, True]
+    # dense_bytes first; else 1 / ratio (a message larger than dense too); a ratio of 0 or not a number: none
+    assert w[0] == 0.25 and w[1] == 0.2 and math.isnan(w[2]) and math.isnan(w[3]) and w[4] == 2.0
+    assert T.micro_wire(d.drop(columns=["ratio"])).isna().tolist() == [False, True, True, True, True]
 
 
 def micro_compress_rows():
@@ -409,19 +409,28 @@ def test_micro_comm_tables_every_column_by_hand():
         comm("allreduce", 2048, 2e-6, 1.5, ci=1e-7), comm("allgather", 2048, 3e-6, 0.5, ci=2e-7),
         comm("allreduce", 1024, 1e-6, 1.0, ci=1e-7), comm("allgather", 1024, 1.5e-6, 0.25, ci=3e-7),
         comm("allreduce", 1024, 4e-6, 2.0, ws=4, ci=5e-7),
-        # the overlap rows: the median of repeats per size
-        comm("iallreduce-overlap", 1024, None, None, **ov),
-        comm("iallreduce-overlap", 1024, None, None, **dict(ov, t_pure_s=3e-3, overlap_osu_pct=0.75)),
-        comm("iallreduce-overlap", 1024, None, None, **dict(ov, t_pure_s=2e-3, overlap_osu_pct=0.9)),
-        comm("iallreduce-overlap", 4096, None, None, ws=4, **dict(ov, overlap_osu_pct=1.0)),
+        comm("allgather", 1024, 5e-6, 2.0, ws=4, ci=NAN),          # no interval at all for a collective
+        # the overlap rows (median_s = t_overall_s): the median of repeats per size, in tables of their own
+        comm("iallreduce-overlap", 1024, 3e-3, 0.1, **ov),
+        comm("iallreduce-overlap", 1024, 3e-3, 0.1, **dict(ov, t_pure_s=3e-3, overlap_osu_pct=0.75)),
+        comm("iallreduce-overlap", 1024, 3e-3, 0.1, **dict(ov, t_pure_s=2e-3, overlap_osu_pct=0.9)),
+        comm("iallreduce-overlap", 4096, 3e-3, 0.1, ws=4, **dict(ov, overlap_osu_pct=1.0)),
+        # an overlap not measured (empty) counts as none
+        comm("iallreduce-overlap", 4096, 3e-3, 0.1, ws=8, **dict(ov, overlap_osu_pct=NAN)),
+        comm("iallreduce-overlap", 8192, 3e-3, 0.1, ws=8, **dict(ov, overlap_osu_pct=0.5)),
     ])
     out = T.micro_comm_tables(d)
-    assert list(out) == ["micro_comm_np2", "micro_comm_np4", "overlap_np2", "overlap_np4"]
+    assert list(out) == ["micro_comm_np2", "micro_comm_np4", "overlap_np2", "overlap_np4", "overlap_np8"]
+    assert out["overlap_np8"].attrs["notes"] == [T.OVERLAP_NONE_NOTE.format(ranks=8)]
+    f = out["micro_comm_np4"]
+    assert list(f.columns) == ["size", "allgather median_us", "allgather median_us ±", "allreduce median_us",
+                               "allreduce median_us ±", "allgather busbw_GB/s", "allreduce busbw_GB/s"]
+    assert math.isnan(f["allgather median_us ±"][0]) and f["allreduce median_us ±"][0] == pytest.approx(0.5)
     t = out["micro_comm_np2"]
     assert list(t.columns) == ["size", "allgather median_us", "allgather median_us ±", "allreduce median_us",
                                "allreduce median_us ±", "allgather busbw_GB/s", "allreduce busbw_GB/s"]
     assert list(t["size"]) == ["1KiB", "2KiB"]                            # by size, ascending
-    assert list(t["allreduce median_us"]) == pytest.approx([1.0, 2.0])
+    assert list(t["allreduce median_us"]) == pytest.approx([1.0, 2.0], rel=1e-9)   # seconds x 1e6
     assert list(t["allgather median_us"]) == pytest.approx([1.5, 3.0])
     assert list(t["allgather median_us ±"]) == pytest.approx([0.3, 0.2])
     assert list(t["allreduce median_us ±"]) == pytest.approx([0.1, 0.1])
