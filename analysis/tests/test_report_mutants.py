@@ -354,3 +354,80 @@ def test_absent_line_by_hand():
     assert R.absent_line(Results(micro_comm=one, micro_compress=one, micro=one, e2e=one, converge=one.iloc[:0])) == (
         "_Not in this folder: converge.csv (the convergence check): `mpirun -np N gradcomp converge --config "
         "bench-configs/laptop.toml --out DIR`. `make bench` writes them all into one folder._")
+
+
+# ------------------------------------------------------------------ what the first pass left
+
+
+def test_too_noisy_compares_the_half_width_with_a_multiple_of_the_value():
+    assert not R.too_noisy(2.0, 1.5) and R.too_noisy(0.5, 0.6)
+
+
+def test_speedup_claim_at_exactly_one_and_when_every_setup_is_faster():
+    tie = [sim("m1", "ssgd", 1.0), sim("m1", "acpsgd", 1.0)]
+    for agg in ("mean", "all", "max_pct", "max_less_pct"):
+        assert claim(tie, agg)["host"][1] is False          # a speed-up of exactly 1 is not faster
+    fast = [sim("m1", "ssgd", 1.5), sim("m1", "acpsgd", 1.0), sim("m2", "ssgd", 1.2), sim("m2", "acpsgd", 1.0)]
+    assert claim(fast, "all")["host"] == (pytest.approx(1.35), True, "")   # every setup above 1 (not 2)
+    # the baseline's costs are summed over the same slow setups as the method's
+    rows = [sim("m1", "ssgd", 1.0), sim("m1", "acpsgd", 2.0, comm_s=0.6),
+            sim("m2", "ssgd", 1.0), sim("m2", "acpsgd", 1.0, pack_s=0.2),
+            sim("m3", "ssgd", 2.0, comm_s=0.5), sim("m3", "acpsgd", 1.0)]
+    assert claim(rows, "all")["host"][2] == "comm_s (+600.0 ms)"
+
+
+def test_wire_cell_goes_on_past_a_method_without_dense_bytes_and_reads_no_frame():
+    d = pd.DataFrame([dict(method="marsit", density=0.001, wire_bytes=5, dense_bytes=None),
+                      dict(method="topk", density=0.001, wire_bytes=2, dense_bytes=1000)])
+    assert R.wire_cell(d, [("marsit", R._method("marsit")), ("topk", R._method("topk"))]) == (
+        "marsit not recorded (sim.csv rows without dense_bytes); topk (density 0.001) 0.002")
+    assert R.wire_cell(pd.DataFrame(), [("topk", R._method("topk"))]) == ""     # a headline without sim rows
+    assert R.wire_cell(d, R._compressed("ssgd", "topk")) == "topk (density 0.001) 0.002"
+
+
+def test_paper_scale_row_defaults_and_a_headline_not_in_the_papers():
+    r = R.paper_scale_row("unknown", "s", "c", 31.0, {"host": (31.0, True, "")})
+    assert r["published"] == "31" and r["ours host"] == "31.00" and r["verdict host"] == "size reproduced"
+    assert r["plan that ran"] == "" and r[T.WIRE] == "" and r["verdict device"] == ""
+    assert r["device (compression)"] == " (the paper names no GPU: default)"
+
+
+def test_omgs_network_of_folders_without_a_network_field():
+    assert R.omgs_network([{"headline": "omgs"}], "omgs") == "1gbe (our 1 GbE preset)"
+    assert R.omgs_network([{"headline": "omgs"}, {"headline": "omgs", "network": "x"}], "omgs") == "x"
+
+
+def test_ranking_warnings_of_odd_run_records():
+    e2e = pd.DataFrame({"iters_run": [20, 19]})          # iters_run alone; the case timed once is the second row
+    meta = [("a", {"run_id": "p", "hosts": None, "world_size": "2", "host_cores": 1,
+                   "load_avg_start": [[3.0, 1, 1]]}),                       # one rank assumed, its load read
+            ("b", {"run_id": "u", "hosts": [], "host_cores": 1}),             # no hosts: one rank, no warning
+            ("c", {"run_id": "v", "world_size": 3, "hosts": ["a", "b", "b"], "host_cores": [0, 1, 1]})]
+    assert R.ranking_warnings(e2e, meta) == [
+        "run p: load average 3.0 on 1 core(s) of host ? at the start: other work shared the node; rerun when it "
+        "is quiet",
+        "run v: 2 ranks on 1 core(s) of host b: oversubscribed, ranks share cores and their times mix; run with "
+        "no more ranks than cores (mpirun -np N)",
+        "1 e2e case(s) were timed once over fewer than 20 iterations: a handful of iterations does not rank "
+        "methods; time them with `e2e --min-time 0.3 --target-ci 0.03` (TOML `min_time_s`, `target_ci`)"]
+
+
+def test_sim_line_time_is_utc_whatever_the_machines_zone_and_sim_lines_reads_each_folder():
+    import os
+    import tempfile
+    import time
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = "Asia/Tokyo"
+    time.tzset()
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            f = sim_folder(d)
+            line = ("- simulation `sims/a` (`gradcomp simulate`): sim.csv written 1970-01-02T01:01:01Z; no run.json "
+                    "beside it, so its command line and gradcomp revision are not recorded; " + WHAT)
+            assert R._sim_line(f) == line and R._sim_lines([f], []) == [line]
+    finally:
+        if old is None:
+            os.environ.pop("TZ")
+        else:
+            os.environ["TZ"] = old
+        time.tzset()
