@@ -834,3 +834,71 @@ def test_acpsgd_rank_sweep_refusals_and_ssgd_from_each_comparisons_runs():
                                                           ("m3", "c + d", 8)]
     assert list(t["ssgd ms"]) == pytest.approx([500, 500, 600, 600])
     assert list(t["acpsgd speedup vs powersgd"]) == pytest.approx([1.5, 4.0, 1.0, 2.0])
+
+
+def test_sketch_scaling_each_run_its_own_and_the_empty_wire_notes():
+    # runs a (S-SGD) and b (top-k) at the same setups: one method each is enough, so neither is compared across
+    rows = [row("ssgd", 0.4, world_size=n, run="a") for n in (2, 4)] + \
+        [row("ssgd", 0.2, world_size=n, fusion="layerfusion", run="a") for n in (2, 4)] + \
+        [row("topk", 0.4, world_size=n, run="b", dense=NAN) for n in (2, 4)] + \
+        [row("topk", 0.2, world_size=n, fusion="layerfusion", run="b", dense=NAN if n == 4 else 4000) for n in (2, 4)]
+    t = T.sketch_scaling(df(*rows))
+    assert list(zip(t["run"], t["method"], t["world_size"])) == [("a", "ssgd", 2), ("a", "ssgd", 4),
+                                                                 ("b", "topk", 2), ("b", "topk", 4)]
+    # top-k's rows without dense_bytes: a note per side, with its count
+    assert t.attrs["notes"] == [T.WIRE_EMPTY_NOTE.format(col="none " + W, n=2),
+                                T.WIRE_EMPTY_NOTE.format(col="layerfusion " + W, n=1)]
+
+
+def test_acpsgd_rank_sweep_runs_that_hold_both_methods_and_a_setup_without_ssgd():
+    e = df(*[row(m, t, rank=r, run="g") for m, t, r in [("powersgd", 0.3, 4), ("powersgd", 0.4, 8),
+                                                        ("acpsgd", 0.2, 4), ("acpsgd", 0.1, 8)]],
+           row("acpsgd", 0.3, rank=4, run="h"), row("acpsgd", 0.2, rank=8, run="h"))
+    # run g holds Power-SGD and ACP-SGD: its own comparison, and h's ACP-SGD rows alone
+    assert list(zip(T.acpsgd_rank_sweep(e)["run"], T.acpsgd_rank_sweep(e)["rank"])) == [("g", 4), ("g", 8),
+                                                                                        ("h", 4), ("h", 8)]
+    # one run of the low-rank rows, S-SGD in two: no per-run S-SGD, the fastest of either
+    one = df(*[row(m, t, rank=r, run="a") for m, t, r in [("powersgd", 0.3, 4), ("powersgd", 0.4, 8),
+                                                          ("acpsgd", 0.2, 4), ("acpsgd", 0.1, 8)]],
+             row("ssgd", 0.5, run="a"), row("ssgd", 0.25, run="b"),
+             row("powersgd", 0.3, rank=4, model="m7", run="a"), row("powersgd", 0.3, rank=8, model="m7", run="a"))
+    t = T.acpsgd_rank_sweep(one)
+    assert "run" not in t.columns and list(t["model"]) == ["m", "m", "m7", "m7"]
+    assert list(t["ssgd ms"][:2]) == pytest.approx([250, 250]) and t["ssgd ms"][2:].isna().all()
+
+
+def test_acpsgd_buffer_sweep_thresholds_are_positive_and_finite_at_each_filter():
+    t = T.acpsgd_buffer_sweep(df(row("ssgd", 0.3, fusion="1B"), row("ssgd", 0.2, fusion="1KiB")))
+    assert list(t["buffer_MiB"]) == [1 / 2 ** 20, 1 / 1024]                 # one byte is a threshold too
+    one = "^needs e2e rows of one setup with two or more fusion byte thresholds$"
+    for other in ("none", "single"):   # neither counts as a threshold of a setup
+        with pytest.raises(T.MissingData, match=one):
+            T.acpsgd_buffer_sweep(df(row("ssgd", 0.3, fusion="1MiB"), row("ssgd", 0.3, fusion=other),
+                                     row("ssgd", 0.3, fusion="4MiB", model="m2"),
+                                     row("ssgd", 0.3, fusion=other, model="m2")))
+        with pytest.raises(T.MissingData, match="^needs e2e rows of one setup and run with two or more fusion "
+                                                "byte thresholds$"):
+            T.acpsgd_buffer_sweep(df(row("ssgd", 0.3, fusion="1MiB"), row("ssgd", 0.3, fusion="4MiB", pipelining="off"),
+                                     row("ssgd", 0.3, fusion=other)))
+
+
+def test_sketch_fusion_runs_setups_in_order_and_the_empty_wire_notes():
+    t = T.sketch_fusion(df(row("ssgd", 0.2, fusion="layerfusion")))           # layerfusion rows only
+    assert list(t["layerfusion ms"]) == pytest.approx([200]) and pd.isna(t["none ms"][0])
+    # runs a (S-SGD) and b (top-k) of one setup: one method each is enough, so no comparison across them
+    t = T.sketch_fusion(df(row("ssgd", 0.4, run="a"), row("ssgd", 0.2, fusion="layerfusion", run="a"),
+                           row("topk", 0.4, run="b"), row("topk", 0.1, fusion="layerfusion", run="b", dense=NAN)))
+    assert list(zip(t["run"], t["method"])) == [("a", "ssgd"), ("b", "topk")]
+    assert t.attrs["notes"] == [T.SKETCH_FUSION_NOTE, T.WIRE_EMPTY_NOTE.format(col="layerfusion " + W, n=1)]
+    t = T.sketch_fusion(df(row("ssgd", 0.4, model="z", dense=NAN), row("ssgd", 0.2, fusion="layerfusion", model="z"),
+                           row("ssgd", 0.4, model="a"), row("ssgd", 0.2, fusion="layerfusion", model="a")))
+    assert list(t["model"]) == ["z", "a"]                                     # the setups in the rows' order
+    assert t.attrs["notes"] == [T.SKETCH_FUSION_NOTE, T.WIRE_EMPTY_NOTE.format(col="none " + W, n=1)]
+
+
+def test_acpsgd_ablation_note_of_a_last_step_without_dense_bytes_and_e2e_overview_of_one_run():
+    t = T.acpsgd_ablation(df(row("ssgd", 0.4, pipelining="off"), row("ssgd", 0.3, dense=NAN)))
+    assert math.isnan(t[W][0]) and t.attrs["notes"] == [T.WIRE_EMPTY_NOTE.format(col=W, n=1)]
+    # a run column of one run: no run column, no run in the notes
+    o = T.e2e_overview(df(row("ssgd", 0.4, run="a"), row("topk", 0.2, run="a")))
+    assert "run" not in o.columns and o.attrs["notes"][0].startswith("`speedup` = over ssgd")
