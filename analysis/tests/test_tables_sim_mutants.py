@@ -902,3 +902,33 @@ def test_acpsgd_ablation_note_of_a_last_step_without_dense_bytes_and_e2e_overvie
     # a run column of one run: no run column, no run in the notes
     o = T.e2e_overview(df(row("ssgd", 0.4, run="a"), row("topk", 0.2, run="a")))
     assert "run" not in o.columns and o.attrs["notes"][0].startswith("`speedup` = over ssgd")
+
+
+def test_acpsgd_ablation_runs_a_one_byte_threshold_and_the_last_step_against_the_first():
+    # two runs of one setup, one method each: each run is its own ablation
+    e = df(*[row("ssgd", t, pipelining=p, run=r) for r in ("a", "b") for p, t in (("off", 0.4), ("on", 0.3))])
+    t = T.acpsgd_ablation(e)
+    assert list(t["run"]) == ["a", "b"] and list(t["speedup (first/last)"]) == pytest.approx([4 / 3, 4 / 3])
+    # a threshold of one byte fuses
+    t = T.acpsgd_ablation(df(row("ssgd", 0.4, pipelining="off"), row("ssgd", 0.35),
+                             row("ssgd", 0.3, pipelining="off", fusion="1B")))
+    assert t["+ fusion ms"][0] == pytest.approx(300) and t["+ fusion plan"][0] == "1B"
+    assert t["speedup (first/last)"][0] == pytest.approx(0.4 / 0.3)
+    # the last step (0.2 +- 0.001) against the first (0.4 +- 0.001): faster, whatever the step between (slower,
+    # with a wide interval)
+    t = T.acpsgd_ablation(df(row("ssgd", 0.4, pipelining="off", ci=0.001), row("ssgd", 0.5, ci=0.5),
+                             row("ssgd", 0.2, pipelining="off", fusion="25MiB", ci=0.001)))
+    assert list(t["last vs first"]) == ["faster"] and t["speedup (first/last)"][0] == pytest.approx(2.0)
+
+
+def test_e2e_overview_orders_configurations_by_fusion_first_and_keeps_one_without_an_interval():
+    e = df(row("acpsgd", 0.1, fusion="25MiB"),                     # the first label: only 25MiB/on
+           row("ssgd", 0.4), row("ssgd", 0.3, fusion="25MiB"), row("ssgd", 0.5, pipelining="off"),
+           dict(row("topk", 0.2, fusion="25MiB", pipelining="off"), iters=1),   # one iteration: no interval
+           row("topk", 0.25, density=1e-05, wire=1))
+    t = T.e2e_overview(e)
+    assert [c[:-3] for c in t.columns if c.endswith(" ms") and "/" in c] == ["none/off", "none/on", "25MiB/off",
+                                                                              "25MiB/on"]
+    assert list(t["method"]) == ["acpsgd", "ssgd", "topk rho0.001", "topk rho1e-05"]   # `:g`, not `:G`
+    assert t.set_index("method").loc["topk rho0.001", "25MiB/off ms"] == pytest.approx(200)
+    assert t["25MiB/off ms ±"].isna().all()
