@@ -292,6 +292,7 @@ def test_micro_compress_bars_per_shape_in_row_order_and_the_memory_line(tmp_path
     assert [[p.get_height() for p in b] for b in bars] == [[3.0, 9.0], [4.0, 8.0], [2.5, 0.0]]
     (mem,) = [ln for ln in ax.get_lines() if ln.get_label().startswith("memory")]
     assert list(mem.get_ydata()) == [12.04, 12.04]
+    assert (mem.get_color(), mem.get_linestyle(), mem.get_linewidth()) == ("k", "--", 1)
     assert mem.get_label() == "memory read bandwidth of one rank alone\n(the probe, others idle): 12.0 GB/s"
     assert ax.get_title() == ("Compression throughput per rank, 4 ranks compressing at once, "
                               "vs one rank's memory bandwidth")
@@ -315,7 +316,7 @@ def test_micro_compress_without_a_world_size_or_model_is_one_rank(tmp_path, figs
 def test_micro_phases_stacks_the_medians_of_the_largest_tensor_at_the_largest_world(tmp_path, figs):
     def r(method, rows, cols, n, c, m, d):
         return dict(method=method, rows=rows, cols=cols, world_size=n, compress_ms=c, comm_ms=m, decompress_ms=d)
-    t = pd.DataFrame([r("topk", 10, 10, 4, 50.0, 50.0, 50.0),         # small tensor: left out
+    t = pd.DataFrame([r("topk", 100, 10, 4, 50.0, 50.0, 50.0),        # smaller (but taller) tensor: left out
                       r("topk", 200, 100, 2, 40.0, 40.0, 40.0),        # smaller world: left out
                       r("topk", 200, 100, 4, 1.0, 2.0, 3.0),
                       r("topk", 200, 100, 4, 2.0, 4.0, 6.0),
@@ -331,6 +332,11 @@ def test_micro_phases_stacks_the_medians_of_the_largest_tensor_at_the_largest_wo
         [(0.0, 2.0), (0.0, 0.5)], [(2.0, 4.0), (0.5, 1.5)], [(6.0, 6.0), (2.0, 0.25)]]
     assert ax.get_title() == "Phase breakdown, 200x100 tensor, 4 ranks"
     assert ax.get_ylabel() == "ms per step (median, max over ranks)"
+    # One row of the largest tensor: its shape in the title.
+    plots.micro_phases(t.iloc[[0, 5]].assign(rows=[2, 3], cols=[5, 4]), str(tmp_path))
+    (ax,) = figs["micro_phases.png"].axes
+    assert ax.get_title() == "Phase breakdown, 3x4 tensor, 4 ranks"
+    assert [[p.get_height() for p in b] for b in bar_containers(ax)] == [[0.5], [1.5], [0.25]]
 
 
 def test_e2e_phases_one_figure_per_model_and_world_size(tmp_path, figs):
@@ -388,6 +394,7 @@ def test_bars_one_panel_per_model_heights_and_intervals_stopping_at_zero(tmp_pat
     # a: 10 +- 1, 20 - 20 (stops at 0) + 25; b: 4 +- 0.5, 1 - 1 + 2.
     assert same(segments(va.errorbar), [[(xa[0], 9), (xa[0], 11)], [(xa[1], 0), (xa[1], 45)]])
     assert same(segments(vb.errorbar), [[(xb[0], 3.5), (xb[0], 4.5)], [(xb[1], 0), (xb[1], 3)]])
+    assert {ln.get_markersize() for ln in va.errorbar.lines[1]} == {4.0}  # caps of 2 points each side
     assert v.get_yscale() == "linear" and v.get_ylim()[0] == 0 and v.get_ylabel() == "ms"  # 1 .. 20: 20x
     # resnet20: 1 .. 100 is 100x: a log axis, said in the label; NaN interval drawn as 0.
     assert r.get_yscale() == "log" and r.get_ylabel() == "ms (log scale)"
@@ -462,6 +469,7 @@ def test_lines_per_group_and_value_sorted_by_x_with_intervals_titles_ticks(tmp_p
         cs = errorbars(ax)
         assert [rgba(c.lines[0].get_color()) for c in cs] == [rgba(plt.get_cmap("tab10")(i)) for i in range(4)]
         assert [c.lines[0].get_linestyle() for c in cs] == ["-", "--", "-", "--"]
+        assert {(c.lines[0].get_marker(), c.lines[0].get_markersize()) for c in cs} == {("o", 3)}
     pa, pb, aa, ab = errorbars(v)
     assert xy(pa.lines[0]) == ([1.0, 2.0, 8.0], [1.0, 2.0, 3.0])
     assert xy(pb.lines[0]) == ([1.0, 2.0, 8.0], [2.0, 4.0, 6.0])
@@ -485,7 +493,17 @@ def test_lines_interval_stops_at_zero_and_a_group_without_intervals_has_none(tmp
     assert [p.get_label(), q.get_label()] == ["p: v", "q: v"]
     assert same(segments(p), [[(1, 0), (1, 0.7)], [(2, 2.5), (2, 3.5)]])
     assert segments(q) == []
+    assert {ln.get_markersize() for ln in p.lines[1]} == {4.0}  # caps of 2 points each side
     assert ax.get_title() == "T" and list(figs["l.png"].get_size_inches()) == [11.0, 4.5]
+
+
+def test_lines_of_eleven_groups_take_tab20s_dark_shades_then_its_light_ones(tmp_path, figs):
+    t = pd.DataFrame({"m": [f"m{i:02}" for i in range(11)], "x": [1] * 11, "v": [float(i) for i in range(11)]})
+    plots.lines(t, "x", ["v"], ["m"], "l.png", str(tmp_path), "T", "x", "y", panel=None)
+    (ax,) = figs["l.png"].axes
+    tab20 = plt.get_cmap("tab20")
+    want = [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 1]
+    assert [rgba(c.lines[0].get_color()) for c in errorbars(ax)] == [rgba(tab20(i)) for i in want]
 
 
 def test_lines_one_group_is_labelled_by_its_value_column_and_a_single_model_named(tmp_path, figs):
@@ -496,6 +514,11 @@ def test_lines_one_group_is_labelled_by_its_value_column_and_a_single_model_name
     assert [c.get_label() for c in errorbars(ax)] == ["v", "w"]
     # `rank` is not a setup column of the title (TITLE_COLUMNS); model and batch are.
     assert ax.get_title() == "T: resnet50, batch=32"
+    # One row; a network that is NaN names nothing.
+    one = pd.DataFrame({"model": ["vgg16"], "world_size": [2], "network": [NAN], "x": [1], "v": [1.0]})
+    plots.lines(one, "x", ["v"], ["model", "world_size", "network"], "l.png", str(tmp_path), "T", "x", "y")
+    (ax,) = figs["l.png"].axes
+    assert ax.get_title() == "T: vgg16, 2 ranks"
 
 
 def test_lines_xcat_places_x_by_rank_with_its_labels(tmp_path, figs):
@@ -576,7 +599,8 @@ def test_points_with_no_pair_says_nothing_compares(tmp_path, figs):
     assert all(len(ln.get_xdata()) == 0 for ln in ax.get_lines())
     note = ("Nothing to compare: no row has both ratio and ratio (published); VGG (ratio only); "
             "LSTM (ratio (published) only)")
-    assert " ".join(ax.get_xlabel().split()) == note
+    assert ax.get_xlabel() == "\n".join(textwrap.wrap(note, 7 * 14))  # 14 characters an inch
+    assert [len(x) for x in ax.get_xlabel().split("\n")] == [94, 17]  # "... LSTM" then "(ratio" past 98
 
 
 def test_points_without_a_pair_draw_every_row_from_zero(tmp_path, figs):
@@ -590,6 +614,15 @@ def test_points_without_a_pair_draw_every_row_from_zero(tmp_path, figs):
     assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0 and ax.get_ylabel() == "y"
     assert ax.get_xlabel() == "" and texts(ax.get_xticklabels()) == [f"m{i}" for i in range(6)]
     assert list(fig.get_size_inches()) == pytest.approx([0.7 * 6 + 3, 4.0])
+    # Eleven columns: tab20's dark shades then its first light one; six markers, then again.
+    wide = pd.DataFrame({"m": ["x"], **{f"v{i:02}": [float(i)] for i in range(11)}})
+    plots.points(wide, ["m"], [f"v{i:02}" for i in range(11)], "w.png", str(tmp_path), "T", "y")
+    (ax,) = figs["w.png"].axes
+    tab20 = plt.get_cmap("tab20")
+    assert [rgba(ln.get_color()) for ln in ax.get_lines()] == [
+        rgba(tab20(i)) for i in (0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 1)]
+    assert [ln.get_marker() for ln in ax.get_lines()] == ["o", "s", "^", "D", "v", "P", "o", "s", "^", "D", "v"]
+    assert {ln.get_markersize() for ln in ax.get_lines()} == {7}
     plots.points(t.iloc[:1], ["m"], ["a"], "q.png", str(tmp_path), "T", "y")
     assert list(figs["q.png"].get_size_inches()) == [5.0, 4.0]
     assert plots.points(t.iloc[:0], ["m"], ["a"], "r.png", str(tmp_path), "T", "y") == []
@@ -633,7 +666,8 @@ def converge_frame():
                 for step in range(12):
                     rows.append(dict(run=run, world_size=ws, method=method, step=11 - step,
                                      train_loss=first if step == 11 else float(step),
-                                     eval_loss=float(step) / 2 if step % 4 == 0 else NAN))
+                                     eval_loss=float(step) / 2 if step % 4 == 0 else NAN,
+                                     rank=NAN))  # a parameter the method lacks: not a missing evaluation
     return pd.DataFrame(rows)
 
 
@@ -701,6 +735,7 @@ def test_simulated_best_a_panel_per_model_and_network_a_line_per_method(tmp_path
         for j, ln in enumerate(lines):
             assert xy(ln) == ([float(x) for x in xs], [x / 2 + j for x in xs])
         assert [rgba(ln.get_color()) for ln in lines] == [rgba(plt.get_cmap("tab10")(i)) for i in range(3)]
+        assert {(ln.get_marker(), ln.get_markersize()) for ln in lines} == {("o", 4)}
         assert [float(x) for x in ax.get_xticks()] == [float(x) for x in xs]
         assert texts(ax.get_xticklabels()) == [str(x) for x in xs]
         assert isinstance(ax.xaxis.get_minor_locator(), matplotlib.ticker.NullLocator)
@@ -721,5 +756,12 @@ def test_simulated_best_without_network_or_data(tmp_path, figs):
     (ax,) = figs["simulated_best.png"].axes
     assert ax.get_title() == "Simulated: resnet50"
     assert ax.get_xscale() == "log"  # 0 .. 16 over max(0, 1): 16x
+    # Eleven methods: tab20's dark shades then its first light one.
+    many = pd.DataFrame({"model": "m", "method": [f"m{i:02}" for i in range(11)], "ranks": 2, "vs ssgd": 1.0})
+    plots.simulated_best(many, str(tmp_path))
+    (ax,) = figs["simulated_best.png"].axes
+    tab20 = plt.get_cmap("tab20")
+    assert [rgba(ln.get_color()) for ln in ax.get_lines()[:11]] == [
+        rgba(tab20(i)) for i in (0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 1)]
     assert plots.simulated_best(t.iloc[:0], str(tmp_path)) == []
     assert plots.simulated_best(t.assign(**{"vs ssgd": NAN}), str(tmp_path)) == []
