@@ -519,6 +519,10 @@ def test_lines_one_group_is_labelled_by_its_value_column_and_a_single_model_name
     plots.lines(one, "x", ["v"], ["model", "world_size", "network"], "l.png", str(tmp_path), "T", "x", "y")
     (ax,) = figs["l.png"].axes
     assert ax.get_title() == "T: vgg16, 2 ranks"
+    # A title column whose first value is NaN (nunique counts the other's) names nothing.
+    two = pd.DataFrame({"model": ["vgg16"] * 2, "world_size": [NAN, 2], "x": [1, 2], "v": [1.0, 2.0]})
+    plots.lines(two, "x", ["v"], ["model", "world_size"], "l.png", str(tmp_path), "T", "x", "y")
+    assert figs["l.png"].axes[0].get_title() == "T: vgg16"
 
 
 def test_lines_xcat_places_x_by_rank_with_its_labels(tmp_path, figs):
@@ -741,6 +745,7 @@ def test_simulated_best_a_panel_per_model_and_network_a_line_per_method(tmp_path
         assert isinstance(ax.xaxis.get_minor_locator(), matplotlib.ticker.NullLocator)
         (one,) = [ln for ln in ax.get_lines() if ln not in lines]
         assert list(one.get_ydata()) == [1.0, 1.0]
+        assert (one.get_color(), one.get_linewidth(), one.get_linestyle()) == ("k", 0.8, ":")
         assert ax.get_ylim()[0] == 0
         assert ax.get_xlabel() == "world size (simulated ranks)"
         assert ax.get_ylabel() == "speedup over S-SGD (best configurations)"
@@ -763,5 +768,8 @@ def test_simulated_best_without_network_or_data(tmp_path, figs):
     tab20 = plt.get_cmap("tab20")
     assert [rgba(ln.get_color()) for ln in ax.get_lines()[:11]] == [
         rgba(tab20(i)) for i in (0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 1)]
+    nine = pd.DataFrame({"model": "m", "method": "a", "ranks": [1, 9], "vs ssgd": [1.0, 2.0]})
+    plots.simulated_best(nine, str(tmp_path))
+    assert figs["simulated_best.png"].axes[0].get_xscale() == "log"  # 9x: more than 8
     assert plots.simulated_best(t.iloc[:0], str(tmp_path)) == []
     assert plots.simulated_best(t.assign(**{"vs ssgd": NAN}), str(tmp_path)) == []
