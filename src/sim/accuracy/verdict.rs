@@ -408,4 +408,91 @@ mod tests {
             (false, String::new())
         );
     }
+
+    /// A spread of exactly the tolerance is not above it: the case is judged (`>`, not
+    /// `>=`, in [`verdict`]'s rule).
+    #[test]
+    fn a_spread_equal_to_the_tolerance_is_judged() {
+        assert_eq!(verdict(0.01, Some(0.15), false, 0.15), "within");
+        assert_eq!(verdict(0.2, Some(0.15), false, 0.15), "outside");
+    }
+
+    /// Judged = within + outside, whatever the split: one of each is 2 judged, none
+    /// within of two is still 2 judged (not "not judged").
+    #[test]
+    fn the_judged_count_is_within_plus_outside() {
+        let s = judged_summary(1, 1, 0, 0, 0.15);
+        assert!(s.starts_with("1 of 2 judged case(s) within 15%;"), "{s}");
+        let s = judged_summary(0, 2, 0, 0, 0.10);
+        assert!(s.starts_with("0 of 2 judged case(s) within 10%;"), "{s}");
+    }
+
+    /// A case's printed line, every part by hand: the label padded to 70, measured and
+    /// simulated in ms to 3 digits, the spread, the compression fit's and the host
+    /// jitter's parts, the signed error to one digit, the verdict and `(calibration)` for
+    /// an in-sample case; a one-round validation case has none of the parts.
+    #[test]
+    fn a_case_line_by_hand() {
+        let r = VsMeasuredRow {
+            case: "m/topk".into(),
+            measured_iter_s: 0.0125,
+            simulated_iter_s: 0.015,
+            rel_err: 0.2,
+            role: "calibration",
+            rounds: 5,
+            spread_rel: Some(0.031),
+            fit_spread_rel: Some(0.02),
+            host_jitter_rel: Some(0.05),
+            verdict: "outside",
+            ..VsMeasuredRow::default()
+        };
+        let pad = " ".repeat(70 - "m/topk".len());
+        assert_eq!(
+            case_line(&r),
+            format!("m/topk{pad} measured     12.500 ms (spread   3.1% of 5, compression fit 2.0%, host jitter 5.0%) simulated     15.000 ms   +20.0%  outside (calibration)")
+        );
+        let r = VsMeasuredRow {
+            case: "m/ssgd".into(),
+            measured_iter_s: 0.1,
+            simulated_iter_s: 0.095,
+            rel_err: -0.05,
+            role: "validation",
+            rounds: 1,
+            verdict: "within",
+            ..VsMeasuredRow::default()
+        };
+        assert_eq!(
+            case_line(&r),
+            format!("m/ssgd{pad} measured    100.000 ms (one round: no spread) simulated     95.000 ms    -5.0%  within")
+        );
+    }
+
+    /// The closing line counts each verdict (1 within, 1 outside, 1 too noisy, 2 not
+    /// held) and names each oversubscribed machine once, sorted; without one it ends at
+    /// the counts.
+    #[test]
+    fn the_closing_line_counts_each_verdict_and_names_each_oversubscribed_machine_once() {
+        let row = |verdict, over: &str| VsMeasuredRow {
+            verdict,
+            oversubscribed: over.into(),
+            ..VsMeasuredRow::default()
+        };
+        let rows = [
+            row("within", ""),
+            row("outside", ""),
+            row("too-noisy", ""),
+            row("ranks-exceed-cores", "b"),
+            row("ranks-exceed-cores", "a"),
+            row("ranks-exceed-cores", "a"),
+        ];
+        let counts = "1 of 2 judged case(s) within 15%; 1 too noisy to judge (spread over rounds, the compression fit's included, or the host jitter's share, above the tolerance), 3 not held to it (more ranks than cores)";
+        assert_eq!(
+            comparison_summary(&rows, 0.15),
+            format!("{counts}; oversubscribed: a; b")
+        );
+        assert_eq!(
+            comparison_summary(&rows[..3], 0.15),
+            "1 of 2 judged case(s) within 15%; 1 too noisy to judge (spread over rounds, the compression fit's included, or the host jitter's share, above the tolerance), 0 not held to it (more ranks than cores)"
+        );
+    }
 }

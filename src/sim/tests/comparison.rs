@@ -221,3 +221,131 @@ fn host_cost_sensitivity_counts_only_exposed_compression() {
         0.0
     );
 }
+
+/// `simulate --compare`'s verdicts as written (`write_comparison`), every case by hand.
+/// run.json beside the compared e2e.csv: 4 ranks on 2 cores of `vm`, so the 4-rank case
+/// is not held to the tolerance (4 ranks > 2 cores; compute not `none`, so 4 device
+/// threads named) and the 2-rank cases are judged against 15%, each measured at 1.0 s
+/// twice (spread 0): +30% is outside (the one returned), +5% within. The compression
+/// fit's and the host jitter's parts apply to host cases only (host compression share
+/// above 0): the device case's entry is ignored, a host case with a fit spread of 20%
+/// (above the tolerance) is too noisy, one with 1% and 2% jitter is judged on 2%.
+#[test]
+fn write_comparison_judges_each_case_and_returns_the_outside_ones() {
+    use crate::sim::accuracy::verdict::{write_comparison, Sensitivity};
+    use crate::sim::run::SimulateRequest;
+    let d = std::env::temp_dir().join(format!("gradcomp-sim-verdicts-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(
+        d.join("run.json"),
+        r#"{"hosts": ["vm", "vm", "vm", "vm"], "host_cores": [2, 2, 2, 2]}"#,
+    )
+    .unwrap();
+    let m = MeasuredRow {
+        fwd_s: 0.0,
+        iter_s: 1.0,
+        compute_none: false,
+        ranks_per_node: None,
+        host_s: None,
+    };
+    let case = |label: &str| MeasuredCase {
+        case: tiny_ssgd(true),
+        label: label.into(),
+        rows: vec![m, m],
+        compress_device: None,
+    };
+    // host: a fifth of the simulated iteration is host compression.
+    let sim = |world_size, iter_s: f64, host: bool| SimRow {
+        method: "ssgd".into(),
+        world_size,
+        iter_s,
+        compress_on: if host { "host" } else { "device" },
+        host_compress_s: if host { 0.2 * iter_s } else { 0.0 },
+        ..SimRow::default()
+    };
+    let measured = [case("a4"), case("b2-out"), case("c2-in"), case("d2-noisy")];
+    let rows = [
+        sim(4, 1.02, false),
+        sim(2, 1.3, false),
+        sim(2, 1.05, true),
+        sim(2, 1.0, true),
+    ];
+    let sensitivity: Sensitivity = [
+        ("b2-out".to_string(), (Some(0.5), None)),
+        ("c2-in".to_string(), (Some(0.01), Some(0.02))),
+        ("d2-noisy".to_string(), (Some(0.2), None)),
+    ]
+    .into();
+    let req = SimulateRequest {
+        steps_to_target: Vec::new(),
+        models: vec![],
+        methods: vec![],
+        fusion: vec![],
+        pipelining: vec![],
+        collectives: vec![],
+        world_sizes: vec![],
+        batch: None,
+        device: "v100".into(),
+        params: vec![],
+        network: None,
+        networks: vec![],
+        fits: None,
+        untrusted_fits: false,
+        compare: Some(d.join("e2e.csv")),
+        tolerance: 0.15,
+        out: d.clone(),
+        compress_on: vec![],
+        compress_device: None,
+        compress_profile: None,
+        ranks_per_node: None,
+        intra_link: Default::default(),
+        planner_fallback: true,
+        validate_published: false,
+        network_scale: (1.0, 1.0),
+    };
+    let outside = write_comparison(
+        &req,
+        &measured,
+        &rows,
+        vec![("c2-in".into(), true)],
+        &sensitivity,
+        None,
+    )
+    .unwrap();
+    assert_eq!(outside, ["b2-out (+30.0%)"]);
+    let mut r = csv::Reader::from_path(d.join("sim_vs_measured.csv")).unwrap();
+    let h = r.headers().unwrap().clone();
+    let col = |name: &str| h.iter().position(|c| c == name).unwrap();
+    let got: Vec<[String; 6]> = r
+        .records()
+        .map(|rec| {
+            let rec = rec.unwrap();
+            [
+                "case",
+                "verdict",
+                "role",
+                "fit_spread_rel",
+                "host_jitter_rel",
+                "oversubscribed",
+            ]
+            .map(|c| rec[col(c)].to_string())
+        })
+        .collect();
+    let want = [
+        [
+            "a4",
+            "ranks-exceed-cores",
+            "validation",
+            "",
+            "",
+            "4 ranks + 4 device threads on 2 cores of vm",
+        ],
+        ["b2-out", "outside", "validation", "", "", ""],
+        ["c2-in", "within", "calibration", "0.01", "0.02", ""],
+        ["d2-noisy", "too-noisy", "validation", "0.2", "", ""],
+    ]
+    .map(|r| r.map(String::from));
+    assert_eq!(got, want);
+    let _ = std::fs::remove_dir_all(&d);
+}
