@@ -11,6 +11,8 @@
 #
 # MUTMUT_MODULES="compare.py simagree.py"  these analysis modules instead of the changed ones;
 # MUTANTS_RUST_FILES="src/schedule/*.rs"  these Rust files (globs) whole instead of the diff;
+# MUTANTS_TEST_FILTER="a:: b::"  pass 1's unit-test filter; MUTANTS_PASS2_FILTER="sim::"  pass 2's
+#   (default: every unit test and the integration tests that reach the files);
 # MUTANTS_OUT=DIR  where the mutmut copy and the logs go [default: a fresh mktemp -d];
 # MUTANTS_TREE=DIR  cargo-mutants' copy of the tree [default: target/mutants-tree];
 # MUTMUT_CHILDREN=N  mutmut's parallel workers [default: the cores, at most 4].
@@ -153,6 +155,8 @@ fi
 # changed and tests/determinism.rs for src/compress (the integration tests that reach those
 # modules without MPI or the release binary; each adds the crate's rlib, the binary and a
 # link to every build, minutes per mutant under load, so only for pass 1's survivors).
+# MUTANTS_PASS2_FILTER="sim::" runs pass 2 under the unit tests matching it instead (the
+# whole library's unit tests take 2-3 minutes a mutant at opt-level 0 on 2 shared cores).
 sync_tree() {  # DIR: make DIR hold the tracked and untracked (not ignored) files, as here
   local dir=$1 f
   mkdir -p "$dir"
@@ -224,9 +228,16 @@ if ((rust_on)); then
           # pass 2: what pass 1 did not catch, under every unit test and the integration
           # tests above (--iterate skips what pass 1 caught or found unviable)
           cp -r "$M" "$R/pass1"
-          (cd "$TREE" && cargo mutants "${args[@]}" --iterate "${tests[@]}") >> "$R/cargo-mutants.log" 2>&1
+          # (MUTANTS_PASS2_FILTER="sim::": only the unit tests matching it, no integration test)
+          if [[ -n ${MUTANTS_PASS2_FILTER:-} ]]; then
+            read -ra filter2 <<< "$MUTANTS_PASS2_FILTER"
+            tests2=(--cargo-arg=--lib -- -- "${filter2[@]}") what2="unit tests matching ${filter2[*]}"
+          else
+            tests2=("${tests[@]}") what2="every unit test and ${tests[*]#--cargo-arg=}"
+          fi
+          (cd "$TREE" && cargo mutants "${args[@]}" --iterate "${tests2[@]}") >> "$R/cargo-mutants.log" 2>&1
           crc=$?
-          echo "cargo-mutants pass 2 (the survivors under every unit test and ${tests[*]#--cargo-arg=}): $(wc -l < "$M/caught.txt") more caught"
+          echo "cargo-mutants pass 2 (the survivors under $what2): $(wc -l < "$M/caught.txt") more caught"
           ((crc == 0 || crc == 2 || crc == 3)) || { echo "cargo-mutants failed (exit $crc): $R/cargo-mutants.log" >&2; rc_tool=1; }
         fi
         if [[ -s $M/missed.txt ]]; then
