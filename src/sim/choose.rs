@@ -613,4 +613,177 @@ mod tests {
         assert_eq!(f.len(), 18);
         assert!(f[0].host_fits && f[0].label.ends_with("this CPU"));
     }
+
+    /// Each scenario's label by hand: the multipliers, the launch cost or reading, and
+    /// the cost source (`profile` / `roofline` on the device when a profile is given,
+    /// `this CPU` / `reference CPU` on the host when fits are given, nothing otherwise);
+    /// the measured profile only on the device, this CPU's fits only on the host.
+    #[test]
+    fn scenario_labels_name_the_multipliers_and_the_cost_source() {
+        let s = Sensitivity {
+            factor: 2.0,
+            launch_us: vec![10.0],
+            profile: false,
+            host_fits: false,
+        };
+        let d = scenarios(Some("h100"), &s);
+        assert_eq!(d[0].label, "alpha x1 beta x1");
+        assert_eq!(d[1].label, "alpha x1 beta x1 launch 10us");
+        assert_eq!(d[2].label, "alpha x0.5 beta x0.5");
+        assert_eq!(
+            d[d.len() - 1].label,
+            format!(
+                "alpha x1 beta x1 {}={}",
+                crate::roofline::READINGS.last().unwrap().0,
+                crate::roofline::READINGS.last().unwrap().1.last().unwrap()
+            )
+        );
+        let p = scenarios(
+            Some("h100"),
+            &Sensitivity {
+                profile: true,
+                ..s.clone()
+            },
+        );
+        let half = p.len() / 2;
+        assert_eq!(p[0].label, "alpha x1 beta x1 profile");
+        assert_eq!(p[half].label, "alpha x1 beta x1 roofline");
+        assert!(p[..half].iter().all(|x| x.profile && !x.host_fits));
+        assert!(p[half..].iter().all(|x| !x.profile && !x.host_fits));
+        let h = scenarios(None, &s);
+        assert_eq!(h[0].label, "alpha x1 beta x1");
+        let f = scenarios(
+            None,
+            &Sensitivity {
+                host_fits: true,
+                ..s.clone()
+            },
+        );
+        assert_eq!(f[0].label, "alpha x1 beta x1 this CPU");
+        assert_eq!(f[9].label, "alpha x1 beta x1 reference CPU");
+        assert!(f[..9].iter().all(|x| x.host_fits && !x.profile));
+        assert!(f[9..].iter().all(|x| !x.host_fits && !x.profile));
+        // Both given: the device reads the profile, the host the fits.
+        let both = Sensitivity {
+            profile: true,
+            host_fits: true,
+            ..s
+        };
+        assert_eq!(
+            scenarios(Some("h100"), &both)[0].label,
+            "alpha x1 beta x1 profile"
+        );
+        assert_eq!(scenarios(None, &both)[0].label, "alpha x1 beta x1 this CPU");
+    }
+
+    /// A scenario won needs the strictly shortest time: ssgd 600 x 1.0 s and topk 800 x
+    /// 0.75 s tie at 600 s, so neither wins it.
+    #[test]
+    fn an_exact_tie_wins_no_scenario() {
+        let best = vec![vec![row("ssgd", 1.0), row("topk", 0.75)]];
+        let st = vec![
+            steps("ssgd", Some(600), Some(600)),
+            steps("topk", Some(800), Some(800)),
+        ];
+        let r = rank(&best, &st);
+        assert_eq!(r.len(), 2);
+        assert!(r.iter().all(|c| c.wins == 0), "{r:?}");
+    }
+
+    /// [`run`] over two scenarios of resnet20 at 4 ranks on 10gbe, compression on an
+    /// h100: the nominal one, and alpha x2 beta x2 with a 1 ms kernel launch; ssgd and
+    /// topk, each at fusion none and single, pipelining off and on (4 cases a method, 16
+    /// a scenario). The reference is
+    /// `sweep` of each scenario's request, called here: per scenario and method the
+    /// fastest of its rows; choose.csv one row per scenario and method, its steps and
+    /// steps x that iteration; the ranking [`rank`] of those rows.
+    #[test]
+    fn run_keeps_each_methods_fastest_row_per_scenario() {
+        use crate::comm::exchange::CollectiveMode;
+        use crate::compress::MethodParams;
+        use crate::schedule::plan::Fusion;
+        let base = SimulateRequest {
+            steps_to_target: Vec::new(),
+            models: vec!["resnet20".into()],
+            methods: vec!["ssgd".into(), "topk".into()],
+            fusion: vec![Fusion::None, Fusion::Single],
+            pipelining: vec![false, true],
+            collectives: vec![CollectiveMode::Native],
+            world_sizes: vec![4],
+            batch: None,
+            device: "v100".into(),
+            params: vec![MethodParams::default()],
+            network: Some("10gbe".into()),
+            networks: vec!["10gbe".into()],
+            fits: None,
+            untrusted_fits: false,
+            compare: None,
+            tolerance: 0.15,
+            out: std::path::PathBuf::new(),
+            compress_on: vec![crate::devcost::CompressOn::Device],
+            compress_device: Some("h100".into()),
+            compress_profile: None,
+            ranks_per_node: None,
+            intra_link: Default::default(),
+            planner_fallback: true,
+            validate_published: false,
+            network_scale: (1.0, 1.0),
+        };
+        let scenario = |label: &str, scale: f64, device: &str| Scenario {
+            label: label.into(),
+            network_scale: (scale, scale),
+            compress_device: Some(device.into()),
+            profile: false,
+            host_fits: false,
+        };
+        let sc = [
+            scenario("nominal", 1.0, "h100"),
+            scenario("slow", 2.0, "h100:launch_us=1000"),
+        ];
+        // topk at its default density, 0.001 (steps' own).
+        let st = vec![
+            steps("ssgd", Some(600), Some(500)),
+            steps("topk", Some(800), None),
+        ];
+        let out = run(&base, &sc, &st).unwrap();
+        assert!(out.warnings.is_empty());
+        assert_eq!(out.cases, 2 * 2 * 4);
+        let mut best: Vec<Vec<SimRow>> = Vec::new();
+        for (i, s) in sc.iter().enumerate() {
+            let req = SimulateRequest {
+                network_scale: s.network_scale,
+                compress_device: s.compress_device.clone(),
+                ..base.clone()
+            };
+            let rows = sweep(&req, None, None, &mut WireCache::default()).unwrap();
+            assert_eq!(rows.len(), 8);
+            let mut b = Vec::new();
+            for (m, most, fewest) in [("ssgd", 600.0, 500.0), ("topk", 800.0, 800.0)] {
+                let f = rows
+                    .iter()
+                    .filter(|r| r.method == m)
+                    .min_by(|a, b| a.iter_s.total_cmp(&b.iter_s))
+                    .unwrap()
+                    .clone();
+                let row = out
+                    .rows
+                    .iter()
+                    .find(|r| r.scenario == i && r.method == m)
+                    .unwrap();
+                assert_eq!(row.scenario_label, s.label);
+                assert_eq!(row.iter_s, f.iter_s, "{m} in {}", s.label);
+                assert_eq!(row.tta_s, Some(most * f.iter_s));
+                assert_eq!(row.tta_fewest_s, Some(fewest * f.iter_s));
+                assert_eq!(row.fewest_steps, Some(fewest as u64));
+                b.push(f);
+            }
+            best.push(b);
+        }
+        assert_eq!(out.rows.len(), 4);
+        // The slower network slows S-SGD's fastest configuration, the launch cost top-k's:
+        // each scenario's own costs were applied.
+        assert!(best[1][0].iter_s > best[0][0].iter_s);
+        assert!(best[1][1].iter_s > best[0][1].iter_s);
+        assert_eq!(out.ranked, rank(&best, &st));
+    }
 }

@@ -443,4 +443,133 @@ mod tests {
         d.sketch_rows = 9;
         assert!(same_config(&d, &steps("ssgd", Some(500), 4)));
     }
+
+    /// A label names only what varies: nothing when every row has one placement, one
+    /// density and one rank; a density only on a method that reads one (topk at 0.001 and
+    /// 0.01, not ssgd), a rank only on one that reads a rank (powersgd at 4 and 8, not
+    /// ssgd or topk); the placement on every row once it varies.
+    #[test]
+    fn a_label_names_only_the_parameters_its_method_has_where_they_vary() {
+        let plain = [
+            row("ssgd", "none", "off", 1.0),
+            row("ssgd", "25MiB", "on", 1.0),
+        ];
+        assert_eq!(config_label(&plain[0], &plain), "none/pipe_off/allreduce");
+        let mut rows = vec![
+            row("ssgd", "none", "off", 1.0),
+            row("topk", "none", "off", 1.0),
+            row("topk", "none", "off", 1.0),
+            row("powersgd", "none", "off", 1.0),
+            row("powersgd", "none", "off", 1.0),
+        ];
+        rows[2].density = 0.01;
+        rows[4].rank = 8;
+        let labels: Vec<String> = rows.iter().map(|r| config_label(r, &rows)).collect();
+        assert_eq!(
+            labels,
+            [
+                "none/pipe_off/allreduce",
+                "none/pipe_off/allreduce density=0.001",
+                "none/pipe_off/allreduce density=0.01",
+                "none/pipe_off/allreduce rank=4",
+                "none/pipe_off/allreduce rank=8",
+            ]
+        );
+        rows[0].compress_on = "device";
+        assert_eq!(
+            config_label(&rows[0], &rows),
+            "none/pipe_off/allreduce compress_on=device"
+        );
+        assert_eq!(
+            config_label(&rows[1], &rows),
+            "none/pipe_off/allreduce compress_on=host density=0.001"
+        );
+    }
+
+    /// The fastest row of a method is kept wherever it comes (a slower one after it does
+    /// not replace it; of two equal, the first); ranks per node are shown once a row has
+    /// more than one.
+    #[test]
+    fn the_fastest_row_wins_wherever_it_comes_and_ranks_per_node_are_shown() {
+        let mut rows = vec![
+            row("ssgd", "none", "off", 0.100),
+            row("ssgd", "25MiB", "on", 0.200),
+            row("topk", "none", "off", 0.050),
+            row("topk", "25MiB", "on", 0.050),
+        ];
+        let best = fastest(&rows);
+        assert_eq!(best.iter().map(|(_, j)| *j).collect::<Vec<_>>(), [0, 2]);
+        for r in &mut rows {
+            r.ranks_per_node = 4;
+        }
+        let t = best_configurations(&rows);
+        let ssgd: Vec<&str> = t
+            .lines()
+            .find(|l| l.contains("ssgd"))
+            .unwrap()
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        assert_eq!(
+            ssgd,
+            [
+                "resnet50",
+                "8 (4/node)",
+                "10gbe (host)",
+                "ssgd",
+                "none/pipe_off/allreduce",
+                "100.000ms",
+                "1.00x"
+            ],
+            "{t}"
+        );
+    }
+
+    /// Densities match to 1e-9 of the row's: 0.001 against 0.001 + 1e-15 is one
+    /// configuration, against 0.0010001 (1e-4 of it apart) another.
+    #[test]
+    fn densities_match_to_a_billionth_of_the_rows() {
+        let r = row("topk", "none", "on", 0.1);
+        let mut s = steps("topk", Some(500), 4);
+        s.density = 0.001 + 1e-15;
+        assert!(same_config(&r, &s));
+        s.density = 0.0010001;
+        assert!(!same_config(&r, &s));
+    }
+
+    /// Ranks are compared for the methods with one only: powersgd at rank 4 is not the
+    /// rank-8 configuration; topk at 4 takes rank 8's steps (it has no rank).
+    #[test]
+    fn ranks_are_compared_only_for_low_rank_methods() {
+        let mut s = steps("powersgd", Some(500), 4);
+        s.rank = 8;
+        assert!(!same_config(&row("powersgd", "none", "on", 0.1), &s));
+        let mut s = steps("topk", Some(500), 4);
+        s.rank = 8;
+        assert!(same_config(&row("topk", "none", "on", 0.1), &s));
+    }
+
+    /// Sketch columns per k match to 1e-9 of converge's: 20 against 20 + 1e-9 (5e-11 of
+    /// it apart) is one size.
+    #[test]
+    fn sketch_columns_match_to_a_billionth() {
+        let mut r = row("sketch", "25MiB", "on", 0.1);
+        r.sketch_rows = 3;
+        r.sketch_cols_per_k = 20.0;
+        let mut s = steps("sketch", Some(500), 4);
+        s.sketch = Some((3, 20.0 + 1e-9));
+        assert!(same_config(&r, &s));
+    }
+
+    /// The seeds' band of time to accuracy: fewest steps x the iteration to most steps x
+    /// the iteration (500 and 700 steps at 0.1 s: 50 s to 70 s).
+    #[test]
+    fn the_seeds_band_is_fewest_to_most_steps_times_the_iteration() {
+        let rows = [row("ssgd", "none", "on", 0.1)];
+        let mut s = steps("ssgd", Some(700), 4);
+        s.fewest_steps = Some(500);
+        let t = time_to_accuracy(&rows, &[s]);
+        assert!(t.contains(" 70.00s (seeds: 50.00s..70.00s)"), "{t}");
+    }
 }

@@ -273,4 +273,28 @@ mod tests {
         let w = check(&rep, d, true).unwrap().unwrap();
         assert!(w.contains("priced anyway"), "{w}");
     }
+
+    /// A worst error of exactly 1 (the line at twice a point) is an overprice, 2.0x, not
+    /// a point `1 / (1 - 1)` = infinitely far above it.
+    #[test]
+    fn an_error_of_exactly_one_is_priced_at_twice_the_point() {
+        assert_eq!(over_fit(1.0), "priced at 2.0x one of its points");
+        assert_eq!(over_fit(0.5), "one point 2x its fitted time");
+    }
+
+    /// A smallest start latency of 0 gives no ratio to judge (the rounds are not said to
+    /// disagree, however large the largest).
+    #[test]
+    fn a_zero_start_latency_gives_no_ratio() {
+        let c = causes(&FitReport {
+            host: host(HostModel {
+                points: 4,
+                rounds: 3,
+                start_range_s: (0.0, 1e-4),
+                ..HostModel::default()
+            }),
+            ..FitReport::default()
+        });
+        assert!(c.is_empty(), "{c:?}");
+    }
 }
