@@ -577,4 +577,113 @@ mod tests {
         let op = super::super::network::Op::AllReduce;
         assert!(topo.network.time_s(op, 32, 25e6) > flat.network.time_s(op, 32, 25e6));
     }
+
+    fn tmpdir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("gradcomp-run-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    /// sim.csv's network column: the preset, `fitted` with fits and no preset, else the
+    /// default 10gbe.
+    #[test]
+    fn the_network_label_is_the_preset_fitted_or_10gbe() {
+        assert_eq!(network_label(&req(Some("1gbe"), None)), "1gbe");
+        let mut r = req(None, None);
+        assert_eq!(network_label(&r), "10gbe");
+        r.fits = Some(PathBuf::from("/runs/r1"));
+        assert_eq!(network_label(&r), "fitted");
+        r.network = Some("100gb-ib".into());
+        assert_eq!(network_label(&r), "100gb-ib");
+    }
+
+    /// One file named two ways (through `sub/..`) is one file; two files are two; paths
+    /// that do not exist are compared as given.
+    #[test]
+    fn same_file_compares_canonical_paths() {
+        let d = tmpdir("same");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("a.csv"), "x").unwrap();
+        std::fs::write(d.join("b.csv"), "x").unwrap();
+        // `sub/..` is kept by Path's comparison (it is not `.`): only the canonical paths
+        // are equal.
+        std::fs::create_dir_all(d.join("sub")).unwrap();
+        assert!(same_file(
+            &d.join("a.csv"),
+            &d.join("sub").join("..").join("a.csv")
+        ));
+        assert!(!same_file(&d.join("a.csv"), &d.join("b.csv")));
+        assert!(same_file(
+            Path::new("no/such.csv"),
+            Path::new("no/such.csv")
+        ));
+        assert!(!same_file(
+            Path::new("no/such.csv"),
+            Path::new("no/other.csv")
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A sweep of resnet20 at 4 ranks, S-SGD and OMGS (its own fusion: one case, not one
+    /// per fusion asked), fusion none and single, pipelining off and on: 4 + 2 rows. With
+    /// two networks, `run` sweeps each (sim.csv's network column names both), writes
+    /// OUT/sim.csv (created with `--out`) and refuses to overwrite it.
+    #[test]
+    fn run_sweeps_every_network_asked_into_a_fresh_sim_csv() {
+        let d = tmpdir("sweep");
+        let mut r = req(Some("10gbe"), None);
+        r.models = vec!["resnet20".into()];
+        r.methods = vec!["ssgd".into(), "omgs".into()];
+        r.fusion = vec![Fusion::None, Fusion::Single];
+        r.pipelining = vec![false, true];
+        r.collectives = vec![CollectiveMode::Native];
+        r.world_sizes = vec![4];
+        r.params = vec![MethodParams::default()];
+        let rows = sweep(&r, None, None, &mut WireCache::default()).unwrap();
+        assert_eq!(rows.len(), 2 * 2 + 2);
+        assert!(rows
+            .iter()
+            .all(|x| x.network == "10gbe" && x.world_size == 4));
+        r.networks = vec!["10gbe".into(), "1gbe".into()];
+        r.out = d.join("out");
+        let o = run(&r).unwrap();
+        assert_eq!(o.sim_csv, d.join("out").join("sim.csv"));
+        assert_eq!(o.rows, 12);
+        assert!(o.outside_tolerance.is_empty() && o.warnings.is_empty());
+        let mut csv = csv::Reader::from_path(&o.sim_csv).unwrap();
+        let col = csv
+            .headers()
+            .unwrap()
+            .iter()
+            .position(|c| c == "network")
+            .unwrap();
+        let nets: Vec<String> = csv.records().map(|x| x.unwrap()[col].to_string()).collect();
+        assert_eq!(nets.len(), 12);
+        assert_eq!(nets.iter().filter(|n| *n == "10gbe").count(), 6);
+        assert_eq!(nets.iter().filter(|n| *n == "1gbe").count(), 6);
+        let e = run(&r).err().unwrap().to_string();
+        assert!(e.contains("sim.csv already exists"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// `--validate-published omgs` writes OMGS-SGD's 16 validation points (4 worker
+    /// counts x 3 all-gather sizes, 4 top-k sizes) and needs both the network and the
+    /// compression device.
+    #[test]
+    fn published_validation_needs_a_network_and_a_device_and_writes_its_points() {
+        let d = tmpdir("published");
+        std::fs::create_dir_all(&d).unwrap();
+        let mut r = req(Some("1gbe"), None);
+        r.out = d.clone();
+        let e = write_published_validation(&r).unwrap_err().to_string();
+        assert!(
+            e.contains("--validate-published omgs: give --network"),
+            "{e}"
+        );
+        r.compress_device = Some("p102-100".into());
+        write_published_validation(&r).unwrap();
+        let text = std::fs::read_to_string(d.join("published_validation.csv")).unwrap();
+        assert_eq!(text.lines().count(), 1 + 16);
+        let _ = std::fs::remove_dir_all(&d);
+    }
 }
