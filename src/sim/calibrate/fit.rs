@@ -551,10 +551,33 @@ mod tests {
             s += &format!("1,ssgd,{e},{},,{}\n", 0.3e-9 * e, 0.3e-9 * e);
         }
         std::fs::write(d.join("micro_compress.csv"), s).unwrap();
+        std::fs::write(
+            d.join("run.json"),
+            r#"{"hosts": ["vm", "vm"], "host_cores": [2, 2]}"#,
+        )
+        .unwrap();
         let rep = fit_results(&d).unwrap();
         assert!(d.join("fits.csv").exists() && d.join("fits.json").exists());
+        // The run's layout from run.json: 2 ranks on 2 cores of vm.
+        let l = rep.layout.as_ref().unwrap();
+        assert_eq!((l.ranks, l.ranks_total, l.cores), (2, 2, 2));
+        assert_eq!(l.machine, "vm");
         let comm: Vec<_> = rep.rows.iter().filter(|r| r.kind == "comm").collect();
         assert_eq!(comm.len(), 1);
+        // fits.csv's comm row: the collective, no phase, its world size, per byte, its
+        // three points and the byte range of its regime.
+        let c = comm[0];
+        assert_eq!(
+            (
+                c.name.as_str(),
+                c.phase.as_str(),
+                c.world_size,
+                c.unit,
+                c.points
+            ),
+            ("allreduce", "-", Some(2), "byte", 3)
+        );
+        assert!(c.from_bytes.is_some() && c.to_bytes.is_some(), "{c:?}");
         assert!((comm[0].fixed_s - 1e-5).abs() < 1e-9 && (comm[0].per_unit_s - 1e-9).abs() < 1e-13);
         assert!(comm[0].r2 > 0.999 && comm[0].max_rel_err < 1e-6);
         let mc = rep.method_costs();
@@ -608,5 +631,114 @@ mod tests {
             assert!(e.contains("micro_compress.csv") && e.contains(want), "{e}");
         }
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Rounds that all took 0 s have no spread (not `0 / 0`): `None`.
+    #[test]
+    fn rounds_of_zero_seconds_give_no_spread() {
+        let row = FitRow {
+            kind: "compress",
+            name: "qsgd".into(),
+            phase: "compress".into(),
+            round_min: Some(0.0),
+            round_max: Some(0.0),
+            ..FitRow::default()
+        };
+        let report = FitReport {
+            rows: vec![row],
+            ..FitReport::default()
+        };
+        assert_eq!(report.compress_spread("qsgd"), None);
+    }
+
+    /// fits.csv's host rows and fits.json's host record by hand: without a pipelined
+    /// calibration of its own, `sync-pipelining-on` repeats the one latency; a term with
+    /// points has its rounds' range, one without (the latency here) none.
+    #[test]
+    fn host_rows_and_json_by_hand() {
+        let h = HostModel {
+            start_s: 1e-4,
+            start_range_s: (0.9e-4, 1.2e-4),
+            sync_s: 2e-5,
+            sync_range_s: (1e-5, 3e-5),
+            bwd_slowdown: 3.0,
+            bwd_slowdown_range: (2.5, 3.5),
+            term_points: [2, 0, 3],
+            points: 5,
+            ..HostModel::default()
+        };
+        let rows = host_rows(4, "without qsgd", &h);
+        let got: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.kind,
+                    r.name.as_str(),
+                    r.phase.as_str(),
+                    r.world_size,
+                    r.fixed_s,
+                    r.unit,
+                    r.points,
+                    r.round_min,
+                    r.round_max,
+                )
+            })
+            .collect();
+        let w = Some(4);
+        let p = "without qsgd";
+        assert_eq!(
+            got,
+            [
+                (
+                    "host",
+                    "start",
+                    p,
+                    w,
+                    1e-4,
+                    "iteration",
+                    2,
+                    Some(0.9e-4),
+                    Some(1.2e-4)
+                ),
+                (
+                    "host",
+                    "sync-pipelining-off",
+                    p,
+                    w,
+                    2e-5,
+                    "wait",
+                    0,
+                    None,
+                    None
+                ),
+                (
+                    "host",
+                    "sync-pipelining-on",
+                    p,
+                    w,
+                    2e-5,
+                    "wait",
+                    0,
+                    None,
+                    None
+                ),
+                (
+                    "host",
+                    "bwd-slowdown",
+                    p,
+                    w,
+                    3.0,
+                    "factor",
+                    3,
+                    Some(2.5),
+                    Some(3.5)
+                ),
+            ]
+        );
+        let j = host_json(&h);
+        assert_eq!(j["start_range_s"], serde_json::json!([0.9e-4, 1.2e-4]));
+        assert_eq!(j["sync_on_s"], serde_json::json!(2e-5));
+        assert_eq!(j["bwd_slowdown"], serde_json::json!(3.0));
+        assert_eq!(j["points"], serde_json::json!(5));
     }
 }
