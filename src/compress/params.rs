@@ -324,4 +324,69 @@ mod tests {
             }
         }
     }
+
+    /// The defaults as JSON by hand: `null` where the method decides, momentum as f32
+    /// prints it (0.9), the integers as given above; `param` finds a key's own spec and no
+    /// other.
+    #[test]
+    fn default_values_and_param_by_hand() {
+        let v = default_values();
+        assert!(
+            v["density"].is_null() && v["min_compression_rate"].is_null(),
+            "{v}"
+        );
+        assert_eq!(v["rank"], serde_json::json!(4));
+        assert_eq!(v["momentum"], serde_json::json!(0.9));
+        assert_eq!(v["qsgd_levels"], serde_json::json!(127));
+        assert_eq!(param("rank").map(|p| p.key), Some("rank"));
+        assert_eq!(param("density").map(|p| p.key), Some("density"));
+        assert!(param("no_such_key").is_none());
+    }
+
+    /// Power-SGD's rate is PyTorch's 2 (also for methods without a rate of their own);
+    /// ACP-SGD's is 0.
+    #[test]
+    fn default_min_compression_rates_by_method() {
+        assert_eq!(default_min_compression_rate("powersgd"), 2.0);
+        assert_eq!(default_min_compression_rate("topk"), 2.0);
+        assert_eq!(default_min_compression_rate("acpsgd"), 0.0);
+    }
+
+    /// The sparsifiers' density is DGC's 0.1%, Count Sketch's 0.0076; `for_method` fills
+    /// a density and a rate not given with the method's own and keeps what was given.
+    #[test]
+    fn default_densities_and_for_method_by_hand() {
+        assert_eq!(default_density("topk"), 0.001);
+        assert_eq!(default_density("sketch"), 0.0076);
+        let p = MethodParams::default().for_method("sketch");
+        assert_eq!(
+            (p.density, p.min_compression_rate, p.rank),
+            (Some(0.0076), Some(2.0), 4)
+        );
+        let given = MethodParams {
+            density: Some(0.05),
+            min_compression_rate: Some(1.5),
+            rank: 8,
+            ..MethodParams::default()
+        };
+        let p = given.for_method("topk");
+        assert_eq!(
+            (p.density, p.min_compression_rate, p.rank),
+            (Some(0.05), Some(1.5), 8)
+        );
+    }
+
+    /// `k = ceil(rho * d)` within 1 and `d`: 1% of 1000 is 10, 0.1% (the default) of 1500
+    /// is 2 (1.5 rounded up), all of 5 is 5, a billionth of 10 is still 1.
+    #[test]
+    fn k_of_by_hand() {
+        let at = |rho: Option<f64>| MethodParams {
+            density: rho,
+            ..MethodParams::default()
+        };
+        assert_eq!(at(Some(0.01)).k_of(1000), 10);
+        assert_eq!(at(None).k_of(1500), 2);
+        assert_eq!(at(Some(1.0)).k_of(5), 5);
+        assert_eq!(at(Some(1e-9)).k_of(10), 1);
+    }
 }
