@@ -117,16 +117,19 @@ def micro_compress(t: pd.DataFrame, out_dir: str) -> list:
 
 
 def micro_phases(t: pd.DataFrame, out_dir: str) -> list:
-    """Stacked compress / comm / decompress bars of the largest micro tensor."""
+    """Stacked compress / comm / decompress bars of the largest micro tensor, at the largest
+    world size it was measured at: one shape (of shapes of one size, the first in the rows),
+    the one the title names."""
     fig, ax = plt.subplots(figsize=(10, 4))
     numel = t["rows"] * t["cols"]
     big = t[numel == numel.max()]
-    big = big[big["world_size"] == big["world_size"].max()].groupby("method", sort=False)[
-        ["compress_ms", "comm_ms", "decompress_ms"]].median()
-    big.plot.bar(stacked=True, ax=ax)
-    r = t[numel == numel.max()].iloc[0]
+    big = big[big["world_size"] == big["world_size"].max()]
+    r = big.iloc[0]
+    big = big[(big["rows"] == r["rows"]) & (big["cols"] == r["cols"])]
+    big.groupby("method", sort=False)[["compress_ms", "comm_ms", "decompress_ms"]].median().plot.bar(
+        stacked=True, ax=ax)
     ax.set_ylabel("ms per step (median, max over ranks)")
-    ax.set_title(f"Phase breakdown, {int(r['rows'])}x{int(r['cols'])} tensor, {_ranks(int(t['world_size'].max()))}")
+    ax.set_title(f"Phase breakdown, {int(r['rows'])}x{int(r['cols'])} tensor, {_ranks(int(r['world_size']))}")
     return [_save(fig, out_dir, "micro_phases.png")]
 
 
@@ -261,7 +264,9 @@ def lines(t: pd.DataFrame, x: str, values: list, groups: list, fname: str, out_d
                 ax.set_xticks(xv)
                 ax.set_xticklabels([f"{int(v)}" for v in xv])
                 ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-        _auto_logy(ax, tp[values])
+        # The axis fits the points drawn: without XCAT, rows whose x is not a finite number are not.
+        drawn = tp if xcat else tp[tp[x].map(lambda v: isinstance(v, numbers.Real) and math.isfinite(v))]
+        _auto_logy(ax, drawn[values])
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel + (" (log scale)" if ax.get_yscale() == "log" else ""))
         ax.set_title(f"{title}: {ptitle}" if ptitle else title)

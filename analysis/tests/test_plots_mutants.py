@@ -339,6 +339,24 @@ def test_micro_phases_stacks_the_medians_of_the_largest_tensor_at_the_largest_wo
     assert [[p.get_height() for p in b] for b in bar_containers(ax)] == [[0.5], [1.5], [0.25]]
 
 
+def test_micro_phases_plots_one_shape_and_titles_the_world_size_it_plots(tmp_path, figs):
+    def r(method, rows, cols, n, c):
+        return dict(method=method, rows=rows, cols=cols, world_size=n, compress_ms=c, comm_ms=1.0,
+                    decompress_ms=1.0)
+    # Two shapes of one size: a 100x200 and a 200x100 tensor are two cases, never one median.
+    t = pd.DataFrame([r("topk", 100, 200, 4, 1.0), r("topk", 200, 100, 4, 9.0), r("topk", 200, 100, 4, 7.0)])
+    plots.micro_phases(t, str(tmp_path))
+    (ax,) = figs["micro_phases.png"].axes
+    assert ax.get_title() == "Phase breakdown, 100x200 tensor, 4 ranks"
+    assert [[p.get_height() for p in b] for b in bar_containers(ax)] == [[1.0], [1.0], [1.0]]
+    # The largest tensor measured at 2 ranks only, a smaller one at 4: the title names the 2 ranks plotted.
+    t = pd.DataFrame([r("topk", 200, 100, 2, 3.0), r("topk", 10, 10, 4, 5.0)])
+    plots.micro_phases(t, str(tmp_path))
+    (ax,) = figs["micro_phases.png"].axes
+    assert ax.get_title() == "Phase breakdown, 200x100 tensor, 2 ranks"
+    assert [[p.get_height() for p in b] for b in bar_containers(ax)] == [[3.0], [1.0], [1.0]]
+
+
 def test_e2e_phases_one_figure_per_model_and_world_size(tmp_path, figs):
     def r(model, n, method, c, m, d, e):
         return dict(model=model, world_size=n, method=method, compress_ms=c, comm_ms=m, decompress_ms=d,
@@ -551,6 +569,24 @@ def test_lines_logx_ticks_at_the_values_and_symlog_from_zero(tmp_path, figs):
     (ax,) = figs["l.png"].axes
     assert ax.get_xscale() == "symlog"
     assert texts(ax.get_xticklabels()) == ["0", "0.5", "2", "4"]
+
+
+def test_lines_log_y_is_chosen_from_the_points_drawn(tmp_path, figs):
+    # Rows whose x is not a finite number are not drawn: their values do not choose the axis.
+    t = pd.DataFrame({"x": [1.0, 2.0, INF, NAN], "v": [1.0, 2.0, 1000.0, 5000.0]})
+    plots.lines(t, "x", ["v"], [], "l.png", str(tmp_path), "T", "x", "ms")
+    (ax,) = figs["l.png"].axes
+    assert xy(errorbars(ax)[0].lines[0]) == ([1.0, 2.0], [1.0, 2.0])
+    assert ax.get_yscale() == "linear" and ax.get_ylabel() == "ms"
+    # Drawn values 40x apart: log.
+    plots.lines(t.assign(v=[1.0, 40.0, 1.0, 1.0]), "x", ["v"], [], "l.png", str(tmp_path), "T", "x", "ms")
+    (ax,) = figs["l.png"].axes
+    assert ax.get_yscale() == "log" and ax.get_ylabel() == "ms (log scale)"
+    # With XCAT every row is drawn (inf is the `single` tick), so every row counts.
+    t = pd.DataFrame({"x": [0.0, INF], "fusion": ["none", "single"], "v": [1.0, 1000.0]})
+    plots.lines(t, "x", ["v"], [], "l.png", str(tmp_path), "T", "fusion", "ms", xcat="fusion")
+    (ax,) = figs["l.png"].axes
+    assert ax.get_yscale() == "log"
 
 
 def test_lines_fractional_x_keeps_matplotlibs_ticks(tmp_path, figs):
