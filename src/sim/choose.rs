@@ -703,31 +703,19 @@ mod tests {
         use crate::compress::MethodParams;
         use crate::schedule::plan::Fusion;
         let base = SimulateRequest {
-            steps_to_target: Vec::new(),
             models: vec!["resnet20".into()],
             methods: vec!["ssgd".into(), "topk".into()],
             fusion: vec![Fusion::None, Fusion::Single],
             pipelining: vec![false, true],
             collectives: vec![CollectiveMode::Native],
             world_sizes: vec![4],
-            batch: None,
             device: "v100".into(),
             params: vec![MethodParams::default()],
             network: Some("10gbe".into()),
             networks: vec!["10gbe".into()],
-            fits: None,
-            untrusted_fits: false,
-            compare: None,
-            tolerance: 0.15,
-            out: std::path::PathBuf::new(),
             compress_on: vec![crate::devcost::CompressOn::Device],
             compress_device: Some("h100".into()),
-            compress_profile: None,
-            ranks_per_node: None,
-            intra_link: Default::default(),
-            planner_fallback: true,
-            validate_published: false,
-            network_scale: (1.0, 1.0),
+            ..SimulateRequest::unswept(std::path::PathBuf::new())
         };
         let scenario = |label: &str, scale: f64, device: &str| Scenario {
             label: label.into(),

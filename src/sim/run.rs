@@ -83,11 +83,7 @@ pub struct SimulateRequest {
 impl SimulateRequest {
     /// The cases of a validated e2e section (models, methods, the schedule and placement
     /// axes, parameters) at `world_sizes`, written under `out`; every other setting as
-    /// `simulate` has it without flags: the default network (fitted with `fits`, else
-    /// 10gbe), no fits or comparison, one rank per node, planner fallback on, no
-    /// published validation, no steps to target, the preset's own alpha and beta.
-    /// `tolerance` is `simulate --tolerance`'s default, the 15% target of
-    /// docs/performance.md, "Simulator accuracy".
+    /// [`Self::unswept`] has it.
     pub fn of_cases(
         spec: crate::config::E2eSpec,
         world_sizes: Vec<usize>,
@@ -106,6 +102,30 @@ impl SimulateRequest {
             compress_on: spec.compress_on,
             compress_device: spec.compress_device,
             compress_profile: spec.compress_profile,
+            ..SimulateRequest::unswept(out)
+        }
+    }
+
+    /// No case to sweep (every axis empty, no device), written under `out`; every other
+    /// setting as `simulate` has it without flags: the default network (fitted with
+    /// `fits`, else 10gbe), no fits or comparison, one rank per node, planner fallback on,
+    /// no published validation, no steps to target, the preset's own alpha and beta.
+    /// `tolerance` is `simulate --tolerance`'s default, the 15% target of
+    /// docs/performance.md, "Simulator accuracy".
+    pub fn unswept(out: PathBuf) -> SimulateRequest {
+        SimulateRequest {
+            models: Vec::new(),
+            methods: Vec::new(),
+            fusion: Vec::new(),
+            pipelining: Vec::new(),
+            collectives: Vec::new(),
+            world_sizes: Vec::new(),
+            batch: None,
+            device: String::new(),
+            params: Vec::new(),
+            compress_on: Vec::new(),
+            compress_device: None,
+            compress_profile: None,
             network: None,
             networks: Vec::new(),
             fits: None,
@@ -513,31 +533,12 @@ mod tests {
 
     fn req(network: Option<&str>, g: Option<usize>) -> SimulateRequest {
         SimulateRequest {
-            steps_to_target: Vec::new(),
-            models: vec![],
-            methods: vec![],
-            fusion: vec![],
-            pipelining: vec![],
-            collectives: vec![],
-            world_sizes: vec![],
-            batch: None,
             device: "v100".into(),
-            params: vec![],
             network: network.map(String::from),
             networks: network.map(String::from).into_iter().collect(),
-            fits: None,
-            untrusted_fits: false,
-            compare: None,
-            tolerance: 0.15,
-            out: PathBuf::new(),
             compress_on: vec![crate::devcost::CompressOn::Host],
-            compress_device: None,
-            compress_profile: None,
             ranks_per_node: g,
-            intra_link: IntraLink::default(),
-            planner_fallback: true,
-            validate_published: false,
-            network_scale: (1.0, 1.0),
+            ..SimulateRequest::unswept(PathBuf::new())
         }
     }
 

@@ -278,31 +278,9 @@ fn write_comparison_judges_each_case_and_returns_the_outside_ones() {
     ]
     .into();
     let req = SimulateRequest {
-        steps_to_target: Vec::new(),
-        models: vec![],
-        methods: vec![],
-        fusion: vec![],
-        pipelining: vec![],
-        collectives: vec![],
-        world_sizes: vec![],
-        batch: None,
         device: "v100".into(),
-        params: vec![],
-        network: None,
-        networks: vec![],
-        fits: None,
-        untrusted_fits: false,
         compare: Some(d.join("e2e.csv")),
-        tolerance: 0.15,
-        out: d.clone(),
-        compress_on: vec![],
-        compress_device: None,
-        compress_profile: None,
-        ranks_per_node: None,
-        intra_link: Default::default(),
-        planner_fallback: true,
-        validate_published: false,
-        network_scale: (1.0, 1.0),
+        ..SimulateRequest::unswept(d.clone())
     };
     let outside = write_comparison(
         &req,
