@@ -316,15 +316,10 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
     let rows = sim.rows;
     let simulate_s = t0.elapsed().as_secs_f64();
     crate::record::write_all(&sim_csv, &rows, Existing::Refuse)?;
-    if measured.is_none() && !rows.is_empty() {
-        print!("{}", super::summary::best_configurations(&rows));
-        if !req.steps_to_target.is_empty() {
-            print!(
-                "{}",
-                super::summary::time_to_accuracy(&rows, &req.steps_to_target)
-            );
-        }
-    }
+    print!(
+        "{}",
+        tables(&rows, measured.is_some(), &req.steps_to_target)
+    );
     if req.validate_published {
         write_published_validation(req)?;
     }
@@ -351,6 +346,25 @@ pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
         outside_tolerance: outside,
         warnings,
     })
+}
+
+/// What `simulate` prints after a sweep: the best configuration per method
+/// ([`super::summary::best_configurations`]), then, with `--converge`, the time to
+/// accuracy ([`super::summary::time_to_accuracy`]); nothing when `comparing` a measured
+/// run (its comparison is printed instead) or when the sweep had no case.
+fn tables(
+    rows: &[SimRow],
+    comparing: bool,
+    steps_to_target: &[super::summary::StepsToTarget],
+) -> String {
+    let mut out = String::new();
+    if !comparing && !rows.is_empty() {
+        out += &super::summary::best_configurations(rows);
+        if !steps_to_target.is_empty() {
+            out += &super::summary::time_to_accuracy(rows, steps_to_target);
+        }
+    }
+    out
 }
 
 /// `OUT/sim.csv`, after creating `--out`: an output directory that cannot be created is
@@ -686,5 +700,360 @@ mod tests {
         let text = std::fs::read_to_string(d.join("published_validation.csv")).unwrap();
         assert_eq!(text.lines().count(), 1 + 16);
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A results directory with micro_comm.csv alone: all-reduce at 2 ranks on the line
+    /// `1e-5 + 1e-9 bytes` exactly; with `shaped`, the netlab.txt of a link shaped to
+    /// 1 Gbit/s with a 256 KiB burst (scripts/netlab.sh's keys).
+    fn fits_dir(tag: &str, shaped: bool) -> PathBuf {
+        let d = tmpdir(tag);
+        std::fs::create_dir_all(&d).unwrap();
+        let mut s = String::from("schema_version,collective,world_size,bytes,median_s\n");
+        for b in [1024.0f64, 65536.0, 1048576.0] {
+            s += &format!("1,allreduce,2,{b},{}\n", 1e-5 + 1e-9 * b);
+        }
+        std::fs::write(d.join("micro_comm.csv"), s).unwrap();
+        if shaped {
+            std::fs::write(d.join("netlab.txt"), "rate=1gbit\nburst=262144\n").unwrap();
+        }
+        d
+    }
+
+    /// The recorded calibration beside busy loops (tests/data/loaded-calibration/a/np2:
+    /// e2e.csv, micro_comm.csv, micro_compress.csv, run.json of 2 ranks).
+    fn loaded_run() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/loaded-calibration/a/np2")
+    }
+
+    /// One measured resnet20 case of `method` at 2 ranks, one row.
+    fn measured(method: &str, on: CompressOn, compute_none: bool) -> MeasuredCase {
+        let compute =
+            crate::models::ComputeModel::from_preset(&crate::models::preset("v100").unwrap());
+        let wl = SimWorkload::zoo("resnet20", None, &compute, "v100").unwrap();
+        let mut case = SimCase::new(
+            wl,
+            method,
+            Fusion::None,
+            false,
+            CollectiveMode::Native,
+            2,
+            MethodParams::default(),
+        );
+        case.compress_on = on;
+        MeasuredCase {
+            case,
+            label: format!("resnet20/{method}/{on:?}/none={compute_none}"),
+            rows: vec![super::super::MeasuredRow {
+                fwd_s: 1e-3,
+                iter_s: 1e-2,
+                compute_none,
+                ranks_per_node: None,
+                host_s: None,
+            }],
+            compress_device: None,
+        }
+    }
+
+    /// `--fits` at one rank per node is the fitted cost model of the case's ranks, with
+    /// the netlab run's shaper (`FitReport::cost_model`); at 4 per node, 8 ranks are
+    /// priced with the fit at 2 ranks (one per node: micro_comm.csv has no fit at 8)
+    /// between nodes, and the host model calibrated at 8 ranks.
+    #[test]
+    fn fitted_costs_above_one_rank_per_node_take_the_network_between_nodes() {
+        let d = fits_dir("costs-fits", true);
+        let mut rep = fit::fit_dir(&d).unwrap();
+        // tc's units (tc(8)): 1gbit = 1e9 bit/s, 1.25e8 bytes/s.
+        let shaper = super::super::credit::Shaper {
+            rate_bytes_per_s: 1.25e8,
+            burst_bytes: 262144.0,
+            dilation: 1,
+        };
+        assert_eq!(rep.shaper, Some(shaper));
+        let at8 = super::super::host::HostModel {
+            start_s: 3e-4,
+            ..Default::default()
+        };
+        rep.host.insert(
+            8,
+            super::super::host::HostCalibration {
+                all: at8,
+                held_out: Default::default(),
+            },
+        );
+        let r = req(None, None);
+        let one = costs_for(&r, 2, 1, Some(&rep), None, None).unwrap();
+        assert_eq!((one.ranks_per_node, one.shaper), (1, Some(shaper)));
+        let four = costs_for(&r, 8, 4, Some(&rep), None, None).unwrap();
+        assert_eq!((four.ranks_per_node, four.host.start_s), (4, 3e-4));
+        assert!(
+            four.describe().contains("between nodes of 4 ranks"),
+            "{}",
+            four.describe()
+        );
+        // 8 ranks flat need a fit at 8.
+        let e = costs_for(&r, 8, 1, Some(&rep), None, None)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("no fitted collective model at world size 8"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A case is in sample (sim_vs_measured.csv's `calibration` role) only when its own
+    /// run calibrated the host model that priced it: the same run, a model whose
+    /// calibration kept its method (no leave-one-method-out model for it), at least one
+    /// point, and compute not `none`; with `--network` the host model is not used.
+    #[test]
+    fn a_measured_case_is_in_sample_only_where_its_own_run_calibrated_it() {
+        use super::super::host::{HostCalibration, HostModel};
+        let d = fits_dir("in-sample", false);
+        let mut rep = fit::fit_dir(&d).unwrap();
+        let all = HostModel {
+            start_s: 1e-4,
+            points: 3,
+            methods: vec!["ssgd".into()],
+            ..HostModel::default()
+        };
+        rep.host.insert(
+            2,
+            HostCalibration {
+                all: all.clone(),
+                held_out: Default::default(),
+            },
+        );
+        let r = req(None, None);
+        let costs = |rep: &fit::FitReport, m: &MeasuredCase, same_run: bool| {
+            measured_case_costs(&r, m, Some(rep), None, same_run).unwrap()
+        };
+        let ssgd = measured("ssgd", CompressOn::Host, false);
+        let (c, inside) = costs(&rep, &ssgd, true);
+        assert!(inside);
+        assert_eq!(c.host.start_s, 1e-4);
+        // Another run's cases, compute `none`, a method it was not calibrated on.
+        assert!(!costs(&rep, &ssgd, false).1);
+        assert!(!costs(&rep, &measured("ssgd", CompressOn::Host, true), true).1);
+        assert!(!costs(&rep, &measured("topk", CompressOn::Host, false), true).1);
+        // A model of no points calibrated nothing.
+        let mut empty = rep.clone();
+        empty.host.get_mut(&2).unwrap().all.points = 0;
+        assert!(!costs(&empty, &ssgd, true).1);
+        // With a leave-one-method-out model for the method, the same run prices it with
+        // that model, out of sample; another run with the model of every method.
+        let without = HostModel {
+            start_s: 2e-4,
+            points: 2,
+            methods: vec!["topk".into()],
+            ..HostModel::default()
+        };
+        let mut held = rep.clone();
+        held.host
+            .get_mut(&2)
+            .unwrap()
+            .held_out
+            .insert("ssgd".into(), without);
+        let (c, inside) = costs(&held, &ssgd, true);
+        assert!(!inside);
+        assert_eq!(c.host.start_s, 2e-4);
+        assert_eq!(costs(&held, &ssgd, false).0.host.start_s, 1e-4);
+        // A preset network: the fits' compression costs only.
+        let preset = req(Some("10gbe"), None);
+        let (c, inside) = measured_case_costs(&preset, &ssgd, Some(&rep), None, true).unwrap();
+        assert!(!inside);
+        assert_eq!(
+            c.host.start_s,
+            CostModel::preset("10gbe").unwrap().host.start_s
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Each measured case gives a row and its in-sample flag; only a host-compression
+    /// case gets a sensitivity (how far it moves with the fit's spread, none without
+    /// fits, and with the run's jitter), not a device one.
+    #[test]
+    fn only_host_compression_cases_get_a_sensitivity() {
+        let r = SimulateRequest {
+            compress_device: Some("p102-100".into()),
+            ..req(Some("10gbe"), None)
+        };
+        let host = measured("ssgd", CompressOn::Host, false);
+        let dev = measured("ssgd", CompressOn::Device, false);
+        let sim = simulate_measured(
+            &r,
+            &[host.clone(), dev.clone()],
+            None,
+            None,
+            false,
+            Some(0.1),
+            &mut WireCache::default(),
+        )
+        .unwrap();
+        assert_eq!(sim.rows.len(), 2);
+        assert!(sim.rows.iter().all(|x| x.network == "10gbe"));
+        assert_eq!(
+            sim.in_sample,
+            [(host.label.clone(), false), (dev.label.clone(), false)]
+        );
+        assert_eq!(sim.sensitivity.len(), 1);
+        let (fit_part, jitter_part) = sim.sensitivity[&host.label];
+        assert!(
+            fit_part.is_none() && jitter_part.is_some(),
+            "{fit_part:?} {jitter_part:?}"
+        );
+    }
+
+    /// `--compare` with the fits' own e2e.csv (named through `sub/..`): a one-method
+    /// calibration has no leave-one-method-out model (host.rs `calibrate`), so its
+    /// cases priced by it are `calibration` in sim_vs_measured.csv; the same rows
+    /// compared from a copy are `validation`.
+    #[test]
+    fn comparing_the_calibration_run_itself_marks_its_cases_calibration() {
+        let d = tmpdir("same-run");
+        let fits = d.join("fits");
+        std::fs::create_dir_all(fits.join("sub")).unwrap();
+        std::fs::create_dir_all(d.join("copy")).unwrap();
+        for f in ["micro_comm.csv", "micro_compress.csv", "run.json"] {
+            std::fs::copy(loaded_run().join(f), fits.join(f)).unwrap();
+        }
+        // S-SGD's rows alone: 4 cases (fusion none and single, pipelining off and on).
+        let text = std::fs::read_to_string(loaded_run().join("e2e.csv")).unwrap();
+        let head = text.lines().next().unwrap();
+        let col = head.split(',').position(|c| c == "method").unwrap();
+        let kept: Vec<&str> = text
+            .lines()
+            .filter(|l| *l == head || l.split(',').nth(col) == Some("ssgd"))
+            .collect();
+        assert_eq!(kept.len(), 1 + 4);
+        let ssgd = kept.join("\n") + "\n";
+        std::fs::write(fits.join("e2e.csv"), &ssgd).unwrap();
+        std::fs::write(d.join("copy").join("e2e.csv"), &ssgd).unwrap();
+        let roles = |compare: PathBuf, out: &str| -> Vec<String> {
+            let r = SimulateRequest {
+                fits: Some(fits.clone()),
+                untrusted_fits: true,
+                compare: Some(compare),
+                ..SimulateRequest::unswept(d.join(out))
+            };
+            let o = run(&r).unwrap();
+            assert_eq!(o.rows, 4);
+            let mut csv = csv::Reader::from_path(d.join(out).join("sim_vs_measured.csv")).unwrap();
+            let c = csv
+                .headers()
+                .unwrap()
+                .iter()
+                .position(|h| h == "role")
+                .unwrap();
+            csv.records().map(|x| x.unwrap()[c].to_string()).collect()
+        };
+        let same = fits.join("sub").join("..").join("e2e.csv");
+        assert_eq!(roles(same, "same"), ["calibration"; 4]);
+        assert_eq!(
+            roles(d.join("copy").join("e2e.csv"), "copy"),
+            ["validation"; 4]
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// `--fits` of a calibration [`super::super::trust`] finds untrusted (the loaded run)
+    /// is refused, naming the flag, or priced with the warning under `--untrusted-fits`;
+    /// a trusted one is priced with no warning. Either way the fits are the directory's.
+    #[test]
+    fn trusted_fits_refuses_a_loaded_calibration_unless_accepted() {
+        let e = trusted_fits(&loaded_run(), false)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("the calibration run cannot be trusted") && e.contains("--untrusted-fits"),
+            "{e}"
+        );
+        let (rep, w) = trusted_fits(&loaded_run(), true).unwrap();
+        let w = w.unwrap();
+        assert!(w.contains("priced anyway: --untrusted-fits"), "{w}");
+        let want = fit::fit_dir(&loaded_run()).unwrap();
+        assert!(!rep.rows.is_empty());
+        assert_eq!(rep.rows.len(), want.rows.len());
+        assert_eq!(rep.host_source, Some(loaded_run().join("e2e.csv")));
+        let d = fits_dir("trusted", false);
+        let (rep, w) = trusted_fits(&d, false).unwrap();
+        assert_eq!(w, None);
+        assert_eq!(rep.rows.len(), 1);
+        assert_eq!(
+            (rep.rows[0].kind, rep.rows[0].name.as_str()),
+            ("comm", "allreduce")
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// `gradcomp fit DIR` writes fits.csv (a header and the one comm row) and fits.json
+    /// into DIR and says so.
+    #[test]
+    fn fit_command_writes_the_fits_beside_the_csvs() {
+        let d = fits_dir("fit-command", false);
+        let rep = fit_command(&d).unwrap();
+        assert_eq!(rep.written, [d.join("fits.csv"), d.join("fits.json")]);
+        assert_eq!(rep.rows.len(), 1);
+        let csv = std::fs::read_to_string(d.join("fits.csv")).unwrap();
+        assert_eq!(csv.lines().count(), 1 + 1);
+        assert!(
+            csv.lines()
+                .nth(1)
+                .unwrap()
+                .starts_with("comm,allreduce,-,2,"),
+            "{csv}"
+        );
+        assert!(d.join("fits.json").exists());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A profile must cover every unmerged method's tensors at the world size: the
+    /// recorded ResNet-20 profile (2 ranks) covers topk there (OMGS, merged, is priced
+    /// by the roofline); ResNet-50's shapes it lacks.
+    #[test]
+    fn a_profile_must_cover_every_unmerged_methods_tensors() {
+        let p = CompressProfile::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/data/compress_profile_resnet20_cpu.csv"),
+        )
+        .unwrap();
+        check_profile(&p, "resnet20", &["topk".into(), "omgs".into()], 2).unwrap();
+        let e = check_profile(&p, "resnet50", &["topk".into()], 2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no topk compress row for shape"), "{e}");
+    }
+
+    /// After a sweep `simulate` prints the best configurations, then the time to
+    /// accuracy when `--converge` gave steps; nothing when comparing or without rows.
+    #[test]
+    fn the_tables_printed_after_a_sweep() {
+        use super::super::summary::{best_configurations, time_to_accuracy, StepsToTarget};
+        let mut r = req(Some("10gbe"), None);
+        r.models = vec!["resnet20".into()];
+        r.methods = vec!["ssgd".into(), "topk".into()];
+        r.fusion = vec![Fusion::None];
+        r.pipelining = vec![false];
+        r.collectives = vec![CollectiveMode::Native];
+        r.world_sizes = vec![4];
+        r.params = vec![MethodParams::default()];
+        let rows = sweep(&r, None, None, &mut WireCache::default()).unwrap();
+        assert_eq!(rows.len(), 2);
+        let steps = vec![StepsToTarget {
+            method: "ssgd".into(),
+            world_size: 4,
+            steps: Some(1000),
+            fewest_steps: Some(1000),
+            verdict: "reaches dense".into(),
+            ..StepsToTarget::default()
+        }];
+        let best = best_configurations(&rows);
+        let tta = time_to_accuracy(&rows, &steps);
+        assert!(!best.is_empty() && tta.starts_with("time to dense accuracy"));
+        assert_eq!(tables(&rows, false, &[]), best);
+        assert_eq!(tables(&rows, false, &steps), format!("{best}{tta}"));
+        assert_eq!(tables(&rows, true, &steps), "");
+        assert_eq!(tables(&[], false, &steps), "");
     }
 }

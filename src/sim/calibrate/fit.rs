@@ -741,4 +741,46 @@ mod tests {
         assert_eq!(j["bwd_slowdown"], serde_json::json!(3.0));
         assert_eq!(j["points"], serde_json::json!(5));
     }
+
+    /// A netlab run's directory gives the report its links' shaper (netlab.txt: 1 Gbit/s
+    /// is 1.25e8 bytes/s in tc's units, tc(8); a 256 KiB burst), and a comm row whose
+    /// points are off its line says how far: `max_rel_err` is the largest
+    /// `|alpha + beta b - t| / t` over its points (netmodel.rs, `FitQuality`), here of a
+    /// point 20% above `1e-5 + 1e-9 b` (4 sizes: one regime, each needs 3).
+    #[test]
+    fn fit_dir_reads_the_shaper_and_the_comm_rows_worst_error() {
+        let d = tmpdir("shaper");
+        let points: Vec<(f64, f64)> = [1024.0f64, 16384.0, 262144.0, 1048576.0]
+            .iter()
+            .map(|&b| (b, (1e-5 + 1e-9 * b) * if b == 16384.0 { 1.2 } else { 1.0 }))
+            .collect();
+        let mut s = String::from("schema_version,collective,world_size,bytes,median_s\n");
+        for (b, t) in &points {
+            s += &format!("1,allreduce,2,{b},{t}\n");
+        }
+        std::fs::write(d.join("micro_comm.csv"), s).unwrap();
+        std::fs::write(d.join("netlab.txt"), "rate=1gbit\nburst=262144\n").unwrap();
+        let rep = fit_dir(&d).unwrap();
+        assert_eq!(
+            rep.shaper,
+            Some(super::super::credit::Shaper {
+                rate_bytes_per_s: 1.25e8,
+                burst_bytes: 262144.0,
+                dilation: 1,
+            })
+        );
+        assert_eq!(rep.rows.len(), 1);
+        let c = &rep.rows[0];
+        assert_eq!(c.points, 4);
+        let worst = points
+            .iter()
+            .map(|&(b, t)| (c.fixed_s + c.per_unit_s * b - t).abs() / t)
+            .fold(0.0f64, f64::max);
+        assert!(worst > 0.01, "{c:?}");
+        assert!(
+            (c.max_rel_err - worst).abs() < 1e-9 * worst,
+            "{c:?} {worst}"
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
 }
