@@ -1056,4 +1056,70 @@ mod tests {
         assert_eq!(tables(&rows, true, &steps), "");
         assert_eq!(tables(&[], false, &steps), "");
     }
+
+    /// `of_cases` takes every case axis of the e2e section (models, methods, fusion,
+    /// pipelining, collectives, batch, device, parameters, placement, compression device
+    /// and profile) and the world sizes and output asked; the rest as `unswept`.
+    #[test]
+    fn of_cases_takes_every_axis_of_the_e2e_section() {
+        let spec = crate::config::E2eSpec {
+            models: vec!["resnet20".into()],
+            methods: vec!["topk".into()],
+            fusion: vec![Fusion::Single],
+            pipelining: vec![true],
+            collectives: vec![CollectiveMode::AllGather],
+            device: "v100".into(),
+            batch: Some(32),
+            compress_on: vec![CompressOn::Device],
+            compress_device: Some("p102-100".into()),
+            compress_profile: Some("profile.csv".into()),
+            compute: crate::config::ComputeMode::Spin,
+            compute_profile: None,
+            cost_comm: None,
+            params: vec![MethodParams {
+                density: Some(0.01),
+                ..MethodParams::default()
+            }],
+            iters: 10,
+            warmup: 2,
+            timing: crate::measure::stats::Timing::fixed(10),
+        };
+        let r = SimulateRequest::of_cases(spec.clone(), vec![2, 8], PathBuf::from("out"));
+        assert_eq!(
+            (
+                &r.models,
+                &r.methods,
+                &r.fusion,
+                &r.pipelining,
+                &r.collectives
+            ),
+            (
+                &spec.models,
+                &spec.methods,
+                &spec.fusion,
+                &spec.pipelining,
+                &spec.collectives
+            )
+        );
+        assert_eq!(
+            (&r.device, r.batch, &r.params, &r.compress_on),
+            (&spec.device, spec.batch, &spec.params, &spec.compress_on)
+        );
+        assert_eq!(
+            (&r.compress_device, &r.compress_profile),
+            (&spec.compress_device, &spec.compress_profile)
+        );
+        assert_eq!(
+            (&r.world_sizes[..], &r.out),
+            (&[2, 8][..], &PathBuf::from("out"))
+        );
+        assert_eq!(
+            (r.network.as_ref(), r.fits.as_ref(), r.compare.as_ref()),
+            (None, None, None)
+        );
+        assert_eq!(
+            (r.tolerance, r.planner_fallback, r.network_scale),
+            (0.15, true, (1.0, 1.0))
+        );
+    }
 }
