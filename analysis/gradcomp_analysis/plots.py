@@ -184,6 +184,8 @@ def bars(t: pd.DataFrame, index: list, values: list, fname: str, out_dir: str, t
     fig, axes = _grid(len(panels), max(4.5, 0.6 * n_max * max(1, len(values)) ** 0.5 + 2.5), 4)
     for ax, (ptitle, g) in zip(axes, panels):
         idx = [c for c in index if c in g.columns and not (len(panels) > 1 and c == panel)]
+        if not idx:  # the panel column was the only index column: its value labels the group
+            idx = [c for c in index if c in g.columns]
         p = g.set_index(idx)[values].astype(float)
         p.index = [_label(list(p.index.names), k) for k in p.index]
         errs = [f"{v} ±" for v in values]

@@ -443,6 +443,19 @@ def test_bars_without_every_interval_or_panel_and_with_a_log_axis_asked_for(tmp_
     assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0
 
 
+def test_bars_whose_only_index_column_is_the_panel_column_label_each_panel_by_it(tmp_path, figs):
+    """One panel per model, indexed by the model alone: the old code left no index column
+    (the panel's own is dropped) and pandas raised "Must pass non-zero number of
+    levels/codes"; now each panel's bar is labelled by its model."""
+    t = pd.DataFrame({"model": ["vgg16", "resnet20"], "a": [3.0, 5.0]})
+    assert plots.bars(t, ["model"], ["a"], "f.png", str(tmp_path), "T", "ms") == ["f.png"]
+    v, r = figs["f.png"].axes
+    assert (v.get_title(), r.get_title()) == ("T: vgg16", "T: resnet20")
+    assert texts(v.get_xticklabels()) == ["vgg16"] and texts(r.get_xticklabels()) == ["resnet20"]
+    assert [p.get_height() for p in bar_containers(v)[0]] == [3.0]
+    assert [p.get_height() for p in bar_containers(r)[0]] == [5.0]
+
+
 def test_bars_of_nothing_draw_nothing(tmp_path, figs):
     assert plots.bars(bars_frame().iloc[:0], ["model"], ["a"], "f.png", str(tmp_path), "T", "ms") == []
     assert plots.bars(bars_frame(), ["model"], ["gone"], "f.png", str(tmp_path), "T", "ms") == []
