@@ -221,10 +221,11 @@ def lines(t: pd.DataFrame, x: str, values: list, groups: list, fname: str, out_d
     fig, axes = _grid(len(panels), 8.5 if len(panels) > 1 else 11, 4.5)
     for ax, (ptitle, tp) in zip(axes, panels):
         gcols = [g for g in groups if g in tp.columns and tp[g].nunique() > 1 and g != panel]
-        # What every line of the panel shares (model, world size, ...) goes into its title.
+        # What every line of the panel shares (model, world size, ...) goes into its title:
+        # a value every row holds (a row without one, NaN, does not share it).
         fixed = [_fixed_label(g, tp[g].iloc[0]) for g in groups
-                 if g in TITLE_COLUMNS and g in tp.columns and (g != panel or not ptitle) and tp[g].nunique() == 1
-                 and str(tp[g].iloc[0]) not in ("", "nan")]
+                 if g in TITLE_COLUMNS and g in tp.columns and (g != panel or not ptitle)
+                 and tp[g].nunique(dropna=False) == 1 and str(tp[g].iloc[0]) not in ("", "nan")]
         if fixed:
             ptitle = ", ".join([ptitle] + fixed if ptitle else fixed)
         grouped = list(tp.groupby(gcols, sort=False)) if gcols else [((), tp)]

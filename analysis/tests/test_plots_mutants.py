@@ -550,10 +550,21 @@ def test_lines_one_group_is_labelled_by_its_value_column_and_a_single_model_name
     plots.lines(one, "x", ["v"], ["model", "world_size", "network"], "l.png", str(tmp_path), "T", "x", "y")
     (ax,) = figs["l.png"].axes
     assert ax.get_title() == "T: vgg16, 2 ranks"
-    # A title column whose first value is NaN (nunique counts the other's) names nothing.
+    # A title column with a NaN among its values names nothing: not every line shares it.
     two = pd.DataFrame({"model": ["vgg16"] * 2, "world_size": [NAN, 2], "x": [1, 2], "v": [1.0, 2.0]})
     plots.lines(two, "x", ["v"], ["model", "world_size"], "l.png", str(tmp_path), "T", "x", "y")
     assert figs["l.png"].axes[0].get_title() == "T: vgg16"
+
+
+def test_lines_names_a_title_value_only_when_every_row_holds_it_whatever_the_order(tmp_path, figs):
+    """The NaN last: the old code read the first value alone (nunique leaves NaN out) and
+    titled a line whose other point has no world size `2 ranks`; now, as with the NaN first,
+    nothing. Every row at 2: `2 ranks`."""
+    cases = (([2, NAN], "T: vgg16"), ([NAN, 2], "T: vgg16"), ([2, 2], "T: vgg16, 2 ranks"))
+    for i, (ws, want) in enumerate(cases):
+        t = pd.DataFrame({"model": ["vgg16"] * 2, "world_size": ws, "x": [1, 2], "v": [1.0, 2.0]})
+        plots.lines(t, "x", ["v"], ["model", "world_size"], f"l{i}.png", str(tmp_path), "T", "x", "y")
+        assert figs[f"l{i}.png"].axes[0].get_title() == want, ws
 
 
 def test_lines_xcat_places_x_by_rank_with_its_labels(tmp_path, figs):
