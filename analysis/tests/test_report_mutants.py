@@ -431,3 +431,92 @@ def test_sim_line_time_is_utc_whatever_the_machines_zone_and_sim_lines_reads_eac
         else:
             os.environ["TZ"] = old
         time.tzset()
+
+
+# ------------------------------------------------------------------ fastest to dense accuracy
+
+
+def _fastest(tmp_path, e2e, meta=()):
+    """fastest_section on E2E against test_trains' converge curves (dense S-SGD's target: loss 1.4372,
+    accuracy 0.5814; ssgd reaches it in 4 steps (2-4 over its seeds), powersgd in 2, topk in 4, marsit never)."""
+    import io
+
+    from gradcomp_analysis import trains
+    from test_trains import converge_csv
+    rep = R.Report(str(tmp_path), False)
+    checks = trains.checks(pd.read_csv(io.StringIO(converge_csv())).assign(run="r1"))
+    R.fastest_section(rep, e2e, checks, list(meta))
+    return rep
+
+
+def test_fastest_section_line_by_line_per_compress_on_with_methods_without_a_density_or_rank(tmp_path):
+    """Timing rows without a parameter (NaN: Top-k's density, Power-SGD's rank, S-SGD's both) are matched
+    with their convergence check on the others, as trains.matching does, not on a placeholder. Compression on the host and on the device
+    are two setups. Host: powersgd 2 x 0.1 = 0.2 s first, ssgd (its faster row, 0.2 s) 4 x 0.2 = 0.8 s:
+    4.00x; topk 4 x 0.06 = 0.24 s, interval [4 x 0.04, 4 x 0.08] = [0.16, 0.32] overlaps powersgd's
+    [2 x 0.09, 2 x 0.11]: a tie. Device (powersgd 4x slower: 0.4 s a step): topk 0.24 s first,
+    0.8 / 0.24 = 3.33x, powersgd's [0.78, 0.82] does not overlap: no tie."""
+    from test_tables import row
+    e = pd.DataFrame([row("ssgd", 0.2, ci=0.01, density=NAN, rank=NAN), row("powersgd", 0.1, ci=0.01, rank=NAN),
+                      row("topk", 0.06, ci=0.02, density=NAN), row("ssgd", 0.4, ci=0.01, density=NAN, rank=NAN)])
+    e = e.assign(iters=100, compress_on="host")
+    e = pd.concat([e, e.assign(compress_on="device", iter_s=e["iter_s"] * [1, 4, 1, 1])], ignore_index=True)
+    run = {"run_id": "r1", "world_size": 2, "hosts": ["h", "h"], "host_cores": [1, 1]}
+    rep = _fastest(tmp_path, e, [("a", run), ("b", run)])      # the same warning twice: shown once
+    setup = "model m, world_size 2, batch 10, device v100"
+    assert rep.lines[:5] == [
+        "## Fastest to dense accuracy", "",
+        "> **Warning: this run cannot rank methods:**",
+        "> - run r1: 2 ranks on 1 core(s) of host h: oversubscribed, ranks share cores and their times mix; run "
+        "with no more ranks than cores (mpirun -np N).", ""]
+    assert sorted(rep.lines[5:7]) == [
+        f"- {setup}, compress_on device: **topk** first, 0.2400 s to dense accuracy, 3.33x S-SGD's time.",
+        f"- {setup}, compress_on host: **powersgd** first, 0.2000 s to dense accuracy, 4.00x S-SGD's time; a tie "
+        "with topk (intervals overlap)."]
+    assert rep.lines[7:9] == ["", "Table `fastest_to_accuracy` ([csv](fastest_to_accuracy.csv)): time to dense "
+                              "accuracy = steps to dense's target (`gradcomp converge`) x measured time per iteration"]
+    assert rep.lines[-2:] == [R.trains.TTA_CAVEAT, ""] and rep.tables == ["fastest_to_accuracy"]
+    t = pd.read_csv(tmp_path / "fastest_to_accuracy.csv")
+    assert list(t.columns) == ["model", "world_size", "batch", "device", "compress_on", "place", "method", "config",
+                               "iter_ms", "wire vs dense", "steps", "tta", "speedup_vs_ssgd", "tie", "verdict"]
+    host = t[t["compress_on"] == "host"].set_index("method")
+    assert list(host.index) == ["powersgd", "topk", "ssgd"] and list(host["place"]) == [1, 2, 3]
+    assert host.loc["ssgd", "iter_ms"] == pytest.approx(200) and host.loc["ssgd", "steps"] == 4
+    assert host.loc["ssgd", "tta"] == "0.8000 s [0.3800, 0.8400]"      # 2 x 0.19 to 4 x 0.21
+    assert host.loc["topk", "tta"] == "0.2400 s [0.1600, 0.3200]" and list(host["tie"]) == [False, True, False]
+    dev = t[t["compress_on"] == "device"].set_index("method")
+    assert list(dev.index) == ["topk", "powersgd", "ssgd"] and dev.loc["powersgd", "iter_ms"] == pytest.approx(400)
+
+
+def test_fastest_section_needs_timings_and_checks_and_keeps_a_setup_with_an_empty_key(tmp_path):
+    """No section without e2e rows or without convergence checks (None or empty). A run without a
+    network label beside one with (`network` a setup key, NaN in one run) is a setup of its own."""
+    import io
+
+    from gradcomp_analysis import trains
+    from test_tables import row
+    from test_trains import converge_csv
+    e = pd.DataFrame([row("ssgd", 0.2), row("powersgd", 0.1)]).assign(iters=100)
+    checks = trains.checks(pd.read_csv(io.StringIO(converge_csv())))
+    for args in [(None, checks), (e.iloc[:0], checks), (e, None), (e, checks.iloc[:0])]:
+        rep = R.Report(str(tmp_path), False)
+        R.fastest_section(rep, *args, [])
+        assert rep.lines == [] and rep.tables == []
+    b = pd.DataFrame([row("powersgd", 0.1), row("topk", 0.06, ci=0.02), row("ssgd", 0.1, ci=0.09)])
+    rows = pd.concat([pd.DataFrame([row("marsit", 0.01)]).assign(network="a"), b.assign(network="b"),
+                      e.iloc[1:].assign(network="c"), e.assign(network=NAN, iter_s=[0.2, 0.2])], ignore_index=True)
+    rep = _fastest(tmp_path, rows.assign(iters=100))
+    setup = "model m, world_size 2, batch 10, device v100"
+    # a: marsit never reaches dense. b: powersgd 2 x 0.1 = 0.2 s first; topk 4 x 0.06 = 0.24 s within
+    # [0.16, 0.32] and ssgd 4 x 0.1 = 0.4 s within [2 x 0.01, 4 x 0.19] both overlap powersgd's [0.1998,
+    # 0.2002]: ties, in their places' order; 0.4 / 0.2 = 2.00x. c: no S-SGD, no speedup. No label:
+    # powersgd 2 x 0.2 = 0.4 s, ssgd 4 x 0.2 = 0.8 s: 2.00x, and ssgd's interval from 2 x 0.1998 (its
+    # fewest steps, iter - 0.1%) overlaps it: a tie
+    assert rep.lines[:6] == [
+        "## Fastest to dense accuracy", "",
+        f"- network a, {setup}: no method reaches dense accuracy in these results (or none was checked).",
+        f"- network b, {setup}: **powersgd** first, 0.2000 s to dense accuracy, 2.00x S-SGD's time; a tie with "
+        "topk, ssgd (intervals overlap).",
+        f"- network c, {setup}: **powersgd** first, 0.2000 s to dense accuracy.",
+        f"- network nan, {setup}: **powersgd** first, 0.4000 s to dense accuracy, 2.00x S-SGD's time; a tie with "
+        "ssgd (intervals overlap)."]
