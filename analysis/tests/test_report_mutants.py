@@ -520,3 +520,81 @@ def test_fastest_section_needs_timings_and_checks_and_keeps_a_setup_with_an_empt
         f"- network c, {setup}: **powersgd** first, 0.2000 s to dense accuracy.",
         f"- network nan, {setup}: **powersgd** first, 0.4000 s to dense accuracy, 2.00x S-SGD's time; a tie with "
         "ssgd (intervals overlap)."]
+
+
+# ------------------------------------------------------------------ the paper-scale section
+
+
+def _paper_scale_folders(root):
+    """acpsgd-main on 1gbe (test_paper_scale's rows), OMGS on both networks (1gbe: OMGS 1.0 s against
+    layer-wise Top-k 1.5 s, +50%; omgs-1gbe: 2.0 against 1.0, -50%), Marsit (1.0 s against S-SGD's
+    2.0: 50% less time), and omgs-net's published validation points."""
+    from test_paper_scale import acp_rows, row, write
+
+    def omgs(t_omgs, t_topk):
+        return pd.DataFrame([dict(row("resnet50", "omgs", "host", "on", t_omgs), fusion="mgwfbp", density=0.001),
+                             dict(row("resnet50", "topk", "host", "on", t_topk), fusion="none", density=0.001)])
+    write(str(root / "acpsgd-main" / "1gbe"), "acpsgd-main", acp_rows())
+    write(str(root / "omgs"), "omgs", omgs(1.0, 1.5))
+    write(str(root / "omgs-net"), "omgs-net", omgs(2.0, 1.0), network="omgs-1gbe")
+    write(str(root / "marsit"), "marsit", pd.DataFrame([row("resnet50", "ssgd", "host", "on", 2.0),
+                                                        row("resnet50", "marsit", "host", "on", 1.0)]))
+    pd.DataFrame([{"quantity": "allreduce", "workers": 16, "elements": 1000, "published_s": 0.002,
+                   "ours_s": 0.003, "ours_over_published": 1.5, "published_source": "p", "ours_source": "o"}]) \
+        .to_csv(root / "omgs-net" / "published_validation.csv", index=False)
+    return R.find_paper_scale([str(root)])
+
+
+def test_paper_scale_section_line_by_line(tmp_path):
+    from gradcomp_analysis import published as pub
+    found = _paper_scale_folders(tmp_path / "ps")
+    rep = R.Report(str(tmp_path), False)
+    R.paper_scale_section(rep, found)
+    lines = rep.lines
+    assert lines[:2] == ["## Paper scale (simulated)", ""] and lines[3] == ""
+    intro = lines[2]
+    for words in ["`host`: the CPU costs measured here", "`device`: the roofline model of `--compress-device`",
+                  "*size reproduced*", "within a factor 1.5 either way", "*direction only*", "*not reproduced*",
+                  "`deciding cost`", "(compress_s, decompress_s, comm_s, pack_s, exposed_s)",
+                  "Speedups are t_baseline / t_method", "`wire_bytes / dense_bytes`"]:
+        assert words in intro, words
+    # one line per headline present, in published.PAPER_SCALE's order, the rule written again
+    def head(key, gpu, nodes):
+        h = pub.PAPER_SCALE[key]
+        return (f"- `{key}`: {pub.CITATIONS[h['paper']]}. Published setup: {h['setup']} (GPU {gpu}, {nodes}). "
+                f"Simulated: {h['ours']}.")
+    default = "not named in the paper's abstract: compression priced on the script's default preset (v100)"
+    p102 = "Nvidia P102-100 (HKBU-HPML/OMGS-SGD @ac10b98, utils.py): compression priced on its preset"
+    assert lines[4:9] == [head("acpsgd-main", default, "4 GPUs per node"),
+                          head("omgs", p102, "GPUs per node not recorded"),
+                          head("omgs-net", p102, "GPUs per node not recorded"),
+                          head("marsit", default, "GPUs per node not recorded"), ""]
+    assert rep.tables == ["paper_scale_acpsgd", "paper_scale", "paper_scale_published_validation",
+                          "paper_scale_sources"]
+    captions = [x for x in lines if x.startswith("Table `")]
+    assert captions == [
+        "Table `paper_scale_acpsgd` ([csv](paper_scale_acpsgd.csv)): ACP-SGD mean speedup over the 4 models per "
+        "network, 32 workers, 25 MiB fusion, best of pipelining off/on, compression on host and on device, beside "
+        "the published means (over all their setups)",
+        "Table `paper_scale` ([csv](paper_scale.csv)): every headline: published beside ours (host / device "
+        "compression), ours/published and the verdict",
+        "Table `paper_scale_published_validation` ([csv](paper_scale_published_validation.csv)): validation "
+        "points: the constants OMGS-SGD published for its own cluster (16 x P102-100, 1 GbE) beside our network "
+        "preset's and device model's prediction of exactly those quantities (`simulate --validate-published "
+        "omgs`; nothing fitted)",
+        "Table `paper_scale_sources` ([csv](paper_scale_sources.csv)): cost sources of each simulated folder (the "
+        "`cost_source` of sim.csv) and the ranks per node passed"]
+    # host: ACP-SGD over S-SGD 14 / 4.06 and over Power-SGD 2.5 / 1.43 direction only, OMGS 50 / 31 = 1.61
+    # direction only, OMGS on omgs-1gbe slower: not reproduced, Marsit 50 / 35 = 1.43 size reproduced;
+    # device: ACP-SGD's two (test_paper_scale) only
+    i = lines.index(captions[1]) + 4
+    assert lines[i:i + 4] == [
+        "**Verdicts** (5 headlines): host: 1 size reproduced, 3 direction only, 1 not reproduced; device: 0 size "
+        "reproduced, 1 direction only, 1 not reproduced.", "",
+        "**OMGS by network** (the same simulations on each): host compression: on 1gbe (our 1 GbE preset) OMGS is "
+        "faster (50.00%, direction only), on omgs-1gbe (the paper's measured 1 GbE) layer-wise Top-k is at least "
+        "as fast (-50.00%, not reproduced): the verdict moves from *direction only* to *not reproduced*.", ""]
+    assert lines[-4] == captions[3] and lines[-1] == ""                      # the sources table ends it
+    v = pd.read_csv(tmp_path / "paper_scale_published_validation.csv")
+    assert v.iloc[0].to_dict() == {"quantity": "allreduce", "workers": 16, "elements": 1000, "published ms": 2.0,
+                                   "ours ms": 3.0, "ours/published": 1.5, "published_source": "p", "ours_source": "o"}
