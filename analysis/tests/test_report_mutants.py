@@ -598,3 +598,54 @@ def test_paper_scale_section_line_by_line(tmp_path):
     v = pd.read_csv(tmp_path / "paper_scale_published_validation.csv")
     assert v.iloc[0].to_dict() == {"quantity": "allreduce", "workers": 16, "elements": 1000, "published ms": 2.0,
                                    "ours ms": 3.0, "ours/published": 1.5, "published_source": "p", "ours_source": "o"}
+
+
+# ------------------------------------------------------------------ paper-scale trains
+
+
+def test_paper_scale_trains_every_row_by_hand(tmp_path):
+    """The configurations of every paper-scale folder, each parameter shown only for the methods that
+    read it (density: sparsifiers; rank: low-rank; the sketch size: Count Sketch), duplicates (a fusion
+    apart) once; checked against the converge.csv of the folders and of the folder above them (read
+    once): test_trains' curves at 2 ranks (so `at np 2`), and an OMGS curve in omgs/ of the same run."""
+    from test_trains import converge_csv
+    root = tmp_path / "ps"
+
+    def folder(name, rows):
+        d = root / name
+        d.mkdir(parents=True)
+        (d / "paper_scale.txt").write_text(f"headline={name}\nnetwork=1gbe\n")
+        pd.DataFrame([{"schema_version": 1, "source": "simulated", "model": "resnet50", "method": m, "fusion": f,
+                       "pipelining": "on", "world_size": 16, "compress_on": "host", "density": dn, "rank": 4,
+                       "sketch_rows": 3, "sketch_cols_per_k": 10.0, "qsgd_levels": 127, "iter_s": 1.0,
+                       "cost_source": "x"} for m, f, dn in rows]).to_csv(d / "sim.csv", index=False)
+    folder("marsit", [("ssgd", "none", 0.001), ("marsit", "none", 0.001), ("powersgd", "none", 0.01),
+                      ("sketch", "none", 0.001), ("sketch", "none", 0.01)])
+    folder("omgs", [("topk", "none", 0.001), ("omgs", "none", 0.001), ("topk", "mgwfbp", 0.001)])
+    (root / "converge.csv").write_text(converge_csv())
+    (root / "omgs" / "converge.csv").write_text(converge_csv([("omgs", 1, (1.0, 0.9), (1.0, 0.9), "done")]))
+    rep = R.Report(str(tmp_path), False)
+    R.paper_scale_trains(rep, R.find_paper_scale([str(root)]))
+    assert rep.tables == ["paper_scale_trains"] and rep.lines[0] == (
+        "Table `paper_scale_trains` ([csv](paper_scale_trains.csv)): whether each simulated configuration trains "
+        "(`gradcomp converge` in these folders; docs/methods.md, \"Convergence check\")")
+    t = pd.read_csv(tmp_path / "paper_scale_trains.csv")
+    assert list(t.columns) == ["headline", "method", "world_size", "density", "rank", "sketch_rows",
+                               "sketch_cols_per_k", "trains"]
+    got = [tuple("" if x != x else x for x in r) for r in t.itertuples(index=False)]
+    dense = "trains (dense accuracy in {} steps, {} over 3 seeds) at np 2"
+    assert got == [
+        ("marsit", "ssgd", 16, "", "", "", "", dense.format(4, "2-4")),
+        ("marsit", "marsit", 16, "", "", "", "", "does not reach dense (best 1.500 at step 4; target 1.437) at np 2"),
+        ("marsit", "powersgd", 16, "", 4.0, "", "", dense.format(2, "2-2")),
+        ("marsit", "sketch", 16, 0.001, "", 3.0, 10.0, "not checked"),
+        ("marsit", "sketch", 16, 0.01, "", 3.0, 10.0, "not checked"),
+        ("omgs", "topk", 16, 0.001, "", "", "", dense.format(4, "4-4")),
+        ("omgs", "omgs", 16, 0.001, "", "", "", "trains (dense accuracy in 2 steps) at np 2")]   # one seed: no range
+
+
+def test_paper_scale_trains_of_folders_without_simulations(tmp_path):
+    rep = R.Report(str(tmp_path), False)
+    R.paper_scale_trains(rep, [])
+    R.paper_scale_trains(rep, [{"sim": None, "path": str(tmp_path)}, {"sim": pd.DataFrame(), "path": str(tmp_path)}])
+    assert rep.lines == [] and rep.tables == []
