@@ -611,10 +611,10 @@ def test_paper_scale_trains_every_row_by_hand(tmp_path):
     from test_trains import converge_csv
     root = tmp_path / "ps"
 
-    def folder(name, rows):
+    def folder(name, rows, marker=None):
         d = root / name
         d.mkdir(parents=True)
-        (d / "paper_scale.txt").write_text(f"headline={name}\nnetwork=1gbe\n")
+        (d / "paper_scale.txt").write_text(marker or f"headline={name}\nnetwork=1gbe\n")
         pd.DataFrame([{"schema_version": 1, "source": "simulated", "model": "resnet50", "method": m, "fusion": f,
                        "pipelining": "on", "world_size": 16, "compress_on": "host", "density": dn, "rank": 4,
                        "sketch_rows": 3, "sketch_cols_per_k": 10.0, "qsgd_levels": 127, "iter_s": 1.0,
@@ -622,6 +622,7 @@ def test_paper_scale_trains_every_row_by_hand(tmp_path):
     folder("marsit", [("ssgd", "none", 0.001), ("marsit", "none", 0.001), ("powersgd", "none", 0.01),
                       ("sketch", "none", 0.001), ("sketch", "none", 0.01)])
     folder("omgs", [("topk", "none", 0.001), ("omgs", "none", 0.001), ("topk", "mgwfbp", 0.001)])
+    folder("unnamed", [("ssgd", "none", 0.001)], marker="network=1gbe\n")     # a marker without a headline
     (root / "converge.csv").write_text(converge_csv())
     (root / "omgs" / "converge.csv").write_text(converge_csv([("omgs", 1, (1.0, 0.9), (1.0, 0.9), "done")]))
     rep = R.Report(str(tmp_path), False)
@@ -641,7 +642,9 @@ def test_paper_scale_trains_every_row_by_hand(tmp_path):
         ("marsit", "sketch", 16, 0.001, "", 3.0, 10.0, "not checked"),
         ("marsit", "sketch", 16, 0.01, "", 3.0, 10.0, "not checked"),
         ("omgs", "topk", 16, 0.001, "", "", "", dense.format(4, "4-4")),
-        ("omgs", "omgs", 16, 0.001, "", "", "", "trains (dense accuracy in 2 steps) at np 2")]   # one seed: no range
+        ("omgs", "omgs", 16, 0.001, "", "", "", "trains (dense accuracy in 2 steps) at np 2"),   # one seed: no range
+        ("", "ssgd", 16, "", "", "", "", dense.format(4, "2-4"))]
+    assert "\n|  | ssgd | 16 |  |  |  |  | trains (" in rep.lines[2]
 
 
 def test_paper_scale_trains_of_folders_without_simulations(tmp_path):
