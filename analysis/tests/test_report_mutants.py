@@ -652,3 +652,180 @@ def test_paper_scale_trains_of_folders_without_simulations(tmp_path):
     R.paper_scale_trains(rep, [])
     R.paper_scale_trains(rep, [{"sim": None, "path": str(tmp_path)}, {"sim": pd.DataFrame(), "path": str(tmp_path)}])
     assert rep.lines == [] and rep.tables == []
+
+
+# ------------------------------------------------------------------ the paper-scale tables, cell by cell
+
+
+def _sim(model, method, iter_s, on="host", fusion="25MiB", ws=16, wire=10, dense=100, plan="", **costs):
+    return {"schema_version": 1, "source": "simulated", "model": model, "method": method, "fusion": fusion,
+            "pipelining": "on", "world_size": ws, "compress_on": on, "rank": 4, "density": 0.001, "iter_s": iter_s,
+            **{**ZERO, **costs}, "dense_bytes": dense, "wire_bytes": wire, "plan_source": plan,
+            "cost_source": f"preset; {on} costs"}
+
+
+def _ps_folder(root, rel, headline, rows=None, error=None, network="10gbe", extra="", marker=None):
+    d = root / rel
+    d.mkdir(parents=True)
+    (d / "paper_scale.txt").write_text(
+        marker or f"headline={headline}\nnetwork={network}\nranks_per_node=4 (passed)\n{extra}")
+    if rows is not None:
+        pd.DataFrame(rows).to_csv(d / "sim.csv", index=False)
+    if error:
+        (d / "error.txt").write_text(error)
+
+
+def test_paper_scale_tables_every_headline_cell_by_hand(tmp_path):
+    """Every headline of scripts/paper_scale.sh from hand-made sim.csv files (resnet50 unless named;
+    ms below are s in the rows):
+    acpsgd-main on 1gbe (test_paper_scale's rows) and 10gbe (S-SGD 1.0, Power-SGD 0.5, ACP-SGD 0.25: 4x, 2x);
+    acpsgd-scaling at 8 workers (the same: 4x, 2x) and 16 (Power-SGD 0.2: 0.8x, ACP-SGD's comm_s 0.1 above);
+    omgs (OMGS 1.0 against layer-wise Top-k 1.5: +50%; a 25MiB Top-k at 0.5 is no baseline);
+    omgs-net failed (error.txt); marsit (host 1.0 against 2.0: 50% less; device 0.8 against 1.0: 20%);
+    sketch-fusion (layerfusion 0.8 against sketch none 1.0: +25%; sketch 25MiB (its wire 0.3) and
+    sketch-fusion none are not the claim's); sketch-scaling (host: none rows of sketch, layerfusion rows
+    of topk, no common configuration; device: scalability none (16 / 1.0) / (8 / 1.0) = 2, layerfusion
+    (16 / 2.0) / (8 / 0.5) = 0.5, gain 0.25, layerfusion's comm_s 0.5 at 16 workers); dgc (resnet50
+    1e6 / 5e3 = 200 on the host, exactly 100 on the device; alexnet-caffe 50; no lstm-ptb rows) priced
+    on an a100; a folder with neither sim.csv nor error.txt, and one whose marker names no headline,
+    network or ranks per node."""
+    from test_paper_scale import acp_rows
+    root = tmp_path / "ps"
+    s = _sim
+    _ps_folder(root, "acpsgd-main/1gbe", "acpsgd-main", acp_rows(), network="1gbe")
+    _ps_folder(root, "acpsgd-main/10gbe", "acpsgd-main",
+               [s("resnet50", "ssgd", 1.0), s("resnet50", "powersgd", 0.5), s("resnet50", "acpsgd", 0.25)])
+    _ps_folder(root, "acpsgd-scaling", "acpsgd-scaling",
+               [s("resnet50", "ssgd", 1.0, ws=8), s("resnet50", "powersgd", 0.5, ws=8),
+                s("resnet50", "acpsgd", 0.25, ws=8), s("resnet50", "ssgd", 1.0), s("resnet50", "powersgd", 0.2),
+                s("resnet50", "acpsgd", 0.25, comm_s=0.1)])
+    _ps_folder(root, "omgs", "omgs", [s("resnet50", "omgs", 1.0, fusion="mgwfbp", plan="omgs"),
+                                      s("resnet50", "topk", 1.5, fusion="none", wire=20),
+                                      s("resnet50", "topk", 0.5, fusion="25MiB")], network="1gbe")
+    _ps_folder(root, "omgs-net", "omgs-net", error="gradcomp: error: simulate\nmethod omgs: cannot extrapolate\n",
+               network="omgs-1gbe")
+    _ps_folder(root, "marsit", "marsit", [s("resnet50", "ssgd", 2.0), s("resnet50", "marsit", 1.0, wire=5),
+                                          s("resnet50", "ssgd", 1.0, on="device"),
+                                          s("resnet50", "marsit", 0.8, on="device", wire=5)])
+    _ps_folder(root, "sketch-fusion", "sketch-fusion",
+               [s("resnet50", "sketch", 1.0, fusion="none"), s("resnet50", "sketch", 0.5, fusion="25MiB", wire=30),
+                s("resnet50", "sketch-fusion", 0.8, fusion="layerfusion", plan="layerfusion", wire=8),
+                s("resnet50", "sketch-fusion", 0.1, fusion="none", plan="layerfusion")])
+    _ps_folder(root, "sketch-scaling", "sketch-scaling", [
+        s("resnet50", "sketch", 1.0, fusion="none", ws=8), s("resnet50", "sketch", 2.0, fusion="none"),
+        s("resnet50", "topk", 1.0, fusion="layerfusion", ws=8), s("resnet50", "topk", 1.0, fusion="layerfusion"),
+        s("resnet50", "sketch", 1.0, fusion="none", ws=8, on="device", comm_s=0.3),
+        s("resnet50", "sketch", 1.0, fusion="none", on="device"),
+        s("resnet50", "sketch", 0.5, fusion="layerfusion", ws=8, on="device"),
+        s("resnet50", "sketch", 2.0, fusion="layerfusion", on="device", comm_s=0.5)])
+    _ps_folder(root, "dgc", "dgc", [s("resnet50", "dgc", 1.0, fusion="none", dense=1e6, wire=5e3),
+                                    s("resnet50", "dgc", 1.0, fusion="none", on="device", dense=1e6, wire=1e4),
+                                    s("alexnet-caffe", "dgc", 1.0, fusion="none", dense=1e6, wire=2e4)],
+               extra="compress_device=a100\n")
+    _ps_folder(root, "empty", "other")
+    _ps_folder(root, "bare", "", marker="command=gradcomp simulate\n")    # no headline, network or ranks per node
+    heads, acp, src = R.paper_scale_tables(R.find_paper_scale([str(root)]))
+    nogpu = " (the paper names no GPU: default)"
+    p102 = " (the paper's GPU: Nvidia P102-100 (HKBU-HPML/OMGS-SGD @ac10b98, utils.py))"
+    a100 = "a100" + nogpu
+    DO, SR, NR = "direction only", "size reproduced", "not reproduced"
+    acp_s, acp_p = "acpsgd 0.1", "acpsgd 0.1; powersgd 0.1"
+    m1, m10 = "1gbe, 32 workers, mean over 4 models", "10gbe, 32 workers, mean over 4 models"
+    w8, w16 = "8 workers, 10gbe, 4 models (mean shown)", "16 workers, 10gbe, 4 models (mean shown)"
+    # headline, setup, published, wire vs dense, device, ours / ratio / verdict host, the same device,
+    # deciding cost, plan that ran; ratios ours / published to 2 decimals, the verdict by the factor 1.5
+    want = [
+        ("acpsgd-main", m1, "4.06x", acp_s, nogpu, "14.00x", "3.45", DO, "2.67x", "0.66", DO, "", ""),
+        ("acpsgd-main", m1, "1.43x", acp_p, nogpu, "2.50x", "1.75", DO, "0.50x", "0.35", NR,
+         "device: compress_s (+1000.0 ms)", ""),
+        ("acpsgd-main", m10, "4.06x", acp_s, nogpu, "4.00x", "0.99", SR, "", "", "", "", ""),
+        ("acpsgd-main", m10, "1.43x", acp_p, nogpu, "2.00x", "1.40", SR, "", "", "", "", ""),
+        ("acpsgd-scaling", w8, "4.06x", acp_s, nogpu, "4.00x", "0.99", SR, "", "", "", "", ""),
+        ("acpsgd-scaling", w8, "1.43x", acp_p, nogpu, "2.00x", "1.40", SR, "", "", "", "", ""),
+        ("acpsgd-scaling", w16, "4.06x", acp_s, nogpu, "4.00x", "0.99", SR, "", "", "", "", ""),
+        ("acpsgd-scaling", w16, "1.43x", acp_p, nogpu, "0.80x", "0.56", NR, "", "", "", "host: comm_s (+100.0 ms)", ""),
+        ("omgs", "16 workers, 1gbe (our 1 GbE preset), rho 0.001", "31%",
+         "omgs (density 0.001) 0.1; topk (layer-wise) (density 0.001) 0.2", p102, "50.00%", "1.61", DO,
+         "", "", "n/a: no omgs rows", "", "host: omgs"),
+        ("omgs-net", "16 workers, omgs-1gbe (the paper's measured 1 GbE), rho 0.001", "31%", "", p102, "", "",
+         "n/a: method omgs: cannot extrapolate", "", "", "n/a: method omgs: cannot extrapolate", "",
+         "not recorded (sim.csv without plan_source)"),
+        ("marsit", "16 workers, 10gbe", "35%", "marsit 0.05", nogpu, "50.00%", "1.43", SR, "20.00%", "0.57", DO,
+         "", ""),
+        ("sketch-fusion", "16 workers, 10gbe", "18.6%",
+         "sketch-fusion (layerfusion) (density 0.001) 0.08; sketch (none) (density 0.001) 0.1", nogpu, "25.00%",
+         "1.34", SR, "", "", "", "", "host: layerfusion"),
+        ("sketch-scaling", "8-16 workers, 10gbe", "2.87x", "sketch (density 0.001) 0.1; topk (density 0.001) 0.1",
+         nogpu, "", "", "", "0.25x", "0.09", NR, "device: comm_s (+500.0 ms) at 16 workers", ""),
+        ("dgc", "ResNet-50 (resnet50), density 0.001", "277x", "dgc (density 0.001) 0.005 to 0.01", a100,
+         "200.00x", "0.72", SR, "100.00x", "0.36", DO, "", ""),
+        ("dgc", "AlexNet (alexnet-caffe), density 0.001", "597x", "dgc (density 0.001) 0.02", a100, "50.00x", "0.08",
+         NR, "", "", "", "host: wire_bytes (message too large)", "")]
+    cols = ["headline", "setup", "published", "wire vs dense", "device (compression)", "ours host",
+            "ours/published host", "verdict host", "ours device", "ours/published device", "verdict device",
+            "deciding cost (not reproduced)", "plan that ran"]
+    assert list(heads.columns) == [
+        "headline", "setup", "claim", "published", "wire vs dense", "device (compression)", "ours host",
+        "ours/published host", "verdict host", "ours device", "ours/published device", "verdict device",
+        "deciding cost (not reproduced)", "plan that ran"]
+    assert [tuple(r) for r in heads[cols].itertuples(index=False)] == want
+    up = "(up to; ours: max over the same setups)"
+    every = "for every model (published: mean over all setups)"
+    assert list(heads["claim"]) == [
+        "ACP-SGD faster than S-SGD (mean)", "ACP-SGD faster than Power-SGD (mean)"] * 2 + [
+        f"ACP-SGD faster than S-SGD {every}", f"ACP-SGD faster than Power-SGD {every}"] * 2 + [
+        R.OMGS_CLAIM, R.OMGS_CLAIM, f"Marsit less time than S-SGD {up}",
+        f"Sketch-Fusion faster than per-tensor sketch {up}", f"LayerFusion improves scalability {up}",
+        "message >= 100x smaller than the gradient", "message >= 100x smaller than the gradient"]
+    # the ACP-SGD table: a row per network in the paper's order; 10gbe has no device rows
+    assert list(acp.columns) == ["network", "ACP/S-SGD host", "ACP/S-SGD device", "ACP/S-SGD (published)",
+                                 "ACP/Power-SGD host", "ACP/Power-SGD device", "ACP/Power-SGD (published)"]
+    assert list(acp["network"]) == ["1gbe", "10gbe"]
+    assert acp.iloc[1, 1:].tolist() == [4.0, pytest.approx(NAN, nan_ok=True), 4.06, 2.0,
+                                        pytest.approx(NAN, nan_ok=True), 1.43]
+    # the sources: each folder in path order, its (compress_on, cost_source) pairs in the rows' order
+    got = [tuple(r) for r in src.itertuples(index=False)]
+    host, dev = "preset; host costs", "preset; device costs"
+    assert list(src.columns) == ["headline", "folder", "network", "ranks_per_node", "compress_on", "cost_source"]
+    assert [g[:2] + g[4:] for g in got] == [
+        ("acpsgd-main", "acpsgd-main/10gbe", "host", host),
+        ("acpsgd-main", "acpsgd-main/1gbe", "host", "network preset 1gbe; host costs"),
+        ("acpsgd-main", "acpsgd-main/1gbe", "device", "network preset 1gbe; device costs; device v100 (roofline)"),
+        ("acpsgd-scaling", "acpsgd-scaling", "host", host),
+        ("", "bare", "", "simulate failed: no sim.csv"),
+        ("dgc", "dgc", "host", host), ("dgc", "dgc", "device", dev),
+        ("other", "empty", "", "simulate failed: no sim.csv"),
+        ("marsit", "marsit", "host", host), ("marsit", "marsit", "device", dev),
+        ("omgs", "omgs", "host", host),
+        ("omgs-net", "omgs-net", "", "simulate failed: gradcomp: error: simulate\nmethod omgs: cannot extrapolate"),
+        ("sketch-fusion", "sketch-fusion", "host", host),
+        ("sketch-scaling", "sketch-scaling", "host", host), ("sketch-scaling", "sketch-scaling", "device", dev)]
+    assert {g[2:4] for g in got} == {("10gbe", "4 (passed)"), ("1gbe", "4 (passed)"), ("omgs-1gbe", "4 (passed)"),
+                                     ("", "")}
+    assert [g[2] for g in got if g[0] == "omgs-net"] == ["omgs-1gbe"]
+
+
+def test_paper_scale_tables_sketch_scaling_skips_a_side_without_layerfusion_at_the_largest_size(tmp_path):
+    """Host: layerfusion only at 8 workers, skipped (the device side still judged). Device: both
+    scalabilities (16 / 1.0) / (8 / 1.0) = 2, a gain of exactly 1: not an improvement, every cost equal."""
+    s = _sim
+    _ps_folder(tmp_path / "ps", "sketch-scaling", "sketch-scaling", [
+        s("resnet50", "sketch", 1.0, fusion="none", ws=8), s("resnet50", "sketch", 2.0, fusion="none"),
+        s("resnet50", "sketch", 1.0, fusion="layerfusion", ws=8),
+        s("resnet50", "sketch", 1.0, fusion="none", ws=8, on="device"),
+        s("resnet50", "sketch", 1.0, fusion="none", on="device"),
+        s("resnet50", "sketch", 1.0, fusion="layerfusion", ws=8, on="device"),
+        s("resnet50", "sketch", 1.0, fusion="layerfusion", on="device")])
+    heads, _, _ = R.paper_scale_tables(R.find_paper_scale([str(tmp_path / "ps")]))
+    r = heads.iloc[0]
+    assert (r["ours host"], r["verdict host"]) == ("", "")
+    assert (r["ours device"], r["verdict device"]) == ("1.00x", "not reproduced")
+    assert r["deciding cost (not reproduced)"] == "device: compress_s (+0.0 ms) at 16 workers"
+
+
+def test_paper_scale_tables_no_sketch_scaling_headline_at_one_world_size(tmp_path):
+    s = _sim
+    _ps_folder(tmp_path / "ps", "sketch-scaling", "sketch-scaling",
+               [s("resnet50", "sketch", 2.0, fusion="none"), s("resnet50", "sketch", 1.0, fusion="layerfusion")])
+    heads, acp, src = R.paper_scale_tables(R.find_paper_scale([str(tmp_path / "ps")]))
+    assert heads.empty and acp.empty and list(src["headline"]) == ["sketch-scaling"]
