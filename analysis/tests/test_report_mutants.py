@@ -4,6 +4,7 @@ written by hand from the fixture's numbers or is the rule written again, never t
 test. No binary, no MPI: these run in the mutation copy."""
 
 import math
+import os
 
 import pandas as pd
 import pytest
@@ -829,3 +830,72 @@ def test_paper_scale_tables_no_sketch_scaling_headline_at_one_world_size(tmp_pat
                [s("resnet50", "sketch", 2.0, fusion="none"), s("resnet50", "sketch", 1.0, fusion="layerfusion")])
     heads, acp, src = R.paper_scale_tables(R.find_paper_scale([str(tmp_path / "ps")]))
     assert heads.empty and acp.empty and list(src["headline"]) == ["sketch-scaling"]
+
+
+# ------------------------------------------------------------------ the paper sections
+
+
+def test_paper_sections_line_by_line_of_one_acpsgd_setup(tmp_path):
+    """paper_sections on S-SGD, Power-SGD and ACP-SGD at one setup: the ACP-SGD tables and their
+    figure; every other paper table says what it needs and which config produces it (CONFIGS and HOW,
+    written again here); each paper's published headline number in its section's first line."""
+    from test_tables import row
+    e = T.collapse_repeats(pd.DataFrame([row("ssgd", 0.2), row("powersgd", 0.1), row("acpsgd", 0.05)]))
+    rep = R.Report(str(tmp_path), False)
+    R.paper_sections(rep, e, str(tmp_path))
+
+    def missing(name, cfg, needs, how=""):
+        return (f"_Table `{name}` not in these results (needs {needs}). Produced by `bench-configs/{cfg}.toml` "
+                f"(laptop: `bench-configs/{cfg}-laptop.toml`){'; ' + how if how else ''}; see docs/reproduce.md._")
+    assert [x for x in rep.lines if not x.startswith("|")] == [
+        "## ACP-SGD", "",
+        "Paper: Zhang et al., ACP-SGD (alternate compressed Power-SGD), ICDCS 2023. Published: on average 4.06x "
+        "over S-SGD and 1.43x over Power-SGD (8-64 GPUs, 1 Gb/s Ethernet to 100 Gb/s InfiniBand).", "",
+        "### Iteration time per model and method", "",
+        "Table `acpsgd_main` ([csv](acpsgd_main.csv)): iteration time (best configuration, own collective) and "
+        "speedups", "", "",
+        "Table `acpsgd_main_wide` ([csv](acpsgd_main_wide.csv)): iteration time (ms), paper layout", "", "",
+        "Table `acpsgd_speedup_summary` ([csv](acpsgd_speedup_summary.csv)): ACP-SGD speedup over S-SGD and "
+        "Power-SGD, mean over setups, beside the published mean", "", "",
+        "![acpsgd_main.png](acpsgd_main.png)", "",
+        "### Ablation: collective, pipelining, fusion", "",
+        missing("acpsgd_ablation", "acpsgd-ablation",
+                "e2e rows with pipelining off and on, fusion none and a fusion threshold"), "",
+        "### Sweep: fusion buffer size", "",
+        missing("acpsgd_buffer_sweep", "acpsgd-buffer-sweep", "e2e rows with two or more fusion byte thresholds"), "",
+        "### Sweep: Power-SGD / ACP-SGD rank", "",
+        missing("acpsgd_rank_sweep", "acpsgd-rank-sweep", "e2e rows of powersgd/acpsgd at two or more ranks"), "",
+        "### Sweep: world size", "",
+        missing("acpsgd_scaling", "acpsgd-scaling", "e2e rows of one model at two or more world sizes (one run per "
+                "world size)", "one run per world size (slurm/submit-acpsgd-scaling.sh submits 8/16/32/64 ranks "
+                "into subdirectories of one folder; report that folder)"), "",
+        "### Sweep: network", "",
+        missing("acpsgd_network", "acpsgd-main", "runs on two or more networks (network.txt in each run "
+                "directory)", "one run per network, each with a network.txt label (slurm/submit-acpsgd-network.sh)"),
+        "",
+        "## DGC: compression ratio", "",
+        "Paper: Lin et al., Deep Gradient Compression, ICLR 2018. DeepSpeech is not in gradcomp's model zoo; the "
+        "paper's AlexNet is BVLC AlexNet (`alexnet-caffe`, 232.6 MiB). Message = `wire_bytes` one worker sends per "
+        "iteration at the final density (no warm-up), fusion none.", "",
+        missing("dgc_ratio", "dgc-ratio", "e2e rows of method dgc"), "",
+        "## OMGS-SGD", "",
+        "Paper: Shi et al., OMGS-SGD (optimal merged gradient sparsification), INFOCOM 2020. Published: up to 31% "
+        "faster than layer-wise sparsified SGD (16 GPUs, 1 GbE, rho = 0.001); their figure is training "
+        "throughput.", "",
+        missing("omgs", "omgs", "e2e rows of omgs and of topk with fusion none"), "",
+        "## Marsit", "",
+        "Paper: Wu et al., Marsit (sign bits through multi-hop all-reduce), 2022. Published: up to 35% less "
+        "training time than without compression at equal accuracy (ours: one iteration).", "",
+        missing("marsit", "marsit", "e2e rows of marsit and ssgd"), "",
+        "## Sketch-Fusion", "",
+        "Paper: Dai et al., Sketch-Fusion SGD, JPDC 2024. Published: up to 18.6% faster training on 16 GPUs; "
+        "LayerFusion improves other methods' scalability by up to 2.87x.", "",
+        missing("sketch_fusion", "sketch-fusion", "e2e rows with fusion layerfusion (or method sketch-fusion)"), "",
+        missing("sketch_scaling", "sketch-fusion", "e2e rows with fusion none and layerfusion at two or more world "
+                "sizes", "one run per world size (slurm/submit-sketch-fusion.sh --scaling)"), ""]
+    assert rep.tables == ["acpsgd_main", "acpsgd_main_wide", "acpsgd_speedup_summary"]
+    assert rep.plots == ["acpsgd_main.png"] and os.path.getsize(tmp_path / "acpsgd_main.png") > 0
+    assert sorted(rep.missing) == sorted(["acpsgd_ablation", "acpsgd_buffer_sweep", "acpsgd_rank_sweep",
+                                          "acpsgd_scaling", "acpsgd_network", "dgc_ratio", "omgs", "marsit",
+                                          "sketch_fusion", "sketch_scaling"])
+    assert rep.missing["omgs"] == "needs e2e rows of omgs and of topk with fusion none"
