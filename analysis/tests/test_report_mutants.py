@@ -521,6 +521,8 @@ def test_fastest_section_needs_timings_and_checks_and_keeps_a_setup_with_an_empt
         f"- network c, {setup}: **powersgd** first, 0.2000 s to dense accuracy.",
         f"- network nan, {setup}: **powersgd** first, 0.4000 s to dense accuracy, 2.00x S-SGD's time; a tie with "
         "ssgd (intervals overlap)."]
+    t = pd.read_csv(tmp_path / "fastest_to_accuracy.csv", keep_default_na=False)
+    assert t.loc[t["method"] == "marsit", "tta"].tolist() == ["-"]          # no time to accuracy: a dash
 
 
 # ------------------------------------------------------------------ the paper-scale section
