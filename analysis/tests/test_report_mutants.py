@@ -901,3 +901,33 @@ def test_paper_sections_line_by_line_of_one_acpsgd_setup(tmp_path):
                                           "acpsgd_scaling", "acpsgd_network", "dgc_ratio", "omgs", "marsit",
                                           "sketch_fusion", "sketch_scaling"])
     assert rep.missing["omgs"] == "needs e2e rows of omgs and of topk with fusion none"
+
+
+def test_paper_sections_plots_acpsgd_main_per_setup_and_run_with_its_intervals(tmp_path, monkeypatch):
+    """The ACP-SGD figure's data: one bar group per setup and run, each method's ms (iter_s x 1000) in
+    the table's method order, and beside each its 95% half-width as `METHOD ±` (iter_ci95_s x 1000); a
+    method measured without intervals keeps its `±` column, empty."""
+    from test_tables import row
+
+    from gradcomp_analysis import plots
+    got = {}
+
+    def spy(df, idx, cols, fname, *args):
+        got[fname] = (df, idx, cols)
+        return [fname]
+    monkeypatch.setattr(plots, "bars", spy)
+    e = T.collapse_repeats(pd.DataFrame([
+        row("ssgd", 0.2, run="r2", model="a"), row("powersgd", 0.1, run="r2", model="a"),
+        row("acpsgd", 0.05, run="r2", model="a", ci=NAN), row("ssgd", 0.4, run="r1", ci=0.01, model="z"),
+        row("acpsgd", 0.1, run="r1", model="z", ci=NAN), row("powersgd", 0.3, run="r1", model="z")]))
+    R.paper_sections(R.Report(str(tmp_path), False), e, str(tmp_path))
+    df, idx, cols = got["acpsgd_main.png"]
+    assert idx == ["model", "world_size", "network", "run"] and cols == ["ssgd", "signsgd", "topk", "powersgd",
+                                                                          "acpsgd"]
+    assert list(df.columns) == ["model", "world_size", "batch", "device", "run", "ssgd", "powersgd", "acpsgd",
+                                "ssgd ±", "powersgd ±", "acpsgd ±"]
+    assert [list(r) for r in df.itertuples(index=False)] == [
+        ["a", 2, 10, "v100", "r2", 200.0, 100.0, 50.0, pytest.approx(0.2), pytest.approx(0.1),
+         pytest.approx(NAN, nan_ok=True)],
+        ["z", 2, 10, "v100", "r1", 400.0, 300.0, 100.0, pytest.approx(10.0), pytest.approx(0.3),
+         pytest.approx(NAN, nan_ok=True)]]
