@@ -913,7 +913,7 @@ def test_paper_sections_plots_acpsgd_main_per_setup_and_run_with_its_intervals(t
     got = {}
 
     def spy(df, idx, cols, fname, *args):
-        got[fname] = (df, idx, cols)
+        got[fname] = (df, idx, cols, args)
         return [fname]
     monkeypatch.setattr(plots, "bars", spy)
     e = T.collapse_repeats(pd.DataFrame([
@@ -921,7 +921,8 @@ def test_paper_sections_plots_acpsgd_main_per_setup_and_run_with_its_intervals(t
         row("acpsgd", 0.05, run="r2", model="a", ci=NAN), row("ssgd", 0.4, run="r1", ci=0.01, model="z"),
         row("acpsgd", 0.1, run="r1", model="z", ci=NAN), row("powersgd", 0.3, run="r1", model="z")]))
     R.paper_sections(R.Report(str(tmp_path), False), e, str(tmp_path))
-    df, idx, cols = got["acpsgd_main.png"]
+    df, idx, cols, args = got["acpsgd_main.png"]
+    assert args == (str(tmp_path), "ACP-SGD", "ms per iteration")          # out_dir, title, y label
     assert idx == ["model", "world_size", "network", "run"] and cols == ["ssgd", "signsgd", "topk", "powersgd",
                                                                           "acpsgd"]
     assert list(df.columns) == ["model", "world_size", "batch", "device", "run", "ssgd", "powersgd", "acpsgd",
