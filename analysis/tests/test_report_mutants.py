@@ -5,6 +5,7 @@ test. No binary, no MPI: these run in the mutation copy."""
 
 import math
 import os
+import re
 
 import pandas as pd
 import pytest
@@ -932,3 +933,37 @@ def test_paper_sections_plots_acpsgd_main_per_setup_and_run_with_its_intervals(t
          pytest.approx(NAN, nan_ok=True)],
         ["z", 2, 10, "v100", "r1", 400.0, 300.0, 100.0, pytest.approx(10.0), pytest.approx(0.3),
          pytest.approx(NAN, nan_ok=True)]]
+
+
+@pytest.mark.parametrize("col, values", [("model", ["alpha", "beta"]), ("world_size", [2, 4]), ("network", ["x", "y"]),
+                                         ("run", ["r1", "r2"])])
+def test_paper_sections_buffer_sweep_figure_draws_a_line_per_setup_and_run(tmp_path, monkeypatch, col, values):
+    """The fusion-buffer figure keeps apart the sweeps of two models, world sizes, networks or runs:
+    per method and value one line over the four thresholds (none, 1MiB, 25MiB, single), in ms, named by
+    the value (in its label or its panel's title), and by its model. The second value's times are 1.1x
+    the first's."""
+    from test_tables import row
+
+    from gradcomp_analysis import plots
+    figs = {}
+
+    def save(fig, out_dir, fname):
+        figs[fname] = fig
+        return fname
+    monkeypatch.setattr(plots, "_save", save)
+    scale = [("none", 1.0), ("1MiB", 0.8), ("25MiB", 0.7), ("single", 0.9)]
+    e = T.collapse_repeats(pd.DataFrame([row(m, k * x * (1 + 0.1 * i), fusion=f, **{col: v})
+                                         for i, v in enumerate(values) for f, x in scale
+                                         for m, k in [("ssgd", 0.2), ("acpsgd", 0.1)]]))
+    R.paper_sections(R.Report(str(tmp_path), False), e, str(tmp_path))
+    drawn = [(f"{ax.get_title()} | {c.get_label()}", list(c.lines[0].get_ydata()))
+             for ax in figs["acpsgd_buffer_sweep.png"].axes for c in ax.containers]
+    want = {(m, str(v)): [1000 * k * x * (1 + 0.1 * i) for _, x in scale]
+            for i, v in enumerate(values) for m, k in [("ssgd", 0.2), ("acpsgd", 0.1)]}
+    assert len(drawn) == len(want)
+    for (m, v), ys in want.items():
+        hit = [y for name, y in drawn if (f"| {m} ms" in name or f": {m} ms" in name) and re.search(rf"\b{v}\b", name)]
+        assert len(hit) == 1 and hit[0] == pytest.approx(ys), (m, v, drawn)
+    # the model each line belongs to is named too (its panel's title, or the title of the one panel)
+    for name, _ in drawn:
+        assert re.search(r"\b(alpha|beta)\b" if col == "model" else r"\bm\b", name), name
