@@ -144,3 +144,31 @@ pub fn state_sum(
     }
     total
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each tensor's bytes rounded down, plus `once` of the largest, by hand.
+    #[test]
+    fn state_sum_by_hand() {
+        // once(5) = 10; per tensor 1.5 x 3 = 4.5 -> 4, 1.5 x 5 = 7.5 -> 7: 10 + 4 + 7.
+        assert_eq!(
+            state_sum(&[3, 5], |d| 2.0 * d as f64, |d| 1.5 * d as f64),
+            21
+        );
+        // No tensor: nothing, not even `once`.
+        assert_eq!(state_sum(&[], |_| 9.0, |_| 9.0), 0);
+        // Saturating: two tensors of u64::MAX bytes each.
+        assert_eq!(state_sum(&[1, 2], |_| 0.0, |_| f64::MAX), u64::MAX);
+    }
+
+    /// `{:?}` names the method and says the rest is left out.
+    #[test]
+    fn a_spec_debug_prints_its_name() {
+        assert_eq!(
+            format!("{:?}", crate::compress::ssgd::SPEC),
+            "MethodSpec { name: \"ssgd\", .. }"
+        );
+    }
+}
