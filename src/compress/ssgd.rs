@@ -225,4 +225,113 @@ mod tests {
             .compress(0, 0, Array2::zeros((3, 2)).view(), &mut Wire::default())
             .is_err());
     }
+
+    fn two_by_three() -> Ssgd {
+        let ctx = WorkerCtx {
+            rank: 0,
+            world_size: 2,
+            seed: 1,
+        };
+        let mut m = Ssgd::new(&MethodParams::default(), ctx).expect("new");
+        m.register(0, 2, 3).expect("register");
+        m
+    }
+
+    #[test]
+    fn names_itself_and_all_reduces() {
+        let m = two_by_three();
+        assert_eq!(
+            (m.name(), m.aggregation()),
+            ("ssgd", Aggregation::AllReduce)
+        );
+    }
+
+    /// docs/methods.md, "Device kernels": compress copies the 24 bytes of a 2 x 3 fp32
+    /// tensor into the fusion buffer (reads 24, writes 24); decompress reads the summed
+    /// 24 and writes 24. Round 0 only; nothing for an unregistered tensor.
+    #[test]
+    fn device_kernels_by_hand() {
+        let m = two_by_three();
+        let list = |t: TensorId, round: usize, stage: Stage| {
+            let mut v = Vec::new();
+            m.device_kernels(t, round, 0, stage, &mut |k| {
+                v.push((k.name, k.bytes, k.flops))
+            });
+            v
+        };
+        assert_eq!(
+            list(0, 0, Stage::Compress),
+            [("copy into the fusion buffer", 48.0, 0.0)]
+        );
+        assert_eq!(
+            list(0, 0, Stage::Decompress),
+            [("average: out = sum / n", 48.0, 0.0)]
+        );
+        assert!(list(0, 1, Stage::Compress).is_empty());
+        assert!(list(1, 0, Stage::Decompress).is_empty());
+    }
+
+    /// `micro --check`: integer gradients, each worker's share its gradient, the result
+    /// exactly their mean (rtol 0: one ulp off fails).
+    #[test]
+    fn the_check_wants_exactly_the_dense_mean() {
+        let m = two_by_three();
+        assert!(m.check_integer_gradient());
+        let g = Array2::from_shape_fn((2, 3), |(i, j)| (3 * i + j) as f32 - 2.0);
+        let mut fresh = two_by_three();
+        let share = m.check_share(g.view(), &mut fresh).expect("share");
+        assert_eq!(share, [-2.0, -1.0, 0.0, 1.0, 2.0, 3.0]);
+        let summed = [-2.0, -1.0, 0.0, 1.0, 2.0, 6.0]; // two workers' shares
+        let out = [-1.0, -0.5, 0.0, 0.5, 1.0, 3.0];
+        let p = MethodParams::default();
+        let probe = |r: usize, c: usize| Array2::zeros((r, c));
+        let mut c = CheckCtx {
+            rows: 2,
+            cols: 3,
+            world_size: 2,
+            params: &p,
+            received: Received {
+                sum_f32: &summed,
+                gathered_u32: &[],
+                gather_counts: &[0, 0],
+                ring_u32: &[],
+                world_size: 2,
+            },
+            fresh: &mut fresh,
+            probe: &probe,
+        };
+        assert_eq!(
+            m.check_verdict(&out, &summed, &mut c).expect("verdict"),
+            Ok(())
+        );
+        let mut off = out;
+        off[5] = f32::from_bits(3.0f32.to_bits() + 1);
+        let e = m.check_verdict(&off, &summed, &mut c).expect("verdict");
+        assert!(e
+            .unwrap_err()
+            .starts_with("dense all-reduce / n (exact): element 5"));
+    }
+
+    /// The summed section must hold the tensor's elements, from at least one worker.
+    #[test]
+    fn check_summed_wants_every_element_from_some_worker() {
+        let rec = |sum: &'static [f32], n: usize| Received {
+            sum_f32: sum,
+            gathered_u32: &[],
+            gather_counts: &[],
+            ring_u32: &[],
+            world_size: n,
+        };
+        assert!(check_summed(NAME, 0, &rec(&[1.0, 2.0], 2), 2).is_ok());
+        assert!(check_summed(NAME, 0, &rec(&[1.0, 2.0], 1), 2).is_ok());
+        let e = check_summed(NAME, 7, &rec(&[1.0], 2), 2)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "method ssgd: tensor 7: received 1 summed values from 2 workers for 2 elements"
+        );
+        assert!(check_summed(NAME, 0, &rec(&[1.0, 2.0, 3.0], 2), 2).is_err());
+        assert!(check_summed(NAME, 0, &rec(&[1.0, 2.0], 0), 2).is_err());
+    }
 }
