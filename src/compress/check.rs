@@ -169,3 +169,183 @@ fn projection(out: &[f32], avg: &[f32], c: &CheckCtx, r: usize, row_space: bool)
         Err(format!("result is not the projection of the dense average onto its own rank-{r} subspace (relative error {e:.3e})"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compress::registry;
+    use crate::compress::WorkerCtx;
+
+    #[test]
+    fn within_is_an_absolute_difference_at_most_the_tolerance() {
+        assert!(within(1.0, 1.5, 0.5), "the bound itself passes");
+        assert!(!within(1.0, 1.625, 0.5));
+        // |(-1) - 1| = 2: neither the sum (0) nor the ratio (-1) of the two.
+        assert!(!within(-1.0, 1.0, 1.9));
+        assert!(!within(f32::NAN, 0.0, f32::INFINITY));
+    }
+
+    #[test]
+    fn max_ref_is_the_largest_magnitude_at_least_the_smallest_positive() {
+        assert_eq!(max_ref(&[-3.0, 2.0]), 3.0);
+        assert_eq!(max_ref(&[]), f32::MIN_POSITIVE);
+        assert_eq!(max_ref(&[0.0, -0.0]), f32::MIN_POSITIVE);
+    }
+
+    /// The tolerance is `rtol` times the reference's largest magnitude (2 here: 0.04).
+    #[test]
+    fn compare_scales_the_tolerance_by_the_reference() {
+        let want = [1.0, -2.0];
+        assert_eq!(compare(&[1.0, -2.03], &want, 0.02, "x"), Ok(()));
+        assert_eq!(
+            compare(&[1.0, -2.05], &want, 0.02, "x"),
+            Err("x: element 1 is -2.05, reference -2 (tolerance 0.04)".to_string())
+        );
+        assert!(compare(&[1.0, f32::NAN], &want, 1.0, "x").is_err());
+    }
+
+    #[test]
+    fn mean_divides_by_the_workers() {
+        assert_eq!(mean(&[3.0, -6.0], 3), [1.0, -2.0]);
+        assert_eq!(mean_of_decodes(&[1.0, -2.0], &[3.0, -6.0], 3), Ok(()));
+        let e = mean_of_decodes(&[1.0, -2.001], &[3.0, -6.0], 3).unwrap_err();
+        assert!(e.starts_with("mean of every worker's own decoded message: element 1"));
+    }
+
+    #[test]
+    fn shares_are_the_row_major_elements() {
+        let a = Array2::from_shape_vec((2, 2), vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
+        assert_eq!(flat(&a.view()).unwrap(), [1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(gradient_share(a.view()).unwrap(), [1.0, 2.0, 3.0, 4.0]);
+        // A transposed view is not contiguous row-major.
+        assert!(flat(&a.t()).is_err());
+        assert!(gradient_share(a.t()).is_err());
+    }
+
+    /// S-SGD alone averages over one worker: its own decode is the gradient itself.
+    #[test]
+    fn own_decode_of_dense_sgd_is_the_gradient() {
+        let ctx = WorkerCtx {
+            rank: 0,
+            world_size: 4,
+            seed: 1,
+        };
+        let mut fresh = registry::build("ssgd", &MethodParams::default(), ctx).unwrap();
+        fresh.register(CHECKED, 2, 3).unwrap();
+        let g = Array2::from_shape_fn((2, 3), |(i, j)| (3 * i + j) as f32 - 2.5);
+        assert_eq!(
+            own_decode(g.view(), fresh.as_mut()).unwrap(),
+            g.iter().copied().collect::<Vec<_>>()
+        );
+    }
+
+    const N: usize = 8;
+
+    /// A rank-2 `N x N` matrix with entries in the hundreds.
+    fn avg() -> Array2<f32> {
+        Array2::from_shape_fn((N, N), |(i, j)| {
+            100.0 * (i as f32 + 1.0) + 10.0 * (j as f32) * (i % 3) as f32
+        })
+    }
+
+    /// `lowrank` on `out` for the dense average [`avg`] summed over 2 workers, Power-SGD
+    /// at rank `rank` (its `min_compression_rate` 2: 8 x 8 compresses at rank 1, not 4).
+    fn lowrank_of(out: &Array2<f32>, rank: usize, dense_now: bool, row_space: bool) -> Verdict {
+        lowrank_of_avg(&avg(), out, rank, dense_now, row_space)
+    }
+
+    /// [`lowrank_of`] for the dense average `a`.
+    fn lowrank_of_avg(
+        a: &Array2<f32>,
+        out: &Array2<f32>,
+        rank: usize,
+        dense_now: bool,
+        row_space: bool,
+    ) -> Verdict {
+        let summed: Vec<f32> = a.iter().map(|x| 2.0 * x).collect();
+        let p = MethodParams {
+            rank,
+            ..MethodParams::default()
+        };
+        let ctx = WorkerCtx {
+            rank: 0,
+            world_size: 2,
+            seed: 1,
+        };
+        let mut fresh = registry::build("ssgd", &p, ctx).unwrap();
+        let probe = |r: usize, c: usize| {
+            Array2::from_shape_fn((r, c), |(i, j)| ((7 * i + 3 * j) % 11) as f32 - 5.0)
+        };
+        let c = CheckCtx {
+            rows: N,
+            cols: N,
+            world_size: 2,
+            params: &p,
+            received: Received {
+                sum_f32: &[],
+                gathered_u32: &[],
+                gather_counts: &[],
+                ring_u32: &[],
+                world_size: 2,
+            },
+            fresh: fresh.as_mut(),
+            probe: &probe,
+        };
+        let out: Vec<f32> = out.iter().copied().collect();
+        lowrank("powersgd", &out, &summed, &c, dense_now, row_space)
+    }
+
+    /// Keep row 0 (`e0 e0^T A`: the projection onto the first coordinate's column
+    /// space) or column 0 (`A e0 e0^T`: onto the first coordinate's row space).
+    fn keep(a: &Array2<f32>, row: bool) -> Array2<f32> {
+        Array2::from_shape_fn((N, N), |(i, j)| {
+            if (row && i == 0) || (!row && j == 0) {
+                a[[i, j]]
+            } else {
+                0.0
+            }
+        })
+    }
+
+    /// Uncompressed (rank 4 of 8 x 8 at rate 2) or in the dense warm-up: the dense
+    /// average itself, rtol 1e-5.
+    #[test]
+    fn lowrank_wants_the_dense_average_when_not_compressed() {
+        let a = avg();
+        assert_eq!(lowrank_of(&a, 4, false, false), Ok(()));
+        assert_eq!(lowrank_of(&a, 1, true, false), Ok(()), "dense warm-up");
+        let mut off = a.clone();
+        off[[3, 3]] += 1.0; // 1 > 1e-5 x 870
+        let e = lowrank_of(&off, 1, true, false).unwrap_err();
+        assert!(e.starts_with("uncompressed tensor or dense warm-up"), "{e}");
+    }
+
+    /// Compressed at rank 1: the projection of the average onto the space `out` spans,
+    /// relative Frobenius error at most 1e-3.
+    #[test]
+    fn lowrank_wants_the_projection_onto_outs_own_space() {
+        let a = avg();
+        let col = keep(&a, true);
+        let row = keep(&a, false);
+        assert_eq!(lowrank_of(&col, 1, false, false), Ok(()));
+        assert_eq!(lowrank_of(&row, 1, false, true), Ok(()));
+        // The other space: A's projection onto col(A e0) is not A e0 e0^T.
+        assert!(lowrank_of(&row, 1, false, false).is_err());
+        // Off by a relative 5e-4: within 1e-3, while the absolute error, 5e-4 x 100 sqrt(8)
+        // = 0.14, is not.
+        assert_eq!(lowrank_of(&(&col * 1.0005), 1, false, false), Ok(()));
+        // Off by a relative 2.5e-3: e = 0.0025 / 1.0025.
+        let e = lowrank_of(&(&col * 1.0025), 1, false, false).unwrap_err();
+        assert!(e.contains("rank-1 subspace (relative error 2.49"), "{e}");
+        assert!(lowrank_of(&(&col * 2.0), 1, false, false).is_err());
+    }
+
+    /// A zero average compressed to zeros passes: the error is then taken as absolute
+    /// (`out` has no norm to divide by), 0, not 0 / 0. Zeros for a nonzero average fail.
+    #[test]
+    fn zeros_for_a_zero_average_pass() {
+        let zero = Array2::zeros((N, N));
+        assert_eq!(lowrank_of_avg(&zero, &zero, 1, false, false), Ok(()));
+        assert!(lowrank_of(&zero, 1, false, false).is_err());
+    }
+}
