@@ -609,4 +609,87 @@ mod tests {
         let mut out = Array2::zeros((2, 2));
         assert!(s.decompress(0, 0, &r, out.view_mut()).is_err());
     }
+
+    /// `micro --check`, majority vote: each worker's share is its signs (-0.0 counts as
+    /// negative, 0.0 as positive), the result exactly the sign of their sum, 0 on a tie.
+    #[test]
+    fn majority_check_by_hand() {
+        let m = SignSgd::new(&MethodParams::default(), ctx(0, 2), true).unwrap();
+        let mut fresh = SignSgd::new(&MethodParams::default(), ctx(0, 2), true).unwrap();
+        fresh.register(check::CHECKED, 1, 4).unwrap();
+        let g = Array2::from_shape_vec((1, 4), vec![1.0, -0.0, -2.0, 0.0]).unwrap();
+        let share = m.check_share(g.view(), &mut fresh).unwrap();
+        assert_eq!(share, [1.0, -1.0, -1.0, 1.0]);
+        let summed = [2.0, -1.0, 0.0, -2.0];
+        let verdict = |out: &[f32], fresh: &mut SignSgd| {
+            let p = MethodParams::default();
+            let probe = |r: usize, c: usize| Array2::zeros((r, c));
+            let mut c = CheckCtx {
+                rows: 1,
+                cols: 4,
+                world_size: 2,
+                params: &p,
+                received: Received {
+                    sum_f32: &[],
+                    gathered_u32: &[],
+                    gather_counts: &[],
+                    ring_u32: &[],
+                    world_size: 2,
+                },
+                fresh,
+                probe: &probe,
+            };
+            m.check_verdict(out, &summed, &mut c).unwrap()
+        };
+        assert_eq!(verdict(&[1.0, -1.0, 0.0, -1.0], &mut fresh), Ok(()));
+        for (i, off) in [(0, 0.0), (1, 1.0), (2, 1.0), (2, -1.0), (3, 0.0)] {
+            let mut out = [1.0, -1.0, 0.0, -1.0];
+            out[i] = off;
+            let e = verdict(&out, &mut fresh).unwrap_err();
+            assert!(
+                e.starts_with(&format!("sign of the sum of signs: element {i} ")),
+                "{e}"
+            );
+        }
+    }
+
+    /// `micro --check`, EF-SignSGD: each worker's share is its own decode, `||g||_1 / d`
+    /// times the signs (10 / 4 = 2.5 here); the result the mean of the shares.
+    #[test]
+    fn error_feedback_check_by_hand() {
+        let m = SignSgd::new(&MethodParams::default(), ctx(0, 2), false).unwrap();
+        let mut fresh = SignSgd::new(&MethodParams::default(), ctx(0, 2), false).unwrap();
+        fresh.register(check::CHECKED, 2, 2).unwrap();
+        let g = Array2::from_shape_vec((2, 2), vec![1.0, -2.0, 3.0, -4.0]).unwrap();
+        let share = m.check_share(g.view(), &mut fresh).unwrap();
+        assert_eq!(share, [2.5, -2.5, 2.5, -2.5]);
+        let summed = [2.5, -2.5, 4.0, 0.0];
+        let p = MethodParams::default();
+        let probe = |r: usize, c: usize| Array2::zeros((r, c));
+        let mut c = CheckCtx {
+            rows: 2,
+            cols: 2,
+            world_size: 2,
+            params: &p,
+            received: Received {
+                sum_f32: &[],
+                gathered_u32: &[],
+                gather_counts: &[],
+                ring_u32: &[],
+                world_size: 2,
+            },
+            fresh: &mut fresh,
+            probe: &probe,
+        };
+        let mean = [1.25, -1.25, 2.0, 0.0];
+        assert_eq!(m.check_verdict(&mean, &summed, &mut c).unwrap(), Ok(()));
+        let e = m
+            .check_verdict(&[1.25, -1.25, 2.0, 0.01], &summed, &mut c)
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            e.starts_with("mean of every worker's own decoded message: element 3"),
+            "{e}"
+        );
+    }
 }
