@@ -578,3 +578,6 @@ mod device_kernel_tests {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
