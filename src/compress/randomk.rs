@@ -440,4 +440,52 @@ mod tests {
         assert!(w.decompress(0, 0, &r, out.view_mut()).is_err());
         assert!(w.feedback(9, 0).is_err());
     }
+
+    /// GRACE's `randomk` kernels (docs/methods.md, "Device kernels") of a 8 x 16 tensor at
+    /// density 0.25 (d = 128, k = 32), bytes by hand: fp32 4 bytes, int64 8; the sort is
+    /// `randperm`'s radix sort of d int64 keys with int64 positions, 8 passes.
+    #[test]
+    fn device_kernels_by_hand() {
+        let mut m = RandomK::new(&with_density(0.25), ctx(0, 2)).unwrap();
+        m.register(0, 8, 16).unwrap();
+        let list = |round: usize, stage: Stage| {
+            let mut v = Vec::new();
+            m.device_kernels(0, round, 0, stage, &mut |k| v.push((k.name, k.bytes)));
+            v
+        };
+        let (d, k) = (128.0, 32.0);
+        let mut want = vec![
+            ("beta * residual", 4.0 * d * 2.0),
+            ("gamma * tensor", 4.0 * d * 2.0),
+            ("p = beta e + gamma g", 4.0 * d * 3.0),
+            ("randperm: random keys", 8.0 * d),
+        ];
+        device::radix_sort_pairs(
+            &mut |k| want.push((k.name, k.bytes)),
+            128,
+            8.0,
+            8.0,
+            8,
+            true,
+        );
+        want.extend([
+            ("values = p[indices] (gather)", (8.0 + 4.0 + 4.0) * k),
+            ("own decompress: torch.zeros(numel)", 4.0 * d),
+            (
+                "own decompress: scatter_(0, indices, values)",
+                (8.0 + 4.0 + 4.0) * k,
+            ),
+            ("residual = p - decompressed", 4.0 * d * 3.0),
+        ]);
+        assert_eq!(list(0, Stage::Compress), want);
+        assert_eq!(
+            list(0, Stage::Decompress),
+            [
+                ("values / n (average)", 2.0 * 4.0 * k),
+                ("torch.zeros(numel)", 4.0 * d),
+                ("scatter_(0, indices, values)", (8.0 + 4.0 + 4.0) * k),
+            ]
+        );
+        assert!(list(1, Stage::Compress).is_empty());
+    }
 }
