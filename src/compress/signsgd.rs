@@ -692,4 +692,47 @@ mod tests {
             "{e}"
         );
     }
+
+    /// Majority vote describes itself, not EF-SignSGD, whose spec it starts from: its own
+    /// name, summary, wire (no scale word), memory (no residual), citations, compressor
+    /// and measured costs.
+    #[test]
+    fn the_majority_vote_spec_is_its_own() {
+        let (mv, ef) = (&SPEC_MV, &SPEC);
+        assert_eq!(mv.name, "signsgd-mv");
+        assert_ne!(mv.summary, ef.summary);
+        assert_eq!((mv.wire_bytes, mv.memory), ("4 ceil(d / 32)", "none"));
+        assert!(mv.citations.iter().any(|c| c.contains("Bernstein")));
+        assert!(!ef.citations.iter().any(|c| c.contains("Bernstein")));
+        assert_ne!(mv.reference_costs, ef.reference_costs);
+        let c = (mv.build)(&MethodParams::default(), ctx(0, 2)).unwrap();
+        assert_eq!(c.name(), "signsgd-mv");
+    }
+
+    /// Signs and scale fill the same number of words every step: the gather is exact.
+    #[test]
+    fn the_sign_wire_is_an_exact_gather() {
+        for majority in [false, true] {
+            let mut s = SignSgd::new(&MethodParams::default(), ctx(0, 2), majority).unwrap();
+            s.register(0, 3, 40).unwrap();
+            // 120 bits: 4 words, plus the scale word without majority vote.
+            let words = 4 + usize::from(!majority);
+            let want = WireLen {
+                gather_u32: words,
+                gather_exact: true,
+                ..WireLen::default()
+            };
+            assert_eq!(s.wire_capacity(0, 0), want);
+        }
+    }
+
+    /// The memory check's share: every rank's packed signs received, one bit an element
+    /// plus 8 bytes, per tensor: 4 x (64 / 8 + 8) + 4 x (8 / 8 + 8) = 64 + 36.
+    #[test]
+    fn sign_state_bytes_by_hand() {
+        assert_eq!(
+            signs_state_bytes(&MethodParams::default(), &[64, 8], 4),
+            100
+        );
+    }
 }
