@@ -553,3 +553,97 @@ fn per_case_trace(
             .map_or(c.collective.name(), |a| c.collective.effective(a)),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comm::loopback;
+    use std::collections::HashSet;
+    use std::path::Path;
+
+    /// A CSV's header and rows, split on commas (the fields here hold none).
+    fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut lines = text
+            .lines()
+            .map(|l| l.split(',').map(str::to_string).collect());
+        let header: Vec<String> = lines.next().unwrap();
+        (header, lines.collect())
+    }
+
+    fn column<'r>(header: &[String], row: &'r [String], name: &str) -> &'r str {
+        let i = header.iter().position(|c| c == name).unwrap();
+        &row[i]
+    }
+
+    /// A micro-compress case's row goes to micro_compress.csv with the memory bandwidth
+    /// the run probed (`mem_read_gbps`, set here instead of probed), a micro case's to
+    /// micro.csv with its check; a micro case whose check fails writes its row
+    /// (`check = fail`) and then ends the run with `Error::Check`.
+    #[test]
+    fn micro_and_micro_compress_rows_go_to_their_own_files() {
+        let dir = std::env::temp_dir().join(format!("gradcomp-bench-rows-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = crate::config::parse(
+            "[[micro]]\nmethods = [\"ssgd\"]\nshapes = [\"8x4\"]\niters = 2\nwarmup = 1\n",
+            "test.toml",
+        )
+        .unwrap();
+        let shape = Shape { rows: 8, cols: 4 };
+        let params = MethodParams::default();
+        let done = HashSet::new();
+        let options = |inject_fault| RunOptions {
+            run_id: "r1",
+            quiet: true,
+            trace: None,
+            done: &done,
+            case_timeout_s: None,
+            inject_fault,
+            samples: false,
+        };
+        let (ok, bad) = (options(None), options(Some((0, Fault::Gross))));
+        let failed = loopback::run(1, |world| {
+            let mut sinks = Sinks {
+                micro_compress: Some(CsvSink::create(&dir.join("micro_compress.csv")).unwrap()),
+                micro: Some(CsvSink::create(&dir.join("micro.csv")).unwrap()),
+                ..Sinks::default()
+            };
+            let mut runner = Runner::new(&world, &config, &mut sinks, &ok, &[]);
+            runner.mem_read_gbps = Some(12.5);
+            runner
+                .micro_compress("c1", "ssgd", shape, None, &params, 2, 1)
+                .unwrap();
+            let l = Loop {
+                iters: 2,
+                warmup: 1,
+                check: true,
+            };
+            runner.micro("c2", "ssgd", shape, &params, l).unwrap();
+            let mut runner = Runner::new(&world, &config, &mut sinks, &bad, &[]);
+            runner.micro("c3", "ssgd", shape, &params, l).unwrap_err()
+        });
+        assert!(
+            matches!(&failed[0], Error::Check(m) if m.starts_with("micro ssgd ")),
+            "{:?}",
+            failed[0]
+        );
+
+        let (h, rows) = read_csv(&dir.join("micro_compress.csv"));
+        assert_eq!(rows.len(), 1);
+        assert_eq!(column(&h, &rows[0], "case_id"), "c1");
+        assert_eq!(column(&h, &rows[0], "method"), "ssgd");
+        assert_eq!(column(&h, &rows[0], "numel"), "32");
+        assert_eq!(column(&h, &rows[0], "mem_read_gbps"), "12.5");
+        assert!(!h.iter().any(|c| c == "check"), "{h:?}");
+
+        let (h, rows) = read_csv(&dir.join("micro.csv"));
+        let got: Vec<(&str, &str)> = rows
+            .iter()
+            .map(|r| (column(&h, r, "case_id"), column(&h, r, "check")))
+            .collect();
+        assert_eq!(got, [("c2", "pass"), ("c3", "fail")]);
+        assert!(!h.iter().any(|c| c == "mem_read_gbps"), "{h:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
