@@ -435,7 +435,8 @@ fn is_measurement(col: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::host_jitter;
+    use super::*;
+    use crate::models::TensorSpec;
 
     /// Only cases with two or more rounds are pooled: a one-round case's row is its own
     /// median (ratio 1 whatever its time) and says nothing of the host's speed. By hand:
@@ -456,5 +457,305 @@ mod tests {
         // Nine rows of multi-round cases and two of one round each: too few to tell.
         let few: Vec<(&str, f64)> = rows[1..].to_vec();
         assert_eq!(host_jitter(few.iter().copied()), None);
+    }
+
+    /// `(compress + decompress) / iter`, at most 1, 0 for an empty iteration.
+    #[test]
+    fn host_compress_share_by_hand() {
+        // (0.2 + 0.1) / 2 = 0.15
+        assert!((host_compress_share(0.2, 0.1, 2.0) - 0.15).abs() < 1e-15);
+        // (1.5 + 1.0) / 2 = 1.25, capped at 1
+        assert_eq!(host_compress_share(1.5, 1.0, 2.0), 1.0);
+        assert_eq!(host_compress_share(0.2, 0.1, 0.0), 0.0);
+    }
+
+    /// A one-tensor S-SGD iteration without pipelining, host compression on its critical
+    /// path; its own costs `c` (per element, compression and decompression).
+    fn one_tensor(c: f64) -> (SimCase, CostModel) {
+        let wl = SimWorkload {
+            model: "one".into(),
+            tensors: vec![TensorSpec {
+                name: "w".into(),
+                rows: 1,
+                cols: 1000,
+            }],
+            bwd_s: vec![0.01],
+            fwd_s: 0.005,
+            batch: 1,
+            device: "test".into(),
+        };
+        let case = SimCase::new(
+            wl,
+            "ssgd",
+            Fusion::None,
+            false,
+            CollectiveMode::Native,
+            2,
+            MethodParams::default(),
+        );
+        let mut costs = CostModel::preset("10gbe").unwrap();
+        let per = crate::netmodel::CompressCost {
+            per_element_s: c,
+            ..Default::default()
+        };
+        costs.methods.insert(
+            "ssgd".into(),
+            crate::sim::MethodCosts {
+                compress: per,
+                feedback: Default::default(),
+                decompress: per,
+            },
+        );
+        (case, costs)
+    }
+
+    /// `(T(1 + rel/2) - T(1 - rel/2)) / base`, the iteration simulated again here at the
+    /// method's costs times 1.1 and 0.9 (rel 0.2); the costs are left as they were, a
+    /// method without costs of its own left without; no movement for a base or a rel of 0.
+    #[test]
+    fn host_cost_sensitivity_is_the_centred_move_over_the_base() {
+        use crate::sim::simulate;
+        let (case, mut costs) = one_tensor(1e-6);
+        let t = |f: f64| {
+            let (case, costs) = one_tensor(1e-6 * f);
+            simulate(&case, &costs).unwrap().iter_s
+        };
+        let want = (t(1.1) - t(0.9)) / 0.5;
+        // Compression and decompression (2 x 1,000 x 1 us) on the critical path: the
+        // move is 0.2 x 2 ms.
+        assert!((want - 0.2 * 2e-3 / 0.5).abs() < 1e-12, "{want}");
+        let mut wires = WireCache::default();
+        let before = costs.methods["ssgd"];
+        let got = host_cost_sensitivity(&case, &mut costs, &mut wires, 0.2, 0.5).unwrap();
+        assert!((got - want).abs() < 1e-12, "{got} {want}");
+        assert_eq!(costs.methods["ssgd"], before);
+        for (rel, base_s) in [(0.0, 0.5), (-0.2, 0.5), (0.2, 0.0), (0.2, -1.0)] {
+            let z = host_cost_sensitivity(&case, &mut costs, &mut wires, rel, base_s).unwrap();
+            assert_eq!(z, 0.0, "rel {rel}, base {base_s}");
+        }
+        costs.methods.clear();
+        let got = host_cost_sensitivity(&case, &mut costs, &mut wires, 0.2, 0.5).unwrap();
+        assert!(got > 0.0, "{got}");
+        assert!(costs.methods.is_empty(), "{:?}", costs.methods);
+    }
+
+    /// A scratch e2e.csv of `header` and `rows` in its own directory.
+    fn e2e_csv(name: &str, header: &str, rows: &[&str]) -> std::path::PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("gradcomp-measured-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let p = d.join("e2e.csv");
+        std::fs::write(&p, format!("{header}\n{}\n", rows.join("\n"))).unwrap();
+        p
+    }
+
+    const HEAD: &str = "run_id,model,method,fusion,pipelining,collective,aggregation,world_size,batch,device,compute,compress_on,compress_device,ranks_per_node,host_compress_s,host_decompress_s,fwd_s,iter_s,wire_bytes";
+
+    /// Each column of a row read as the file says: the collective the method aggregates
+    /// with is `Native`, another is parsed; pipelining `on`; `compute = none` zeroes the
+    /// workload's compute; `ranks_per_node` read when given; host compression is the
+    /// sum of its two columns on a host row with a positive sum, `None` on a device row
+    /// or at 0; `device = profile` rows are skipped; the case key holds every column that
+    /// is not a measurement, in file order.
+    #[test]
+    fn e2e_rows_read_each_column() {
+        let p = e2e_csv(
+            "cols",
+            HEAD,
+            &[
+                "a,resnet20,ssgd,none,on,allreduce,allreduce,2,32,v100,sleep,host,,4,0.002,0.001,0.1,0.5,10",
+                "a,resnet20,ssgd,none,off,ps,allreduce,4,32,v100,none,,,,0,0,0.1,0.25,10",
+                "a,resnet20,ssgd,none,off,allreduce,allreduce,4,32,profile,sleep,host,,,0.1,0.1,0.1,0.5,10",
+                "a,resnet20,topk,none,off,allgather,allgather,2,32,v100,sleep,device,a100,1,0.002,0.001,0,0,10",
+            ],
+        );
+        let rows = e2e_rows(&p).unwrap();
+        assert_eq!(rows.len(), 3, "the profile row is skipped");
+        let (c, m, key) = &rows[0];
+        assert_eq!(c.collective, CollectiveMode::Native);
+        assert!(c.pipelining);
+        assert_eq!(c.world_size, 2);
+        assert!(c.workload.fwd_s > 0.0 && c.workload.bwd_s.iter().all(|&b| b > 0.0));
+        assert_eq!(c.compress_on, crate::devcost::CompressOn::Host);
+        assert_eq!(
+            (m.fwd_s, m.iter_s, m.compute_none, m.ranks_per_node),
+            (0.1, 0.5, false, Some(4))
+        );
+        assert!((m.host_s.unwrap() - 0.003).abs() < 1e-15, "{:?}", m.host_s);
+        let names: Vec<&str> = key.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "model",
+                "method",
+                "fusion",
+                "pipelining",
+                "collective",
+                "aggregation",
+                "world_size",
+                "batch",
+                "device",
+                "compute",
+                "compress_on",
+                "compress_device",
+                "ranks_per_node"
+            ]
+        );
+        assert_eq!(key[1], ("method".to_string(), "ssgd".to_string()));
+
+        let (c, m, _) = &rows[1];
+        assert_eq!(c.collective, CollectiveMode::Ps);
+        assert!(!c.pipelining);
+        assert!(m.compute_none);
+        assert_eq!(c.workload.fwd_s, 0.0);
+        assert!(c.workload.bwd_s.iter().all(|&b| b == 0.0));
+        // An empty compress_on is host; host parts summing to 0 give no host time.
+        assert_eq!(c.compress_on, crate::devcost::CompressOn::Host);
+        assert_eq!((m.ranks_per_node, m.host_s), (None, None));
+
+        let (c, m, _) = &rows[2];
+        assert_eq!(c.compress_on, crate::devcost::CompressOn::Device);
+        assert_eq!(
+            m.host_s, None,
+            "a device row's host columns are not host time"
+        );
+        assert_eq!((m.fwd_s, m.iter_s), (0.0, 0.0), "0 s is a time");
+        let _ = std::fs::remove_dir_all(p.parent().unwrap());
+    }
+
+    /// A bad value names its line (the header is line 1) and column; negative and
+    /// non-finite times, 0 ranks per node and an unknown collective are bad values.
+    #[test]
+    fn e2e_rows_name_the_line_and_column_of_a_bad_value() {
+        let good =
+            "a,resnet20,ssgd,none,on,allreduce,allreduce,2,32,v100,sleep,host,,1,0,0,0.1,0.5,10";
+        for (bad, col, v) in [
+            ("a,resnet20,ssgd,none,on,allreduce,allreduce,2,32,v100,sleep,host,,1,0,0,0.1,-0.5,10", "iter_s", "-0.5"),
+            ("a,resnet20,ssgd,none,on,allreduce,allreduce,2,32,v100,sleep,host,,1,0,0,NaN,0.5,10", "fwd_s", "NaN"),
+            ("a,resnet20,ssgd,none,on,allreduce,allreduce,2,32,v100,sleep,host,,1,0,0,0.1,inf,10", "iter_s", "inf"),
+            ("a,resnet20,ssgd,none,on,allreduce,allreduce,2,32,v100,sleep,host,,0,0,0,0.1,0.5,10", "ranks_per_node", "0"),
+            ("a,resnet20,ssgd,none,on,bogus,allreduce,2,32,v100,sleep,host,,1,0,0,0.1,0.5,10", "collective", "bogus"),
+        ] {
+            let p = e2e_csv("bad", HEAD, &[good, bad]);
+            let e = e2e_rows(&p).unwrap_err().to_string();
+            let want = format!("line 3, column `{col}`: bad value `{v}`");
+            assert!(e.contains(&want), "{e}\nwant {want}");
+            let _ = std::fs::remove_dir_all(p.parent().unwrap());
+        }
+    }
+
+    /// A host row's host time is its two columns' sum where that is finite and positive:
+    /// one part at 0 counts, both at 0 or a sum past `f64::MAX` do not.
+    #[test]
+    fn host_time_is_the_finite_positive_sum_of_its_parts() {
+        let row = |c: &str, d: &str| {
+            format!("a,resnet20,ssgd,none,on,allreduce,allreduce,2,32,v100,sleep,host,,1,{c},{d},0.1,0.5,10")
+        };
+        let cases = [
+            ("0.001", "0.002", Some(0.003)),
+            ("0.001", "0", Some(0.001)),
+            ("0", "0.002", Some(0.002)),
+            ("0", "0", None),
+            ("1e200", "1e200", Some(2e200)),
+            ("1e308", "1e308", None),
+            ("", "0.002", None),
+        ];
+        let rows: Vec<String> = cases.iter().map(|(c, d, _)| row(c, d)).collect();
+        let rows: Vec<&str> = rows.iter().map(String::as_str).collect();
+        let p = e2e_csv("host", HEAD, &rows);
+        let got: Vec<Option<f64>> = e2e_rows(&p).unwrap().iter().map(|r| r.1.host_s).collect();
+        let want: Vec<Option<f64>> = cases.iter().map(|c| c.2).collect();
+        assert_eq!(got, want);
+        let _ = std::fs::remove_dir_all(p.parent().unwrap());
+    }
+
+    /// Measurements and run bookkeeping are not case axes; parameters and placement are.
+    #[test]
+    fn measurement_columns_by_name() {
+        for c in [
+            "iter_s",
+            "host_compress_s",
+            "wire_bytes",
+            "run_id",
+            "case_id",
+            "iters",
+            "warmup",
+            "iters_run",
+            "buckets",
+            "overlap_eff",
+            "compute_drift",
+            "compute_drift_max",
+            "compute_source",
+            "tensors",
+        ] {
+            assert!(is_measurement(c), "{c}");
+        }
+        for c in [
+            "model",
+            "method",
+            "density",
+            "rank",
+            "world_size",
+            "compute",
+            "compress_device",
+            "ranks_per_node",
+            "bytes",
+        ] {
+            assert!(!is_measurement(c), "{c}");
+        }
+    }
+
+    /// A case's device preset is the `compress_device` column's, `None` where it is empty.
+    #[test]
+    fn measured_cases_keep_the_compress_device() {
+        let p = e2e_csv(
+            "dev",
+            HEAD,
+            &[
+                "a,resnet20,ssgd,none,on,allreduce,allreduce,2,32,v100,sleep,host,,1,0,0,0.1,0.5,10",
+                "a,resnet20,topk,none,off,allgather,allgather,2,32,v100,sleep,device,a100,1,0,0,0.1,0.5,10",
+            ],
+        );
+        let m = measured_cases(&p).unwrap();
+        let devs: Vec<Option<&str>> = m.iter().map(|c| c.compress_device.as_deref()).collect();
+        assert_eq!(devs, [None, Some("a100")]);
+        let _ = std::fs::remove_dir_all(p.parent().unwrap());
+    }
+
+    /// The comparison's host share is the simulated host compression over the simulated
+    /// iteration on a host case, 0 on a device case; rounds and spread from the rows.
+    #[test]
+    fn compare_gives_host_cases_their_host_share() {
+        let (case, costs) = one_tensor(1e-6);
+        let r = crate::sim::simulate(&case, &costs).unwrap();
+        let mut row = SimRow::new(&case, &r, &costs);
+        row.host_compress_s = 0.002;
+        row.host_decompress_s = 0.001;
+        row.iter_s = 0.01;
+        let m = |iter_s| MeasuredRow {
+            fwd_s: 0.0,
+            iter_s,
+            compute_none: false,
+            ranks_per_node: None,
+            host_s: None,
+        };
+        let measured = MeasuredCase {
+            case,
+            label: "one".into(),
+            rows: vec![m(0.008), m(0.01), m(0.012)],
+            compress_device: None,
+        };
+        row.compress_on = "host";
+        let c = compare(std::slice::from_ref(&measured), std::slice::from_ref(&row)).unwrap();
+        // (0.002 + 0.001) / 0.01
+        assert!((c[0].host_compress_share - 0.3).abs() < 1e-12, "{c:?}");
+        assert_eq!(c[0].rounds, 3);
+        // (0.012 - 0.008) / 0.01; the error (0.01 - 0.01) / 0.01
+        assert!((c[0].spread_rel.unwrap() - 0.4).abs() < 1e-12, "{c:?}");
+        assert!(c[0].rel_err.abs() < 1e-12, "{c:?}");
+        row.compress_on = "device";
+        let c = compare(std::slice::from_ref(&measured), std::slice::from_ref(&row)).unwrap();
+        assert_eq!(c[0].host_compress_share, 0.0);
     }
 }
