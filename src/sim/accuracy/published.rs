@@ -274,4 +274,139 @@ mod tests {
             assert!((r.ours_over_published - r.ours_s / r.published_s).abs() < 1e-12);
         }
     }
+
+    /// The all-reduce model's link as an analytic network, written again here.
+    fn omgs_link(alpha_x: f64, beta_x: f64, gamma: f64) -> super::super::network::Analytic {
+        super::super::network::Analytic::new(
+            "link",
+            super::super::network::Link {
+                alpha_s: 4.0 * 0.436e-3 * alpha_x,
+                beta_s_per_byte: 9e-9 * beta_x,
+                gamma_s_per_byte: gamma,
+            },
+        )
+    }
+
+    /// What the paper does not model goes to the all-reduce model's link (scaled alike):
+    /// an all-gather at a world size off the table, our ring, the parameter server's
+    /// patterns, the reduction; `with_gamma` changes the reduction and nothing else.
+    #[test]
+    fn operations_the_paper_does_not_model_use_its_all_reduce_link() {
+        use super::super::network::GAMMA_S_PER_BYTE;
+        let net = OmgsNetwork::new(2.0, 0.5);
+        let link = omgs_link(2.0, 0.5, GAMMA_S_PER_BYTE);
+        for (op, n) in [
+            (Op::AllGather, 3),
+            (Op::Ring, 4),
+            (Op::PsReduceBcast, 4),
+            (Op::PsGatherBcast, 8),
+        ] {
+            let (got, want) = (net.time_s(op, n, 1e6), link.time_s(op, n, 1e6));
+            assert!(
+                want > 0.0 && (got - want).abs() < 1e-15,
+                "{op:?} at {n}: {got} {want}"
+            );
+        }
+        assert!((net.reduce_s(1e6) - 1e6 * GAMMA_S_PER_BYTE).abs() < 1e-18);
+        let g = net.with_gamma(1e-9);
+        assert!((g.reduce_s(1e6) - 1e-3).abs() < 1e-15);
+        // the table and the all-reduce model stay
+        assert_eq!(
+            g.time_s(Op::AllGather, 16, 8000.0),
+            net.time_s(Op::AllGather, 16, 8000.0)
+        );
+        assert_eq!(
+            g.time_s(Op::AllReduce, 4, 1e8),
+            net.time_s(Op::AllReduce, 4, 1e8)
+        );
+        let ring = omgs_link(2.0, 0.5, 1e-9).time_s(Op::Ring, 4, 1e6);
+        assert!((g.time_s(Op::Ring, 4, 1e6) - ring).abs() < 1e-15);
+        assert_eq!(g.describe(), net.describe());
+    }
+
+    /// The description names the multipliers only when they are not 1.
+    #[test]
+    fn the_description_names_the_multipliers_only_when_scaled() {
+        let one = OmgsNetwork::new(1.0, 1.0).describe();
+        assert!(
+            one.starts_with("preset omgs-1gbe: ") && !one.contains("alpha x"),
+            "{one}"
+        );
+        let scaled = OmgsNetwork::new(2.0, 1.0).describe();
+        assert!(scaled.ends_with(" (alpha x2, beta x1)"), "{scaled}");
+        let scaled = OmgsNetwork::new(1.0, 0.5).describe();
+        assert!(scaled.ends_with(" (alpha x1, beta x0.5)"), "{scaled}");
+    }
+
+    /// `|x|` (one read, one write) then top-k of `ceil(0.001 d)` unsorted.
+    #[test]
+    fn topk_kernels_are_abs_then_an_unsorted_topk_of_a_thousandth() {
+        for (d, k) in [(1500, 2), (100, 1), (1_000_000, 1000)] {
+            let mut want = vec![ew("|x|", d, 1, 1)];
+            torch_topk(&mut |kn| want.push(kn), d, k, false);
+            assert_eq!(topk_kernels(d), want, "d {d}");
+        }
+    }
+
+    /// Every point by hand over a network whose all-gather costs 1 s per byte: ours is
+    /// two all-gathers of 4x bytes (8x s), the paper's `(a + 4 b x P) 2`; the top-k
+    /// points at one worker, ours the device's time of [`topk_kernels`].
+    #[test]
+    fn validation_points_by_hand() {
+        struct PerByte;
+        impl CollectiveCost for PerByte {
+            fn time_s(&self, _op: Op, _n: usize, m: f64) -> f64 {
+                m
+            }
+            fn reduce_s(&self, _bytes: f64) -> f64 {
+                0.0
+            }
+            fn with_gamma(&self, _g: f64) -> Box<dyn CollectiveCost> {
+                Box::new(PerByte)
+            }
+            fn describe(&self) -> String {
+                "per byte".into()
+            }
+        }
+        let dev = DeviceCosts::preset("p102-100").unwrap();
+        let rows = omgs_validation(&PerByte, &dev);
+        let mut i = 0;
+        for (p, a, b) in [
+            (2, 1.6e-3, 1.0e-8),
+            (4, 2.7e-3, 1.3e-8),
+            (8, 4.0e-3, 1.5e-8),
+            (16, 1.1e-2, 1.7e-8),
+        ] {
+            for x in [1_000, 25_000, 138_000] {
+                let r = &rows[i];
+                i += 1;
+                let xf = x as f64;
+                let published = (a + b * xf * p as f64 * 4.0) * 2.0;
+                assert_eq!((r.workers, r.elements), (p, x));
+                assert!((r.published_s - published).abs() < 1e-15, "{r:?}");
+                assert_eq!(r.ours_s, 8.0 * xf, "{r:?}");
+                assert!(
+                    (r.ours_over_published - 8.0 * xf / published).abs() < 1e-9,
+                    "{r:?}"
+                );
+                assert_eq!(r.ours_source, "per byte");
+                assert!(r
+                    .published_source
+                    .ends_with("allgather_perf_model (GbE_multi_p_ab)"));
+            }
+        }
+        for d in [1usize << 20, 1 << 23, 1 << 25, 1 << 27] {
+            let r = &rows[i];
+            i += 1;
+            let df = d as f64;
+            assert_eq!((r.workers, r.elements), (1, d));
+            assert!(
+                (r.published_s - 2.18896957e-10 * df * df.log2()).abs() < 1e-12,
+                "{r:?}"
+            );
+            assert_eq!(r.ours_s, dev.kernels_s(&topk_kernels(d)));
+            assert_eq!(r.ours_source, dev.describe());
+        }
+        assert_eq!(i, rows.len());
+    }
 }
