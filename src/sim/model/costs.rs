@@ -207,4 +207,169 @@ mod tests {
             }
         }
     }
+
+    fn cost(fixed_s: f64, per_element_s: f64, per_selected_s: f64) -> CompressCost {
+        CompressCost {
+            per_element_s,
+            fixed_s,
+            per_selected_s,
+        }
+    }
+
+    /// Every term of every phase times `f`.
+    #[test]
+    fn scaled_multiplies_every_term_of_every_phase() {
+        let m = MethodCosts {
+            compress: cost(1.0, 2.0, 3.0),
+            feedback: cost(4.0, 5.0, 6.0),
+            decompress: cost(7.0, 8.0, 9.0),
+        };
+        let want = MethodCosts {
+            compress: cost(2.5, 5.0, 7.5),
+            feedback: cost(10.0, 12.5, 15.0),
+            decompress: cost(17.5, 20.0, 22.5),
+        };
+        assert_eq!(m.scaled(2.5), want);
+    }
+
+    /// A registry method's reference costs are its spec's linear fit with no selection
+    /// term; a name outside the registry has none and is priced as S-SGD; a fitted
+    /// method's own costs come first.
+    #[test]
+    fn method_costs_are_fitted_then_the_reference_then_ssgds() {
+        let spec = |m: &str| crate::compress::registry::spec(m).unwrap().reference_costs;
+        let r = spec("topk");
+        let lin = |l: crate::compress::spec::LinearCost| cost(l.fixed_s, l.per_element_s, 0.0);
+        let want = MethodCosts {
+            compress: lin(r.compress),
+            feedback: lin(r.feedback),
+            decompress: lin(r.decompress),
+        };
+        assert!(want.compress.per_element_s > 0.0);
+        assert_eq!(MethodCosts::reference("topk"), Some(want));
+        assert_eq!(MethodCosts::reference("no-such-method"), None);
+        let mut c = CostModel::preset("10gbe").unwrap();
+        assert_eq!(c.method("topk"), want);
+        assert_eq!(
+            c.method("no-such-method"),
+            MethodCosts::reference("ssgd").unwrap()
+        );
+        let fitted = MethodCosts {
+            compress: cost(1.0, 2.0, 3.0),
+            ..MethodCosts::default()
+        };
+        c.methods.insert("topk".into(), fitted);
+        assert_eq!(c.method("topk"), fitted);
+    }
+
+    /// Fitted compression rows replace a method's costs phase by phase, and the source
+    /// names the fitted file; without one the reference fit's provenance stays.
+    #[test]
+    fn compress_fits_replace_the_methods_costs_and_name_their_source() {
+        let row = |phase: &str, fixed_s: f64, per_unit_s: f64| fit::FitRow {
+            kind: "compress",
+            name: "topk".into(),
+            phase: phase.into(),
+            fixed_s,
+            per_unit_s,
+            per_selected_s: Some(0.5),
+            ..fit::FitRow::default()
+        };
+        let mut report = fit::FitReport {
+            rows: vec![row("compress", 1.0, 2.0), row("decompress", 3.0, 4.0)],
+            ..fit::FitReport::default()
+        };
+        let c = CostModel::preset("10gbe")
+            .unwrap()
+            .with_compress_fits(&report);
+        assert_eq!(
+            c.methods["topk"],
+            MethodCosts {
+                compress: cost(1.0, 2.0, 0.5),
+                feedback: CompressCost::default(),
+                decompress: cost(3.0, 4.0, 0.5),
+            }
+        );
+        assert_eq!(c.compress_source, reference_source());
+        report.compress_source = Some("run/micro_compress.csv".into());
+        let c = CostModel::preset("10gbe")
+            .unwrap()
+            .with_compress_fits(&report);
+        assert_eq!(
+            c.compress_source,
+            "fitted run/micro_compress.csv (other methods: the reference fit)"
+        );
+    }
+
+    /// One rank per node keeps the flat network; more wrap it in the topology.
+    #[test]
+    fn a_topology_only_above_one_rank_per_node() {
+        let intra = topology::IntraLink::default();
+        let flat = CostModel::preset("10gbe").unwrap();
+        let one = CostModel::preset("10gbe")
+            .unwrap()
+            .with_topology(1, intra.clone());
+        assert_eq!(one.ranks_per_node, 1);
+        assert_eq!(one.network.describe(), flat.network.describe());
+        let four = CostModel::preset("10gbe")
+            .unwrap()
+            .with_topology(4, intra.clone());
+        assert_eq!(four.ranks_per_node, 4);
+        let by_hand =
+            topology::Topology::new(CostModel::preset("10gbe").unwrap().network, 4, intra);
+        for n in [8, 16] {
+            let t = |c: &dyn CollectiveCost| c.time_s(Op::AllReduce, n, 1e6);
+            assert_eq!(t(one.network.as_ref()), t(flat.network.as_ref()));
+            assert_eq!(t(four.network.as_ref()), t(&by_hand));
+            assert_ne!(t(four.network.as_ref()), t(flat.network.as_ref()));
+        }
+    }
+
+    /// OMGS-SGD's network by name, scaled; an unknown name lists the presets.
+    #[test]
+    fn presets_by_name() {
+        let omgs = CostModel::preset_scaled("omgs-1gbe", (2.0, 0.5)).unwrap();
+        let d = omgs.network.describe();
+        assert!(
+            d.starts_with("preset omgs-1gbe: ") && d.ends_with("(alpha x2, beta x0.5)"),
+            "{d}"
+        );
+        let s = CostModel::preset_scaled("10gbe", (2.0, 3.0))
+            .unwrap()
+            .network
+            .describe();
+        assert!(s.starts_with("preset 10gbe (alpha x2, beta x3)"), "{s}");
+        let e = CostModel::preset("40gbe-typo").err().unwrap().to_string();
+        assert!(
+            e.contains("unknown network preset '40gbe-typo'") && e.contains("10gbe"),
+            "{e}"
+        );
+    }
+
+    /// `network N[, shaper (credit modelled)]; compression C; host H`.
+    #[test]
+    fn the_description_names_network_shaper_compression_and_host() {
+        let mut c = CostModel::preset("10gbe").unwrap();
+        let want = format!(
+            "network {}; compression {}; {}",
+            c.network.describe(),
+            reference_source(),
+            c.host.describe()
+        );
+        assert_eq!(c.describe(), want);
+        let s = super::super::credit::Shaper {
+            rate_bytes_per_s: 1.25e8,
+            burst_bytes: 262144.0,
+            dilation: 1,
+        };
+        c.shaper = Some(s);
+        let want = format!(
+            "network {}, {} (credit modelled); compression {}; {}",
+            c.network.describe(),
+            s.describe(),
+            reference_source(),
+            c.host.describe()
+        );
+        assert_eq!(c.describe(), want);
+    }
 }
