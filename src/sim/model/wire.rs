@@ -221,3 +221,53 @@ fn ctx(case: &SimCase) -> WorkerCtx {
         seed: case.seed,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comm::exchange::CollectiveMode;
+    use crate::schedule::plan::Fusion;
+
+    fn case(method: &str) -> SimCase {
+        let wl = crate::sim::SimWorkload {
+            model: "none".into(),
+            tensors: Vec::new(),
+            bwd_s: Vec::new(),
+            fwd_s: 0.0,
+            batch: 1,
+            device: "test".into(),
+        };
+        SimCase::new(
+            wl,
+            method,
+            Fusion::None,
+            false,
+            CollectiveMode::Native,
+            2,
+            Default::default(),
+        )
+    }
+
+    /// Only a 1-row unit longer than [`LARGE_1D`] is extrapolated, from exact probes at
+    /// `LARGE_1D / 2` and `LARGE_1D`; a unit of exactly `LARGE_1D`, or of two rows, is
+    /// registered.
+    #[test]
+    fn only_one_row_units_past_large_1d_are_extrapolated() {
+        let c = case("topk");
+        let mut cache = WireCache::default();
+        let mut o = WireOracle::new(&c, &mut cache).unwrap();
+        o.info(1, LARGE_1D + 1000).unwrap();
+        o.info(1, LARGE_1D).unwrap();
+        o.info(2, LARGE_1D / 2 + 1).unwrap();
+        let mut got: Vec<(usize, usize, bool)> =
+            cache.map.keys().map(|k| (k.4, k.5, k.6)).collect();
+        got.sort();
+        let want = [
+            (1, LARGE_1D / 2, false),
+            (1, LARGE_1D, false),
+            (1, LARGE_1D + 1000, true),
+            (2, LARGE_1D / 2 + 1, false),
+        ];
+        assert_eq!(got, want);
+    }
+}
