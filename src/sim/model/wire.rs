@@ -270,4 +270,55 @@ mod tests {
         ];
         assert_eq!(got, want);
     }
+
+    /// A 1-row unit past [`LARGE_1D`] from probes that differ: at `3 LARGE_1D / 2` elements
+    /// (`x = 2` probe spans past the smaller one) every wire word is affine between the
+    /// probes, the gather stays exact only where both probes are, a kernel both probes
+    /// launch by the same name is affine in bytes and flops, and a list of kernels that
+    /// differs between the probes is the larger probe's scaled by `cols / LARGE_1D` (1.5).
+    #[test]
+    fn extrapolation_between_probes_that_differ() {
+        let c = case("ssgd");
+        let mut cache = WireCache::default();
+        let mut o = WireOracle::new(&c, &mut cache).unwrap();
+        let (d1, d2) = (LARGE_1D / 2, LARGE_1D);
+        let kernel = |name: &'static str, bytes: f64, flops: f64| Kernel {
+            name,
+            bytes,
+            flops,
+            reading: None,
+        };
+        let probe = |gather: usize, exact: bool, same: Kernel, other: Kernel| ShapeInfo {
+            wire: vec![vec![WireLen {
+                sum_f32: 0,
+                gather_u32: gather,
+                ring_u32: 7,
+                gather_exact: exact,
+            }]],
+            kernels: vec![vec![[vec![same], vec![other]]]],
+            selected: gather,
+        };
+        let small = probe(100, true, kernel("a", 10.0, 1.0), kernel("b", 5.0, 5.0));
+        let large = probe(200, false, kernel("a", 20.0, 2.0), kernel("c", 40.0, 4.0));
+        let (k1, k2) = (o.key(1, d1, false), o.key(1, d2, false));
+        o.cache.map.insert(k1, small);
+        o.cache.map.insert(k2, large);
+        let got = o.info(1, 3 * d1).unwrap().clone();
+        let w = &got.wire[0][0];
+        // 100 + (200 - 100) x 2; 7 at both probes stays 7
+        assert_eq!((w.sum_f32, w.gather_u32, w.ring_u32), (0, 300, 7));
+        assert!(!w.gather_exact, "exact at one probe only");
+        assert_eq!(got.selected, 300);
+        let [same, other] = &got.kernels[0][0];
+        // "a" at both probes: 10 + (20 - 10) x 2 bytes, 1 + (2 - 1) x 2 flops
+        assert_eq!(
+            (same[0].name, same[0].bytes, same[0].flops),
+            ("a", 30.0, 3.0)
+        );
+        // "b" then "c": the larger probe's "c" x 1.5
+        assert_eq!(
+            (other.len(), other[0].name, other[0].bytes, other[0].flops),
+            (1, "c", 60.0, 6.0)
+        );
+    }
 }
