@@ -31,6 +31,35 @@ pub struct CheckCtx<'a> {
 /// The tensor id the check registers and steps.
 pub const CHECKED: TensorId = 0;
 
+#[cfg(test)]
+impl<'a> CheckCtx<'a> {
+    /// The unit tests' context: a `rows x cols` check at two workers whose exchange
+    /// delivered `sum_f32` and empty gathered sections, no ring.
+    pub(crate) fn two_workers(
+        (rows, cols): (usize, usize),
+        params: &'a MethodParams,
+        sum_f32: &'a [f32],
+        fresh: &'a mut dyn Compressor,
+        probe: &'a dyn Fn(usize, usize) -> Array2<f32>,
+    ) -> Self {
+        CheckCtx {
+            rows,
+            cols,
+            world_size: 2,
+            params,
+            received: Received {
+                sum_f32,
+                gathered_u32: &[],
+                gather_counts: &[0, 0],
+                ring_u32: &[],
+                world_size: 2,
+            },
+            fresh,
+            probe,
+        }
+    }
+}
+
 /// `|a - b| <= tol`, false when either is NaN (a NaN never passes a check).
 pub fn within(a: f32, b: f32, tol: f32) -> bool {
     (a - b).abs() <= tol
@@ -276,21 +305,7 @@ mod tests {
         let probe = |r: usize, c: usize| {
             Array2::from_shape_fn((r, c), |(i, j)| ((7 * i + 3 * j) % 11) as f32 - 5.0)
         };
-        let c = CheckCtx {
-            rows: N,
-            cols: N,
-            world_size: 2,
-            params: &p,
-            received: Received {
-                sum_f32: &[],
-                gathered_u32: &[],
-                gather_counts: &[],
-                ring_u32: &[],
-                world_size: 2,
-            },
-            fresh: fresh.as_mut(),
-            probe: &probe,
-        };
+        let c = CheckCtx::two_workers((N, N), &p, &[], fresh.as_mut(), &probe);
         let out: Vec<f32> = out.iter().copied().collect();
         lowrank("powersgd", &out, &summed, &c, dense_now, row_space)
     }

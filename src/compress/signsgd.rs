@@ -624,21 +624,7 @@ mod tests {
         let verdict = |out: &[f32], fresh: &mut SignSgd| {
             let p = MethodParams::default();
             let probe = |r: usize, c: usize| Array2::zeros((r, c));
-            let mut c = CheckCtx {
-                rows: 1,
-                cols: 4,
-                world_size: 2,
-                params: &p,
-                received: Received {
-                    sum_f32: &[],
-                    gathered_u32: &[],
-                    gather_counts: &[],
-                    ring_u32: &[],
-                    world_size: 2,
-                },
-                fresh,
-                probe: &probe,
-            };
+            let mut c = CheckCtx::two_workers((1, 4), &p, &[], fresh, &probe);
             m.check_verdict(out, &summed, &mut c).unwrap()
         };
         assert_eq!(verdict(&[1.0, -1.0, 0.0, -1.0], &mut fresh), Ok(()));
@@ -666,21 +652,7 @@ mod tests {
         let summed = [2.5, -2.5, 4.0, 0.0];
         let p = MethodParams::default();
         let probe = |r: usize, c: usize| Array2::zeros((r, c));
-        let mut c = CheckCtx {
-            rows: 2,
-            cols: 2,
-            world_size: 2,
-            params: &p,
-            received: Received {
-                sum_f32: &[],
-                gathered_u32: &[],
-                gather_counts: &[],
-                ring_u32: &[],
-                world_size: 2,
-            },
-            fresh: &mut fresh,
-            probe: &probe,
-        };
+        let mut c = CheckCtx::two_workers((2, 2), &p, &[], &mut fresh, &probe);
         let mean = [1.25, -1.25, 2.0, 0.0];
         assert_eq!(m.check_verdict(&mean, &summed, &mut c).unwrap(), Ok(()));
         let e = m

@@ -285,21 +285,7 @@ mod tests {
         let out = [-1.0, -0.5, 0.0, 0.5, 1.0, 3.0];
         let p = MethodParams::default();
         let probe = |r: usize, c: usize| Array2::zeros((r, c));
-        let mut c = CheckCtx {
-            rows: 2,
-            cols: 3,
-            world_size: 2,
-            params: &p,
-            received: Received {
-                sum_f32: &summed,
-                gathered_u32: &[],
-                gather_counts: &[0, 0],
-                ring_u32: &[],
-                world_size: 2,
-            },
-            fresh: &mut fresh,
-            probe: &probe,
-        };
+        let mut c = CheckCtx::two_workers((2, 3), &p, &summed, &mut fresh, &probe);
         assert_eq!(
             m.check_verdict(&out, &summed, &mut c).expect("verdict"),
             Ok(())

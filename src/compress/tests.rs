@@ -200,21 +200,7 @@ fn the_compressor_defaults() {
     let summed = [2.0f32, -4.0, 6.0, 9.0];
     let p = MethodParams::default();
     let probe = |r: usize, c: usize| Array2::zeros((r, c));
-    let mut ctx = check::CheckCtx {
-        rows: 2,
-        cols: 2,
-        world_size: 2,
-        params: &p,
-        received: Received {
-            sum_f32: &summed,
-            gathered_u32: &[],
-            gather_counts: &[0, 0],
-            ring_u32: &[],
-            world_size: 2,
-        },
-        fresh: &mut fresh,
-        probe: &probe,
-    };
+    let mut ctx = check::CheckCtx::two_workers((2, 2), &p, &summed, &mut fresh, &probe);
     let ok = c.check_verdict(&[1.0, -2.0, 3.0, 4.5], &summed, &mut ctx);
     assert_eq!(ok.unwrap(), Ok(()));
     let off = c.check_verdict(&[1.0, -2.0, 3.0, 4.6], &summed, &mut ctx);

@@ -296,6 +296,21 @@ pub struct MeasuredRow {
     pub host_s: Option<f64>,
 }
 
+#[cfg(test)]
+impl MeasuredRow {
+    /// The tests' row: `iter_s` measured, nothing else (no forward time, the device
+    /// emulated, no layout, no host share).
+    pub(crate) fn timed(iter_s: f64) -> Self {
+        MeasuredRow {
+            fwd_s: 0.0,
+            iter_s,
+            compute_none: false,
+            ranks_per_node: None,
+            host_s: None,
+        }
+    }
+}
+
 /// One simulable row of an e2e.csv: its case, its measurements and its case key (every
 /// non-measurement column as `(name, value)`).
 pub type E2eRow = (SimCase, MeasuredRow, Vec<(String, String)>);
@@ -733,13 +748,7 @@ mod tests {
         row.host_compress_s = 0.002;
         row.host_decompress_s = 0.001;
         row.iter_s = 0.01;
-        let m = |iter_s| MeasuredRow {
-            fwd_s: 0.0,
-            iter_s,
-            compute_none: false,
-            ranks_per_node: None,
-            host_s: None,
-        };
+        let m = MeasuredRow::timed;
         let measured = MeasuredCase {
             case,
             label: "one".into(),

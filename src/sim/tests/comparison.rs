@@ -13,13 +13,7 @@ fn rows_and_comparison() {
     let d = std::env::temp_dir().join(format!("gradcomp-sim-cmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    let m = |iter_s| MeasuredRow {
-        fwd_s: 0.0,
-        iter_s,
-        compute_none: false,
-        ranks_per_node: None,
-        host_s: None,
-    };
+    let m = MeasuredRow::timed;
     let measured = MeasuredCase {
         case: case.clone(),
         label: "tiny/ssgd".into(),
@@ -242,13 +236,7 @@ fn write_comparison_judges_each_case_and_returns_the_outside_ones() {
         r#"{"hosts": ["vm", "vm", "vm", "vm"], "host_cores": [2, 2, 2, 2]}"#,
     )
     .unwrap();
-    let m = MeasuredRow {
-        fwd_s: 0.0,
-        iter_s: 1.0,
-        compute_none: false,
-        ranks_per_node: None,
-        host_s: None,
-    };
+    let m = MeasuredRow::timed(1.0);
     let case = |label: &str| MeasuredCase {
         case: tiny_ssgd(true),
         label: label.into(),
