@@ -342,4 +342,184 @@ mod tests {
         assert!(lines[2].ends_with("negative intercept (-1.000ms): not physical"));
         assert!(lines[3].starts_with("1 of 2 fits marked"), "{t}");
     }
+
+    /// The bounds themselves pass (r² of exactly 0.9, a worst error of exactly 15%);
+    /// just past them both marks; a dilated oversubscribed run says its dilation.
+    #[test]
+    fn marks_at_the_bounds_and_with_dilation() {
+        let at = FitRow {
+            unit: "byte",
+            r2: 0.9,
+            max_rel_err: 0.15,
+            ..FitRow::default()
+        };
+        assert!(marks(&at, None).is_empty());
+        // an intercept of exactly -1 ns is the time floor's rounding, not a negative latency
+        let floor = FitRow {
+            fixed_s: -1e-9,
+            ..at.clone()
+        };
+        assert!(marks(&floor, None).is_empty());
+        let past = FitRow {
+            r2: 0.8999,
+            max_rel_err: 0.1501,
+            ..at.clone()
+        };
+        assert_eq!(
+            marks(&past, None),
+            ["poor fit (r² 0.900 < 0.9)", "worst error 15.0% > 15%"]
+        );
+        // 6 ranks on 2 cores at dilation 2: 4 core-equivalents, still too few
+        assert_eq!(
+            marks(&at, Some(&layout(6, 2, 2))),
+            ["oversubscribed (6 ranks on 2 cores of vm at time dilation 2 (4 core-equivalents))"]
+        );
+    }
+
+    /// Three significant digits; sizes under the largest binary prefix that keeps the
+    /// value at least 1, whole values without decimals.
+    #[test]
+    fn sig3_and_size_by_hand() {
+        for (x, want) in [
+            (0.123456, "0.123"),
+            (-0.05678, "-0.0568"),
+            (0.999, "0.999"),
+            (1.0, "1.00"),
+            (12.345, "12.3"),
+            (100.0, "100"),
+            (1234.4, "1234"),
+            (0.0, "0"),
+            (f64::INFINITY, "inf"),
+        ] {
+            assert_eq!(sig3(x), want, "{x}");
+        }
+        let mib = 1024.0 * 1024.0;
+        for (b, want) in [
+            (4.0, "4 B"),
+            (1023.0, "1023 B"),
+            (1024.0, "1 KiB"),
+            (1536.0, "1.50 KiB"),
+            (64.0 * 1024.0, "64 KiB"),
+            (1.5 * mib, "1.50 MiB"),
+            (3.0 * 1024.0 * mib, "3 GiB"),
+            (1024.0 * 1024.0 * mib, "1024 GiB"),
+        ] {
+            assert_eq!(size(b), want, "{b}");
+        }
+    }
+
+    /// Each kind's cells: what was fitted, the intercept as a time, a factor or a dash,
+    /// the slope with its unit and the selection term, dashes for what a row lacks.
+    #[test]
+    fn cells_of_each_kind_by_hand() {
+        let compress = FitRow {
+            kind: "compress",
+            name: "dgc".into(),
+            phase: "compress".into(),
+            world_size: Some(4),
+            fixed_s: 2.5e-5,
+            per_unit_s: 1.234e-9,
+            unit: "element",
+            r2: 0.98765,
+            max_rel_err: 0.0456,
+            points: 7,
+            per_selected_s: Some(3e-9),
+            ..FitRow::default()
+        };
+        assert_eq!(
+            cells(&compress),
+            [
+                "compress",
+                "dgc compress",
+                "4",
+                "7",
+                "25.00us",
+                "1.23 ns/element + 3.00 ns/selected",
+                "0.988",
+                "4.6%"
+            ]
+        );
+        let comm = FitRow {
+            kind: "comm",
+            name: "allgather".into(),
+            points: 0,
+            fixed_s: 2e-3,
+            per_unit_s: 5e-10,
+            unit: "byte",
+            r2: f64::NAN,
+            max_rel_err: f64::NAN,
+            ..FitRow::default()
+        };
+        // no byte range: the name alone; no points is no dash outside host rows
+        assert_eq!(
+            cells(&comm),
+            [
+                "comm",
+                "allgather",
+                "-",
+                "0",
+                "2.000ms",
+                "0.500 ns/byte",
+                "-",
+                "-"
+            ]
+        );
+        let host = |phase: &str, points: usize, unit: &'static str| FitRow {
+            kind: "host",
+            name: "jitter".into(),
+            phase: phase.into(),
+            fixed_s: 1.5,
+            unit,
+            r2: f64::NAN,
+            max_rel_err: f64::NAN,
+            points,
+            ..FitRow::default()
+        };
+        let row = |r: FitRow| cells(&r).map(|c| c.to_string());
+        assert_eq!(
+            row(host("-", 0, "factor")),
+            ["host", "jitter", "-", "0", "-", "-", "-", "-"]
+        );
+        assert_eq!(
+            row(host("compress", 3, "factor")),
+            [
+                "host",
+                "jitter (compress)",
+                "-",
+                "3",
+                "1.50x",
+                "-",
+                "-",
+                "-"
+            ]
+        );
+        assert_eq!(
+            row(host("-", 3, "s")),
+            ["host", "jitter", "-", "3", "1.50s", "-", "-", "-"]
+        );
+    }
+
+    /// The line under the table counts the marked fits (none of one here) and names the
+    /// files written, or a dash.
+    #[test]
+    fn the_count_line_names_the_files_written() {
+        let good: Vec<_> = SIZES.iter().map(|&b| (b, 1e-5 + 1e-9 * b)).collect();
+        let mut rep = FitReport {
+            rows: vec![comm_row(&good)],
+            ..FitReport::default()
+        };
+        let last = |rep: &FitReport| table(rep).lines().nth(2).unwrap_or("").to_string();
+        assert!(
+            last(&rep).starts_with("0 of 1 fits marked"),
+            "{}",
+            last(&rep)
+        );
+        assert!(last(&rep).ends_with("; every fit in -"), "{}", last(&rep));
+        rep.written = vec!["d/fits.csv".into(), "d/fits.json".into()];
+        assert!(
+            last(&rep).ends_with("; every fit in d/fits.csv and d/fits.json"),
+            "{}",
+            last(&rep)
+        );
+    }
 }
