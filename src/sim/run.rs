@@ -599,6 +599,18 @@ mod tests {
         d
     }
 
+    /// Column `name` of the CSV at `path`, every row.
+    fn csv_column(path: &Path, name: &str) -> Vec<String> {
+        let mut csv = csv::Reader::from_path(path).unwrap();
+        let c = csv
+            .headers()
+            .unwrap()
+            .iter()
+            .position(|h| h == name)
+            .unwrap();
+        csv.records().map(|x| x.unwrap()[c].to_string()).collect()
+    }
+
     /// sim.csv's network column: the preset, `fitted` with fits and no preset, else the
     /// default 10gbe.
     #[test]
@@ -665,14 +677,7 @@ mod tests {
         assert_eq!(o.sim_csv, d.join("out").join("sim.csv"));
         assert_eq!(o.rows, 12);
         assert!(o.outside_tolerance.is_empty() && o.warnings.is_empty());
-        let mut csv = csv::Reader::from_path(&o.sim_csv).unwrap();
-        let col = csv
-            .headers()
-            .unwrap()
-            .iter()
-            .position(|c| c == "network")
-            .unwrap();
-        let nets: Vec<String> = csv.records().map(|x| x.unwrap()[col].to_string()).collect();
+        let nets = csv_column(&o.sim_csv, "network");
         assert_eq!(nets.len(), 12);
         assert_eq!(nets.iter().filter(|n| *n == "10gbe").count(), 6);
         assert_eq!(nets.iter().filter(|n| *n == "1gbe").count(), 6);
@@ -938,14 +943,7 @@ mod tests {
             };
             let o = run(&r).unwrap();
             assert_eq!(o.rows, 4);
-            let mut csv = csv::Reader::from_path(d.join(out).join("sim_vs_measured.csv")).unwrap();
-            let c = csv
-                .headers()
-                .unwrap()
-                .iter()
-                .position(|h| h == "role")
-                .unwrap();
-            csv.records().map(|x| x.unwrap()[c].to_string()).collect()
+            csv_column(&d.join(out).join("sim_vs_measured.csv"), "role")
         };
         let same = fits.join("sub").join("..").join("e2e.csv");
         assert_eq!(roles(same, "same"), ["calibration"; 4]);
