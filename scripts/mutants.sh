@@ -12,15 +12,16 @@
 # MUTMUT_MODULES="compare.py simagree.py"  these analysis modules instead of the changed ones;
 # MUTANTS_RUST_FILES="src/schedule/*.rs"  these Rust files (globs) whole instead of the diff;
 # MUTANTS_TEST_FILTER="a:: b::"  pass 1's unit-test filter; MUTANTS_PASS2_FILTER="sim::"  pass 2's
-#   (default: every unit test and the integration tests that reach the files);
+#   (default: every unit test and the integration tests that reach the files; neither pass
+#   runs sim::tests::engine_vs_sim or sketch's 1,000-step test, minutes each at opt-level 0);
 # MUTANTS_OUT=DIR  where the mutmut copy and the logs go [default: a fresh mktemp -d];
 # MUTANTS_TREE=DIR  cargo-mutants' copy of the tree [default: target/mutants-tree];
 # MUTMUT_CHILDREN=N  mutmut's parallel workers [default: the cores, at most 4].
 # Exit 0 when no mutant survived, 1 when some did, 2 on a usage or tool error.
 # mutmut runs in a copy of analysis/ (never in the working tree); the tests that need the
 # repository around them or the release binary (test_report, test_docs*, test_slurm*,
-# test_check_layers*, test_profile_compress) are left out of its runs: they check files
-# and the binary, not the analysis functions mutated here.
+# test_check_layers*, test_scripts*, test_profile_compress) are left out of its runs: they
+# check files, scripts and the binary, not the analysis functions mutated here.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -31,7 +32,7 @@ for a in "$@"; do
     --all) all=1 ;;
     --python-only) rust_on=0 ;;
     --rust-only) python_on=0 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     -*) echo "mutants.sh: unknown option $a" >&2; exit 2 ;;
     *) base=$a ;;
   esac
@@ -93,7 +94,8 @@ if ((python_on)); then
       echo "also_copy="
       (cd "$W" && ls methods.json profile_*.py) | sed 's/^/    /'
       echo "pytest_add_cli_args="
-      for t in test_report.py 'test_docs*.py' 'test_slurm*.py' 'test_check_layers*.py' test_profile_compress.py; do
+      for t in test_report.py 'test_docs*.py' 'test_slurm*.py' 'test_check_layers*.py' 'test_scripts*.py' \
+               test_profile_compress.py; do
         echo "    --ignore-glob=tests/$t"
       done
       echo "    -p"
@@ -147,9 +149,10 @@ fi
 # mutant left by an interrupted run differs and is replaced).
 # Tests per mutant, pass 1: the library's unit tests (`--lib`: one test binary to rebuild)
 # whose path names a changed file's module (`compress::sketch::` for src/compress/sketch.rs;
-# with `engine::` and `sim::tests::bucketing` for src/schedule, which they drive;
-# MUTANTS_TEST_FILTER="a:: b::" chooses): at opt-level 0 the whole library takes 150 s
-# and `compress::` 208 s, `schedule::` 2 s.
+# `sim::` for any file of src/sim; with `engine::` and `sim::tests::bucketing` for
+# src/schedule, which they drive; MUTANTS_TEST_FILTER="a:: b::" chooses), never the two
+# tests of minutes (`slow` below): at opt-level 0 the whole library but those takes 57 s
+# under load 5-6, `sim::` 3-22 s, `schedule::` 2 s.
 # Pass 2 (cargo-mutants --iterate: what pass 1 neither caught nor found unviable): every
 # unit test, plus tests/wire_formula.rs when src/compress, src/schedule or src/engine
 # changed and tests/determinism.rs for src/compress (the integration tests that reach those
@@ -190,18 +193,31 @@ if ((rust_on)); then
         touched=$(git diff --name-only "$base" -- 'src/*.rs' 'src/**/*.rs')
       fi
     else
-      touched=$(printf "src/compress/\nsrc/schedule/\n")
+      # every file: the crate root among them, so every unit test (no filter)
+      touched=$(git ls-files 'src/*.rs' 'src/**/*.rs')
     fi
     if ((${#args[@]})); then
       if [[ -n ${MUTANTS_TEST_FILTER:-} ]]; then
         read -ra filter <<< "$MUTANTS_TEST_FILTER"
       else
-        # each changed file's module path (src/compress/sketch.rs: compress::sketch::)
-        read -ra filter <<< "$(sed -n 's#^src/##; s#/mod\.rs$##; s#\.rs$##; s#/#::#g; s#$#::#p' <<< "$touched" | sort -u | tr '\n' ' ')"
+        # each changed file's module path (src/compress/sketch.rs: compress::sketch::),
+        # except where a module's tests are elsewhere: src/sim/* is reached mostly from
+        # sim::tests and other sim modules (all of `sim::`, 3 s at opt-level 0 without
+        # engine_vs_sim), src/compress/mod.rs from compress::tests and the registry
+        read -ra filter <<< "$(for f in $touched; do
+          case $f in
+            src/sim/*) echo sim:: ;;
+            src/compress/mod.rs) echo compress::tests:: compress::registry:: compress::device_kernel_tests:: ;;
+            *) sed 's#^src/##; s#/mod\.rs$##; s#\.rs$##; s#/#::#g; s#$#::#' <<< "$f" ;;
+          esac
+        done | tr ' ' '\n' | sort -u | tr '\n' ' ')"
         grep -q '^src/schedule/' <<< "$touched" && filter+=(engine:: sim::tests::bucketing)
         # the crate root reaches every module: no filter
         grep -q '^src/\(lib\|main\)\.rs$' <<< "$touched" && filter=()
       fi
+      # the two tests of minutes at opt-level 0 (sim::tests::engine_vs_sim 125 s, sketch's
+      # 1,000 steps at 8 workers 60 s+) never run per mutant; `make test` runs them
+      slow=(--skip sim::tests::engine_vs_sim --skip residuals_stay_bounded_over_1000_steps_at_8_workers)
       tests=(--cargo-arg=--lib)
       grep -q '^src/\(compress\|schedule\|engine\)/' <<< "$touched" && tests+=(--cargo-arg=--test=wire_formula)
       grep -q '^src/compress/' <<< "$touched" && tests+=(--cargo-arg=--test=determinism)
@@ -211,7 +227,7 @@ if ((rust_on)); then
       export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
       start_s=$SECONDS
       echo "cargo-mutants pass 1: unit tests matching ${filter[*]:-(all)}"
-      (cd "$TREE" && cargo mutants "${args[@]}" --cargo-arg=--lib -- -- "${filter[@]}") \
+      (cd "$TREE" && cargo mutants "${args[@]}" --cargo-arg=--lib -- -- "${filter[@]}" "${slow[@]}") \
         > "$R/cargo-mutants.log" 2>&1
       crc=$?
       tail -n 3 "$R/cargo-mutants.log"
@@ -231,9 +247,9 @@ if ((rust_on)); then
           # (MUTANTS_PASS2_FILTER="sim::": only the unit tests matching it, no integration test)
           if [[ -n ${MUTANTS_PASS2_FILTER:-} ]]; then
             read -ra filter2 <<< "$MUTANTS_PASS2_FILTER"
-            tests2=(--cargo-arg=--lib -- -- "${filter2[@]}") what2="unit tests matching ${filter2[*]}"
+            tests2=(--cargo-arg=--lib -- -- "${filter2[@]}" "${slow[@]}") what2="unit tests matching ${filter2[*]}"
           else
-            tests2=("${tests[@]}") what2="every unit test and ${tests[*]#--cargo-arg=}"
+            tests2=("${tests[@]}" -- -- "${slow[@]}") what2="every unit test and ${tests[*]#--cargo-arg=}"
           fi
           (cd "$TREE" && cargo mutants "${args[@]}" --iterate "${tests2[@]}") >> "$R/cargo-mutants.log" 2>&1
           crc=$?
