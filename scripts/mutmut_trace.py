@@ -28,6 +28,7 @@ parse the mutated module (200,000 lines for report.py) at every failure."""
 
 import ast
 import difflib
+import importlib
 import json
 import os
 import re
@@ -72,12 +73,11 @@ def _run(item, limit_s: int):
     return "timeout" if "MutantTimeout" in str(bad[0].longrepr) else "failed"
 
 
-def statement_ranges(path: str) -> dict:
+def statement_ranges(path: str, mod: str) -> dict:
     """mutant name -> [[first, last] line of each statement it changes], or None (its signature
     or decorator: any test that calls the function)."""
     src = open(path).read()
     lines = src.splitlines()
-    mod = "gradcomp_analysis." + os.path.splitext(os.path.basename(path))[0]
     funcs = {}
     for node in ast.walk(ast.parse(src)):
         if isinstance(node, ast.FunctionDef):
@@ -135,7 +135,8 @@ def pytest_runtestloop(session):
     if not names:
         return True
     module = names[0].rsplit(".", 1)[0]
-    path = os.path.join(str(session.config.rootpath), *module.split(".")) + ".py"
+    # the file the tests import (pytest's rootpath may be a folder above the copy)
+    path = importlib.import_module(module).__file__
     suffix = "/".join(module.split(".")) + ".py"
     cache = os.environ.get("MLOOP_STATS")
     st = json.load(open(cache)) if cache and os.path.exists(cache) else {}
@@ -167,7 +168,7 @@ def pytest_runtestloop(session):
     if cache:
         json.dump(st, open(cache, "w"))
     items = {i.nodeid: i for i in session.items}
-    ranges = statement_ranges(path)
+    ranges = statement_ranges(path, module)
     seen_by = {k: set(v["lines"]) for k, v in st.items()}
 
     def reaches(test, mutant, fn):
