@@ -309,4 +309,56 @@ mod tests {
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    /// The parameter server's volumes (module docs of `link_bytes`): the root's link
+    /// carries `(n-1) m` for a reduce-broadcast and `(n-1) n m` for a gather-broadcast;
+    /// one rank moves nothing.
+    #[test]
+    fn ps_link_volumes_by_hand() {
+        assert_eq!(link_bytes(Op::PsReduceBcast, 4, 1000.0), 3.0 * 1000.0);
+        assert_eq!(link_bytes(Op::PsGatherBcast, 4, 1000.0), 3.0 * 4.0 * 1000.0);
+        assert_eq!(link_bytes(Op::PsGatherBcast, 2, 10.0), 20.0);
+        assert_eq!(link_bytes(Op::AllGather, 1, 1000.0), 0.0);
+        assert_eq!(link_bytes(Op::PsGatherBcast, 1, 1000.0), 0.0);
+    }
+
+    /// tc's units (`mbit`, `kbit`) in bytes per second, and rates or bursts that are not
+    /// positive refused naming the key.
+    #[test]
+    fn tc_units_scale_and_non_positive_values_are_refused() {
+        let dir = std::env::temp_dir().join(format!("gc-credit-units-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (rate, bytes_per_s) in [("100mbit", 100e6 / 8.0), ("500kbit", 500e3 / 8.0)] {
+            std::fs::write(dir.join("netlab.txt"), format!("rate={rate}\nburst=1\n")).unwrap();
+            let s = Shaper::from_run_dir(&dir).unwrap().unwrap();
+            assert_eq!(s.rate_bytes_per_s, bytes_per_s, "{rate}");
+            assert_eq!(s.burst_bytes, 1.0);
+        }
+        for (bad, key) in [
+            ("rate=0gbit\nburst=262144\n", "'rate'"),
+            ("rate=-1gbit\nburst=262144\n", "'rate'"),
+            ("rate=infgbit\nburst=262144\n", "'rate'"),
+            ("rate=1gbit\nburst=0\n", "'burst'"),
+        ] {
+            std::fs::write(dir.join("netlab.txt"), bad).unwrap();
+            let e = Shaper::from_run_dir(&dir).unwrap_err().to_string();
+            assert!(e.contains("netlab.txt") && e.contains(key), "{bad}: {e}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The description: the link's rate in Gbit/s and the burst; the dilation only when
+    /// there is one (K > 1), with tbf's rate on the machine's clock, rate / K.
+    #[test]
+    fn the_description_names_the_dilation_only_above_one() {
+        assert_eq!(gbit().describe(), "tbf 1.000 Gbit/s burst 250000 B");
+        let s = Shaper {
+            dilation: 4,
+            ..gbit()
+        };
+        assert_eq!(
+            s.describe(),
+            "tbf 1.000 Gbit/s burst 250000 B (time dilation 4: tbf shaped to 0.250 Gbit/s on the machine's clock)"
+        );
+    }
 }
