@@ -285,6 +285,7 @@ def test_ranking_warnings_without_run_ids_cores_or_repeats():
 
 
 def sim_folder(d, run_json=None, **cols):
+    import difflib
     import json
     import os
     sim = pd.DataFrame(cols or {"model": ["m", "m", "n"], "method": ["ssgd", "topk", "ssgd"],
@@ -967,3 +968,704 @@ def test_paper_sections_buffer_sweep_figure_draws_a_line_per_setup_and_run(tmp_p
     # the model each line belongs to is named too (its panel's title, or the title of the one panel)
     for name, _ in drawn:
         assert re.search(r"\b(alpha|beta)\b" if col == "model" else r"\bm\b", name), name
+
+
+# ------------------------------------------------------------------ _write_files, line by line
+
+
+def _one(name):
+    """A stub table: one column `t` holding NAME (its Markdown is `| t |`, `|---|`, `| NAME |`)."""
+    return pd.DataFrame({"t": [name]})
+
+
+def _md(name):
+    return f"| t |\n|---|\n| {name} |"
+
+
+def _tab(name, caption=""):
+    """The lines Report.table adds for a stub table (the rule written again)."""
+    return [f"Table `{name}` ([csv]({name}.csv))" + (f": {caption}" if caption else ""), "", _md(name), ""]
+
+
+def _stub_write_files(monkeypatch, calls, missing=None):
+    """_write_files' collaborators (the sections and tables with tests of their own, the plots)
+    replaced by stubs that record what they were given and return a one-cell table or a file name."""
+    from gradcomp_analysis import plots
+    from gradcomp_analysis import trains as TR
+
+    def rec(name, ret):
+        def f(*a, **k):
+            calls.setdefault(name, []).append(a)
+            return ret(*a) if callable(ret) else ret
+        return f
+    monkeypatch.setattr(R, "_run_lines", rec("run_lines", ["- run line"]))
+    monkeypatch.setattr(R, "_sim_lines", rec("sim_lines", ["- sim line"]))
+    monkeypatch.setattr(R, "fastest_section", rec("fastest", None))
+
+    def paper(rep, e, out):
+        calls.setdefault("paper", []).append((e, out))
+        rep.missing.update(missing or {})
+    monkeypatch.setattr(R, "paper_sections", paper)
+    monkeypatch.setattr(R, "acp_vs_power", rec("acp_vs_power", None))
+    monkeypatch.setattr(R, "simulate_section", rec("simulate", None))
+    monkeypatch.setattr(R, "paper_scale_section", rec("paper_scale", None))
+    monkeypatch.setattr(R, "paper_scale_trains", rec("paper_scale_trains", None))
+    monkeypatch.setattr(R, "absent_line", rec("absent", "ABSENT"))
+    monkeypatch.setattr(TR, "column", rec("column", lambda df, ch: [f"v{i}" for i in range(len(df))]))
+    monkeypatch.setattr(T, "collapse_repeats",
+                        rec("collapse", lambda df: df.assign(repeats=[1, 3, 2, 1, 1, 1][:len(df)])))
+    monkeypatch.setattr(T, "micro_comm_tables",
+                        rec("micro_comm_tables", {"allreduce": _one("ar"), "allgather": _one("ag")}))
+    for name in ["micro_compress", "micro_phases", "e2e_overview", "e2e_phases", "sim_host_calibration",
+                 "converge_summary"]:
+        monkeypatch.setattr(T, name, rec(name, _one(name)))
+    monkeypatch.setattr(T, "auto", rec("auto", lambda df: df))
+    monkeypatch.setattr(T, "planner_accuracy", rec("planner_accuracy", pd.DataFrame({"within": ["yes", "no", "yes"]})))
+    monkeypatch.setattr(T, "sim_accuracy", rec("sim_accuracy", pd.DataFrame({
+        "verdict": ["within", "outside", "too-noisy", "ranks-exceed-cores", "within", "within"],
+        "oversubscribed": ["", "8 ranks on 2 cores", NAN, "4 ranks on 2 cores", "8 ranks on 2 cores", ""]})))
+    for name in ["micro_comm", "micro_compress", "micro_phases", "e2e_phases", "sim_accuracy", "converge_curves"]:
+        monkeypatch.setattr(plots, name, rec("plot_" + name, [f"{name}.png"]))
+
+
+def test_write_files_line_by_line_with_every_kind_of_result(tmp_path, monkeypatch, capsys):
+    """_write_files with every file a run can hold: report.md line by line (the run and simulation
+    lines, skipped folders and rows left out, the times paragraph, the repeats line, each section in
+    order with its tables, captions and figures, the overlap pivots, the planner's and simulator's
+    counts, the convergence targets, the Files line), each table's CSV, Markdown and LaTeX file and
+    manifest.json. The collaborators are stubs (their own tests are elsewhere)."""
+    import difflib
+    import json
+
+    from gradcomp_analysis import trains as TR
+    from gradcomp_analysis.io import Results
+    calls = {}
+    _stub_write_files(monkeypatch, calls, missing={"omgs": "needs omgs", "dgc_ratio": "needs dgc"})
+    e2e = pd.DataFrame({
+        "model": ["a", "a", "a", "b", "c", "c"], "world_size": [2, 2, 2, 4, 2, 2],
+        "method": ["ssgd", "ssgd", "topk", "ssgd", "ssgd", "ssgd"], "run": ["r1", "r2", "r1", "r1", "r1", "r1"],
+        "fusion": ["none", 1048576, "none", "none", "none", 1048576],
+        "pipelining": ["on", "on", "on", "on", "on", "off"],
+        "overlap_eff": [0.5, 0.25, 0.75, NAN, 0.125, 0.875], "planned_s": [NAN, "0.1", NAN, NAN, NAN, NAN]})
+    checks = pd.DataFrame({"method": ["topk", "ssgd"], "world_size": [2, 2], "density": [0.01, NAN], "rank": [NAN, NAN],
+                           "sketch_rows": [NAN, NAN], "sketch_cols_per_k": [NAN, NAN], "qsgd_levels": [NAN, NAN],
+                           "seeds": [2, 3], "steps": [40, NAN], "steps_lo": [30, NAN], "steps_hi": [50, NAN],
+                           "ratio": [1.5, 1.0], "text": ["trains", "dense"], "target_loss": [0.123456, NAN],
+                           "target_accuracy": [0.98765, NAN], "dense_seeds": [3.0, NAN]})
+    monkeypatch.setattr(TR, "checks", lambda conv, recs: calls.setdefault("checks", []).append((conv, recs)) or checks)
+    conv = pd.DataFrame({"step": [1]})
+    micro = pd.DataFrame({"x": [1]})
+    kc = pd.DataFrame({"mem_read_gbps": [1.234, 5.678]})
+    mc = pd.DataFrame({"y": [2]})
+    sv = pd.DataFrame({"tolerance": [0.125, 0.1, 0.125]})
+    sh = pd.DataFrame({"h": [1]})
+    meta, hist, crec = [("r1", {"id": "A"}), ("r2", {"id": "B"})], [("r1", {"id": "H"})], [("r1", {"id": "C"})]
+    res = Results(micro_comm=mc, micro_compress=kc, micro=micro, e2e=e2e, converge=conv, sim_vs_measured=sv,
+                  sim_host=sh, meta=meta, history=hist, converge_records=crec,
+                  skipped=[("/x/a", "no run"), ("/x/b", "a report folder")], warnings=["row 3 left out"])
+    sims, ps = [{"path": "s"}], [{"path": "p"}]
+    out = str(tmp_path)
+    R._write_files(out, res, sims, ps, True)
+
+    assert capsys.readouterr().err == ("gradcomp_analysis: warning: skipped /x/a: no run\n"
+                                       "gradcomp_analysis: warning: skipped /x/b: a report folder\n")
+    assert calls["run_lines"] == [(meta, hist, crec)] and calls["sim_lines"] == [(sims, ps)]
+    assert calls["checks"] == [(conv, [{"id": "A"}, {"id": "B"}, {"id": "H"}, {"id": "C"}])]
+    # the trains column on e2e, micro and micro_compress (not micro_comm), from trains.column
+    assert [len(a[0]) for a in calls["column"]] == [6, 1, 2]
+    assert list(res.e2e["trains"]) == ["v0", "v1", "v2", "v3", "v4", "v5"] and list(res.micro["trains"]) == ["v0"]
+    assert list(res.micro_compress["trains"]) == ["v0", "v1"] and "trains" not in res.micro_comm.columns
+    # the e2e rows the sections get: collapsed, pipelining and fusion as text
+    (e,) = [a[1] for a in calls["fastest"]]
+    assert list(e["fusion"]) == ["none", "1048576", "none", "none", "none", "1048576"]
+    assert list(e["pipelining"]) == ["on"] * 5 + ["off"] and list(e["repeats"]) == [1, 3, 2, 1, 1, 1]
+    assert calls["fastest"][0][3] == meta + hist + crec and calls["fastest"][0][2] is checks
+    assert calls["paper"][0][0] is e and calls["paper"][0][1] == out
+    assert [len(a[0]) for a in calls["e2e_overview"]] == [3, 1, 2]
+    assert calls["e2e_phases"][0][0] is e and calls["planner_accuracy"][0][0] is e
+    assert calls["plot_sim_accuracy"][0][2] == 0.1 and calls["plot_micro_comm"][0] == (mc, out)
+    assert [(a[1] is x, *a[2:]) for a, x in zip(calls["acp_vs_power"], [res.micro_compress, res.micro])] == [
+        (True, "micro_compress_acpsgd_vs_powersgd", "kernels of one step on one rank"),
+        (True, "micro_acpsgd_vs_powersgd", "one step through MPI, exchange included")]
+    assert len(calls["acp_vs_power"]) == 2
+    assert [a[1:] for a in calls["simulate"]] == [(sims, out)] and [a[1:] for a in calls["paper_scale"]] == [(ps,)]
+    assert [a[1:] for a in calls["paper_scale_trains"]] == [(ps,)] and "absent" not in calls
+
+    times = (
+        "Times are per iteration, the maximum over ranks, median over timed iterations, in ms, shown as "
+        "`median ± h` where h is the half-width of the 95% confidence interval of the mean iteration "
+        "(`iter_ci95_s`; in the CSV tables the column `X ±`), or `median (too noisy)` where h exceeds the "
+        "median (the interval reaches below zero and says nothing). A comparison column (`vs ssgd` etc.) says "
+        "`faster` or `slower`, or `≈ not significant` when the two intervals overlap: that difference lies "
+        "inside the measurement noise, do not rank it. \"best\" = the fastest fusion/pipelining "
+        "configuration present for that method (shown as `fusion/pipelining`); an S-SGD baseline is named "
+        "`fusion/pipelining/collective` (`ssgd config`). When several runs are combined, a table compares "
+        "methods within one run wherever a run holds the comparison (every run is then shown on its own); "
+        "only where no run does are the runs' rows compared together. The `run` column says which run a row "
+        "came from; a comparison drawn from several runs names them all (`a + b`, in long tables in "
+        "`runs compared`). " + R.WIRE_TEXT + " Columns marked *(published)* are the papers' "
+        "numbers (their hardware; see each section), not ours. `trains`: whether the row's method at its "
+        "hyper-parameters (density, rank, sketch size, QSGD levels) reaches dense S-SGD's held-out accuracy in "
+        "`gradcomp converge` in these results: dense's final loss and accuracy over its seeds widened by the "
+        "one-sided 95% prediction bound of one more dense seed: `trains (dense accuracy in N steps)`, `does not "
+        "reach dense`, `no dense target` (dense at fewer than 2 seeds), `diverged at step N`, `interrupted` (a "
+        "curve cut short), `at np N` when only another world size was checked, "
+        "`not checked` when no converge.csv has that configuration (docs/methods.md, \"Convergence check\").")
+    sim_acc = (
+        "`gradcomp simulate --fits RUN --compare RUN/e2e.csv` (bench-configs/sim-accuracy.toml): simulated vs "
+        "measured median iteration time over the case's rounds, beside its run-to-run spread "
+        "(the median's order-statistic interval over the median: of 2-4 rounds the range, of 5 the second to "
+        "fourth smallest, of 7 the third to fifth). 3 of 4 judged cases within 10%, 12.5%; 1 too noisy to judge "
+        "(noise above the tolerance: the spread, plus for host compression the compression fit's spread and at "
+        "least the run's host jitter, each as far as it moves the prediction; docs/performance.md), "
+        "1 not held to it (more ranks than cores). The host model is calibrated on every method's "
+        "host-compression cases (median over cases of each case's median over rounds; fits.csv `host` rows with "
+        "their spread over rounds) and each method's cases are priced by the model calibrated without that "
+        "method (leave one method out): `validation` rows are out of sample, `calibration` rows are not. "
+        "Oversubscribed: 4 ranks on 2 cores; 8 ranks on 2 cores.")
+    conv_text = (
+        "An MLP trained through every method's compressor, buckets and exchange (docs/methods.md, "
+        "\"Convergence check\"). `converge_targets`: per configuration over its seeds, the steps to "
+        "dense S-SGD's target (dense's final held-out loss and accuracy over its seeds widened by the "
+        "one-sided 95% prediction bound of one more dense seed); the verdict every `trains` column "
+        "shows. `converge_summary`: per run, the final losses beside dense's (`within_tolerance`: at "
+        "most 1.25x dense's final loss, the check before 2026-11-28, kept as a ratio column; `why_not`: the "
+        "reason documented for the earlier 200-step run; `wire vs dense`: the median `wire_bytes` over the "
+        "MLP's fp32 gradient, 4 bytes x `model_params`).")
+    targets = ("| method | world_size | density | seeds | steps | steps_lo | steps_hi | ratio | text | target |\n"
+               "|---|---|---|---|---|---|---|---|---|---|\n"
+               "| topk | 2 | 0.01 | 2 | 40 | 30 | 50 | 1.5 | trains | loss <= 0.1235, accuracy >= 0.9877 "
+               "(3 dense seeds) |\n"
+               "| ssgd | 2 |  | 3 |  |  |  | 1 | dense | - |")
+    conv_caption = ("steps to dense S-SGD's accuracy per configuration (its seeds together; `ratio`: mean final "
+                    "held-out loss over dense's)")
+    want = [
+        "# gradcomp report", "", "- run line", "- sim line", "",
+        "Folders skipped:", "", "- `/x/a`: no run", "- `/x/b`: a report folder", "",
+        "Rows left out:", "", "- row 3 left out", "",
+        times, "",
+        "2 e2e case(s) were measured more than once in one run (up to 3 times): each is shown at its median "
+        "repeat, its ± widened to half the range between the repeats where that is larger.", "",
+        "## Collectives (micro-comm)", "",
+        "Median time per iteration (max over ranks) and bus bandwidth (nccl-tests definition).", "",
+        "### allreduce", "", *_tab("allreduce")[:2], _md("ar"), "",
+        "### allgather", "", *_tab("allgather")[:2], _md("ag"), "",
+        "![micro_comm.png](micro_comm.png)", "",
+        "## Compression kernels (micro-compress)", "",
+        "Memory read bandwidth probe: 5.68 GB/s; `mem_frac` = input GB/s / probe.", "",
+        *_tab("micro_compress"), "![micro_compress.png](micro_compress.png)", "",
+        "## One tensor through MPI (micro)", "", *_tab("micro")[:2], _md("micro_phases"), "",
+        "![micro_phases.png](micro_phases.png)", "",
+        "## Training iterations (e2e)", "",
+        "Median iteration time (ms) per method, fusion plan and pipelining (own collective); speedup over "
+        "ssgd with the same fusion and pipelining, and each method's best configuration with its speedup "
+        "over ssgd's best (named below each table).", "",
+        "### a, 2 ranks", "", *_tab("e2e_a_np2")[:2], _md("e2e_overview"), "",
+        "Overlap efficiency (pipelining on), a, 2 ranks:", "",
+        "Table `e2e_a_np2_overlap` ([csv](e2e_a_np2_overlap.csv))", "",
+        "| run | method | none | 1048576 |\n|---|---|---|---|\n| r1 | ssgd | 0.5 |  |\n| r1 | topk | 0.75 |  |\n"
+        "| r2 | ssgd |  | 0.25 |", "",
+        "### b, 4 ranks", "", *_tab("e2e_b_np4")[:2], _md("e2e_overview"), "",
+        "### c, 2 ranks", "", *_tab("e2e_c_np2")[:2], _md("e2e_overview"), "",
+        "Overlap efficiency (pipelining on), c, 2 ranks:", "",
+        "Table `e2e_c_np2_overlap` ([csv](e2e_c_np2_overlap.csv))", "",
+        "| method | none |\n|---|---|\n| ssgd | 0.125 |", "",
+        "### Phase breakdown", "",
+        *_tab("e2e_phases", "phase times at each method's best configuration (ms)")[:2], _md("e2e_phases"), "",
+        "![e2e_phases.png](e2e_phases.png)", "",
+        "## Planner accuracy", "",
+        "Planner fusions (`mgwfbp`, `omgs`, `layerfusion`): the planner's own prediction for the plan that "
+        "ran (`planned_s`, its timeline model with the costs it calibrated in the run) beside the measured "
+        "`bwd_sync_s`, the same span from the start of backward to the end of the last communication. "
+        "2 of 3 within 25%. A large error means the planner chose "
+        "its buckets from a wrong picture of this machine (docs/methods.md, \"Fusion, pipelining and "
+        "planners\").", "",
+        "Table `planner_accuracy` ([csv](planner_accuracy.csv))", "",
+        "| within |\n|---|\n| yes |\n| no |\n| yes |", "",
+        "## Simulator accuracy", "", sim_acc, "",
+        "Table `sim_accuracy` ([csv](sim_accuracy.csv))", "",
+        "| verdict | oversubscribed |\n|---|---|\n| within |  |\n| outside | 8 ranks on 2 cores |\n| too-noisy |  |\n"
+        "| ranks-exceed-cores | 4 ranks on 2 cores |\n| within | 8 ranks on 2 cores |\n| within |  |", "",
+        "![sim_accuracy.png](sim_accuracy.png)", "",
+        *_tab("sim_host_calibration", "the host model each simulation used: value, its spread over rounds, and its "
+              "range over the leave-one-method-out calibrations"),
+        "## Convergence (`gradcomp converge`)", "", conv_text, "",
+        f"Table `converge_targets` ([csv](converge_targets.csv)): {conv_caption}", "", targets, "",
+        *_tab("converge_summary", "final held-out loss and accuracy per method beside dense S-SGD")[:2],
+        _md("converge_summary"), "",
+        "![converge_curves.png](converge_curves.png)", "",
+        "## Files", "",
+        "15 tables (Markdown + CSV + LaTeX), 6 plots; paper tables without rows here: dgc_ratio, omgs.", ""]
+    got = open(os.path.join(out, "report.md")).read().split("\n")
+    want = "\n".join(want).split("\n")
+    assert got == want, "\n".join(difflib.unified_diff(want, got, lineterm=""))
+    tables = ["allreduce", "allgather", "micro_compress", "micro", "e2e_a_np2", "e2e_a_np2_overlap", "e2e_b_np4",
+              "e2e_c_np2", "e2e_c_np2_overlap", "e2e_phases", "planner_accuracy", "sim_accuracy",
+              "sim_host_calibration", "converge_targets", "converge_summary"]
+    plots_ = ["micro_comm.png", "micro_compress.png", "micro_phases.png", "e2e_phases.png", "sim_accuracy.png",
+              "converge_curves.png"]
+    assert json.load(open(os.path.join(out, "manifest.json"))) == {
+        "tables": tables, "plots": plots_, "missing": {"omgs": "needs omgs", "dgc_ratio": "needs dgc"},
+        "runs": ["r1", "r2"],
+        "skipped": [{"folder": "/x/a", "why": "no run"}, {"folder": "/x/b", "why": "a report folder"}]}
+    assert sorted(os.listdir(out)) == sorted(["report.md", "manifest.json", *[f"{t}.{x}" for t in tables
+                                                                              for x in ("csv", "md", "tex")]])
+    assert open(os.path.join(out, "micro.csv")).read() == "t\nmicro_phases\n"
+    assert open(os.path.join(out, "e2e_phases.md")).read() == ("phase times at each method's best configuration "
+                                                               "(ms)\n\n" + _md("e2e_phases") + "\n")
+    assert open(os.path.join(out, "e2e_a_np2_overlap.csv")).read() == ("run,method,none,1048576\nr1,ssgd,0.5,\n"
+                                                                       "r1,topk,0.75,\nr2,ssgd,,0.25\n")
+    assert open(os.path.join(out, "converge_targets.csv")).read().splitlines()[0] == (
+        "method,world_size,density,seeds,steps,steps_lo,steps_hi,ratio,text,target")
+
+
+@pytest.mark.parametrize("absent", ["ABSENT", ""])
+def test_write_files_without_e2e_rows_lists_the_paper_tables_missing_and_what_the_folder_lacks(
+        tmp_path, monkeypatch, capsys, absent):
+    """No measured file (a folder of one run.json): no times paragraph, no section, every paper table
+    missing for want of e2e rows, the Files line with absent_line's line when it has one."""
+    import json
+
+    from gradcomp_analysis import trains as TR
+    from gradcomp_analysis.io import Results
+    calls = {}
+    _stub_write_files(monkeypatch, calls)
+    monkeypatch.setattr(R, "absent_line", lambda res: calls.setdefault("absent", []).append(res) or absent)
+    monkeypatch.setattr(TR, "checks", lambda conv, recs: pd.DataFrame())
+    res = Results(meta=[("r1", {})], micro=pd.DataFrame({"x": []}))
+    R._write_files(str(tmp_path), res, [], [], False)
+    assert capsys.readouterr().err == ""
+    got = open(tmp_path / "report.md").read().split("\n")
+    assert got == ["# gradcomp report", "", "- run line", "- sim line", "", "## Files", "",
+                   "0 tables (Markdown + CSV), 0 plots.", "", *([absent] if absent else []), ""]
+    assert calls["absent"] == [res] and "paper" not in calls and calls["fastest"][0][1] is None
+    names = ["acpsgd_main", "acpsgd_ablation", "acpsgd_buffer_sweep", "acpsgd_rank_sweep", "acpsgd_scaling",
+             "acpsgd_network", "dgc_ratio", "omgs", "marsit", "sketch_fusion", "sketch_scaling"]
+    assert json.load(open(tmp_path / "manifest.json")) == {"tables": [], "plots": [],
+                                                            "missing": {n: "no e2e rows" for n in names},
+                                                            "runs": ["r1"], "skipped": []}
+    assert sorted(os.listdir(tmp_path)) == ["manifest.json", "report.md"]
+
+
+def test_write_files_of_one_e2e_row_without_optional_columns(tmp_path, monkeypatch):
+    """One e2e row measured once, without `repeats`, `overlap_eff` or `planned_s`; a simulator
+    comparison without an `oversubscribed` column and an empty host calibration; no LaTeX: no
+    repeats line, overlap, planner or host table, no `Oversubscribed:` sentence, `none` missing."""
+    from gradcomp_analysis import trains as TR
+    from gradcomp_analysis.io import Results
+    calls = {}
+    _stub_write_files(monkeypatch, calls)
+    monkeypatch.setattr(TR, "checks", lambda conv, recs: pd.DataFrame())
+    monkeypatch.setattr(T, "collapse_repeats", lambda df: df)
+    monkeypatch.setattr(T, "sim_accuracy", lambda sv: pd.DataFrame({"verdict": ["outside"]}))
+    e2e = pd.DataFrame({"model": ["m"], "world_size": [1], "method": ["ssgd"], "fusion": ["none"],
+                        "pipelining": ["on"], "planned_s": [""]})
+    res = Results(e2e=e2e, sim_vs_measured=pd.DataFrame({"tolerance": [0.2]}), sim_host=pd.DataFrame({"h": []}))
+    R._write_files(str(tmp_path), res, [], [], False)
+    got = open(tmp_path / "report.md").read().split("\n")
+    i = got.index("### m, 1 rank")
+    assert got[i:i + 8] == ["### m, 1 rank", "", "Table `e2e_m_np1` ([csv](e2e_m_np1.csv))", "",
+                            *_md("e2e_overview").split("\n"), ""]
+    assert got[i + 8:i + 10] == ["### Phase breakdown", ""]
+    assert not any("measured more than once" in x or "Planner" in x or "Oversubscribed" in x or "Overlap" in x
+                   for x in got)
+    j = got.index("## Simulator accuracy")
+    assert "fifth). 0 of 1 judged cases within 20%; 0 too noisy to judge" in got[j + 2]
+    assert got[j + 2].endswith("`calibration` rows are not.") and "sim_host_calibration" not in "\n".join(got)
+    assert got[-2:] == ["3 tables (Markdown + CSV), 2 plots; paper tables without rows here: none.", ""]
+    assert not [f for f in os.listdir(tmp_path) if f.endswith(".tex")]
+
+
+# ------------------------------------------------------------------ cells, tables and run lines
+
+
+def test_missing_by_hand():
+    """Missing: None, pd.NA, a float NaN and any other NaN pandas knows (NaT, numpy's float32 NaN);
+    not a string (even "nan" or empty), not 0."""
+    import numpy as np
+    for v in [None, pd.NA, NAN, np.float64("nan"), np.float32("nan"), pd.NaT]:
+        assert R._missing(v), v
+    for v in ["nan", "", 0, 0.0, 1.5, np.float32(2.0), False, pd.Timestamp("2026-01-01")]:
+        assert not R._missing(v), v
+
+
+def test_record_line_by_hand():
+    """One run record: its id, subcommand (the first argument after the program that is not an
+    option), status, ranks, hosts sorted and each once, version, revision, MPI, times, Slurm job."""
+    m = {"command_line": ["gradcomp", "--quiet", "run", "cfg.toml"], "run_id": "R1", "status": "ok", "world_size": 4,
+         "hosts": ["n2", "n1", "n2"], "gradcomp_version": "0.3", "git_revision": "abc", "mpi_library": "Open MPI 4.1",
+         "start_time": "t0", "end_time": "t1", "slurm_job_id": 77}
+    assert R._record_line(m) == ("(`R1`, `run`): status `ok`, 4 ranks on n1, n2; gradcomp 0.3 (abc); MPI: Open MPI "
+                                 "4.1; t0 to t1; Slurm job 77")
+    assert R._record_line({"command_line": ["converge"], "world_size": 1, "slurm_job_id": ""}) == (
+        "(`None`, `?`): status `None`, 1 rank on ; gradcomp None (None); MPI: None; None to None; not under Slurm")
+    assert R._record_line({"command_line": ["gradcomp", "-q", "--x"], "hosts": None}).startswith("(`None`, `?`)")
+    assert R._record_line({}) == ("(`None`, `?`): status `None`, None ranks on ; gradcomp None (None); MPI: None; "
+                                  "None to None; not under Slurm")
+
+
+def test_run_lines_by_hand():
+    """A line per run (or `no run.json`), then its earlier invocations by start time, then its
+    convergence checks in the order given (the first the current one); other runs' records apart."""
+    def rec(i, start="s"):
+        return {"run_id": i, "start_time": start}
+
+    def line(i, start="s"):
+        return f"(`{i}`, `?`): status `None`, None ranks on ; gradcomp None (None); MPI: None; {start} to None; " \
+               "not under Slurm"
+    meta = [("a", rec("A")), ("b", {}), ("c", rec("C"))]
+    hist = [("a", rec("H2", "2")), ("c", rec("HC", "1")), ("a", rec("H1", "1")), ("a", rec("H10", "10"))]
+    conv = [("a", rec("K1")), ("a", rec("K0")), ("b", rec("KB"))]
+    assert R._run_lines(meta, hist, conv) == [
+        f"- run `a` {line('A')}",
+        f"  - earlier invocation into it {line('H1', '1')}",
+        f"  - earlier invocation into it {line('H10', '10')}",
+        f"  - earlier invocation into it {line('H2', '2')}",
+        f"  - convergence check into it {line('K1')}",
+        f"  - earlier convergence check into it {line('K0')}",
+        "- run `b`: no run.json",
+        f"  - convergence check into it {line('KB')}",
+        f"- run `c` {line('C')}",
+        f"  - earlier invocation into it {line('HC', '1')}"]
+    assert R._run_lines([("a", rec("A"))]) == [f"- run `a` {line('A')}"]
+
+
+def test_sig_by_hand():
+    """SIG significant digits, positional, trailing zeros kept; rounded before the exponent is
+    taken (9.9996 -> 10.00); below 1e-4 (after rounding) in exponent form."""
+    assert R._sig(0, 4) == "0" and R._sig(0.0, 2) == "0"
+    assert R._sig(1.6151, 4) == "1.615" and R._sig(283.44, 4) == "283.4" and R._sig(0.051234, 4) == "0.05123"
+    assert R._sig(12345.6, 4) == "12350" and R._sig(12345.6, 5) == "12346"
+    assert R._sig(-283.44, 4) == "-283.4" and R._sig(9.9996, 4) == "10.00"
+    assert R._sig(3.3284e-7, 4) == "3.328e-07" and R._sig(-3.3284e-7, 2) == "-3.3e-07"
+    assert R._sig(1e-4, 4) == "0.0001000" and R._sig(9.99996e-5, 4) == "0.0001000"
+    assert R._sig(9.9e-5, 2) == "9.9e-05" and R._sig(-1.25e-3, 3) == "-0.00125"
+    assert R._sig(7.0, 1) == "7" and R._sig(0.5, 1) == "0.5"
+
+
+def test_sims_by_hand():
+    """The sim.csv rows of the folders of one headline, with the headline and the folder's path;
+    folders without simulations or of other headlines left out; an empty frame when none."""
+    a = pd.DataFrame({"x": [1, 2]})
+    b = pd.DataFrame({"x": [3]})
+    found = [{"headline": "h", "path": "p1", "sim": a}, {"headline": "g", "path": "p2", "sim": b},
+             {"headline": "h", "path": "p3", "sim": None}, {"headline": "h", "path": "p4", "sim": a.iloc[:0]},
+             {"path": "p5", "sim": b}, {"headline": "h", "path": "p6", "sim": b}]
+    got = R._sims(found, "h")
+    assert got.to_dict("list") == {"x": [1, 2, 3], "headline": ["h"] * 3, "folder": ["p1", "p1", "p6"]}
+    assert list(got.index) == [0, 1, 2]
+    assert R._sims(found, "none").empty and list(R._sims([], "h").columns) == []
+
+
+def test_tex_by_hand():
+    r"""LaTeX's specials escaped: a backslash first (its own braces not escaped again), & % _ #, and
+    ≈ and ± in math mode."""
+    assert R._tex("a\\b&c%d_e#f≈g±h") == "a\\textbackslash{}b\\&c\\%d\\_e\\#f$\\approx$g$\\pm$h"
+    assert R._tex(1.5) == "1.5" and R._tex("plain") == "plain"
+
+
+def test_fmt_by_hand():
+    """One cell: empty when missing, text and booleans as they are, integers whole, infinities
+    named, floats at SIG (4) significant digits or a SIG given, EXACT their shortest form (up to 12
+    digits, else SIG digits)."""
+    import fractions
+
+    import numpy as np
+    for v in [None, NAN, pd.NA, np.float32("nan")]:
+        assert R.fmt(v) == ""
+    assert R.fmt(True) == "True" and R.fmt("x y") == "x y" and R.fmt(np.int64(12345678)) == "12345678"
+    assert R.fmt(float("inf")) == "inf" and R.fmt(-math.inf) == "-inf" and R.fmt(np.float32("inf")) == "inf"
+    assert R.fmt(1.23456) == "1.235" and R.fmt(2.0) == "2.000" and R.fmt(2.345, 2) == "2.3"
+    assert R.fmt(fractions.Fraction(1, 3)) == "0.3333" and R.fmt([1]) == "[1]"
+    assert R.fmt(0.001, exact=True) == "0.001" and R.fmt(123456789.0, exact=True) == "123456789"
+    assert R.fmt(1.2345678, 2, True) == "1.2345678" and R.fmt(1e-7, 2, True) == "1.000e-07"
+    assert R.fmt(1e20, exact=True) == "100000000000000000000"
+
+
+def test_format_column_by_hand():
+    """One format per column: whole numbers as integers (NaN empty, infinities named, text kept);
+    short numbers (each equal to itself at SIG digits) and `(published` columns in their shortest
+    form; other numbers at SIG digits, a `X ±` column's at SIG_CI (2)."""
+    assert R.format_column([1, 2.0, NAN, None, math.inf, "a"], "n") == ["1", "2", "", "", "inf", "a"]
+    assert R.format_column([0.001, 31], "density") == ["0.001", "31"]
+    assert R.format_column([1.23456, 2.5], "ms") == ["1.235", "2.500"]
+    assert R.format_column([1.23456, 2.5], "ratio (published)") == ["1.23456", "2.5"]
+    assert R.format_column([0.012345, 0.5], "ms ±") == ["0.012", "0.50"]
+    assert R.format_column([0.012, 0.5], "ms ±") == ["0.012", "0.5"]
+    assert R.format_column([0.0123, 0.5], "ms ±") == ["0.012", "0.50"]
+    assert R.format_column([0.0123, 0.5], "ms") == ["0.0123", "0.5"]
+    assert R.format_column([True, 1.5], "b") == ["True", "1.5"] and R.format_column([None], "x") == [""]
+    assert R.format_column([2e15, 1], "big") == ["2000000000000000", "1"]
+    assert R.format_column([2e15 + 0.5, 1.5], "big") == ["2000000000000000", "1.500"]
+    assert R.format_column([], "x") == [] and R.format_column([math.inf, 2.25], "x") == ["inf", "2.25"]
+
+
+def test_cells_and_to_markdown_by_hand():
+    """A `X ±` column beside its X is folded into X's cell (`x ± e`, or `x (too noisy)` where e > x;
+    x alone without e; nothing without x); one without its X stays a column; a column named like
+    another plus two characters stays; pipes escaped."""
+    t = pd.DataFrame({"iter": [1.5, 2.5, NAN], "iter_s": [3, 4, 5], "x ±": [0.25, 0.5, 0.75],
+                      "ms": [10.0, 1.0, NAN], "ms ±": [0.5, 2.0, 0.5], "name": ["a|b", "c", "d"]}, index=[5, 7, 9])
+    cols, rows = R._cells(t, " ± ")
+    assert cols == ["iter", "iter_s", "x ±", "ms", "name"]
+    assert rows == [["1.5", "3", "0.25", "10 ± 0.5", "a|b"], ["2.5", "4", "0.5", "1 (too noisy)", "c"],
+                    ["", "5", "0.75", "", "d"]]
+    t2 = pd.DataFrame({"ms": [4.0, 3.0], "ms ±": [NAN, 2.0]})
+    assert R._cells(t2, "+-", lambda s: f"<{s}>") == (["ms"], [["<4>"], ["<3>+-<2>"]])
+    assert R.to_markdown(t) == ("| iter | iter_s | x ± | ms | name |\n|---|---|---|---|---|\n"
+                                "| 1.5 | 3 | 0.25 | 10 ± 0.5 | a\\|b |\n| 2.5 | 4 | 0.5 | 1 (too noisy) | c |\n"
+                                "|  | 5 | 0.75 |  | d |")
+
+
+def test_to_latex_by_hand():
+    """A booktabs table: caption and headers escaped, one `l` column each, cells escaped, `$\\pm$`."""
+    t = pd.DataFrame({"a_b": ["x&y", "z"], "ms": [2.0, 3.0], "ms ±": [0.5, NAN]})
+    assert R.to_latex(t, "50% of #1") == "\n".join([
+        "\\begin{table}[t]", "\\centering", "\\caption{50\\% of \\#1}", "\\begin{tabular}{ll}", "\\toprule",
+        "a\\_b & ms \\\\", "\\midrule", "x\\&y & 2 $\\pm$ 0.5 \\\\", "z & 3 \\\\", "\\bottomrule",
+        "\\end{tabular}", "\\end{table}", ""])
+
+
+def test_report_table_writes_csv_markdown_latex_and_its_lines(tmp_path):
+    """Report.table: the CSV without the index (renumbered from 0), the Markdown file (caption,
+    table, each note), the LaTeX file (its caption, else the table's name), and the report's lines."""
+    rep = R.Report(str(tmp_path), True)
+    assert (rep.out_dir, rep.latex, rep.lines, rep.tables, rep.plots, rep.missing) == (str(tmp_path), True, [], [],
+                                                                                        [], {})
+    t = pd.DataFrame({"a": [1, 2]}, index=[5, 3])
+    t.attrs["notes"] = ["n1", "n2"]
+    rep.table("x", t, "cap")
+    rep.table("y", pd.DataFrame({"b": ["z"]}))
+    assert (tmp_path / "x.csv").read_text() == "a\n1\n2\n"
+    assert (tmp_path / "x.md").read_text() == "cap\n\n| a |\n|---|\n| 1 |\n| 2 |\n\n_Note: n1_\n\n_Note: n2_\n"
+    assert (tmp_path / "y.md").read_text() == "| b |\n|---|\n| z |\n"
+    assert (tmp_path / "x.tex").read_text().splitlines()[2] == "\\caption{cap}"
+    assert (tmp_path / "y.tex").read_text().splitlines()[2] == "\\caption{y}"
+    assert rep.tables == ["x", "y"]
+    assert rep.lines == ["Table `x` ([csv](x.csv)): cap", "", "| a |\n|---|\n| 1 |\n| 2 |", "", "_Note: n1_", "",
+                         "_Note: n2_", "", "Table `y` ([csv](y.csv))", "", "| b |\n|---|\n| z |", ""]
+    rep.add()
+    rep.add("p", "q")
+    rep.figs(["f.png", "g.png"])
+    assert rep.lines[-6:] == ["p", "q", "![f.png](f.png)", "", "![g.png](g.png)", ""]
+    assert rep.plots == ["f.png", "g.png"]
+    no = R.Report(str(tmp_path / "no"), False)
+    os.makedirs(no.out_dir)
+    no.table("z", pd.DataFrame({"c": [1]}))
+    assert sorted(os.listdir(no.out_dir)) == ["z.csv", "z.md"]
+
+
+def test_report_paper_table_says_which_config_produces_a_missing_table(tmp_path):
+    """Report.paper_table: the table and its caption when the function returns one; on MissingData
+    the config of CONFIGS (and HOW's way to run it, where there is one), nothing written, None."""
+    rep = R.Report(str(tmp_path), False)
+
+    def missing(*args):
+        raise T.MissingData(f"needs {args}")
+    assert rep.paper_table("acpsgd_scaling", missing, 1, caption="c") is None
+    assert rep.paper_table("dgc_ratio", missing) is None
+    assert rep.paper_table("other", missing, "x") is None
+    assert rep.lines == [
+        "_Table `acpsgd_scaling` not in these results (needs (1,)). Produced by `bench-configs/acpsgd-scaling.toml` "
+        "(laptop: `bench-configs/acpsgd-scaling-laptop.toml`); one run per world size (slurm/submit-acpsgd-"
+        "scaling.sh submits 8/16/32/64 ranks into subdirectories of one folder; report that folder); see "
+        "docs/reproduce.md._", "",
+        "_Table `dgc_ratio` not in these results (needs ()). Produced by `bench-configs/dgc-ratio.toml` (laptop: "
+        "`bench-configs/dgc-ratio-laptop.toml`); see docs/reproduce.md._", "",
+        "_Table `other` not in these results (needs ('x',)). Produced by `bench-configs/.toml` (laptop: "
+        "`bench-configs/-laptop.toml`); see docs/reproduce.md._", ""]
+    assert rep.missing == {"acpsgd_scaling": "needs (1,)", "dgc_ratio": "needs ()", "other": "needs ('x',)"}
+    assert os.listdir(tmp_path) == [] and rep.tables == []
+    t = pd.DataFrame({"a": [1]})
+    assert rep.paper_table("omgs", lambda a, b: t.assign(s=a + b), 1, 2, caption="cap").to_dict("list") == {
+        "a": [1], "s": [3]}
+    assert rep.tables == ["omgs"] and rep.lines[-4] == "Table `omgs` ([csv](omgs.csv)): cap"
+    assert (tmp_path / "omgs.csv").read_text() == "a,s\n1,3\n"
+
+
+def test_acp_vs_power_adds_its_table_only_when_there_are_rows(tmp_path, monkeypatch):
+    """acp_vs_power: a heading, WHAT and the ratio's direction, then the table under NAME; nothing
+    when acpsgd_vs_powersgd has no rows."""
+    seen = []
+    rows = pd.DataFrame({"r": [1.5]})
+    monkeypatch.setattr(T, "acpsgd_vs_powersgd", lambda df: seen.append(df) or rows)
+    rep = R.Report(str(tmp_path), False)
+    df = pd.DataFrame({"x": [1]})
+    R.acp_vs_power(rep, df, "nm", "what it is")
+    assert seen == [df] and rep.tables == ["nm"]
+    assert rep.lines == ["### ACP-SGD vs Power-SGD per step", "",
+                         "what it is; ACP-SGD computes and all-reduces one factor per step, Power-SGD two (ratios "
+                         "are acpsgd / powersgd).", "", "Table `nm` ([csv](nm.csv))", "", "| r |\n|---|\n| 1.5 |", ""]
+    rows = rows.iloc[:0]
+    rep2 = R.Report(str(tmp_path), False)
+    R.acp_vs_power(rep2, df, "nm2", "w")
+    assert rep2.lines == [] and rep2.tables == []
+
+
+def test_find_paper_scale_reads_each_marked_folder_in_order(tmp_path):
+    """Folders with paper_scale.txt at any depth, sorted, symlinks not followed: the marker's
+    key=value lines (split at the first `=`, other lines ignored), path, label, sim.csv (None
+    without one) and error.txt stripped (empty without one)."""
+    def folder(rel, marker, sim=None, err=None):
+        d = tmp_path / rel
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "paper_scale.txt").write_text(marker)
+        if sim:
+            (d / "sim.csv").write_text(sim)
+        if err is not None:
+            (d / "error.txt").write_text(err)
+    folder("b", "headline=omgs\nnetwork=10gbe\ncommand=gradcomp simulate --x=1\njunk\n", err="  boom \n")
+    folder("a/deep", "headline=marsit\n", sim="schema_version,model,iter_s\n1,m,0.5\n")
+    folder("c", "", err="")
+    (tmp_path / "d").mkdir()
+    os.symlink(tmp_path / "b", tmp_path / "z-link")
+    got = R.find_paper_scale([str(tmp_path)])
+    assert [g["label"] for g in got] == [os.path.join("a", "deep"), "b", "c"]
+    assert got[0]["sim"].to_dict("list") == {"schema_version": [1], "model": ["m"], "iter_s": [0.5]}
+    assert {k: v for k, v in got[0].items() if k != "sim"} == {
+        "headline": "marsit", "path": str(tmp_path / "a" / "deep"), "label": os.path.join("a", "deep"), "error": ""}
+    assert got[1] == {"headline": "omgs", "network": "10gbe", "command": "gradcomp simulate --x=1",
+                      "path": str(tmp_path / "b"), "label": "b", "sim": None, "error": "boom"}
+    assert got[2] == {"path": str(tmp_path / "c"), "label": "c", "sim": None, "error": ""}
+    one = R.find_paper_scale([str(tmp_path / "b"), str(tmp_path / "c")])
+    assert [(g["label"], g["path"]) for g in one] == [(".", str(tmp_path / "b")), (".", str(tmp_path / "c"))]
+
+
+def test_find_simulations_reads_simulate_folders_only(tmp_path):
+    """Folders with a sim.csv of rows, sorted, symlinks not followed; not paper-scale folders nor
+    `--compare` folders; an empty sim.csv skipped; a root that is itself one labelled by its name."""
+    def folder(rel, sim="schema_version,model,iter_s\n1,m,0.5\n", other=None):
+        d = tmp_path / rel
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "sim.csv").write_text(sim)
+        if other:
+            (d / other).write_text("x\n")
+    folder("b")
+    folder("a/s")
+    folder("c", other="paper_scale.txt")
+    folder("d", other="sim_vs_measured.csv")
+    folder("e", sim="schema_version,model,iter_s\n")
+    os.symlink(tmp_path / "b", tmp_path / "f-link")
+    got = R.find_simulations([str(tmp_path)])
+    assert [(g["label"], g["path"]) for g in got] == [(os.path.join("a", "s"), str(tmp_path / "a" / "s")),
+                                                      ("b", str(tmp_path / "b"))]
+    assert got[1]["sim"].to_dict("list") == {"schema_version": [1], "model": ["m"], "iter_s": [0.5]}
+    assert [g["label"] for g in R.find_simulations([str(tmp_path / "b") + os.sep])] == ["b"]
+
+
+def test_plans_by_hand():
+    """plans: each compress_on present, host first, its plan_source values sorted and each once
+    (a missing one empty); a sim.csv without plan_source says so."""
+    df = pd.DataFrame({"method": ["m", "m", "m", "m", "o"], "compress_on": ["device", "host", "host", "host", "host"],
+                       "plan_source": ["d1", "b", NAN, "a", "x"]})
+    assert R.plans(df, "m") == "host: , a, b; device: d1"
+    assert R.plans(df, "o") == "host: x" and R.plans(df, "q") == ""
+    assert R.plans(df.drop(columns="plan_source"), "m") == "not recorded (sim.csv without plan_source)"
+
+
+def test_published_validation_by_hand(tmp_path):
+    """published_validation.csv of each folder holding one, in order, labelled by folder (its path
+    without a label), seconds as ms, the ratio renamed, the columns in their order."""
+    head = "quantity,workers,elements,published_s,ours_s,ours_over_published,published_source,ours_source,extra\n"
+    for d, row in [("a", "q1,8,100,0.002,0.003,1.5,ps,os,e\n"), ("c", "q2,16,200,0.5,0.25,0.5,p2,o2,e\n")]:
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "published_validation.csv").write_text(head + row)
+    (tmp_path / "b").mkdir()
+    found = [{"path": str(tmp_path / "a"), "label": "A"}, {"path": str(tmp_path / "b"), "label": "B"},
+             {"path": str(tmp_path / "c")}]
+    t = R.published_validation(found)
+    assert list(t.columns) == ["quantity", "workers", "elements", "published ms", "ours ms", "ours/published",
+                               "published_source", "ours_source"]
+    assert t.to_dict("list") == {"quantity": ["q1", "q2"], "workers": [8, 16], "elements": [100, 200],
+                                 "published ms": [2.0, 500.0], "ours ms": [3.0, 250.0], "ours/published": [1.5, 0.5],
+                                 "published_source": ["ps", "p2"], "ours_source": ["os", "o2"]}
+    assert list(t.index) == [0, 1]
+    assert R.published_validation(found[1:2]).empty and R.published_validation([]).empty
+
+
+def test_simulate_section_by_hand(tmp_path, monkeypatch):
+    """simulate_section: nothing without folders; else its heading and text, simulated_best of every
+    folder's rows (each with its label as `run`), the cost sources sorted and each once, the figure."""
+    from gradcomp_analysis import plots
+    seen = {}
+    monkeypatch.setattr(T, "simulated_best", lambda df: seen.setdefault("df", df) is None or pd.DataFrame({"b": [1]}))
+    monkeypatch.setattr(plots, "simulated_best", lambda t, out: seen.setdefault("plot", (t, out)) and ["sb.png"])
+    rep = R.Report(str(tmp_path), False)
+    R.simulate_section(rep, [], str(tmp_path))
+    assert rep.lines == [] and seen == {}
+    found = [{"label": "x", "sim": pd.DataFrame({"i": [1, 2], "cost_source": ["p2", NAN]})},
+             {"label": "y", "sim": pd.DataFrame({"i": [3], "cost_source": ["p1"]})},
+             {"label": "z", "sim": pd.DataFrame({"i": [4], "cost_source": ["p2"]})}]
+    R.simulate_section(rep, found, "OUT")
+    assert list(seen["df"].columns) == ["i", "cost_source", "run"] and list(seen["df"]["i"]) == [1, 2, 3, 4]
+    assert list(seen["df"]["run"]) == ["x", "x", "y", "z"]
+    assert list(seen["df"]["cost_source"].fillna("-")) == ["p2", "-", "p1", "p2"]
+    assert list(seen["df"].index) == [0, 1, 2, 3]
+    assert seen["plot"][1] == "OUT" and list(seen["plot"][0]["b"]) == [1]
+    assert rep.lines == [
+        "## What-if (`gradcomp simulate`)", "",
+        "Simulated iterations (docs/architecture.md, \"The simulator\"): no measurement, the e2e schedule on a "
+        "virtual clock with the cost model named in `cost_source`. Per model, world size, network and method the "
+        "fastest simulated configuration (`fusion/pipelining/collective`) and `vs ssgd`, S-SGD's fastest "
+        "iteration over the method's (above 1: faster than S-SGD). " + R.WIRE_TEXT, "",
+        "Table `simulated_best` ([csv](simulated_best.csv)): best simulated configuration per model, world size, "
+        "network and method", "", "| b |\n|---|\n| 1 |", "",
+        "- cost source: p1", "- cost source: p2", "", "![sb.png](sb.png)", ""]
+    rep2 = R.Report(str(tmp_path), False)
+    R.simulate_section(rep2, [{"label": "x", "sim": pd.DataFrame({"i": [1]})}], "OUT")
+    assert rep2.lines[-5:] == ["| b |\n|---|\n| 1 |", "", "", "![sb.png](sb.png)", ""]
+    assert not any(x.startswith("- cost source") for x in rep2.lines)
+
+
+def test_write_report_reads_the_folders_and_writes_through_a_stage(tmp_path, monkeypatch):
+    """write_report: a folder, a path object or a list; a path that is not a folder refused by name;
+    a folder of simulations only read as no run (load_results not called); the folders skipped that
+    hold, or lie inside, a simulation folder dropped from the list; report/ in the first folder by
+    default; the files written into a stage and moved into the output folder."""
+    import pathlib
+
+    from gradcomp_analysis.io import ReportError, Results
+    calls = {}
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b, a / "sim", a / "simx", b / "deep" / "ps"):
+        d.mkdir(parents=True)
+    ps = {"path": str(b / "deep" / "ps")}
+    sims = {"path": str(a / "sim")}
+    skipped = [(str(a), "1"), (str(a / "sim"), "2"), (str(a / "simx"), "3"), (str(b / "deep"), "4"),
+               (str(b / "deep" / "ps" / "x"), "5"), (str(tmp_path / "c"), "6"), (str(a / "si"), "7")]
+    state = {"runs": [], "ps": [ps], "sims": [sims]}
+    monkeypatch.setattr(R, "find_paper_scale", lambda dirs: calls.setdefault("fps", []).append(dirs) or state["ps"])
+    monkeypatch.setattr(R, "find_simulations", lambda dirs: calls.setdefault("fs", []).append(dirs) or state["sims"])
+    monkeypatch.setattr(R, "discover", lambda d: calls.setdefault("discover", []).append(d) or (state["runs"], []))
+    loaded = Results(skipped=list(skipped))
+    monkeypatch.setattr(R, "load_results", lambda dirs: calls.setdefault("load", []).append(dirs) or loaded)
+
+    def write(stage, res, simulations, paper_scale, latex):
+        calls.setdefault("write", []).append((os.path.dirname(stage), res, simulations, paper_scale, latex))
+        open(os.path.join(stage, "report.md"), "w").write("r")
+    monkeypatch.setattr(R, "_write_files", write)
+
+    with pytest.raises(ReportError, match=re.escape(f"{tmp_path / 'nope'}: not a directory")):
+        R.write_report([str(a), str(tmp_path / "nope")])
+    assert calls == {}
+    # simulations only: no run found by discover in either folder, so Results() and no load_results
+    assert R.write_report([str(a), pathlib.Path(b)]) == str(a / "report" / "report.md")
+    assert calls["discover"] == [str(a), str(b)] and "load" not in calls
+    out, res, s, p, latex = calls["write"][0]
+    assert (out, s, p, latex) == (str(a / "report"), [sims], [ps], False) and res.skipped == [] and res.empty()
+    assert (a / "report" / "report.md").read_text() == "r" and os.listdir(a / "report") == ["report.md"]
+    assert calls["fps"] == [[str(a), str(b)]] and calls["fs"] == [[str(a), str(b)]]
+    # a run found: load_results, and the skipped folders of the simulations' trees dropped
+    calls.clear()
+    state["runs"] = [("x", "x")]
+    assert R.write_report(pathlib.Path(b), str(tmp_path / "o"), latex=True) == str(tmp_path / "o" / "report.md")
+    assert calls["load"] == [[str(b)]] and calls["discover"] == [str(b)]
+    out, res, s, p, latex = calls["write"][0]
+    assert (out, res, latex) == (str(tmp_path / "o"), loaded, True)
+    assert res.skipped == [(str(a / "simx"), "3"), (str(tmp_path / "c"), "6"), (str(a / "si"), "7")]
+    # neither simulations nor paper-scale folders: load_results without asking discover
+    calls.clear()
+    state.update(ps=[], sims=[], runs=[])
+    loaded.skipped = [(str(a / "sim"), "2")]
+    R.write_report(str(a), str(tmp_path / "o2"))
+    assert calls["load"] == [[str(a)]] and "discover" not in calls and loaded.skipped == [(str(a / "sim"), "2")]
