@@ -1669,3 +1669,134 @@ def test_write_report_reads_the_folders_and_writes_through_a_stage(tmp_path, mon
     loaded.skipped = [(str(a / "sim"), "2")]
     R.write_report(str(a), str(tmp_path / "o2"))
     assert calls["load"] == [[str(a)]] and "discover" not in calls and loaded.skipped == [(str(a / "sim"), "2")]
+
+
+def test_paper_sections_every_table_filled_line_by_line_with_each_figures_arguments(tmp_path, monkeypatch):
+    """paper_sections when every paper table has rows (the tables stubbed, their own tests are
+    test_tables*): each section's heading and text, each table with its caption in order, and each
+    figure's data, columns, file, folder, title, axis labels and axis options; DGC's points only
+    where a ratio (ours or published) exists; Marsit's bars labelled `ssgd (collective)`, columns in
+    the rows' order."""
+    from gradcomp_analysis import plots
+    figs = []
+
+    def spy(kind):
+        def f(*a, **k):
+            figs.append((kind, a, k))
+            return [x for x in a if isinstance(x, str) and x.endswith(".png")]
+        return f
+    for kind in ("bars", "lines", "points"):
+        monkeypatch.setattr(plots, kind, spy(kind))
+    main = pd.DataFrame({"model": ["m", "m"], "world_size": [2, 2], "method": ["ssgd", "acpsgd"],
+                         "iter_ms": [2.0, 1.0], "iter_ms ±": [0.1, NAN]})
+    dgc = pd.DataFrame({"model (paper)": ["AlexNet", "ResNet", "X"], "model": ["a", "r", "x"],
+                        "ratio": [NAN, 270.0, NAN], "ratio (published)": [597.0, NAN, NAN]})
+    marsit = pd.DataFrame({"network": ["eth"] * 3, "model": ["m"] * 3, "world_size": [4] * 3,
+                           "method": ["ssgd", "ssgd", "marsit"], "collective": ["allreduce", "ring", "ring"],
+                           "iter_ms": [3.0, 2.5, 1.0], "iter_ms ±": [0.2, NAN, 0.1]})
+    stub = {name: _one(name) for name in ["acpsgd_main_wide", "acpsgd_speedup_summary", "acpsgd_ablation",
+                                          "acpsgd_buffer_sweep", "acpsgd_rank_sweep", "acpsgd_scaling",
+                                          "acpsgd_network", "omgs", "sketch_fusion", "sketch_scaling",
+                                          "sketch_scalability"]}
+    stub.update(acpsgd_main=main, dgc_ratio=dgc, marsit=marsit)
+    got_args = {}
+    for name, t in stub.items():
+        monkeypatch.setattr(T, name, lambda x, _n=name, _t=t: got_args.setdefault(_n, x) is None or _t)
+    e = pd.DataFrame({"e2e": [1]})
+    rep = R.Report(str(tmp_path), False)
+    out = str(tmp_path)
+    R.paper_sections(rep, e, out)
+
+    def tab(name, caption):
+        return [f"Table `{name}` ([csv]({name}.csv)): {caption}", "", ""]
+
+    def fig(f):
+        return [f"![{f}]({f})", ""]
+    assert [x for x in rep.lines if not x.startswith("|")] == [
+        "## ACP-SGD", "",
+        "Paper: Zhang et al., ACP-SGD (alternate compressed Power-SGD), ICDCS 2023. Published: on average 4.06x "
+        "over S-SGD and 1.43x over Power-SGD (8-64 GPUs, 1 Gb/s Ethernet to 100 Gb/s InfiniBand).", "",
+        "### Iteration time per model and method", "",
+        *tab("acpsgd_main", "iteration time (best configuration, own collective) and speedups"),
+        *tab("acpsgd_main_wide", "iteration time (ms), paper layout"),
+        *tab("acpsgd_speedup_summary", "ACP-SGD speedup over S-SGD and Power-SGD, mean over setups, beside the "
+             "published mean"), *fig("acpsgd_main.png"),
+        "### Ablation: collective, pipelining, fusion", "",
+        *tab("acpsgd_ablation", "iteration time (ms) adding the system optimisations one by one; the first columns "
+             "are named by the collective that carried the exchange (`collective` = the method's own, used by the + "
+             "steps)"),
+        "### Sweep: fusion buffer size", "",
+        *tab("acpsgd_buffer_sweep", "iteration time (ms) per fusion threshold"), *fig("acpsgd_buffer_sweep.png"),
+        "### Sweep: Power-SGD / ACP-SGD rank", "",
+        *tab("acpsgd_rank_sweep", "iteration time (ms) per rank"), *fig("acpsgd_rank_sweep.png"),
+        "### Sweep: world size", "",
+        *tab("acpsgd_scaling", "iteration time (ms) per world size"), *fig("acpsgd_scaling.png"),
+        "### Sweep: network", "",
+        *tab("acpsgd_network", "iteration time (ms) per network"),
+        "## DGC: compression ratio", "",
+        "Paper: Lin et al., Deep Gradient Compression, ICLR 2018. DeepSpeech is not in gradcomp's model zoo; the "
+        "paper's AlexNet is BVLC AlexNet (`alexnet-caffe`, 232.6 MiB). Message = `wire_bytes` one worker sends per "
+        "iteration at the final density (no warm-up), fusion none.", "",
+        *tab("dgc_ratio", "fp32 gradient vs DGC message size"), *fig("dgc_ratio.png"),
+        "## OMGS-SGD", "",
+        "Paper: Shi et al., OMGS-SGD (optimal merged gradient sparsification), INFOCOM 2020. Published: up to 31% "
+        "faster than layer-wise sparsified SGD (16 GPUs, 1 GbE, rho = 0.001); their figure is training "
+        "throughput.", "",
+        *tab("omgs", "S-SGD (MG-WFBP, the paper's baseline, and S-SGD's best configuration in the same run) vs "
+             "layer-wise Top-k vs OMGS, pipelining on"), *fig("omgs.png"),
+        "## Marsit", "",
+        "Paper: Wu et al., Marsit (sign bits through multi-hop all-reduce), 2022. Published: up to 35% less "
+        "training time than without compression at equal accuracy (ours: one iteration).", "",
+        *tab("marsit", "Marsit (ring) vs S-SGD (over MPI's all-reduce and over gradcomp's ring, where measured) vs "
+             "Sign-SGD (all-gather)"), *fig("marsit.png"),
+        "## Sketch-Fusion", "",
+        "Paper: Dai et al., Sketch-Fusion SGD, JPDC 2024. Published: up to 18.6% faster training on 16 GPUs; "
+        "LayerFusion improves other methods' scalability by up to 2.87x.", "",
+        *tab("sketch_fusion", "each compressor without fusion vs LayerFusion; `what` says what each row measures"),
+        *fig("sketch_fusion.png"),
+        *tab("sketch_scaling", "throughput per world size, none vs LayerFusion"),
+        *tab("sketch_scalability", "scalability (throughput largest / smallest world size) and LayerFusion's gain"),
+        *fig("sketch_scaling.png")]
+    assert rep.missing == {} and rep.tables == [
+        "acpsgd_main", "acpsgd_main_wide", "acpsgd_speedup_summary", "acpsgd_ablation", "acpsgd_buffer_sweep",
+        "acpsgd_rank_sweep", "acpsgd_scaling", "acpsgd_network", "dgc_ratio", "omgs", "marsit", "sketch_fusion",
+        "sketch_scaling", "sketch_scalability"]
+    for name in ["acpsgd_main", "acpsgd_ablation", "acpsgd_buffer_sweep", "acpsgd_rank_sweep", "acpsgd_scaling",
+                 "acpsgd_network", "dgc_ratio", "omgs", "marsit", "sketch_fusion", "sketch_scaling"]:
+        assert got_args[name] is e, name
+    assert got_args["acpsgd_main_wide"] is main and got_args["acpsgd_speedup_summary"] is main
+    assert got_args["sketch_scalability"] is stub["sketch_scaling"]
+    ms = [f"{m} ms" for m in ["ssgd", "signsgd", "topk", "powersgd", "acpsgd"]]
+    setup = ["model", "world_size", "network", "run"]
+    assert [(k, a[1:], kw) for k, a, kw in figs] == [
+        ("bars", (setup, ["ssgd", "signsgd", "topk", "powersgd", "acpsgd"], "acpsgd_main.png", out, "ACP-SGD",
+                  "ms per iteration"), {}),
+        ("lines", ("buffer_MiB", ms, setup, "acpsgd_buffer_sweep.png", out, "Fusion buffer size",
+                   "fusion (bucket threshold; none = a bucket per tensor)", "ms per iteration"), {"xcat": "fusion"}),
+        ("lines", ("rank", ["powersgd ms", "acpsgd ms"], setup, "acpsgd_rank_sweep.png", out, "Rank sweep",
+                   "low-rank approximation rank r (not MPI ranks)", "ms per iteration"), {"logx": True}),
+        ("lines", ("world_size", ms, ["model", "network"], "acpsgd_scaling.png", out, "Scaling", "world size (ranks)",
+                   "ms per iteration"), {"logx": True}),
+        ("points", (["model (paper)", "model"], ["ratio", "ratio (published)"], "dgc_ratio.png", out,
+                    "DGC compression ratio", "dense / message"), {"logy": True}),
+        ("bars", (["model", "world_size", "network", "density", "run"],
+                  ["ssgd (mgwfbp) ms", "ssgd best ms", "topk (layer-wise) ms", "omgs ms"], "omgs.png", out,
+                  "OMGS-SGD", "ms per iteration"), {}),
+        ("bars", (["network", "model", "world_size"], ["ssgd (allreduce)", "ssgd (ring)", "signsgd", "marsit"],
+                  "marsit.png", out, "Marsit", "ms per iteration"), {}),
+        ("bars", (["model", "world_size", "network", "run", "method"], ["none ms", "layerfusion ms"],
+                  "sketch_fusion.png", out, "LayerFusion", "ms per iteration"), {}),
+        ("lines", ("world_size", ["none samples/s", "layerfusion samples/s"], ["model", "method"],
+                   "sketch_scaling.png", out, "Scaling with LayerFusion", "world size (ranks)", "samples/s"), {})]
+    data = [a[0] for _, a, _ in figs]
+    assert data[1] is stub["acpsgd_buffer_sweep"] and data[2] is stub["acpsgd_rank_sweep"]
+    assert data[3] is stub["acpsgd_scaling"] and data[5] is stub["omgs"] and data[7] is stub["sketch_fusion"]
+    assert data[8] is stub["sketch_scaling"]
+    assert data[4].to_dict("list") == {"model (paper)": ["AlexNet", "ResNet"], "model": ["a", "r"],
+                                       "ratio": [pytest.approx(NAN, nan_ok=True), 270.0],
+                                       "ratio (published)": [597.0, pytest.approx(NAN, nan_ok=True)]}
+    assert list(data[6].columns) == ["network", "model", "world_size", "ssgd (allreduce)", "ssgd (ring)", "marsit",
+                                     "ssgd (allreduce) ±", "ssgd (ring) ±", "marsit ±"]
+    assert [list(r) for r in data[6].itertuples(index=False)] == [
+        ["eth", "m", 4, 3.0, 2.5, 1.0, 0.2, pytest.approx(NAN, nan_ok=True), 0.1]]
+    assert list(data[0].columns) == ["model", "world_size", "ssgd", "acpsgd", "ssgd ±", "acpsgd ±"]
