@@ -1232,7 +1232,7 @@ def test_write_files_without_e2e_rows_lists_the_paper_tables_missing_and_what_th
     _stub_write_files(monkeypatch, calls)
     monkeypatch.setattr(R, "absent_line", lambda res: calls.setdefault("absent", []).append(res) or absent)
     monkeypatch.setattr(TR, "checks", lambda conv, recs: pd.DataFrame())
-    res = Results(meta=[("r1", {})], micro=pd.DataFrame({"x": []}))
+    res = Results(meta=[("r1", {})], micro=pd.DataFrame({"x": []}), e2e=pd.DataFrame({"model": []}))
     R._write_files(str(tmp_path), res, [], [], False)
     assert capsys.readouterr().err == ""
     got = open(tmp_path / "report.md").read().split("\n")
@@ -1259,10 +1259,11 @@ def test_write_files_of_one_e2e_row_without_optional_columns(tmp_path, monkeypat
     monkeypatch.setattr(T, "collapse_repeats", lambda df: df)
     monkeypatch.setattr(T, "sim_accuracy", lambda sv: pd.DataFrame({"verdict": ["outside"]}))
     e2e = pd.DataFrame({"model": ["m"], "world_size": [1], "method": ["ssgd"], "fusion": ["none"],
-                        "pipelining": ["on"], "planned_s": [""]})
+                        "pipelining": [1], "planned_s": [""]})
     res = Results(e2e=e2e, sim_vs_measured=pd.DataFrame({"tolerance": [0.2]}), sim_host=pd.DataFrame({"h": []}))
     R._write_files(str(tmp_path), res, [], [], False)
     got = open(tmp_path / "report.md").read().split("\n")
+    assert list(calls["fastest"][0][1]["pipelining"]) == ["1"]  # as text, whatever the CSV held
     i = got.index("### m, 1 rank")
     assert got[i:i + 8] == ["### m, 1 rank", "", "Table `e2e_m_np1` ([csv](e2e_m_np1.csv))", "",
                             *_md("e2e_overview").split("\n"), ""]
@@ -1300,6 +1301,7 @@ def test_record_line_by_hand():
     assert R._record_line({"command_line": ["converge"], "world_size": 1, "slurm_job_id": ""}) == (
         "(`None`, `?`): status `None`, 1 rank on ; gradcomp None (None); MPI: None; None to None; not under Slurm")
     assert R._record_line({"command_line": ["gradcomp", "-q", "--x"], "hosts": None}).startswith("(`None`, `?`)")
+    assert R._record_line({"command_line": ["gradcomp", "simulate", "x"]}).startswith("(`None`, `simulate`)")
     assert R._record_line({}) == ("(`None`, `?`): status `None`, None ranks on ; gradcomp None (None); MPI: None; "
                                   "None to None; not under Slurm")
 
@@ -1481,6 +1483,8 @@ def test_report_paper_table_says_which_config_produces_a_missing_table(tmp_path)
         "a": [1], "s": [3]}
     assert rep.tables == ["omgs"] and rep.lines[-4] == "Table `omgs` ([csv](omgs.csv)): cap"
     assert (tmp_path / "omgs.csv").read_text() == "a,s\n1,3\n"
+    rep.paper_table("marsit", lambda: t)
+    assert rep.lines[-4] == "Table `marsit` ([csv](marsit.csv))" and (tmp_path / "marsit.md").read_text()[:3] == "| a"
 
 
 def test_acp_vs_power_adds_its_table_only_when_there_are_rows(tmp_path, monkeypatch):
@@ -1529,6 +1533,9 @@ def test_find_paper_scale_reads_each_marked_folder_in_order(tmp_path):
     assert got[2] == {"path": str(tmp_path / "c"), "label": "c", "sim": None, "error": ""}
     one = R.find_paper_scale([str(tmp_path / "b"), str(tmp_path / "c")])
     assert [(g["label"], g["path"]) for g in one] == [(".", str(tmp_path / "b")), (".", str(tmp_path / "c"))]
+    # a root given as a symbolic link is searched below it too
+    os.symlink(tmp_path / "a", tmp_path / "a-link")
+    assert [g["label"] for g in R.find_paper_scale([str(tmp_path / "a-link")])] == ["deep"]
 
 
 def test_find_simulations_reads_simulate_folders_only(tmp_path):
@@ -1551,6 +1558,8 @@ def test_find_simulations_reads_simulate_folders_only(tmp_path):
                                                       ("b", str(tmp_path / "b"))]
     assert got[1]["sim"].to_dict("list") == {"schema_version": [1], "model": ["m"], "iter_s": [0.5]}
     assert [g["label"] for g in R.find_simulations([str(tmp_path / "b") + os.sep])] == ["b"]
+    os.symlink(tmp_path / "a", tmp_path / "a-link")
+    assert [g["label"] for g in R.find_simulations([str(tmp_path / "a-link")])] == ["s"]
 
 
 def test_plans_by_hand():
@@ -1655,6 +1664,13 @@ def test_write_report_reads_the_folders_and_writes_through_a_stage(tmp_path, mon
     assert (out, s, p, latex) == (str(a / "report"), [sims], [ps], False) and res.skipped == [] and res.empty()
     assert (a / "report" / "report.md").read_text() == "r" and os.listdir(a / "report") == ["report.md"]
     assert calls["fps"] == [[str(a), str(b)]] and calls["fs"] == [[str(a), str(b)]]
+    # simulations without paper-scale folders, or paper-scale folders without simulations, likewise
+    for only in ({"ps": []}, {"sims": []}):
+        calls.clear()
+        state.update(only)
+        R.write_report(str(b), str(tmp_path / "o1"))
+        assert "load" not in calls and calls["discover"] == [str(b)]
+        state.update(ps=[ps], sims=[sims])
     # a run found: load_results, and the skipped folders of the simulations' trees dropped
     calls.clear()
     state["runs"] = [("x", "x")]
@@ -1693,7 +1709,7 @@ def test_paper_sections_every_table_filled_line_by_line_with_each_figures_argume
                         "ratio": [NAN, 270.0, NAN], "ratio (published)": [597.0, NAN, NAN]})
     marsit = pd.DataFrame({"network": ["eth"] * 3, "model": ["m"] * 3, "world_size": [4] * 3,
                            "method": ["ssgd", "ssgd", "marsit"], "collective": ["allreduce", "ring", "ring"],
-                           "iter_ms": [3.0, 2.5, 1.0], "iter_ms ±": [0.2, NAN, 0.1]})
+                           "iter_ms": [3.0, 2.5, 1.0], "iter_ms ±": [0.2, NAN, 0.1], "run": ["r"] * 3})
     stub = {name: _one(name) for name in ["acpsgd_main_wide", "acpsgd_speedup_summary", "acpsgd_ablation",
                                           "acpsgd_buffer_sweep", "acpsgd_rank_sweep", "acpsgd_scaling",
                                           "acpsgd_network", "omgs", "sketch_fusion", "sketch_scaling",
@@ -1782,7 +1798,7 @@ def test_paper_sections_every_table_filled_line_by_line_with_each_figures_argume
         ("bars", (["model", "world_size", "network", "density", "run"],
                   ["ssgd (mgwfbp) ms", "ssgd best ms", "topk (layer-wise) ms", "omgs ms"], "omgs.png", out,
                   "OMGS-SGD", "ms per iteration"), {}),
-        ("bars", (["network", "model", "world_size"], ["ssgd (allreduce)", "ssgd (ring)", "signsgd", "marsit"],
+        ("bars", (["network", "model", "world_size", "run"], ["ssgd (allreduce)", "ssgd (ring)", "signsgd", "marsit"],
                   "marsit.png", out, "Marsit", "ms per iteration"), {}),
         ("bars", (["model", "world_size", "network", "run", "method"], ["none ms", "layerfusion ms"],
                   "sketch_fusion.png", out, "LayerFusion", "ms per iteration"), {}),
@@ -1795,8 +1811,25 @@ def test_paper_sections_every_table_filled_line_by_line_with_each_figures_argume
     assert data[4].to_dict("list") == {"model (paper)": ["AlexNet", "ResNet"], "model": ["a", "r"],
                                        "ratio": [pytest.approx(NAN, nan_ok=True), 270.0],
                                        "ratio (published)": [597.0, pytest.approx(NAN, nan_ok=True)]}
-    assert list(data[6].columns) == ["network", "model", "world_size", "ssgd (allreduce)", "ssgd (ring)", "marsit",
-                                     "ssgd (allreduce) ±", "ssgd (ring) ±", "marsit ±"]
+    assert list(data[6].columns) == ["network", "model", "world_size", "run", "ssgd (allreduce)", "ssgd (ring)",
+                                     "marsit", "ssgd (allreduce) ±", "ssgd (ring) ±", "marsit ±"]
     assert [list(r) for r in data[6].itertuples(index=False)] == [
-        ["eth", "m", 4, 3.0, 2.5, 1.0, 0.2, pytest.approx(NAN, nan_ok=True), 0.1]]
+        ["eth", "m", 4, "r", 3.0, 2.5, 1.0, 0.2, pytest.approx(NAN, nan_ok=True), 0.1]]
     assert list(data[0].columns) == ["model", "world_size", "ssgd", "acpsgd", "ssgd ±", "acpsgd ±"]
+
+
+def test_write_files_names_cases_measured_twice(tmp_path, monkeypatch):
+    """A case measured twice (repeats 2, the least that counts) gets the repeats line; one measured
+    once does not count."""
+    from gradcomp_analysis import trains as TR
+    from gradcomp_analysis.io import Results
+    _stub_write_files(monkeypatch, {})
+    monkeypatch.setattr(TR, "checks", lambda conv, recs: pd.DataFrame())
+    monkeypatch.setattr(T, "collapse_repeats", lambda df: df.assign(repeats=[2, 1]))
+    e2e = pd.DataFrame({"model": ["m", "m"], "world_size": [1, 1], "method": ["ssgd", "topk"], "fusion": ["none"] * 2,
+                        "pipelining": ["on"] * 2})
+    R._write_files(str(tmp_path), Results(e2e=e2e), [], [], False)
+    got = open(tmp_path / "report.md").read().split("\n")
+    assert [x for x in got if "more than once" in x] == [
+        "1 e2e case(s) were measured more than once in one run (up to 2 times): each is shown at its median repeat, "
+        "its ± widened to half the range between the repeats where that is larger."]
