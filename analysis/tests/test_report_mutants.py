@@ -1208,6 +1208,7 @@ def test_write_files_line_by_line_with_every_kind_of_result(tmp_path, monkeypatc
         "tables": tables, "plots": plots_, "missing": {"omgs": "needs omgs", "dgc_ratio": "needs dgc"},
         "runs": ["r1", "r2"],
         "skipped": [{"folder": "/x/a", "why": "no run"}, {"folder": "/x/b", "why": "a report folder"}]}
+    assert open(os.path.join(out, "manifest.json")).read().split("\n")[:2] == ["{", ' "tables": [']
     assert sorted(os.listdir(out)) == sorted(["report.md", "manifest.json", *[f"{t}.{x}" for t in tables
                                                                               for x in ("csv", "md", "tex")]])
     assert open(os.path.join(out, "micro.csv")).read() == "t\nmicro_phases\n"
@@ -1248,7 +1249,7 @@ def test_write_files_without_e2e_rows_lists_the_paper_tables_missing_and_what_th
 
 
 def test_write_files_of_one_e2e_row_without_optional_columns(tmp_path, monkeypatch):
-    """One e2e row measured once, without `repeats`, `overlap_eff` or `planned_s`; a simulator
+    """One e2e row measured once, without `repeats` or `overlap_eff`, `planned_s` not a number; a simulator
     comparison without an `oversubscribed` column and an empty host calibration; no LaTeX: no
     repeats line, overlap, planner or host table, no `Oversubscribed:` sentence, `none` missing."""
     from gradcomp_analysis import trains as TR
@@ -1257,9 +1258,9 @@ def test_write_files_of_one_e2e_row_without_optional_columns(tmp_path, monkeypat
     _stub_write_files(monkeypatch, calls)
     monkeypatch.setattr(TR, "checks", lambda conv, recs: pd.DataFrame())
     monkeypatch.setattr(T, "collapse_repeats", lambda df: df)
-    monkeypatch.setattr(T, "sim_accuracy", lambda sv: pd.DataFrame({"verdict": ["outside"]}))
+    monkeypatch.setattr(T, "sim_accuracy", lambda sv: pd.DataFrame({"verdict": ["within"]}))
     e2e = pd.DataFrame({"model": ["m"], "world_size": [1], "method": ["ssgd"], "fusion": ["none"],
-                        "pipelining": [1], "planned_s": [""]})
+                        "pipelining": [1], "planned_s": ["n/a"]})
     res = Results(e2e=e2e, sim_vs_measured=pd.DataFrame({"tolerance": [0.2]}), sim_host=pd.DataFrame({"h": []}))
     R._write_files(str(tmp_path), res, [], [], False)
     got = open(tmp_path / "report.md").read().split("\n")
@@ -1271,7 +1272,8 @@ def test_write_files_of_one_e2e_row_without_optional_columns(tmp_path, monkeypat
     assert not any("measured more than once" in x or "Planner" in x or "Oversubscribed" in x or "Overlap" in x
                    for x in got)
     j = got.index("## Simulator accuracy")
-    assert "fifth). 0 of 1 judged cases within 20%; 0 too noisy to judge" in got[j + 2]
+    assert "fifth). 1 of 1 judged cases within 20%; 0 too noisy to judge" in got[j + 2]
+    assert "docs/performance.md), 0 not held to it (more ranks than cores)" in got[j + 2]
     assert got[j + 2].endswith("`calibration` rows are not.") and "sim_host_calibration" not in "\n".join(got)
     assert got[-2:] == ["3 tables (Markdown + CSV), 2 plots; paper tables without rows here: none.", ""]
     assert not [f for f in os.listdir(tmp_path) if f.endswith(".tex")]
