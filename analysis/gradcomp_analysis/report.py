@@ -394,7 +394,8 @@ def plans(df: pd.DataFrame, method: str) -> str:
 
 def published_validation(found) -> pd.DataFrame:
     """published_validation.csv of every paper-scale folder (simulate --validate-published):
-    a paper's published cost constants beside our presets' predictions."""
+    a paper's published cost constants beside our presets' predictions, each row with its folder
+    (two folders' presets predict the same quantity differently)."""
     ts = [pd.read_csv(os.path.join(f["path"], "published_validation.csv")).assign(folder=f.get("label", f["path"]))
           for f in found if os.path.exists(os.path.join(f["path"], "published_validation.csv"))]
     if not ts:
@@ -404,7 +405,7 @@ def published_validation(found) -> pd.DataFrame:
     t["ours ms"] = t["ours_s"] * 1e3
     t = t.rename(columns={"ours_over_published": "ours/published"})
     return t[["quantity", "workers", "elements", "published ms", "ours ms", "ours/published", "published_source",
-              "ours_source"]]
+              "ours_source", "folder"]]
 
 
 def fixed(v, nd: int = 2) -> str:

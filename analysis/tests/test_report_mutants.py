@@ -602,7 +602,8 @@ def test_paper_scale_section_line_by_line(tmp_path):
     assert lines[-4] == captions[3] and lines[-1] == ""                      # the sources table ends it
     v = pd.read_csv(tmp_path / "paper_scale_published_validation.csv")
     assert v.iloc[0].to_dict() == {"quantity": "allreduce", "workers": 16, "elements": 1000, "published ms": 2.0,
-                                   "ours ms": 3.0, "ours/published": 1.5, "published_source": "p", "ours_source": "o"}
+                                   "ours ms": 3.0, "ours/published": 1.5, "published_source": "p", "ours_source": "o",
+                                   "folder": "omgs-net"}
 
 
 # ------------------------------------------------------------------ paper-scale trains
@@ -1575,8 +1576,8 @@ def test_plans_by_hand():
 
 
 def test_published_validation_by_hand(tmp_path):
-    """published_validation.csv of each folder holding one, in order, labelled by folder (its path
-    without a label), seconds as ms, the ratio renamed, the columns in their order."""
+    """published_validation.csv of each folder holding one, in order, each row named by its folder's
+    label (its path without one), seconds as ms, the ratio renamed, the columns in their order."""
     head = "quantity,workers,elements,published_s,ours_s,ours_over_published,published_source,ours_source,extra\n"
     for d, row in [("a", "q1,8,100,0.002,0.003,1.5,ps,os,e\n"), ("c", "q2,16,200,0.5,0.25,0.5,p2,o2,e\n")]:
         (tmp_path / d).mkdir()
@@ -1586,10 +1587,11 @@ def test_published_validation_by_hand(tmp_path):
              {"path": str(tmp_path / "c")}]
     t = R.published_validation(found)
     assert list(t.columns) == ["quantity", "workers", "elements", "published ms", "ours ms", "ours/published",
-                               "published_source", "ours_source"]
+                               "published_source", "ours_source", "folder"]
     assert t.to_dict("list") == {"quantity": ["q1", "q2"], "workers": [8, 16], "elements": [100, 200],
                                  "published ms": [2.0, 500.0], "ours ms": [3.0, 250.0], "ours/published": [1.5, 0.5],
-                                 "published_source": ["ps", "p2"], "ours_source": ["os", "o2"]}
+                                 "published_source": ["ps", "p2"], "ours_source": ["os", "o2"],
+                                 "folder": ["A", str(tmp_path / "c")]}
     assert list(t.index) == [0, 1]
     assert R.published_validation(found[1:2]).empty and R.published_validation([]).empty
 
