@@ -1689,6 +1689,13 @@ def test_write_report_reads_the_folders_and_writes_through_a_stage(tmp_path, mon
     loaded.skipped = [(str(a / "sim"), "2")]
     R.write_report(str(a), str(tmp_path / "o2"))
     assert calls["load"] == [[str(a)]] and "discover" not in calls and loaded.skipped == [(str(a / "sim"), "2")]
+    # a failed write names the report as what was not written (io.staged_dir's WHAT)
+
+    def full(stage, *args):
+        raise OSError(28, "No space left on device", os.path.join(stage, "x.csv"))
+    monkeypatch.setattr(R, "_write_files", full)
+    with pytest.raises(OSError, match=re.escape("No space left on device (no file of this report was written)")):
+        R.write_report(str(a), str(tmp_path / "o3"))
 
 
 def test_paper_sections_every_table_filled_line_by_line_with_each_figures_arguments(tmp_path, monkeypatch):
