@@ -418,6 +418,118 @@ mod tests {
         assert!(m.decompress(0, 0, &bad, out.view_mut()).is_err());
     }
 
+    /// Compression's device kernels by hand (OMGS-SGD's `TopKCompressor`, 8 x 16 at
+    /// density 0.25: d = 128, k = 32; fp32 4 bytes, int32 4, int64 8): `p = g + e` reads
+    /// two and writes one tensor, `|p|` one and one, `torch.topk` (device.rs's radix
+    /// select, sorted), the gather of k values (int64 index, read and write fp32), the
+    /// residual copy, the scatter of k zeros (int64 index, fp32) and the int32 cast of
+    /// the k indices (read int64, write int32). Nothing for a second round.
+    #[test]
+    fn compression_kernels_by_hand() {
+        let mut m = TopK::new(&params(0.25), ctx(0, 2)).expect("new");
+        m.register(0, 8, 16).expect("register");
+        let list = |round: usize| {
+            let mut v = Vec::new();
+            m.device_kernels(0, round, 0, Stage::Compress, &mut |k| {
+                v.push((k.name, k.bytes))
+            });
+            v
+        };
+        let (d, k) = (128.0, 32.0);
+        let mut want = vec![
+            ("p = g + e (add_ residual)", 4.0 * d * 3.0),
+            ("|p|", 4.0 * d * 2.0),
+        ];
+        device::torch_topk(&mut |kk| want.push((kk.name, kk.bytes)), 128, 32, true);
+        want.extend([
+            ("values = p[indexes] (gather)", (8.0 + 4.0 + 4.0) * k),
+            ("residual = p + 0.0", 4.0 * d * 2.0),
+            ("residual[indexes] = 0 (scatter)", (8.0 + 4.0) * k),
+            ("indexes.int() for the all-gather", (8.0 + 4.0) * k),
+        ]);
+        assert_eq!(list(0), want);
+        assert!(list(1).is_empty());
+    }
+
+    /// A sample threshold above the k-th largest `|p|` (the first scan collects fewer
+    /// than k candidates) is followed by a scan from 0: still exactly the k largest.
+    /// 256 x 256 at density 0.5 (d = 65,536, k = 32,768): select.rs's sample is
+    /// `MIN_SAMPLE` = 4,096 elements, one in each stride of 16, drawn from the tensor's
+    /// sample stream of the step (seed 17, step 0, tensor 0); those elements are made
+    /// 1,000 + i and the others `1 + i / d`, so the sample's threshold passes only the
+    /// 4,096 sampled elements.
+    #[test]
+    fn a_first_scan_short_of_k_is_redone_from_zero() {
+        let (rows, cols) = (256, 256);
+        let d = rows * cols;
+        let k = d / 2;
+        let sampled = std::cell::RefCell::new(Vec::new());
+        let mut probe = TopKScratch::new(d, k);
+        let n = probe.draw_sample(d, 4096, &mut rng_for(17, 0, 0, STREAM_SAMPLE), |i| {
+            sampled.borrow_mut().push(i);
+            0.0
+        });
+        assert_eq!(n, 4096);
+        let sampled = sampled.into_inner();
+        let mut big = vec![false; d];
+        for &i in &sampled {
+            big[i] = true;
+        }
+        let p: Vec<f32> = (0..d)
+            .map(|i| {
+                if big[i] {
+                    1000.0 + i as f32
+                } else {
+                    1.0 + i as f32 / d as f32
+                }
+            })
+            .collect();
+        // The premise: the sample's threshold passes fewer than k elements.
+        let thr = probe
+            .sample_threshold(d, k, &mut rng_for(17, 0, 0, STREAM_SAMPLE), |i| p[i])
+            .expect("threshold");
+        assert!(p.iter().filter(|v| v.abs() >= thr).count() < k, "{thr}");
+        // The k largest: every sampled element, then the unsampled ones of highest index.
+        let mut want: Vec<u32> = sampled.iter().map(|&i| i as u32).collect();
+        want.extend(
+            (0..d)
+                .rev()
+                .filter(|&i| !big[i])
+                .take(k - sampled.len())
+                .map(|i| i as u32),
+        );
+        want.sort_unstable();
+        let mut m = TopK::new(&params(0.5), ctx(0, 1)).expect("new");
+        m.register(0, rows, cols).expect("register");
+        m.begin_step(0);
+        let g = Array2::from_shape_vec((rows, cols), p.clone()).expect("shape");
+        let mut wire = Wire::default();
+        m.compress(0, 0, g.view(), &mut wire).expect("compress");
+        assert_eq!(wire.gather_u32.len(), 2 * k);
+        let (idx, bits) = wire.gather_u32.split_at(k);
+        assert_eq!(idx, &want[..]);
+        for (&i, &b) in idx.iter().zip(bits) {
+            assert_eq!(f32::from_bits(b), p[i as usize]);
+        }
+    }
+
+    /// The memory check's share by hand (density 0.25, tensors of 64 and 8 elements, 3
+    /// ranks): `k = ceil(0.25 d)` = 16 and 2; per tensor `2 x 8 k x 3` = 768 and 96 bytes;
+    /// once for the largest `64 / 8 = 8` bytes plus the extra, here `d + k = 80`.
+    #[test]
+    fn sparse_state_bytes_by_hand() {
+        let p = params(0.25);
+        assert_eq!(
+            sparse_state_bytes(&p, &[64, 8], 3, |d, k| (d + k) as f64),
+            952
+        );
+        assert_eq!(sparse_state_bytes(&p, &[64, 8], 3, |_, _| 0.0), 872);
+        assert_eq!(sparse_gather_state_bytes(&p, &[64, 8], 3), 872);
+        // The spec's entry is this function.
+        let f = SPEC.state_bytes.expect("Top-k sizes its state");
+        assert_eq!(f(&p, &[64, 8], 3), 872);
+    }
+
     #[test]
     fn validates_params_and_ids() {
         assert!(TopK::new(&params(0.0), ctx(0, 1)).is_err());
