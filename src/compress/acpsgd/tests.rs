@@ -381,3 +381,137 @@ fn rejects_bad_input() {
     ));
     assert!(c.compress(0, 1, g.t(), &mut wire).is_err());
 }
+
+/// Every kernel but the QR by hand (lzhangbv/acpsgd `acpsgd.py`; fp32 4 bytes; an
+/// element-wise kernel reads and writes `4 d` per operand, a copy reads and writes its
+/// bytes, a GEMM `(m x k)(k x n)` moves `4 (mk + kn + mn)` bytes and does `2 mkn` flops):
+/// a 6 x 4 matrix at rank 2 (d = 24; P 6 x 2, Q 4 x 2) and a raw 1 x 10 tensor.
+#[test]
+fn device_kernel_bytes_by_hand() {
+    let p = MethodParams {
+        rank: 2,
+        ..Default::default()
+    };
+    let mut c = AcpSgd::new(
+        &p,
+        WorkerCtx {
+            rank: 0,
+            world_size: 2,
+            seed: 1,
+        },
+    )
+    .unwrap();
+    c.register(0, 6, 4).unwrap();
+    c.register(1, 1, 10).unwrap();
+    let list = |t: usize, phase: usize, stage: Stage| -> Vec<(&str, f64, f64)> {
+        device::collect(|o| c.device_kernels(t, 0, phase, stage, o))
+            .into_iter()
+            .filter(|k| !k.name.starts_with("orth"))
+            .map(|k| (k.name, k.bytes, k.flops))
+            .collect()
+    };
+    let ew = 4.0 * 24.0 * 3.0;
+    let pq = 4.0 * (12.0 + 8.0 + 24.0);
+    let pq_flops = 2.0 * 6.0 * 2.0 * 4.0;
+    let tail = [
+        ("P Q^T", pq, pq_flops),
+        ("M - P Q^T", ew, 0.0),
+        ("E += M - P Q^T", ew, 0.0),
+    ];
+    let mut want = vec![
+        ("M + E", ew, 0.0),
+        (
+            "P = (M + E) Q",
+            4.0 * (24.0 + 8.0 + 12.0),
+            2.0 * 6.0 * 4.0 * 2.0,
+        ),
+        ("P.copy_ into the P buffer", 2.0 * 4.0 * 12.0, 0.0),
+    ];
+    want.extend(tail);
+    assert_eq!(list(0, 0, Stage::Compress), want);
+    let mut want = vec![
+        ("M + E", ew, 0.0),
+        (
+            "Q = (M + E)^T P",
+            4.0 * (24.0 + 12.0 + 8.0),
+            2.0 * 4.0 * 6.0 * 2.0,
+        ),
+        ("Q.copy_ into the Q buffer", 2.0 * 4.0 * 8.0, 0.0),
+    ];
+    want.extend(tail);
+    assert_eq!(list(0, 1, Stage::Compress), want);
+    for phase in 0..2 {
+        assert_eq!(
+            list(0, phase, Stage::Decompress),
+            [
+                ("P Q^T", pq, pq_flops),
+                ("grad.copy_(P Q^T)", 4.0 * 24.0 * 2.0, 0.0),
+                ("grad /= n", 4.0 * 24.0 * 2.0, 0.0),
+            ]
+        );
+        assert_eq!(
+            list(1, phase, Stage::Compress),
+            [("copy_ into the P/Q buffer", 2.0 * 40.0, 0.0)]
+        );
+        assert_eq!(
+            list(1, phase, Stage::Decompress),
+            [
+                ("grad.copy_(buffer)", 2.0 * 40.0, 0.0),
+                ("grad /= n", 2.0 * 40.0, 0.0)
+            ]
+        );
+    }
+}
+
+/// `micro --check`: ACP-SGD's share is its gradient, row-major; step 0 is a P step, so
+/// the result must be the projection of the dense average `A` onto the row space it
+/// spans (`A Q Q^T`). `A` (8 x 8, rank 2) summed over 2 workers, rank 1 (compressed at
+/// ACP-SGD's default rate 0): `A e0 e0^T` (column 0 kept) passes; `e0 e0^T A` (row 0
+/// kept: Power-SGD's column-space projection) and `A` itself (not rank 1) fail.
+#[test]
+fn the_check_wants_the_row_space_projection_of_the_average() {
+    let p = MethodParams {
+        rank: 1,
+        ..Default::default()
+    };
+    let ctx = WorkerCtx {
+        rank: 0,
+        world_size: 2,
+        seed: 1,
+    };
+    let m = AcpSgd::new(&p, ctx).unwrap();
+    let mut fresh = AcpSgd::new(&p, ctx).unwrap();
+    let g = Array2::from_shape_vec((2, 2), vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    assert_eq!(
+        m.check_share(g.view(), &mut fresh).unwrap(),
+        [1.0, 2.0, 3.0, 4.0]
+    );
+    let n = 8;
+    let a = Array2::from_shape_fn((n, n), |(i, j)| {
+        100.0 * (i as f32 + 1.0) + 10.0 * (j as f32) * (i % 3) as f32
+    });
+    let summed: Vec<f32> = a.iter().map(|x| 2.0 * x).collect();
+    let keep = |row: bool| -> Vec<f32> {
+        Array2::from_shape_fn((n, n), |(i, j)| {
+            if (row && i == 0) || (!row && j == 0) {
+                a[[i, j]]
+            } else {
+                0.0
+            }
+        })
+        .iter()
+        .copied()
+        .collect()
+    };
+    let probe = |r: usize, c: usize| {
+        Array2::from_shape_fn((r, c), |(i, j)| ((7 * i + 3 * j) % 11) as f32 - 5.0)
+    };
+    let mut verdict = |out: &[f32]| {
+        let mut c = CheckCtx::two_workers((n, n), &p, &[], &mut fresh, &probe);
+        m.check_verdict(out, &summed, &mut c).unwrap()
+    };
+    assert_eq!(verdict(&keep(false)), Ok(()));
+    assert!(verdict(&keep(true)).is_err());
+    let dense: Vec<f32> = a.iter().copied().collect();
+    assert!(verdict(&dense).is_err());
+}
