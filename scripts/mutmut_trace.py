@@ -17,6 +17,9 @@ the one pytest process that collected the tests:
    statements run, fastest first, to the first failure: `killed`, `survived`, `timeout` (the
    test's alarm, 10x its clean time and at least 30 s) or `uncovered` (no test runs the statement).
 
+A test file that fails to collect stops the run before any mutant (a line `error ...` in MLOOP_OUT,
+pytest's exit code 2), as pytest itself stops.
+
 Usage, in a copy of the kept copy's `mutants/` holding this revision's tests:
 
     MLOOP_MUTANTS=names.txt MLOOP_OUT=out.txt MLOOP_STATS=stats.json PYTHONPATH=.:scripts-dir \\
@@ -131,6 +134,11 @@ def statement_ranges(path: str, mod: str) -> dict:
 
 def pytest_runtestloop(session):
     out = open(os.environ["MLOOP_OUT"], "a", buffering=1)
+    if session.testsfailed:
+        # pytest's own loop stops at a collection error; this hook replaces it, and a test file
+        # that failed to import would otherwise leave its tests out of every mutant unnoticed
+        print(f"error {session.testsfailed} collection error(s): no mutant run (pytest's log names them)", file=out)
+        raise session.Interrupted(f"{session.testsfailed} error(s) during collection: no mutant run")
     names = [x.strip() for x in open(os.environ["MLOOP_MUTANTS"]) if x.strip()]
     if not names:
         return True

@@ -94,12 +94,16 @@ def toy(tmp_path_factory):
     return d, ref, diffs
 
 
+def run_plugin(d, out, stats, files=("tests/test_toy.py",)):
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "mutmut_trace", "-p", "no:cacheprovider",
+                           *files], cwd=d / "mutants", capture_output=True, text=True, timeout=300,
+                          env={**env(), "MLOOP_MUTANTS": str(d / "names.txt"), "MLOOP_OUT": str(out),
+                               "MLOOP_STATS": str(d / stats), "PYTHONPATH": f".:{ROOT / 'scripts'}"})
+
+
 def trace(d, tag, stats="stats.json"):
     out = d / f"{tag}.txt"
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "mutmut_trace", "-p", "no:cacheprovider",
-                        "tests/test_toy.py"], cwd=d / "mutants", capture_output=True, text=True, timeout=300,
-                       env={**env(), "MLOOP_MUTANTS": str(d / "names.txt"), "MLOOP_OUT": str(out),
-                            "MLOOP_STATS": str(d / stats), "PYTHONPATH": f".:{ROOT / 'scripts'}"})
+    p = run_plugin(d, out, stats)
     assert p.returncode in (0, 5), p.stdout[-2000:] + p.stderr[-2000:]   # 5: pytest's "no tests ran"
     lines = out.read_text().splitlines()
     got = {ln.split()[1]: ln.split()[0] for ln in lines if not ln.startswith("baseline ")}
@@ -132,3 +136,21 @@ def test_a_second_run_reads_the_baseline_from_the_stats_file(toy):
     first, _ = trace(d, "again-1")
     again, baseline = trace(d, "again-2")
     assert baseline == [] and again == first
+
+
+def test_a_test_file_that_fails_to_collect_stops_the_run_before_any_mutant(toy):
+    """A test file that raises at import (as test_bad_inputs did where its recorded runs were not
+    beside the copy) must not leave its tests out of every mutant unnoticed: pytest's own loop
+    stops at a collection error (exit code 2), and so does the plugin, saying so in MLOOP_OUT."""
+    d, _, _ = toy
+    bad = d / "mutants" / "tests" / "test_broken.py"
+    bad.write_text("open('/nonexistent/recorded-runs.tsv')\n\ndef test_never():\n    pass\n")
+    try:
+        out = d / "broken.txt"
+        p = run_plugin(d, out, "broken-stats.json", files=("tests/test_toy.py", "tests/test_broken.py"))
+    finally:
+        bad.unlink()
+    assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-2000:]
+    lines = out.read_text().splitlines()
+    assert lines == ["error 1 collection error(s): no mutant run (pytest's log names them)"]
+    assert not (d / "broken-stats.json").exists()
