@@ -335,6 +335,144 @@ mod tests {
         assert!(kernels(&c, 1, Stage::Decompress).is_empty());
     }
 
+    /// Every kernel but the orthogonalisation by hand (PyTorch's `powerSGD_hook`; fp32 4
+    /// bytes; an element-wise kernel moves `4 d` per operand read or written, a copy
+    /// reads and writes its bytes, a GEMM `(m x k)(k x n)` moves `4 (mk + kn + mn)` bytes
+    /// and does `2 mkn` flops): a 12 x 8 matrix at rank 2 (d = 96; P 12 x 2, Q 8 x 2;
+    /// `(12 + 8) 2 x 2 = 80 < 96`: compressed at the default rate 2) and a raw 1 x 10.
+    #[test]
+    fn device_kernel_bytes_by_hand() {
+        let p = MethodParams {
+            rank: 2,
+            ..Default::default()
+        };
+        let mut c = PowerSgd::new(
+            &p,
+            WorkerCtx {
+                rank: 0,
+                world_size: 2,
+                seed: 1,
+            },
+        )
+        .unwrap();
+        c.register(0, 12, 8).unwrap();
+        c.register(1, 1, 10).unwrap();
+        let list = |t: usize, round: usize, stage: Stage| -> Vec<(&str, f64, f64)> {
+            device::collect(|o| c.device_kernels(t, round, 0, stage, o))
+                .into_iter()
+                .filter(|k| !k.name.starts_with("orth"))
+                .map(|k| (k.name, k.bytes, k.flops))
+                .collect()
+        };
+        let d = 96.0;
+        assert_eq!(
+            list(0, 0, Stage::Compress),
+            [
+                ("M = g + e (add_ error)", 4.0 * d * 3.0, 0.0),
+                ("keep a copy of M (clone)", 4.0 * d * 2.0, 0.0),
+                (
+                    "P = M Q",
+                    4.0 * (96.0 + 16.0 + 24.0),
+                    2.0 * 12.0 * 8.0 * 2.0
+                ),
+            ]
+        );
+        assert!(list(0, 0, Stage::Decompress).is_empty());
+        assert_eq!(
+            list(0, 1, Stage::Compress),
+            [(
+                "Q = M^T P",
+                4.0 * (96.0 + 24.0 + 16.0),
+                2.0 * 8.0 * 12.0 * 2.0
+            )]
+        );
+        assert_eq!(
+            list(0, 1, Stage::Decompress),
+            [
+                ("Q /= n", 4.0 * 16.0 * 2.0, 0.0),
+                (
+                    "out = P Q^T",
+                    4.0 * (24.0 + 16.0 + 96.0),
+                    2.0 * 12.0 * 2.0 * 8.0
+                ),
+                ("e = M - out", 4.0 * d * 3.0, 0.0),
+            ]
+        );
+        assert_eq!(
+            list(1, 0, Stage::Compress),
+            [("torch.cat into the uncompressed buffer", 2.0 * 40.0, 0.0)]
+        );
+        assert_eq!(
+            list(1, 0, Stage::Decompress),
+            [
+                ("uncompressed buffer /= n", 2.0 * 40.0, 0.0),
+                ("copy back from the uncompressed buffer", 2.0 * 40.0, 0.0),
+            ]
+        );
+        for stage in [Stage::Compress, Stage::Decompress] {
+            assert!(list(1, 1, stage).is_empty());
+            assert!(list(0, 2, stage).is_empty());
+        }
+    }
+
+    /// `micro --check`: Power-SGD's share is its gradient, row-major; the result must be
+    /// the projection of the dense average `A` onto the column space it spans (`P P^T A`),
+    /// or `A` itself during the dense warm-up (`start_iter > 0`: the checked step 0 is
+    /// then dense). `A` (8 x 8, rank 2) summed over 2 workers, rank 1 (`(8 + 8) x 2 < 64`:
+    /// compressed at the default rate 2): `e0 e0^T A` (row 0 kept) passes without a
+    /// warm-up, `A e0 e0^T` (column 0 kept: the row space) and `A` do not; with
+    /// `start_iter` 1 `A` passes and `e0 e0^T A` does not.
+    #[test]
+    fn the_check_wants_the_column_space_projection_or_the_warm_up_average() {
+        let n = 8;
+        let a = Array2::from_shape_fn((n, n), |(i, j)| {
+            100.0 * (i as f32 + 1.0) + 10.0 * (j as f32) * (i % 3) as f32
+        });
+        let summed: Vec<f32> = a.iter().map(|x| 2.0 * x).collect();
+        let keep = |row: bool| -> Vec<f32> {
+            Array2::from_shape_fn((n, n), |(i, j)| {
+                if (row && i == 0) || (!row && j == 0) {
+                    a[[i, j]]
+                } else {
+                    0.0
+                }
+            })
+            .iter()
+            .copied()
+            .collect()
+        };
+        let dense: Vec<f32> = a.iter().copied().collect();
+        let probe = |r: usize, c: usize| {
+            Array2::from_shape_fn((r, c), |(i, j)| ((7 * i + 3 * j) % 11) as f32 - 5.0)
+        };
+        let ctx = WorkerCtx {
+            rank: 0,
+            world_size: 2,
+            seed: 1,
+        };
+        let verdict = |start_iter: u64, out: &[f32]| {
+            let p = MethodParams {
+                rank: 1,
+                start_iter,
+                ..Default::default()
+            };
+            let m = PowerSgd::new(&p, ctx).unwrap();
+            let mut fresh = PowerSgd::new(&p, ctx).unwrap();
+            let g = Array2::from_shape_vec((2, 2), vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
+            assert_eq!(
+                m.check_share(g.view(), &mut fresh).unwrap(),
+                [1.0, 2.0, 3.0, 4.0]
+            );
+            let mut c = CheckCtx::two_workers((n, n), &p, &[], &mut fresh, &probe);
+            m.check_verdict(out, &summed, &mut c).unwrap()
+        };
+        assert_eq!(verdict(0, &keep(true)), Ok(()));
+        assert!(verdict(0, &keep(false)).is_err());
+        assert!(verdict(0, &dense).is_err());
+        assert_eq!(verdict(1, &dense), Ok(()));
+        assert!(verdict(1, &keep(true)).is_err());
+    }
+
     fn workers(n: usize, p: &MethodParams, shapes: &[(usize, usize)]) -> Vec<PowerSgd> {
         sim::workers(n, 7, shapes, |ctx| PowerSgd::new(p, ctx).unwrap())
     }
@@ -456,6 +594,45 @@ mod tests {
                 assert!(rel_err(&outs[1], &mean(&grads)) < 1e-4);
             }
         }
+    }
+
+    /// The wire each round can need (`wire_capacity`), by hand: without a warm-up a
+    /// 12 x 8 matrix at rank 2 sends P (24 floats) then Q (16), a raw 1 x 10 its 10
+    /// floats in round 0 and nothing in round 1; with `start_iter` 3 round 0 must also
+    /// hold the dense matrix (96). At rate 0 a 5 x 1 matrix is compressed at rank 1: P
+    /// is 5 floats, as the dense tensor, so its warm-up capacity is 5. Nothing for a
+    /// tensor never registered or a round past 1.
+    #[test]
+    fn wire_capacity_by_hand() {
+        let cap = |start_iter: u64, rate: Option<f64>, rows: usize, cols: usize, round| {
+            let p = MethodParams {
+                rank: 2,
+                start_iter,
+                min_compression_rate: rate,
+                ..Default::default()
+            };
+            let mut c = PowerSgd::new(
+                &p,
+                WorkerCtx {
+                    rank: 0,
+                    world_size: 2,
+                    seed: 1,
+                },
+            )
+            .unwrap();
+            c.register(0, rows, cols).unwrap();
+            assert_eq!(c.wire_capacity(1, round).sum_f32, 0, "unregistered");
+            c.wire_capacity(0, round).sum_f32
+        };
+        for (start_iter, round0) in [(0, 24), (3, 96)] {
+            assert_eq!(cap(start_iter, None, 12, 8, 0), round0, "{start_iter}");
+            assert_eq!(cap(start_iter, None, 12, 8, 1), 16, "{start_iter}");
+            assert_eq!(cap(start_iter, None, 12, 8, 2), 0, "{start_iter}");
+            assert_eq!(cap(start_iter, None, 1, 10, 0), 10, "{start_iter}");
+            assert_eq!(cap(start_iter, None, 1, 10, 1), 0, "{start_iter}");
+        }
+        assert_eq!(cap(1, Some(0.0), 5, 1, 0), 5);
+        assert_eq!(cap(1, Some(0.0), 5, 1, 1), 1);
     }
 
     #[test]
