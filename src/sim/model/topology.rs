@@ -456,4 +456,70 @@ mod tests {
             assert!(e.contains("pcie3, nvlink"), "{bad}: {e}");
         }
     }
+
+    /// The NIC of `two_nodes_of_four_by_hand` (10 us, 1 GB/s, no reduction cost) under
+    /// `g` ranks per node joined by `intra`.
+    fn nic_topology(g: usize, intra: &str) -> Topology {
+        nic_topology_gamma(g, intra, 0.0)
+    }
+
+    /// [`nic_topology`] with a reduction cost of `gamma` s/B.
+    fn nic_topology_gamma(g: usize, intra: &str, gamma: f64) -> Topology {
+        let nic = Link {
+            alpha_s: 10e-6,
+            beta_s_per_byte: 1e-9,
+            gamma_s_per_byte: gamma,
+        };
+        Topology::new(
+            Box::new(Analytic::new("nic", nic)),
+            g,
+            IntraLink::parse(intra).unwrap(),
+        )
+    }
+
+    /// A ring step is its slowest hop: on one node only intra-node hops (no NIC hop), and
+    /// across nodes the intra-node hop where it is the slower one.
+    #[test]
+    fn a_ring_step_is_its_slowest_hop_intra_node_on_one_node() {
+        // One node of 4, intra 1 us + 0.1 ns/B: 6 steps of 2 MB, 3 steps of 1 MB.
+        let t = nic_topology(4, "1:10");
+        assert!(close(
+            t.ring_allreduce_s(4, 8e6),
+            6.0 * (1e-6 + 2e6 * 1e-10)
+        ));
+        assert!(close(
+            t.ring_allgather_s(4, 1e6),
+            3.0 * (1e-6 + 1e6 * 1e-10)
+        ));
+        // Two nodes of 4 over a slow intra link (100 us, 0.1 GB/s): the intra hop of 1 MB,
+        // 1e-4 + 1e-2, is slower than the NIC's 1e-5 + 1e-3 and sets each of the 7 steps.
+        let slow = nic_topology(4, "100:0.1");
+        assert!(close(
+            slow.ring_allgather_s(8, 1e6),
+            7.0 * (1e-4 + 1e6 * 1e-8)
+        ));
+        assert!(close(
+            slow.ring_allreduce_s(8, 8e6),
+            14.0 * (1e-4 + 1e6 * 1e-8)
+        ));
+    }
+
+    /// The ring all-reduce's chunk reductions: `(n-1)/n m` bytes at the wrapped network's
+    /// cost per byte, on top of `two_nodes_of_four_by_hand`'s 14 NIC-bound steps.
+    #[test]
+    fn the_ring_reduces_n_minus_1_over_n_of_the_bytes_at_the_wrapped_networks_cost() {
+        let t = nic_topology_gamma(4, "1:10", 1e-9);
+        // 7/8 of 8 MB = 7 MB at 1 ns/B: 7e-3 s.
+        assert!(close(t.ring_allreduce_s(8, 8e6), 14.0 * 1.01e-3 + 7e-3));
+        assert!(close(t.time_s(Op::Ring, 8, 8e6), 14.0 * 1.01e-3 + 7e-3));
+        assert!(close(t.reduce_s(2e6), 2e-3));
+    }
+
+    /// The ranks per node asked, at least one (`new`'s contract: a count of 0 is one).
+    #[test]
+    fn ranks_per_node_are_as_asked_and_at_least_one() {
+        assert_eq!(nic_topology(4, "pcie3").ranks_per_node(), 4);
+        assert_eq!(nic_topology(0, "pcie3").ranks_per_node(), 1);
+        assert_eq!(nic_topology(0, "pcie3").nodes(3), 3);
+    }
 }
