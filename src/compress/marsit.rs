@@ -514,4 +514,157 @@ mod tests {
             "unregistered"
         );
     }
+
+    /// Device kernels by hand (this reconstruction's, docs/methods.md; fp32 4 bytes):
+    /// 1 x 100 at 4 workers, 1 + ceil(100 / 32) = 5 ring words, chunks of ceil(5 / 4) = 2:
+    /// compress `p = g + e` (2 reads, 1 write), `|p|`, `mean |p|` (d + 1 floats), the signs
+    /// packed (d floats read, 4 words written); decompress 3 merges of 3 x 4 x 2 bytes,
+    /// the unpack (5 words and 100 floats) and `e = p - out`. Nothing for round 1.
+    #[test]
+    fn device_kernels_by_hand() {
+        let ws = setup(4, 1, 100);
+        let list = |round: usize, stage: Stage| {
+            let mut v = Vec::new();
+            ws[0].device_kernels(0, round, 0, stage, &mut |k| v.push((k.name, k.bytes)));
+            v
+        };
+        assert_eq!(
+            list(0, Stage::Compress),
+            [
+                ("p = g + e", 4.0 * 100.0 * 3.0),
+                ("|p|", 4.0 * 100.0 * 2.0),
+                ("scale = mean |p|", 4.0 * 101.0),
+                ("sign bits, packed 32 per word", 4.0 * 100.0 + 4.0 * 4.0),
+            ]
+        );
+        let merge = (
+            "ring merge: Bernoulli mask, bit select, scale sum",
+            3.0 * 4.0 * 2.0,
+        );
+        assert_eq!(
+            list(0, Stage::Decompress),
+            [
+                merge,
+                merge,
+                merge,
+                ("out = scale / n * (2b - 1) (unpack)", 4.0 * (5.0 + 100.0)),
+                ("e = p - out", 4.0 * 100.0 * 3.0),
+            ]
+        );
+        for stage in [Stage::Compress, Stage::Decompress] {
+            assert!(list(1, stage).is_empty());
+        }
+    }
+
+    /// A received ring of the wrong length, or from no worker, is refused (1 x 100: 5
+    /// words), not decoded.
+    #[test]
+    fn decompress_refuses_a_wrong_ring() {
+        let mut ws = setup(2, 1, 100);
+        let mut out = Array2::zeros((1, 100));
+        let received = |ring: &'static [u32], world_size| Received {
+            sum_f32: &[],
+            gathered_u32: &[],
+            gather_counts: &[],
+            ring_u32: ring,
+            world_size,
+        };
+        static FIVE: [u32; 5] = [0; 5];
+        static SIX: [u32; 6] = [0; 6];
+        for (ring, n) in [(&FIVE[..4], 2), (&SIX[..], 2), (&FIVE[..], 0)] {
+            let e = ws[0]
+                .decompress(0, 0, &received(ring, n), out.view_mut())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!(
+                    "received {} ring words from {n} workers; expected 5",
+                    ring.len()
+                )),
+                "{e}"
+            );
+        }
+        assert!(ws[0]
+            .decompress(0, 0, &received(&FIVE, 2), out.view_mut())
+            .is_ok());
+    }
+
+    /// `micro --check`'s share by hand: the scale `mean |g|` = (1 + 0 + 2 + 0) / 4, then 1
+    /// per element of non-negative sign (-0.0 is negative).
+    #[test]
+    fn check_share_by_hand() {
+        let ws = setup(2, 1, 4);
+        let mut fresh = setup(2, 1, 4).remove(0);
+        let g = Array2::from_shape_vec((1, 4), vec![1.0f32, -0.0, -2.0, 0.0]).unwrap();
+        assert_eq!(
+            ws[0].check_share(g.view(), &mut fresh).unwrap(),
+            [0.75, 1.0, 0.0, 0.0, 1.0]
+        );
+    }
+
+    /// `micro --check`'s verdict at 2 workers whose scales sum to 3 (mean scale 1.5):
+    /// every `|out|` within 1e-5 of 1.5 relative, each sign some worker's (an element no
+    /// worker sent positive is not positive, one every worker sent positive not
+    /// negative), and the positive outputs within `6 sqrt(sum p (1 - p)) + 1` of
+    /// `sum p`, `p` each element's share of positive workers.
+    #[test]
+    fn check_verdict_by_hand() {
+        let verdict = |out: &[f32], summed: &[f32]| {
+            let ws = setup(2, 1, out.len());
+            let mut fresh = setup(2, 1, out.len()).remove(0);
+            let p = MethodParams::default();
+            let probe = |r: usize, c: usize| Array2::zeros((r, c));
+            let mut c = check::CheckCtx::two_workers((1, out.len()), &p, &[], &mut fresh, &probe);
+            ws[0].check_verdict(out, summed, &mut c).unwrap()
+        };
+        // Exactly at the tolerance passes: mean scale 195.3125, 1e-5 of it 2^-9 in f32,
+        // and 195.3125 + 2^-9 is an f32.
+        let summed = [390.625, 2.0, 0.0, 1.0, 1.0];
+        let at = [195.314_45, -195.3125, 195.3125, -195.3125];
+        assert_eq!(at[0] - 195.3125, 1e-5 * 195.3125, "the premise");
+        assert_eq!(verdict(&at, &summed), Ok(()));
+        // Zero gradients (scale 0): a zero output is of no sign, so it is no worker's
+        // wrong sign whether every worker sent -0.0 (no positive sign) or +0.0 (all
+        // positive); it counts as not positive (the +0.0 element: 0 positive of 1
+        // expected, within the bound's 1).
+        assert_eq!(verdict(&[0.0, 0.0], &[0.0, 0.0, 0.0]), Ok(()));
+        assert_eq!(verdict(&[0.0], &[0.0, 2.0]), Ok(()));
+        // Positive counts 2, 0, 1, 1.
+        let summed = [3.0, 2.0, 0.0, 1.0, 1.0];
+        assert_eq!(verdict(&[1.5, -1.5, 1.5, -1.5], &summed), Ok(()));
+        // 1e-5 off the scale passes (1.5e-5 allowed), 0.1 off does not.
+        assert_eq!(verdict(&[1.50001, -1.5, 1.5, -1.5], &summed), Ok(()));
+        let e = verdict(&[1.4, -1.5, 1.5, -1.5], &summed).unwrap_err();
+        assert!(
+            e.starts_with("element 0: |1.4| differs from the mean scale 1.5"),
+            "{e}"
+        );
+        let e = verdict(&[-1.5, -1.5, 1.5, -1.5], &summed).unwrap_err();
+        assert!(
+            e.starts_with("element 0: sign of -1.5 is no worker's sign"),
+            "{e}"
+        );
+        let e = verdict(&[1.5, 1.5, 1.5, -1.5], &summed).unwrap_err();
+        assert!(
+            e.starts_with("element 1: sign of 1.5 is no worker's sign"),
+            "{e}"
+        );
+        // 100 elements each positive at one worker of 2: expected 50 positive outputs,
+        // p (1 - p) = 1/4 each, bound 6 x 5 + 1 = 31: 19 to 81 pass, 18 and 82 do not.
+        let mut summed = vec![3.0f32];
+        summed.extend([1.0f32; 100]);
+        let out = |pos: usize| -> Vec<f32> {
+            (0..100).map(|i| if i < pos { 1.5 } else { -1.5 }).collect()
+        };
+        for pos in [19, 50, 81] {
+            assert_eq!(verdict(&out(pos), &summed), Ok(()), "{pos}");
+        }
+        for pos in [18, 82] {
+            let e = verdict(&out(pos), &summed).unwrap_err();
+            assert!(
+                e.starts_with(&format!("{pos} positive outputs, expected 50.0 +- 31.0")),
+                "{e}"
+            );
+        }
+    }
 }
