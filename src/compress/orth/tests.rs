@@ -102,10 +102,30 @@ fn compressed_rank_rule() {
     assert_eq!(compressed_rank(1, 1000, 4, 2.0), None); // 1-D
     assert_eq!(compressed_rank(64, 576, 4, 2.0), Some(4));
     assert_eq!(compressed_rank(8, 8, 4, 2.0), None); // (8+8)*4*2 = 128 >= 64
+
+    // At the rate exactly: PyTorch (ddp_comm_hooks/powerSGD_hook.py, `_should_compress`)
+    // wants `compressed_size * min_compression_rate < uncompressed_size`, strictly:
+    // (4+4)*1*2 = 16 is not < 16.
+    assert_eq!(compressed_rank(4, 4, 1, 2.0), None);
+    assert_eq!(compressed_rank(4, 5, 1, 2.0), Some(1)); // 18 < 20
     assert_eq!(compressed_rank(3, 1000, 4, 0.9), Some(3));
     assert_eq!(compressed_rank(3, 1000, 4, 1.0), None);
     // Rate 0 (ACP-SGD's default): every matrix with two or more rows, 1-D never.
     assert_eq!(compressed_rank(8, 8, 4, 0.0), Some(4));
     assert_eq!(compressed_rank(2, 768, 4, 0.0), Some(2));
     assert_eq!(compressed_rank(1, 1000, 4, 0.0), None);
+}
+
+/// `load_memory_order` copies a slice of the factor's length in memory order (a
+/// column-major factor: column by column) and refuses any other length, leaving the
+/// factor as it was.
+#[test]
+fn load_memory_order_copies_only_a_slice_of_its_length() {
+    let mut f = Array2::<f32>::zeros((2, 3).f());
+    assert!(load_memory_order(&mut f, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
+    let want = Array2::from_shape_vec((2, 3), vec![1.0, 3.0, 5.0, 2.0, 4.0, 6.0]).unwrap();
+    assert_eq!(f, want);
+    assert!(!load_memory_order(&mut f, &[0.0; 5]));
+    assert!(!load_memory_order(&mut f, &[0.0; 7]));
+    assert_eq!(f, want);
 }
