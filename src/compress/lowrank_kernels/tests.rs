@@ -336,3 +336,31 @@ fn portable_lanes_match_dispatched_bitwise() {
         }
     }
 }
+
+/// Rows swept together (`sweep_rows`, its doc's rule by hand): four at rank <= 4, two
+/// above, fewer only for the last rows (2 or 3 left: 2; 1 left: 1).
+#[test]
+fn sweep_rows_by_hand() {
+    for r in 1..=4 {
+        for (left, want) in [(100, 4), (4, 4), (3, 2), (2, 2), (1, 1)] {
+            assert_eq!(sweep_rows(left, r), want, "left {left} rank {r}");
+        }
+    }
+    for r in 5..=MAX_FUSED_RANK {
+        for (left, want) in [(100, 2), (4, 2), (3, 2), (2, 2), (1, 1)] {
+            assert_eq!(sweep_rows(left, r), want, "left {left} rank {r}");
+        }
+    }
+}
+
+/// An empty matrix (no rows, or no columns) is a no-op: `P` stays, `Q` is zeroed; not a
+/// division by zero columns.
+#[test]
+fn empty_matrices_are_a_no_op() {
+    for cols in [0usize, 5] {
+        let (mut e, mut p, mut q) = (Vec::<f32>::new(), Vec::<f32>::new(), vec![7.0f32; cols]);
+        add_project_rows(&mut e, None, cols, &q.clone(), 1, &mut p, true, None);
+        add_project_t(&mut e, None, cols, &p.clone(), 1, &mut q, true, None);
+        assert!(q.iter().all(|&v| v == 0.0), "{cols}: {q:?}");
+    }
+}
