@@ -10,6 +10,8 @@ fn gathered_decompress_scales_with_the_elements_a_piece_touches() {
     // Sparse pairs: 2 words (64 bits) of 1000 elements per further worker.
     assert!(close(gather_scale(4, 1000, 2), 1.0 + 3.0 * 0.064));
     assert!(close(gather_scale(4, 1000, 0), 1.0) && close(gather_scale(1, 1000, 5000), 1.0));
+    // A unit of no elements: the output pass only (not 0 / 0).
+    assert_eq!(gather_scale(4, 0, 5), 1.0);
 }
 
 /// The default compression costs come from the reference fit in every method's spec,

@@ -2,7 +2,7 @@
 //! hand, pipelining, collectives, speed), `bucketing.rs` (wires and bucket plans),
 //! `cost_model.rs` (cost model parts), `comparison.rs` (rows against measured e2e),
 //! `host_model.rs` (host effects and calibration), `device.rs` (device compression),
-//! `shaper.rs` (the links' token-bucket credit).
+//! `shaper.rs` (the links' token-bucket credit), `parts.rs` (this module's own parts by hand).
 //! Here: the shared helpers (a linear network `Lin`, the `tiny` workload and its costs).
 
 use super::network::{CollectiveCost, Op};
@@ -14,6 +14,7 @@ mod cost_model;
 mod device;
 mod engine_vs_sim;
 mod host_model;
+mod parts;
 mod schedule;
 mod shaper;
 
