@@ -269,6 +269,19 @@ mod tests {
     use super::*;
     use ndarray::Array2;
 
+    /// Worker 0 of 2 (seed 1) with parameters `p`.
+    fn worker0_of_2(p: &MethodParams) -> PowerSgd {
+        PowerSgd::new(
+            p,
+            WorkerCtx {
+                rank: 0,
+                world_size: 2,
+                seed: 1,
+            },
+        )
+        .unwrap()
+    }
+
     /// Kernels of tensor 0 in `round` and `stage`.
     fn kernels(c: &PowerSgd, round: usize, stage: Stage) -> Vec<Kernel> {
         device::collect(|o| c.device_kernels(0, round, 0, stage, o))
@@ -281,15 +294,7 @@ mod tests {
                 rank,
                 ..Default::default()
             };
-            let mut c = PowerSgd::new(
-                &p,
-                WorkerCtx {
-                    rank: 0,
-                    world_size: 2,
-                    seed: 1,
-                },
-            )
-            .unwrap();
+            let mut c = worker0_of_2(&p);
             c.register(0, 300, 200).unwrap();
             // Gram-Schmidt of P in round 0's decompress: per column a norm and a divide,
             // and for every column but the last 4 kernels (dot product and subtract).
@@ -319,15 +324,7 @@ mod tests {
         }
         // Raw (1-D) tensors: copied into the uncompressed buffer, averaged and copied
         // back in round 0; nothing in round 1.
-        let mut c = PowerSgd::new(
-            &MethodParams::default(),
-            WorkerCtx {
-                rank: 0,
-                world_size: 2,
-                seed: 1,
-            },
-        )
-        .unwrap();
+        let mut c = worker0_of_2(&MethodParams::default());
         c.register(0, 1, 1000).unwrap();
         assert_eq!(kernels(&c, 0, Stage::Compress).len(), 1);
         assert_eq!(kernels(&c, 0, Stage::Decompress).len(), 2);
@@ -346,15 +343,7 @@ mod tests {
             rank: 2,
             ..Default::default()
         };
-        let mut c = PowerSgd::new(
-            &p,
-            WorkerCtx {
-                rank: 0,
-                world_size: 2,
-                seed: 1,
-            },
-        )
-        .unwrap();
+        let mut c = worker0_of_2(&p);
         c.register(0, 12, 8).unwrap();
         c.register(1, 1, 10).unwrap();
         let list = |t: usize, round: usize, stage: Stage| -> Vec<(&str, f64, f64)> {
@@ -611,15 +600,7 @@ mod tests {
                 min_compression_rate: rate,
                 ..Default::default()
             };
-            let mut c = PowerSgd::new(
-                &p,
-                WorkerCtx {
-                    rank: 0,
-                    world_size: 2,
-                    seed: 1,
-                },
-            )
-            .unwrap();
+            let mut c = worker0_of_2(&p);
             c.register(0, rows, cols).unwrap();
             assert_eq!(c.wire_capacity(1, round).sum_f32, 0, "unregistered");
             c.wire_capacity(0, round).sum_f32

@@ -12,6 +12,19 @@ fn kernels(c: &AcpSgd, phase: usize, stage: Stage) -> Vec<Kernel> {
     device::collect(|o| c.device_kernels(0, 0, phase, stage, o))
 }
 
+/// Worker 0 of 2 (seed 1) with parameters `p`.
+fn worker0_of_2(p: &MethodParams) -> AcpSgd {
+    AcpSgd::new(
+        p,
+        WorkerCtx {
+            rank: 0,
+            world_size: 2,
+            seed: 1,
+        },
+    )
+    .unwrap()
+}
+
 #[test]
 fn device_kernels_alternate_and_count_the_qr() {
     let (rows, cols) = (300, 200);
@@ -20,15 +33,7 @@ fn device_kernels_alternate_and_count_the_qr() {
             rank,
             ..Default::default()
         };
-        let mut c = AcpSgd::new(
-            &p,
-            WorkerCtx {
-                rank: 0,
-                world_size: 2,
-                seed: 1,
-            },
-        )
-        .unwrap();
+        let mut c = worker0_of_2(&p);
         c.register(0, rows, cols).unwrap();
         for phase in 0..2 {
             // The QR of the kept factor (7r - 1 kernels) and 6 kernels.
@@ -75,15 +80,7 @@ fn device_kernels_alternate_and_count_the_qr() {
         );
     }
     // 1-D tensors go uncompressed at full size every step.
-    let mut c = AcpSgd::new(
-        &MethodParams::default(),
-        WorkerCtx {
-            rank: 0,
-            world_size: 2,
-            seed: 1,
-        },
-    )
-    .unwrap();
+    let mut c = worker0_of_2(&MethodParams::default());
     c.register(0, 1, 1000).unwrap();
     for phase in 0..2 {
         let ks = kernels(&c, phase, Stage::Compress);
@@ -392,15 +389,7 @@ fn device_kernel_bytes_by_hand() {
         rank: 2,
         ..Default::default()
     };
-    let mut c = AcpSgd::new(
-        &p,
-        WorkerCtx {
-            rank: 0,
-            world_size: 2,
-            seed: 1,
-        },
-    )
-    .unwrap();
+    let mut c = worker0_of_2(&p);
     c.register(0, 6, 4).unwrap();
     c.register(1, 1, 10).unwrap();
     let list = |t: usize, phase: usize, stage: Stage| -> Vec<(&str, f64, f64)> {
