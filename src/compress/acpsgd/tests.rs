@@ -476,28 +476,13 @@ fn the_check_wants_the_row_space_projection_of_the_average() {
         [1.0, 2.0, 3.0, 4.0]
     );
     let n = 8;
-    let a = Array2::from_shape_fn((n, n), |(i, j)| {
-        100.0 * (i as f32 + 1.0) + 10.0 * (j as f32) * (i % 3) as f32
-    });
-    let summed: Vec<f32> = a.iter().map(|x| 2.0 * x).collect();
-    let keep = |row: bool| -> Vec<f32> {
-        Array2::from_shape_fn((n, n), |(i, j)| {
-            if (row && i == 0) || (!row && j == 0) {
-                a[[i, j]]
-            } else {
-                0.0
-            }
-        })
-        .iter()
-        .copied()
-        .collect()
-    };
-    let probe = |r: usize, c: usize| {
-        Array2::from_shape_fn((r, c), |(i, j)| ((7 * i + 3 * j) % 11) as f32 - 5.0)
-    };
+    let input = sim::CheckInput::new(n);
+    let (a, summed) = (&input.a, &input.summed);
+    let keep = |row: bool| input.keep(row);
+    let probe = sim::CheckInput::probe;
     let mut verdict = |out: &[f32]| {
         let mut c = CheckCtx::two_workers((n, n), &p, &[], &mut fresh, &probe);
-        m.check_verdict(out, &summed, &mut c).unwrap()
+        m.check_verdict(out, summed, &mut c).unwrap()
     };
     assert_eq!(verdict(&keep(false)), Ok(()));
     assert!(verdict(&keep(true)).is_err());

@@ -106,3 +106,41 @@ pub fn mean(grads: &[Array2<f32>]) -> Array2<f32> {
     }
     m / grads.len() as f32
 }
+
+/// The low-rank methods' `micro --check` input: `A` (`n x n`, rank 2: row `i` is
+/// `100 (i + 1)` plus `10 j` where `i % 3 = 1`, `20 j` where `i % 3 = 2`), the sum of
+/// two workers' `A` (`2 A`, row-major), and `A` with only row 0 (`row`: `e0 e0^T A`) or
+/// only column 0 (`A e0 e0^T`) kept, row-major.
+pub struct CheckInput {
+    pub a: Array2<f32>,
+    pub summed: Vec<f32>,
+}
+
+impl CheckInput {
+    pub fn new(n: usize) -> CheckInput {
+        let a = Array2::from_shape_fn((n, n), |(i, j)| {
+            100.0 * (i as f32 + 1.0) + 10.0 * (j as f32) * (i % 3) as f32
+        });
+        let summed = a.iter().map(|x| 2.0 * x).collect();
+        CheckInput { a, summed }
+    }
+
+    /// `A` with row 0 (`row`) or column 0 kept, the rest zero, row-major.
+    pub fn keep(&self, row: bool) -> Vec<f32> {
+        Array2::from_shape_fn(self.a.dim(), |(i, j)| {
+            if (row && i == 0) || (!row && j == 0) {
+                self.a[[i, j]]
+            } else {
+                0.0
+            }
+        })
+        .iter()
+        .copied()
+        .collect()
+    }
+
+    /// The check's probe matrix (any fixed `r x c` values).
+    pub fn probe(r: usize, c: usize) -> Array2<f32> {
+        Array2::from_shape_fn((r, c), |(i, j)| ((7 * i + 3 * j) % 11) as f32 - 5.0)
+    }
+}
