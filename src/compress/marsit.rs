@@ -268,7 +268,9 @@ impl Compressor for Marsit {
     }
     /// Statistical: |out| equals the mean scale everywhere, each output sign is some
     /// worker's sign, and the share of positive outputs matches the workers' mean sign
-    /// within 6 standard deviations (the merge is unbiased bit by bit).
+    /// within 6 standard deviations (the merge is unbiased bit by bit). A zero mean scale
+    /// (every gradient zero) leaves zeros, whose sign says nothing: only their size is
+    /// judged.
     fn check_verdict(&self, out: &[f32], summed: &[f32], c: &mut CheckCtx) -> Result<Verdict> {
         let n = c.world_size as f64;
         let (scale, pos) = (summed[0] / n as f32, &summed[1..]);
@@ -278,6 +280,9 @@ impl Compressor for Marsit {
                 return Ok(Err(format!(
                     "element {i}: |{o}| differs from the mean scale {scale}"
                 )));
+            }
+            if scale == 0.0 {
+                continue;
             }
             if (o > 0.0 && c < 0.5) || (o < 0.0 && c > n as f32 - 0.5) {
                 return Ok(Err(format!(
@@ -625,10 +630,16 @@ mod tests {
         assert_eq!(verdict(&at, &summed), Ok(()));
         // Zero gradients (scale 0): a zero output is of no sign, so it is no worker's
         // wrong sign whether every worker sent -0.0 (no positive sign) or +0.0 (all
-        // positive); it counts as not positive (the +0.0 element: 0 positive of 1
-        // expected, within the bound's 1).
+        // positive), and no count of signs is judged ...
         assert_eq!(verdict(&[0.0, 0.0], &[0.0, 0.0, 0.0]), Ok(()));
         assert_eq!(verdict(&[0.0], &[0.0, 2.0]), Ok(()));
+        // ... also over many elements whose workers all sent +0.0 (sign bit clear: the
+        // share counts them positive), where a count of positive outputs would call the
+        // merge biased (0 of 4 positive, 4 expected, bound 1).
+        assert_eq!(verdict(&[0.0; 4], &[0.0, 2.0, 2.0, 2.0, 2.0]), Ok(()));
+        assert_eq!(verdict(&[-0.0; 4], &[0.0, 2.0, 2.0, 2.0, 2.0]), Ok(()));
+        // A non-zero output where the scale is zero is still refused.
+        assert!(verdict(&[0.0, 1.0], &[0.0, 2.0, 2.0]).is_err());
         // Positive counts 2, 0, 1, 1.
         let summed = [3.0, 2.0, 0.0, 1.0, 1.0];
         assert_eq!(verdict(&[1.5, -1.5, 1.5, -1.5], &summed), Ok(()));
