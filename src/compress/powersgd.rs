@@ -346,13 +346,8 @@ mod tests {
         let mut c = worker0_of_2(&p);
         c.register(0, 12, 8).unwrap();
         c.register(1, 1, 10).unwrap();
-        let list = |t: usize, round: usize, stage: Stage| -> Vec<(&str, f64, f64)> {
-            device::collect(|o| c.device_kernels(t, round, 0, stage, o))
-                .into_iter()
-                .filter(|k| !k.name.starts_with("orth"))
-                .map(|k| (k.name, k.bytes, k.flops))
-                .collect()
-        };
+        let list =
+            |t: usize, round: usize, stage: Stage| sim::kernels_but_orth(&c, t, round, 0, stage);
         let d = 96.0;
         assert_eq!(
             list(0, 0, Stage::Compress),

@@ -392,13 +392,7 @@ fn device_kernel_bytes_by_hand() {
     let mut c = worker0_of_2(&p);
     c.register(0, 6, 4).unwrap();
     c.register(1, 1, 10).unwrap();
-    let list = |t: usize, phase: usize, stage: Stage| -> Vec<(&str, f64, f64)> {
-        device::collect(|o| c.device_kernels(t, 0, phase, stage, o))
-            .into_iter()
-            .filter(|k| !k.name.starts_with("orth"))
-            .map(|k| (k.name, k.bytes, k.flops))
-            .collect()
-    };
+    let list = |t: usize, phase: usize, stage: Stage| sim::kernels_but_orth(&c, t, 0, phase, stage);
     let ew = 4.0 * 24.0 * 3.0;
     let pq = 4.0 * (12.0 + 8.0 + 24.0);
     let pq_flops = 2.0 * 6.0 * 2.0 * 4.0;

@@ -107,6 +107,22 @@ pub fn mean(grads: &[Array2<f32>]) -> Array2<f32> {
     m / grads.len() as f32
 }
 
+/// The kernels `c` launches for tensor `t` in `round`, `phase` and `stage` but the
+/// orthogonalisation's (`orth ...`, counted in orth.rs's tests), as `(name, bytes, flops)`.
+pub fn kernels_but_orth<C: Compressor>(
+    c: &C,
+    t: usize,
+    round: usize,
+    phase: usize,
+    stage: crate::roofline::Stage,
+) -> Vec<(&'static str, f64, f64)> {
+    crate::compress::device::collect(|o| c.device_kernels(t, round, phase, stage, o))
+        .into_iter()
+        .filter(|k| !k.name.starts_with("orth"))
+        .map(|k| (k.name, k.bytes, k.flops))
+        .collect()
+}
+
 /// The low-rank methods' `micro --check` input: `A` (`n x n`, rank 2: row `i` is
 /// `100 (i + 1)` plus `10 j` where `i % 3 = 1`, `20 j` where `i % 3 = 2`), the sum of
 /// two workers' `A` (`2 A`, row-major), and `A` with only row 0 (`row`: `e0 e0^T A`) or
