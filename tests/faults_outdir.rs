@@ -9,10 +9,10 @@
 
 mod common;
 use common::faults::{
-    alone, bin, case_ids, err_text, our_lines, rank_pids, refused, run, signal, spawn, strs, sweep,
-    timed, wait_bounded,
+    alone, bin, case_ids, err_text, freeze_at_rows, our_lines, refused, run, signal, spawn, strs,
+    sweep, timed, wait_bounded,
 };
-use common::{run_json, tmpdir, wait_rows};
+use common::{run_json, tmpdir};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -61,8 +61,9 @@ fn a_locked_out_is_refused_and_a_killed_holder_leaves_no_stale_lock() {
     let args = sweep(&d);
     let mut first = spawn(3, &strs(&args));
     let csv = dir.join("micro_comm.csv");
-    wait_rows(&csv, 2, &mut first);
-    let holder = rank_pids(&d)[0];
+    // Frozen, the first run holds the lock however fast it would finish its sweep.
+    let (pids, _) = freeze_at_rows(&csv, 2, &mut first, &d, 3);
+    let holder = pids[0];
     // A different benchmark into the same directory, without --resume: refused too.
     let second = run(
         2,
@@ -89,7 +90,7 @@ fn a_locked_out_is_refused_and_a_killed_holder_leaves_no_stale_lock() {
         "the refused run wrote rows"
     );
     // kill -9 every rank: the kernel drops the lock, --resume continues.
-    for p in rank_pids(&d) {
+    for &p in &pids {
         signal("KILL", p);
     }
     let _ = wait_bounded(first, 60, "killed run");

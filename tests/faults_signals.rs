@@ -9,10 +9,10 @@
 
 mod common;
 use common::faults::{
-    case_ids, catches_sigterm, err_text, rank_pids, row_cases, run, signal, spawn, strs, sweep,
-    sweep_cases, sweep_iters, timed, wait_bounded,
+    case_ids, catches_sigterm, err_text, freeze_at_rows, rank_pids, row_cases, run, signal, spawn,
+    strs, sweep, sweep_cases, sweep_iters, thaw, timed, wait_bounded, wait_pending,
 };
-use common::{read_csv, run_json, tmpdir, wait_rows};
+use common::{read_csv, run_json, tmpdir};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -36,7 +36,8 @@ enum Target {
     AllRanks,
 }
 
-/// Start the sweep on `np` ranks, send `sig` to `target` once 3 rows exist, and check
+/// Start the sweep on `np` ranks, send `sig` to `target` once 3 rows exist (every rank
+/// frozen meanwhile: [`freeze_at_rows`]), and check
 /// the record: status interrupted, the rows intact, one line naming `--resume`, and a
 /// `--resume` that ends with exactly the sweep's cases ([`sweep_cases`]), each once.
 fn interrupt_and_resume(np: usize, sig: &str, target: Target, want: &BTreeSet<(String, u64)>) {
@@ -47,18 +48,31 @@ fn interrupt_and_resume(np: usize, sig: &str, target: Target, want: &BTreeSet<(S
     args.push("--samples".into());
     let mut child = spawn(np, &strs(&args));
     let csv = dir.join("micro_comm.csv");
-    wait_rows(&csv, 3, &mut child);
-    let pids = rank_pids(&d);
-    assert_eq!(pids.len(), np, "ranks found: {pids:?}");
+    // Freeze every rank at 3 rows, signal, and continue them once the signal is
+    // pending: the sweep cannot finish between the rows seen and the signal.
+    let (pids, frozen_rows) = freeze_at_rows(&csv, 3, &mut child, &d, np);
+    let what = format!("{sig} to {target:?} at -np {np}");
+    assert!(
+        frozen_rows < want.len(),
+        "{what}: finished before the signal"
+    );
+    let signo = if sig == "INT" {
+        libc::SIGINT
+    } else {
+        libc::SIGTERM
+    };
+    let t0 = Instant::now();
     match target {
-        Target::Mpirun => signal(sig, child.id()),
+        Target::Mpirun => {
+            signal(sig, child.id());
+            pids.iter().for_each(|&p| wait_pending(p, signo));
+        }
         Target::Rank(r) => signal(sig, pids[r]),
         Target::AllRanks => pids.iter().for_each(|&p| signal(sig, p)),
     }
-    let t0 = Instant::now();
+    thaw(&pids);
     let out = wait_bounded(child, 60, &format!("{sig} to {target:?} at -np {np}"));
     let secs = t0.elapsed().as_secs_f64();
-    let what = format!("{sig} to {target:?} at -np {np}");
     assert!(!out.status.success(), "{what}: exit 0");
     assert!(secs < 10.0, "{what}: took {secs:.1}s to stop");
     let meta = run_json(&dir);
@@ -163,10 +177,9 @@ fn a_rank_that_cannot_stop_ends_the_job_with_a_message() {
     let mut args = sweep(&d);
     args.extend(["--stop-grace".into(), "2".into()]);
     let mut child = spawn(3, &strs(&args));
-    wait_rows(&dir.join("micro_comm.csv"), 2, &mut child);
-    let pids = rank_pids(&d);
-    signal("STOP", pids[2]);
+    let (pids, _) = freeze_at_rows(&dir.join("micro_comm.csv"), 2, &mut child, &d, 3);
     signal("TERM", pids[0]);
+    thaw(&pids[..2]);
     let t0 = Instant::now();
     let out = wait_bounded(child, 60, "stuck rank");
     for p in pids {
@@ -197,10 +210,9 @@ fn a_second_signal_ends_the_rank_at_once() {
     let dir = tmpdir("twice");
     let d = dir.to_str().unwrap().to_string();
     let mut child = spawn(3, &strs(&sweep(&d)));
-    wait_rows(&dir.join("micro_comm.csv"), 2, &mut child);
-    let pids = rank_pids(&d);
-    signal("STOP", pids[2]);
+    let (pids, _) = freeze_at_rows(&dir.join("micro_comm.csv"), 2, &mut child, &d, 3);
     signal("INT", pids[1]);
+    thaw(&pids[..2]);
     std::thread::sleep(Duration::from_millis(300));
     let t0 = Instant::now();
     signal("INT", pids[1]);

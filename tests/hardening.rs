@@ -4,6 +4,7 @@
 //! result (hidden --inject-fault hook); memory the node does not have is refused.
 
 mod common;
+use common::faults::{freeze_at_rows, signal, thaw};
 use common::*;
 use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
@@ -31,27 +32,12 @@ fn spawn(np: usize, args: &[&str]) -> Child {
         .expect("mpirun")
 }
 
-/// PIDs of the gradcomp ranks whose command line mentions `marker`.
-fn rank_pids(marker: &str) -> Vec<u32> {
-    let out = Command::new("pgrep")
-        .args(["-f", &format!("^{BIN} .*{marker}")])
-        .output()
-        .expect("pgrep");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
-}
-
-/// Kill one rank with SIGKILL; return (seconds until mpirun exited, exit status, stderr).
-fn kill_one_rank(child: Child, marker: &str) -> (f64, std::process::ExitStatus, String) {
-    let pids = rank_pids(marker);
-    assert!(!pids.is_empty(), "no rank process found");
+/// Kill the last of the frozen ranks `pids` ([`freeze_at_rows`]) with SIGKILL and
+/// continue the others; return (seconds until mpirun exited, exit status, stderr).
+fn kill_one_rank(child: Child, pids: &[u32]) -> (f64, std::process::ExitStatus, String) {
     let t0 = Instant::now();
-    Command::new("kill")
-        .args(["-9", &pids[pids.len() - 1].to_string()])
-        .status()
-        .unwrap();
+    signal("KILL", pids[pids.len() - 1]);
+    thaw(&pids[..pids.len() - 1]);
     let out = child.wait_with_output().unwrap();
     (
         t0.elapsed().as_secs_f64(),
@@ -89,8 +75,8 @@ fn killed_rank_ends_the_job_within_10s_and_rows_stay_intact() {
     args.extend(["--out", d]);
     let mut child = spawn(3, &args);
     let csv = dir.join("micro_comm.csv");
-    wait_rows(&csv, 3, &mut child);
-    let (secs, status, err) = kill_one_rank(child, d);
+    let (pids, _) = freeze_at_rows(&csv, 3, &mut child, d, 3);
+    let (secs, status, err) = kill_one_rank(child, &pids);
     assert!(
         secs < 10.0,
         "the job took {secs:.1}s to end after a rank was killed"
@@ -118,14 +104,14 @@ fn resumed_sweep_has_exactly_the_rows_of_an_uninterrupted_one() {
     args.extend(["--out", &d]);
     let mut child = spawn(2, &args);
     let csv = dir.join("micro_comm.csv");
-    wait_rows(&csv, 5, &mut child);
-    let (_, status, _) = kill_one_rank(child, &d);
-    assert!(!status.success());
-    let before = rows_in(&csv);
+    let (pids, frozen_rows) = freeze_at_rows(&csv, 5, &mut child, &d, 2);
     assert!(
-        before < want.len(),
+        frozen_rows < want.len(),
         "the sweep finished before it was killed"
     );
+    let (_, status, _) = kill_one_rank(child, &pids);
+    assert!(!status.success());
+    let before = rows_in(&csv);
     args.push("--resume");
     let out = mpirun(2, &args);
     assert_ok(&out);

@@ -4,6 +4,7 @@
 //! and the switch that turns it off.
 
 mod common;
+use common::faults::{freeze_at_rows, signal, thaw};
 use common::*;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -504,20 +505,10 @@ fn killed_and_resumed_sweep_has_every_sample_once() {
         .spawn()
         .unwrap();
     let csv = out.join("micro_comm.csv");
-    wait_rows(&csv, 4, &mut child);
-    let pids = std::process::Command::new("pgrep")
-        .args(["-f", &format!("^{BIN} .*{o}")])
-        .output()
-        .unwrap();
-    let pids: Vec<String> = String::from_utf8_lossy(&pids.stdout)
-        .lines()
-        .map(|l| l.trim().to_string())
-        .collect();
-    assert!(!pids.is_empty(), "no rank process found");
-    std::process::Command::new("kill")
-        .args(["-9", &pids[pids.len() - 1]])
-        .status()
-        .unwrap();
+    let (pids, frozen_rows) = freeze_at_rows(&csv, 4, &mut child, &o, NP);
+    assert!(frozen_rows < 42, "the sweep finished before it was killed");
+    signal("KILL", pids[NP - 1]);
+    thaw(&pids[..NP - 1]);
     let status = child.wait().unwrap();
     assert!(!status.success(), "the sweep finished before it was killed");
     let done_before = rows_in(&csv);

@@ -119,6 +119,89 @@ pub fn catches_sigterm(pid: u32) -> bool {
         .is_some_and(|m| m & (1 << (15 - 1)) != 0)
 }
 
+/// Wait (bounded) until `np` ranks whose command line mentions `marker` run, then until
+/// `csv` has at least `n` rows, and freeze every rank at once (SIGSTOP): the state a
+/// test then signals or kills is the state it saw, however fast the machine runs the
+/// cases (a CI machine ran the 40 cases of the 4-rank sweep in one second and finished
+/// them between the 20 ms poll and mpirun's forwarding of SIGTERM). Returns the ranks'
+/// PIDs in rank order and the rows written when they froze; [`thaw`] continues them.
+pub fn freeze_at_rows(
+    csv: &Path,
+    n: usize,
+    child: &mut Child,
+    marker: &str,
+    np: usize,
+) -> (Vec<u32>, usize) {
+    let t0 = Instant::now();
+    let pids = loop {
+        let p = rank_pids(marker);
+        if p.len() == np {
+            break p;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+        assert!(t0.elapsed() < Duration::from_secs(60), "ranks found: {p:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    loop {
+        if super::rows_in(csv) >= n {
+            for &pid in &pids {
+                // SAFETY: kill(2) on a PID this test's child started; no memory is shared.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
+            }
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before writing {n} rows"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "no {n} rows after 2 minutes"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // A stopped process shows `T (stopped)` once SIGSTOP is delivered.
+    for &pid in &pids {
+        let t1 = Instant::now();
+        while !proc_status(pid, "State:").starts_with('T') && t1.elapsed() < Duration::from_secs(5)
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    (pids, super::rows_in(csv))
+}
+
+/// Continue frozen ranks (SIGCONT).
+pub fn thaw(pids: &[u32]) {
+    for &pid in pids {
+        signal("CONT", pid);
+    }
+}
+
+/// The value of `key` in /proc/PID/status, trimmed; empty when the process is gone.
+pub fn proc_status(pid: u32, key: &str) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()))
+        .unwrap_or_default()
+}
+
+/// Wait (at most 10 s) until signal `signo` is pending at process `pid` (the
+/// process-wide mask `ShdPnd`, bit `signo - 1`), the process is no longer stopped
+/// (its launcher continued it) or it is gone.
+pub fn wait_pending(pid: u32, signo: i32) {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(10) {
+        let pending = u64::from_str_radix(&proc_status(pid, "ShdPnd:"), 16)
+            .is_ok_and(|m| m & (1 << (signo - 1)) != 0);
+        if pending || !proc_status(pid, "State:").starts_with('T') {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 pub fn signal(sig: &str, pid: u32) {
     Command::new("kill")
         .args([&format!("-{sig}"), &pid.to_string()])

@@ -189,22 +189,6 @@ pub fn rows_in(path: &Path) -> usize {
         .unwrap_or(0)
 }
 
-/// Wait (bounded: 2 minutes) until `path` has at least `n` rows while `child` runs.
-pub fn wait_rows(path: &Path, n: usize, child: &mut std::process::Child) {
-    let t0 = std::time::Instant::now();
-    while rows_in(path) < n {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the run ended before writing {n} rows"
-        );
-        assert!(
-            t0.elapsed() < std::time::Duration::from_secs(120),
-            "no {n} rows after 2 minutes"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
 /// The rule of docs/methods.md written again: dense S-SGD's final (loss, accuracy) over
 /// its three seeds widened by t(0.95, 2) = 2.920 sample sds x sqrt(1 + 1/3).
 pub fn dense_target(finals: &[(f64, f64)]) -> (f64, f64) {
