@@ -464,17 +464,10 @@ fn run_json_counts_the_cases_whatever_ends_the_job() {
     let out = dir.join("k");
     let o = out.to_str().unwrap();
     let args = sweep_iters(o, 2000);
-    let child = spawn(2, &strs(&args));
+    let mut child = spawn(2, &strs(&args));
     let csv = out.join("micro_comm.csv");
-    let t0 = Instant::now();
-    while common::rows_in(&csv) < 5 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(120),
-            "no 5 rows in 120 s"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    for p in rank_pids(o) {
+    let (pids, _) = freeze_at_rows(&csv, 5, &mut child, o, 2);
+    for p in pids {
         signal("KILL", p);
     }
     let _ = wait_bounded(child, 60, "a sweep after kill -9");
