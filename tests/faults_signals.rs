@@ -410,7 +410,9 @@ fn converge_stops_on_a_signal_records_it_and_resumes_per_case() {
 /// stop handlers are installed before MPI_Init; before, such a signal killed the ranks
 /// with no record at all. Each rank is signalled 0, 30 or 150 ms after its handlers are
 /// in (`catches_sigterm`): the first instants after exec, before `main` runs, are every
-/// program's (a CI run once signalled a rank there and it died of SIGTERM).
+/// program's (a CI run once signalled a rank there and it died of SIGTERM). The one case
+/// has a million iterations, so a machine that starts MPI in under 150 ms cannot finish
+/// it before the signal (the ranks agree to stop at the next iteration's barrier).
 #[test]
 fn a_signal_during_start_up_leaves_an_interrupted_record() {
     let _t = timed();
@@ -420,7 +422,15 @@ fn a_signal_during_start_up_leaves_an_interrupted_record() {
         let o = out.to_str().unwrap();
         let child = spawn(
             2,
-            &["micro-comm", "--sizes", "4", "--iters", "5", "--out", o],
+            &[
+                "micro-comm",
+                "--sizes",
+                "4",
+                "--iters",
+                "1000000",
+                "--out",
+                o,
+            ],
         );
         let t0 = Instant::now();
         let pids = loop {
