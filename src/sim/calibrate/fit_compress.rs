@@ -417,3 +417,113 @@ pub(in crate::sim) fn model_factor(c: &CompressCost, rows: &[(f64, f64, f64, f64
         .collect();
     crate::measure::stats::median(&mut r)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// A fresh micro_compress.csv holding `text`, in a directory of its own.
+    fn csv(tag: &str, text: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "gradcomp-fit-compress-{tag}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let p = d.join("micro_compress.csv");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// A time must be a finite number of at least 0 s (docs/csv-schema.md): a negative
+    /// one and an infinite one are each refused, naming the line and the column.
+    #[test]
+    fn negative_and_infinite_times_are_refused() {
+        let head = "schema_version,method,numel,compress_s,feedback_s,decompress_s\n";
+        let ok = "1,topk,1000,1e-6,0,1e-6\n1,topk,100000,1e-4,0,1e-4\n";
+        for (row, col, v) in [
+            ("1,topk,10,-1e-6,0,1e-6\n", "compress_s", "-1e-6"),
+            ("1,topk,10,1e-6,0,inf\n", "decompress_s", "inf"),
+        ] {
+            let p = csv("bad-time", &format!("{head}{ok}{row}"));
+            let e = fit_compress_phases(&p).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!(
+                    "line 4, column `{col}`: `{v}` is not a non-negative"
+                )),
+                "{e}"
+            );
+        }
+    }
+
+    /// A shape is given whole or not at all: `rows` without `cols` (or `cols` without
+    /// `rows`) is refused, naming the empty column, not read as one row of `numel`.
+    #[test]
+    fn half_a_shape_is_refused() {
+        let head = "schema_version,method,rows,cols,numel,compress_s,feedback_s,decompress_s\n";
+        for (row, col) in [
+            ("1,topk,16,,2304,1e-5,0,1e-6\n", "cols"),
+            ("1,topk,,144,2304,1e-5,0,1e-6\n", "rows"),
+        ] {
+            let p = csv("half-shape", &format!("{head}{row}"));
+            let e = fit_compress_phases(&p).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!(
+                    "line 2, column `{col}`: `` is not a tensor dimension"
+                )),
+                "{e}"
+            );
+        }
+    }
+
+    /// Of several measurements the one whose median interval is relatively widest,
+    /// `(hi - lo) / hi`: (1, 2) ms (0.5) over (10, 14) ms (0.4, wider in ms), (10, 40) ms
+    /// (0.75) over (1, 2) ms (the smaller `lo`), each in both orders.
+    #[test]
+    fn the_spread_is_the_relatively_widest_measurement() {
+        let ms = |k: f64, rounds: &[f64]| -> Vec<((f64, f64), f64)> {
+            rounds.iter().map(|&r| ((1.0, k), r * 1e-3)).collect()
+        };
+        let (p, q, r) = (
+            ms(1.0, &[1.0, 2.0]),
+            ms(2.0, &[10.0, 14.0]),
+            ms(3.0, &[10.0, 40.0]),
+        );
+        for (first, second, want) in [
+            (&p, &q, (1e-3, 2e-3)),
+            (&q, &p, (1e-3, 2e-3)),
+            (&r, &p, (10e-3, 40e-3)),
+            (&p, &r, (10e-3, 40e-3)),
+        ] {
+            let pts = first.iter().chain(second.iter()).copied();
+            assert_eq!(round_range(pts), Some(want));
+        }
+    }
+
+    /// The level is the median of `measured / predicted` over the rows where both are
+    /// positive: 4, 6 and 8 us against 2 us predicted give 3; a row timed at 0 s or one the
+    /// fit prices at 0 s (no tensors, no elements) is left out, not counted as 0 or inf.
+    #[test]
+    fn the_level_leaves_out_rows_of_zero_time_or_zero_prediction() {
+        let c = CompressCost {
+            fixed_s: 1e-6,
+            per_element_s: 1e-9,
+            per_selected_s: 0.0,
+        };
+        let rows = [
+            (1.0, 1000.0, 0.0, 4e-6),
+            (1.0, 1000.0, 0.0, 6e-6),
+            (1.0, 1000.0, 0.0, 8e-6),
+        ];
+        let zero_time = (1.0, 1000.0, 0.0, 0.0);
+        let zero_pred = (0.0, 0.0, 0.0, 5e-6);
+        for extra in [zero_time, zero_pred] {
+            let mut r = rows.to_vec();
+            r.push(extra);
+            let f = model_factor(&c, &r).unwrap();
+            assert!((f - 3.0).abs() < 1e-9, "{extra:?}: {f}");
+        }
+        assert_eq!(model_factor(&c, &[zero_time, zero_pred]), None);
+    }
+}
