@@ -458,3 +458,41 @@ pub(in crate::sim) fn advance(clock: f64, work: f64, bwd_end: f64, slowdown: f64
         bwd_end + (work - (bwd_end - clock) / slowdown)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    /// With a link shaper the walk repeats, each start the previous walk's end credit,
+    /// from a full bucket until the end moves less than 1 byte from the start. A walk
+    /// ending with `start / 2 + 500` bytes from a burst of 3,048 starts at
+    /// `1,000 + 2,048 / 2^k`; its end moves `1,024 / 2^k`, first under 1 byte at k = 11
+    /// (0.5; at k = 10 exactly 1): 12 walks, the iteration the one from 1,001 bytes.
+    /// Without a shaper, one walk without credit.
+    #[test]
+    fn the_steady_state_repeats_the_walk_until_the_credit_moves_under_a_byte() {
+        let shaper = credit::Shaper {
+            rate_bytes_per_s: 1e6,
+            burst_bytes: 3048.0,
+            dilation: 1,
+        };
+        let starts = RefCell::new(Vec::new());
+        let walk = |c: Option<Credit>| {
+            let s = c.map_or(-1.0, |c| c.at(0.0));
+            starts.borrow_mut().push(s);
+            let r = SimResult {
+                iter_s: s,
+                ..SimResult::default()
+            };
+            (r, s / 2.0 + 500.0)
+        };
+        let r = steady_state(Some(shaper), walk);
+        let want: Vec<f64> = (0..=11).map(|k| 1000.0 + 2048.0 / 2f64.powi(k)).collect();
+        assert_eq!(*starts.borrow(), want);
+        assert_eq!(r.iter_s, 1001.0);
+        starts.borrow_mut().clear();
+        assert_eq!(steady_state(None, walk).iter_s, -1.0);
+        assert_eq!(*starts.borrow(), vec![-1.0]);
+    }
+}

@@ -246,3 +246,56 @@ fn planner_fallback_off_runs_the_papers_merge() {
     );
     assert_eq!(off.plan_source.as_deref(), Some("omgs"));
 }
+
+/// A bucket's exchanged wire is its units' wires appended, plus one length word per unit
+/// in the gather section (clock.rs `exchange`'s trailer), and an exact gather
+/// (MPI_Allgather without the lengths' all-gather, compress/mod.rs
+/// `WireLen::gather_exact`) when every unit's is: sign bits (signsgd) are, DGC's
+/// thresholded pairs are not. `tiny` as 10-row matrices (DGC sends a row dense), in one
+/// bucket of 3 units and one bucket per tensor.
+#[test]
+fn an_exchange_appends_a_length_word_per_unit_and_gathers_exactly_when_every_unit_does() {
+    use crate::schedule::Op;
+    let mut wl = tiny();
+    for t in &mut wl.tensors {
+        (t.rows, t.cols) = (10, t.cols / 10);
+    }
+    for (m, exact) in [("signsgd", true), ("dgc", false)] {
+        for (fusion, units) in [(Fusion::None, 1), (Fusion::Bytes(1 << 30), 3)] {
+            let case = SimCase::new(
+                wl.clone(),
+                m,
+                fusion,
+                true,
+                CollectiveMode::Native,
+                2,
+                MethodParams::default(),
+            );
+            let r = simulate(&case, &tiny_costs()).unwrap();
+            let mut exchanges = 0;
+            for phase in &r.executed {
+                for e in phase {
+                    let Op::Exchange { bucket, round } = e.op else {
+                        continue;
+                    };
+                    exchanges += 1;
+                    let sent: Vec<_> = phase
+                        .iter()
+                        .filter(|c| {
+                            matches!(c.op, Op::Compress { bucket: b, round: q, .. }
+                                if b == bucket && q == round)
+                        })
+                        .map(|c| c.wire)
+                        .collect();
+                    assert_eq!(sent.len(), units, "{m} {fusion:?}");
+                    let w = e.wire;
+                    let gathered: usize = sent.iter().map(|l| l.gather_u32).sum();
+                    assert!(gathered > 0, "{m}: {sent:?}");
+                    assert_eq!(w.gather_u32, gathered + units, "{m} {fusion:?}: {w:?}");
+                    assert_eq!(w.gather_exact, exact, "{m} {fusion:?}: {w:?}");
+                }
+            }
+            assert!(exchanges > 0, "{m}");
+        }
+    }
+}

@@ -116,3 +116,39 @@ fn selection_is_charged_per_unit() {
         r.host_compress_s
     );
 }
+
+/// A method of two rounds pays its host compression and feedback once per step, half in
+/// each round (clock.rs `per_round`): Power-SGD on `tiny` (3 unmerged units of 100, 200,
+/// 300 elements) at 1 ms + 1 us an element of compression and 2 us an element of feedback:
+/// 3 x 1 ms + 600 x 3 us = 4.8 ms.
+#[test]
+fn a_two_round_methods_host_compression_is_paid_once_per_step() {
+    let mut costs = tiny_costs();
+    costs.methods.insert(
+        "powersgd".into(),
+        MethodCosts {
+            compress: CompressCost {
+                fixed_s: 1e-3,
+                per_element_s: 1e-6,
+                ..CompressCost::default()
+            },
+            feedback: CompressCost {
+                per_element_s: 2e-6,
+                ..CompressCost::default()
+            },
+            decompress: CompressCost::default(),
+        },
+    );
+    let case = SimCase::new(
+        tiny(),
+        "powersgd",
+        Fusion::None,
+        true,
+        CollectiveMode::Native,
+        2,
+        MethodParams::default(),
+    );
+    let r = simulate(&case, &costs).unwrap();
+    assert!(close(r.host_compress_s, 4.8e-3), "{r:?}");
+    assert!(close(r.compress_s, 4.8e-3), "{r:?}");
+}

@@ -170,3 +170,52 @@ fn device_copies_of_a_fused_bucket_are_one_launch_per_tensor() {
     assert_eq!(r.plan.len(), 1);
     assert!(close(r.pack_s, 0.06), "pack {}", r.pack_s);
 }
+
+/// Merged device compression copies the bucket into one tensor and back: one copy
+/// kernel per tensor each way, `launch + 2 x bytes / bandwidth` (roofline.rs `copy_s`)
+/// of its 4-byte elements. `tiny` (600 elements in 3 tensors) in one bucket at 10 ms a
+/// launch and 1 MB/s: 2 x (3 x 10 ms + 2 x 2,400 B / 1 MB/s) = 69.6 ms. On half a core
+/// the host's share of the copies (`pack_s_per_byte` x 4 bytes an element, each way)
+/// and of the wire's append (2,400 bytes) is paid in the exchanges: half of
+/// 2 x 1 us x 2,400 B for each of the three, 7.2 ms more communication than on a whole core.
+/// On the host the same three are host work in `pack_s`: 3 x 2.4 ms, twice that on half
+/// a core.
+#[test]
+fn merged_compression_copies_the_bucket_each_way() {
+    let mut device = launch_only_device(0.01);
+    device.spec.mem_bytes_per_s = 1e6;
+    let run = |share: f64, on: CompressOn| {
+        let mut costs = tiny_costs();
+        costs.methods.insert("ssgd".into(), MethodCosts::default());
+        costs.pack_fixed_s = 0.0;
+        costs.pack_s_per_byte = 1e-6;
+        costs.device = Some(device.clone());
+        costs.host.cpu_share = share;
+        let mut case = SimCase::new(
+            tiny(),
+            "ssgd",
+            Fusion::Bytes(1 << 30),
+            true,
+            CollectiveMode::Native,
+            2,
+            MethodParams::default(),
+        );
+        case.merge = true;
+        case.compress_on = on;
+        simulate(&case, &costs).unwrap()
+    };
+    let whole = run(1.0, CompressOn::Device);
+    assert!(close(whole.pack_s, 0.0696), "{whole:?}");
+    let half = run(0.5, CompressOn::Device);
+    assert!(close(half.pack_s, 0.0696), "{half:?}");
+    assert!(
+        close(half.comm_s - whole.comm_s, 7.2e-3),
+        "{} vs {}",
+        half.comm_s,
+        whole.comm_s
+    );
+    for (share, want) in [(1.0, 7.2e-3), (0.5, 14.4e-3)] {
+        let host = run(share, CompressOn::Host);
+        assert!(close(host.pack_s, want), "{share}: {host:?}");
+    }
+}

@@ -516,3 +516,35 @@ fn with_a_core_per_thread_the_work_inside_backward_is_not_slowed() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Under pipelining a bucket's first exchange pays `sync_s` only where the communication
+/// thread waited for its gradients (clock.rs `wait`: ready after the clock), not where
+/// they are ready exactly when it is free. `tiny` with backward 0.5, 0.5, 0.25 s after a
+/// 1 s forward (ready at 1.5, 2.0, 2.25 s), every exchange 0.25 s, nothing else charged,
+/// a sync of 0.25 s: bucket 0 waits, syncs and exchanges 1.5 to 2.0, when bucket 1 is
+/// ready; bucket 1 exchanges 2.0 to 2.25, when bucket 2 is ready; it ends at 2.5 s. Three
+/// exchanges and one sync: 1 s of communication.
+#[test]
+fn gradients_ready_exactly_when_the_thread_is_free_pay_no_sync() {
+    let mut wl = tiny();
+    wl.bwd_s = vec![0.25, 0.5, 0.5];
+    let mut costs = CostModel::with_network(Box::new(Lin { a: 0.25, b: 0.0 }));
+    costs.methods.insert("ssgd".into(), MethodCosts::default());
+    costs.pack_s_per_byte = 0.0;
+    costs.pack_fixed_s = 0.0;
+    costs.host = host::HostModel {
+        sync_s: 0.25,
+        ..host::HostModel::default()
+    };
+    let case = SimCase::new(
+        wl,
+        "ssgd",
+        Fusion::None,
+        true,
+        CollectiveMode::Native,
+        2,
+        MethodParams::default(),
+    );
+    let r = simulate(&case, &costs).unwrap();
+    assert_eq!((r.iter_s, r.comm_s), (2.5, 1.0), "{r:?}");
+}
