@@ -118,11 +118,13 @@ fn selection_is_charged_per_unit() {
 }
 
 /// A method of two rounds pays its host compression and feedback once per step, half in
-/// each round (clock.rs `per_round`): Power-SGD on `tiny` (3 unmerged units of 100, 200,
-/// 300 elements) at 1 ms + 1 us an element of compression and 2 us an element of feedback:
-/// 3 x 1 ms + 600 x 3 us = 4.8 ms.
+/// each round (clock.rs `per_round`), and its decompression likewise (`decompress`):
+/// Power-SGD on `tiny` (3 unmerged units of 100, 200, 300 elements) at 1 ms + 1 us an
+/// element of compression and 2 us an element of feedback: 3 x 1 ms + 600 x 3 us =
+/// 4.8 ms; at 2 ms + 1 us an element of decompression (no gather section, so no gathered
+/// scale): 3 x 2 ms + 600 x 1 us = 6.6 ms.
 #[test]
-fn a_two_round_methods_host_compression_is_paid_once_per_step() {
+fn a_two_round_methods_host_compression_and_decompression_are_paid_once_per_step() {
     let mut costs = tiny_costs();
     costs.methods.insert(
         "powersgd".into(),
@@ -136,7 +138,11 @@ fn a_two_round_methods_host_compression_is_paid_once_per_step() {
                 per_element_s: 2e-6,
                 ..CompressCost::default()
             },
-            decompress: CompressCost::default(),
+            decompress: CompressCost {
+                fixed_s: 2e-3,
+                per_element_s: 1e-6,
+                ..CompressCost::default()
+            },
         },
     );
     let case = SimCase::new(
@@ -151,4 +157,69 @@ fn a_two_round_methods_host_compression_is_paid_once_per_step() {
     let r = simulate(&case, &costs).unwrap();
     assert!(close(r.host_compress_s, 4.8e-3), "{r:?}");
     assert!(close(r.compress_s, 4.8e-3), "{r:?}");
+    assert!(close(r.host_decompress_s, 6.6e-3), "{r:?}");
+    assert!(close(r.decompress_s, 6.6e-3), "{r:?}");
+}
+
+/// Host compression's copies per unit (clock.rs `compress`, `decompress`): appending the
+/// unit's wire to the bucket's (`pack_fixed_s + pack_s_per_byte x` its bytes) and splitting
+/// the received data into every worker's piece (`pack_fixed_s + pack_s_per_byte x 4 x n x`
+/// its gather words), each unit's wire read from the compress operations the iteration
+/// ran. signsgd on `tiny` (3 units, one bucket per tensor) at 4 workers, 1 ms + 1 us a byte.
+/// With device compression on half a core the same host work is paused, its other half
+/// paid in the exchanges (clock.rs `Walk::paused`): that much more communication than on a
+/// whole core.
+#[test]
+fn host_appends_and_splits_each_units_wire() {
+    let costs_on = |share: f64, device: bool| {
+        let mut c = tiny_costs();
+        c.methods.insert("signsgd".into(), MethodCosts::default());
+        c.pack_fixed_s = 1e-3;
+        c.pack_s_per_byte = 1e-6;
+        c.host.cpu_share = share;
+        c.device = device.then(|| launch_only_device(0.01));
+        c
+    };
+    let costs = costs_on(1.0, false);
+    let n = 4;
+    let case = SimCase::new(
+        tiny(),
+        "signsgd",
+        Fusion::None,
+        true,
+        CollectiveMode::Native,
+        n,
+        MethodParams::default(),
+    );
+    let r = simulate(&case, &costs).unwrap();
+    let wires: Vec<_> = r
+        .executed
+        .iter()
+        .flatten()
+        .filter(|e| matches!(e.op, crate::schedule::Op::Compress { .. }))
+        .map(|e| e.wire)
+        .collect();
+    assert_eq!(wires.len(), 3);
+    let want: f64 = wires
+        .iter()
+        .map(|l| {
+            assert!(l.gather_u32 > 0, "{l:?}");
+            let append = 1e-3 + 1e-6 * l.bytes() as f64;
+            let split = 1e-3 + 1e-6 * 4.0 * (n * l.gather_u32) as f64;
+            append + split
+        })
+        .sum();
+    assert!(close(r.pack_s, want), "{} vs {want}", r.pack_s);
+    let device = |share: f64| {
+        let mut case = case.clone();
+        case.compress_on = CompressOn::Device;
+        simulate(&case, &costs_on(share, true)).unwrap()
+    };
+    let (whole, half) = (device(1.0), device(0.5));
+    assert!(
+        close(half.comm_s - whole.comm_s, want),
+        "{} vs {} + {want}",
+        half.comm_s,
+        whole.comm_s
+    );
 }
