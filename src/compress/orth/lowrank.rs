@@ -315,3 +315,6 @@ fn fill_normal(a: &mut Array2<f32>, mut rng: impl Rng) {
         *v = rng.sample(StandardNormal);
     }
 }
+
+#[cfg(test)]
+mod tests;
