@@ -516,4 +516,196 @@ mod tests {
             );
         }
     }
+
+    /// SPEC's state: every rank's wire, `4 (1 + ceil(b d / 32))` bytes a tensor, by hand.
+    #[test]
+    fn state_bytes_by_hand() {
+        let est = SPEC.state_bytes.unwrap();
+        let p = MethodParams {
+            qsgd_levels: 127,
+            ..MethodParams::default()
+        };
+        // b = 8: 10 elements 1 + ceil(80 / 32) = 4 words, 33 elements 1 + 9 = 10 words;
+        // at 4 ranks 4 x 4 x (4 + 10) = 224 bytes.
+        assert_eq!(est(&p, &[10, 33], 4), 224);
+        // b = 3 (3 levels): 11 elements 1 + ceil(33 / 32) = 3 words; at 3 ranks 36 bytes.
+        let p = MethodParams {
+            qsgd_levels: 3,
+            ..MethodParams::default()
+        };
+        assert_eq!(est(&p, &[11], 3), 36);
+    }
+
+    /// The code of one element by the paper's rule (Sec. 3.1): `l = floor(x) + [u < x -
+    /// floor(x)]`, `x = |v| s / norm`, at most `s`, shifted left past the sign bit.
+    #[test]
+    fn code_by_hand() {
+        // x = 0.4375 x 8 = 3.5: up below u = 0.5, down at it.
+        assert_eq!(code(0.4375, 8.0, 5, 0.49), 4 << 1);
+        assert_eq!(code(0.4375, 8.0, 5, 0.5), 3 << 1);
+        assert_eq!(code(-0.4375, 8.0, 5, 0.49), (4 << 1) | 1);
+        // x = 3 exactly: never up, even at u = 0.
+        assert_eq!(code(0.375, 8.0, 5, 0.0), 3 << 1);
+        // x = 8 is clamped to s = 5; NaN gives level 0; -0.0 keeps its sign bit.
+        assert_eq!(code(1.0, 8.0, 5, 0.0), 5 << 1);
+        assert_eq!(code(f32::NAN, 8.0, 5, 0.0), 0);
+        assert_eq!(code(-0.0, 8.0, 5, 0.0), 1);
+    }
+
+    /// Elements `2j` and `2j + 1` take bits 8..32 and 40..64 of the draw, over 2^24.
+    #[test]
+    fn uniform_by_hand() {
+        // bits 8..32: 1; bits 32..40 and 0..8: noise; bits 40..64: 0xc00000.
+        let bits = (0xc0_0000u64 << 40) | (0x5a << 32) | (1 << 8) | 0xab;
+        assert_eq!(uniform(bits, 0), 1.0 / 16_777_216.0);
+        assert_eq!(uniform(bits, 1), 0.75);
+        assert_eq!(uniform(bits, 2), 1.0 / 16_777_216.0);
+        assert_eq!(uniform(bits, 3), 0.75);
+        assert_eq!(uniform(u64::MAX, 0), 16_777_215.0 / 16_777_216.0);
+    }
+
+    /// Codes of `b` bits packed LSB-first, code `i` at bit `b i` of the stream, read
+    /// back, for widths that straddle words and for the byte path.
+    #[test]
+    fn for_each_code_reads_the_stream_bit_by_bit() {
+        for (b, d) in [(3u32, 23usize), (8, 7), (8, 8), (5, 13), (26, 5)] {
+            let codes: Vec<u32> = (0..d as u32)
+                .map(|i| i.wrapping_mul(2_654_435_761) & ((1u32 << b) - 1))
+                .collect();
+            // The stream written bit by bit.
+            let mut words = vec![0u32; (b as usize * d).div_ceil(32)];
+            for (i, &c) in codes.iter().enumerate() {
+                for k in 0..b as usize {
+                    if c >> k & 1 == 1 {
+                        let bit = b as usize * i + k;
+                        words[bit / 32] |= 1 << (bit % 32);
+                    }
+                }
+            }
+            let mut got = vec![u32::MAX; d];
+            for_each_code(&words, b, d, |i, c| got[i] = c);
+            assert_eq!(got, codes, "b = {b}, d = {d}");
+        }
+    }
+
+    /// Two workers' wires written by hand (3 levels, b = 3; 127 levels, b = 8): each
+    /// element `sign norm l / s`, averaged over the workers.
+    #[test]
+    fn decompress_by_hand() {
+        let received = |gathered: &[u32], counts: &[usize]| {
+            let mut out = Array2::from_elem((1, 3), 7.0f32);
+            let mut q = make(3, 0, counts.len(), 1, 3);
+            let r = Received {
+                sum_f32: &[],
+                gathered_u32: gathered,
+                gather_counts: counts,
+                ring_u32: &[],
+                world_size: counts.len(),
+            };
+            q.decompress(0, 0, &r, out.view_mut()).unwrap();
+            out
+        };
+        // Worker 0: norm 2, (l, negative) = (3, +), (1, -), (0, +): codes 6, 3, 0 at bits
+        // 0, 3, 6 = 30. Worker 1: norm 4, (1, +), (2, +), (3, -): 2 | 4 << 3 | 7 << 6 = 482.
+        // Units 2 / (3 x 2) and 4 / (3 x 2): [1 + 2/3, -1/3 + 4/3, 0 - 2] = [5/3, 1, -2].
+        let out = received(&[2f32.to_bits(), 30, 4f32.to_bits(), 482], &[2, 2]);
+        for (o, w) in out.iter().zip([5.0 / 3.0, 1.0, -2.0]) {
+            assert!((o - w).abs() < 1e-6, "{o} vs {w}");
+        }
+        // One worker alone: its own dequantised values, 2 x [1, -1/3, 0].
+        let out = received(&[2f32.to_bits(), 30], &[2]);
+        for (o, w) in out.iter().zip([2.0, -2.0 / 3.0, 0.0]) {
+            assert!((o - w).abs() < 1e-6, "{o} vs {w}");
+        }
+        // A wire of the wrong length is refused.
+        let mut q = make(3, 0, 1, 1, 3);
+        let mut out = Array2::zeros((1, 3));
+        let bad = [2f32.to_bits(), 30, 0];
+        let r = Received {
+            sum_f32: &[],
+            gathered_u32: &bad,
+            gather_counts: &[3],
+            ring_u32: &[],
+            world_size: 1,
+        };
+        assert!(q.decompress(0, 0, &r, out.view_mut()).is_err());
+
+        // 127 levels (four codes a word), norm 127 so a level is its value: 1 x 5 of
+        // [1, -2, 3, -4, 5] is codes 2, 5, 6, 9 in word 0 and 10 in word 1.
+        let mut q = make(127, 0, 1, 1, 5);
+        let words = [127f32.to_bits(), 2 | 5 << 8 | 6 << 16 | 9 << 24, 10];
+        let r = Received {
+            sum_f32: &[],
+            gathered_u32: &words,
+            gather_counts: &[3],
+            ring_u32: &[],
+            world_size: 1,
+        };
+        let mut out = Array2::zeros((1, 5));
+        q.decompress(0, 0, &r, out.view_mut()).unwrap();
+        assert_eq!(out.as_slice().unwrap(), [1.0, -2.0, 3.0, -4.0, 5.0]);
+    }
+
+    /// The wire of a registered tensor: `1 + ceil(b d / 32)` words, the same every step
+    /// (`gather_exact`); nothing for a tensor not registered; a tensor whose bits overflow
+    /// is refused.
+    #[test]
+    fn wire_capacity_and_register_by_hand() {
+        let q = make(3, 0, 1, 2, 11);
+        let w = q.wire_capacity(0, 0);
+        assert_eq!(
+            (w.gather_u32, w.gather_exact),
+            (1 + 66usize.div_ceil(32), true)
+        );
+        let w = q.wire_capacity(1, 0);
+        assert_eq!((w.gather_u32, w.gather_exact), (0, false));
+        let mut q = make(3, 0, 1, 2, 11);
+        assert!(q.register(1, usize::MAX, 2).is_err());
+        // rows x cols fits, times b = 3 bits does not.
+        assert!(q.register(1, usize::MAX / 2, 1).is_err());
+    }
+
+    /// The device kernels of grace's qsgd.py (docs/methods.md, "Device kernels"): 13 to
+    /// compress; per worker unpack, `norm / s`, `*`, `+=`, then `/ n` to decompress;
+    /// bytes by hand for a 2 x 11 tensor at 3 levels and 2 workers; nothing for round 1.
+    #[test]
+    fn device_kernels_by_hand() {
+        let q = make(3, 0, 2, 2, 11);
+        let list = |round: usize, stage: Stage| {
+            let mut v = Vec::new();
+            q.device_kernels(0, round, 0, stage, &mut |k| v.push((k.name, k.bytes)));
+            v
+        };
+        // d = 22: an fp32 pass is 88 bytes; the codes ceil(3 x 22 / 32) = 3 words, 12 bytes.
+        assert_eq!(
+            list(0, Stage::Compress),
+            [
+                ("norm = |g|_2", 88.0),
+                ("|g|", 176.0),
+                ("s / norm (scalar)", 8.0),
+                ("level = |g| * s / norm", 176.0),
+                ("floor(level)", 176.0),
+                ("prob = uniform_() (RNG)", 88.0),
+                ("level - floor", 264.0),
+                ("prob < level - floor", (8.0 + 1.0) * 22.0),
+                ("bool to float", (1.0 + 4.0) * 22.0),
+                ("new level = floor + next", 264.0),
+                ("sign(g)", 176.0),
+                ("new level * sign", 264.0),
+                ("pack b-bit codes", 88.0 + 12.0),
+            ]
+        );
+        let worker = [
+            ("unpack worker's codes to float", 12.0 + 88.0),
+            ("norm / s (scalar)", 8.0),
+            ("* norm / s", 176.0),
+            ("sum += decoded", 264.0),
+        ];
+        let mut want = [worker, worker].concat();
+        want.push(("sum / n", 176.0));
+        assert_eq!(list(0, Stage::Decompress), want);
+        for stage in [Stage::Compress, Stage::Decompress] {
+            assert!(list(1, stage).is_empty());
+        }
+    }
 }
