@@ -281,6 +281,63 @@ fn reconstruct_matches_blas() {
     }
 }
 
+/// Outputs past `STREAM_MIN_BYTES` (16 MiB: 4 Mi floats) are written by streamed stores
+/// after a scalar head up to 32-byte alignment: with `e` only for rows of a multiple of
+/// `L` columns, without `e` row by row for any width. Each element against the rule,
+/// `sum_k (alpha p[i,k]) q[j,k]` in k order (the kernels' own order, so bit for bit), for
+/// a width of 64 (streamed either way) and 7 (streamed only without `e`; below `L`), the
+/// output and `e` starting 1 and 3 floats past the allocation (a head of neither 0 nor 4
+/// floats: a wrong head is a misaligned streamed store, a fault), and nothing written
+/// past them (256 floats after each left as they were).
+#[test]
+fn reconstruct_past_the_stream_threshold_by_the_rule() {
+    let r = 2;
+    for (rows, cols, off) in [(65_537usize, 64usize, 1usize), (599_187, 7, 3)] {
+        let n = rows * cols;
+        assert!(n * 4 >= STREAM_MIN_BYTES);
+        let val = |i: usize| ((i * 7919) % 13) as f32 * 0.25 - 1.5;
+        let p: Vec<f32> = (0..rows * r).map(val).collect();
+        let q: Vec<f32> = (0..cols * r).map(|i| val(i + 5)).collect();
+        let alpha = 0.5f32;
+        let want: Vec<f32> = (0..n)
+            .map(|x| {
+                let (i, j) = (x / cols, x % cols);
+                let mut v = 0.0f32;
+                for k in 0..r {
+                    v += alpha * p[k * rows + i] * q[k * cols + j];
+                }
+                v
+            })
+            .collect();
+        let end = off + n;
+        let untouched = |v: &[f32], x: f32| v[end..].iter().all(|y| y.to_bits() == x.to_bits());
+        let mut out = vec![f32::NAN; end + 256];
+        reconstruct(alpha, &p, &q, r, cols, &mut out[off..end], None);
+        assert!(out[off..end] == want[..], "{rows} x {cols} without e");
+        assert!(untouched(&out, f32::NAN), "{rows} x {cols}: past the end");
+        let mut out = vec![f32::NAN; end + 256];
+        let mut e = vec![1.0f32; end + 256];
+        reconstruct(
+            alpha,
+            &p,
+            &q,
+            r,
+            cols,
+            &mut out[off..end],
+            Some(&mut e[off..end]),
+        );
+        assert!(out[off..end] == want[..], "{rows} x {cols} with e");
+        assert!(
+            e[off..end].iter().zip(&want).all(|(x, w)| *x == 1.0 - w),
+            "{rows} x {cols}: e -= out"
+        );
+        assert!(
+            untouched(&out, f32::NAN) && untouched(&e, 1.0),
+            "{rows} x {cols}: past the end with e"
+        );
+    }
+}
+
 #[test]
 fn portable_lanes_match_dispatched_bitwise() {
     let mut rng = Pcg64Mcg::seed_from_u64(4);
