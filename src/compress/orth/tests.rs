@@ -129,3 +129,133 @@ fn load_memory_order_copies_only_a_slice_of_its_length() {
     assert!(!load_memory_order(&mut f, &[0.0; 7]));
     assert_eq!(f, want);
 }
+
+/// `norm2` by hand: the Euclidean norm, 0 for zeros (not 0 x inf = NaN), the largest
+/// |value| when it is not finite, and no overflow or underflow at 1e30 or 1e-30, over a
+/// chunk of eight and a remainder.
+#[test]
+fn norm2_by_hand() {
+    assert_eq!(norm2(&[]), 0.0);
+    assert_eq!(norm2(&[0.0; 3]), 0.0);
+    assert_eq!(norm2(&[3.0, -4.0]), 5.0);
+    assert_eq!(norm2(&[1.0, f32::INFINITY]), f32::INFINITY);
+    assert!(norm2(&[1.0, f32::NAN]).is_nan());
+    // Nine elements: eight in the chunk, one in the remainder; sum of squares 81 + 4 x 9.
+    let nine = [9.0, 3.0, 0.0, 3.0, 0.0, 0.0, 3.0, 0.0, 3.0];
+    assert!((norm2(&nine) - 117f32.sqrt()).abs() < 1e-5);
+    let big = norm2(&[3e30, 4e30]);
+    assert!((big - 5e30).abs() < 1e24, "{big}");
+    let tiny = norm2(&[3e-30, 4e-30]);
+    assert!((tiny - 5e-30).abs() < 1e-36, "{tiny}");
+}
+
+/// `orthonormalize`'s edges: the rank cut to the columns the slice holds, no rows or no
+/// columns a no-op, and columns beyond `rows` set to zero (3 x 4: the fourth is zero, the
+/// first three Gram-Schmidt's of the input, by hand).
+#[test]
+fn orthonormalize_edges_by_hand() {
+    let mut tau = [0.0f32; 4];
+    // 3 x 4, column-major: (2, 0, 0), (1, 3, 0), (1, 1, -4), (5, 6, 7).
+    let mut a = [2.0, 0.0, 0.0, 1.0, 3.0, 0.0, 1.0, 1.0, -4.0, 5.0, 6.0, 7.0];
+    orthonormalize(&mut a, 3, 4, &mut tau);
+    assert_eq!(
+        a,
+        [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0, 0.0]
+    );
+    // A slice of two columns asked for three: two orthonormalised, nothing past them.
+    let mut a = [0.0, 2.0, 0.0, 3.0];
+    orthonormalize(&mut a, 2, 3, &mut tau);
+    assert_eq!(a, [0.0, 1.0, 1.0, 0.0]);
+    // No rows, no columns: nothing to do.
+    let mut none: [f32; 0] = [];
+    orthonormalize(&mut none, 0, 3, &mut tau);
+    let mut a = [1.0, 2.0];
+    orthonormalize(&mut a, 0, 3, &mut tau);
+    assert_eq!(a, [1.0, 2.0]);
+    let mut a = [3.0, 4.0];
+    orthonormalize(&mut a, 2, 0, &mut tau);
+    assert_eq!(a, [3.0, 4.0]);
+}
+
+/// Gram-Schmidt up to `MGS_MAX_RANK` (and when `tau` is too short for QR), Householder
+/// above it, told apart by their signs on an upper-triangular input with a positive
+/// diagonal: Gram-Schmidt keeps each column's direction (`R`'s diagonal positive: the
+/// first `r` columns of the identity), Householder with LAPACK `sgeqr2`'s convention
+/// reflects each `x` onto `beta = -sign(x[0]) |x|` (`tau = 2`, `v = 0`: the columns of
+/// `-I`).
+#[test]
+fn gram_schmidt_up_to_its_rank_householder_above_by_their_signs() {
+    let upper = |rows: usize, r: usize| {
+        Array2::from_shape_fn((rows, r).f(), |(i, j)| match i.cmp(&j) {
+            std::cmp::Ordering::Equal => 2.0f32,
+            std::cmp::Ordering::Less => 1.0,
+            std::cmp::Ordering::Greater => 0.0,
+        })
+    };
+    let eye = |rows: usize, r: usize, s: f32| {
+        Array2::from_shape_fn((rows, r).f(), |(i, j)| if i == j { s } else { 0.0 })
+    };
+    let run = |r: usize, tau_len: usize| {
+        let mut a = upper(12, r);
+        let mut tau = vec![0.0; tau_len];
+        assert!(orthonormalize_array(&mut a, &mut tau));
+        a
+    };
+    assert_eq!(run(MGS_MAX_RANK, MGS_MAX_RANK), eye(12, MGS_MAX_RANK, 1.0));
+    let r = MGS_MAX_RANK + 1;
+    assert_eq!(run(r, r), eye(12, r, -1.0));
+    assert_eq!(run(r, r + 1), eye(12, r, -1.0));
+    // tau shorter than the rank: Gram-Schmidt.
+    assert_eq!(run(r, r - 1), eye(12, r, 1.0));
+}
+
+/// `orthonormalize_array` refuses (false, the array unchanged) an array that is not
+/// column-major contiguous.
+#[test]
+fn orthonormalize_array_refuses_other_layouts() {
+    let mut a = Array2::from_shape_vec((2, 2), vec![3.0f32, 1.0, 4.0, 2.0]).unwrap();
+    let before = a.clone();
+    assert!(!orthonormalize_array(&mut a, &mut [0.0; 2]));
+    assert_eq!(a, before);
+}
+
+/// Gram-Schmidt's dependent columns by hand (3 x 2, column-major): a remainder below
+/// `1e-6` of the column's norm is replaced by the first unit vector `e_j, e_{j+1}, ...`
+/// whose remainder has `|r|^2 >= 0.5 / (j + 1)`; one above it is kept.
+#[test]
+fn gram_schmidt_dependent_columns_by_hand() {
+    let run = |mut a: [f32; 6]| {
+        orthonormalize(&mut a, 3, 2, &mut [0.0; 2]);
+        a
+    };
+    // A zero first column is e_0 (0.5 / 1: e_0's remainder is itself).
+    assert_eq!(
+        run([0.0, 0.0, 0.0, 0.0, 0.0, 5.0]),
+        [1.0, 0.0, 0.0, 0.0, 0.0, 1.0]
+    );
+    // Beside e_1, a zero column: e_1 leaves nothing, e_2 is next.
+    assert_eq!(
+        run([0.0, 5.0, 0.0, 0.0, 0.0, 0.0]),
+        [0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    );
+    // Beside (2, 3, 0) / sqrt(13): e_1's remainder (-6, 4, 0) / 13 has |r|^2 = 4/13,
+    // above 0.5 / 2 (and below 0.5): kept, normalised to (-3, 2, 0) / sqrt(13).
+    let a = run([2.0, 3.0, 0.0, 0.0, 0.0, 0.0]);
+    let s = 13f32.sqrt();
+    for (x, w) in a
+        .iter()
+        .zip([2.0 / s, 3.0 / s, 0.0, -3.0 / s, 2.0 / s, 0.0])
+    {
+        assert!((x - w).abs() < 1e-6, "{a:?}");
+    }
+    // (10, -5e-6, 0) beside (10, 0, 0): a remainder of 5e-6 < 1e-6 x 10 is replaced by
+    // e_1; -2e-5 is kept, so the column is -e_1.
+    assert_eq!(
+        run([10.0, 0.0, 0.0, 10.0, -5e-6, 0.0]),
+        [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]
+    );
+    assert_eq!(
+        run([10.0, 0.0, 0.0, 10.0, -2e-5, 0.0]),
+        [1.0, 0.0, 0.0, 0.0, -1.0, 0.0]
+    );
+}
