@@ -447,6 +447,38 @@ mod tests {
     }
 
     #[test]
+    fn every_allreduce_pays_its_reduction_by_hand() {
+        // gamma 0.5 ns/B, n = 4, m = 1 MB (Thakur et al. 2005, §4.4, written again):
+        // recursive doubling log2(4)(a + mb + mg) = 2(1e-5 + 1e-3 + 5e-4);
+        // Rabenseifner 2 log2(4) a + 2(3/4) mb + (3/4) mg = 4e-5 + 1.5e-3 + 3.75e-4.
+        let l = Link {
+            alpha_s: 1e-5,
+            beta_s_per_byte: 1e-9,
+            gamma_s_per_byte: 0.5e-9,
+        };
+        let rd = 2.0 * (1e-5 + 1e-3 + 5e-4);
+        let rab = 4e-5 + 1.5e-3 + 3.75e-4;
+        assert!(close(recursive_doubling_allreduce_s(&l, 4, 1e6), rd));
+        assert!(close(rabenseifner_allreduce_s(&l, 4, 1e6), rab));
+        // Ring 2*3*1e-5 + 1.5e-3 + 3.75e-4: Rabenseifner is the cheapest.
+        assert!(close(ring_allreduce_s(&l, 4, 1e6), 6e-5 + 1.5e-3 + 3.75e-4));
+        assert!(close(allreduce_s(&l, 4, 1e6), rab));
+    }
+
+    #[test]
+    fn a_link_of_zero_bandwidth_costs_nothing_per_byte() {
+        // `from_gbps`: 1 / (GB/s x 1e9) s per byte, 0 where no rate is given.
+        let l = Link::from_gbps(2e-6, 0.0);
+        assert_eq!(l.beta_s_per_byte, 0.0);
+        assert_eq!((l.alpha_s, l.gamma_s_per_byte), (2e-6, 0.25e-9));
+        assert!(close(Link::from_gbps(0.0, 2.0).beta_s_per_byte, 0.5e-9));
+        assert_eq!(
+            preset_names(),
+            ["1gbe", "10gbe", "25gbe", "100gb-ib", "omgs-1gbe"]
+        );
+    }
+
+    #[test]
     fn reduction_cost_enters_ring() {
         let l = Link {
             alpha_s: 0.0,
