@@ -240,6 +240,12 @@ pub fn unpack_signs_add(words: &[u32], scale: f32, out: &mut [f32]) {
 /// # Panics
 /// If `g.len() != e.len()` or `words` is shorter than `words_for(g.len())`.
 pub fn fused_ef_pack(g: &[f32], e: &mut [f32], lag: f32, words: &mut [u32]) -> f64 {
+    fused_ef_pack_on(g, e, lag, words, true)
+}
+
+/// [`fused_ef_pack`] on the AVX2 lanes when `avx2` is asked and the CPU has it, else on
+/// the SSE2 (or portable) lanes: the tests run both paths on an AVX2 machine.
+fn fused_ef_pack_on(g: &[f32], e: &mut [f32], lag: f32, words: &mut [u32], avx2: bool) -> f64 {
     assert_eq!(g.len(), e.len(), "fused_ef_pack: length mismatch");
     let words = &mut words[..words_for(g.len())];
     let lag_bits = lag.abs().to_bits();
@@ -248,7 +254,9 @@ pub fn fused_ef_pack(g: &[f32], e: &mut [f32], lag: f32, words: &mut [u32]) -> f
     let (gc, gt) = g.split_at(full);
     let (ec, et) = e.split_at_mut(full);
     #[cfg(target_arch = "x86_64")]
-    let avx2 = simd::has_avx2();
+    let avx2 = avx2 && simd::has_avx2();
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = avx2;
     for ((gb, eb), wb) in gc
         .chunks(1024)
         .zip(ec.chunks_mut(1024))

@@ -73,18 +73,25 @@ fn fused_pass_matches_reference() {
             .zip(&e0)
             .map(|(g, e)| g + (e - lag.copysign(*e)))
             .collect();
-        let mut e = e0.clone();
-        let mut w = vec![0u32; words_for(d)];
-        let l1 = fused_ef_pack(&g, &mut e, lag, &mut w);
-        assert_eq!(e, p);
         let l1_ref: f64 = p.iter().map(|v| v.abs() as f64).sum();
-        assert!(
-            (l1 - l1_ref).abs() <= 1e-5 * l1_ref.max(1.0),
-            "{l1} vs {l1_ref}"
-        );
         let mut w_ref = vec![0u32; words_for(d)];
         pack_signs(&p, &mut w_ref);
-        assert_eq!(w, w_ref);
+        // the AVX2 lanes where the CPU has them, and the SSE2 lanes
+        for avx2 in [true, false] {
+            let mut e = e0.clone();
+            let mut w = vec![0u32; words_for(d)];
+            let l1 = if avx2 {
+                fused_ef_pack(&g, &mut e, lag, &mut w)
+            } else {
+                fused_ef_pack_on(&g, &mut e, lag, &mut w, false)
+            };
+            assert_eq!(e, p, "d={d} avx2={avx2}");
+            assert!(
+                (l1 - l1_ref).abs() <= 1e-5 * l1_ref.max(1.0),
+                "d={d} avx2={avx2}: {l1} vs {l1_ref}"
+            );
+            assert_eq!(w, w_ref, "d={d} avx2={avx2}");
+        }
         let mut e2 = e0.clone();
         apply_lag(&mut e2, lag);
         let p2: Vec<f32> = g.iter().zip(&e2).map(|(g, e)| g + e).collect();
@@ -125,4 +132,123 @@ fn merge_takes_own_where_mask_is_set() {
     assert_eq!(own, vec![u32::MAX; 5]);
     merge_masked(&inc, &mut own, &BernoulliMask::new(0, 1), &mut rng);
     assert_eq!(own, vec![0; 5]);
+}
+
+/// The merge rule `own = (incoming & !mask) | (own & mask)` on distinct bit patterns, by
+/// hand: a mask of probability 1 keeps `own`, of probability 0 takes `incoming`, in both
+/// halves of each 64-bit mask word and in the odd last word.
+#[test]
+fn merge_keeps_own_bits_under_the_mask_and_takes_incoming_elsewhere() {
+    let mut rng = rng_for(11, 0, 0, 0);
+    let inc: Vec<u32> = vec![
+        0xAAAA_AAAA,
+        0x0F0F_0F0F,
+        0x1234_5678,
+        0x8000_0001,
+        0xFFFF_0000,
+    ];
+    let own0: Vec<u32> = vec![
+        0x5555_5555,
+        0xF0F0_F0F0,
+        0x8765_4321,
+        0x7FFF_FFFE,
+        0x0000_FFFF,
+    ];
+    let mut own = own0.clone();
+    merge_masked(&inc, &mut own, &BernoulliMask::new(1, 1), &mut rng);
+    assert_eq!(own, own0, "mask all ones: own kept");
+    merge_masked(&inc, &mut own, &BernoulliMask::new(0, 1), &mut rng);
+    assert_eq!(own, inc, "mask all zeros: incoming taken");
+}
+
+/// `check_gathered` accepts exactly `world_size` sections of `each` words and refuses every
+/// other shape, each fault alone (a zero world, a section count, one section's length, the
+/// total), with the method in the message.
+#[test]
+fn check_gathered_refuses_each_fault_alone() {
+    let recv = |gathered: &'static [u32], counts: &'static [usize], n: usize| Received {
+        sum_f32: &[],
+        gathered_u32: gathered,
+        gather_counts: counts,
+        ring_u32: &[],
+        world_size: n,
+    };
+    const SIX: [u32; 6] = [0; 6];
+    const FIVE: [u32; 5] = [0; 5];
+    // 3 workers x 2 words = 6 (3 + 2 = 5 and 3 / 2 = 1 would differ).
+    assert!(check_gathered("m", 4, &recv(&SIX, &[2, 2, 2], 3), 2).is_ok());
+    // a zero world with nothing gathered
+    assert!(check_gathered("m", 4, &recv(&[], &[], 0), 2).is_err());
+    // two sections from three workers, the total right
+    assert!(check_gathered("m", 4, &recv(&SIX, &[3, 3], 3), 2).is_err());
+    // uneven sections, the total right
+    assert!(check_gathered("m", 4, &recv(&SIX, &[1, 2, 3], 3), 2).is_err());
+    // the sections right, the total short
+    let e = check_gathered("m", 4, &recv(&FIVE, &[2, 2, 2], 3), 2).unwrap_err();
+    assert!(e.to_string().contains("method m: tensor 4"), "{e}");
+}
+
+/// `density` must lie in (0, 1] (docs of `check_density`): both ends and NaN.
+#[test]
+fn density_bounds() {
+    for ok in [1e-9, 0.5, 1.0] {
+        assert!(check_density("m", ok).is_ok(), "{ok}");
+    }
+    for bad in [0.0, -0.5, 1.0 + 1e-12, 2.0, f64::NAN] {
+        let e = check_density("m", bad).unwrap_err();
+        assert!(e.to_string().contains("'density'"), "{bad}: {e}");
+    }
+}
+
+/// Slots: `put_slot` grows the table to `t + 1` and never shrinks it, `slot` refuses a
+/// missing or empty entry, `Slot::d` is `rows x cols`, and `checked_len` refuses an
+/// overflow.
+#[test]
+fn slots_grow_and_refuse_missing_tensors() {
+    let mut slots: Vec<Option<Slot<u8>>> = Vec::new();
+    put_slot(&mut slots, 2, 3, 5, 7);
+    assert_eq!(slots.len(), 3);
+    assert!(slots[0].is_none() && slots[1].is_none());
+    put_slot(&mut slots, 0, 4, 6, 9);
+    assert_eq!(slots.len(), 3);
+    let s = slot("m", &mut slots, 2).unwrap();
+    assert_eq!((s.rows, s.cols, s.s, s.d()), (3, 5, 7, 15));
+    assert_eq!(slot("m", &mut slots, 0).unwrap().s, 9);
+    assert!(slot("m", &mut slots, 1).is_err());
+    assert!(slot("m", &mut slots, 3).is_err());
+    assert_eq!(checked_len("m", 0, 3, 5).unwrap(), 15);
+    assert!(checked_len("m", 0, usize::MAX, 2).is_err());
+}
+
+/// `input_slice` and `output_slice` give the registered shape's elements and refuse another
+/// shape or a non-contiguous view.
+#[test]
+fn slices_check_shape_and_layout() {
+    let sl = Slot {
+        rows: 2,
+        cols: 3,
+        s: (),
+    };
+    let a = ndarray::Array2::from_shape_vec((2, 3), vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+    assert_eq!(
+        input_slice("m", 0, &sl, &a.view()).unwrap(),
+        &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    );
+    let at = a.t().to_owned();
+    assert!(input_slice("m", 0, &sl, &at.view()).is_err());
+    let b = ndarray::Array2::from_shape_vec((3, 2), vec![0.0f32; 6]).unwrap();
+    assert!(input_slice("m", 0, &sl, &b.t()).is_err(), "transposed view");
+    let mut o = ndarray::Array2::<f32>::zeros((2, 3));
+    assert_eq!(output_slice("m", 0, &sl, o.view_mut()).unwrap().len(), 6);
+    let mut ot = ndarray::Array2::<f32>::zeros((3, 2));
+    assert!(output_slice("m", 0, &sl, ot.view_mut()).is_err());
+    assert!(output_slice("m", 0, &sl, ot.view_mut().reversed_axes()).is_err());
+}
+
+/// `touched_zeros` gives `len` zeros whether or not registration touches.
+#[test]
+fn touched_zeros_are_zeros() {
+    assert_eq!(touched_zeros::<u32>(5), vec![0; 5]);
+    let _g = super::super::setup::untouched_registration();
+    assert_eq!(touched_zeros::<f32>(3), vec![0.0; 3]);
 }
