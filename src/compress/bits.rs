@@ -254,7 +254,7 @@ fn fused_ef_pack_on(g: &[f32], e: &mut [f32], lag: f32, words: &mut [u32], avx2:
     let (gc, gt) = g.split_at(full);
     let (ec, et) = e.split_at_mut(full);
     #[cfg(target_arch = "x86_64")]
-    let avx2 = avx2 && simd::has_avx2();
+    let avx2 = use_avx2(avx2, simd::has_avx2());
     #[cfg(not(target_arch = "x86_64"))]
     let _ = avx2;
     for ((gb, eb), wb) in gc
@@ -280,6 +280,13 @@ fn fused_ef_pack_on(g: &[f32], e: &mut [f32], lag: f32, words: &mut [u32], avx2:
         words[full / 32] = sign_word(&pbuf);
     }
     total
+}
+
+/// Whether [`fused_ef_pack_on`] runs the AVX2 lanes: only when they are asked for and
+/// the CPU has AVX2 (an AVX2 instruction where it has not is SIGILL); else SSE2.
+#[cfg(target_arch = "x86_64")]
+fn use_avx2(asked: bool, cpu_has_avx2: bool) -> bool {
+    asked && cpu_has_avx2
 }
 
 /// `e_i -= lag * sgn(e_i)` in place: materialises a lazily applied EF-SignSGD residual

@@ -61,6 +61,18 @@ fn avx2_ef_block_matches_sse() {
     assert!((n1 - n2).abs() <= 1e-5 * n1);
 }
 
+/// The AVX2 lanes run only when asked for and present: asked on a CPU without AVX2 is
+/// SSE2 (not SIGILL), and not asked is SSE2 on any CPU (what lets
+/// `fused_pass_matches_reference` test the SSE2 path on an AVX2 machine).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn avx2_only_when_asked_and_present() {
+    assert!(use_avx2(true, true));
+    assert!(!use_avx2(true, false));
+    assert!(!use_avx2(false, true));
+    assert!(!use_avx2(false, false));
+}
+
 #[test]
 fn fused_pass_matches_reference() {
     let mut rng = rng_for(8, 0, 0, 0);
