@@ -552,4 +552,26 @@ mod tests {
         assert!(f.time_s(Op::PsReduceBcast, 4, 1e6) > 0.0);
         assert!(Fitted::new(m, 8, "x").is_err());
     }
+
+    /// A fitted network's reduction is `bytes x gamma` (the gamma of `with_gamma`), its
+    /// description names the source and the world size, and a world size without a fit
+    /// is refused with a message naming the fits there are.
+    #[test]
+    fn fitted_reduction_description_and_refusal_by_hand() {
+        let mut m = CommModels::new();
+        m.insert("allreduce", 4, AlphaBeta::new(6e-5, 1.5e-9));
+        m.insert("allgather", 4, AlphaBeta::new(3e-5, 3e-9));
+        let f = Fitted::new(m.clone(), 4, "run1/micro_comm.csv").unwrap();
+        // 4e6 bytes x 2.5e-10 s/B = 1e-3 s.
+        assert!(close(f.with_gamma(2.5e-10).reduce_s(4e6), 1e-3));
+        assert!(close(f.with_gamma(1e-9).reduce_s(3.0), 3e-9));
+        assert_eq!(f.describe(), "fitted run1/micro_comm.csv (world size 4)");
+        let e = Fitted::new(m, 8, "x").unwrap_err().to_string();
+        assert!(
+            e.starts_with("no fitted collective model at world size 8 (fitted: ")
+                && e.contains("allreduce@4")
+                && e.contains("allgather@4"),
+            "{e}"
+        );
+    }
 }
