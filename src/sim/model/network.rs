@@ -538,11 +538,17 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    #[test]
-    fn fitted_uses_models_at_measured_size_only() {
+    /// All-reduce (60 us + 1.5 ns/B) and all-gather (30 us + 3 ns/B) fitted at 4 ranks.
+    fn fits_at_4() -> CommModels {
         let mut m = CommModels::new();
         m.insert("allreduce", 4, AlphaBeta::new(6e-5, 1.5e-9));
         m.insert("allgather", 4, AlphaBeta::new(3e-5, 3e-9));
+        m
+    }
+
+    #[test]
+    fn fitted_uses_models_at_measured_size_only() {
+        let m = fits_at_4();
         let f = Fitted::new(m.clone(), 4, "x").unwrap();
         assert!(close(f.time_s(Op::AllReduce, 4, 1e6), 6e-5 + 1.5e-3));
         assert!(close(f.time_s(Op::AllGather, 4, 1e3), 3e-5 + 3e-6));
@@ -558,9 +564,7 @@ mod tests {
     /// is refused with a message naming the fits there are.
     #[test]
     fn fitted_reduction_description_and_refusal_by_hand() {
-        let mut m = CommModels::new();
-        m.insert("allreduce", 4, AlphaBeta::new(6e-5, 1.5e-9));
-        m.insert("allgather", 4, AlphaBeta::new(3e-5, 3e-9));
+        let m = fits_at_4();
         let f = Fitted::new(m.clone(), 4, "run1/micro_comm.csv").unwrap();
         // 4e6 bytes x 2.5e-10 s/B = 1e-3 s.
         assert!(close(f.with_gamma(2.5e-10).reduce_s(4e6), 1e-3));
