@@ -506,6 +506,7 @@ fn killed_and_resumed_sweep_has_every_sample_once() {
         .unwrap();
     let csv = out.join("micro_comm.csv");
     let (pids, frozen_rows) = freeze_at_rows(&csv, 4, &mut child, &o, NP);
+    // 42 cases: 2 collectives x 21 sizes (4 B to 4 MiB).
     assert!(frozen_rows < 42, "the sweep finished before it was killed");
     signal("KILL", pids[NP - 1]);
     thaw(&pids[..NP - 1]);

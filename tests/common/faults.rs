@@ -111,12 +111,13 @@ pub fn rank_pids(marker: &str) -> Vec<u32> {
 /// mask with bit `signo - 1` per caught signal): gradcomp's stop handlers are in. Before
 /// them, a process just exec'd dies of SIGTERM like any other.
 pub fn catches_sigterm(pid: u32) -> bool {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("SigCgt:"))
-        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
-        .is_some_and(|m| m & (1 << (15 - 1)) != 0)
+    mask_has(pid, "SigCgt:", libc::SIGTERM)
+}
+
+/// Whether the hex signal mask `key` of /proc/PID/status (`SigCgt:`, `ShdPnd:`) has
+/// signal `signo` (bit `signo - 1`); false when the process is gone.
+fn mask_has(pid: u32, key: &str, signo: i32) -> bool {
+    u64::from_str_radix(&proc_status(pid, key), 16).is_ok_and(|m| m & (1 << (signo - 1)) != 0)
 }
 
 /// Wait (bounded) until `np` ranks whose command line mentions `marker` run, then until
@@ -193,9 +194,7 @@ pub fn proc_status(pid: u32, key: &str) -> String {
 pub fn wait_pending(pid: u32, signo: i32) {
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(10) {
-        let pending = u64::from_str_radix(&proc_status(pid, "ShdPnd:"), 16)
-            .is_ok_and(|m| m & (1 << (signo - 1)) != 0);
-        if pending || !proc_status(pid, "State:").starts_with('T') {
+        if mask_has(pid, "ShdPnd:", signo) || !proc_status(pid, "State:").starts_with('T') {
             return;
         }
         std::thread::sleep(Duration::from_millis(2));
