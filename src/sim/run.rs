@@ -220,6 +220,23 @@ fn costs_for(
     Ok(c)
 }
 
+/// The warning for fits of a netlab run (a link shaper) priced at `--ranks-per-node`
+/// above 1: [`costs_for`] then prices the collectives between nodes at the fitted rate,
+/// without the shaper's burst credit, which [`super::credit`] models for one rank per
+/// node only (a node's NIC carries the hierarchical collectives' inter-node step, whose
+/// volume per link `credit::link_bytes` does not give). `None` when the credit is
+/// modelled or there is no shaper.
+fn unmodelled_shaper(req: &SimulateRequest, rep: &fit::FitReport) -> Option<String> {
+    match (rep.shaper, &req.network, req.ranks_per_node) {
+        (Some(s), None, Some(g)) if g > 1 => Some(format!(
+            "--fits {}: the calibration run's links were shaped ({}), but at --ranks-per-node {g} the collectives between nodes are priced at the fitted rate without the shaper's burst credit (modelled at one rank per node only): exchanges smaller than the burst may be priced slower than the link delivers them",
+            req.fits.as_deref().unwrap_or(Path::new("?")).display(),
+            s.describe()
+        )),
+        _ => None,
+    }
+}
+
 /// Ranks per node for a measured case of `n` ranks: `--ranks-per-node` when given (it
 /// must divide `n`); else, with a preset network, the run's own (e2e.csv
 /// `ranks_per_node`) when its ranks spanned several hosts; else 1. Fitted costs
@@ -257,13 +274,14 @@ struct MeasuredSim {
 /// fits it used (`OUT/fits.csv`) and, when comparing, `OUT/sim_vs_measured.csv`.
 pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
     let sim_csv = fresh_sim_csv(req)?;
-    let (report, warnings) = match &req.fits {
+    let (report, mut warnings): (_, Vec<String>) = match &req.fits {
         Some(d) => {
             let (rep, w) = trusted_fits(d, req.untrusted_fits)?;
             (Some(rep), w.into_iter().collect())
         }
         None => (None, Vec::new()),
     };
+    warnings.extend(report.as_ref().and_then(|r| unmodelled_shaper(req, r)));
     let profile = match &req.compress_profile {
         Some(p) => Some(Arc::new(
             CompressProfile::read(p).map_err(|e| SimError::Input(e.to_string()))?,
@@ -805,6 +823,49 @@ mod tests {
             "{e}"
         );
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Fits of a shaped (netlab) run priced above one rank per node lose the shaper's
+    /// burst credit, and `simulate` says so once, naming the flag and the shaping; at one
+    /// rank per node, with a preset network or without a shaper it says nothing.
+    #[test]
+    fn a_shaper_left_out_above_one_rank_per_node_is_a_warning() {
+        let (shaped, plain) = (fits_dir("warn-shaped", true), fits_dir("warn-plain", false));
+        let sweep_at = |fits: &Path, n: usize, g: Option<usize>, out: &str| {
+            let mut r = req(None, g);
+            r.networks = Vec::new();
+            r.fits = Some(fits.to_path_buf());
+            r.models = vec!["resnet20".into()];
+            r.methods = vec!["ssgd".into()];
+            r.fusion = vec![Fusion::None];
+            r.pipelining = vec![false];
+            r.collectives = vec![CollectiveMode::Native];
+            r.world_sizes = vec![n];
+            r.params = vec![MethodParams::default()];
+            r.out = fits.join(out);
+            let o = run(&r).unwrap();
+            assert_eq!(o.rows, 1);
+            o.warnings
+        };
+        let w = sweep_at(&shaped, 8, Some(4), "g4");
+        assert_eq!(w.len(), 1, "{w:?}");
+        for part in [
+            "--ranks-per-node 4",
+            "tbf 1.000 Gbit/s burst 262144 B",
+            "without the shaper's burst credit",
+        ] {
+            assert!(w[0].contains(part), "{part}: {}", w[0]);
+        }
+        assert!(w[0].starts_with(&format!("--fits {}:", shaped.display())));
+        assert_eq!(sweep_at(&shaped, 2, Some(1), "g1"), Vec::<String>::new());
+        assert_eq!(sweep_at(&shaped, 2, None, "none"), Vec::<String>::new());
+        assert_eq!(sweep_at(&plain, 8, Some(4), "plain"), Vec::<String>::new());
+        // A preset network prices the links itself: no fitted shaper to leave out.
+        let rep = fit::fit_dir(&shaped).unwrap();
+        assert!(rep.shaper.is_some());
+        assert_eq!(unmodelled_shaper(&req(Some("1gbe"), Some(4)), &rep), None);
+        let _ = std::fs::remove_dir_all(&shaped);
+        let _ = std::fs::remove_dir_all(&plain);
     }
 
     /// A case is in sample (sim_vs_measured.csv's `calibration` role) only when its own
