@@ -249,3 +249,231 @@ fn scatter_mean_divides_each_written_entry_once() {
     small.ensure(64);
     assert!(scatter_mean("t", 0, &rec, &mut vec![0.0; d], &mut small).is_err());
 }
+
+/// An RNG whose every draw is 0: `gen_range(0..n)` is then 0, so a strided sample takes
+/// the first element of each stride (the sample is chosen by the test, not by chance).
+struct ZeroRng;
+
+impl rand::RngCore for ZeroRng {
+    fn next_u32(&mut self) -> u32 {
+        0
+    }
+    fn next_u64(&mut self) -> u64 {
+        0
+    }
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        dest.fill(0);
+    }
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> std::result::Result<(), rand::Error> {
+        dest.fill(0);
+        Ok(())
+    }
+}
+
+/// The sampled threshold is the `r`-th largest of one draw per stride, with the sample
+/// size `s = clamp(ceil(64 d / k), 4096, min(d / 4, 2^20))` and `r = ceil(h + 4 sqrt(h) + 4)`,
+/// `h = s k / d` (the rule written again here). On `x[i] = i + 1` the sample rises with the
+/// stride, so the `r`-th largest is the draw of stride `s - r`: its value lies in
+/// `[(s - r) w + 1, (s - r + 1) w]`, `w = d / s`, whatever the draws. Each clamp and the
+/// `r >= s` fallback (0) are reached; below `16 x 4096` elements or at `k = 0`, 0.
+#[test]
+fn sample_threshold_is_the_rth_largest_of_one_draw_per_stride() {
+    for &(d, k, s, r) in &[
+        // MIN_SAMPLE: ceil(64 x 65536 / 8192) = 512 -> 4096; h = 512, r = ceil(606.5).
+        (65_536usize, 8_192usize, 4_096usize, 607usize),
+        // inside: s = 8192; h = 64, r = 64 + 32 + 4.
+        (65_536, 512, 8_192, 100),
+        // d / 4: 65536 -> 16384; h = 16, r = 16 + 16 + 4.
+        (65_536, 64, 16_384, 36),
+        // inside, d not a power of two: ceil(64 x 100000 / 700) = 9143; h = 64.001..,
+        // r = ceil(64.0014 + 32.0004 + 4) = 101; w = 10.
+        (100_000, 700, 9_143, 101),
+        // MAX_SAMPLE: d / 4 = 2^21 -> 2^20; h = 8, r = ceil(8 + 11.31 + 4) = 24.
+        (1 << 23, 64, 1 << 20, 24),
+    ] {
+        let x: Vec<f32> = (0..d).map(|i| (i + 1) as f32).collect();
+        let mut sc = TopKScratch::new(d, k);
+        let thr = sc
+            .sample_threshold(d, k, &mut rng_for(3, 1, 4, 1), |i| x[i])
+            .expect("sample");
+        let w = d / s;
+        let (lo, hi) = (((s - r) * w + 1) as f32, ((s - r + 1) * w) as f32);
+        assert!(
+            (lo..=hi).contains(&thr),
+            "d = {d} k = {k}: threshold {thr} outside [{lo}, {hi}] (s = {s}, r = {r})"
+        );
+    }
+    let x: Vec<f32> = (0..70_000).map(|i| (i + 1) as f32).collect();
+    let mut sc = TopKScratch::new(70_000, 70_000);
+    let mut thr = |d: usize, k: usize| {
+        sc.sample_threshold(d, k, &mut rng_for(3, 1, 4, 1), |i| x[i])
+            .expect("sample")
+    };
+    // r >= s: ceil(64 x 65536 / 65536) = 64 -> 4096 = s, h = 4096, r > s.
+    assert_eq!(thr(65_536, 65_536), 0.0);
+    assert_eq!(thr(65_536, 0), 0.0);
+    assert_eq!(thr(65_535, 64), 0.0);
+    assert!(thr(65_536, 64) > 0.0);
+}
+
+/// `draw_sample` takes one element uniformly from each of `s` strides of `d / s`: each
+/// draw lies in its own stride, and over 4,096 strides of 4 every offset occurs (a fixed
+/// offset, or none, is not a random sample); a stride of 1 takes every element.
+#[test]
+fn draw_sample_takes_one_uniform_element_per_stride() {
+    let d = 4 * 4_096;
+    let x: Vec<f32> = (0..d).map(|i| i as f32).collect();
+    let mut sc = TopKScratch::new(d, 1);
+    let n = sc.draw_sample(d, 4_096, &mut rng_for(9, 0, 0, 0), |i| x[i]);
+    assert_eq!(n, 4_096);
+    let mut seen = [0usize; 4];
+    for (j, &b) in sc.sample[..n].iter().enumerate() {
+        let i = f32::from_bits(b) as usize;
+        assert!((4 * j..4 * j + 4).contains(&i), "draw {j} at {i}");
+        seen[i - 4 * j] += 1;
+    }
+    assert!(seen.iter().all(|&c| c > 800), "offsets {seen:?}");
+    let n = sc.draw_sample(100, 100, &mut rng_for(9, 0, 0, 0), |i| x[i]);
+    assert_eq!(n, 100);
+    for (j, &b) in sc.sample[..n].iter().enumerate() {
+        assert_eq!(f32::from_bits(b), j as f32);
+    }
+}
+
+/// When the sampled threshold lets fewer than `k` elements pass, top-k scans again from
+/// 0 and is still exact: with every draw at a stride's start, `x[4j] = 10` for the first
+/// 36 strides puts the 36th largest sample (r = 36 at d = 65536, k = 64) at 10, which 36
+/// elements pass; the other 28 of the top 64 are 5s the sample never saw.
+#[test]
+fn a_threshold_too_high_rescans_from_zero() {
+    let d = 65_536;
+    let mut x = vec![5f32; d];
+    for j in 0..d / 4 {
+        x[4 * j] = if j < 36 { 10.0 } else { 1.0 };
+    }
+    let k = 64;
+    let mut sc = TopKScratch::new(d, k);
+    assert_eq!(
+        sc.sample_threshold(d, k, &mut ZeroRng, |i| x[i])
+            .expect("sample"),
+        10.0
+    );
+    let (mut idx, mut val) = (vec![0u32; k], vec![0f32; k]);
+    let m = sc
+        .top_k(&x, k, &mut ZeroRng, &mut idx, &mut val)
+        .expect("top_k");
+    assert_eq!(m, k);
+    let mut want: Vec<u32> = (0..36).map(|j| 4 * j).collect();
+    // Then the 5s by the lower index: 1, 2, 3, 5, 6, 7, ... (28 of them).
+    want.extend((0..d as u32).filter(|i| i % 4 != 0).take(28));
+    want.sort_unstable();
+    assert_eq!(idx, want);
+    assert_eq!(val.iter().filter(|&&v| v == 10.0).count(), 36);
+}
+
+/// `max_k` is the largest selection the scratch was made for, at most its `d`, and
+/// grows with `ensure_keys`; a scratch for `k = 0` still scans (its buffer holds the
+/// two blocks a scan needs), and one grown from `k = 1` to 1,000 selects 1,000 exactly.
+#[test]
+fn max_k_and_the_candidate_buffer_grow_with_the_selection() {
+    assert_eq!(TopKScratch::new(1_000, 10).max_k(), 10);
+    assert_eq!(TopKScratch::new(5, 10).max_k(), 5);
+    let x = normal(70_000, 11);
+    let mut sc = TopKScratch::new(x.len(), 0);
+    assert_eq!(sc.max_k(), 0);
+    let (mut idx, mut val) = (vec![0u32; 1_000], vec![0f32; 1_000]);
+    let m = sc
+        .top_k(&x, 0, &mut rng_for(1, 0, 0, 0), &mut idx, &mut val)
+        .expect("k = 0");
+    assert_eq!(m, 0);
+    let mut sc = TopKScratch::new(x.len(), 1);
+    sc.ensure_keys(1_000);
+    assert_eq!(sc.max_k(), 1_000);
+    let m = sc
+        .top_k(&x, 1_000, &mut rng_for(1, 0, 0, 0), &mut idx, &mut val)
+        .expect("k = 1000");
+    assert_eq!(m, 1_000);
+    assert_eq!(idx, reference(&x, 1_000));
+}
+
+/// The candidate buffer holds `2 max_k + 2 BLOCK` keys (192 at `max_k = 64`): at
+/// threshold 0 every element is a candidate, so a scan of 192 elements keeps them all;
+/// a block more compacts to the top 64, whose 64th magnitude then bars the rest (only
+/// the later elements strictly above it enter). A partial last block compacts only when
+/// a whole block would not fit: 160 + 5 elements fit (160 + 32 = 192), 192 + 5 do not.
+#[test]
+fn the_candidate_buffer_holds_two_max_k_plus_two_blocks() {
+    let x = normal(400, 13);
+    let mut top: Vec<f32> = x[..192].iter().map(|v| v.abs()).collect();
+    top.sort_by(|a, b| b.total_cmp(a));
+    let above = |r: std::ops::Range<usize>| x[r].iter().filter(|v| v.abs() > top[63]).count();
+    let mut sc = TopKScratch::new(x.len(), 64);
+    let mut cands = |d: usize| {
+        sc.begin(64, 0.0).expect("begin");
+        sc.scan(0, &x[..d]);
+        sc.candidates()
+    };
+    assert_eq!(cands(192), (192, false));
+    assert_eq!(cands(224), (64 + above(192..224), true));
+    assert_eq!(cands(165), (165, false));
+    assert_eq!(cands(197), (64 + above(192..197), true));
+}
+
+/// A selection is refused past each bound alone (`k > max_k`, `k > d`, `d > max_d`,
+/// `d > 2^32 - 1`) and accepted at each bound.
+#[test]
+fn check_refuses_each_bound_alone_and_accepts_each_at_equality() {
+    let sc = TopKScratch::new(100, 10);
+    assert!(sc.check(100, 11).is_err(), "k > max_k");
+    assert!(sc.check(5, 6).is_err(), "k > d");
+    assert!(sc.check(101, 10).is_err(), "d > max_d");
+    assert!(sc.check(100, 10).is_ok());
+    assert!(sc.check(10, 10).is_ok());
+    assert!(sc.check(0, 0).is_ok());
+    // Indices are u32: d = 2^32 - 1 is the largest (the scratch itself is small: a
+    // 2^20-element sample and 66 keys).
+    let big = TopKScratch::new(1 << 33, 1);
+    assert!(big.check(u32::MAX as usize, 1).is_ok());
+    assert!(big.check(u32::MAX as usize + 1, 1).is_err(), "d > 2^32 - 1");
+}
+
+/// `scan`'s partial last block checks for room whether or not it holds a candidate, and
+/// the replay must too, once, compacting exactly when a block would not fit: `big` large
+/// elements, then a tail of 5, with `k = 32` (a buffer of 128 keys). A small tail (0.5)
+/// after 128 compacts the full scan to the top 32; after 96 a block still fits (96 + 32 =
+/// 128), so nothing compacts, and a tail that passes (3.0) joins them (101, with no second
+/// check for room after it). The small tail is either among the replayed keys (collected
+/// at a lower threshold, 0.3) but fails the scan's (1.0), or not among them (at 1.0).
+#[test]
+fn a_replay_checks_for_room_at_a_tail_without_candidates() {
+    for (big, tail, want) in [
+        (128usize, 0.5f32, (32usize, true)),
+        (96, 0.5, (96, false)),
+        (96, 3.0, (101, false)),
+    ] {
+        let d = big + 5;
+        let mut x = normal(d, 17);
+        for v in &mut x[..big] {
+            *v = v.signum() * (2.0 + v.abs());
+        }
+        x[big..].fill(tail);
+        for lower in [0.3f32, 1.0] {
+            let mut wide = WideCandidates::default();
+            wide.ensure(d);
+            wide.clear();
+            wide.scan(0, &x, lower);
+            let n = if tail >= lower { d } else { big };
+            assert_eq!(wide.keys().len(), n);
+            let mut full = TopKScratch::new(0, 0);
+            full.ensure_keys(32);
+            let mut replay = full.clone();
+            full.begin(32, 1.0).expect("begin");
+            full.scan(0, &x);
+            replay.begin(32, 1.0).expect("begin");
+            replay.scan_candidates(wide.keys(), d);
+            assert_eq!(full.candidates(), want, "{big} {tail}");
+            assert_eq!(replay.candidates(), want, "{big} {tail}, lower {lower}");
+            assert_eq!(replay.thr.to_bits(), full.thr.to_bits());
+        }
+    }
+}
