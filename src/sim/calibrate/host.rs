@@ -868,6 +868,364 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
     }
 
+    /// A row flat at the target from 1 on (`min(x, 1)`): [`bisect`] and [`narrow`]
+    /// give the first value that meets it, 1, not the end of the range where it is met
+    /// too; so does [`first_crossing`].
+    #[test]
+    fn a_row_flat_at_the_target_is_met_where_it_first_reaches_it() {
+        let f = |x: f64| Ok(x.min(1.0));
+        let got = bisect(0.0, 2.0, 1.0, f).unwrap().unwrap();
+        assert!((got - 1.0).abs() < 1e-9, "{got}");
+        let got = first_crossing(0.0, 2.0, 1.0, f).unwrap().unwrap();
+        assert!((got - 1.0).abs() < 1e-9, "{got}");
+    }
+
+    /// The points a search looks at lie in `[lo, hi]`, `lo` not 0: a row that rises
+    /// with the term inside `[1, 2]` and falls outside it (below 1, and by 100 above 2)
+    /// is monotone where [`bisect`] checks it (17 points from 1 to 2), and
+    /// [`first_crossing`]'s 64-point grid from 1 to 2 finds a spike to 2 on
+    /// `[1.26, 1.27]` (grid point 17, 1.265625, lies on it; every other grid point
+    /// misses it): the first value meeting 1.5 is 1.26, not 1.5.
+    #[test]
+    fn the_searches_look_only_inside_the_range() {
+        let row = |x: f64| {
+            Ok(if x < 1.0 {
+                -x
+            } else if x > 2.0 {
+                x - 100.0
+            } else {
+                x
+            })
+        };
+        let got = bisect(1.0, 2.0, 1.5, row).unwrap().unwrap();
+        assert!((got - 1.5).abs() < 1e-9, "{got}");
+        let spiked = |x: f64| {
+            if (1.26..=1.27).contains(&x) {
+                Ok(2.0)
+            } else {
+                row(x)
+            }
+        };
+        let got = first_crossing(1.0, 2.0, 1.5, spiked).unwrap().unwrap();
+        assert!((got - 1.26).abs() < 1e-9, "{got}");
+    }
+
+    /// [`bisect`]'s monotonicity check forgives a fall of exactly a relative 1e-9 (the
+    /// row's rounding), not more: a row that falls by that much at 0.5 and rises to 2 at
+    /// `hi` is bisected to where it meets 1.5 (just below 1); falling by twice that, it
+    /// cannot tell.
+    #[test]
+    fn bisect_forgives_a_fall_of_a_billionth() {
+        let row = |fall: f64| {
+            move |x: f64| {
+                Ok(if x >= 1.0 {
+                    2.0
+                } else if x >= 0.5 {
+                    1.0 * (1.0 - fall)
+                } else {
+                    1.0
+                })
+            }
+        };
+        let got = bisect(0.0, 1.0, 1.5, row(1e-9)).unwrap().unwrap();
+        assert!((got - 1.0).abs() < 1e-9, "{got}");
+        assert_eq!(bisect(0.0, 1.0, 1.5, row(2e-9)).unwrap(), None);
+    }
+
+    /// A row met at `lo` responds only when `f(hi)` exceeds `f(lo)` by more than a
+    /// relative 1e-9: exactly that much is flat (it cannot tell), twice `f(lo)` responds.
+    #[test]
+    fn met_at_lo_needs_a_response_above_a_billionth() {
+        use super::met_at_lo;
+        let edge = 1.0 * (1.0 + 1e-9);
+        let mut at_edge = |x: f64| Ok(if x == 1.0 { edge } else { 1.0 });
+        assert_eq!(met_at_lo(0.0, 1.0, 1.0, &mut at_edge).unwrap(), Some(None));
+        let mut doubles = |x: f64| Ok(1.0 + x);
+        assert_eq!(
+            met_at_lo(0.0, 1.0, 1.0, &mut doubles).unwrap(),
+            Some(Some(0.0))
+        );
+        assert_eq!(met_at_lo(0.0, 1.0, 1.5, &mut doubles).unwrap(), None);
+    }
+
+    /// A network whose every collective takes 1 ms (no reduction cost).
+    struct Ms;
+
+    impl crate::sim::network::CollectiveCost for Ms {
+        fn time_s(&self, _op: crate::sim::network::Op, _n: usize, _m_bytes: f64) -> f64 {
+            1e-3
+        }
+        fn reduce_s(&self, _bytes: f64) -> f64 {
+            0.0
+        }
+        fn describe(&self) -> String {
+            "1 ms".into()
+        }
+        fn with_gamma(&self, _g: f64) -> Box<dyn crate::sim::network::CollectiveCost> {
+            Box::new(Ms)
+        }
+    }
+
+    /// A case is quiet enough to calibrate on when its noise, its rounds' spread (0 here:
+    /// two equal rounds) plus its fit's spread times its host-compression share `s` of
+    /// the simulated iteration, and at least the run's jitter times `s`, is at most 15%:
+    /// a fit spread or a jitter of 0.9 x 0.15 / s passes, 1.1 x 0.15 / s does not.
+    #[test]
+    fn a_case_is_quiet_up_to_15_percent_of_fit_spread_or_jitter_times_its_share() {
+        use super::{quiet_cases, Sample, CALIBRATION_MAX_NOISE};
+        use crate::sim::{CostModel, MethodCosts, SimCase, SimWorkload};
+        let wl = SimWorkload {
+            model: "one".into(),
+            tensors: vec![crate::models::TensorSpec {
+                name: "w".into(),
+                rows: 1,
+                cols: 1000,
+            }],
+            bwd_s: vec![0.01],
+            fwd_s: 0.01,
+            batch: 1,
+            device: "test".into(),
+        };
+        let case = SimCase::new(
+            wl,
+            "ssgd",
+            crate::schedule::plan::Fusion::None,
+            false,
+            crate::comm::exchange::CollectiveMode::Native,
+            2,
+            crate::compress::MethodParams::default(),
+        );
+        let mut cm = CostModel::with_network(Box::new(Ms));
+        let ms = crate::netmodel::CompressCost {
+            per_element_s: 1e-6,
+            ..Default::default()
+        };
+        cm.methods.insert(
+            "ssgd".into(),
+            MethodCosts {
+                compress: ms,
+                feedback: Default::default(),
+                decompress: ms,
+            },
+        );
+        let r = crate::sim::simulate(&case, &cm).unwrap();
+        let s = (r.host_compress_s + r.host_decompress_s) / r.iter_s;
+        assert!(s > 0.01 && s < 0.9, "share {s}");
+        let samples: Vec<Sample> = (0..2)
+            .map(|round| Sample {
+                case: case.clone(),
+                key: "k".into(),
+                round,
+                fwd_s: r.fwd_s,
+                iter_s: r.iter_s,
+            })
+            .collect();
+        let quiet = |fit: Option<f64>, jitter: Option<f64>| {
+            quiet_cases(&samples, &cm, &|_| fit, jitter)
+                .unwrap()
+                .contains("k")
+        };
+        let at = |k: f64| Some(k * CALIBRATION_MAX_NOISE / s);
+        assert!(quiet(None, None));
+        assert!(quiet(at(0.9), None));
+        assert!(!quiet(at(1.1), None));
+        assert!(quiet(None, at(0.9)));
+        assert!(!quiet(None, at(1.1)));
+        assert!(!quiet(at(0.9), at(1.1)));
+    }
+
+    /// `calibrate` per world size: one whose rows are all device rows gets the share
+    /// alone (the ideal host's terms and the share's source, nothing held out); one
+    /// calibrated by a single method holds none out, and that method's cases are in
+    /// sample (another method's are not).
+    #[test]
+    fn calibrate_gives_the_share_alone_without_host_rows_and_holds_out_nothing_of_one_method() {
+        use super::{calibrate, HostCalibration, HostModel};
+        let d = std::env::temp_dir().join(format!("gradcomp-host-calib-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let e2e = d.join("e2e.csv");
+        let head = "schema_version,model,method,fusion,pipelining,collective,aggregation,world_size,batch,device,compute,compress_on,fwd_s,iter_s\n";
+        let row = |n: usize, on: &str| {
+            format!("1,resnet20,ssgd,256KiB,off,allreduce,allreduce,{n},32,rtx2080ti,sleep,{on},0.1,0.5\n")
+        };
+        let text = [
+            head.to_string(),
+            row(2, "device"),
+            row(4, "host"),
+            row(4, "host"),
+        ]
+        .concat();
+        std::fs::write(&e2e, text).unwrap();
+        let costs = |_: usize| Ok(crate::sim::CostModel::with_network(Box::new(Ms)));
+        let got = calibrate(&e2e, Some((0.5, "test".into())), None, &costs, &|_| None).unwrap();
+        assert_eq!(
+            got[&2],
+            HostCalibration {
+                all: HostModel {
+                    cpu_share: 0.5,
+                    source: "test".into(),
+                    ..HostModel::default()
+                },
+                held_out: Default::default(),
+            }
+        );
+        let cal = &got[&4];
+        assert_eq!(
+            (cal.all.methods.as_slice(), cal.all.points),
+            (&["ssgd".to_string()][..], 2)
+        );
+        assert!(cal.held_out.is_empty(), "{:?}", cal.held_out);
+        let (h, inside) = cal.for_method("ssgd");
+        assert!(std::ptr::eq(h, &cal.all) && inside);
+        let (h, inside) = cal.for_method("topk");
+        assert!(std::ptr::eq(h, &cal.all) && !inside);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A run.json holding `text` in a temporary directory of its own (`tag`).
+    fn write_run_json(tag: &str, text: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("gradcomp-host-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let p = d.join("run.json");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// `describe` by hand: the share to 2 places, the latencies in us to 1 place with
+    /// their spread in brackets, the pipelined latency only where it is apart, the
+    /// factor to 3 places, the rounds and the source.
+    #[test]
+    fn describe_prints_every_term_with_its_spread() {
+        use super::{HostModel, SyncOn};
+        let mut h = HostModel {
+            cpu_share: 0.5,
+            start_s: 1.5e-4,
+            start_range_s: (1e-4, 2e-4),
+            sync_s: 3e-4,
+            sync_range_s: (2.5e-4, 3.5e-4),
+            bwd_slowdown: 1.25,
+            bwd_slowdown_range: (1.125, 1.5),
+            rounds: 3,
+            source: "by hand".into(),
+            ..HostModel::default()
+        };
+        assert_eq!(
+            h.describe(),
+            "host cpu share 0.50, start 150.0 us [100.0, 200.0], resync 300.0 us [250.0, 350.0], work during backward x1.250 [1.125, 1.500] (brackets: spread over 3 round(s); by hand)"
+        );
+        h.sync_on = Some(SyncOn {
+            s: 1e-4,
+            range_s: (5e-5, 2e-4),
+            points: 4,
+        });
+        assert_eq!(
+            h.describe(),
+            "host cpu share 0.50, start 150.0 us [100.0, 200.0], resync 300.0 us [250.0, 350.0], with pipelining 100.0 us [50.0, 200.0], work during backward x1.250 [1.125, 1.500] (brackets: spread over 3 round(s); by hand)"
+        );
+    }
+
+    /// `sync_on_term`: the pipelined latency's value, spread and rows where it is apart,
+    /// else `sync_s`'s with the rows of the latency term (`term_points[1]`).
+    #[test]
+    fn sync_on_term_falls_back_to_the_one_latency() {
+        use super::{HostModel, SyncOn};
+        let mut h = HostModel {
+            sync_s: 3.0,
+            sync_range_s: (2.0, 4.0),
+            term_points: [7, 5, 2],
+            ..HostModel::default()
+        };
+        assert_eq!(h.sync_on_term(), (3.0, (2.0, 4.0), 5));
+        h.sync_on = Some(SyncOn {
+            s: 0.5,
+            range_s: (0.25, 0.75),
+            points: 3,
+        });
+        assert_eq!(h.sync_on_term(), (0.5, (0.25, 0.75), 3));
+    }
+
+    /// run.json's parts of a layout, each rule by hand: the largest one-minute load per
+    /// core over the ranks (`null` skipped); an empty kernel id counts as none (one
+    /// machine per host name); a rank of 0 cores is an error; the busiest machine is the
+    /// one of fewest cores per rank, whichever comes first.
+    #[test]
+    fn layout_load_per_core_empty_kernels_zero_cores_and_the_busiest_machine() {
+        use super::layout_from_run_json;
+        // Loads 1 on 2 cores (0.5), 3 on 2 (1.5), none, 2 on 8 (0.25): 1.5.
+        let p = write_run_json(
+            "layout-parts",
+            r#"{"hosts": ["a", "a", "b", "b"], "host_cores": [2, 2, 8, 8], "load_avg_start": [[1.0, 0.5, 0.2], [3.0, 2.0, 1.0], null, [2.0, 1.0, 1.0]]}"#,
+        );
+        let l = layout_from_run_json(&p).unwrap().unwrap();
+        assert_eq!(l.load_per_core_start, Some(1.5));
+        // No rank has one: none.
+        std::fs::write(
+            &p,
+            r#"{"hosts": ["a"], "host_cores": [2], "load_avg_start": [null]}"#,
+        )
+        .unwrap();
+        let l = layout_from_run_json(&p).unwrap().unwrap();
+        assert_eq!(l.load_per_core_start, None);
+        // Two host names with empty kernel ids: two machines of 1 rank each.
+        std::fs::write(
+            &p,
+            r#"{"hosts": ["a", "b"], "host_cores": [2, 2], "host_kernels": ["", ""]}"#,
+        )
+        .unwrap();
+        let l = layout_from_run_json(&p).unwrap().unwrap();
+        assert_eq!((l.ranks, l.ranks_total, l.machine.as_str()), (1, 2, "a"));
+        // 0 cores: refused.
+        std::fs::write(&p, r#"{"hosts": ["a", "b"], "host_cores": [0, 2]}"#).unwrap();
+        let e = layout_from_run_json(&p).unwrap_err().to_string();
+        assert!(e.contains("is not a positive integer"), "{e}");
+        // x: 4 ranks on 2 cores (half a core each), y: 1 rank on 4: x, listed first.
+        std::fs::write(
+            &p,
+            r#"{"hosts": ["x", "x", "x", "x", "y"], "host_cores": [2, 2, 2, 2, 4]}"#,
+        )
+        .unwrap();
+        let l = layout_from_run_json(&p).unwrap().unwrap();
+        assert_eq!((l.ranks, l.cores, l.machine.as_str()), (4, 2, "x"));
+        // x: 1 rank on 2 cores, y: 2 ranks on 3 (1.5 each): y, listed second.
+        std::fs::write(&p, r#"{"hosts": ["x", "y", "y"], "host_cores": [2, 3, 3]}"#).unwrap();
+        let l = layout_from_run_json(&p).unwrap().unwrap();
+        assert_eq!((l.ranks, l.cores, l.machine.as_str()), (2, 3, "y"));
+        let _ = std::fs::remove_dir_all(p.parent().unwrap());
+    }
+
+    /// `device_threads_have_cores`' description by hand: the threads, the cores and the
+    /// machine, and the core-equivalents only under time dilation (K > 1).
+    #[test]
+    fn device_threads_description_names_core_equivalents_only_when_dilated() {
+        use super::device_threads_have_cores;
+        let p = write_run_json(
+            "threads-what",
+            r#"{"hosts": ["n0", "n1"], "host_cores": [2, 2], "host_kernels": ["k", "k"]}"#,
+        );
+        assert_eq!(
+            device_threads_have_cores(&p).unwrap().unwrap(),
+            (
+                false,
+                "2 communication + 2 device threads on 2 cores of n0 (2 host names, one machine)"
+                    .to_string()
+            )
+        );
+        std::fs::write(
+            &p,
+            r#"{"hosts": ["n0", "n1"], "host_cores": [2, 2], "host_kernels": ["k", "k"], "time_dilation": 2}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            device_threads_have_cores(&p).unwrap().unwrap(),
+            (
+                true,
+                "2 communication + 2 device threads on 2 cores of n0 (2 host names, one machine) (4 core-equivalents at time dilation 2)"
+                    .to_string()
+            )
+        );
+        let _ = std::fs::remove_dir_all(p.parent().unwrap());
+    }
+
     #[test]
     fn pool_is_the_median_of_case_medians_with_the_spread_over_rounds() {
         // Case a: 1, 2, 9 over rounds 0..3 (one slow round); b: 2, 3, 4; c: 10, 10, 10.
