@@ -477,3 +477,164 @@ fn a_replay_checks_for_room_at_a_tail_without_candidates() {
         }
     }
 }
+
+/// A compaction keeps the top `k` and bars every later element not strictly above the
+/// `k`-th magnitude: the magnitudes 1..192 fill the buffer of `k = 64`; the next
+/// block compacts to 129..192 and then meets 129 itself (barred: a tie with the 64th)
+/// and 31 values of `j + 0.25` above it, 33 more follow (all admitted): 64 + 64
+/// candidates, and the top 64 of all 257 exactly.
+#[test]
+fn a_compaction_bars_ties_with_the_kth_and_admits_everything_above() {
+    // 1..192 in a scrambled order (97 i mod 193: a permutation), so no partition
+    // leaves the 64th largest where a sorted input would.
+    let mut x: Vec<f32> = (1..=192).map(|i| (97 * i % 193) as f32).collect();
+    x.push(129.0);
+    x.extend((0..64).map(|j| 129.25 + j as f32));
+    assert_eq!(x.len(), 257);
+    let k = 64;
+    let mut sc = TopKScratch::new(x.len(), k);
+    sc.begin(k, 0.0).expect("begin");
+    sc.scan(0, &x);
+    assert_eq!(sc.candidates(), (128, true));
+    assert!(sc.complete());
+    let (mut idx, mut val) = (vec![0u32; k], vec![0f32; k]);
+    assert_eq!(sc.finish(&x, k, &mut idx, &mut val).expect("finish"), k);
+    assert_eq!(idx, reference(&x, k));
+}
+
+/// `complete` says whether the candidates hold the exact top `k`: at least `k` passed the
+/// starting threshold, or a compaction kept `k` of more.
+#[test]
+fn complete_needs_k_candidates_or_a_compaction() {
+    let x: Vec<f32> = (1..=300).map(|v| v as f32).collect();
+    let mut sc = TopKScratch::new(x.len(), 10);
+    for (thr, k, want) in [
+        (291.0f32, 10usize, (10usize, false, true)),
+        (292.0, 10, (9, false, false)),
+        // Rising values at 0 with 84 keys: blocks 1-2 (64), block 3 compacts to 10 and
+        // adds 32 (42), block 4 (74), ... block 9 compacts (42), the last 12 join (54).
+        (0.0, 10, (54, true, true)),
+    ] {
+        sc.begin(k, thr).expect("begin");
+        sc.scan(0, &x);
+        let (n, compacted) = sc.candidates();
+        assert_eq!((n, compacted, sc.complete()), want, "thr {thr}");
+    }
+    sc.begin(10, 0.0).expect("begin");
+    sc.scan(0, &x[..20]);
+    assert_eq!(sc.candidates(), (20, false));
+    assert!(sc.complete());
+    sc.begin(10, 0.0).expect("begin");
+    sc.scan(0, &x[..9]);
+    assert!(!sc.complete());
+}
+
+/// `finish` refuses an output too short on either side (indices or values).
+#[test]
+fn finish_refuses_either_output_too_short() {
+    let x: Vec<f32> = (1..=50).map(|v| v as f32).collect();
+    let mut sc = TopKScratch::new(x.len(), 5);
+    for (ni, nv) in [(4usize, 5usize), (5, 4)] {
+        sc.begin(5, 0.0).expect("begin");
+        sc.scan(0, &x);
+        let (mut idx, mut val) = (vec![0u32; ni], vec![0f32; nv]);
+        let e = sc
+            .finish(&x, 5, &mut idx, &mut val)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("output holds 4 < 5 selected elements"), "{e}");
+    }
+}
+
+/// Elements of `start, start + stride, ... < d`: `ceil((d - start) / stride)`, and none
+/// for a zero stride or a start at or past the end.
+#[test]
+fn strided_count_by_hand() {
+    assert_eq!(strided_count(10, 1, 3), 3); // 1, 4, 7
+    assert_eq!(strided_count(10, 0, 3), 4); // 0, 3, 6, 9
+    assert_eq!(strided_count(10, 9, 1), 1);
+    assert_eq!(strided_count(10, 0, 0), 0);
+    assert_eq!(strided_count(10, 10, 3), 0);
+    assert_eq!(strided_count(10, 12, 3), 0);
+    assert_eq!(strided_count(0, 0, 0), 0);
+}
+
+/// `WideCandidates::ensure(cap)` holds `cap + BLOCK` keys (a whole block past `cap`): at
+/// threshold 0, 96 elements fit `ensure(64)` and a 97th overflows; `clear` starts a new
+/// pass, empty and not overflowed; a smaller `ensure` after a larger keeps the room.
+#[test]
+fn wide_candidates_hold_cap_plus_a_block_and_clear_starts_again() {
+    let x: Vec<f32> = (1..=97).map(|v| v as f32).collect();
+    let mut w = WideCandidates::default();
+    w.ensure(64);
+    w.clear();
+    w.scan(0, &x[..96], 0.0);
+    assert!(!w.overflowed());
+    assert_eq!(w.keys().len(), 96);
+    w.clear();
+    w.scan(0, &x, 0.0);
+    assert!(w.overflowed());
+    w.clear();
+    assert!(!w.overflowed());
+    assert!(w.keys().is_empty());
+    w.scan(0, &x[..3], 2.0);
+    let got: Vec<u32> = w.keys().iter().map(|&c| key_index(c)).collect();
+    assert_eq!(got, [1, 2]);
+    // It grows, never shrinks: after ensure(100), ensure(64) keeps its 132 keys, where
+    // four blocks (128) fit; 96 keys would overflow at the fourth.
+    let x: Vec<f32> = (1..=128).map(|v| v as f32).collect();
+    let mut w = WideCandidates::default();
+    w.ensure(100);
+    w.ensure(64);
+    w.clear();
+    w.scan(0, &x, 0.0);
+    assert!(!w.overflowed());
+    assert_eq!(w.keys().len(), 128);
+}
+
+/// The streaming scan against its rule written again with a full sort: blocks of 32, a
+/// block with a candidate (the partial last one always) first compacts when 32 more keys
+/// would not fit in `2k + 64`, keeping the top `k` by `(|x|, lower index)` and raising the
+/// threshold to just above the `k`-th magnitude; then the block's elements passing the
+/// threshold enter. Random (NaN-free) inputs, several `k`: the same candidates, flag and
+/// threshold.
+#[test]
+fn scan_matches_its_rule_with_a_full_sort() {
+    for seed in 0..12u64 {
+        for &(d, k) in &[(1_000usize, 1usize), (1_000, 7), (3_001, 64), (3_001, 200)] {
+            let x = normal(d, 100 + seed);
+            let cap = 2 * k + 64;
+            let (mut cands, mut thr, mut compacted) = (Vec::<u64>::new(), 0f32, false);
+            for (b, blk) in x.chunks(32).enumerate() {
+                let partial = blk.len() < 32;
+                if partial || blk.iter().any(|v| v.abs() >= thr) {
+                    if cands.len() + 32 > cap {
+                        compacted = true;
+                        cands.sort_unstable_by(|a, b| b.cmp(a));
+                        cands.truncate(k);
+                        thr = f32::from_bits(((cands[k - 1] >> 32) as u32) + 1);
+                    }
+                    for (j, &v) in blk.iter().enumerate() {
+                        if v.abs() >= thr {
+                            let bits = u64::from(v.to_bits() & 0x7fff_ffff);
+                            cands.push((bits << 32) | u64::from(!((32 * b + j) as u32)));
+                        }
+                    }
+                }
+            }
+            let mut sc = TopKScratch::new(d, k);
+            sc.begin(k, 0.0).expect("begin");
+            sc.scan(0, &x);
+            assert_eq!(
+                sc.candidates(),
+                (cands.len(), compacted),
+                "seed {seed} k {k}"
+            );
+            assert_eq!(sc.thr.to_bits(), thr.to_bits(), "seed {seed} k {k}");
+            let mut got = sc.keys[..sc.len].to_vec();
+            got.sort_unstable();
+            cands.sort_unstable();
+            assert_eq!(got, cands, "seed {seed} k {k}");
+        }
+    }
+}
