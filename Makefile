@@ -63,7 +63,7 @@ test: lint
 ## mutmut on the changed analysis modules, cargo-mutants on the changed Rust files, each survivor
 ## printed with its diff. BASE=REV judges what changed against REV (default: the merge base with
 ## origin/main); ARGS="--python-only" (or --rust-only, --all) passes options through;
-## MUTMUT_MODULES="compare.py", MUTANTS_RUST_FILES="src/schedule/*.rs", MUTANTS_OUT=DIR and
+## MUTMUT_MODULES="compare.py", MUTANTS_RUST_FILES="src/schedule/*.rs", MUTANTS_OUT=DIR, MUTANTS_TARGET_DIR=DIR and
 ## MUTMUT_CHILDREN=N reach the script too. Exit 1 when a mutant survived.
 .PHONY: mutants
 mutants: setup

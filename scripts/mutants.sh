@@ -16,6 +16,7 @@
 #   runs sim::tests::engine_vs_sim or sketch's 1,000-step test, minutes each at opt-level 0);
 # MUTANTS_OUT=DIR  where the mutmut copy and the logs go [default: a fresh mktemp -d];
 # MUTANTS_TREE=DIR  cargo-mutants' copy of the tree [default: target/mutants-tree];
+# MUTANTS_TARGET_DIR=DIR  its build directory [default: target/mutants-build, apart from target/];
 # MUTMUT_CHILDREN=N  mutmut's parallel workers [default: the cores, at most 4].
 # Exit 0 when no mutant survived, 1 when some did, 2 on a usage or tool error.
 # mutmut runs in a copy of analysis/ (never in the working tree); the tests that need the
@@ -224,7 +225,12 @@ if ((rust_on)); then
       TREE=${MUTANTS_TREE:-$ROOT/target/mutants-tree}
       echo "cargo-mutants: copying the tree to $TREE"
       sync_tree "$TREE"
-      export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+      # Its own build directory, never the working tree's (nor a CARGO_TARGET_DIR of the
+      # shell, which the working tree's builds share): cargo leaves a path package's
+      # location out of its artifacts' names, so both trees' unit-test binaries are
+      # target/mutants/deps/gradcomp-HASH, and a `cargo test --profile mutants` in the
+      # working tree would find the last mutant's binary newer than its sources and run it.
+      export CARGO_TARGET_DIR=${MUTANTS_TARGET_DIR:-$ROOT/target/mutants-build}
       start_s=$SECONDS
       echo "cargo-mutants pass 1: unit tests matching ${filter[*]:-(all)}"
       (cd "$TREE" && cargo mutants "${args[@]}" --cargo-arg=--lib -- -- "${filter[@]}" "${slow[@]}") \

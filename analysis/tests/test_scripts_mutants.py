@@ -19,6 +19,7 @@ FAKE_CARGO = """#!/bin/bash
 # records each call, one line of tab-separated arguments; `--output DIR` gets a result
 # folder with one missed mutant when FAKE_MISSED=1
 printf '%s\\t' "$@" >> "$FAKE_LOG"; echo >> "$FAKE_LOG"
+echo "${CARGO_TARGET_DIR:-}" >> "$FAKE_LOG.dirs"
 prev=""
 for a in "$@"; do
   if [[ $prev == --output ]]; then
@@ -102,3 +103,20 @@ def test_all_mutates_every_file_under_every_unit_test(tmp_path, tree):
     assert calls == [head + ["--cargo-arg=--lib", "--", "--"] + SKIP,
                      head + ["--iterate", "--cargo-arg=--lib", "--cargo-arg=--test=wire_formula",
                              "--cargo-arg=--test=determinism", "--", "--"] + SKIP], p.stdout
+
+
+@pytest.mark.parametrize("env, want", [
+    ({}, ROOT / "target" / "mutants-build"),
+    ({"CARGO_TARGET_DIR": str(ROOT / "target")}, ROOT / "target" / "mutants-build"),
+    ({"MUTANTS_TARGET_DIR": "/tmp/elsewhere"}, pathlib.Path("/tmp/elsewhere")),
+])
+def test_mutants_build_apart_from_the_working_trees_target(tmp_path, tree, env, want):
+    """cargo-mutants builds into its own directory (target/mutants-build, or
+    MUTANTS_TARGET_DIR), never the working tree's target/ nor the shell's CARGO_TARGET_DIR:
+    both trees' test binaries have the same name, so a shared directory lets a test run in
+    the working tree pick up the last mutant's binary."""
+    p, calls = run(tmp_path, tree, missed=False, MUTANTS_RUST_FILES="src/sim/model/clock.rs", **env)
+    dirs = (tmp_path / "cargo.log.dirs").read_text().splitlines()
+    # the version probe runs before the export; every pass after it
+    assert len(dirs) == 1 + len(calls) and calls, p.stdout + p.stderr
+    assert [pathlib.Path(d) for d in dirs[1:]] == [want] * len(calls)
