@@ -638,3 +638,66 @@ fn scan_matches_its_rule_with_a_full_sort() {
         }
     }
 }
+
+/// The sample buffer holds `d / 4` elements, at least 4,096 (or `d` when smaller) and at
+/// most 2^20 (4 MiB): a draw of more returns what the buffer holds.
+#[test]
+fn the_sample_buffer_is_a_quarter_of_d_within_its_bounds() {
+    let get = |i: usize| i as f32;
+    for (max_d, want) in [
+        (100_000usize, 25_000usize),
+        (10_000, 4_096),
+        (1_000, 1_000),
+        (1 << 23, 1 << 20),
+    ] {
+        let mut sc = TopKScratch::new(max_d, 1);
+        assert_eq!(
+            sc.draw_sample(max_d, max_d, &mut rng_for(5, 0, 0, 0), get),
+            want,
+            "{max_d}"
+        );
+    }
+}
+
+/// `scatter_mean` refuses each fault of the gathered sections alone: no workers, a count
+/// of sections other than the world size (the words' total right), a total other than the
+/// words present (the sections' count right); 3 workers of one pair each pass.
+#[test]
+fn scatter_mean_refuses_each_fault_of_the_sections_alone() {
+    let words = [0u32, 1f32.to_bits(), 1, 2f32.to_bits(), 2, 3f32.to_bits()];
+    let mut touched = TouchedSet::default();
+    touched.ensure(4);
+    let mut go = |n: usize, counts: &[usize], words: &[u32]| {
+        let rec = Received {
+            sum_f32: &[],
+            gathered_u32: words,
+            gather_counts: counts,
+            ring_u32: &[],
+            world_size: n,
+        };
+        scatter_mean("t", 0, &rec, &mut [0.0f32; 4], &mut touched)
+    };
+    assert!(go(3, &[2, 2, 2], &words).is_ok());
+    assert!(go(0, &[], &[]).is_err(), "no workers");
+    assert!(go(3, &[2, 4], &words).is_err(), "2 sections for 3 workers");
+    assert!(
+        go(3, &[2, 2, 2], &words[..4]).is_err(),
+        "6 words counted, 4 present"
+    );
+    assert!(
+        go(3, &[2, 2, 4], &words).is_err(),
+        "8 words counted, 6 present"
+    );
+}
+
+/// A tensor is addressable by u32 indices from 1 to 2^32 - 1 elements.
+#[test]
+fn indexable_len_from_one_to_u32_max() {
+    assert_eq!(
+        indexable_len("t", 0, 1, u32::MAX as usize).expect("max"),
+        u32::MAX as usize
+    );
+    assert_eq!(indexable_len("t", 0, 3, 5).expect("15"), 15);
+    assert!(indexable_len("t", 0, 1 << 16, 1 << 16).is_err(), "2^32");
+    assert!(indexable_len("t", 0, 0, 5).is_err(), "empty");
+}
