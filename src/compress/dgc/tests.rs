@@ -751,3 +751,333 @@ fn largest_r_keeps_the_rth_largest() {
         }
     }
 }
+
+/// The candidate room by its rule: `min(ceil(2 k (1 + ln(d / k))), d / 8)`, 0 at `k = 0`.
+#[test]
+fn wide_capacity_by_hand() {
+    assert_eq!(wide_capacity(10_000, 0), 0);
+    // 2 x 100 x (1 + ln 100) = 200 x 5.60517 = 1121.03: 1122 (under d / 8 = 1250).
+    assert_eq!(wide_capacity(10_000, 100), 1122);
+    // 2 x 100 x (1 + ln 8) = 615.9, over d / 8 = 100.
+    assert_eq!(wide_capacity(800, 100), 100);
+    // 2 x 1 x (1 + ln 64) = 10.32: 11 (d / 8 = 8): the cap; at d = 1000, 2 x (1 + ln 1000)
+    // = 15.8: 16.
+    assert_eq!(wide_capacity(64, 1), 8);
+    assert_eq!(wide_capacity(1000, 1), 16);
+}
+
+/// SPEC's state: per tensor every rank's `k` pairs twice (`2 x 8 k n` bytes), once for
+/// the largest tensor `d / 8` bytes and its `8 wide_capacity(d, k)` candidate bytes.
+#[test]
+fn state_bytes_by_hand() {
+    let est = SPEC.state_bytes.expect("dgc sizes its state");
+    // Density 0.01 at 2 ranks: d = 10,000 (k = 100) and d = 100 (k = 1).
+    // Once: 10,000 / 8 = 1,250 + 8 x 1,122 = 8,976; per tensor 16 x 100 x 2 = 3,200
+    // and 16 x 1 x 2 = 32: 10,226 + 3,232.
+    assert_eq!(est(&params(0.01), &[10_000, 100], 2), 13_458);
+}
+
+/// The stride by the reference's loop, worked by hand: at `d / want = 64.5` (d =
+/// 129,000, rho = 0.001, want = ceil(2 / rho) = 2,000 over 1,290) the start is `32
+/// ceil(64.5 / 32) + 1 = 97`, then 89, 81, 73, 65 (129,000 / 65 = 1,984 < 2,000) and 57:
+/// 2,263 samples, the threshold their ceil(2.263) = 3rd largest.
+#[test]
+fn sample_plan_lowers_the_stride_by_hand() {
+    let want = SamplePlan {
+        stride: 57,
+        samples: 2263,
+        top_k_samples: 3,
+    };
+    assert_eq!(sample_plan(129_000, 0.001), want);
+    assert_eq!(reference_plan(129_000, 0.001), (57, 2263));
+    // The loop stops at the first stride giving `d // stride >= want`, equality
+    // included: d = 114,000 starts at 65 (1,753 samples), then 57 gives exactly 2,000.
+    let want = SamplePlan {
+        stride: 57,
+        samples: 2000,
+        top_k_samples: 2,
+    };
+    assert_eq!(sample_plan(114_000, 0.001), want);
+    assert_eq!(reference_plan(114_000, 0.001), (57, 2000));
+}
+
+/// Momentum correction by hand (DGC Sec. 3.2 and Appendix Alg. 4) at `m = 0.5` over two
+/// steps of a 2 x 50 tensor at k = 1 (the whole tensor is the sample): index 0 (100,
+/// the largest) is sent and masked each step, index 7 (1 then 2) is kept. Plain: `u = m u
+/// + g`, `v = v + u`: u 1 then 2.5, v 1 then 3.5; Nesterov: `u = m (u + g)`, `v = v + u
+/// + g`: u 0.5 then 1.25, v 1.5 then 4.75. Index 0 starts from zero both steps: plain
+/// sends 100, Nesterov `0.5 x 100 + 100 = 150`.
+#[test]
+fn momentum_correction_by_hand() {
+    for (nesterov, u_want, v_want, sent_want) in [
+        (false, [1.0f32, 2.5], [1.0f32, 3.5], 100.0f32),
+        (true, [0.5, 1.25], [1.5, 4.75], 150.0),
+    ] {
+        let p = MethodParams {
+            momentum: 0.5,
+            nesterov,
+            ..params(0.01)
+        };
+        let mut m = Dgc::new(&p, ctx(0, 2)).expect("new");
+        m.register(0, 2, 50).expect("register");
+        for (s, x) in [1.0f32, 2.0].into_iter().enumerate() {
+            let mut g = Array2::zeros((2, 50));
+            g[[0, 0]] = 100.0;
+            g[[0, 7]] = x;
+            m.begin_step(s as u64);
+            let mut wire = Wire::default();
+            m.compress(0, 0, g.view(), &mut wire).expect("compress");
+            m.feedback(0, 0).expect("feedback");
+            assert_eq!(m.last_stats().path, Selection::Exact);
+            assert_eq!(wire.gather_u32, [0, sent_want.to_bits()], "step {s}");
+            let st = m.tensors[0].as_ref().expect("state");
+            assert_eq!((st.u[0], st.v[0]), (0.0, 0.0), "masked, step {s}");
+            let what = format!("nesterov {nesterov} step {s}");
+            assert_eq!((st.u[7], st.v[7]), (u_want[s], v_want[s]), "{what}");
+        }
+    }
+}
+
+/// Clipping scales the gradient before momentum (DGC Sec. 3.3): `g = (3, 4, 0, ...)`,
+/// norm 5, at `clip_norm = 2` over 4 ranks is scaled to `2 / sqrt(4) = 1`: by 0.2,
+/// so (momentum 0) `v = (0.6, 0.8)`; 0.8 is sent (k = 1), 0.6 kept in `v`.
+#[test]
+fn clipping_scales_the_gradient_by_hand() {
+    let p = MethodParams {
+        clip_norm: 2.0,
+        momentum: 0.0,
+        ..params(0.01)
+    };
+    let mut m = Dgc::new(&p, ctx(0, 4)).expect("new");
+    m.register(0, 2, 50).expect("register");
+    let mut g = Array2::zeros((2, 50));
+    g[[0, 0]] = 3.0;
+    g[[0, 1]] = 4.0;
+    let mut wire = Wire::default();
+    m.compress(0, 0, g.view(), &mut wire).expect("compress");
+    m.feedback(0, 0).expect("feedback");
+    assert_eq!(wire.gather_u32[0], 1);
+    assert!((f32::from_bits(wire.gather_u32[1]) - 0.8).abs() < 1e-6);
+    let v0 = m.tensors[0].as_ref().expect("state").v[0];
+    assert!((v0 - 0.6).abs() < 1e-6, "v[0] = {v0}");
+}
+
+/// The heap by hand, where the order of arrival matters. At r = 4: 5, 9, 7, then 1,
+/// sifted up two levels (past 9, then 5): the bound is 1; 20 evicts it, the bound is 5.
+/// At r = 3: 5, 9, then 1 (sifted to the root past 5): the bound is 1; 20 evicts 1, and
+/// the bound is the 5 moved down by 1's arrival; 7 evicts 5; 2 is below the bound and
+/// ignored. At r = 0 there is never a bound.
+#[test]
+fn largest_r_by_hand() {
+    let mut h = LargestR::default();
+    h.ensure(4);
+    h.reset(4).expect("reset");
+    for (x, want) in [(5, None), (9, None), (7, None), (1, Some(1)), (20, Some(5))] {
+        h.add(x);
+        assert_eq!(h.bound(), want, "r 4, after {x}");
+    }
+    h.reset(3).expect("reset");
+    for (x, want) in [
+        (5, None),
+        (9, None),
+        (1, Some(1)),
+        (20, Some(5)),
+        (7, Some(7)),
+    ] {
+        h.add(x);
+        assert_eq!(h.bound(), want, "r 3, after {x}");
+    }
+    h.add(2);
+    assert_eq!(h.bound(), Some(7));
+    h.reset(0).expect("reset");
+    h.add(4);
+    assert_eq!(h.bound(), None);
+}
+
+/// Kernels of the reference's step (docs/methods.md, "Device kernels"), bytes by hand
+/// (fp32 4, int64 8, bool 1): a 1000 x 1000 tensor at density 0.001 (k = 1,000, the
+/// sample 10,309 at stride 97, its 11th largest) with clipping, plain and Nesterov
+/// momentum; a 40 x 50 tensor (sampled whole: 2,000 keys, the 2nd largest) without
+/// clipping; a 1 x 10 tensor all-reduced dense; 4 ranks.
+#[test]
+fn device_kernels_by_hand() {
+    type Listed = Vec<(&'static str, f64)>;
+    let list = |m: &Dgc, t: TensorId, round: usize, stage: Stage| {
+        let mut v = Vec::new();
+        m.device_kernels(t, round, 0, stage, &mut |k| v.push((k.name, k.bytes)));
+        v
+    };
+    let topk = |n: usize, r: usize| {
+        let mut v = Vec::new();
+        device::torch_topk(&mut |k| v.push((k.name, k.bytes)), n, r, false);
+        v
+    };
+    // The selection after `|v|`: the sample's top-r, its minimum, the mask, its
+    // nonzero, the gather and momentum factor masking of `u` and `v`.
+    let select = |d: f64, k: f64, n: usize, r: usize| -> Listed {
+        let mut v = topk(n, r);
+        v.extend([
+            ("threshold = min(top samples)", 4.0 * r as f64 + 4.0),
+            ("mask = importance >= threshold", 5.0 * d),
+            ("mask.nonzero(): count", d),
+            ("mask.nonzero(): select indices", d + 8.0 * k),
+            ("values = v[indices] (gather)", 16.0 * k),
+            ("momentum masking: u.index_fill_(indices, 0)", 12.0 * k),
+            ("momentum masking: v.index_fill_(indices, 0)", 12.0 * k),
+        ]);
+        v
+    };
+    let decompress = |d: f64, k: usize, dn: usize| -> Listed {
+        let mut v = vec![("grad.zero_()", 4.0 * d)];
+        device::index_put_accumulate(&mut |k| v.push((k.name, k.bytes)), 4 * k, dn);
+        v.push(("grad *= 1 / n", 8.0 * d));
+        v
+    };
+    let d = 1e6;
+    for nesterov in [false, true] {
+        let p = MethodParams {
+            clip_norm: 2.0,
+            nesterov,
+            ..params(0.001)
+        };
+        let mut m = Dgc::new(&p, ctx(0, 4)).expect("new");
+        m.register(0, 1000, 1000).expect("register");
+        let mut want: Listed = vec![("clip: |g|_2", 4.0 * d), ("clip: g *= factor", 8.0 * d)];
+        if nesterov {
+            want.extend([
+                ("u += g", 12.0 * d),
+                ("u *= m", 8.0 * d),
+                ("v += u", 12.0 * d),
+                ("v += g", 12.0 * d),
+            ]);
+        } else {
+            want.extend([
+                ("u *= m", 8.0 * d),
+                ("u += g", 12.0 * d),
+                ("v += u", 12.0 * d),
+            ]);
+        }
+        want.push(("importance = |v|", 8.0 * d));
+        want.extend(select(d, 1000.0, 10_309, 11));
+        assert_eq!(list(&m, 0, 0, Stage::Compress), want, "nesterov {nesterov}");
+        let want = decompress(d, 1000, 1_000_000);
+        assert_eq!(list(&m, 0, 0, Stage::Decompress), want);
+        assert!(list(&m, 0, 1, Stage::Compress).is_empty());
+    }
+    // Sampled whole, no clipping.
+    let mut m = Dgc::new(&params(0.001), ctx(0, 4)).expect("new");
+    m.register(1, 40, 50).expect("register");
+    let d = 2000.0;
+    let mut want: Listed = vec![
+        ("u *= m", 8.0 * d),
+        ("u += g", 12.0 * d),
+        ("v += u", 12.0 * d),
+        ("importance = |v|", 8.0 * d),
+    ];
+    want.extend(select(d, 2.0, 2000, 2));
+    assert_eq!(list(&m, 1, 0, Stage::Compress), want);
+    assert_eq!(list(&m, 1, 0, Stage::Decompress), decompress(d, 2, 2000));
+    // Dense: the fusion buffer's copy (read and write), the average, then momentum.
+    for (nesterov, tail) in [
+        (
+            false,
+            [("u *= m", 8.0), ("u += a", 12.0), ("out = u.clone()", 8.0)],
+        ),
+        (
+            true,
+            [("u += a", 12.0), ("u *= m", 8.0), ("out = u + a", 12.0)],
+        ),
+    ] {
+        let p = MethodParams {
+            nesterov,
+            ..params(0.001)
+        };
+        let mut m = Dgc::new(&p, ctx(0, 4)).expect("new");
+        m.register(2, 1, 10).expect("register");
+        let want = [("copy into the fusion buffer", 2.0 * 4.0 * 10.0)];
+        assert_eq!(list(&m, 2, 0, Stage::Compress), want);
+        let mut want = vec![("average: a = sum / n", 8.0 * 10.0)];
+        want.extend(tail.map(|(n, b)| (n, b * 10.0)));
+        assert_eq!(
+            list(&m, 2, 0, Stage::Decompress),
+            want,
+            "nesterov {nesterov}"
+        );
+    }
+}
+
+/// Without warm-up the wire holds the steady `k` alone: at density 0.001 a 100 x 100
+/// tensor sends at most ceil(10) = 10 pairs, 20 words (with warm-up: 2,500 pairs, the
+/// 25% of its first epoch, `warmup_schedule`).
+#[test]
+fn wire_capacity_without_warm_up_is_the_steady_k() {
+    let mut m = Dgc::new(&params(0.001), ctx(0, 2)).expect("new");
+    m.register(0, 100, 100).expect("register");
+    assert_eq!(
+        m.wire_capacity(0, 0),
+        WireLen {
+            gather_u32: 20,
+            ..WireLen::default()
+        }
+    );
+    assert_eq!(m.wire_capacity(1, 0), WireLen::default(), "unregistered");
+}
+
+/// The band's upper edge is inclusive (the reference's `num_selected > 1.3 k` resamples):
+/// exactly 1,300 survivors of k = 1,000 (`1000 x 1.3` is 1300.0 in f64) at the first
+/// threshold are the band, whose first k in index order are sent, not their top k.
+#[test]
+fn exactly_1_3_k_survivors_are_the_band() {
+    let (rows, cols, rho, step_no) = (1000, 1000, 0.001, 7);
+    let (d, k) = (rows * cols, 1000);
+    let (_, probe) = select_once(rows, cols, rho, step_no, &vec![0.0; d]);
+    let (start, stride) = (probe.sample_start, probe.sample_stride);
+    // 20 sampled ones set the threshold (the sample's 11th largest) at 1.0; 1,280
+    // unsampled entries at or above it, the later half larger.
+    let mut g = vec![0f32; d];
+    let mut survivors: Vec<usize> = (0..20).map(|j| start + 500 * j * stride).collect();
+    for &i in &survivors {
+        g[i] = 1.0;
+    }
+    for (j, i) in unsampled(d, start, stride, 1280).into_iter().enumerate() {
+        g[i] = if j < 640 { 1.5 } else { 2.0 };
+        survivors.push(i);
+    }
+    survivors.sort_unstable();
+    let (sent, st) = select_once(rows, cols, rho, step_no, &g);
+    assert_eq!(st.sample_threshold, 1.0);
+    assert_eq!(
+        (st.path, st.lowerings, st.survivors),
+        (Selection::Band, 0, Some(1300))
+    );
+    assert_eq!(sent, survivors[..k]);
+}
+
+/// A dense tensor's Nesterov step on the worker average `a = sum / n` (DGC Appendix,
+/// Alg. 4 with `v = 0`): `u = m (u + a)`, out `u + a`. Two ranks summing 4 (a = 2) twice
+/// at `m = 0.9`: u 1.8, out 3.8; then u 0.9 x 3.8 = 3.42, out 5.42.
+#[test]
+fn dense_nesterov_by_hand() {
+    let p = MethodParams {
+        nesterov: true,
+        ..params(0.01)
+    };
+    let mut m = Dgc::new(&p, ctx(0, 2)).expect("new");
+    m.register(0, 1, 3).expect("register");
+    let sum = [4.0f32; 3];
+    let rec = Received {
+        sum_f32: &sum,
+        gathered_u32: &[],
+        gather_counts: &[0, 0],
+        ring_u32: &[],
+        world_size: 2,
+    };
+    let mut out = Array2::zeros((1, 3));
+    for want in [3.8f32, 5.42] {
+        m.decompress(0, 0, &rec, out.view_mut())
+            .expect("decompress");
+        for &o in &out {
+            assert!((o - want).abs() < 1e-5, "{o} vs {want}");
+        }
+    }
+}
