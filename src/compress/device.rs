@@ -322,6 +322,101 @@ mod tests {
         assert_eq!(index_key_passes((1 << 24) + 1), 4);
     }
 
+    /// (name, bytes) of what `list` reports.
+    fn bytes(list: impl FnOnce(Out)) -> Vec<(&'static str, f64)> {
+        collect_all(list)
+            .into_iter()
+            .map(|k| (k.name, k.bytes))
+            .collect()
+    }
+
+    /// The helpers' bytes by hand (fp32 4, int64 8): `torch.topk` over 100,000 keys (25
+    /// select blocks of 4,096: 4 x 256 x 25 = 25,600 count bytes), sorted in one block at
+    /// k = 10 and by a radix sort at k = 5,000; `index_put_` of 1,000 pairs into 65,536
+    /// elements (16 key bits: 2 passes); Gram-Schmidt and Householder QR of 10 x 2 and
+    /// 10 x 3; the sign (un)packing of 100 values (4 words).
+    #[test]
+    fn helper_bytes_by_hand() {
+        let select = [
+            ("topk: radix select pass (8-bit digit histogram)", 425_600.0),
+            ("topk: radix select pass (digit count scan)", 51_200.0),
+        ];
+        let mut want: Vec<(&str, f64)> = select.repeat(4);
+        want.push((
+            "topk: gather the k largest (values, int64 indices)",
+            400_120.0,
+        ));
+        want.push(("topk: sort the k results (in one block)", 240.0));
+        assert_eq!(bytes(|o| torch_topk(o, 100_000, 10, true)), want);
+        let mut want: Vec<(&str, f64)> = select.repeat(4);
+        want.push((
+            "topk: gather the k largest (values, int64 indices)",
+            460_000.0,
+        ));
+        want.push(("sort: digit histogram", 20_000.0));
+        want.extend([("sort: onesweep pass (keys and values)", 120_000.0); 4]);
+        assert_eq!(bytes(|o| torch_topk(o, 100_000, 5000, true)), want);
+        // No keys: one block's counts.
+        assert_eq!(bytes(|o| torch_topk(o, 0, 0, false))[0].1, 1024.0);
+        let mut want = vec![
+            ("index_put_: linearise indices", 16_000.0),
+            ("sort: arange of the value indices", 8000.0),
+            ("sort: digit histogram", 8000.0),
+        ];
+        want.extend([("sort: onesweep pass (keys and values)", 32_000.0); 2]);
+        want.push(("index_put_: accumulate sorted values", 28_000.0));
+        assert_eq!(bytes(|o| index_put_accumulate(o, 1000, 65_536)), want);
+        assert_eq!(
+            bytes(|o| gram_schmidt(o, 10, 2)),
+            [
+                ("orth (Gram-Schmidt): column norm", 40.0),
+                ("orth (Gram-Schmidt): col /= norm", 80.0),
+                ("orth (Gram-Schmidt): col * rest", 120.0),
+                ("orth (Gram-Schmidt): sum(dim=0)", 44.0),
+                ("orth (Gram-Schmidt): dots * col", 84.0),
+                ("orth (Gram-Schmidt): rest -= proj", 120.0),
+                ("orth (Gram-Schmidt): column norm", 40.0),
+                ("orth (Gram-Schmidt): col /= norm", 80.0),
+            ]
+        );
+        assert_eq!(
+            bytes(|o| householder_qr(o, 10, 2)),
+            [
+                ("orth (QR): clone input column-major", 160.0),
+                ("orth (QR): geqrf column norm", 40.0),
+                ("orth (QR): geqrf scale reflector", 80.0),
+                ("orth (QR): geqrf w = v^T A", 84.0),
+                ("orth (QR): geqrf A -= tau v w^T", 124.0),
+                ("orth (QR): geqrf column norm", 36.0),
+                ("orth (QR): geqrf scale reflector", 72.0),
+                ("orth (QR): R = triu", 96.0),
+                ("orth (QR): orgqr scale column", 72.0),
+                ("orth (QR): orgqr w = v^T Q", 84.0),
+                ("orth (QR): orgqr Q -= tau v w^T", 124.0),
+                ("orth (QR): orgqr scale column", 80.0),
+                ("orth (QR): copy_ Q back", 160.0),
+            ]
+        );
+        // Rank 3: two columns left after the first (m = 2), where `x m` and `/ m` differ.
+        let of = |v: Vec<(&str, f64)>| v.into_iter().map(|k| k.1).collect::<Vec<f64>>();
+        assert_eq!(
+            of(bytes(|o| gram_schmidt(o, 10, 3))),
+            [
+                40.0, 80.0, 200.0, 88.0, 128.0, 240.0, 40.0, 80.0, 120.0, 44.0, 84.0, 120.0, 40.0,
+                80.0
+            ]
+        );
+        assert_eq!(
+            of(bytes(|o| householder_qr(o, 10, 3))),
+            [
+                240.0, 40.0, 80.0, 128.0, 208.0, 36.0, 72.0, 76.0, 112.0, 32.0, 64.0, 156.0, 64.0,
+                76.0, 112.0, 72.0, 128.0, 208.0, 80.0, 240.0
+            ]
+        );
+        assert_eq!(unpack_signs("u", 100).bytes, 416.0);
+        assert_eq!(pack_signs(100).bytes, 416.0);
+    }
+
     #[test]
     fn radix_select_reads_the_keys_every_pass() {
         let n = 1 << 20;
