@@ -815,3 +815,62 @@ fn memory_estimate_counts_raw_tensors_at_their_own_size() {
     assert_eq!(est(&p, &[147_456], 1), 358_720);
     assert_eq!(est(&p, &[16, 147_456], 4), 256 + 358_720);
 }
+
+/// Round 0's decompression takes a sketch of exactly `rows x c` floats from at least one
+/// worker: the right size from no workers is refused, as is a size one off from one
+/// worker; the right size from 2 workers is taken (a 100 x 100 tensor at density 0.01,
+/// 3 rows of `c = 100`: sketched, not raw).
+#[test]
+fn round_zero_needs_a_sketch_of_rows_by_c_from_some_workers() {
+    let p = params(0.01, 3, 1.0);
+    assert!(!raw_by_rule(&p, 10_000));
+    let mut s = make(&p, 0, 2, 100, 100);
+    let mut out = Array2::<f32>::zeros((100, 100));
+    let sum = vec![0.5f32; 300];
+    let e = s
+        .decompress(0, 0, &rec(&sum, 0), out.view_mut())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("received a sketch of 300 floats from 0 workers; expected 3 x 100"),
+        "{e}"
+    );
+    assert!(s
+        .decompress(0, 0, &rec(&sum[..299], 2), out.view_mut())
+        .is_err());
+    s.decompress(0, 0, &rec(&sum, 2), out.view_mut())
+        .expect("3 x 100 from 2 workers");
+    // c = ceil(cols_per_k x k) = 100 columns a row, then the k = 100 candidates.
+    assert_eq!(s.wire_capacity(0, 0).sum_f32, 300);
+    assert_eq!(s.wire_capacity(0, 1).sum_f32, 100);
+}
+
+/// The hash functions are drawn afresh each step from (seed, step, tensor, row), the same
+/// on every worker: two ranks at step 3 sketch a gradient alike, a rank at step 4 not.
+/// A sketch of more than `SEG_MAX` (1,024) columns a row (3 rows of 2,000 at k = 2,000
+/// of a 1,000 x 1,000 tensor) is estimated block by block: its scratch holds a block of
+/// every row.
+#[test]
+fn hashes_are_drawn_afresh_each_step_and_alike_on_every_worker() {
+    let p = params(0.01, 3, 1.0);
+    let g = randn(7, 100, 100);
+    let at = |rank: usize, step: u64| {
+        let mut s = make(&p, rank, 2, 100, 100);
+        s.begin_step(step);
+        let mut wire = Wire::default();
+        s.compress(0, 0, g.view(), &mut wire).unwrap();
+        wire.sum_f32
+    };
+    assert_eq!(at(0, 3), at(1, 3));
+    assert_ne!(at(0, 3), at(0, 4));
+    let p = params(0.002, 3, 1.0);
+    let g = randn(8, 1_000, 1_000);
+    let mut s = make(&p, 0, 1, 1_000, 1_000);
+    s.begin_step(2);
+    let mut wire = Wire::default();
+    s.compress(0, 0, g.view(), &mut wire).unwrap();
+    assert_eq!(wire.sum_f32.len(), 3 * 2_000);
+    let mut out = Array2::<f32>::zeros((1_000, 1_000));
+    s.decompress(0, 0, &rec(&wire.sum_f32, 1), out.view_mut())
+        .expect("round 0");
+}
