@@ -226,11 +226,11 @@ fn costs_for(
 /// node only (a node's NIC carries the hierarchical collectives' inter-node step, whose
 /// volume per link `credit::link_bytes` does not give). `None` when the credit is
 /// modelled or there is no shaper.
-fn unmodelled_shaper(req: &SimulateRequest, rep: &fit::FitReport) -> Option<String> {
+fn unmodelled_shaper(req: &SimulateRequest, dir: &Path, rep: &fit::FitReport) -> Option<String> {
     match (rep.shaper, &req.network, req.ranks_per_node) {
         (Some(s), None, Some(g)) if g > 1 => Some(format!(
             "--fits {}: the calibration run's links were shaped ({}), but at --ranks-per-node {g} the collectives between nodes are priced at the fitted rate without the shaper's burst credit (modelled at one rank per node only): exchanges smaller than the burst may be priced slower than the link delivers them",
-            req.fits.as_deref().unwrap_or(Path::new("?")).display(),
+            dir.display(),
             s.describe()
         )),
         _ => None,
@@ -274,14 +274,14 @@ struct MeasuredSim {
 /// fits it used (`OUT/fits.csv`) and, when comparing, `OUT/sim_vs_measured.csv`.
 pub fn run(req: &SimulateRequest) -> Result<SimulateOutcome> {
     let sim_csv = fresh_sim_csv(req)?;
-    let (report, mut warnings): (_, Vec<String>) = match &req.fits {
+    let (report, warnings) = match &req.fits {
         Some(d) => {
             let (rep, w) = trusted_fits(d, req.untrusted_fits)?;
-            (Some(rep), w.into_iter().collect())
+            let shaper = unmodelled_shaper(req, d, &rep);
+            (Some(rep), w.into_iter().chain(shaper).collect())
         }
         None => (None, Vec::new()),
     };
-    warnings.extend(report.as_ref().and_then(|r| unmodelled_shaper(req, r)));
     let profile = match &req.compress_profile {
         Some(p) => Some(Arc::new(
             CompressProfile::read(p).map_err(|e| SimError::Input(e.to_string()))?,
@@ -863,7 +863,10 @@ mod tests {
         // A preset network prices the links itself: no fitted shaper to leave out.
         let rep = fit::fit_dir(&shaped).unwrap();
         assert!(rep.shaper.is_some());
-        assert_eq!(unmodelled_shaper(&req(Some("1gbe"), Some(4)), &rep), None);
+        assert_eq!(
+            unmodelled_shaper(&req(Some("1gbe"), Some(4)), &shaped, &rep),
+            None
+        );
         let _ = std::fs::remove_dir_all(&shaped);
         let _ = std::fs::remove_dir_all(&plain);
     }

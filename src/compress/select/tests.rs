@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::measure::rng::rng_for;
+use rand::rngs::mock::StepRng;
 use rand_distr::{Distribution, StandardNormal};
 
 /// Naive reference: sort all indices by (|x| desc, index asc), keep k, sort by index.
@@ -152,6 +153,19 @@ fn strided_sample_and_first_survivors() {
     }
 }
 
+/// A scratch for `k` after a full `scan` of `x` at threshold `thr`, and one after
+/// `scan_candidates` of `keys` (collected from `x` at a lower threshold) in its place.
+fn scan_and_replay(x: &[f32], keys: &[u64], k: usize, thr: f32) -> (TopKScratch, TopKScratch) {
+    let mut full = TopKScratch::new(0, 0);
+    full.ensure_keys(k);
+    let mut replay = full.clone();
+    full.begin(k, thr).expect("begin");
+    full.scan(0, x);
+    replay.begin(k, thr).expect("begin");
+    replay.scan_candidates(keys, x.len());
+    (full, replay)
+}
+
 /// `scan_candidates` over the keys `WideCandidates` collected at a lower threshold leaves
 /// exactly the state of a full `scan`: the same candidates, compaction and selection,
 /// whether the buffer compacts or not and whether `d` is a multiple of the block.
@@ -177,13 +191,7 @@ fn candidate_replay_equals_full_scan() {
             let naive: Vec<usize> = (0..d).filter(|&i| x[i].abs() >= lower).collect();
             let got: Vec<usize> = wide.keys().iter().map(|&c| key_index(c) as usize).collect();
             assert_eq!(got, naive, "d {d} lower {lower}");
-            let mut full = TopKScratch::new(0, 0);
-            full.ensure_keys(k);
-            let mut replay = full.clone();
-            full.begin(k, thr).expect("begin");
-            full.scan(0, &x);
-            replay.begin(k, thr).expect("begin");
-            replay.scan_candidates(wide.keys(), d);
+            let (mut full, mut replay) = scan_and_replay(&x, wide.keys(), k, thr);
             assert_eq!(
                 replay.candidates(),
                 full.candidates(),
@@ -248,26 +256,6 @@ fn scatter_mean_divides_each_written_entry_once() {
     let mut small = TouchedSet::default();
     small.ensure(64);
     assert!(scatter_mean("t", 0, &rec, &mut vec![0.0; d], &mut small).is_err());
-}
-
-/// An RNG whose every draw is 0: `gen_range(0..n)` is then 0, so a strided sample takes
-/// the first element of each stride (the sample is chosen by the test, not by chance).
-struct ZeroRng;
-
-impl rand::RngCore for ZeroRng {
-    fn next_u32(&mut self) -> u32 {
-        0
-    }
-    fn next_u64(&mut self) -> u64 {
-        0
-    }
-    fn fill_bytes(&mut self, dest: &mut [u8]) {
-        dest.fill(0);
-    }
-    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> std::result::Result<(), rand::Error> {
-        dest.fill(0);
-        Ok(())
-    }
 }
 
 /// The sampled threshold is the `r`-th largest of one draw per stride, with the sample
@@ -341,7 +329,8 @@ fn draw_sample_takes_one_uniform_element_per_stride() {
 }
 
 /// When the sampled threshold lets fewer than `k` elements pass, top-k scans again from
-/// 0 and is still exact: with every draw at a stride's start, `x[4j] = 10` for the first
+/// 0 and is still exact: with every draw 0 (`StepRng::new(0, 0)`: each draw at a stride's
+/// start), `x[4j] = 10` for the first
 /// 36 strides puts the 36th largest sample (r = 36 at d = 65536, k = 64) at 10, which 36
 /// elements pass; the other 28 of the top 64 are 5s the sample never saw.
 #[test]
@@ -354,13 +343,13 @@ fn a_threshold_too_high_rescans_from_zero() {
     let k = 64;
     let mut sc = TopKScratch::new(d, k);
     assert_eq!(
-        sc.sample_threshold(d, k, &mut ZeroRng, |i| x[i])
+        sc.sample_threshold(d, k, &mut StepRng::new(0, 0), |i| x[i])
             .expect("sample"),
         10.0
     );
     let (mut idx, mut val) = (vec![0u32; k], vec![0f32; k]);
     let m = sc
-        .top_k(&x, k, &mut ZeroRng, &mut idx, &mut val)
+        .top_k(&x, k, &mut StepRng::new(0, 0), &mut idx, &mut val)
         .expect("top_k");
     assert_eq!(m, k);
     let mut want: Vec<u32> = (0..36).map(|j| 4 * j).collect();
@@ -464,13 +453,7 @@ fn a_replay_checks_for_room_at_a_tail_without_candidates() {
             wide.scan(0, &x, lower);
             let n = if tail >= lower { d } else { big };
             assert_eq!(wide.keys().len(), n);
-            let mut full = TopKScratch::new(0, 0);
-            full.ensure_keys(32);
-            let mut replay = full.clone();
-            full.begin(32, 1.0).expect("begin");
-            full.scan(0, &x);
-            replay.begin(32, 1.0).expect("begin");
-            replay.scan_candidates(wide.keys(), d);
+            let (full, replay) = scan_and_replay(&x, wide.keys(), 32, 1.0);
             assert_eq!(full.candidates(), want, "{big} {tail}");
             assert_eq!(replay.candidates(), want, "{big} {tail}, lower {lower}");
             assert_eq!(replay.thr.to_bits(), full.thr.to_bits());

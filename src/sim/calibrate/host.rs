@@ -836,14 +836,10 @@ mod tests {
     #[test]
     fn a_two_machine_layout_keeps_the_runs_total_apart_from_the_busiest_machines_ranks() {
         use super::{layout_from_run_json, Layout};
-        let d = std::env::temp_dir().join(format!("gradcomp-host-layout-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        let p = d.join("run.json");
-        std::fs::write(
-            &p,
+        let p = write_run_json(
+            "layout",
             r#"{"hosts": ["a", "b", "a", "a"], "host_cores": [2, 8, 2, 2]}"#,
-        )
-        .unwrap();
+        );
         let l = layout_from_run_json(&p).unwrap().unwrap();
         assert_eq!(
             l,
@@ -865,7 +861,7 @@ mod tests {
         .unwrap();
         let l = layout_from_run_json(&p).unwrap().unwrap();
         assert_eq!((l.ranks, l.ranks_total, l.cores), (2, 4, 4));
-        let _ = std::fs::remove_dir_all(&d);
+        let _ = std::fs::remove_dir_all(p.parent().unwrap());
     }
 
     /// A row flat at the target from 1 on (`min(x, 1)`): [`bisect`] and [`narrow`]
