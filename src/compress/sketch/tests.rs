@@ -874,3 +874,226 @@ fn hashes_are_drawn_afresh_each_step_and_alike_on_every_worker() {
     s.decompress(0, 0, &rec(&wire.sum_f32, 1), out.view_mut())
         .expect("round 0");
 }
+
+/// The kernels of FetchSGD's `CSVec` step (docs/methods.md, "Device kernels"), bytes by
+/// hand (fp32 4, int64 8): a 1,000 x 1,000 tensor at density 0.001 (k = 1,000) in 3 rows
+/// of c = 10 k = 10,000 columns (a copy or clone reads and writes its bytes); a 1 x 10
+/// tensor, sent raw (3 x 10 + 1 >= 10); a tensor never registered lists nothing.
+#[test]
+fn device_kernels_by_hand() {
+    type Listed = Vec<(&'static str, f64)>;
+    let mut s = Sketch::new(
+        &params(0.001, 3, 10.0),
+        WorkerCtx {
+            rank: 0,
+            world_size: 4,
+            seed: 5,
+        },
+    )
+    .unwrap();
+    s.register(0, 1_000, 1_000).unwrap();
+    s.register(1, 1, 10).unwrap();
+    let list = |t: TensorId, round: usize, stage: Stage| -> Listed {
+        let mut v = Vec::new();
+        s.device_kernels(t, round, 0, stage, &mut |k| v.push((k.name, k.bytes)));
+        v
+    };
+    let d = 1e6;
+    let mut want: Listed = vec![("p = g + e", 12.0 * d), ("table = zeros(r, c)", 120_000.0)];
+    for _ in 0..3 {
+        want.extend([
+            // a clone reads and writes the row
+            ("clone bucket row", 16.0 * d),
+            ("clone sign row", 8.0 * d),
+            ("signs * p", 12.0 * d),
+            ("bincount: buckets.min()", 8.0 * d),
+            ("bincount: buckets.max()", 8.0 * d),
+            // buckets and weights read, c counts written
+            (
+                "bincount: weighted histogram into c buckets",
+                12.0 * d + 40_000.0,
+            ),
+            ("table[j] += counts", 120_000.0),
+        ]);
+    }
+    assert_eq!(list(0, 0, Stage::Compress), want);
+    let mut want: Listed = vec![("vals = zeros(r, d)", 12.0 * d)];
+    for _ in 0..3 {
+        want.extend([
+            ("table[j, buckets[j]] (gather)", 16.0 * d),
+            ("* signs[j]", 12.0 * d),
+            ("vals[j] = ...", 8.0 * d),
+        ]);
+    }
+    // the 3 rows read, the median and its int64 index written
+    want.push(("median over rows", 24.0 * d));
+    want.push(("vals**2", 8.0 * d));
+    // torch.sort of d fp32 keys with int64 indices: 4 passes of 8-bit digits
+    want.push(("sort: arange of the value indices", 8.0 * d));
+    want.push(("sort: digit histogram", 4.0 * d));
+    want.extend([("sort: onesweep pass (keys and values)", 24.0 * d); 4]);
+    assert_eq!(list(0, 0, Stage::Decompress), want);
+    assert_eq!(
+        list(0, 1, Stage::Compress),
+        [("p[HHs] (gather the k candidates)", 16_000.0)]
+    );
+    assert_eq!(
+        list(0, 1, Stage::Decompress),
+        [
+            ("update = zeros(d)", 4.0 * d),
+            ("sum / n", 8_000.0),
+            ("update[HHs] = sum / n (scatter)", 16_000.0),
+            ("e[HHs] = 0 (index_fill_)", 12_000.0),
+        ]
+    );
+    assert_eq!(
+        list(1, 0, Stage::Compress),
+        [("copy into the uncompressed buffer", 80.0)]
+    );
+    assert_eq!(
+        list(1, 0, Stage::Decompress),
+        [
+            ("uncompressed buffer /= n", 80.0),
+            ("copy back from the uncompressed buffer", 80.0),
+        ]
+    );
+    for (t, round) in [(0, 2), (1, 1), (2, 0)] {
+        for stage in [Stage::Compress, Stage::Decompress] {
+            assert!(list(t, round, stage).is_empty(), "tensor {t} round {round}");
+        }
+    }
+}
+
+/// 3 workers' gradients of 40 x 50: noise of sd 0.01 and 10 heavy entries of magnitude
+/// 5-14 (the sum over workers 15-42).
+fn heavy_grads(n: usize) -> Vec<Array2<f32>> {
+    let heavy = [17usize, 230, 468, 777, 901, 1200, 1333, 1500, 1750, 1999];
+    (0..n)
+        .map(|w| {
+            let mut g = randn(20 + w as u64, 40, 50) * 0.01;
+            for (j, &i) in heavy.iter().enumerate() {
+                let sign = if j % 2 == 0 { 1.0 } else { -1.0 };
+                g[(i / 50, i % 50)] += sign * (5.0 + j as f32);
+            }
+            g
+        })
+        .collect()
+}
+
+/// Round 1 at 3 workers: each kept element is the workers' mean (the sum the all-reduce
+/// delivered over 3, the rule written again), the rest 0; a round 1 that received other
+/// than the candidates' count, or from no worker, is an error; a raw tensor has no round
+/// 2. And `micro --check`'s verdict, both sides of each rule, at 3 and 4 sketch rows
+/// (the reference's median of an odd and an even count): the pipeline's own result
+/// passes; a kept value 0.5e-5 of the scale off passes, 1.0 off does not; 11 non-zeros
+/// do not (k = 10: `ceil(0.005 x 2000)`); 2 kept elements swapped for ones outside the
+/// reference's selection pass, 3 do not. A raw tensor (1 x 10: 3 x 10 + 1 >= 10): the
+/// exact mean passes, 2e-5 off of a scale of 4 passes, 0.5 off does not.
+#[test]
+fn round_one_means_and_check_verdict_by_hand() {
+    let n = 3;
+    let grads = heavy_grads(n);
+    let d = 2000;
+    let summed: Vec<f32> = (0..d)
+        .map(|i| grads.iter().map(|g| g[(i / 50, i % 50)]).sum())
+        .collect();
+    let mean: Vec<f32> = summed.iter().map(|s| s / 3.0).collect();
+    let scale = mean.iter().fold(0f32, |m, x| m.max(x.abs()));
+    let probe = |a: usize, b: usize| Array2::zeros((a, b));
+    for rows in [3, 4] {
+        let p = params(0.005, rows, 10.0);
+        let mut ws: Vec<Sketch> = (0..n).map(|w| make(&p, w, n, 40, 50)).collect();
+        let out: Vec<f32> = step_all(&mut ws, &grads).iter().copied().collect();
+        let kept: Vec<usize> = (0..d).filter(|&i| out[i] != 0.0).collect();
+        assert_eq!(kept.len(), 10, "rows {rows}: the premise, k kept");
+        for &i in &kept {
+            assert!((out[i] - mean[i]).abs() <= 1e-6 * scale, "rows {rows}: {i}");
+        }
+        let mut o = Array2::<f32>::zeros((40, 50));
+        for (sum, workers) in [(&[1.0f32][..], n), (&summed[..10], 0)] {
+            let e = ws[0].decompress(0, 1, &rec(sum, workers), o.view_mut());
+            assert!(
+                e.unwrap_err()
+                    .to_string()
+                    .contains("expected the 10 candidates"),
+                "rows {rows}: {} values from {workers} workers",
+                sum.len()
+            );
+        }
+        let verdict = |out: &[f32]| {
+            let mut fresh = make(&p, 0, n, 40, 50);
+            let mut ctx = CheckCtx::two_workers((40, 50), &p, &summed, &mut fresh, &probe);
+            ctx.world_size = n;
+            ws[0].check_verdict(out, &summed, &mut ctx).unwrap()
+        };
+        assert_eq!(verdict(&out), Ok(()), "rows {rows}");
+        let off = |by: f32| {
+            let mut v = out.clone();
+            v[kept[0]] += by;
+            verdict(&v)
+        };
+        assert_eq!(off(0.5e-5 * scale), Ok(()), "rows {rows}");
+        assert_eq!(
+            off(1.0).unwrap_err(),
+            "1 kept value(s) differ from the exact mean of the workers' gradients"
+        );
+        // Elements far from the selection: the smallest sums.
+        let mut light: Vec<usize> = (0..d).filter(|i| out[*i] == 0.0).collect();
+        light.sort_by(|&a, &b| summed[a].abs().total_cmp(&summed[b].abs()));
+        let mut more = out.clone();
+        more[light[0]] = mean[light[0]];
+        assert_eq!(
+            verdict(&more).unwrap_err(),
+            "11 non-zeros in the result, more than k = 10"
+        );
+        let swapped = |m: usize| {
+            let mut v = out.clone();
+            for j in 0..m {
+                v[kept[j]] = 0.0;
+                v[light[j]] = mean[light[j]];
+            }
+            verdict(&v)
+        };
+        assert_eq!(swapped(2), Ok(()), "rows {rows}");
+        assert_eq!(
+            swapped(3).unwrap_err(),
+            "3 kept element(s) are not among the reference sketch's 10 largest estimates"
+        );
+    }
+    // Raw: summed over 3 workers, mean scale 4.
+    let p = params(0.001, 3, 10.0);
+    let mut w = make(&p, 0, n, 1, 10);
+    let mut o = Array2::<f32>::zeros((1, 10));
+    let e = w.decompress(0, 2, &rec(&[], n), o.view_mut()).unwrap_err();
+    assert!(e.to_string().contains("round 2"), "{e}");
+    let summed = [3.0f32, -6.0, 12.0, 0.3, 0.0, -1.5, 9.0, 6.0, -12.0, 1.2];
+    let mean = [1.0f32, -2.0, 4.0, 0.1, 0.0, -0.5, 3.0, 2.0, -4.0, 0.4];
+    let verdict = |out: &[f32]| {
+        let mut fresh = make(&p, 0, n, 1, 10);
+        let mut ctx = CheckCtx::two_workers((1, 10), &p, &summed, &mut fresh, &probe);
+        ctx.world_size = n;
+        w.check_verdict(out, &summed, &mut ctx).unwrap()
+    };
+    assert_eq!(verdict(&mean), Ok(()));
+    let mut v = mean;
+    v[2] += 2e-5;
+    assert_eq!(verdict(&v), Ok(()));
+    v[2] = 4.5;
+    assert_eq!(
+        verdict(&v).unwrap_err(),
+        "1 element(s) of a raw tensor differ from the exact mean of the workers' gradients"
+    );
+}
+
+/// `micro --check`'s share of a worker is its own gradient, element by element.
+#[test]
+fn check_share_is_the_gradient() {
+    let p = params(0.005, 3, 10.0);
+    let w = make(&p, 0, 3, 2, 3);
+    let mut fresh = make(&p, 0, 3, 2, 3);
+    let g = Array2::from_shape_vec((2, 3), vec![1.0f32, -2.5, 0.0, 3.0, -0.25, 7.0]).unwrap();
+    assert_eq!(
+        w.check_share(g.view(), &mut fresh).unwrap(),
+        [1.0, -2.5, 0.0, 3.0, -0.25, 7.0]
+    );
+}
