@@ -964,16 +964,16 @@ fn device_kernels_by_hand() {
     }
 }
 
-/// 3 workers' gradients of 40 x 50: noise of sd 0.01 and 10 heavy entries of magnitude
-/// 5-14 (the sum over workers 15-42).
-fn heavy_grads(n: usize) -> Vec<Array2<f32>> {
+/// `n` workers' gradients of `rows x cols`: noise of sd 0.01 and 10 heavy entries of
+/// magnitude 5-14 among the first 2,000 (the sum over 3 workers 15-42).
+fn heavy_grads(n: usize, rows: usize, cols: usize) -> Vec<Array2<f32>> {
     let heavy = [17usize, 230, 468, 777, 901, 1200, 1333, 1500, 1750, 1999];
     (0..n)
         .map(|w| {
-            let mut g = randn(20 + w as u64, 40, 50) * 0.01;
+            let mut g = randn(20 + w as u64, rows, cols) * 0.01;
             for (j, &i) in heavy.iter().enumerate() {
                 let sign = if j % 2 == 0 { 1.0 } else { -1.0 };
-                g[(i / 50, i % 50)] += sign * (5.0 + j as f32);
+                g[(i / cols, i % cols)] += sign * (5.0 + j as f32);
             }
             g
         })
@@ -983,16 +983,18 @@ fn heavy_grads(n: usize) -> Vec<Array2<f32>> {
 /// Round 1 at 3 workers: each kept element is the workers' mean (the sum the all-reduce
 /// delivered over 3, the rule written again), the rest 0; a round 1 that received other
 /// than the candidates' count, or from no worker, is an error; a raw tensor has no round
-/// 2. And `micro --check`'s verdict, both sides of each rule, at 3 and 4 sketch rows
-/// (the reference's median of an odd and an even count): the pipeline's own result
-/// passes; a kept value 0.5e-5 of the scale off passes, 1.0 off does not; 11 non-zeros
-/// do not (k = 10: `ceil(0.005 x 2000)`); 2 kept elements swapped for ones outside the
-/// reference's selection pass, 3 do not. A raw tensor (1 x 10: 3 x 10 + 1 >= 10): the
-/// exact mean passes, 2e-5 off of a scale of 4 passes, 0.5 off does not.
+/// 2. And `micro --check`'s verdict, both sides of each rule, at 2 to 5 sketch rows (the
+/// reference's median of even and odd counts; `r / 2` and `r % 2` differ at 2 and 5):
+/// the pipeline's own result passes; a kept value 0.5e-5 of the scale off passes, 1.0 off
+/// does not; 11 non-zeros do not (k = 10: `ceil(0.005 x 2000)`); 2 kept elements swapped
+/// for ones outside the reference's selection pass, 3 do not. A raw tensor (1 x 10:
+/// 3 x 10 + 1 >= 10): the exact mean passes, 2e-5 off of a scale of 4 passes, 0.5 off
+/// does not. A sketch wider than `SEG_MAX` (200 x 200 at k = 200: 2,000 columns, two
+/// blocks a row): the pipeline's result passes.
 #[test]
 fn round_one_means_and_check_verdict_by_hand() {
     let n = 3;
-    let grads = heavy_grads(n);
+    let grads = heavy_grads(n, 40, 50);
     let d = 2000;
     let summed: Vec<f32> = (0..d)
         .map(|i| grads.iter().map(|g| g[(i / 50, i % 50)]).sum())
@@ -1000,7 +1002,7 @@ fn round_one_means_and_check_verdict_by_hand() {
     let mean: Vec<f32> = summed.iter().map(|s| s / 3.0).collect();
     let scale = mean.iter().fold(0f32, |m, x| m.max(x.abs()));
     let probe = |a: usize, b: usize| Array2::zeros((a, b));
-    for rows in [3, 4] {
+    for rows in [2, 3, 4, 5] {
         let p = params(0.005, rows, 10.0);
         let mut ws: Vec<Sketch> = (0..n).map(|w| make(&p, w, n, 40, 50)).collect();
         let out: Vec<f32> = step_all(&mut ws, &grads).iter().copied().collect();
@@ -1060,6 +1062,21 @@ fn round_one_means_and_check_verdict_by_hand() {
             "3 kept element(s) are not among the reference sketch's 10 largest estimates"
         );
     }
+    let grads = heavy_grads(n, 200, 200);
+    let summed: Vec<f32> = (0..40_000)
+        .map(|i| grads.iter().map(|g| g[(i / 200, i % 200)]).sum())
+        .collect();
+    let p = params(0.005, 3, 10.0);
+    let mut ws: Vec<Sketch> = (0..n).map(|w| make(&p, w, n, 200, 200)).collect();
+    let out: Vec<f32> = step_all(&mut ws, &grads).iter().copied().collect();
+    assert_eq!(out.iter().filter(|&&x| x != 0.0).count(), 200);
+    let mut fresh = make(&p, 0, n, 200, 200);
+    let mut ctx = CheckCtx::two_workers((200, 200), &p, &summed, &mut fresh, &probe);
+    ctx.world_size = n;
+    assert_eq!(
+        ws[0].check_verdict(&out, &summed, &mut ctx).unwrap(),
+        Ok(())
+    );
     // Raw: summed over 3 workers, mean scale 4.
     let p = params(0.001, 3, 10.0);
     let mut w = make(&p, 0, n, 1, 10);
