@@ -202,15 +202,9 @@ pub fn run(
         timing: &timing,
         warmup,
     };
-    let result: Result<()> = std::thread::scope(|sc| {
-        let dev = &device;
-        let bt = &bwd_times;
-        sc.spawn(move || dev.run(fwd_s, bt, compute));
-        let r = iterations.run(&mut ex, trace, &mut out);
-        device.stop();
-        r
-    });
-    result?;
+    device.beside(fwd_s, &bwd_times, compute, || {
+        iterations.run(&mut ex, trace, &mut out)
+    })?;
     let Timed {
         mut series,
         mut drift,
