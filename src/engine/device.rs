@@ -323,7 +323,7 @@ mod tests {
     use std::time::Duration;
 
     /// Beside the device thread: `f`'s value is returned, and a panic in `f` reaches the
-    /// caller (the device thread stopped on the way out), within 20 s. The run happens
+    /// caller (the device thread stopped on the way out), within 10 s. The run happens
     /// on a thread of its own, so that a device thread left waiting fails this test
     /// instead of hanging it.
     #[test]
@@ -348,7 +348,7 @@ mod tests {
                 .and_then(|e| e.downcast_ref::<&str>().map(|s| s.to_string()));
             tx.send((value, text)).unwrap();
         });
-        let got = rx.recv_timeout(Duration::from_secs(20));
+        let got = rx.recv_timeout(Duration::from_secs(10));
         assert_eq!(got, Ok((7, Some("an iteration failed".to_string()))));
     }
 
