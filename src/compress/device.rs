@@ -281,6 +281,16 @@ pub fn collect_all(list: impl FnOnce(Out)) -> Vec<Kernel> {
     v
 }
 
+/// (name, bytes) of every kernel `list` reports: what the methods' kernel tests compare
+/// with their bytes by hand.
+#[cfg(test)]
+pub(crate) fn named_bytes(list: impl FnOnce(Out)) -> Vec<(&'static str, f64)> {
+    collect_all(list)
+        .into_iter()
+        .map(|k| (k.name, k.bytes))
+        .collect()
+}
+
 /// The orthogonalisation of a `rows x r` factor in each reading of `orth`
 /// ([`crate::roofline::READINGS`]): `reference` launches what the method's reference
 /// does (the function given), `gram-schmidt` and `householder` [`gram_schmidt`] and
@@ -322,14 +332,6 @@ mod tests {
         assert_eq!(index_key_passes((1 << 24) + 1), 4);
     }
 
-    /// (name, bytes) of what `list` reports.
-    fn bytes(list: impl FnOnce(Out)) -> Vec<(&'static str, f64)> {
-        collect_all(list)
-            .into_iter()
-            .map(|k| (k.name, k.bytes))
-            .collect()
-    }
-
     /// The helpers' bytes by hand (fp32 4, int64 8): `torch.topk` over 100,000 keys (25
     /// select blocks of 4,096: 4 x 256 x 25 = 25,600 count bytes), sorted in one block at
     /// k = 10 and by a radix sort at k = 5,000; `index_put_` of 1,000 pairs into 65,536
@@ -347,7 +349,7 @@ mod tests {
             400_120.0,
         ));
         want.push(("topk: sort the k results (in one block)", 240.0));
-        assert_eq!(bytes(|o| torch_topk(o, 100_000, 10, true)), want);
+        assert_eq!(named_bytes(|o| torch_topk(o, 100_000, 10, true)), want);
         let mut want: Vec<(&str, f64)> = select.repeat(4);
         want.push((
             "topk: gather the k largest (values, int64 indices)",
@@ -355,9 +357,9 @@ mod tests {
         ));
         want.push(("sort: digit histogram", 20_000.0));
         want.extend([("sort: onesweep pass (keys and values)", 120_000.0); 4]);
-        assert_eq!(bytes(|o| torch_topk(o, 100_000, 5000, true)), want);
+        assert_eq!(named_bytes(|o| torch_topk(o, 100_000, 5000, true)), want);
         // No keys: one block's counts.
-        assert_eq!(bytes(|o| torch_topk(o, 0, 0, false))[0].1, 1024.0);
+        assert_eq!(named_bytes(|o| torch_topk(o, 0, 0, false))[0].1, 1024.0);
         let mut want = vec![
             ("index_put_: linearise indices", 16_000.0),
             ("sort: arange of the value indices", 8000.0),
@@ -365,9 +367,9 @@ mod tests {
         ];
         want.extend([("sort: onesweep pass (keys and values)", 32_000.0); 2]);
         want.push(("index_put_: accumulate sorted values", 28_000.0));
-        assert_eq!(bytes(|o| index_put_accumulate(o, 1000, 65_536)), want);
+        assert_eq!(named_bytes(|o| index_put_accumulate(o, 1000, 65_536)), want);
         assert_eq!(
-            bytes(|o| gram_schmidt(o, 10, 2)),
+            named_bytes(|o| gram_schmidt(o, 10, 2)),
             [
                 ("orth (Gram-Schmidt): column norm", 40.0),
                 ("orth (Gram-Schmidt): col /= norm", 80.0),
@@ -380,7 +382,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            bytes(|o| householder_qr(o, 10, 2)),
+            named_bytes(|o| householder_qr(o, 10, 2)),
             [
                 ("orth (QR): clone input column-major", 160.0),
                 ("orth (QR): geqrf column norm", 40.0),
@@ -400,14 +402,14 @@ mod tests {
         // Rank 3: two columns left after the first (m = 2), where `x m` and `/ m` differ.
         let of = |v: Vec<(&str, f64)>| v.into_iter().map(|k| k.1).collect::<Vec<f64>>();
         assert_eq!(
-            of(bytes(|o| gram_schmidt(o, 10, 3))),
+            of(named_bytes(|o| gram_schmidt(o, 10, 3))),
             [
                 40.0, 80.0, 200.0, 88.0, 128.0, 240.0, 40.0, 80.0, 120.0, 44.0, 84.0, 120.0, 40.0,
                 80.0
             ]
         );
         assert_eq!(
-            of(bytes(|o| householder_qr(o, 10, 3))),
+            of(named_bytes(|o| householder_qr(o, 10, 3))),
             [
                 240.0, 40.0, 80.0, 128.0, 208.0, 36.0, 72.0, 76.0, 112.0, 32.0, 64.0, 156.0, 64.0,
                 76.0, 112.0, 72.0, 128.0, 208.0, 80.0, 240.0

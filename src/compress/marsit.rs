@@ -529,9 +529,7 @@ mod tests {
     fn device_kernels_by_hand() {
         let ws = setup(4, 1, 100);
         let list = |round: usize, stage: Stage| {
-            let mut v = Vec::new();
-            ws[0].device_kernels(0, round, 0, stage, &mut |k| v.push((k.name, k.bytes)));
-            v
+            device::named_bytes(|o| ws[0].device_kernels(0, round, 0, stage, o))
         };
         assert_eq!(
             list(0, Stage::Compress),

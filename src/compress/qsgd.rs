@@ -672,9 +672,7 @@ mod tests {
     fn device_kernels_by_hand() {
         let q = make(3, 0, 2, 2, 11);
         let list = |round: usize, stage: Stage| {
-            let mut v = Vec::new();
-            q.device_kernels(0, round, 0, stage, &mut |k| v.push((k.name, k.bytes)));
-            v
+            device::named_bytes(|o| q.device_kernels(0, round, 0, stage, o))
         };
         // d = 22: an fp32 pass is 88 bytes; the codes ceil(3 x 22 / 32) = 3 words, 12 bytes.
         assert_eq!(

@@ -449,9 +449,7 @@ mod tests {
         let mut m = RandomK::new(&with_density(0.25), ctx(0, 2)).unwrap();
         m.register(0, 8, 16).unwrap();
         let list = |round: usize, stage: Stage| {
-            let mut v = Vec::new();
-            m.device_kernels(0, round, 0, stage, &mut |k| v.push((k.name, k.bytes)));
-            v
+            device::named_bytes(|o| m.device_kernels(0, round, 0, stage, o))
         };
         let (d, k) = (128.0, 32.0);
         let mut want = vec![
@@ -460,14 +458,9 @@ mod tests {
             ("p = beta e + gamma g", 4.0 * d * 3.0),
             ("randperm: random keys", 8.0 * d),
         ];
-        device::radix_sort_pairs(
-            &mut |k| want.push((k.name, k.bytes)),
-            128,
-            8.0,
-            8.0,
-            8,
-            true,
-        );
+        want.extend(device::named_bytes(|o| {
+            device::radix_sort_pairs(o, 128, 8.0, 8.0, 8, true)
+        }));
         want.extend([
             ("values = p[indices] (gather)", (8.0 + 4.0 + 4.0) * k),
             ("own decompress: torch.zeros(numel)", 4.0 * d),

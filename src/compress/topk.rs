@@ -429,18 +429,16 @@ mod tests {
         let mut m = TopK::new(&params(0.25), ctx(0, 2)).expect("new");
         m.register(0, 8, 16).expect("register");
         let list = |round: usize| {
-            let mut v = Vec::new();
-            m.device_kernels(0, round, 0, Stage::Compress, &mut |k| {
-                v.push((k.name, k.bytes))
-            });
-            v
+            device::named_bytes(|o| m.device_kernels(0, round, 0, Stage::Compress, o))
         };
         let (d, k) = (128.0, 32.0);
         let mut want = vec![
             ("p = g + e (add_ residual)", 4.0 * d * 3.0),
             ("|p|", 4.0 * d * 2.0),
         ];
-        device::torch_topk(&mut |kk| want.push((kk.name, kk.bytes)), 128, 32, true);
+        want.extend(device::named_bytes(|o| {
+            device::torch_topk(o, 128, 32, true)
+        }));
         want.extend([
             ("values = p[indexes] (gather)", (8.0 + 4.0 + 4.0) * k),
             ("residual = p + 0.0", 4.0 * d * 2.0),

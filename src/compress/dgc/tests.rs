@@ -903,15 +903,9 @@ fn largest_r_by_hand() {
 fn device_kernels_by_hand() {
     type Listed = Vec<(&'static str, f64)>;
     let list = |m: &Dgc, t: TensorId, round: usize, stage: Stage| {
-        let mut v = Vec::new();
-        m.device_kernels(t, round, 0, stage, &mut |k| v.push((k.name, k.bytes)));
-        v
+        device::named_bytes(|o| m.device_kernels(t, round, 0, stage, o))
     };
-    let topk = |n: usize, r: usize| {
-        let mut v = Vec::new();
-        device::torch_topk(&mut |k| v.push((k.name, k.bytes)), n, r, false);
-        v
-    };
+    let topk = |n: usize, r: usize| device::named_bytes(|o| device::torch_topk(o, n, r, false));
     // The selection after `|v|`: the sample's top-r, its minimum, the mask, its
     // nonzero, the gather and momentum factor masking of `u` and `v`.
     let select = |d: f64, k: f64, n: usize, r: usize| -> Listed {
@@ -929,7 +923,9 @@ fn device_kernels_by_hand() {
     };
     let decompress = |d: f64, k: usize, dn: usize| -> Listed {
         let mut v = vec![("grad.zero_()", 4.0 * d)];
-        device::index_put_accumulate(&mut |k| v.push((k.name, k.bytes)), 4 * k, dn);
+        v.extend(device::named_bytes(|o| {
+            device::index_put_accumulate(o, 4 * k, dn)
+        }));
         v.push(("grad *= 1 / n", 8.0 * d));
         v
     };

@@ -894,9 +894,7 @@ fn device_kernels_by_hand() {
     s.register(0, 1_000, 1_000).unwrap();
     s.register(1, 1, 10).unwrap();
     let list = |t: TensorId, round: usize, stage: Stage| -> Listed {
-        let mut v = Vec::new();
-        s.device_kernels(t, round, 0, stage, &mut |k| v.push((k.name, k.bytes)));
-        v
+        device::named_bytes(|o| s.device_kernels(t, round, 0, stage, o))
     };
     let d = 1e6;
     let mut want: Listed = vec![("p = g + e", 12.0 * d), ("table = zeros(r, c)", 120_000.0)];
@@ -980,6 +978,29 @@ fn heavy_grads(n: usize, rows: usize, cols: usize) -> Vec<Array2<f32>> {
         .collect()
 }
 
+/// The workers' gradients summed element by element, in row-major order.
+fn summed_of(grads: &[Array2<f32>]) -> Vec<f32> {
+    let sum = grads[1..].iter().fold(grads[0].clone(), |a, g| a + g);
+    sum.iter().copied().collect()
+}
+
+/// `micro --check`'s verdict of `w` on `out`, a `shape` tensor of `n` workers whose
+/// gradients summed to `summed`.
+fn verdict_of(
+    w: &Sketch,
+    p: &MethodParams,
+    n: usize,
+    shape: (usize, usize),
+    summed: &[f32],
+    out: &[f32],
+) -> Verdict {
+    let probe = |a: usize, b: usize| Array2::zeros((a, b));
+    let mut fresh = make(p, 0, n, shape.0, shape.1);
+    let mut ctx = CheckCtx::two_workers(shape, p, summed, &mut fresh, &probe);
+    ctx.world_size = n;
+    w.check_verdict(out, summed, &mut ctx).unwrap()
+}
+
 /// Round 1 at 3 workers: each kept element is the workers' mean (the sum the all-reduce
 /// delivered over 3, the rule written again), the rest 0; a round 1 that received other
 /// than the candidates' count, or from no worker, is an error; a raw tensor has no round
@@ -996,12 +1017,9 @@ fn round_one_means_and_check_verdict_by_hand() {
     let n = 3;
     let grads = heavy_grads(n, 40, 50);
     let d = 2000;
-    let summed: Vec<f32> = (0..d)
-        .map(|i| grads.iter().map(|g| g[(i / 50, i % 50)]).sum())
-        .collect();
+    let summed = summed_of(&grads);
     let mean: Vec<f32> = summed.iter().map(|s| s / 3.0).collect();
     let scale = mean.iter().fold(0f32, |m, x| m.max(x.abs()));
-    let probe = |a: usize, b: usize| Array2::zeros((a, b));
     for rows in [2, 3, 4, 5] {
         let p = params(0.005, rows, 10.0);
         let mut ws: Vec<Sketch> = (0..n).map(|w| make(&p, w, n, 40, 50)).collect();
@@ -1022,12 +1040,7 @@ fn round_one_means_and_check_verdict_by_hand() {
                 sum.len()
             );
         }
-        let verdict = |out: &[f32]| {
-            let mut fresh = make(&p, 0, n, 40, 50);
-            let mut ctx = CheckCtx::two_workers((40, 50), &p, &summed, &mut fresh, &probe);
-            ctx.world_size = n;
-            ws[0].check_verdict(out, &summed, &mut ctx).unwrap()
-        };
+        let verdict = |out: &[f32]| verdict_of(&ws[0], &p, n, (40, 50), &summed, out);
         assert_eq!(verdict(&out), Ok(()), "rows {rows}");
         let off = |by: f32| {
             let mut v = out.clone();
@@ -1063,20 +1076,12 @@ fn round_one_means_and_check_verdict_by_hand() {
         );
     }
     let grads = heavy_grads(n, 200, 200);
-    let summed: Vec<f32> = (0..40_000)
-        .map(|i| grads.iter().map(|g| g[(i / 200, i % 200)]).sum())
-        .collect();
+    let summed = summed_of(&grads);
     let p = params(0.005, 3, 10.0);
     let mut ws: Vec<Sketch> = (0..n).map(|w| make(&p, w, n, 200, 200)).collect();
     let out: Vec<f32> = step_all(&mut ws, &grads).iter().copied().collect();
     assert_eq!(out.iter().filter(|&&x| x != 0.0).count(), 200);
-    let mut fresh = make(&p, 0, n, 200, 200);
-    let mut ctx = CheckCtx::two_workers((200, 200), &p, &summed, &mut fresh, &probe);
-    ctx.world_size = n;
-    assert_eq!(
-        ws[0].check_verdict(&out, &summed, &mut ctx).unwrap(),
-        Ok(())
-    );
+    assert_eq!(verdict_of(&ws[0], &p, n, (200, 200), &summed, &out), Ok(()));
     // Raw: summed over 3 workers, mean scale 4.
     let p = params(0.001, 3, 10.0);
     let mut w = make(&p, 0, n, 1, 10);
@@ -1085,12 +1090,7 @@ fn round_one_means_and_check_verdict_by_hand() {
     assert!(e.to_string().contains("round 2"), "{e}");
     let summed = [3.0f32, -6.0, 12.0, 0.3, 0.0, -1.5, 9.0, 6.0, -12.0, 1.2];
     let mean = [1.0f32, -2.0, 4.0, 0.1, 0.0, -0.5, 3.0, 2.0, -4.0, 0.4];
-    let verdict = |out: &[f32]| {
-        let mut fresh = make(&p, 0, n, 1, 10);
-        let mut ctx = CheckCtx::two_workers((1, 10), &p, &summed, &mut fresh, &probe);
-        ctx.world_size = n;
-        w.check_verdict(out, &summed, &mut ctx).unwrap()
-    };
+    let verdict = |out: &[f32]| verdict_of(&w, &p, n, (1, 10), &summed, out);
     assert_eq!(verdict(&mean), Ok(()));
     let mut v = mean;
     v[2] += 2e-5;
